@@ -1,0 +1,44 @@
+"""tsstore: high-rate time series in Google Cloud Firestore with sharded timestamps."""
+
+from __future__ import annotations
+
+from .errors import (
+    ConfigError,
+    CursorError,
+    EmulatorError,
+    QueryError,
+    RecordError,
+    SchemaError,
+    SpecError,
+    TsstoreError,
+    WriteError,
+    WriteFailure,
+)
+from .planning import QueryPlan, plan_query
+from .rows import Page, Tick
+from .spec import Direction, QueryShape, SeriesSpec, plan_shards
+from .store import TimeSeriesStore, WriteOptions, WriteResult
+
+__all__ = [
+    "ConfigError",
+    "CursorError",
+    "Direction",
+    "EmulatorError",
+    "Page",
+    "QueryError",
+    "QueryPlan",
+    "QueryShape",
+    "RecordError",
+    "SchemaError",
+    "SeriesSpec",
+    "SpecError",
+    "Tick",
+    "TimeSeriesStore",
+    "TsstoreError",
+    "WriteError",
+    "WriteFailure",
+    "WriteOptions",
+    "WriteResult",
+    "plan_query",
+    "plan_shards",
+]

@@ -1,0 +1,77 @@
+"""The one exception root of tsstore and its categories.
+
+Usage errors (a bad argument, record or declaration) also subclass ``ValueError`` so
+callers that already catch ``ValueError`` keep working. Every message names the bad
+value and what is allowed instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+class TsstoreError(Exception):
+    """Root of every error raised by tsstore."""
+
+
+class SpecError(TsstoreError, ValueError):
+    """A series declaration (``SeriesSpec``/``QueryShape``) is invalid."""
+
+
+class ConfigError(TsstoreError, ValueError):
+    """An option given to a tsstore object is invalid."""
+
+
+class RecordError(TsstoreError, ValueError):
+    """A record given to the writer cannot be written as it is.
+
+    ``index`` is the record's position in the input (0-based), ``reason`` the rule broken.
+    """
+
+    def __init__(self, index: int, reason: str) -> None:
+        super().__init__(f"record {index}: {reason}")
+        self.index = index
+        self.reason = reason
+
+
+class QueryError(TsstoreError, ValueError):
+    """A query asks for something tsstore or Firestore cannot serve."""
+
+
+class CursorError(QueryError):
+    """A pagination cursor is malformed or belongs to another query."""
+
+
+@dataclass(frozen=True)
+class WriteFailure:
+    """One document Firestore refused after all retries."""
+
+    index: int
+    document_id: str
+    code: int
+    message: str
+
+
+class WriteError(TsstoreError):
+    """Firestore refused some documents after all retries; nothing was dropped silently.
+
+    ``failures`` names each refused record; ``written`` counts those that did land.
+    """
+
+    def __init__(self, failures: Sequence[WriteFailure], written: int) -> None:
+        first = failures[0]
+        super().__init__(
+            f"{len(failures)} of {written + len(failures)} documents were not written; "
+            f"first: record {first.index} (id {first.document_id}): code {first.code}: {first.message}"
+        )
+        self.failures = tuple(failures)
+        self.written = written
+
+
+class SchemaError(TsstoreError):
+    """Stored values do not fit the column types the spec declares."""
+
+
+class EmulatorError(TsstoreError):
+    """The local Firestore emulator could not be found, started or reached."""

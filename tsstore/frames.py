@@ -1,0 +1,171 @@
+"""DataFrames from ticks, and records from DataFrames.
+
+A frame has one row per tick in query order, a tz-aware UTC ``DatetimeIndex`` named after
+the timestamp field, and one column per leaf field with nested maps flattened to dotted
+names (``price.currency``). Columns are built directly as lists in one pass over the
+ticks; no per-row ``json_normalize``.
+
+Dtypes (declared columns use their declared type; others are inferred from the values):
+
+=========== ====================== ================================
+type        pandas dtype           missing value
+=========== ====================== ================================
+string      ``string``             ``<NA>``
+Int64       ``Int64``              ``<NA>``
+Float64     ``Float64``            ``<NA>``
+boolean     ``boolean``            ``<NA>``
+datetime    ``datetime64[us, UTC]`` ``NaT``
+object      ``object``             ``None``
+=========== ====================== ================================
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import pandas as pd
+
+from .errors import SchemaError
+from .rows import Tick
+from .spec import SeriesSpec
+
+_DTYPES = {
+    "string": "string",
+    "Int64": "Int64",
+    "Float64": "Float64",
+    "boolean": "boolean",
+    "datetime": "datetime64[us, UTC]",
+    "object": "object",
+}
+
+
+def ticks_to_frame(spec: SeriesSpec, ticks: Iterable[Tick]) -> pd.DataFrame:
+    """One DataFrame of ``ticks``, in their order (see the module doc for the schema)."""
+    index_values: list[dt.datetime] = []
+    columns: dict[str, list[Any]] = {}
+    ts_field = spec.timestamp_field
+    row = 0
+    for tick in ticks:
+        index_values.append(tick.timestamp)
+        _flatten_into(tick.data, "", columns, row)
+        row += 1
+    columns.pop(ts_field, None)
+    for values in columns.values():
+        if len(values) < row:
+            values.extend([None] * (row - len(values)))
+    declared = dict(spec.columns)
+    data: dict[str, Any] = {}
+    for name, kind in spec.columns:
+        data[name] = _series(name, columns.pop(name, [None] * row), kind)
+    for name in sorted(columns):
+        data[name] = _series(name, columns[name], _infer(columns[name]))
+    index = pd.DatetimeIndex(pd.to_datetime(index_values, utc=True), name=ts_field).as_unit("us")
+    frame = pd.DataFrame(data, index=index)
+    if not declared and not data:
+        frame = pd.DataFrame(index=index)
+    return frame
+
+
+def frames(spec: SeriesSpec, ticks: Iterable[Tick], *, rows: int) -> Iterator[pd.DataFrame]:
+    """Frames of at most ``rows`` ticks each, built as the ticks arrive (bounded memory)."""
+    batch: list[Tick] = []
+    for tick in ticks:
+        batch.append(tick)
+        if len(batch) == rows:
+            yield ticks_to_frame(spec, batch)
+            batch = []
+    if batch:
+        yield ticks_to_frame(spec, batch)
+
+
+def _flatten_into(data: Mapping[str, Any], prefix: str, columns: dict[str, list[Any]], row: int) -> None:
+    for key, value in data.items():
+        name = prefix + key
+        if type(value) is dict and value:
+            _flatten_into(value, name + ".", columns, row)
+            continue
+        column = columns.get(name)
+        if column is None:
+            column = columns[name] = [None] * row
+        elif len(column) < row:
+            column.extend([None] * (row - len(column)))
+        column.append(value)
+
+
+def _infer(values: list[Any]) -> str:
+    kinds = {type(v) for v in values if v is not None}
+    if not kinds:
+        return "object"
+    if kinds == {str}:
+        return "string"
+    if kinds == {bool}:
+        return "boolean"
+    if kinds == {int}:
+        return "Int64"
+    if kinds <= {int, float}:
+        return "Float64"
+    if all(issubclass(k, dt.datetime) for k in kinds):
+        return "datetime"
+    return "object"
+
+
+def _series(name: str, values: list[Any], kind: str) -> pd.api.extensions.ExtensionArray | Any:
+    dtype = _DTYPES[kind]
+    if kind == "object":
+        return pd.array(values, dtype=object)
+    try:
+        if kind == "datetime":
+            return pd.array(pd.to_datetime(values, utc=True)).astype(dtype)
+        return pd.array(values, dtype=dtype)
+    except (TypeError, ValueError) as exc:
+        bad = next((v for v in values if v is not None and not _fits(v, kind)), None)
+        raise SchemaError(
+            f"column {name!r} is declared {kind!r} but holds {type(bad).__name__} {bad!r}; "
+            "change the declared type in the SeriesSpec or fix the stored data"
+        ) from exc
+
+
+def _fits(value: Any, kind: str) -> bool:
+    return {
+        "string": isinstance(value, str),
+        "Int64": isinstance(value, int) and not isinstance(value, bool),
+        "Float64": isinstance(value, (int, float)) and not isinstance(value, bool),
+        "boolean": isinstance(value, bool),
+        "datetime": isinstance(value, dt.datetime),
+    }.get(kind, True)
+
+
+def frame_to_records(spec: SeriesSpec, frame: pd.DataFrame) -> Iterator[dict[str, Any]]:
+    """Records for the writer from a DataFrame: dotted columns become nested maps, missing
+    values (NA, NaN, NaT, None) leave the field out, and a ``DatetimeIndex`` supplies the
+    timestamp when the frame has no timestamp column."""
+    ts_field = spec.timestamp_field
+    use_index = ts_field not in frame.columns and isinstance(frame.index, pd.DatetimeIndex)
+    names = [str(c) for c in frame.columns]
+    paths = [n.split(".") for n in names]
+    index_values = frame.index if use_index else None
+    for pos, values in enumerate(frame.itertuples(index=False, name=None)):
+        record: dict[str, Any] = {}
+        if index_values is not None:
+            record[ts_field] = index_values[pos]
+        for path, value in zip(paths, values):
+            if _is_missing(value):
+                continue
+            target = record
+            for part in path[:-1]:
+                target = target.setdefault(part, {})
+            target[path[-1]] = value
+        yield record
+
+
+def _is_missing(value: Any) -> bool:
+    if value is None or value is pd.NA or value is pd.NaT:
+        return True
+    if isinstance(value, float) and value != value:
+        return True
+    try:
+        return bool(pd.isna(value)) if not isinstance(value, (list, dict, str, bytes)) else False
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,29 @@
+"""Firestore limits that shape tsstore's design, named once.
+
+Values come from Firestore's documentation and were checked on the local emulator
+(see the README's "Limits" section). Everything that depends on them derives from
+these names; no other module writes the numbers again.
+"""
+
+from __future__ import annotations
+
+#: Sustained writes/s a collection takes while an indexed field grows monotonically.
+SEQUENTIAL_WRITES_PER_SECOND = 500
+
+#: Most values one ``in`` filter may list.
+MAX_IN_VALUES = 30
+
+#: Most disjunctions a query may have after normalisation to disjunctive normal form:
+#: ``shard in [a]`` x ``symbol in [b]`` expands to ``len(a) * len(b)`` disjunctions.
+MAX_DISJUNCTIONS = 30
+
+#: Largest document Firestore stores (1 MiB), counted as Firestore's storage-size rules count.
+MAX_DOCUMENT_BYTES = 1_048_576
+
+#: Largest integer a Firestore integer value holds (signed 64-bit).
+MAX_INT64 = 2**63 - 1
+MIN_INT64 = -(2**63)
+
+#: The ramp-up rule for new traffic ("500/50/5"): start at 500 ops/s and grow by 50 %
+#: every 5 minutes. google-cloud-firestore's BulkWriter implements exactly this growth.
+RAMP_START_OPS_PER_SECOND = 500

@@ -1,0 +1,233 @@
+"""Query planning: validate a query against its spec and split the shards into chunks.
+
+Pure logic, no Firestore calls. A sharded query becomes one Firestore query per chunk of
+shard values, each ``shard in [chunk]`` plus the caller's filters, ordered by
+``(timestamp, __name__)``. Chunks are as large as Firestore's disjunction budget allows
+once the caller's own ``in`` lists are multiplied in, so the plan costs as few queries
+(and as few billed reads) as possible.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import QueryError, SpecError
+from .limits import MAX_DISJUNCTIONS, MAX_IN_VALUES
+from .spec import Direction, QueryShape, SeriesSpec, check_field_path
+from .times import to_utc
+
+#: Operators a tsstore query accepts, and why the others are refused.
+ALLOWED_OPERATORS = ("==", "in")
+_REFUSED_OPERATORS = {
+    "!=": "Firestore cannot combine '!=' with the shard 'in' filter and a timestamp order",
+    "not-in": "Firestore cannot combine 'not-in' with the shard 'in' filter",
+    "not_in": "Firestore cannot combine 'not-in' with the shard 'in' filter",
+    "<": "range filters are only allowed on the timestamp (use start/end)",
+    "<=": "range filters are only allowed on the timestamp (use start/end)",
+    ">": "range filters are only allowed on the timestamp (use start/end)",
+    ">=": "range filters are only allowed on the timestamp (use start/end)",
+    "array-contains": "array filters are not supported by tsstore queries",
+    "array-contains-any": "array filters are not supported by tsstore queries",
+}
+
+Where = Mapping[str, Any] | Iterable[tuple[str, str, Any]] | None
+
+
+@dataclass(frozen=True)
+class Filter:
+    """``field == values[0]`` or ``field in values``."""
+
+    field: str
+    op: str
+    values: tuple[Any, ...]
+
+    @property
+    def disjunctions(self) -> int:
+        return len(self.values) if self.op == "in" else 1
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """Everything the store needs to run one sharded query."""
+
+    spec: SeriesSpec
+    filters: tuple[Filter, ...]
+    start: dt.datetime | None
+    end: dt.datetime | None
+    direction: Direction
+    limit: int | None
+    columns: tuple[str, ...] | None
+    chunks: tuple[tuple[str, ...], ...]
+    shape: QueryShape
+
+    @property
+    def descending(self) -> bool:
+        return self.direction is Direction.DESC
+
+
+def normalize_where(where: Where) -> tuple[Filter, ...]:
+    """Turn a mapping (``{field: value}``; a list or tuple value means ``in``) or a sequence of
+    ``(field, op, value)`` triples into filters, validating operators and ``in`` lists."""
+    if where is None:
+        return ()
+    if isinstance(where, Mapping):
+        triples: list[tuple[str, str, Any]] = [
+            (k, "in" if isinstance(v, (list, tuple, set, frozenset)) else "==", v) for k, v in where.items()
+        ]
+    else:
+        triples = []
+        for item in where:
+            if not isinstance(item, (tuple, list)) or len(item) != 3:
+                raise QueryError(f"filter {item!r} is not a (field, operator, value) triple")
+            triples.append((item[0], item[1], item[2]))
+    filters: list[Filter] = []
+    seen: set[str] = set()
+    for field, op, value in triples:
+        try:
+            check_field_path(field, what="filter field")
+        except SpecError as exc:
+            raise QueryError(str(exc)) from None
+        if field in seen:
+            raise QueryError(f"field {field!r} is filtered twice; combine the values into one 'in' filter")
+        seen.add(field)
+        if op not in ALLOWED_OPERATORS:
+            why = _REFUSED_OPERATORS.get(op, "unknown operator")
+            raise QueryError(
+                f"operator {op!r} on {field!r} is not allowed ({why}); allowed: {', '.join(ALLOWED_OPERATORS)}"
+            )
+        if op == "in":
+            if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+                raise QueryError(f"'in' on {field!r} needs a list of values, got {value!r}")
+            values = tuple(dict.fromkeys(value))
+            if not values:
+                raise QueryError(f"'in' on {field!r} has no values; give 1 to {MAX_IN_VALUES}")
+            if len(values) > MAX_IN_VALUES:
+                raise QueryError(
+                    f"'in' on {field!r} has {len(values)} values; Firestore allows at most {MAX_IN_VALUES}"
+                )
+            filters.append(Filter(field, "in", values))
+        else:
+            filters.append(Filter(field, "==", (value,)))
+    return tuple(sorted(filters, key=lambda f: f.field))
+
+
+def chunk_size(filters: Sequence[Filter]) -> int:
+    """Largest shard chunk the disjunction budget leaves after the caller's own ``in`` lists."""
+    product = math.prod(f.disjunctions for f in filters)
+    budget = MAX_DISJUNCTIONS // product
+    if budget < 1:
+        detail = " x ".join(f"{f.field} in [{len(f.values)}]" for f in filters if f.op == "in")
+        raise QueryError(
+            f"filters {detail} expand to {product} disjunctions per shard; Firestore allows at most "
+            f"{MAX_DISJUNCTIONS} per query, so shorten the 'in' lists"
+        )
+    return min(budget, MAX_IN_VALUES)
+
+
+def chunk_shards(shards: Sequence[str], size: int) -> tuple[tuple[str, ...], ...]:
+    """Split ``shards`` into the fewest chunks of at most ``size``, as even as possible.
+
+    Even chunks (40 shards at size 30 → 20 + 20, not 30 + 10) keep the concurrent chunk
+    queries similar in cost, so none finishes long after the others.
+    """
+    if size < 1:
+        raise ValueError(f"chunk size {size} must be at least 1")
+    count = math.ceil(len(shards) / size)
+    base, extra = divmod(len(shards), count)
+    chunks: list[tuple[str, ...]] = []
+    pos = 0
+    for i in range(count):
+        n = base + (1 if i < extra else 0)
+        chunks.append(tuple(shards[pos : pos + n]))
+        pos += n
+    return tuple(chunks)
+
+
+def match_shape(spec: SeriesSpec, fields: Iterable[str], direction: Direction) -> QueryShape:
+    """The declared shape serving a query on ``fields`` in ``direction``, or a :class:`QueryError`
+    that names the shape and the fix. This is the index check the emulator does not do."""
+    key = tuple(sorted(fields))
+    unknown = sorted(set(key) - spec.filter_fields)
+    if unknown:
+        declared = sorted(spec.filter_fields) or "none"
+        raise QueryError(
+            f"filter on undeclared field(s) {unknown!r}; fields declared in query shapes: {declared}. "
+            "Declare the shape in the SeriesSpec, regenerate the indexes and deploy them"
+        )
+    for shape in spec.all_shapes():
+        if shape.fields == key:
+            if direction in shape.directions:
+                return shape
+            raise QueryError(
+                f"query shape {shape.describe()} is not declared for direction {direction.value!r}; "
+                "add it to the shape's directions, regenerate the indexes and deploy them"
+            )
+    declared_shapes = "; ".join(s.describe() for s in spec.all_shapes())
+    raise QueryError(
+        f"query shape [{', '.join(key)}] is not declared (declared: {declared_shapes}); without its "
+        "composite index production Firestore refuses it. Declare it in the SeriesSpec, "
+        "regenerate the indexes and deploy them"
+    )
+
+
+def plan_query(
+    spec: SeriesSpec,
+    *,
+    where: Where = None,
+    start: object = None,
+    end: object = None,
+    direction: Direction | str = Direction.DESC,
+    limit: int | None = None,
+    columns: Iterable[str] | None = None,
+    max_chunk: int | None = None,
+) -> QueryPlan:
+    """Validate a query and plan its shard chunks.
+
+    ``start`` is inclusive and ``end`` exclusive (``[start, end)``); both must be aware
+    times. ``max_chunk`` caps the chunk size below the disjunction budget (for measurements).
+    """
+    filters = normalize_where(where)
+    try:
+        parsed_direction = Direction.parse(direction)
+    except SpecError as exc:
+        raise QueryError(str(exc)) from None
+    shape = match_shape(spec, (f.field for f in filters), parsed_direction)
+    try:
+        start_t = None if start is None else to_utc(start, name="start")
+        end_t = None if end is None else to_utc(end, name="end")
+    except ValueError as exc:
+        raise QueryError(str(exc)) from None
+    if start_t is not None and end_t is not None and start_t >= end_t:
+        raise QueryError(f"empty time range: start {start_t.isoformat()} is not before end {end_t.isoformat()}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+        raise QueryError(f"limit {limit!r} is not allowed; give a positive integer or None for no limit")
+    projection: tuple[str, ...] | None = None
+    if columns is not None:
+        if isinstance(columns, str):
+            columns = (columns,)
+        cols = []
+        for c in columns:
+            try:
+                cols.append(check_field_path(c, what="column"))
+            except SpecError as exc:
+                raise QueryError(str(exc)) from None
+        # The timestamp is always read: the merge and the cursor need it.
+        projection = tuple(dict.fromkeys([spec.timestamp_field, *cols]))
+    size = chunk_size(filters)
+    if max_chunk is not None:
+        size = max(1, min(size, max_chunk))
+    return QueryPlan(
+        spec=spec,
+        filters=filters,
+        start=start_t,
+        end=end_t,
+        direction=parsed_direction,
+        limit=limit,
+        columns=projection,
+        chunks=chunk_shards(spec.shards, size),
+        shape=shape,
+    )

@@ -1,0 +1,207 @@
+"""Validate records for writing and give each its document id and shard.
+
+Pure logic: nothing here talks to Firestore. Each record becomes a :class:`PreparedDoc`
+or a :class:`RecordError` naming the record's position and the rule it broke, before
+anything is sent, so a bad record never leaves half a batch written.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import json
+import secrets
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from google.cloud.firestore_v1 import GeoPoint
+from google.cloud.firestore_v1.vector import Vector
+
+from .errors import RecordError
+from .limits import MAX_DOCUMENT_BYTES, MAX_INT64, MIN_INT64
+from .spec import SeriesSpec
+from .times import NAIVE_POLICIES, NaivePolicy, to_micros, to_utc
+
+#: Bytes of a document id: 15 bytes → 20 base64url characters, like Firestore's own ids.
+_ID_BYTES = 15
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedDoc:
+    """A record ready to write: its input position, document id and data (shard set)."""
+
+    index: int
+    id: str
+    data: dict[str, Any]
+
+
+def prepare_records(
+    spec: SeriesSpec, records: Iterable[Mapping[str, Any]], *, naive: NaivePolicy = "error"
+) -> Iterator[PreparedDoc]:
+    """Validate each record and assign its id and shard, lazily, in input order.
+
+    Ids are spread evenly over the key space, never monotonic. With ``spec.key_fields``
+    an id is a hash of the key values and the timestamp, so writing the same tick again
+    overwrites the same document; otherwise it is random. The shard comes from other
+    bits of the same digest: random for random ids, and stable for hashed ids so that a
+    retried write produces the identical document. A shard value the caller already set
+    is kept if the spec declares it and refused otherwise.
+    """
+    if naive not in NAIVE_POLICIES:
+        raise RecordError(-1, f"naive={naive!r} is not allowed; use one of {NAIVE_POLICIES}")
+    ts_path = spec.timestamp_field.split(".")
+    shard_path = spec.shard_field.split(".")
+    key_paths = [k.split(".") for k in spec.key_fields]
+    shards = spec.shards
+    allowed_shards = frozenset(shards)
+    name_bytes = _name_overhead(spec.collection)
+    for index, record in enumerate(records):
+        if not isinstance(record, Mapping):
+            raise RecordError(index, f"is a {type(record).__name__}, not a mapping of field names to values")
+        try:
+            data, size = _clean_map(record, naive, spec.timestamp_field)
+        except _Bad as bad:
+            raise RecordError(index, str(bad)) from None
+        raw_ts = _get(data, ts_path)
+        if raw_ts is _MISSING:
+            raise RecordError(index, f"timestamp field {spec.timestamp_field!r} is missing")
+        if not isinstance(raw_ts, dt.datetime):
+            raise RecordError(
+                index, f"timestamp field {spec.timestamp_field!r} is {type(raw_ts).__name__} {raw_ts!r}, "
+                "not a timezone-aware datetime"
+            )
+        shard = _get(data, shard_path)
+        if shard is not _MISSING and shard not in allowed_shards:
+            raise RecordError(
+                index, f"shard field {spec.shard_field!r} is {shard!r}, not one of the spec's shard values "
+                f"{list(shards)[:10]}{'…' if len(shards) > 10 else ''}; leave it unset and tsstore assigns one"
+            )
+        if key_paths:
+            key = []
+            for path, name in zip(key_paths, spec.key_fields):
+                value = _get(data, path)
+                if value is _MISSING or not isinstance(value, (str, int, float, bool)) and value is not None:
+                    raise RecordError(
+                        index, f"key field {name!r} is {'missing' if value is _MISSING else repr(value)}; "
+                        "key fields must be present and hold a string, number, boolean or null"
+                    )
+                key.append(value)
+            key.append(to_micros(raw_ts))
+            digest = hashlib.sha256(
+                json.dumps(key, separators=(",", ":"), ensure_ascii=False).encode()
+            ).digest()
+        else:
+            digest = secrets.token_bytes(_ID_BYTES + 4)
+        doc_id = base64.urlsafe_b64encode(digest[:_ID_BYTES]).decode()
+        if shard is _MISSING:
+            shard = shards[int.from_bytes(digest[_ID_BYTES : _ID_BYTES + 4], "big") % len(shards)]
+            size += _set(data, shard_path, shard)
+        total = size + name_bytes + len(doc_id) + 1 + 32
+        if total > MAX_DOCUMENT_BYTES:
+            raise RecordError(
+                index, f"is {total} bytes as Firestore counts them; a document may be at most {MAX_DOCUMENT_BYTES}"
+            )
+        yield PreparedDoc(index, doc_id, data)
+
+
+class _Bad(Exception):
+    pass
+
+
+_MISSING: Any = object()
+
+
+def _name_overhead(collection: str) -> int:
+    # Firestore's storage size of a document name: each path segment's UTF-8 length + 1, plus 16.
+    return len(collection.encode()) + 1 + 16
+
+
+def _get(data: Mapping[str, Any], path: list[str]) -> Any:
+    value: Any = data
+    for part in path:
+        if not isinstance(value, Mapping) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+def _set(data: dict[str, Any], path: list[str], value: str) -> int:
+    """Set ``path`` to the string ``value`` (creating maps on the way); return the bytes added."""
+    added = 0
+    for part in path[:-1]:
+        if part not in data:
+            data[part] = {}
+            added += len(part.encode()) + 1
+        data = data[part]
+    added += len(path[-1].encode()) + 1 + len(value.encode()) + 1
+    data[path[-1]] = value
+    return added
+
+
+def _check_key(key: object) -> str:
+    if not isinstance(key, str):
+        raise _Bad(f"field name {key!r} is not a string")
+    if not key:
+        raise _Bad("has an empty field name")
+    if "." in key:
+        raise _Bad(f"field name {key!r} contains '.'; nest a map instead (dots mean nesting in tsstore)")
+    if key.startswith("__") and key.endswith("__"):
+        raise _Bad(f"field name {key!r} is reserved by Firestore (__...__)")
+    return key
+
+
+def _clean_map(record: Mapping[Any, Any], naive: NaivePolicy, where: str) -> tuple[dict[str, Any], int]:
+    """A converted copy of a map and its Firestore storage size (field names + values)."""
+    out: dict[str, Any] = {}
+    size = 0
+    for key, value in record.items():
+        name = _check_key(key)
+        clean, vsize = _clean_value(value, naive, name, in_array=False)
+        out[name] = clean
+        size += len(name.encode()) + 1 + vsize
+    return out, size
+
+
+def _clean_value(value: Any, naive: NaivePolicy, name: str, *, in_array: bool) -> tuple[Any, int]:
+    # Order: the common tick types first.
+    if isinstance(value, str):
+        return value, len(value.encode()) + 1
+    if isinstance(value, bool) or isinstance(value, np.bool_):
+        return bool(value), 1
+    if isinstance(value, (int, np.integer)):
+        number = int(value)
+        if not MIN_INT64 <= number <= MAX_INT64:
+            raise _Bad(f"field {name!r} holds {number}, outside Firestore's 64-bit integer range")
+        return number, 8
+    if isinstance(value, (float, np.floating)):
+        return float(value), 8
+    if isinstance(value, (dt.datetime, np.datetime64)):
+        if isinstance(value, np.datetime64):
+            value = pd.Timestamp(value)
+        try:
+            return to_utc(value, name=f"field {name!r}", naive=naive), 8
+        except ValueError as exc:
+            raise _Bad(str(exc)) from None
+    if value is None:
+        return None, 1
+    if isinstance(value, Mapping):
+        return _clean_map(value, naive, name)
+    if isinstance(value, (list, tuple)):
+        if in_array:
+            raise _Bad(f"field {name!r} holds an array inside an array, which Firestore does not store")
+        items = [_clean_value(v, naive, name, in_array=True) for v in value]
+        return [v for v, _ in items], sum(s for _, s in items)
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value), len(value)
+    if isinstance(value, GeoPoint):
+        return value, 16
+    if isinstance(value, Vector):
+        return value, 8 * len(value) + 40
+    raise _Bad(
+        f"field {name!r} holds {type(value).__name__} {value!r}; allowed: str, int, float, bool, None, "
+        "datetime, bytes, list, dict, GeoPoint, Vector"
+    )

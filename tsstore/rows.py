@@ -1,0 +1,42 @@
+"""The values queries return: one :class:`Tick` per document, grouped in a :class:`Page`."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """One stored document: its id, its timestamp (aware UTC) and its data as stored
+    (nested maps stay nested; the timestamp and shard fields are included)."""
+
+    id: str
+    timestamp: dt.datetime
+    data: dict[str, Any]
+
+
+def sort_key(tick: Tick) -> tuple[dt.datetime, str]:
+    """Firestore's order for ``order_by(timestamp).order_by(__name__)`` within one collection:
+    time first, ties broken by document id (in the query's direction)."""
+    return (tick.timestamp, tick.id)
+
+
+@dataclass(frozen=True)
+class Page(Sequence[Tick]):
+    """Up to ``limit`` ticks in query order, and the cursor that continues after them
+    (``None`` once the query has no more results)."""
+
+    ticks: tuple[Tick, ...]
+    cursor: str | None
+
+    def __len__(self) -> int:
+        return len(self.ticks)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.ticks[index]
+
+    def __iter__(self) -> Iterator[Tick]:
+        return iter(self.ticks)

@@ -1,0 +1,244 @@
+"""The declaration of one time-series collection: the single source of truth.
+
+A :class:`SeriesSpec` says where ticks live, which shard values spread their index
+entries, which fields carry the timestamp and the shard, which query shapes the
+application uses, and which fields identify a series. The writer, the query planner,
+the frame builder and the index generator all read this one frozen object.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+from .errors import SpecError
+from .limits import SEQUENTIAL_WRITES_PER_SECOND
+
+#: A field path tsstore can use in filters and index definitions without quoting:
+#: dot-separated segments of letters, digits and underscores, not starting with a digit.
+_SEGMENT = r"[A-Za-z_][A-Za-z0-9_]*"
+FIELD_PATH_RE = re.compile(rf"{_SEGMENT}(\.{_SEGMENT})*")
+#: Collection ids: no slash, not "." or "..", not the reserved ``__.*__`` form.
+_COLLECTION_RE = re.compile(r"[^/]{1,1500}")
+
+SEED_SHARDS: tuple[str, ...] = ("x", "y", "z")
+
+#: Column types a spec may declare for DataFrame output (see the README's dtype table).
+COLUMN_TYPES: tuple[str, ...] = ("string", "Int64", "Float64", "boolean", "datetime", "object")
+
+
+class Direction(str, Enum):
+    """Time order of a query. ``DESC`` is newest first."""
+
+    DESC = "desc"
+    ASC = "asc"
+
+    @classmethod
+    def parse(cls, value: "Direction | str") -> "Direction":
+        if isinstance(value, Direction):
+            return value
+        try:
+            return cls(str(value).lower())
+        except ValueError:
+            raise SpecError(
+                f"direction {value!r} is not allowed; use one of 'desc' (newest first), 'asc'"
+            ) from None
+
+
+def check_field_path(path: object, *, what: str) -> str:
+    """Return ``path`` if it is a plain dotted field path, else raise :class:`SpecError`."""
+    if not isinstance(path, str) or not FIELD_PATH_RE.fullmatch(path):
+        raise SpecError(
+            f"{what} {path!r} is not a valid field path; use dot-separated names of "
+            "letters, digits and '_' that do not start with a digit (e.g. 'price.currency')"
+        )
+    if any(seg.startswith("__") and seg.endswith("__") for seg in path.split(".")):
+        raise SpecError(f"{what} {path!r} uses a reserved name (__...__)")
+    return path
+
+
+@dataclass(frozen=True)
+class QueryShape:
+    """One kind of query the application runs.
+
+    ``fields`` are filtered by equality or ``in`` (order does not matter; kept sorted);
+    ``directions`` are the time orders the shape is queried in. The empty shape is the
+    plain time-range query, which every spec serves.
+    """
+
+    fields: tuple[str, ...] = ()
+    directions: tuple[Direction, ...] = (Direction.DESC,)
+
+    def __post_init__(self) -> None:
+        fields = self.fields
+        if isinstance(fields, str):
+            fields = (fields,)
+        fields = tuple(check_field_path(f, what="query shape field") for f in fields)
+        if len(set(fields)) != len(fields):
+            raise SpecError(f"query shape fields {list(fields)!r} repeat a field")
+        directions = self.directions
+        if isinstance(directions, (str, Direction)):
+            directions = (directions,)
+        parsed = tuple(dict.fromkeys(Direction.parse(d) for d in directions))
+        if not parsed:
+            raise SpecError("a query shape needs at least one direction ('desc', 'asc')")
+        object.__setattr__(self, "fields", tuple(sorted(fields)))
+        object.__setattr__(self, "directions", parsed)
+
+    def describe(self) -> str:
+        names = ", ".join(self.fields) or "(time range only)"
+        return f"[{names}] {'/'.join(d.value for d in self.directions)}"
+
+
+def _coerce_shape(value: "QueryShape | str | Iterable[str]") -> QueryShape:
+    if isinstance(value, QueryShape):
+        return value
+    if isinstance(value, str):
+        return QueryShape((value,))
+    return QueryShape(tuple(value))
+
+
+@dataclass(frozen=True)
+class SeriesSpec:
+    """How one time-series collection is laid out and queried.
+
+    Parameters (all but ``collection`` keyword-only):
+
+    - ``shards``: the shard values written to ``shard_field``; each lifts the collection's
+      write ceiling by another 500 writes/s. Distinct, non-empty strings.
+    - ``shapes``: the query shapes the application uses besides the plain time range
+      (which is always served). A shape may be given as a ``QueryShape``, a field name,
+      or a sequence of field names (then queried newest first only).
+    - ``key_fields``: fields that, with the timestamp, identify one tick (e.g. ``symbol``).
+      With key fields, document ids are a hash of key and time, so a repeated write of the
+      same tick overwrites instead of duplicating. Without, ids are random.
+    - ``columns``: declared DataFrame columns as ``{dotted field path: type}`` with types
+      from :data:`COLUMN_TYPES`. Declared columns are always present, in this order and
+      with this dtype, even in an empty result; other fields follow, sorted by name.
+    """
+
+    collection: str
+    shards: tuple[str, ...] = SEED_SHARDS
+    timestamp_field: str = "timestamp"
+    shard_field: str = "shard"
+    shapes: tuple[QueryShape, ...] = ()
+    key_fields: tuple[str, ...] = ()
+    columns: tuple[tuple[str, str], ...] = ()
+
+    def __init__(
+        self,
+        collection: str,
+        *,
+        shards: Iterable[str] = SEED_SHARDS,
+        timestamp_field: str = "timestamp",
+        shard_field: str = "shard",
+        shapes: Iterable["QueryShape | str | Iterable[str]"] = (),
+        key_fields: Iterable[str] = (),
+        columns: "Mapping[str, str] | Iterable[tuple[str, str]]" = (),
+    ) -> None:
+        if not isinstance(collection, str) or not _COLLECTION_RE.fullmatch(collection) or (
+            collection in (".", "..") or (collection.startswith("__") and collection.endswith("__"))
+        ):
+            raise SpecError(
+                f"collection {collection!r} is not a valid collection id; use a non-empty "
+                "name without '/', not '.', '..' or __reserved__"
+            )
+        if isinstance(shards, str):
+            raise SpecError(f"shards {shards!r} must be a list of strings, not one string")
+        shard_tuple = tuple(shards)
+        if not shard_tuple:
+            raise SpecError("shards is empty; give at least one shard value, e.g. ['x', 'y', 'z']")
+        for value in shard_tuple:
+            if not isinstance(value, str) or not value:
+                raise SpecError(f"shard value {value!r} is not allowed; shard values are non-empty strings")
+        dupes = sorted({s for s in shard_tuple if shard_tuple.count(s) > 1})
+        if dupes:
+            raise SpecError(f"shard values {dupes!r} appear more than once; shard values must be distinct")
+        check_field_path(timestamp_field, what="timestamp_field")
+        check_field_path(shard_field, what="shard_field")
+        if timestamp_field == shard_field:
+            raise SpecError(f"timestamp_field and shard_field are both {shard_field!r}")
+        shape_tuple: list[QueryShape] = []
+        for raw in (shapes,) if isinstance(shapes, (str, QueryShape)) else shapes:
+            shape = _coerce_shape(raw)
+            reserved = {timestamp_field, shard_field} & set(shape.fields)
+            if reserved:
+                raise SpecError(
+                    f"query shape {shape.describe()} filters on {sorted(reserved)!r}; the shard and "
+                    "timestamp fields are handled by tsstore (use start/end for time)"
+                )
+            if shape.fields:  # the plain time-range shape is always served in both directions
+                shape_tuple.append(shape)
+        keys = tuple(check_field_path(k, what="key field") for k in key_fields)
+        if {timestamp_field, shard_field} & set(keys):
+            raise SpecError(f"key_fields {list(keys)!r} may not include the timestamp or shard field")
+        if len(set(keys)) != len(keys):
+            raise SpecError(f"key_fields {list(keys)!r} repeat a field")
+        object.__setattr__(self, "collection", collection)
+        object.__setattr__(self, "shards", shard_tuple)
+        object.__setattr__(self, "timestamp_field", timestamp_field)
+        object.__setattr__(self, "shard_field", shard_field)
+        object.__setattr__(self, "shapes", _merge_shapes(shape_tuple))
+        column_items = tuple((columns.items() if isinstance(columns, Mapping) else columns))
+        for path, kind in column_items:
+            check_field_path(path, what="column")
+            if path == timestamp_field:
+                raise SpecError(f"column {path!r} is the timestamp field; it becomes the frame's index")
+            if kind not in COLUMN_TYPES:
+                raise SpecError(f"column {path!r} has type {kind!r}; allowed: {', '.join(COLUMN_TYPES)}")
+        object.__setattr__(self, "key_fields", keys)
+        object.__setattr__(self, "columns", tuple((p, k) for p, k in column_items))
+
+    @classmethod
+    def for_write_rate(
+        cls, collection: str, *, writes_per_second: float, **options: object
+    ) -> "SeriesSpec":
+        """A spec with ⌈writes_per_second / 500⌉ shards named ``s0``, ``s1``, …"""
+        return cls(collection, shards=plan_shards(writes_per_second), **options)  # type: ignore[arg-type]
+
+    @property
+    def max_write_rate(self) -> int:
+        """Sustained writes/s the shards allow: 500 per shard value."""
+        return SEQUENTIAL_WRITES_PER_SECOND * len(self.shards)
+
+    @property
+    def filter_fields(self) -> frozenset[str]:
+        """Every field some declared shape filters on."""
+        return frozenset(f for shape in self.shapes for f in shape.fields)
+
+    @property
+    def range_directions(self) -> tuple[Direction, ...]:
+        """Directions the plain time-range query is served in: both, always."""
+        return (Direction.DESC, Direction.ASC)
+
+    def all_shapes(self) -> tuple[QueryShape, ...]:
+        """The declared shapes plus the plain time-range shape, in a stable order."""
+        return (QueryShape((), self.range_directions),) + self.shapes
+
+
+def _merge_shapes(shapes: Iterable[QueryShape]) -> tuple[QueryShape, ...]:
+    """Combine shapes with the same fields (their directions united), in first-seen order."""
+    merged: dict[tuple[str, ...], list[Direction]] = {}
+    for shape in shapes:
+        dirs = merged.setdefault(shape.fields, [])
+        dirs.extend(d for d in shape.directions if d not in dirs)
+    return tuple(QueryShape(fields, tuple(dirs)) for fields, dirs in merged.items())
+
+
+def plan_shards(writes_per_second: float) -> tuple[str, ...]:
+    """Shard values for a target sustained write rate: ⌈rate / 500⌉ of them.
+
+    Names are ``s0``…``s{n-1}``, zero-padded so they sort in order.
+    """
+    if not isinstance(writes_per_second, (int, float)) or isinstance(writes_per_second, bool) or not (
+        writes_per_second > 0 and math.isfinite(writes_per_second)
+    ):
+        raise SpecError(
+            f"writes_per_second {writes_per_second!r} is not allowed; give a positive finite number"
+        )
+    n = math.ceil(writes_per_second / SEQUENTIAL_WRITES_PER_SECOND)
+    width = len(str(n - 1))
+    return tuple(f"s{i:0{width}d}" for i in range(n))

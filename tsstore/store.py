@@ -1,0 +1,405 @@
+"""The store: a sharded time-series collection in Firestore, written and queried.
+
+This is the only module (with :mod:`tsstore.wire`) that talks to Firestore. It takes a
+ready ``google.cloud.firestore.Client`` (which already knows the project, the database
+and ``FIRESTORE_EMULATOR_HOST``) and a :class:`~tsstore.spec.SeriesSpec`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from google.api_core import exceptions as gexc
+from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import BaseQuery
+from google.cloud.firestore_v1.bulk_writer import (
+    BulkWriteFailure,
+    BulkWriterOptions,
+    SendMode,
+)
+from google.cloud.firestore_v1.field_path import FieldPath
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from .cursor import decode_cursor, encode_cursor
+from .errors import ConfigError, QueryError, TsstoreError, WriteError, WriteFailure
+from .frames import frame_to_records, frames, ticks_to_frame
+from .limits import RAMP_START_OPS_PER_SECOND
+from .merge import merge_streams, take
+from .planning import QueryPlan, Where, plan_query
+from .records import prepare_records
+from .rows import Page, Tick
+from .spec import Direction, SeriesSpec
+from .times import NaivePolicy
+from .wire import stream_ticks
+
+#: Documents fetched per chunk request when reading without a small limit. One request
+#: must finish within Firestore's 60 s stream deadline; 2 000 small ticks take well under 1 s.
+DEFAULT_PAGE_SIZE = 2000
+
+#: Transient errors after which a chunk read resumes after the last tick it yielded.
+_TRANSIENT = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError, gexc.Aborted)
+_READ_ATTEMPTS = 5
+
+#: A document id that is never written; reading it returns the server's current time.
+_CLOCK_PROBE_ID = "tsstore-read-time-probe"
+
+ProgressCallback = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """How fast the writer may go.
+
+    New traffic should start at 500 ops/s and grow by 50 % every 5 minutes ("500/50/5");
+    google-cloud-firestore's BulkWriter does exactly that between ``initial_ops_per_second``
+    and ``max_ops_per_second``. BulkWriter's own default ceiling is also 500, which would
+    cap a sharded collection at the rate sharding was meant to lift, so the ceiling here
+    defaults to the spec's capacity, 500 writes/s per shard value. ``ramp=False`` starts
+    at the ceiling (for the local emulator or a database no one else uses).
+    """
+
+    initial_ops_per_second: int = RAMP_START_OPS_PER_SECOND
+    max_ops_per_second: int | None = None
+    ramp: bool = True
+    max_attempts: int = 15
+
+    def __post_init__(self) -> None:
+        for name in ("initial_ops_per_second", "max_ops_per_second", "max_attempts"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ConfigError(f"{name} {value!r} is not allowed; give a positive integer")
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a write stored: how many records and their document ids, in input order."""
+
+    count: int
+    ids: tuple[str, ...]
+
+
+class TimeSeriesStore:
+    """Write and query one sharded time-series collection.
+
+    >>> store = TimeSeriesStore(client, SeriesSpec("instruments", shapes=["exchange"]))
+    >>> store.write(ticks)                       # doctest: +SKIP
+    >>> store.query(where={"exchange": "EXCHG1"}, limit=5)   # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        client: firestore.Client,
+        spec: SeriesSpec,
+        *,
+        write_options: WriteOptions = WriteOptions(),
+        max_workers: int = 8,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        fast_decode: bool = True,
+    ) -> None:
+        if not isinstance(spec, SeriesSpec):
+            raise ConfigError(f"spec must be a SeriesSpec, got {type(spec).__name__}")
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise ConfigError(f"page_size {page_size!r} is not allowed; give a positive integer")
+        self.client = client
+        self.spec = spec
+        self.write_options = write_options
+        self._collection = client.collection(spec.collection)
+        self._page_size = page_size
+        self._fast = fast_decode
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tsstore-read")
+
+    def close(self) -> None:
+        """Stop the reader threads (the client stays open: it is the caller's)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> "TimeSeriesStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ writing
+
+    def write(
+        self,
+        records: Iterable[Mapping[str, Any]] | pd.DataFrame,
+        *,
+        naive: NaivePolicy = "error",
+        on_progress: ProgressCallback | None = None,
+    ) -> WriteResult:
+        """Write ticks (mappings, or a DataFrame with dotted column names) and return what was
+        stored. Every record is validated before it is queued; a bad record raises
+        :class:`~tsstore.errors.RecordError` naming its position, and records already queued
+        are flushed first so nothing is left half-sent. Firestore refusals that persist after
+        retries raise :class:`~tsstore.errors.WriteError` naming each refused record.
+        ``on_progress`` is called with the number of documents confirmed since the last call.
+        """
+        rows = frame_to_records(self.spec, records) if isinstance(records, pd.DataFrame) else records
+        opts = self.write_options
+        ceiling = opts.max_ops_per_second or self.spec.max_write_rate
+        initial = ceiling if not opts.ramp else min(opts.initial_ops_per_second, ceiling)
+        writer = self.client.bulk_writer(
+            options=BulkWriterOptions(
+                initial_ops_per_second=initial, max_ops_per_second=ceiling, mode=SendMode.parallel
+            )
+        )
+        index_of: dict[str, int] = {}
+        failures: list[WriteFailure] = []
+        lock = threading.Lock()
+
+        def on_error(failure: BulkWriteFailure, _: object) -> bool:
+            if failure.attempts < opts.max_attempts and failure.code not in _PERMANENT_CODES:
+                return True
+            doc_id = failure.operation.reference.id  # type: ignore[attr-defined]
+            with lock:
+                failures.append(WriteFailure(index_of.get(doc_id, -1), doc_id, failure.code, failure.message))
+            return False
+
+        def on_result(*_: object) -> None:
+            if on_progress is not None:
+                on_progress(1)
+
+        writer.on_write_error(on_error)
+        writer.on_write_result(on_result)
+        ids: list[str] = []
+        try:
+            for doc in prepare_records(self.spec, rows, naive=naive):
+                with lock:
+                    index_of[doc.id] = doc.index
+                ids.append(doc.id)
+                writer.set(self._collection.document(doc.id), doc.data)
+        finally:
+            writer.close()
+        if failures:
+            failures.sort(key=lambda f: f.index)
+            raise WriteError(failures, written=len(ids) - len(failures))
+        return WriteResult(len(ids), tuple(ids))
+
+    # ------------------------------------------------------------------ reading
+
+    def plan(
+        self,
+        *,
+        where: Where = None,
+        start: object = None,
+        end: object = None,
+        direction: Direction | str = Direction.DESC,
+        limit: int | None = None,
+        columns: Iterable[str] | None = None,
+    ) -> QueryPlan:
+        """The validated plan a query with these arguments runs (no Firestore call)."""
+        return plan_query(
+            self.spec, where=where, start=start, end=end, direction=direction, limit=limit, columns=columns
+        )
+
+    def query(
+        self,
+        *,
+        where: Where = None,
+        start: object = None,
+        end: object = None,
+        direction: Direction | str = Direction.DESC,
+        limit: int | None = None,
+        columns: Iterable[str] | None = None,
+        cursor: str | None = None,
+        read_time: dt.datetime | None = None,
+    ) -> Page:
+        """One page of ticks in time order (newest first by default).
+
+        ``where`` holds equality and ``in`` filters on declared fields, as a mapping
+        (``{"exchange": "EXCHG1", "symbol": ["AAA", "BBB"]}``) or ``(field, op, value)``
+        triples; ``start`` is inclusive and ``end`` exclusive. With a ``limit`` the page holds
+        at most that many ticks and ``page.cursor`` continues after the last one (``None``
+        when nothing follows); without one the page holds every match.
+        """
+        plan = self.plan(where=where, start=start, end=end, direction=direction, limit=limit, columns=columns)
+        probe = None if plan.limit is None else plan.limit + 1  # one more tells if a next page exists
+        ticks = list(self._run(plan, cursor=cursor, read_time=read_time, limit=probe))
+        more = plan.limit is not None and len(ticks) > plan.limit
+        if more:
+            ticks = ticks[: plan.limit]
+        next_cursor = encode_cursor(plan, ticks[-1].timestamp, ticks[-1].id) if more else None
+        return Page(tuple(ticks), next_cursor)
+
+    def iter_ticks(
+        self,
+        *,
+        where: Where = None,
+        start: object = None,
+        end: object = None,
+        direction: Direction | str = Direction.DESC,
+        limit: int | None = None,
+        columns: Iterable[str] | None = None,
+        cursor: str | None = None,
+        read_time: dt.datetime | None = None,
+    ) -> Iterator[Tick]:
+        """Every matching tick, lazily, in time order, read page by page from one snapshot."""
+        plan = self.plan(where=where, start=start, end=end, direction=direction, limit=limit, columns=columns)
+        return self._run(plan, cursor=cursor, read_time=read_time, limit=plan.limit)
+
+    def query_frame(
+        self,
+        *,
+        where: Where = None,
+        start: object = None,
+        end: object = None,
+        direction: Direction | str = Direction.DESC,
+        limit: int | None = None,
+        columns: Iterable[str] | None = None,
+        read_time: dt.datetime | None = None,
+    ) -> pd.DataFrame:
+        """The query's ticks as one DataFrame (see :mod:`tsstore.frames` for the schema)."""
+        ticks = self.iter_ticks(
+            where=where, start=start, end=end, direction=direction, limit=limit, columns=columns,
+            read_time=read_time,
+        )
+        return ticks_to_frame(self.spec, ticks)
+
+    def stream_frames(
+        self,
+        *,
+        rows: int = 10_000,
+        where: Where = None,
+        start: object = None,
+        end: object = None,
+        direction: Direction | str = Direction.DESC,
+        limit: int | None = None,
+        columns: Iterable[str] | None = None,
+        read_time: dt.datetime | None = None,
+    ) -> Iterator[pd.DataFrame]:
+        """The query's ticks as DataFrames of at most ``rows`` rows, read page by page so
+        memory stays bounded by about one frame plus one page per chunk."""
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+            raise QueryError(f"rows {rows!r} is not allowed; give a positive integer")
+        ticks = self.iter_ticks(
+            where=where, start=start, end=end, direction=direction, limit=limit, columns=columns,
+            read_time=read_time,
+        )
+        return frames(self.spec, ticks, rows=rows)
+
+    def server_time(self) -> dt.datetime:
+        """The database's current time, for a ``read_time`` that sees every committed write.
+
+        Reading a document that does not exist costs one read and returns the server's
+        time; the client's clock may lag the server's and miss a write just committed.
+        """
+        snap = self._collection.document(_CLOCK_PROBE_ID).get(field_paths=[self.spec.timestamp_field])
+        if snap.read_time is None:  # pragma: no cover - the API always sets it
+            raise TsstoreError("Firestore returned no read time")
+        return snap.read_time
+
+    # ------------------------------------------------------------------ internals
+
+    def _run(
+        self, plan: QueryPlan, *, cursor: str | None, read_time: dt.datetime | None, limit: int | None
+    ) -> Iterator[Tick]:
+        after = decode_cursor(plan, cursor) if cursor is not None else None
+        if read_time is None and len(plan.chunks) > 1:
+            read_time = self.server_time()  # one snapshot for every chunk
+        # No chunk can contribute more than `limit` ticks to the merged result.
+        streams = [
+            _ChunkReader(self, plan, chunk, after=after, read_time=read_time, budget=limit)
+            for chunk in plan.chunks
+        ]
+        return take(merge_streams(streams, descending=plan.descending), limit)
+
+    def _chunk_query(
+        self, plan: QueryPlan, chunk: tuple[str, ...], after: tuple[dt.datetime, str] | None, size: int
+    ) -> BaseQuery:
+        spec = self.spec
+        query: Any = self._collection.where(filter=FieldFilter(spec.shard_field, "in", list(chunk)))
+        for f in plan.filters:
+            value = list(f.values) if f.op == "in" else f.values[0]
+            query = query.where(filter=FieldFilter(f.field, f.op, value))
+        if plan.start is not None:
+            query = query.where(filter=FieldFilter(spec.timestamp_field, ">=", plan.start))
+        if plan.end is not None:
+            query = query.where(filter=FieldFilter(spec.timestamp_field, "<", plan.end))
+        order = firestore.Query.DESCENDING if plan.descending else firestore.Query.ASCENDING
+        query = query.order_by(spec.timestamp_field, direction=order).order_by(
+            FieldPath.document_id(), direction=order
+        )
+        if plan.columns is not None:
+            query = query.select(list(plan.columns))
+        if after is not None:
+            query = query.start_after(
+                {spec.timestamp_field: after[0], FieldPath.document_id(): self._collection.document(after[1])}
+            )
+        return query.limit(size)
+
+    def _fetch(
+        self, plan: QueryPlan, chunk: tuple[str, ...], after: tuple[dt.datetime, str] | None,
+        size: int, read_time: dt.datetime | None,
+    ) -> list[Tick]:
+        """One page of one chunk, retried from where it broke off on transient errors."""
+        got: list[Tick] = []
+        for attempt in range(_READ_ATTEMPTS):
+            resume = (got[-1].timestamp, got[-1].id) if got else after
+            query = self._chunk_query(plan, chunk, resume, size - len(got))
+            try:
+                got.extend(
+                    stream_ticks(query, timestamp_field=self.spec.timestamp_field, read_time=read_time, fast=self._fast)
+                )
+                return got
+            except _TRANSIENT:
+                if attempt == _READ_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.1 * 2**attempt)
+        return got
+
+
+#: gRPC codes a retry cannot fix: the request itself is wrong.
+_PERMANENT_CODES = frozenset({3, 5, 6, 7, 9, 11, 12, 16})  # INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED, FAILED_PRECONDITION, OUT_OF_RANGE, UNIMPLEMENTED, UNAUTHENTICATED
+
+
+class _ChunkReader(Iterator[Tick]):
+    """The ticks of one shard chunk, page by page, fetched one page ahead on the pool.
+
+    ``budget`` bounds how many ticks the chunk may ever need (the query's limit), so a
+    limited query never reads, or pays for, a page it cannot use.
+    """
+
+    def __init__(
+        self, store: TimeSeriesStore, plan: QueryPlan, chunk: tuple[str, ...], *,
+        after: tuple[dt.datetime, str] | None, read_time: dt.datetime | None, budget: int | None,
+    ) -> None:
+        self._store, self._plan, self._chunk, self._read_time = store, plan, chunk, read_time
+        self._budget = budget
+        self._page: list[Tick] = []
+        self._pos = 0
+        self._requested = 0
+        self._next: Future[list[Tick]] | None = self._submit(after)
+
+    def _submit(self, after: tuple[dt.datetime, str] | None) -> Future[list[Tick]] | None:
+        size = self._store._page_size
+        if self._budget is not None:
+            size = min(size, self._budget)
+            self._budget -= size
+        if size <= 0:
+            return None
+        self._requested = size
+        return self._store._pool.submit(
+            self._store._fetch, self._plan, self._chunk, after, size, self._read_time
+        )
+
+    def __next__(self) -> Tick:
+        if self._pos >= len(self._page):
+            if self._next is None:
+                raise StopIteration
+            page = self._next.result()
+            self._page, self._pos = page, 0
+            # A full page may have a successor: ask for it now, while this one is consumed.
+            full = bool(page) and len(page) == self._requested
+            self._next = self._submit((page[-1].timestamp, page[-1].id)) if full else None
+            if not page:
+                raise StopIteration
+        tick = self._page[self._pos]
+        self._pos += 1
+        return tick

@@ -1,0 +1,70 @@
+"""One place that turns user time values into tz-aware UTC datetimes.
+
+Firestore stores microseconds; a finer value would be truncated on write, so a value
+with sub-microsecond digits is refused rather than altered.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+import pandas as pd
+
+NaivePolicy = Literal["error", "utc"]
+NAIVE_POLICIES: tuple[NaivePolicy, ...] = ("error", "utc")
+
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def to_utc(value: object, *, name: str, naive: NaivePolicy = "error") -> dt.datetime:
+    """Return ``value`` as an aware UTC ``datetime`` or raise ``ValueError`` naming ``name``.
+
+    Accepts ``datetime`` (including pandas ``Timestamp`` and Firestore's
+    ``DatetimeWithNanoseconds``) and ISO-8601 strings. A naive value is an error unless
+    ``naive="utc"``; a value with nanoseconds that are not whole microseconds is an error.
+    """
+    if isinstance(value, str):
+        try:
+            parsed = pd.Timestamp(value)
+        except ValueError as exc:
+            raise ValueError(f"{name} {value!r} is not an ISO-8601 time") from exc
+        value = parsed
+    if not isinstance(value, dt.datetime):
+        raise ValueError(
+            f"{name} must be a timezone-aware datetime or ISO-8601 string, "
+            f"got {type(value).__name__} {value!r}"
+        )
+    if value is pd.NaT or (isinstance(value, pd.Timestamp) and pd.isna(value)):
+        raise ValueError(f"{name} is NaT; a time is required")
+    nanos = getattr(value, "nanosecond", 0)
+    if nanos % 1000:
+        raise ValueError(
+            f"{name} {value!r} has sub-microsecond precision ({nanos} ns); "
+            "Firestore keeps microseconds, so round it first"
+        )
+    if value.tzinfo is None or value.utcoffset() is None:
+        if naive != "utc":
+            raise ValueError(
+                f"{name} {value.isoformat()} is naive (no timezone); pass an aware datetime "
+                "or opt in to treating naive times as UTC (naive='utc')"
+            )
+        value = value.replace(tzinfo=dt.timezone.utc)
+    if isinstance(value, pd.Timestamp):
+        value = value.to_pydatetime()
+    # Normalise the type too: DatetimeWithNanoseconds and other subclasses become plain datetimes.
+    return dt.datetime(
+        value.year, value.month, value.day, value.hour, value.minute, value.second,
+        value.microsecond, tzinfo=value.tzinfo,
+    ).astimezone(dt.timezone.utc)
+
+
+def to_micros(value: dt.datetime) -> int:
+    """Microseconds since the Unix epoch of an aware datetime (exact, no float rounding)."""
+    delta = value - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_micros(micros: int) -> dt.datetime:
+    """Inverse of :func:`to_micros`."""
+    return EPOCH + dt.timedelta(microseconds=micros)
