@@ -1,0 +1,176 @@
+"""Pure tests of query planning, chunking and merging (no Firestore)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tsstore import Direction, QueryError, QueryShape, SeriesSpec, Tick, plan_query
+from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES
+from tsstore.merge import merge_streams, take
+from tsstore.planning import chunk_shards, chunk_size, normalize_where
+from tsstore.rows import sort_key
+
+UTC = dt.timezone.utc
+T0 = dt.datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def spec_with(n_shards: int, *shapes: object) -> SeriesSpec:
+    return SeriesSpec(
+        "t",
+        shards=[f"s{i}" for i in range(n_shards)],
+        shapes=[QueryShape(tuple(s) if not isinstance(s, str) else (s,), ("desc", "asc")) for s in shapes],
+    )
+
+
+@pytest.mark.parametrize(
+    ("n_shards", "where", "expected_sizes"),
+    [
+        (1, None, [1]),
+        (3, None, [3]),
+        (30, None, [30]),
+        (31, None, [16, 15]),
+        (40, None, [20, 20]),
+        (65, None, [22, 22, 21]),
+        (3, {"symbol": ["a", "b"]}, [3]),
+        (30, {"symbol": ["a", "b"]}, [15, 15]),
+        (30, {"symbol": ["a", "b", "c"], "exchange": "E"}, [10, 10, 10]),
+        (7, {"symbol": [str(i) for i in range(10)]}, [3, 2, 2]),
+        (5, {"symbol": [str(i) for i in range(30)]}, [1, 1, 1, 1, 1]),
+        (60, {"exchange": "E"}, [30, 30]),
+    ],
+)
+def test_chunk_plan_table(n_shards: int, where: object, expected_sizes: list[int]) -> None:
+    spec = spec_with(n_shards, ("symbol",), ("exchange", "symbol"), ("exchange",))
+    plan = plan_query(spec, where=where)  # type: ignore[arg-type]
+    assert [len(c) for c in plan.chunks] == expected_sizes
+    assert [s for c in plan.chunks for s in c] == list(spec.shards)
+
+
+@given(
+    n_shards=st.integers(1, 200),
+    in_sizes=st.lists(st.integers(1, 30), max_size=3),
+)
+def test_chunk_plan_respects_disjunction_budget(n_shards: int, in_sizes: list[int]) -> None:
+    product = math.prod(in_sizes)
+    filters = normalize_where({f"f{i}": [str(v) for v in range(n)] for i, n in enumerate(in_sizes)})
+    if product > MAX_DISJUNCTIONS:
+        with pytest.raises(QueryError, match=f"{product} disjunctions"):
+            chunk_size(filters)
+        return
+    size = chunk_size(filters)
+    assert size == min(MAX_DISJUNCTIONS // product, MAX_IN_VALUES)
+    shards = [f"s{i}" for i in range(n_shards)]
+    chunks = chunk_shards(shards, size)
+    assert [s for c in chunks for s in c] == shards  # every shard once, in order
+    assert len(chunks) == math.ceil(n_shards / size)  # as few queries as the budget allows
+    assert all(len(c) * product <= MAX_DISJUNCTIONS for c in chunks)
+    assert max(map(len, chunks)) - min(map(len, chunks)) <= 1  # even
+
+
+# --- merge against a brute-force oracle -------------------------------------------------
+
+tick_rows = st.lists(
+    st.tuples(
+        st.integers(0, 20),  # few distinct timestamps: many ties
+        st.integers(0, 64),  # shard number
+        st.sampled_from(["A", "B", "C", "D"]),  # symbol
+    ),
+    max_size=120,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=tick_rows,
+    n_shards=st.sampled_from([1, 3, 30, 31, 65]),
+    descending=st.booleans(),
+    limit=st.one_of(st.none(), st.integers(1, 50)),
+    symbols=st.one_of(st.none(), st.lists(st.sampled_from(["A", "B", "C", "D"]), min_size=1, max_size=4, unique=True)),
+)
+def test_fan_out_merge_equals_oracle(
+    rows: list[tuple[int, int, str]], n_shards: int, descending: bool, limit: int | None, symbols: list[str] | None
+) -> None:
+    spec = spec_with(n_shards, ("symbol",))
+    ticks = [
+        Tick(f"id{i:04d}", T0 + dt.timedelta(seconds=t), {"shard": f"s{s % n_shards}", "symbol": sym})
+        for i, (t, s, sym) in enumerate(rows)
+    ]
+    plan = plan_query(
+        spec,
+        where=None if symbols is None else {"symbol": symbols},
+        direction="desc" if descending else "asc",
+        limit=limit,
+    )
+
+    def matches(t: Tick) -> bool:
+        return symbols is None or t.data["symbol"] in symbols
+
+    # What Firestore returns per chunk: matching docs of the chunk's shards, ordered by
+    # (timestamp, __name__) in the query direction, cut at the limit.
+    def server(chunk: tuple[str, ...]) -> list[Tick]:
+        got = sorted((t for t in ticks if t.data["shard"] in chunk and matches(t)), key=sort_key, reverse=descending)
+        return got if limit is None else got[:limit]
+
+    merged = list(take(merge_streams([server(c) for c in plan.chunks], descending=descending), limit))
+    oracle = sorted((t for t in ticks if matches(t)), key=sort_key, reverse=descending)
+    if limit is not None:
+        oracle = oracle[:limit]
+    assert merged == oracle
+
+
+# --- validation -------------------------------------------------------------------------
+
+SPEC = SeriesSpec("instruments", shapes=["exchange", "instrumentType", ("exchange", "symbol")])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"where": [("exchange", "<", "A")]}, r"operator '<' on 'exchange' is not allowed.*allowed: ==, in"),
+        ({"where": [("exchange", "!=", "A")]}, r"operator '!=' .*allowed: ==, in"),
+        ({"where": [("exchange", "not-in", ["A"])]}, r"operator 'not-in'"),
+        ({"where": [("exchange", "like", "A")]}, r"operator 'like' .*unknown operator"),
+        ({"where": {"exchange": [str(i) for i in range(31)]}}, r"'in' on 'exchange' has 31 values; .* at most 30"),
+        ({"where": {"exchange": []}}, r"'in' on 'exchange' has no values"),
+        ({"where": [("exchange", "in", "EX")]}, r"'in' on 'exchange' needs a list"),
+        ({"where": {"symbol": "A"}}, r"query shape \[symbol\] is not declared"),
+        ({"where": {"currency": "USD"}}, r"undeclared field\(s\) \['currency'\]"),
+        ({"where": {"exchange": "A"}, "direction": "asc"}, r"not declared for direction 'asc'"),
+        ({"direction": "sideways"}, r"direction 'sideways' is not allowed"),
+        ({"limit": 0}, r"limit 0 is not allowed"),
+        ({"limit": -5}, r"limit -5 is not allowed"),
+        ({"limit": 2.5}, r"limit 2.5 is not allowed"),
+        ({"start": dt.datetime(2024, 1, 1)}, r"start 2024-01-01T00:00:00 is naive"),
+        ({"end": "yesterday"}, r"end 'yesterday' is not an ISO-8601 time"),
+        ({"start": T0, "end": T0}, r"empty time range"),
+        ({"where": [("exchange", "==")]}, r"is not a \(field, operator, value\) triple"),
+        ({"columns": ["bad field"]}, r"column 'bad field' is not a valid field path"),
+    ],
+)
+def test_bad_queries_name_the_value(kwargs: dict[str, object], message: str) -> None:
+    from tsstore import TsstoreError
+
+    with pytest.raises(QueryError, match=message) as info:
+        plan_query(SPEC, **kwargs)  # type: ignore[arg-type]
+    assert isinstance(info.value, TsstoreError) and isinstance(info.value, ValueError)
+
+
+def test_plan_normalizes_times_directions_and_projection() -> None:
+    plan = plan_query(
+        SPEC,
+        where=[("symbol", "in", ["B", "A", "B"]), ("exchange", "==", "E")],
+        start="2024-01-01T00:00:00Z",
+        end=dt.datetime(2024, 1, 2, 1, tzinfo=dt.timezone(dt.timedelta(hours=1))),
+        direction="DESC",
+        columns=["price.micros"],
+    )
+    assert plan.direction is Direction.DESC
+    assert plan.start == T0 and plan.end == T0 + dt.timedelta(days=1)
+    assert [(f.field, f.op, f.values) for f in plan.filters] == [("exchange", "==", ("E",)), ("symbol", "in", ("B", "A"))]
+    assert plan.columns == ("timestamp", "price.micros")
+    assert plan.shape.fields == ("exchange", "symbol")

@@ -1,0 +1,108 @@
+"""Pure tests of record validation, document ids and shard assignment."""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tsstore import RecordError, SeriesSpec, TsstoreError
+from tsstore.records import prepare_records
+
+UTC = dt.timezone.utc
+T0 = dt.datetime(2024, 3, 1, 9, 30, tzinfo=UTC)
+SPEC = SeriesSpec("ticks", key_fields=["symbol"])
+
+
+def tick(**over: object) -> dict[str, object]:
+    base: dict[str, object] = {"symbol": "AAA", "price": {"currency": "USD", "micros": 1}, "timestamp": T0}
+    base.update(over)
+    return base
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({"symbol": "AAA"}, r"record 0: timestamp field 'timestamp' is missing"),
+        (tick(timestamp=dt.datetime(2024, 1, 1)), r"is naive \(no timezone\).*naive='utc'"),
+        (tick(timestamp="2024-01-01T00:00:00Z"), r"timestamp field 'timestamp' is str"),
+        (tick(timestamp=pd.Timestamp("2024-01-01T00:00:00.000000001Z")), r"sub-microsecond precision \(1 ns\)"),
+        (tick(timestamp=pd.NaT), r"NaT"),
+        (tick(shard="q"), r"shard field 'shard' is 'q', not one of the spec's shard values \['x', 'y', 'z'\]"),
+        (tick(symbol=None) | {"symbol": ["A"]}, r"key field 'symbol' is \['A'\]"),
+        ({"timestamp": T0}, r"key field 'symbol' is missing"),
+        (tick(**{"a.b": 1}), r"field name 'a.b' contains '.'"),
+        (tick(**{"__x__": 1}), r"field name '__x__' is reserved"),
+        (tick(**{"": 1}), r"empty field name"),
+        ({1: 2, "timestamp": T0, "symbol": "A"}, r"field name 1 is not a string"),
+        (tick(big=2**63), r"outside Firestore's 64-bit integer range"),
+        (tick(obj=object()), r"field 'obj' holds object .*allowed: str, int"),
+        (tick(nested=[[1]]), r"array inside an array"),
+        (tick(blob="x" * (1 << 20)), r"is 10\d{5} bytes as Firestore counts them; a document may be at most 1048576"),
+        (tick(when=dt.datetime(2024, 1, 1)), r"field 'when' .* is naive"),
+    ],
+)
+def test_bad_records_are_refused_with_position_and_reason(record: dict[str, object], message: str) -> None:
+    with pytest.raises(RecordError, match=message) as info:
+        list(prepare_records(SPEC, [record]))
+    assert isinstance(info.value, TsstoreError) and info.value.index == 0
+
+
+def test_refusal_names_the_position_of_the_bad_record() -> None:
+    with pytest.raises(RecordError, match=r"^record 2: ") as info:
+        list(prepare_records(SPEC, [tick(), tick(symbol="B"), "not a mapping"]))  # type: ignore[list-item]
+    assert info.value.index == 2
+
+
+def test_naive_times_become_utc_only_when_asked() -> None:
+    [doc] = prepare_records(SPEC, [tick(timestamp=dt.datetime(2024, 1, 1, 12))], naive="utc")
+    assert doc.data["timestamp"] == dt.datetime(2024, 1, 1, 12, tzinfo=UTC)
+
+
+def test_keyed_ids_are_stable_and_distinct() -> None:
+    a1, a2, b, a_later = prepare_records(
+        SPEC, [tick(), tick(), tick(symbol="BBB"), tick(timestamp=T0 + dt.timedelta(microseconds=1))]
+    )
+    assert a1.id == a2.id and a1.data == a2.data  # a retried tick is the same document, same shard
+    assert len({a1.id, b.id, a_later.id}) == 3
+    assert len(a1.id) == 20
+
+
+def test_equal_instants_in_other_timezones_are_one_tick() -> None:
+    plus_one = dt.timezone(dt.timedelta(hours=1))
+    a, b = prepare_records(SPEC, [tick(), tick(timestamp=T0.astimezone(plus_one))])
+    assert a.id == b.id and b.data["timestamp"] == T0 and b.data["timestamp"].tzinfo == UTC
+
+
+def test_random_ids_and_shards_spread_evenly() -> None:
+    spec = SeriesSpec("ticks", shards=["a", "b", "c", "d"])
+    docs = list(prepare_records(spec, (tick() for _ in range(8000))))
+    assert len({d.id for d in docs}) == 8000
+    counts = collections.Counter(d.data["shard"] for d in docs)
+    assert set(counts) == {"a", "b", "c", "d"}
+    assert all(1800 < n < 2200 for n in counts.values()), counts
+    # ids are not monotonic: consecutive records do not sort in input order
+    ordered = sum(1 for x, y in zip(docs, docs[1:]) if x.id < y.id)
+    assert 3600 < ordered < 4400
+
+
+def test_caller_shard_is_kept_when_declared_and_input_is_not_mutated() -> None:
+    record = tick(shard="y")
+    [doc] = prepare_records(SPEC, [record])
+    assert doc.data["shard"] == "y"
+    plain = tick()
+    [doc2] = prepare_records(SPEC, [plain])
+    assert "shard" not in plain and doc2.data["shard"] in SPEC.shards
+
+
+def test_numpy_and_pandas_values_become_firestore_types() -> None:
+    [doc] = prepare_records(
+        SPEC,
+        [tick(n=np.int64(5), f=np.float32(1.5), b=np.bool_(True), t=pd.Timestamp("2024-01-01", tz="UTC"), tup=(1, 2))],
+    )
+    assert doc.data["n"] == 5 and type(doc.data["n"]) is int
+    assert type(doc.data["f"]) is float and type(doc.data["b"]) is bool
+    assert type(doc.data["t"]) is dt.datetime and doc.data["tup"] == [1, 2]

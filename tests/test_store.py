@@ -1,0 +1,252 @@
+"""The store against the real Firestore emulator: writes, fan-out queries, paging, frames."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import uuid
+from typing import Any
+
+import pandas as pd
+import pytest
+from google.cloud import firestore
+
+from tsstore import (
+    CursorError,
+    QueryError,
+    QueryShape,
+    RecordError,
+    SeriesSpec,
+    Tick,
+    TimeSeriesStore,
+    WriteOptions,
+)
+from tsstore.rows import sort_key
+from tsstore.synthetic import INSTRUMENTS, SEED_INSTRUMENTS, trading_day
+
+UTC = dt.timezone.utc
+FAST = WriteOptions(ramp=False, max_ops_per_second=50_000)
+BOTH = ("desc", "asc")
+
+
+def seed_spec(collection: str) -> SeriesSpec:
+    return SeriesSpec(collection, shapes=["instrumentType", "exchange", "price.currency"])
+
+
+def get(data: dict[str, Any], path: str) -> Any:
+    for part in path.split("."):
+        data = data.get(part) if isinstance(data, dict) else None  # type: ignore[assignment]
+    return data
+
+
+def test_seed_scenario(client: firestore.Client, collection_name: str) -> None:
+    """Seed 004: three instruments, three 'newest 5' queries, exactly the expected documents."""
+    store = TimeSeriesStore(client, seed_spec(collection_name))
+    result = store.write(SEED_INSTRUMENTS)
+    assert result.count == 3 and len(set(result.ids)) == 3
+    expected = {
+        "instrumentType": ("commonstock", ["BBB", "AAA"]),
+        "exchange": ("EXCHG1", ["AAA", "Index1 ETF"]),
+        "price.currency": ("USD", ["AAA", "Index1 ETF"]),
+    }
+    by_symbol = {r["symbol"]: r for r in SEED_INSTRUMENTS}
+    for field, (value, symbols) in expected.items():
+        page = store.query(where=[(field, "==", value)], limit=5)
+        assert [t.data["symbol"] for t in page] == symbols
+        assert page.cursor is None
+        for t in page:
+            stored = dict(t.data)
+            assert stored.pop("shard") in ("x", "y", "z")
+            assert stored == by_symbol[t.data["symbol"]]  # written unaltered
+    # every document carries a shard from the spec, and raw Firestore sees the same 3 documents
+    raw = list(client.collection(collection_name).stream())
+    assert sorted(d.id for d in raw) == sorted(result.ids)
+    assert {d.get("shard") for d in raw} <= {"x", "y", "z"}
+
+
+@pytest.fixture(scope="module")
+def big(emulator: Any) -> dict[str, Any]:
+    """5 000+ ticks over 40 shards (two chunks), written once for the module's tests."""
+    client = emulator.client(database=f"big-{uuid.uuid4().hex[:12]}")
+    spec = SeriesSpec(
+        "ticks",
+        shards=[f"s{i:02d}" for i in range(40)],
+        shapes=[QueryShape(f, BOTH) for f in (("symbol",), ("exchange",), ("exchange", "instrumentType"))],
+        key_fields=["symbol"],
+        columns={"symbol": "string", "price.currency": "string", "price.micros": "Int64"},
+    )
+    store = TimeSeriesStore(client, spec, write_options=FAST, page_size=700)
+    # 5 200 ticks of 8 instruments squeezed into 900 distinct milliseconds, so equal
+    # timestamps are common while (symbol, timestamp) stays unique.
+    rows = []
+    base = dt.datetime(2019, 1, 2, 9, tzinfo=UTC)
+    for i in range(5200):
+        symbol, exchange, currency, kind, micros = INSTRUMENTS[i // 900]
+        rows.append({
+            "symbol": symbol, "exchange": exchange, "instrumentType": kind,
+            "price": {"currency": currency, "micros": micros + i},
+            "timestamp": base + dt.timedelta(milliseconds=(i * 7919) % 900),
+        })
+    result = store.write(rows)
+    stored = [
+        Tick(doc.id, doc.get("timestamp"), doc.to_dict() or {})
+        for doc in client.collection("ticks").stream()
+    ]
+    assert len(stored) == len(rows) == result.count
+    yield {"store": store, "ticks": stored, "spec": spec}
+    store.close()
+    client.close()
+
+
+def oracle(ticks: list[Tick], where: dict[str, Any], start: Any, end: Any, descending: bool, limit: int | None) -> list[Tick]:
+    def ok(t: Tick) -> bool:
+        for f, v in where.items():
+            if isinstance(v, list) and get(t.data, f) not in v:
+                return False
+            if not isinstance(v, list) and get(t.data, f) != v:
+                return False
+        return (start is None or t.timestamp >= start) and (end is None or t.timestamp < end)
+
+    got = sorted(filter(ok, ticks), key=sort_key, reverse=descending)
+    return got if limit is None else got[:limit]
+
+
+def test_big_plan_has_two_chunks(big: dict[str, Any]) -> None:
+    plan = big["store"].plan()
+    assert [len(c) for c in plan.chunks] == [20, 20]
+    assert len(big["ticks"]) > 5000
+    assert len({t.timestamp for t in big["ticks"]}) < 1000  # many ties
+
+
+def test_random_queries_equal_the_oracle(big: dict[str, Any]) -> None:
+    store, ticks = big["store"], big["ticks"]
+    rng = random.Random(5)
+    symbols = sorted({t.data["symbol"] for t in ticks})
+    exchanges = sorted({t.data["exchange"] for t in ticks})
+    base = dt.datetime(2019, 1, 2, 9, tzinfo=UTC)
+    for _ in range(30):
+        kind = rng.randrange(4)
+        where: dict[str, Any] = {}
+        if kind == 1:
+            where = {"symbol": rng.sample(symbols, rng.randint(1, 4))}
+        elif kind == 2:
+            where = {"exchange": rng.choice(exchanges)}
+        elif kind == 3:
+            where = {"exchange": rng.sample(exchanges, 2), "instrumentType": "commonstock"}
+        start = base + dt.timedelta(milliseconds=rng.randrange(450)) if rng.random() < 0.5 else None
+        end = base + dt.timedelta(milliseconds=rng.randrange(450, 900)) if rng.random() < 0.5 else None
+        descending = rng.random() < 0.5
+        limit = rng.choice([None, 1, 7, 100, 1000, 6000])
+        page = store.query(where=where, start=start, end=end, direction="desc" if descending else "asc", limit=limit)
+        expected = oracle(ticks, where, start, end, descending, limit)
+        assert [(t.id, t.timestamp) for t in page] == [(t.id, t.timestamp) for t in expected], (where, start, end, limit)
+        assert [t.data for t in page] == [t.data for t in expected]
+
+
+@pytest.mark.parametrize("direction", ["desc", "asc"])
+@pytest.mark.parametrize("where", [{}, {"exchange": "EXCHG1"}])
+def test_paging_returns_every_document_once_in_order(big: dict[str, Any], direction: str, where: dict[str, Any]) -> None:
+    store, ticks = big["store"], big["ticks"]
+    seen: list[Tick] = []
+    cursor = None
+    pages = 0
+    while True:
+        page = store.query(where=where, direction=direction, limit=333, cursor=cursor)
+        seen.extend(page)
+        pages += 1
+        if page.cursor is None:
+            break
+        assert len(page) == 333
+        cursor = page.cursor
+    expected = oracle(ticks, where, None, None, direction == "desc", None)
+    assert [t.id for t in seen] == [t.id for t in expected]
+    assert len({t.id for t in seen}) == len(seen)
+    assert pages == -(-len(expected) // 333)
+
+
+def test_iter_ticks_reads_all_pages_lazily(big: dict[str, Any]) -> None:
+    store, ticks = big["store"], big["ticks"]
+    got = list(store.iter_ticks(direction="asc"))  # page_size 700: many pages per chunk
+    assert [t.id for t in got] == [t.id for t in oracle(ticks, {}, None, None, False, None)]
+
+
+def test_fast_decoder_matches_public_client_path(big: dict[str, Any], emulator: Any) -> None:
+    client = big["store"].client
+    public = TimeSeriesStore(client, big["spec"], fast_decode=False)
+    args = {"where": {"symbol": ["AAA", "BBB"]}, "limit": 500}
+    assert big["store"].query(**args).ticks == public.query(**args).ticks
+    public.close()
+
+
+def test_projection_returns_only_the_asked_columns(big: dict[str, Any]) -> None:
+    page = big["store"].query(limit=20, columns=["price.micros"])
+    assert all(set(t.data) == {"timestamp", "price"} and set(t.data["price"]) == {"micros"} for t in page)
+    frame = big["store"].query_frame(limit=20, columns=["price.micros"])
+    assert list(frame.columns) == ["symbol", "price.currency", "price.micros"]  # declared columns stay
+    assert frame["symbol"].isna().all() and frame["price.micros"].notna().all()
+
+
+def test_frames_match_ticks_and_stream_in_bounded_pieces(big: dict[str, Any]) -> None:
+    store = big["store"]
+    frame = store.query_frame(where={"exchange": "EXCHG1"}, direction="asc")
+    ticks = list(store.iter_ticks(where={"exchange": "EXCHG1"}, direction="asc"))
+    assert len(frame) == len(ticks)
+    assert list(frame.index) == [t.timestamp for t in ticks]
+    assert frame["price.micros"].tolist() == [t.data["price"]["micros"] for t in ticks]
+    parts = list(store.stream_frames(where={"exchange": "EXCHG1"}, direction="asc", rows=1000))
+    assert [len(p) for p in parts[:-1]] == [1000] * (len(parts) - 1)
+    pd.testing.assert_frame_equal(pd.concat(parts), frame)
+
+
+def test_cursor_misuse_is_refused(big: dict[str, Any]) -> None:
+    page = big["store"].query(where={"exchange": "EXCHG1"}, limit=5)
+    with pytest.raises(CursorError):
+        big["store"].query(where={"exchange": "EXCHG2"}, limit=5, cursor=page.cursor)
+
+
+def test_rewriting_keyed_ticks_does_not_duplicate(client: firestore.Client, collection_name: str) -> None:
+    spec = SeriesSpec(collection_name, key_fields=["symbol"])
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    rows = list(trading_day(300, seed=3))
+    first = store.write(rows)
+    second = store.write(rows)  # a retry of the whole batch
+    assert first.ids == second.ids
+    assert len(list(client.collection(collection_name).select([]).stream())) == 300
+
+
+def test_dataframe_write_round_trip(client: firestore.Client, collection_name: str) -> None:
+    spec = SeriesSpec(collection_name, key_fields=["symbol"], columns={"symbol": "string", "price.micros": "Int64"})
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    rows = list(trading_day(50, seed=4))
+    store.write(rows)
+    frame = store.query_frame(direction="asc")
+    other = TimeSeriesStore(client, SeriesSpec(collection_name + "-copy", key_fields=["symbol"], columns=spec.columns), write_options=FAST)
+    other.write(frame)
+    pd.testing.assert_frame_equal(other.query_frame(direction="asc"), frame)
+
+
+def test_bad_record_stops_the_write_after_flushing_earlier_ones(client: firestore.Client, collection_name: str) -> None:
+    store = TimeSeriesStore(client, SeriesSpec(collection_name, key_fields=["symbol"]), write_options=FAST)
+    rows = list(trading_day(10, seed=1))
+    rows[6] = dict(rows[6], timestamp=dt.datetime(2019, 1, 2, 9))  # naive
+    with pytest.raises(RecordError, match=r"record 6: .*naive") as info:
+        store.write(rows)
+    assert info.value.index == 6
+    assert len(list(client.collection(collection_name).stream())) == 6  # the six before it landed
+
+
+def test_read_time_gives_one_consistent_snapshot(client: firestore.Client, collection_name: str) -> None:
+    spec = SeriesSpec(collection_name, shards=[f"s{i}" for i in range(35)], key_fields=["symbol"])
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    rows = list(trading_day(200, seed=9))
+    store.write(rows[:100])
+    snapshot = store.server_time()
+    store.write(rows[100:])
+    assert len(store.query(read_time=snapshot)) == 100
+    assert len(store.query()) == 200
+
+
+def test_undeclared_shape_is_refused_before_any_rpc(client: firestore.Client, collection_name: str) -> None:
+    store = TimeSeriesStore(client, seed_spec(collection_name))
+    with pytest.raises(QueryError, match=r"query shape \[exchange, instrumentType\] is not declared"):
+        store.query(where={"exchange": "EXCHG1", "instrumentType": "etf"})
