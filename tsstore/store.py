@@ -8,7 +8,6 @@ and ``FIRESTORE_EMULATOR_HOST``) and a :class:`~tsstore.spec.SeriesSpec`.
 from __future__ import annotations
 
 import datetime as dt
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -19,11 +18,6 @@ import pandas as pd
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import BaseQuery
-from google.cloud.firestore_v1.bulk_writer import (
-    BulkWriteFailure,
-    BulkWriterOptions,
-    SendMode,
-)
 from google.cloud.firestore_v1.field_path import FieldPath
 from google.cloud.firestore_v1.base_query import FieldFilter
 
@@ -33,11 +27,12 @@ from .frames import frame_to_records, frames, ticks_to_frame
 from .limits import RAMP_START_OPS_PER_SECOND
 from .merge import merge_streams, take
 from .planning import QueryPlan, Where, plan_query
-from .records import prepare_records
+from .records import PreparedDoc, prepare_records
 from .rows import Page, Tick
 from .spec import Direction, SeriesSpec
 from .times import NaivePolicy
 from .wire import stream_ticks
+from .writer import BulkSender
 
 #: Documents fetched per chunk request when reading without a small limit. One request
 #: must finish within Firestore's 60 s stream deadline; 2 000 small ticks take well under 1 s.
@@ -58,11 +53,12 @@ class WriteOptions:
     """How fast the writer may go.
 
     New traffic should start at 500 ops/s and grow by 50 % every 5 minutes ("500/50/5");
-    google-cloud-firestore's BulkWriter does exactly that between ``initial_ops_per_second``
-    and ``max_ops_per_second``. BulkWriter's own default ceiling is also 500, which would
-    cap a sharded collection at the rate sharding was meant to lift, so the ceiling here
-    defaults to the spec's capacity, 500 writes/s per shard value. ``ramp=False`` starts
-    at the ceiling (for the local emulator or a database no one else uses).
+    google-cloud-firestore's ``RateLimiter`` does exactly that between
+    ``initial_ops_per_second`` and ``max_ops_per_second``. BulkWriter's default ceiling is
+    also 500, which would cap a sharded collection at the rate sharding was meant to
+    lift, so the ceiling here defaults to the spec's capacity, 500 writes/s per shard
+    value. ``ramp=False`` starts at the ceiling (for the local emulator or a database no
+    one else uses). ``max_attempts`` bounds the tries per document on retryable errors.
     """
 
     initial_ops_per_second: int = RAMP_START_OPS_PER_SECOND
@@ -136,50 +132,32 @@ class TimeSeriesStore:
     ) -> WriteResult:
         """Write ticks (mappings, or a DataFrame with dotted column names) and return what was
         stored. Every record is validated before it is queued; a bad record raises
-        :class:`~tsstore.errors.RecordError` naming its position, and records already queued
-        are flushed first so nothing is left half-sent. Firestore refusals that persist after
-        retries raise :class:`~tsstore.errors.WriteError` naming each refused record.
+        :class:`~tsstore.errors.RecordError` naming its position, after the records before it
+        have been sent (so a re-run with keyed ids resumes without duplicates). Firestore
+        refusals that persist after retries raise :class:`~tsstore.errors.WriteError` naming
+        each refused record; every other record is written.
         ``on_progress`` is called with the number of documents confirmed since the last call.
         """
         rows = frame_to_records(self.spec, records) if isinstance(records, pd.DataFrame) else records
         opts = self.write_options
         ceiling = opts.max_ops_per_second or self.spec.max_write_rate
-        initial = ceiling if not opts.ramp else min(opts.initial_ops_per_second, ceiling)
-        writer = self.client.bulk_writer(
-            options=BulkWriterOptions(
-                initial_ops_per_second=initial, max_ops_per_second=ceiling, mode=SendMode.parallel
-            )
+        sender = BulkSender(
+            self._collection,
+            initial_ops_per_second=ceiling if not opts.ramp else min(opts.initial_ops_per_second, ceiling),
+            max_ops_per_second=ceiling,
+            max_attempts=opts.max_attempts,
+            on_progress=on_progress,
         )
-        index_of: dict[str, int] = {}
-        failures: list[WriteFailure] = []
-        lock = threading.Lock()
-
-        def on_error(failure: BulkWriteFailure, _: object) -> bool:
-            if failure.attempts < opts.max_attempts and failure.code not in _PERMANENT_CODES:
-                return True
-            doc_id = failure.operation.reference.id  # type: ignore[attr-defined]
-            with lock:
-                failures.append(WriteFailure(index_of.get(doc_id, -1), doc_id, failure.code, failure.message))
-            return False
-
-        def on_result(*_: object) -> None:
-            if on_progress is not None:
-                on_progress(1)
-
-        writer.on_write_error(on_error)
-        writer.on_write_result(on_result)
         ids: list[str] = []
-        try:
-            for doc in prepare_records(self.spec, rows, naive=naive):
-                with lock:
-                    index_of[doc.id] = doc.index
+
+        def remember(docs: Iterable[PreparedDoc]) -> Iterator[PreparedDoc]:
+            for doc in docs:
                 ids.append(doc.id)
-                writer.set(self._collection.document(doc.id), doc.data)
-        finally:
-            writer.close()
-        if failures:
-            failures.sort(key=lambda f: f.index)
-            raise WriteError(failures, written=len(ids) - len(failures))
+                yield doc
+
+        sender.send_all(remember(prepare_records(self.spec, rows, naive=naive)))
+        if sender.failures:
+            raise WriteError(sorted(sender.failures, key=lambda f: f.index), written=sender.written)
         return WriteResult(len(ids), tuple(ids))
 
     # ------------------------------------------------------------------ reading
@@ -353,10 +331,6 @@ class TimeSeriesStore:
                     raise
                 time.sleep(0.1 * 2**attempt)
         return got
-
-
-#: gRPC codes a retry cannot fix: the request itself is wrong.
-_PERMANENT_CODES = frozenset({3, 5, 6, 7, 9, 11, 12, 16})  # INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED, FAILED_PRECONDITION, OUT_OF_RANGE, UNIMPLEMENTED, UNAUTHENTICATED
 
 
 class _ChunkReader(Iterator[Tick]):

@@ -24,6 +24,8 @@ def to_utc(value: object, *, name: str, naive: NaivePolicy = "error") -> dt.date
     ``DatetimeWithNanoseconds``) and ISO-8601 strings. A naive value is an error unless
     ``naive="utc"``; a value with nanoseconds that are not whole microseconds is an error.
     """
+    if type(value) is dt.datetime and value.tzinfo is dt.timezone.utc:
+        return value  # already what Firestore stores: the common case, kept cheap
     if isinstance(value, str):
         try:
             parsed = pd.Timestamp(value)

@@ -1,0 +1,47 @@
+"""Shared set-up for the benchmarks: a private emulator, data, timing helpers.
+
+Every benchmark measures the methods it compares side by side in one run, on the same
+emulator and data, interleaving repetitions so drift on a noisy machine hits all alike,
+and prints ratios. Absolute times are printed for context only.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tsstore.emulator import Emulator, start_emulator  # noqa: E402
+
+
+def emulator() -> Emulator:
+    emu = start_emulator()
+    print(f"# emulator {emu.address} (pid {emu.pid})", file=sys.stderr)
+    return emu
+
+
+def measure(methods: dict[str, Callable[[], Any]], *, repeats: int) -> dict[str, dict[str, float]]:
+    """Median wall and client-CPU seconds per method, repetitions interleaved."""
+    wall: dict[str, list[float]] = {name: [] for name in methods}
+    cpu: dict[str, list[float]] = {name: [] for name in methods}
+    for name, fn in methods.items():  # warm-up: connections, caches, JIT in the emulator
+        fn()
+    for _ in range(repeats):
+        for name, fn in methods.items():
+            w0, c0 = time.perf_counter(), time.process_time()
+            fn()
+            cpu[name].append(time.process_time() - c0)
+            wall[name].append(time.perf_counter() - w0)
+    return {
+        name: {"wall": statistics.median(wall[name]), "cpu": statistics.median(cpu[name])} for name in methods
+    }
+
+
+def verdict(ratio: float, target: float, *, at_most: bool = True) -> str:
+    ok = ratio <= target if at_most else ratio >= target
+    return f"{'met' if ok else 'NOT met'} (target {'<=' if at_most else '>='} {target}x)"

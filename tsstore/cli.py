@@ -1,0 +1,146 @@
+"""The ``tsstore`` command: a thin click layer over the library.
+
+Each command parses options, calls the library, formats the output, and turns
+:class:`~tsstore.errors.TsstoreError` into a click error. Only this module reads the
+environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import itertools
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import click
+import pandas as pd
+from tqdm import tqdm
+
+from .errors import TsstoreError
+from .spec import QueryShape, SeriesSpec
+from .store import TimeSeriesStore, WriteOptions
+from .synthetic import SEED_INSTRUMENTS, trading_day
+
+EMULATOR_ENV = "FIRESTORE_EMULATOR_HOST"
+
+
+@contextlib.contextmanager
+def connect(*, project: str | None, database: str) -> Iterator[tuple[Any, bool]]:
+    """A Firestore client and whether it talks to an emulator.
+
+    With ``FIRESTORE_EMULATOR_HOST`` set or a ``--project`` given, the client goes where
+    those say (google-cloud-firestore reads them itself). Otherwise tsstore starts the
+    local emulator for the command and stops it afterwards: the embedded default.
+    """
+    from google.cloud import firestore
+
+    if os.environ.get(EMULATOR_ENV) or project:
+        target = f"emulator at {os.environ[EMULATOR_ENV]}" if os.environ.get(EMULATOR_ENV) else f"project {project}"
+        click.echo(f"tsstore: using {target}, database {database}", err=True)
+        client = firestore.Client(project=project, database=database)
+        try:
+            yield client, bool(os.environ.get(EMULATOR_ENV))
+        finally:
+            client.close()
+        return
+    from .emulator import start_emulator
+
+    click.echo("tsstore: no FIRESTORE_EMULATOR_HOST or --project: starting the local Firestore emulator", err=True)
+    with start_emulator() as emulator:
+        click.echo(f"tsstore: emulator ready at {emulator.address} (pid {emulator.pid})", err=True)
+        client = emulator.client(database=database)
+        try:
+            yield client, True
+        finally:
+            client.close()
+
+
+def demo_spec(collection: str) -> SeriesSpec:
+    """The seed's instruments collection with its three query shapes."""
+    both = ("desc", "asc")
+    return SeriesSpec(
+        collection,
+        shapes=[QueryShape((f,), both) for f in ("instrumentType", "exchange", "price.currency", "symbol")],
+        key_fields=["symbol"],
+        columns={
+            "symbol": "string",
+            "exchange": "string",
+            "instrumentType": "string",
+            "price.currency": "string",
+            "price.micros": "Int64",
+            "volume": "Int64",
+        },
+    )
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="tsstore")
+def main() -> None:
+    """tsstore: high-rate time series in Firestore with sharded timestamps."""
+
+
+@main.command()
+@click.option("--ticks", default=20_000, show_default=True, type=click.IntRange(min=0),
+              help="Synthetic ticks to write besides the seed's three instruments.")
+@click.option("--collection", default="instruments", show_default=True)
+@click.option("--project", default=None, help="Use this Google Cloud project instead of the local emulator.")
+@click.option("--database", default="(default)", show_default=True)
+def demo(ticks: int, collection: str, project: str | None, database: str) -> None:
+    """Write the seed's instruments and a synthetic trading day, then query them.
+
+    \b
+    Example:
+      tsstore demo                 # on a local emulator it starts and stops itself
+      tsstore demo --ticks 100000
+    """
+    pd.set_option("display.width", 140)
+    pd.set_option("display.max_columns", 12)
+    try:
+        with connect(project=project, database=database) as (client, local):
+            spec = demo_spec(collection)
+            options = WriteOptions(ramp=False, max_ops_per_second=100_000) if local else WriteOptions()
+            with TimeSeriesStore(client, spec, write_options=options) as store:
+                _run_demo(store, ticks)
+    except TsstoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _run_demo(store: TimeSeriesStore, ticks: int) -> None:
+    spec = store.spec
+    click.echo(
+        f"collection {spec.collection!r}: shards {list(spec.shards)} "
+        f"(write ceiling {spec.max_write_rate} writes/s instead of 500)"
+    )
+    # The synthetic day is the day before the seed's ticks, so the seed's "newest 5"
+    # queries show the seed's documents first, then the newest synthetic ones.
+    rows = itertools.chain(SEED_INSTRUMENTS, trading_day(ticks, day=dt.date(2018, 12, 31)))
+    total = ticks + len(SEED_INSTRUMENTS)
+    began = time.perf_counter()
+    with tqdm(total=total, unit="tick", desc="writing", dynamic_ncols=True) as bar:
+        result = store.write(rows, on_progress=bar.update)
+    elapsed = time.perf_counter() - began
+    click.echo(f"wrote {result.count} ticks in {elapsed:.1f} s ({result.count / elapsed:,.0f} ticks/s)")
+    for title, where in (
+        ("queryCommonStock: instrumentType == 'commonstock'", {"instrumentType": "commonstock"}),
+        ("queryExchange1Instruments: exchange == 'EXCHG1'", {"exchange": "EXCHG1"}),
+        ("queryUSDInstruments: price.currency == 'USD'", {"price.currency": "USD"}),
+    ):
+        _show(store, title, where=where, limit=5)
+    start = dt.datetime(2018, 12, 31, 12, 0, tzinfo=dt.timezone.utc)
+    _show(
+        store,
+        "time range: EXCHG2 ticks in [12:00, 12:05) on 2018-12-31, oldest first, first 10",
+        where={"exchange": "EXCHG2"}, start=start, end=start + dt.timedelta(minutes=5), direction="asc", limit=10,
+    )
+
+
+def _show(store: TimeSeriesStore, title: str, **query: Any) -> None:
+    began = time.perf_counter()
+    frame = store.query_frame(**query)
+    ms = (time.perf_counter() - began) * 1000
+    chunks = len(store.plan(**query).chunks)
+    click.echo(f"\n--- {title}  ({len(frame)} rows, {chunks} chunk quer{'y' if chunks == 1 else 'ies'}, {ms:.0f} ms)")
+    click.echo(frame.to_string() if len(frame) else "(no rows)")
