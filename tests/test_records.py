@@ -23,6 +23,20 @@ def tick(**over: object) -> dict[str, object]:
     return base
 
 
+def nested(levels: int) -> dict[str, object]:
+    """``levels`` maps wrapped around a map: ``levels + 1`` nested maps in all."""
+    value: dict[str, object] = {"v": 1}
+    for _ in range(levels):
+        value = {"d": value}
+    return value
+
+
+def test_nesting_up_to_the_limit_is_accepted() -> None:
+    # The emulator stores exactly these and refuses one level more (see limits.py).
+    [doc] = prepare_records(SPEC, [tick(deep=nested(19), arr=[nested(18)])])
+    assert doc.data["deep"] == nested(19)
+
+
 @pytest.mark.parametrize(
     ("record", "message"),
     [
@@ -43,6 +57,8 @@ def tick(**over: object) -> dict[str, object]:
         (tick(nested=[[1]]), r"array inside an array"),
         (tick(blob="x" * (1 << 20)), r"is 10\d{5} bytes as Firestore counts them; a document may be at most 1048576"),
         (tick(when=dt.datetime(2024, 1, 1)), r"field 'when' .* is naive"),
+        (tick(deep=nested(20)), r"more than 20 levels deep"),  # 21 maps
+        (tick(deep=[nested(19)]), r"more than 20 levels deep"),  # an array and 20 maps
     ],
 )
 def test_bad_records_are_refused_with_position_and_reason(record: dict[str, object], message: str) -> None:

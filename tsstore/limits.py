@@ -20,6 +20,10 @@ MAX_DISJUNCTIONS = 30
 #: Largest document Firestore stores (1 MiB), counted as Firestore's storage-size rules count.
 MAX_DOCUMENT_BYTES = 1_048_576
 
+#: Deepest nesting of maps and arrays below a document's root (checked on the emulator:
+#: 20 nested maps are stored, 21 refused; an array counts as a level).
+MAX_FIELD_DEPTH = 20
+
 #: Largest integer a Firestore integer value holds (signed 64-bit).
 MAX_INT64 = 2**63 - 1
 MIN_INT64 = -(2**63)

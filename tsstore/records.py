@@ -22,7 +22,7 @@ from google.cloud.firestore_v1 import GeoPoint
 from google.cloud.firestore_v1.vector import Vector
 
 from .errors import RecordError
-from .limits import MAX_DOCUMENT_BYTES, MAX_INT64, MIN_INT64
+from .limits import MAX_DOCUMENT_BYTES, MAX_FIELD_DEPTH, MAX_INT64, MIN_INT64
 from .spec import SeriesSpec
 from .times import NAIVE_POLICIES, NaivePolicy, to_micros, to_utc
 
@@ -68,7 +68,7 @@ def prepare_records(
         if not isinstance(record, Mapping):
             raise RecordError(index, f"is a {type(record).__name__}, not a mapping of field names to values")
         try:
-            data, size = _clean_map(record, naive, spec.timestamp_field)
+            data, size = _clean_map(record, naive, 0)
         except _Bad as bad:
             raise RecordError(index, str(bad)) from None
         raw_ts = _get(data, ts_path)
@@ -157,12 +157,14 @@ def _check_key(key: object) -> str:
     return key
 
 
-def _clean_map(record: Mapping[Any, Any], naive: NaivePolicy, where: str) -> tuple[dict[str, Any], int]:
+def _clean_map(record: Mapping[Any, Any], naive: NaivePolicy, depth: int) -> tuple[dict[str, Any], int]:
     """A converted copy of a map and its Firestore storage size (field names + values).
 
     The common tick types (str, int, float, nested dict) are handled inline: this loop
     runs for every field of every record, and function calls dominate its cost.
     """
+    if depth > MAX_FIELD_DEPTH:
+        raise _Bad(f"nests maps or arrays more than {MAX_FIELD_DEPTH} levels deep, which Firestore refuses")
     out: dict[str, Any] = {}
     size = 0
     for key, value in record.items():
@@ -180,15 +182,15 @@ def _clean_map(record: Mapping[Any, Any], naive: NaivePolicy, where: str) -> tup
             out[key] = value
             size += 8
         elif kind is dict:
-            out[key], vsize = _clean_map(value, naive, key)
+            out[key], vsize = _clean_map(value, naive, depth + 1)
             size += vsize
         else:
-            out[key], vsize = _clean_value(value, naive, key, in_array=False)
+            out[key], vsize = _clean_value(value, naive, key, depth)
             size += vsize
     return out, size
 
 
-def _clean_value(value: Any, naive: NaivePolicy, name: str, *, in_array: bool) -> tuple[Any, int]:
+def _clean_value(value: Any, naive: NaivePolicy, name: str, depth: int, *, in_array: bool = False) -> tuple[Any, int]:
     # Order: the common tick types first.
     if isinstance(value, str):
         return value, len(value.encode()) + 1
@@ -211,11 +213,13 @@ def _clean_value(value: Any, naive: NaivePolicy, name: str, *, in_array: bool) -
     if value is None:
         return None, 1
     if isinstance(value, Mapping):
-        return _clean_map(value, naive, name)
+        return _clean_map(value, naive, depth + 1)
     if isinstance(value, (list, tuple)):
         if in_array:
             raise _Bad(f"field {name!r} holds an array inside an array, which Firestore does not store")
-        items = [_clean_value(v, naive, name, in_array=True) for v in value]
+        if depth + 1 > MAX_FIELD_DEPTH:
+            raise _Bad(f"nests maps or arrays more than {MAX_FIELD_DEPTH} levels deep, which Firestore refuses")
+        items = [_clean_value(v, naive, name, depth + 1, in_array=True) for v in value]
         return [v for v, _ in items], sum(s for _, s in items)
     if isinstance(value, (bytes, bytearray)):
         return bytes(value), len(value)

@@ -97,7 +97,7 @@ class TimeSeriesStore:
         write_options: WriteOptions = WriteOptions(),
         max_workers: int = 8,
         page_size: int = DEFAULT_PAGE_SIZE,
-        fast_decode: bool = True,
+        fast_wire: bool = True,
     ) -> None:
         if not isinstance(spec, SeriesSpec):
             raise ConfigError(f"spec must be a SeriesSpec, got {type(spec).__name__}")
@@ -108,7 +108,7 @@ class TimeSeriesStore:
         self.write_options = write_options
         self._collection = client.collection(spec.collection)
         self._page_size = page_size
-        self._fast = fast_decode
+        self._fast = fast_wire
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tsstore-read")
 
     def close(self) -> None:
@@ -147,6 +147,7 @@ class TimeSeriesStore:
             max_ops_per_second=ceiling,
             max_attempts=opts.max_attempts,
             on_progress=on_progress,
+            fast=self._fast,
         )
         ids: list[str] = []
 

@@ -1,12 +1,14 @@
-"""Run one Firestore query and decode its documents into :class:`Tick` values.
+"""The wire: encode writes and decode query results, fast, in one isolated place.
 
-Decoding is the client's hot spot: ``query.stream()`` builds a ``DocumentSnapshot`` per
-document through proto-plus wrappers, about 150 µs a document. The fast path here sends
-the same request on the client's own GAPIC channel and decodes the raw protobuf
-responses directly. It relies on private parts of google-cloud-firestore
-(``Query._prep_stream``, ``Client._firestore_api``, ``Client._rpc_metadata``), so it lives
-in this one module, is tested against the public path, and falls back to the public
-``stream()`` if the client's internals change shape.
+Proto-plus wrappers are the client's hot spot both ways. Reading, ``query.stream()``
+builds a ``DocumentSnapshot`` per document, about 150 µs a document; writing, the
+client's ``set()`` encoding costs about 160 µs a document, twenty times what building
+the raw protobuf ``Write`` messages directly costs. The fast paths here send the same
+requests on the client's own GAPIC transport with raw protobuf messages. They rely on
+private parts of google-cloud-firestore (``Query._prep_stream``, ``Client._firestore_api``,
+``Client._rpc_metadata``, ``Client._database_string``), so they live in this one module,
+are tested against the public paths, and fall back to them if the client's internals
+change shape.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from google.cloud.firestore_v1 import _helpers
+from google.cloud.firestore_v1.base_collection import BaseCollectionReference
 from google.cloud.firestore_v1.base_query import BaseQuery
+from google.cloud.firestore_v1.bulk_batch import BulkWriteBatch
+from google.cloud.firestore_v1.types import firestore as firestore_types
 
 from .rows import Tick
 
@@ -129,3 +134,83 @@ def _plain_time(value: Any) -> dt.datetime:
         value.year, value.month, value.day, value.hour, value.minute, value.second,
         value.microsecond, tzinfo=_UTC,
     )
+
+
+# ---------------------------------------------------------------------------- writing
+
+#: (gRPC status code, message) of one write in a BatchWrite response; code 0 is success.
+WriteStatus = tuple[int, str]
+
+
+def batch_write(
+    collection: BaseCollectionReference, docs: list[tuple[str, dict[str, Any]]], *,
+    fast: bool = True, timeout: float = 60.0,
+) -> list[WriteStatus]:
+    """Set each ``(document id, data)`` in one non-atomic ``BatchWrite`` request and return
+    one status per document, in order. Raises ``GoogleAPICallError`` when the request as a
+    whole fails; no retries here (the caller decides)."""
+    if fast:
+        try:
+            request, client = _batch_write_request(collection, docs)
+        except (AttributeError, TypeError, ValueError) as exc:
+            log.warning("tsstore fast write path unavailable (%s); using BulkWriteBatch", exc)
+        else:
+            response = client._firestore_api.batch_write(
+                request=request, metadata=client._rpc_metadata, retry=None, timeout=timeout
+            )
+            return [(st.code, st.message) for st in response.status]
+    batch = BulkWriteBatch(collection._client)
+    for doc_id, data in docs:
+        batch.set(collection.document(doc_id), data)
+    response = batch.commit(retry=None, timeout=timeout)
+    return [(st.code, st.message) for st in response.status]
+
+
+def _batch_write_request(
+    collection: BaseCollectionReference, docs: list[tuple[str, dict[str, Any]]]
+) -> tuple[Any, Any]:
+    client = collection._client
+    prefix = collection.document("x")._document_path[:-1]
+    request = _BATCH_WRITE_PB(database=client._database_string)
+    for doc_id, data in docs:
+        update = request.writes.add().update
+        update.name = prefix + doc_id
+        fields = update.fields
+        for key, value in data.items():
+            _encode_value(value, fields[key])
+    return firestore_types.BatchWriteRequest.wrap(request), client
+
+
+_BATCH_WRITE_PB = firestore_types.BatchWriteRequest.pb()
+
+
+def _encode_value(value: Any, out: Any) -> None:
+    kind = type(value)
+    if kind is str:
+        out.string_value = value
+    elif kind is float:
+        out.double_value = value
+    elif kind is int:
+        out.integer_value = value
+    elif kind is dict:
+        out.map_value.SetInParent()  # an empty dict is still an (empty) map value
+        fields = out.map_value.fields
+        for key, item in value.items():
+            _encode_value(item, fields[key])
+    elif kind is dt.datetime and value.tzinfo is not None:
+        delta = value - _EPOCH
+        ts = out.timestamp_value
+        ts.seconds = delta.days * 86_400 + delta.seconds
+        ts.nanos = delta.microseconds * 1000
+    elif kind is bool:
+        out.boolean_value = value
+    elif value is None:
+        out.null_value = 0
+    elif kind is list:
+        array = out.array_value
+        array.SetInParent()  # an empty list is still an (empty) array value
+        for item in value:
+            _encode_value(item, array.values.add())
+    else:
+        # Rare types (bytes, GeoPoint, Vector, references…): the client's own encoder.
+        out.CopyFrom(_helpers.encode_value(value)._pb)

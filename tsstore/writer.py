@@ -1,7 +1,8 @@
 """Send prepared documents to Firestore in rate-limited, size-bounded bulk batches.
 
-Built from google-cloud-firestore's own pieces: ``BulkWriteBatch`` (the non-atomic
-``BatchWrite`` RPC, one status per document) and ``RateLimiter`` (the 500/50/5 ramp-up:
+Built from google-cloud-firestore's own pieces: the non-atomic ``BatchWrite`` RPC (one
+status per document; sent by :func:`tsstore.wire.batch_write`, which encodes the raw
+protobuf itself or falls back to ``BulkWriteBatch``) and ``RateLimiter`` (the 500/50/5 ramp-up:
 start at ``initial`` ops/s, +50 % every 5 minutes, never above the ceiling). It does not
 use ``BulkWriter`` itself because ``BulkWriter.flush()`` waits on its batch futures
 without looking at their exceptions: a ``BatchWrite`` call that fails as a whole (after
@@ -20,11 +21,11 @@ from dataclasses import dataclass, field
 
 from google.api_core import exceptions as gexc
 from google.cloud.firestore_v1.base_collection import BaseCollectionReference
-from google.cloud.firestore_v1.bulk_batch import BulkWriteBatch
 from google.cloud.firestore_v1.rate_limiter import RateLimiter
 
 from .errors import WriteFailure
 from .records import PreparedDoc
+from .wire import batch_write
 
 #: Documents per BatchWrite request. The request is also capped at MAX_BATCH_BYTES.
 MAX_BATCH_DOCS = 500
@@ -62,9 +63,10 @@ class BulkSender:
         max_attempts: int,
         workers: int = 4,
         on_progress: Callable[[int], None] | None = None,
+        fast: bool = True,
     ) -> None:
         self._collection = collection
-        self._client = collection._client
+        self._fast = fast
         self._limiter = RateLimiter(initial_tokens=initial_ops_per_second, global_max_tokens=max_ops_per_second)
         self._limiter_lock = threading.Lock()
         # A batch may never need more tokens than the limiter can hold at its slowest.
@@ -135,28 +137,35 @@ class BulkSender:
         pending = docs
         for attempt in range(1, self._max_attempts + 1):
             self._take_tokens(len(pending))
-            batch = BulkWriteBatch(self._client)
-            for doc in pending:
-                batch.set(self._collection.document(doc.id), doc.data)
             retry: list[PreparedDoc] = []
             try:
-                response = batch.commit()
+                statuses = batch_write(self._collection, [(d.id, d.data) for d in pending], fast=self._fast)
             except _RETRYABLE_ERRORS as exc:
                 retry = pending
                 last_error = (exc.grpc_status_code.value[0] if exc.grpc_status_code else 2, str(exc))
             except gexc.GoogleAPICallError as exc:
+                if len(pending) > 1:
+                    # Firestore refuses the whole request for one bad document (e.g. one
+                    # nested too deeply): split the batch until the culprit stands alone,
+                    # so only it is reported and every other document is written.
+                    middle = len(pending) // 2
+                    for part in (pending[:middle], pending[middle:]):
+                        sub = self._send(part)
+                        outcome.written += sub.written
+                        outcome.failures.extend(sub.failures)
+                    return outcome
                 code = exc.grpc_status_code.value[0] if exc.grpc_status_code else 2
-                outcome.failures.extend(WriteFailure(d.index, d.id, code, str(exc)) for d in pending)
+                outcome.failures.append(WriteFailure(pending[0].index, pending[0].id, code, exc.message))
                 return outcome
             else:
-                for doc, status in zip(pending, response.status):
-                    if status.code == 0:
+                for doc, (code, message) in zip(pending, statuses, strict=True):
+                    if code == 0:
                         outcome.written += 1
-                    elif status.code in RETRYABLE_CODES:
+                    elif code in RETRYABLE_CODES:
                         retry.append(doc)
-                        last_error = (status.code, status.message)
+                        last_error = (code, message)
                     else:
-                        outcome.failures.append(WriteFailure(doc.index, doc.id, status.code, status.message))
+                        outcome.failures.append(WriteFailure(doc.index, doc.id, code, message))
             if not retry:
                 return outcome
             pending = retry

@@ -1,0 +1,89 @@
+"""The fast wire paths (raw protobuf) against the client's public paths, on the emulator."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from google.cloud import firestore
+from google.cloud.firestore_v1 import GeoPoint
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from tsstore.wire import batch_write, stream_ticks
+
+UTC = dt.timezone.utc
+
+DOCS: list[tuple[str, dict[str, Any]]] = [
+    (
+        "every-type",
+        {
+            "timestamp": dt.datetime(2019, 1, 1, 13, 45, 23, 10_000, tzinfo=UTC),
+            "s": "text é 漢字",
+            "i": -(2**63),
+            "big": 2**63 - 1,
+            "f": 1.5,
+            "nan": float("nan"),
+            "b": True,
+            "n": None,
+            "bytes": b"\x00\xff",
+            "geo": GeoPoint(1.5, -2.25),
+            "list": [1, "a", None, {"k": 2}],
+            "empty_list": [],
+            "empty_map": {},
+            "map": {"deep": {"er": {"t": dt.datetime(1960, 5, 6, 7, 8, 9, 123_456, tzinfo=UTC)}}},
+        },
+    ),
+    ("plain", {"timestamp": dt.datetime(2020, 2, 29, tzinfo=UTC), "price": {"currency": "USD", "micros": 5}}),
+]
+
+
+def same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and a != a:
+        return isinstance(b, float) and b != b
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return bool(a == b) and (type(a) is type(b) or isinstance(a, dt.datetime))
+
+
+def test_fast_and_public_batch_write_store_identical_documents(client: firestore.Client, collection_name: str) -> None:
+    fast, public = client.collection(collection_name + "-fast"), client.collection(collection_name + "-public")
+    assert batch_write(fast, DOCS, fast=True) == [(0, ""), (0, "")]
+    assert batch_write(public, DOCS, fast=False) == [(0, ""), (0, "")]
+    for doc_id, data in DOCS:
+        a = fast.document(doc_id).get().to_dict()
+        b = public.document(doc_id).get().to_dict()
+        assert same(a, b), (a, b)
+        assert same(a, data)
+
+
+def test_fast_and_public_decoding_agree(client: firestore.Client, collection_name: str) -> None:
+    coll = client.collection(collection_name)
+    batch_write(coll, DOCS, fast=False)
+    query = coll.where(filter=FieldFilter("timestamp", ">", dt.datetime(1900, 1, 1, tzinfo=UTC))).order_by("timestamp")
+    fast = list(stream_ticks(query, timestamp_field="timestamp", read_time=None, fast=True))
+    public = list(stream_ticks(query, timestamp_field="timestamp", read_time=None, fast=False))
+    assert [t.id for t in fast] == [t.id for t in public] == ["every-type", "plain"]
+    for a, b in zip(fast, public):
+        assert a.timestamp == b.timestamp and type(a.timestamp) is dt.datetime
+        assert same(a.data, b.data)
+
+
+def test_batch_write_raises_when_firestore_refuses_the_request(client: firestore.Client, collection_name: str) -> None:
+    import pytest
+    from google.api_core import exceptions as gexc
+
+    coll = client.collection(collection_name)
+    with pytest.raises(gexc.InvalidArgument, match="invalid nested entity"):
+        batch_write(coll, [("ok", {"a": 1}), ("too-deep", too_deep())], fast=True)
+    assert not coll.document("ok").get().exists  # the request was refused as a whole
+
+
+def too_deep() -> dict[str, Any]:
+    """21 nested maps: one more than Firestore stores (the writer's validation refuses it
+    too; these tests go below that validation on purpose)."""
+    deep: dict[str, Any] = {"v": 1}
+    for _ in range(20):
+        deep = {"d": deep}
+    return {"deep": deep}
