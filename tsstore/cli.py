@@ -112,7 +112,7 @@ def _run_demo(store: TimeSeriesStore, ticks: int) -> None:
     spec = store.spec
     click.echo(
         f"collection {spec.collection!r}: shards {list(spec.shards)} "
-        f"(write ceiling {spec.max_write_rate} writes/s instead of 500)"
+        f"(production write ceiling {spec.max_write_rate} writes/s instead of 500)"
     )
     # The synthetic day is the day before the seed's ticks, so the seed's "newest 5"
     # queries show the seed's documents first, then the newest synthetic ones.

@@ -1,0 +1,5 @@
+"""``python -m tsstore`` runs the CLI."""
+
+from .cli import main
+
+main()
