@@ -29,7 +29,7 @@ def measure(methods: dict[str, Callable[[], Any]], *, repeats: int) -> dict[str,
     """Median wall and client-CPU seconds per method, repetitions interleaved."""
     wall: dict[str, list[float]] = {name: [] for name in methods}
     cpu: dict[str, list[float]] = {name: [] for name in methods}
-    for name, fn in methods.items():  # warm-up: connections, caches, JIT in the emulator
+    for fn in methods.values():  # warm-up: connections, caches, JIT in the emulator
         fn()
     for _ in range(repeats):
         for name, fn in methods.items():
@@ -37,9 +37,7 @@ def measure(methods: dict[str, Callable[[], Any]], *, repeats: int) -> dict[str,
             fn()
             cpu[name].append(time.process_time() - c0)
             wall[name].append(time.perf_counter() - w0)
-    return {
-        name: {"wall": statistics.median(wall[name]), "cpu": statistics.median(cpu[name])} for name in methods
-    }
+    return {name: {"wall": statistics.median(wall[name]), "cpu": statistics.median(cpu[name])} for name in methods}
 
 
 def verdict(ratio: float, target: float, *, at_most: bool = True) -> str:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 
 import pandas as pd
+from _common import emulator, measure, verdict
 from google.cloud import firestore
 
-from _common import emulator, measure, verdict
 from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.synthetic import trading_day
 

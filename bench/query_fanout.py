@@ -11,13 +11,12 @@ Run: python bench/query_fanout.py [--docs 20000] [--repeats 7]
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 from concurrent.futures import ThreadPoolExecutor
 
+from _common import emulator, measure, verdict
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from _common import emulator, measure, verdict
 from tsstore import QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.limits import MAX_IN_VALUES
 from tsstore.planning import chunk_shards
@@ -40,8 +39,10 @@ def main() -> None:
             emu.reset()  # the emulator scans every stored document: keep one data set at a time
             client = emu.client(database=f"bench-q{n_shards}")
             spec = SeriesSpec(
-                "ticks", shards=[f"s{i}" for i in range(n_shards)],
-                shapes=[QueryShape((FIELD,))], key_fields=["symbol"],
+                "ticks",
+                shards=[f"s{i}" for i in range(n_shards)],
+                shapes=[QueryShape((FIELD,))],
+                key_fields=["symbol"],
             )
             store = TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False, max_ops_per_second=100_000))
             store.write(trading_day(args.docs, seed=n_shards))
@@ -86,10 +87,8 @@ def main() -> None:
                     f"{(single or 0) * 1000:>7.0f}ms {s * 1000:>7.0f}ms  {ratios}"
                     + ("" if single else "  (no single in: >30 shards)")
                 )
-                print(
-                    f"{'':>13} client CPU: tsstore {r['tsstore']['cpu'] * 1000:.0f}ms, seed {r['seed']['cpu'] * 1000:.0f}ms"
-                    + (f", single {r['single']['cpu'] * 1000:.0f}ms" if single else "")
-                )
+                cpu = {name: f"{m['cpu'] * 1000:.0f}ms" for name, m in r.items()}
+                print(f"{'':>13} client CPU: " + ", ".join(f"{name} {ms}" for name, ms in cpu.items()))
             store.close()
             client.close()
     finally:

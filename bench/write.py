@@ -14,6 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from _common import emulator, verdict
+
 from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.records import prepare_records
 from tsstore.synthetic import trading_day

@@ -141,7 +141,9 @@ def test_a_port_taken_between_choice_and_bind_is_retried(
     # Simulate the race: the first "free" port handed out is already in use by a real emulator.
     real_free_port = emulator_module.free_port
     handed = iter([own_emulator.port])
-    monkeypatch.setattr(emulator_module, "free_port", lambda host="127.0.0.1": next(handed, None) or real_free_port(host))
+    monkeypatch.setattr(
+        emulator_module, "free_port", lambda host="127.0.0.1": next(handed, None) or real_free_port(host)
+    )
     with start_emulator(timeout=30) as started:
         assert started.port != own_emulator.port
         assert started.is_running()

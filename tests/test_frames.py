@@ -32,7 +32,16 @@ TICKS = [
 
 def test_declared_columns_first_then_others_sorted_with_nullable_dtypes() -> None:
     frame = ticks_to_frame(DECLARED, TICKS)
-    assert list(frame.columns) == ["symbol", "price.currency", "price.micros", "volume", "extra", "flag", "shard", "when"]
+    assert list(frame.columns) == [
+        "symbol",
+        "price.currency",
+        "price.micros",
+        "volume",
+        "extra",
+        "flag",
+        "shard",
+        "when",
+    ]
     assert {c: str(d) for c, d in frame.dtypes.items()} == {
         "symbol": "string",
         "price.currency": "string",

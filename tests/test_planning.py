@@ -171,6 +171,9 @@ def test_plan_normalizes_times_directions_and_projection() -> None:
     )
     assert plan.direction is Direction.DESC
     assert plan.start == T0 and plan.end == T0 + dt.timedelta(days=1)
-    assert [(f.field, f.op, f.values) for f in plan.filters] == [("exchange", "==", ("E",)), ("symbol", "in", ("B", "A"))]
+    assert [(f.field, f.op, f.values) for f in plan.filters] == [
+        ("exchange", "==", ("E",)),
+        ("symbol", "in", ("B", "A")),
+    ]
     assert plan.columns == ("timestamp", "price.micros")
     assert plan.shape.fields == ("exchange", "symbol")

@@ -48,14 +48,19 @@ def test_demo_runs_on_the_embedded_emulator() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("FIRESTORE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
     done = subprocess.run(
         [sys.executable, "-m", "tsstore", "demo", "--ticks", "2000"],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     assert "starting the local Firestore emulator" in done.stderr
     assert "wrote 2003 ticks" in done.stdout
     sections = done.stdout.split("\n--- ")
     assert [s.split(":")[0] for s in sections[1:4]] == [
-        "queryCommonStock", "queryExchange1Instruments", "queryUSDInstruments",
+        "queryCommonStock",
+        "queryExchange1Instruments",
+        "queryUSDInstruments",
     ]
     # the seed's documents are the newest, so they lead each seed query
     first_rows = [s.splitlines()[3].split()[2] for s in sections[1:4]]

@@ -12,6 +12,7 @@ import pytest
 from google.cloud import firestore
 
 from tsstore import (
+    ConfigError,
     CursorError,
     QueryError,
     QueryShape,
@@ -82,23 +83,26 @@ def big(emulator: Any) -> dict[str, Any]:
     base = dt.datetime(2019, 1, 2, 9, tzinfo=UTC)
     for i in range(5200):
         symbol, exchange, currency, kind, micros = INSTRUMENTS[i // 900]
-        rows.append({
-            "symbol": symbol, "exchange": exchange, "instrumentType": kind,
-            "price": {"currency": currency, "micros": micros + i},
-            "timestamp": base + dt.timedelta(milliseconds=(i * 7919) % 900),
-        })
+        rows.append(
+            {
+                "symbol": symbol,
+                "exchange": exchange,
+                "instrumentType": kind,
+                "price": {"currency": currency, "micros": micros + i},
+                "timestamp": base + dt.timedelta(milliseconds=(i * 7919) % 900),
+            }
+        )
     result = store.write(rows)
-    stored = [
-        Tick(doc.id, doc.get("timestamp"), doc.to_dict() or {})
-        for doc in client.collection("ticks").stream()
-    ]
+    stored = [Tick(doc.id, doc.get("timestamp"), doc.to_dict() or {}) for doc in client.collection("ticks").stream()]
     assert len(stored) == len(rows) == result.count
     yield {"store": store, "ticks": stored, "spec": spec}
     store.close()
     client.close()
 
 
-def oracle(ticks: list[Tick], where: dict[str, Any], start: Any, end: Any, descending: bool, limit: int | None) -> list[Tick]:
+def oracle(
+    ticks: list[Tick], where: dict[str, Any], start: Any, end: Any, descending: bool, limit: int | None
+) -> list[Tick]:
     def ok(t: Tick) -> bool:
         for f, v in where.items():
             if isinstance(v, list) and get(t.data, f) not in v:
@@ -139,12 +143,19 @@ def test_random_queries_equal_the_oracle(big: dict[str, Any]) -> None:
         limit = rng.choice([None, 1, 7, 100, 1000, 1000, 6000])
         page = store.query(where=where, start=start, end=end, direction="desc" if descending else "asc", limit=limit)
         expected = oracle(ticks, where, start, end, descending, limit)
-        assert [(t.id, t.timestamp) for t in page] == [(t.id, t.timestamp) for t in expected], (where, start, end, limit)
+        assert [(t.id, t.timestamp) for t in page] == [(t.id, t.timestamp) for t in expected], (
+            where,
+            start,
+            end,
+            limit,
+        )
         assert [t.data for t in page] == [t.data for t in expected]
 
 
 @pytest.mark.parametrize(("direction", "where"), [("desc", {}), ("asc", {"exchange": "EXCHG1"})])
-def test_paging_returns_every_document_once_in_order(big: dict[str, Any], direction: str, where: dict[str, Any]) -> None:
+def test_paging_returns_every_document_once_in_order(
+    big: dict[str, Any], direction: str, where: dict[str, Any]
+) -> None:
     store, ticks = big["store"], big["ticks"]
     seen: list[Tick] = []
     cursor = None
@@ -222,7 +233,9 @@ def test_dataframe_write_round_trip(client: firestore.Client, collection_name: s
     rows = list(trading_day(50, seed=4))
     store.write(rows)
     frame = store.query_frame(direction="asc")
-    other = TimeSeriesStore(client, SeriesSpec(collection_name + "-copy", key_fields=["symbol"], columns=spec.columns), write_options=FAST)
+    other = TimeSeriesStore(
+        client, SeriesSpec(collection_name + "-copy", key_fields=["symbol"], columns=spec.columns), write_options=FAST
+    )
     other.write(frame)
     pd.testing.assert_frame_equal(other.query_frame(direction="asc"), frame)
 
@@ -261,3 +274,19 @@ def test_deepest_nesting_firestore_takes_is_written(client: firestore.Client, co
     store = TimeSeriesStore(client, SeriesSpec(collection_name), write_options=FAST)
     [doc_id] = store.write([{"timestamp": dt.datetime(2024, 1, 1, tzinfo=UTC), "deep": deep}]).ids
     assert client.collection(collection_name).document(doc_id).get().get("deep") == deep
+
+
+def test_bad_options_name_the_value(client: firestore.Client, collection_name: str) -> None:
+    spec = SeriesSpec(collection_name)
+    with pytest.raises(ConfigError, match=r"max_ops_per_second 0 is not allowed; give a positive integer"):
+        WriteOptions(max_ops_per_second=0)
+    with pytest.raises(ConfigError, match=r"page_size 0 is not allowed"):
+        TimeSeriesStore(client, spec, page_size=0)
+    with pytest.raises(ConfigError, match=r"spec must be a SeriesSpec, got str"):
+        TimeSeriesStore(client, "instruments")  # type: ignore[arg-type]
+    store = TimeSeriesStore(client, spec)
+    with pytest.raises(QueryError, match=r"rows 0 is not allowed"):
+        store.stream_frames(rows=0)
+    with pytest.raises(ConfigError, match=r"naive='local' is not allowed; use one of \('error', 'utc'\)"):
+        store.write([{"timestamp": dt.datetime(2024, 1, 1, tzinfo=UTC)}], naive="local")  # type: ignore[arg-type]
+    assert list(client.collection(collection_name).stream()) == []

@@ -19,8 +19,9 @@ def doc(index: int, doc_id: str, data: dict[str, Any]) -> PreparedDoc:
 def test_one_refused_document_is_isolated_and_named(client: firestore.Client, collection_name: str) -> None:
     coll = client.collection(collection_name)
     progress: list[int] = []
-    sender = BulkSender(coll, initial_ops_per_second=10_000, max_ops_per_second=10_000, max_attempts=3,
-                        on_progress=progress.append)
+    sender = BulkSender(
+        coll, initial_ops_per_second=10_000, max_ops_per_second=10_000, max_attempts=3, on_progress=progress.append
+    )
     docs = [doc(i, f"d{i:03d}", {"i": i}) for i in range(300)]
     docs[137] = doc(137, "bad", too_deep())
     sender.send_all(docs)

@@ -83,8 +83,13 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--ticks", default=20_000, show_default=True, type=click.IntRange(min=0),
-              help="Synthetic ticks to write besides the seed's three instruments.")
+@click.option(
+    "--ticks",
+    default=20_000,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Synthetic ticks to write besides the seed's three instruments.",
+)
 @click.option("--collection", default="instruments", show_default=True)
 @click.option("--project", default=None, help="Use this Google Cloud project instead of the local emulator.")
 @click.option("--database", default="(default)", show_default=True)
@@ -133,7 +138,11 @@ def _run_demo(store: TimeSeriesStore, ticks: int) -> None:
     _show(
         store,
         "time range: EXCHG2 ticks in [12:00, 12:05) on 2018-12-31, oldest first, first 10",
-        where={"exchange": "EXCHG2"}, start=start, end=start + dt.timedelta(minutes=5), direction="asc", limit=10,
+        where={"exchange": "EXCHG2"},
+        start=start,
+        end=start + dt.timedelta(minutes=5),
+        direction="asc",
+        limit=10,
     )
 
 

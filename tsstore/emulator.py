@@ -441,7 +441,9 @@ class Emulator:
         except OSError as exc:
             raise EmulatorError(f"reset of the emulator at {self.address} failed: {exc}") from exc
         if status != 200:
-            raise EmulatorError(f"reset of the emulator at {self.address} failed: {method} {url} -> {status} {text.strip()}")
+            raise EmulatorError(
+                f"reset of the emulator at {self.address} failed: {method} {url} -> {status} {text.strip()}"
+            )
 
     def is_running(self) -> bool:
         """Our process is alive and the emulator answers ``GET /`` with ``Ok``."""
@@ -528,7 +530,9 @@ class Emulator:
             self._terminate(timeout)
             _LIVE.discard(self)
         if save_error is not None:
-            raise EmulatorError(f"emulator {self.address} stopped, but data_dir was not saved: {save_error}") from save_error
+            raise EmulatorError(
+                f"emulator {self.address} stopped, but data_dir was not saved: {save_error}"
+            ) from save_error
 
     def _terminate(self, timeout: float) -> None:
         pgid = self._process.pid  # start_new_session=True: the child leads its own group

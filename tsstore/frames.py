@@ -55,17 +55,13 @@ def ticks_to_frame(spec: SeriesSpec, ticks: Iterable[Tick]) -> pd.DataFrame:
     for values in columns.values():
         if len(values) < row:
             values.extend([None] * (row - len(values)))
-    declared = dict(spec.columns)
     data: dict[str, Any] = {}
     for name, kind in spec.columns:
         data[name] = _series(name, columns.pop(name, [None] * row), kind)
     for name in sorted(columns):
         data[name] = _series(name, columns[name], _infer(columns[name]))
     index = pd.DatetimeIndex(pd.to_datetime(index_values, utc=True), name=ts_field).as_unit("us")
-    frame = pd.DataFrame(data, index=index)
-    if not declared and not data:
-        frame = pd.DataFrame(index=index)
-    return frame
+    return pd.DataFrame(data, index=index)
 
 
 def frames(spec: SeriesSpec, ticks: Iterable[Tick], *, rows: int) -> Iterator[pd.DataFrame]:
@@ -112,7 +108,7 @@ def _infer(values: list[Any]) -> str:
 
 
 def _series(name: str, values: list[Any], kind: str) -> pd.api.extensions.ExtensionArray | Any:
-    dtype = _DTYPES[kind]
+    dtype: Any = _DTYPES[kind]
     if kind == "object":
         return pd.array(values, dtype=object)
     try:

@@ -21,7 +21,7 @@ import pandas as pd
 from google.cloud.firestore_v1 import GeoPoint
 from google.cloud.firestore_v1.vector import Vector
 
-from .errors import RecordError
+from .errors import ConfigError, RecordError
 from .limits import MAX_DOCUMENT_BYTES, MAX_FIELD_DEPTH, MAX_INT64, MIN_INT64
 from .spec import SeriesSpec
 from .times import NAIVE_POLICIES, NaivePolicy, to_micros, to_utc
@@ -57,7 +57,7 @@ def prepare_records(
     is kept if the spec declares it and refused otherwise.
     """
     if naive not in NAIVE_POLICIES:
-        raise RecordError(-1, f"naive={naive!r} is not allowed; use one of {NAIVE_POLICIES}")
+        raise ConfigError(f"naive={naive!r} is not allowed; use one of {NAIVE_POLICIES}")
     ts_path = spec.timestamp_field.split(".")
     shard_path = spec.shard_field.split(".")
     key_paths = [k.split(".") for k in spec.key_fields]
@@ -76,14 +76,16 @@ def prepare_records(
             raise RecordError(index, f"timestamp field {spec.timestamp_field!r} is missing")
         if not isinstance(raw_ts, dt.datetime):
             raise RecordError(
-                index, f"timestamp field {spec.timestamp_field!r} is {type(raw_ts).__name__} {raw_ts!r}, "
-                "not a timezone-aware datetime"
+                index,
+                f"timestamp field {spec.timestamp_field!r} is {type(raw_ts).__name__} {raw_ts!r}, "
+                "not a timezone-aware datetime",
             )
         shard = _get(data, shard_path)
         if shard is not _MISSING and shard not in allowed_shards:
             raise RecordError(
-                index, f"shard field {spec.shard_field!r} is {shard!r}, not one of the spec's shard values "
-                f"{list(shards)[:10]}{'…' if len(shards) > 10 else ''}; leave it unset and tsstore assigns one"
+                index,
+                f"shard field {spec.shard_field!r} is {shard!r}, not one of the spec's shard values "
+                f"{list(shards)[:10]}{'…' if len(shards) > 10 else ''}; leave it unset and tsstore assigns one",
             )
         if key_paths:
             key = []
@@ -91,8 +93,9 @@ def prepare_records(
                 value = _get(data, path)
                 if value is _MISSING or not isinstance(value, (str, int, float, bool)) and value is not None:
                     raise RecordError(
-                        index, f"key field {name!r} is {'missing' if value is _MISSING else repr(value)}; "
-                        "key fields must be present and hold a string, number, boolean or null"
+                        index,
+                        f"key field {name!r} is {'missing' if value is _MISSING else repr(value)}; "
+                        "key fields must be present and hold a string, number, boolean or null",
                     )
                 key.append(value)
             key.append(to_micros(raw_ts))

@@ -43,9 +43,7 @@ class Direction(str, Enum):
         try:
             return cls(str(value).lower())
         except ValueError:
-            raise SpecError(
-                f"direction {value!r} is not allowed; use one of 'desc' (newest first), 'asc'"
-            ) from None
+            raise SpecError(f"direction {value!r} is not allowed; use one of 'desc' (newest first), 'asc'") from None
 
 
 def check_field_path(path: object, *, what: str) -> str:
@@ -69,17 +67,19 @@ class QueryShape:
     plain time-range query, which every spec serves.
     """
 
-    fields: tuple[str, ...] = ()
-    directions: tuple[Direction, ...] = (Direction.DESC,)
+    fields: tuple[str, ...]
+    directions: tuple[Direction, ...]
 
-    def __post_init__(self) -> None:
-        fields = self.fields
+    def __init__(
+        self,
+        fields: str | Iterable[str] = (),
+        directions: Direction | str | Iterable[Direction | str] = (Direction.DESC,),
+    ) -> None:
         if isinstance(fields, str):
             fields = (fields,)
         fields = tuple(check_field_path(f, what="query shape field") for f in fields)
         if len(set(fields)) != len(fields):
             raise SpecError(f"query shape fields {list(fields)!r} repeat a field")
-        directions = self.directions
         if isinstance(directions, (str, Direction)):
             directions = (directions,)
         parsed = tuple(dict.fromkeys(Direction.parse(d) for d in directions))
@@ -139,8 +139,10 @@ class SeriesSpec:
         key_fields: Iterable[str] = (),
         columns: "Mapping[str, str] | Iterable[tuple[str, str]]" = (),
     ) -> None:
-        if not isinstance(collection, str) or not _COLLECTION_RE.fullmatch(collection) or (
-            collection in (".", "..") or (collection.startswith("__") and collection.endswith("__"))
+        if (
+            not isinstance(collection, str)
+            or not _COLLECTION_RE.fullmatch(collection)
+            or (collection in (".", "..") or (collection.startswith("__") and collection.endswith("__")))
         ):
             raise SpecError(
                 f"collection {collection!r} is not a valid collection id; use a non-empty "
@@ -193,9 +195,7 @@ class SeriesSpec:
         object.__setattr__(self, "columns", tuple((p, k) for p, k in column_items))
 
     @classmethod
-    def for_write_rate(
-        cls, collection: str, *, writes_per_second: float, **options: object
-    ) -> "SeriesSpec":
+    def for_write_rate(cls, collection: str, *, writes_per_second: float, **options: object) -> "SeriesSpec":
         """A spec with ⌈writes_per_second / 500⌉ shards named ``s0``, ``s1``, …"""
         return cls(collection, shards=plan_shards(writes_per_second), **options)  # type: ignore[arg-type]
 
@@ -233,12 +233,12 @@ def plan_shards(writes_per_second: float) -> tuple[str, ...]:
 
     Names are ``s0``…``s{n-1}``, zero-padded so they sort in order.
     """
-    if not isinstance(writes_per_second, (int, float)) or isinstance(writes_per_second, bool) or not (
-        writes_per_second > 0 and math.isfinite(writes_per_second)
+    if (
+        not isinstance(writes_per_second, (int, float))
+        or isinstance(writes_per_second, bool)
+        or not (writes_per_second > 0 and math.isfinite(writes_per_second))
     ):
-        raise SpecError(
-            f"writes_per_second {writes_per_second!r} is not allowed; give a positive finite number"
-        )
+        raise SpecError(f"writes_per_second {writes_per_second!r} is not allowed; give a positive finite number")
     n = math.ceil(writes_per_second / SEQUENTIAL_WRITES_PER_SECOND)
     width = len(str(n - 1))
     return tuple(f"s{i:0{width}d}" for i in range(n))

@@ -17,12 +17,11 @@ from typing import Any
 import pandas as pd
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
-from google.cloud.firestore_v1.base_query import BaseQuery
+from google.cloud.firestore_v1.base_query import BaseQuery, FieldFilter
 from google.cloud.firestore_v1.field_path import FieldPath
-from google.cloud.firestore_v1.base_query import FieldFilter
 
 from .cursor import decode_cursor, encode_cursor
-from .errors import ConfigError, QueryError, TsstoreError, WriteError, WriteFailure
+from .errors import ConfigError, QueryError, TsstoreError, WriteError
 from .frames import frame_to_records, frames, ticks_to_frame
 from .limits import RAMP_START_OPS_PER_SECOND
 from .merge import merge_streams, take
@@ -236,7 +235,12 @@ class TimeSeriesStore:
     ) -> pd.DataFrame:
         """The query's ticks as one DataFrame (see :mod:`tsstore.frames` for the schema)."""
         ticks = self.iter_ticks(
-            where=where, start=start, end=end, direction=direction, limit=limit, columns=columns,
+            where=where,
+            start=start,
+            end=end,
+            direction=direction,
+            limit=limit,
+            columns=columns,
             read_time=read_time,
         )
         return ticks_to_frame(self.spec, ticks)
@@ -258,7 +262,12 @@ class TimeSeriesStore:
         if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
             raise QueryError(f"rows {rows!r} is not allowed; give a positive integer")
         ticks = self.iter_ticks(
-            where=where, start=start, end=end, direction=direction, limit=limit, columns=columns,
+            where=where,
+            start=start,
+            end=end,
+            direction=direction,
+            limit=limit,
+            columns=columns,
             read_time=read_time,
         )
         return frames(self.spec, ticks, rows=rows)
@@ -284,8 +293,7 @@ class TimeSeriesStore:
             read_time = self.server_time()  # one snapshot for every chunk
         # No chunk can contribute more than `limit` ticks to the merged result.
         streams = [
-            _ChunkReader(self, plan, chunk, after=after, read_time=read_time, budget=limit)
-            for chunk in plan.chunks
+            _ChunkReader(self, plan, chunk, after=after, read_time=read_time, budget=limit) for chunk in plan.chunks
         ]
         return take(merge_streams(streams, descending=plan.descending), limit)
 
@@ -302,9 +310,7 @@ class TimeSeriesStore:
         if plan.end is not None:
             query = query.where(filter=FieldFilter(spec.timestamp_field, "<", plan.end))
         order = firestore.Query.DESCENDING if plan.descending else firestore.Query.ASCENDING
-        query = query.order_by(spec.timestamp_field, direction=order).order_by(
-            FieldPath.document_id(), direction=order
-        )
+        query = query.order_by(spec.timestamp_field, direction=order).order_by(FieldPath.document_id(), direction=order)
         if plan.columns is not None:
             query = query.select(list(plan.columns))
         if after is not None:
@@ -314,8 +320,12 @@ class TimeSeriesStore:
         return query.limit(size)
 
     def _fetch(
-        self, plan: QueryPlan, chunk: tuple[str, ...], after: tuple[dt.datetime, str] | None,
-        size: int, read_time: dt.datetime | None,
+        self,
+        plan: QueryPlan,
+        chunk: tuple[str, ...],
+        after: tuple[dt.datetime, str] | None,
+        size: int,
+        read_time: dt.datetime | None,
     ) -> list[Tick]:
         """One page of one chunk, retried from where it broke off on transient errors."""
         got: list[Tick] = []
@@ -342,8 +352,14 @@ class _ChunkReader(Iterator[Tick]):
     """
 
     def __init__(
-        self, store: TimeSeriesStore, plan: QueryPlan, chunk: tuple[str, ...], *,
-        after: tuple[dt.datetime, str] | None, read_time: dt.datetime | None, budget: int | None,
+        self,
+        store: TimeSeriesStore,
+        plan: QueryPlan,
+        chunk: tuple[str, ...],
+        *,
+        after: tuple[dt.datetime, str] | None,
+        read_time: dt.datetime | None,
+        budget: int | None,
     ) -> None:
         self._store, self._plan, self._chunk, self._read_time = store, plan, chunk, read_time
         self._budget = budget
@@ -360,9 +376,7 @@ class _ChunkReader(Iterator[Tick]):
         if size <= 0:
             return None
         self._requested = size
-        return self._store._pool.submit(
-            self._store._fetch, self._plan, self._chunk, after, size, self._read_time
-        )
+        return self._store._pool.submit(self._store._fetch, self._plan, self._chunk, after, size, self._read_time)
 
     def __next__(self) -> Tick:
         if self._pos >= len(self._page):

@@ -34,8 +34,7 @@ def to_utc(value: object, *, name: str, naive: NaivePolicy = "error") -> dt.date
         value = parsed
     if not isinstance(value, dt.datetime):
         raise ValueError(
-            f"{name} must be a timezone-aware datetime or ISO-8601 string, "
-            f"got {type(value).__name__} {value!r}"
+            f"{name} must be a timezone-aware datetime or ISO-8601 string, got {type(value).__name__} {value!r}"
         )
     if value is pd.NaT or (isinstance(value, pd.Timestamp) and pd.isna(value)):
         raise ValueError(f"{name} is NaT; a time is required")
@@ -54,11 +53,25 @@ def to_utc(value: object, *, name: str, naive: NaivePolicy = "error") -> dt.date
         value = value.replace(tzinfo=dt.timezone.utc)
     if isinstance(value, pd.Timestamp):
         value = value.to_pydatetime()
-    # Normalise the type too: DatetimeWithNanoseconds and other subclasses become plain datetimes.
+    return plain_datetime(value).astimezone(dt.timezone.utc)
+
+
+def plain_datetime(value: dt.datetime) -> dt.datetime:
+    """``value`` as a plain ``datetime`` (same instant and zone): subclasses such as
+    Firestore's ``DatetimeWithNanoseconds`` compare equal but are different types."""
+    if type(value) is dt.datetime:
+        return value
     return dt.datetime(
-        value.year, value.month, value.day, value.hour, value.minute, value.second,
-        value.microsecond, tzinfo=value.tzinfo,
-    ).astimezone(dt.timezone.utc)
+        value.year,
+        value.month,
+        value.day,
+        value.hour,
+        value.minute,
+        value.second,
+        value.microsecond,
+        tzinfo=value.tzinfo,
+        fold=value.fold,
+    )
 
 
 def to_micros(value: dt.datetime) -> int:

@@ -25,12 +25,10 @@ from google.cloud.firestore_v1.bulk_batch import BulkWriteBatch
 from google.cloud.firestore_v1.types import firestore as firestore_types
 
 from .rows import Tick
+from .times import EPOCH as _EPOCH
+from .times import plain_datetime
 
 log = logging.getLogger(__name__)
-
-_UTC = dt.timezone.utc
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=_UTC)
-_ONE_US = dt.timedelta(microseconds=1)
 
 
 def stream_ticks(
@@ -48,10 +46,9 @@ def stream_ticks(
     yield from _public_stream(query, timestamp_field=timestamp_field, read_time=read_time)
 
 
-def _public_stream(
-    query: BaseQuery, *, timestamp_field: str, read_time: dt.datetime | None
-) -> Iterator[Tick]:
-    for snap in query.stream(read_time=read_time):  # type: ignore[attr-defined]
+def _public_stream(query: BaseQuery, *, timestamp_field: str, read_time: dt.datetime | None) -> Iterator[Tick]:
+    snapshots: Iterator[Any] = query.stream(read_time=read_time)  # type: ignore[attr-defined,assignment]
+    for snap in snapshots:
         data = snap.to_dict() or {}
         yield Tick(snap.id, _plain_time(_get_path(data, timestamp_field)), data)
 
@@ -59,15 +56,11 @@ def _public_stream(
 def _prepare(query: BaseQuery, read_time: dt.datetime | None) -> tuple[Any, Any, str]:
     client = query._client
     request, expected_prefix, kwargs = query._prep_stream(None, None, None, None, read_time)
-    responses = client._firestore_api.run_query(
-        request=request, metadata=client._rpc_metadata, **kwargs
-    )
+    responses = client._firestore_api.run_query(request=request, metadata=client._rpc_metadata, **kwargs)
     return responses, client, expected_prefix
 
 
-def _decode_responses(
-    responses: Any, client: Any, expected_prefix: str, *, timestamp_field: str
-) -> Iterator[Tick]:
+def _decode_responses(responses: Any, client: Any, expected_prefix: str, *, timestamp_field: str) -> Iterator[Tick]:
     prefix_len = len(expected_prefix) + 1  # "<collection path>/" then the document id
     path = timestamp_field.split(".")
     for response in responses:
@@ -123,17 +116,11 @@ def _get_nested(data: dict[str, Any], path: list[str]) -> Any:
 
 
 def _plain_time(value: Any) -> dt.datetime:
-    """Timestamps as plain aware UTC datetimes (``DatetimeWithNanoseconds`` from the public
-    path compares equal but is a different type)."""
+    """The timestamp of a result document as a plain aware UTC datetime."""
     if not isinstance(value, dt.datetime):
         # A document without the timestamp cannot be in an ordered timestamp query result.
         raise ValueError(f"document has no timestamp value ({value!r})")
-    if type(value) is dt.datetime:
-        return value
-    return dt.datetime(
-        value.year, value.month, value.day, value.hour, value.minute, value.second,
-        value.microsecond, tzinfo=_UTC,
-    )
+    return plain_datetime(value)
 
 
 # ---------------------------------------------------------------------------- writing
@@ -143,8 +130,11 @@ WriteStatus = tuple[int, str]
 
 
 def batch_write(
-    collection: BaseCollectionReference, docs: list[tuple[str, dict[str, Any]]], *,
-    fast: bool = True, timeout: float = 60.0,
+    collection: BaseCollectionReference,
+    docs: list[tuple[str, dict[str, Any]]],
+    *,
+    fast: bool = True,
+    timeout: float = 60.0,
 ) -> list[WriteStatus]:
     """Set each ``(document id, data)`` in one non-atomic ``BatchWrite`` request and return
     one status per document, in order. Raises ``GoogleAPICallError`` when the request as a

@@ -33,10 +33,17 @@ MAX_BATCH_DOCS = 500
 MAX_BATCH_BYTES = 9 * 1024 * 1024
 
 #: gRPC status codes worth another attempt: the write may succeed later.
-RETRYABLE_CODES = frozenset({1, 2, 4, 8, 10, 13, 14})  # CANCELLED UNKNOWN DEADLINE RESOURCE_EXHAUSTED ABORTED INTERNAL UNAVAILABLE
+RETRYABLE_CODES = frozenset(
+    {1, 2, 4, 8, 10, 13, 14}
+)  # CANCELLED UNKNOWN DEADLINE RESOURCE_EXHAUSTED ABORTED INTERNAL UNAVAILABLE
 _RETRYABLE_ERRORS = (
-    gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.ResourceExhausted,
-    gexc.Aborted, gexc.InternalServerError, gexc.Unknown, gexc.Cancelled,
+    gexc.ServiceUnavailable,
+    gexc.DeadlineExceeded,
+    gexc.ResourceExhausted,
+    gexc.Aborted,
+    gexc.InternalServerError,
+    gexc.Unknown,
+    gexc.Cancelled,
 )
 
 
