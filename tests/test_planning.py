@@ -140,7 +140,11 @@ SPEC = SeriesSpec("instruments", shapes=["exchange", "instrumentType", ("exchang
         ({"where": [("exchange", "in", "EX")]}, r"'in' on 'exchange' needs a list"),
         ({"where": {"symbol": "A"}}, r"query shape \[symbol\] is not declared"),
         ({"where": {"currency": "USD"}}, r"undeclared field\(s\) \['currency'\]"),
-        ({"where": {"exchange": "A"}, "direction": "asc"}, r"not declared for direction 'asc'"),
+        (
+            {"where": {"exchange": "A"}, "direction": "asc"},
+            r"not declared for direction 'asc': it needs the composite index "
+            r"instruments \(shard DESC, exchange ASC, timestamp ASC\)",
+        ),
         ({"direction": "sideways"}, r"direction 'sideways' is not allowed"),
         ({"limit": 0}, r"limit 0 is not allowed"),
         ({"limit": -5}, r"limit -5 is not allowed"),
@@ -176,4 +180,5 @@ def test_plan_normalizes_times_directions_and_projection() -> None:
         ("symbol", "in", ("B", "A")),
     ]
     assert plan.columns == ("timestamp", "price.micros")
-    assert plan.shape.fields == ("exchange", "symbol")
+    assert [f.field_path for f in plan.index.fields] == ["shard", "exchange", "symbol", "timestamp"]
+    assert plan.index.fields[-1].order == "DESCENDING"

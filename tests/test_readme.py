@@ -67,3 +67,22 @@ def test_demo_runs_on_the_embedded_emulator() -> None:
     assert first_rows == ["BBB", "AAA", "AAA"]
     rows = re.search(r"\((\d+) rows", sections[4])
     assert sections[4].startswith("time range") and rows and 1 <= int(rows.group(1)) <= 10
+
+
+def fenced(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", README, re.S)
+
+
+def test_declaration_examples_in_the_readme_load(tmp_path: Path) -> None:
+    from tsstore import SeriesSpec
+    from tsstore.declaration import load_specs
+
+    [toml] = fenced("toml")
+    path = tmp_path / "series.toml"
+    path.write_text(toml)
+    [spec] = load_specs(str(path))
+    assert spec.collection == "instruments" and len(spec.shards) == 3
+    schema = next(block for block in fenced("python") if "TICKS = SeriesSpec" in block)
+    namespace: dict[str, object] = {}
+    exec(compile(schema, "README schema example", "exec"), namespace)
+    assert isinstance(namespace["TICKS"], SeriesSpec)

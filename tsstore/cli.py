@@ -8,19 +8,23 @@ environment.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import itertools
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import click
 import pandas as pd
 from tqdm import tqdm
 
+from .declaration import load_specs
+from .demo import SPEC as DEMO_SPEC
+from .deploy import DEFAULT_INDEX_FILE, plan_index_file
 from .errors import TsstoreError
-from .spec import QueryShape, SeriesSpec
 from .store import TimeSeriesStore, WriteOptions
 from .synthetic import SEED_INSTRUMENTS, trading_day
 
@@ -58,24 +62,6 @@ def connect(*, project: str | None, database: str) -> Iterator[tuple[Any, bool]]
             client.close()
 
 
-def demo_spec(collection: str) -> SeriesSpec:
-    """The seed's instruments collection with its three query shapes."""
-    both = ("desc", "asc")
-    return SeriesSpec(
-        collection,
-        shapes=[QueryShape((f,), both) for f in ("instrumentType", "exchange", "price.currency", "symbol")],
-        key_fields=["symbol"],
-        columns={
-            "symbol": "string",
-            "exchange": "string",
-            "instrumentType": "string",
-            "price.currency": "string",
-            "price.micros": "Int64",
-            "volume": "Int64",
-        },
-    )
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="tsstore")
 def main() -> None:
@@ -105,7 +91,7 @@ def demo(ticks: int, collection: str, project: str | None, database: str) -> Non
     pd.set_option("display.max_columns", 12)
     try:
         with connect(project=project, database=database) as (client, local):
-            spec = demo_spec(collection)
+            spec = dataclasses.replace(DEMO_SPEC, collection=collection)
             options = WriteOptions(ramp=False, max_ops_per_second=100_000) if local else WriteOptions()
             with TimeSeriesStore(client, spec, write_options=options) as store:
                 _run_demo(store, ticks)
@@ -153,3 +139,58 @@ def _show(store: TimeSeriesStore, title: str, **query: Any) -> None:
     chunks = len(store.plan(**query).chunks)
     click.echo(f"\n--- {title}  ({len(frame)} rows, {chunks} chunk quer{'y' if chunks == 1 else 'ies'}, {ms:.0f} ms)")
     click.echo(frame.to_string() if len(frame) else "(no rows)")
+
+
+@main.command()
+@click.argument("declaration")
+@click.option(
+    "--file",
+    "path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=str(DEFAULT_INDEX_FILE),
+    show_default=True,
+    help="The index file to write or update.",
+)
+@click.option(
+    "--check", is_flag=True, help="Change nothing; exit 1 with a diff if the file is not what the declaration yields."
+)
+@click.option("--stdout", "to_stdout", is_flag=True, help="Print the file instead of writing it.")
+@click.option("--keep-stale", is_flag=True, help="Keep composite indexes with the timestamp but not the shard.")
+def indexes(declaration: str, path: Path, check: bool, to_stdout: bool, keep_stale: bool) -> None:
+    """Write or update firestore.indexes.json from the application's series declaration.
+
+    DECLARATION is an import path to a SeriesSpec or a list of them (``myapp.schema:TICKS``),
+    or a .toml/.json file with a [[series]] list. Entries for other collections are kept;
+    this collection's are replaced; stale timestamp indexes without the shard are removed
+    (they bring the 500 writes/s hotspot back) unless --keep-stale.
+
+    \b
+    Example:
+      tsstore indexes myapp.schema:TICKS
+      tsstore indexes series.toml --check      # in CI: fails when the file is stale
+      cd indexes && firebase deploy --only firestore:indexes --project my-project
+    """
+    try:
+        specs = load_specs(declaration)
+        update = plan_index_file(path, specs, keep_stale=keep_stale)
+    except TsstoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+    for stale in update.report.stale:
+        verb = "kept (--keep-stale)" if keep_stale else "removed"
+        click.echo(f"warning: stale index {stale} has the timestamp but not the shard: {verb}", err=True)
+    for problem in update.problems:
+        click.echo(f"warning: {problem}", err=True)
+    if to_stdout:
+        click.echo(update.new_text, nl=False)
+        return
+    if check:
+        if update.changed:
+            click.echo(update.diff() if update.old_text is not None else f"{path} does not exist", nl=False)
+            raise click.ClickException(f"{path} is not what {declaration} yields; run: tsstore indexes {declaration}")
+        click.echo(f"{path} is up to date with {declaration}")
+        return
+    if update.dropped_comments:
+        click.echo(f"note: comments and trailing commas in {path} are not kept in the rewritten file", err=True)
+    written = update.write() if update.changed else []
+    click.echo(update.report.summary())
+    click.echo(f"wrote {', '.join(map(str, written))}" if written else f"{path} already up to date")

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import QueryError, SpecError
+from .indexes import CompositeIndex, declared_indexes, required_index
 from .limits import MAX_DISJUNCTIONS, MAX_IN_VALUES
-from .spec import Direction, QueryShape, SeriesSpec, check_field_path
+from .spec import Direction, SeriesSpec, check_field_path
 from .times import to_utc
 
 #: Operators a tsstore query accepts, and why the others are refused.
@@ -62,7 +63,7 @@ class QueryPlan:
     limit: int | None
     columns: tuple[str, ...] | None
     chunks: tuple[tuple[str, ...], ...]
-    shape: QueryShape
+    index: CompositeIndex
 
     @property
     def descending(self) -> bool:
@@ -147,10 +148,14 @@ def chunk_shards(shards: Sequence[str], size: int) -> tuple[tuple[str, ...], ...
     return tuple(chunks)
 
 
-def match_shape(spec: SeriesSpec, fields: Iterable[str], direction: Direction) -> QueryShape:
-    """The declared shape serving a query on ``fields`` in ``direction``, or a :class:`QueryError`
-    that names the shape and the fix. This is the index check the emulator does not do."""
+def check_index(spec: SeriesSpec, fields: Iterable[str], direction: Direction) -> CompositeIndex:
+    """The declared composite index serving a query on ``fields`` in ``direction``, or a
+    :class:`QueryError` naming the shape and the fix. This is the index check the emulator
+    does not do; it asks :func:`~tsstore.indexes.required_index`, as the generator does."""
     key = tuple(sorted(fields))
+    needed = required_index(spec, key, direction)
+    if needed in declared_indexes(spec):
+        return needed
     unknown = sorted(set(key) - spec.filter_fields)
     if unknown:
         declared = sorted(spec.filter_fields) or "none"
@@ -158,19 +163,14 @@ def match_shape(spec: SeriesSpec, fields: Iterable[str], direction: Direction) -
             f"filter on undeclared field(s) {unknown!r}; fields declared in query shapes: {declared}. "
             "Declare the shape in the SeriesSpec, regenerate the indexes and deploy them"
         )
+    fix = f"it needs the composite index {needed.describe()}; declare the shape, regenerate the indexes and deploy them"
     for shape in spec.all_shapes():
         if shape.fields == key:
-            if direction in shape.directions:
-                return shape
-            raise QueryError(
-                f"query shape {shape.describe()} is not declared for direction {direction.value!r}; "
-                "add it to the shape's directions, regenerate the indexes and deploy them"
-            )
+            raise QueryError(f"query shape {shape.describe()} is not declared for direction {direction.value!r}: {fix}")
     declared_shapes = "; ".join(s.describe() for s in spec.all_shapes())
     raise QueryError(
-        f"query shape [{', '.join(key)}] is not declared (declared: {declared_shapes}); without its "
-        "composite index production Firestore refuses it. Declare it in the SeriesSpec, "
-        "regenerate the indexes and deploy them"
+        f"query shape [{', '.join(key)}] is not declared (declared: {declared_shapes}); "
+        f"production Firestore would refuse it: {fix}"
     )
 
 
@@ -195,7 +195,7 @@ def plan_query(
         parsed_direction = Direction.parse(direction)
     except SpecError as exc:
         raise QueryError(str(exc)) from None
-    shape = match_shape(spec, (f.field for f in filters), parsed_direction)
+    index = check_index(spec, (f.field for f in filters), parsed_direction)
     try:
         start_t = None if start is None else to_utc(start, name="start")
         end_t = None if end is None else to_utc(end, name="end")
@@ -229,5 +229,5 @@ def plan_query(
         limit=limit,
         columns=projection,
         chunks=chunk_shards(spec.shards, size),
-        shape=shape,
+        index=index,
     )

@@ -242,3 +242,47 @@ def plan_shards(writes_per_second: float) -> tuple[str, ...]:
     n = math.ceil(writes_per_second / SEQUENTIAL_WRITES_PER_SECOND)
     width = len(str(n - 1))
     return tuple(f"s{i:0{width}d}" for i in range(n))
+
+
+_SPEC_KEYS = (
+    "collection",
+    "shards",
+    "writes_per_second",
+    "timestamp_field",
+    "shard_field",
+    "shapes",
+    "key_fields",
+    "columns",
+)
+
+
+def spec_from_mapping(data: Mapping[str, object]) -> SeriesSpec:
+    """A spec from plain data (a TOML or JSON table), for declarations kept in files.
+
+    Keys are the ``SeriesSpec`` options, plus ``writes_per_second`` instead of ``shards``.
+    A shape is a field name, a list of field names, or ``{fields = [...], directions = [...]}``.
+    """
+    if not isinstance(data, Mapping):
+        raise SpecError(f"a series declaration must be a table, got {type(data).__name__}")
+    unknown = sorted(set(data) - set(_SPEC_KEYS))
+    if unknown:
+        raise SpecError(f"unknown key(s) {unknown} in series declaration; allowed: {', '.join(_SPEC_KEYS)}")
+    if "collection" not in data:
+        raise SpecError("a series declaration needs 'collection'")
+    options = dict(data)
+    collection = options.pop("collection")
+    shapes = []
+    for raw in options.pop("shapes", []):  # type: ignore[attr-defined]
+        if isinstance(raw, Mapping):
+            extra = sorted(set(raw) - {"fields", "directions"})
+            if extra:
+                raise SpecError(f"unknown key(s) {extra} in shape {dict(raw)!r}; allowed: fields, directions")
+            shapes.append(QueryShape(raw.get("fields", ()), raw.get("directions", (Direction.DESC,))))
+        else:
+            shapes.append(raw)
+    if "writes_per_second" in options:
+        if "shards" in options:
+            raise SpecError("give either 'shards' or 'writes_per_second', not both")
+        rate = options.pop("writes_per_second")
+        return SeriesSpec.for_write_rate(collection, writes_per_second=rate, shapes=shapes, **options)  # type: ignore[arg-type]
+    return SeriesSpec(collection, shapes=shapes, **options)  # type: ignore[arg-type]

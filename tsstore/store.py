@@ -177,6 +177,12 @@ class TimeSeriesStore:
             self.spec, where=where, start=start, end=end, direction=direction, limit=limit, columns=columns
         )
 
+    def firestore_queries(self, plan: QueryPlan) -> list[BaseQuery]:
+        """The Firestore query each chunk of ``plan`` starts with, as sent (no Firestore call):
+        for inspecting what tsstore asks of Firestore, e.g. which index serves it."""
+        size = self._page_size if plan.limit is None else min(plan.limit + 1, self._page_size)
+        return [self._chunk_query(plan, chunk, None, size) for chunk in plan.chunks]
+
     def query(
         self,
         *,

@@ -1,0 +1,75 @@
+"""Load the application's series declaration: one source for the application and the CLI.
+
+A declaration is either an import path, ``package.module:NAME``, where ``NAME`` is a
+:class:`~tsstore.spec.SeriesSpec` or a list of them (the application's own objects), or a
+TOML/JSON file with a ``series`` list of tables (see :func:`~tsstore.spec.spec_from_mapping`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import tomllib
+from collections.abc import Iterable
+from pathlib import Path
+
+from .errors import SpecError
+from .spec import SeriesSpec, spec_from_mapping
+
+
+def load_specs(ref: str) -> tuple[SeriesSpec, ...]:
+    """The specs ``ref`` names (a ``module:NAME`` import path or a .toml/.json file)."""
+    path = Path(ref)
+    if path.suffix in (".toml", ".json") or path.is_file():
+        return _from_file(path)
+    if ":" not in ref:
+        raise SpecError(
+            f"declaration {ref!r} is neither a file nor an import path; use 'package.module:NAME' "
+            "or a .toml/.json file with a [[series]] list"
+        )
+    module_name, _, attr = ref.partition(":")
+    # Like `python -m`, look in the current directory first, so the application's own
+    # modules import without being installed.
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SpecError(f"cannot import {module_name!r} for declaration {ref!r}: {exc}") from exc
+    try:
+        value = getattr(module, attr)
+    except AttributeError:
+        raise SpecError(f"module {module_name!r} has no {attr!r} (declaration {ref!r})") from None
+    return _as_specs(value, ref)
+
+
+def _from_file(path: Path) -> tuple[SeriesSpec, ...]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"cannot read declaration file {str(path)!r}: {exc.strerror}") from exc
+    try:
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise SpecError(f"declaration file {str(path)!r} does not parse: {exc}") from exc
+    series = data.get("series") if isinstance(data, dict) else None
+    if not isinstance(series, list) or not series:
+        raise SpecError(f"declaration file {str(path)!r} needs a non-empty 'series' list of tables")
+    specs = []
+    for i, item in enumerate(series):
+        try:
+            specs.append(spec_from_mapping(item))
+        except SpecError as exc:
+            raise SpecError(f"{path}: series[{i}]: {exc}") from None
+    return tuple(specs)
+
+
+def _as_specs(value: object, ref: str) -> tuple[SeriesSpec, ...]:
+    if isinstance(value, SeriesSpec):
+        return (value,)
+    if isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
+        items = tuple(value)
+        if items and all(isinstance(v, SeriesSpec) for v in items):
+            return items  # type: ignore[return-value]
+    raise SpecError(f"{ref!r} is a {type(value).__name__}, not a SeriesSpec or a list of SeriesSpecs")

@@ -1,0 +1,85 @@
+"""The index files on disk: ``firestore.indexes.json`` (merged in place) and ``firebase.json``.
+
+``firebase deploy --only firestore:indexes`` reads ``firebase.json`` in the current
+directory, which names the index file. The index file may hold comments (the Firebase CLI
+allows them); they are read, but a rewritten file no longer has them, and the update says
+so.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import json5
+
+from .errors import SpecError
+from .indexes import MergeReport, lint, merge, render
+from .spec import SeriesSpec
+
+DEFAULT_INDEX_FILE = Path("indexes/firestore.indexes.json")
+
+
+@dataclass(frozen=True)
+class IndexFileUpdate:
+    """What updating one index file would do (nothing is written until :meth:`write`)."""
+
+    path: Path
+    old_text: str | None
+    new_text: str
+    report: MergeReport
+    problems: tuple[str, ...]
+    dropped_comments: bool
+
+    @property
+    def changed(self) -> bool:
+        return self.old_text != self.new_text
+
+    def diff(self) -> str:
+        old = (self.old_text or "").splitlines(keepends=True)
+        label = str(self.path)
+        return "".join(
+            difflib.unified_diff(
+                old, self.new_text.splitlines(keepends=True), f"{label} (on disk)", f"{label} (declared)"
+            )
+        )
+
+    def write(self) -> list[Path]:
+        """Write the index file, and a ``firebase.json`` beside it if there is none."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(self.new_text, encoding="utf-8")
+        written = [self.path]
+        firebase = self.path.parent / "firebase.json"
+        if not firebase.exists():
+            firebase.write_text(render({"firestore": {"indexes": self.path.name}}), encoding="utf-8")
+            written.append(firebase)
+        return written
+
+
+def plan_index_file(path: Path, specs: Sequence[SeriesSpec], *, keep_stale: bool = False) -> IndexFileUpdate:
+    """Read ``path`` if it exists and compute its update for ``specs``."""
+    old_text = path.read_text(encoding="utf-8") if path.exists() else None
+    existing: Any = {}
+    if old_text is not None and old_text.strip():
+        try:
+            existing = json5.loads(old_text)
+        except ValueError as exc:
+            raise SpecError(f"index file {str(path)!r} is not valid JSON (comments allowed): {exc}") from exc
+        if not isinstance(existing, dict):
+            raise SpecError(f"index file {str(path)!r} holds a {type(existing).__name__}, not an object")
+    merged, report = merge(existing, specs, keep_stale=keep_stale)
+    new_text = render(merged)
+    dropped = old_text is not None and _has_comments(old_text, existing)
+    return IndexFileUpdate(path, old_text, new_text, report, tuple(lint(merged)), dropped)
+
+
+def _has_comments(text: str, parsed: Any) -> bool:
+    """Whether ``text`` is more than the JSON it parses to (comments or trailing commas)."""
+    try:
+        return json.loads(text) != parsed
+    except ValueError:
+        return True

@@ -1,0 +1,278 @@
+"""Composite indexes: what each query needs, and the ``firestore.indexes.json`` that declares them.
+
+Pure logic. :func:`required_index` is the one function that says which composite index a
+query on a set of equality/``in`` fields in a time direction needs. The query planner uses
+it to refuse a query whose index is not declared (the emulator ignores indexes, so nothing
+else would catch it before production does), and the generator uses it to write the index
+file: the two cannot disagree.
+
+Layout, following the sharded-timestamps guide: the shard field first, then the shape's
+fields, then the timestamp in the query's direction. The shard is ``DESCENDING`` and the
+other fields ``ASCENDING`` exactly as in the guide's example, so a project that followed
+the guide keeps its indexes (equality and ``in`` filters are served by either order; only
+the timestamp's order must match the query). Firestore appends ``__name__`` in the
+direction of the last field, which is the tie-break order tsstore's queries use.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .errors import SpecError
+from .spec import Direction, SeriesSpec
+
+Order = Literal["ASCENDING", "DESCENDING"]
+QUERY_SCOPE = "COLLECTION"
+SHARD_ORDER: Order = "DESCENDING"
+FILTER_ORDER: Order = "ASCENDING"
+
+#: Keys the Firebase CLI understands; it ignores others silently (and production never sees them).
+INDEX_KEYS = frozenset({"collectionGroup", "queryScope", "fields", "apiScope", "density", "multikey", "unique"})
+FIELD_KEYS = frozenset({"fieldPath", "order", "arrayConfig", "vectorConfig", "searchConfig"})
+FIELD_KINDS = ("order", "arrayConfig", "vectorConfig", "searchConfig")
+OVERRIDE_KEYS = frozenset({"collectionGroup", "fieldPath", "indexes", "ttl"})
+OVERRIDE_INDEX_KEYS = frozenset({"order", "arrayConfig", "queryScope", "apiScope", "density", "multikey", "unique"})
+TOP_KEYS = frozenset({"indexes", "fieldOverrides"})
+
+
+@dataclass(frozen=True)
+class IndexField:
+    field_path: str
+    order: Order
+
+    def to_json(self) -> dict[str, str]:
+        return {"fieldPath": self.field_path, "order": self.order}
+
+
+@dataclass(frozen=True)
+class CompositeIndex:
+    collection_group: str
+    fields: tuple[IndexField, ...]
+    query_scope: str = QUERY_SCOPE
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "collectionGroup": self.collection_group,
+            "queryScope": self.query_scope,
+            "fields": [f.to_json() for f in self.fields],
+        }
+
+    def describe(self) -> str:
+        cols = ", ".join(f"{f.field_path} {f.order[:3] if f.order == 'ASCENDING' else 'DESC'}" for f in self.fields)
+        return f"{self.collection_group} ({cols})"
+
+
+def required_index(spec: SeriesSpec, fields: Iterable[str], direction: Direction) -> CompositeIndex:
+    """The composite index a tsstore query on ``fields`` (equality or ``in``) in ``direction`` needs."""
+    ts_order: Order = "DESCENDING" if direction is Direction.DESC else "ASCENDING"
+    return CompositeIndex(
+        spec.collection,
+        (
+            IndexField(spec.shard_field, SHARD_ORDER),
+            *(IndexField(f, FILTER_ORDER) for f in sorted(fields)),
+            IndexField(spec.timestamp_field, ts_order),
+        ),
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def declared_indexes(spec: SeriesSpec) -> tuple[CompositeIndex, ...]:
+    """Every index the spec's shapes need: each shape in each of its directions."""
+    return tuple(
+        required_index(spec, shape.fields, direction) for shape in spec.all_shapes() for direction in shape.directions
+    )
+
+
+def field_overrides(spec: SeriesSpec) -> list[dict[str, Any]]:
+    """Single-field index exemptions: none on the timestamp (the hotspot itself) nor on the
+    shard (it is only ever used inside the composites)."""
+    return [
+        {"collectionGroup": spec.collection, "fieldPath": path, "indexes": []}
+        for path in (spec.timestamp_field, spec.shard_field)
+    ]
+
+
+def generate(specs: Sequence[SeriesSpec]) -> dict[str, Any]:
+    """The whole ``firestore.indexes.json`` for ``specs``, in a stable order."""
+    _check_distinct(specs)
+    ordered = sorted(specs, key=lambda s: s.collection)
+    return {
+        "indexes": [index.to_json() for spec in ordered for index in declared_indexes(spec)],
+        "fieldOverrides": [o for spec in ordered for o in field_overrides(spec)],
+    }
+
+
+def render(document: Mapping[str, Any]) -> str:
+    """The file text: 2-space indent, keys in insertion order, trailing newline."""
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def _check_distinct(specs: Sequence[SeriesSpec]) -> None:
+    if not specs:
+        raise SpecError("no SeriesSpec given; declare at least one")
+    seen: dict[str, SeriesSpec] = {}
+    for spec in specs:
+        if spec.collection in seen and seen[spec.collection] != spec:
+            raise SpecError(f"two different SeriesSpecs declare collection {spec.collection!r}; declare it once")
+        seen[spec.collection] = spec
+
+
+# ------------------------------------------------------------------------------ merging
+
+
+@dataclass
+class MergeReport:
+    """What a merge did, for the one-line summary and the warnings."""
+
+    added: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)  # timestamp without shard: the hotspot
+    stale_kept: bool = False
+    other_indexes: int = 0
+    other_overrides: int = 0
+    overrides_written: int = 0
+
+    def summary(self) -> str:
+        stale = (
+            f"{len(self.stale)} stale timestamp index(es) without the shard {'kept' if self.stale_kept else 'removed'}"
+        )
+        return (
+            f"indexes: {len(self.added)} added, {len(self.unchanged)} unchanged, {len(self.removed)} removed, "
+            f"{stale}; {self.other_indexes} other index(es) and {self.other_overrides} other field override(s) "
+            f"kept; {self.overrides_written} field override(s) written"
+        )
+
+
+def merge(
+    existing: Mapping[str, Any], specs: Sequence[SeriesSpec], *, keep_stale: bool = False
+) -> tuple[dict[str, Any], MergeReport]:
+    """Update an existing index file for ``specs``.
+
+    Entries for other collections, and entries on these collections that involve neither
+    the timestamp nor tsstore's fields, stay as they are and in their order. This
+    collection's tsstore entries (composites holding shard and timestamp; overrides of the
+    timestamp and shard fields) are replaced by the generated ones, appended after the
+    others. Composites on these collections that hold the timestamp but not the shard bring
+    the hotspot back; they are reported, and removed unless ``keep_stale``.
+    """
+    generated = generate(specs)
+    by_collection = {s.collection: s for s in specs}
+    report = MergeReport(stale_kept=keep_stale)
+    old_ours: list[Mapping[str, Any]] = []
+    indexes: list[Any] = []
+    for entry in _list(existing, "indexes"):
+        spec = by_collection.get(str(entry.get("collectionGroup"))) if isinstance(entry, Mapping) else None
+        paths = _paths(entry) if spec is not None else set()
+        if spec is None or spec.timestamp_field not in paths:
+            indexes.append(entry)
+            report.other_indexes += 1
+        elif spec.shard_field in paths:
+            old_ours.append(entry)
+        else:
+            report.stale.append(_describe(entry))
+            if keep_stale:
+                indexes.append(entry)
+    old_keys = [_index_key(e) for e in old_ours]
+    for entry in generated["indexes"]:
+        key = _index_key(entry)
+        (report.unchanged if key in old_keys else report.added).append(_describe(entry))
+        indexes.append(entry)
+    new_keys = {_index_key(e) for e in generated["indexes"]}
+    report.removed = [_describe(e) for e in old_ours if _index_key(e) not in new_keys]
+
+    ours = {(o["collectionGroup"], o["fieldPath"]) for o in generated["fieldOverrides"]}
+    overrides: list[Any] = []
+    for entry in _list(existing, "fieldOverrides"):
+        if not isinstance(entry, Mapping) or (entry.get("collectionGroup"), entry.get("fieldPath")) not in ours:
+            overrides.append(entry)
+            report.other_overrides += 1
+    overrides.extend(generated["fieldOverrides"])
+    report.overrides_written = len(generated["fieldOverrides"])
+
+    merged = {k: v for k, v in existing.items() if k not in TOP_KEYS}
+    merged = {"indexes": indexes, "fieldOverrides": overrides, **merged}
+    return merged, report
+
+
+def _list(document: Mapping[str, Any], key: str) -> list[Any]:
+    value = document.get(key, [])
+    if not isinstance(value, list):
+        raise SpecError(f"{key!r} in the index file is {type(value).__name__}, not a list")
+    return value
+
+
+def _paths(entry: Mapping[str, Any]) -> set[Any]:
+    return {f.get("fieldPath") for f in entry.get("fields", []) if isinstance(f, Mapping)}
+
+
+def _index_key(entry: Mapping[str, Any]) -> tuple[Any, ...]:
+    fields = tuple(
+        (f.get("fieldPath"), f.get("order"), f.get("arrayConfig"))
+        for f in entry.get("fields", [])
+        if isinstance(f, Mapping)
+    )
+    return (entry.get("collectionGroup"), entry.get("queryScope", QUERY_SCOPE), fields)
+
+
+def _describe(entry: Mapping[str, Any]) -> str:
+    cols = ", ".join(
+        f"{f.get('fieldPath')} {f.get('order') or f.get('arrayConfig') or '?'}"
+        for f in entry.get("fields", [])
+        if isinstance(f, Mapping)
+    )
+    return f"{entry.get('collectionGroup')} ({cols})"
+
+
+# ------------------------------------------------------------------------------ linting
+
+
+def lint(document: Mapping[str, Any]) -> list[str]:
+    """What the Firebase CLI accepts but production rejects or silently drops: unknown keys
+    (ignored by the CLI), more than one of order/arrayConfig/… on a field (the CLI keeps
+    only the first), and composite indexes on a single field (refused by the API)."""
+    problems: list[str] = []
+    for key in document:
+        if key not in TOP_KEYS:
+            problems.append(f"unknown top-level key {key!r} (the Firebase CLI ignores it)")
+    for i, entry in enumerate(document.get("indexes", [])):
+        where = f"indexes[{i}] {_describe(entry) if isinstance(entry, Mapping) else entry!r}"
+        if not isinstance(entry, Mapping):
+            problems.append(f"{where}: not an object")
+            continue
+        problems += [f"{where}: unknown key {k!r} (ignored by the CLI)" for k in entry if k not in INDEX_KEYS]
+        fields = [f for f in entry.get("fields", []) if isinstance(f, Mapping)]
+        for f in fields:
+            problems += [
+                f"{where}: field {f.get('fieldPath')!r} has unknown key {k!r} (ignored by the CLI)"
+                for k in f
+                if k not in FIELD_KEYS
+            ]
+            kinds = [k for k in FIELD_KINDS if k in f]
+            if len(kinds) > 1:
+                problems.append(
+                    f"{where}: field {f.get('fieldPath')!r} has {' and '.join(kinds)}; the CLI keeps only {kinds[0]!r}"
+                )
+        real = [f for f in fields if f.get("fieldPath") != "__name__"]
+        if len(real) < 2:
+            problems.append(
+                f"{where}: a composite index needs at least two fields; Firestore refuses single-field "
+                "composites (use a field override instead)"
+            )
+    for i, entry in enumerate(document.get("fieldOverrides", [])):
+        if not isinstance(entry, Mapping):
+            problems.append(f"fieldOverrides[{i}]: not an object")
+            continue
+        where = f"fieldOverrides[{i}] {entry.get('collectionGroup')}.{entry.get('fieldPath')}"
+        problems += [f"{where}: unknown key {k!r} (ignored by the CLI)" for k in entry if k not in OVERRIDE_KEYS]
+        for index in entry.get("indexes", []):
+            if isinstance(index, Mapping):
+                problems += [f"{where}: index has unknown key {k!r}" for k in index if k not in OVERRIDE_INDEX_KEYS]
+                kinds = [k for k in ("order", "arrayConfig") if k in index]
+                if len(kinds) > 1:
+                    problems.append(f"{where}: index has both order and arrayConfig; the CLI keeps only 'order'")
+    return problems
