@@ -8,14 +8,20 @@ tests from each other far more cheaply than deleting documents between them.
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from google.cloud import firestore
 
 from tsstore.emulator import Emulator, start_emulator
+
+VALIDATOR = Path(__file__).parent / "firebase" / "validate.js"
 
 DATABASE_ID = re.compile(r"[a-z][a-z0-9-]{2,61}[a-z0-9]")
 
@@ -58,3 +64,23 @@ def client(emulator: Emulator, database_id: str) -> Iterator[firestore.Client]:
 def collection_name() -> str:
     """A collection name unique to this test."""
     return f"ticks-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def firebase_tools() -> Path:
+    """firebase-tools installed by the README's test command (npm install --prefix tests/firebase)."""
+    module = VALIDATOR.parent / "node_modules" / "firebase-tools" / "package.json"
+    if not module.exists():
+        pytest.fail(f"firebase-tools is not installed: run `npm install --prefix {VALIDATOR.parent}` (see README)")
+    assert (
+        json.loads(module.read_text())["version"]
+        == json.loads((VALIDATOR.parent / "package.json").read_text())["dependencies"]["firebase-tools"]
+    )
+    return VALIDATOR
+
+
+def firebase_validate(validator: Path, kind: str, path: Path) -> dict[str, Any]:
+    done = subprocess.run(["node", str(validator), kind, str(path)], capture_output=True, text=True, timeout=120)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (done.returncode == 0) == result["ok"], done
+    return result

@@ -13,6 +13,7 @@ import pytest
 from google.cloud import firestore
 from google.cloud.firestore_v1.types import StructuredQuery
 
+from tests.conftest import firebase_validate
 from tsstore import QueryError, QueryShape, SeriesSpec, SpecError, TimeSeriesStore
 from tsstore.declaration import load_specs
 from tsstore.deploy import plan_index_file
@@ -20,7 +21,6 @@ from tsstore.indexes import generate, lint, merge, render
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).parent / "golden"
-VALIDATOR = Path(__file__).parent / "firebase" / "validate.js"
 
 SEED = SeriesSpec("instruments", shapes=["instrumentType", "exchange", "price.currency"])
 
@@ -37,26 +37,6 @@ SEED_INDEXES = [
     }
     for field in ("exchange", "instrumentType", "price.currency")
 ]
-
-
-@pytest.fixture(scope="session")
-def firebase_tools() -> Path:
-    """firebase-tools installed by the README's test command (npm install --prefix tests/firebase)."""
-    module = VALIDATOR.parent / "node_modules" / "firebase-tools" / "package.json"
-    if not module.exists():
-        pytest.fail(f"firebase-tools is not installed: run `npm install --prefix {VALIDATOR.parent}` (see README)")
-    assert (
-        json.loads(module.read_text())["version"]
-        == json.loads((VALIDATOR.parent / "package.json").read_text())["dependencies"]["firebase-tools"]
-    )
-    return VALIDATOR
-
-
-def firebase_validate(validator: Path, kind: str, path: Path) -> dict[str, Any]:
-    done = subprocess.run(["node", str(validator), kind, str(path)], capture_output=True, text=True, timeout=120)
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert (done.returncode == 0) == result["ok"], done
-    return result
 
 
 # --- generation ---------------------------------------------------------------------------

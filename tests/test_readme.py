@@ -40,8 +40,15 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 
 def test_every_cli_command_is_documented() -> None:
-    for name in main.commands:
+    import click
+
+    for name, command in main.commands.items():
         assert f"tsstore {name}" in README, f"`tsstore {name}` is not in README.md"
+        assert command.help and "Example:" in command.help, f"`tsstore {name} --help` has no example"
+        if isinstance(command, click.Group):
+            listed = re.search(rf"tsstore {name} ([a-z|]+)", README)
+            assert listed, f"README does not list the subcommands of `tsstore {name}`"
+            assert set(listed.group(1).split("|")) == set(command.commands), listed.group(1)
 
 
 def test_demo_runs_on_the_embedded_emulator() -> None:

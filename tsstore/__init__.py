@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from .counters import CounterValue, ShardedCounter
 from .errors import (
     ConfigError,
+    CounterError,
     CursorError,
     EmulatorError,
     QueryError,
@@ -17,10 +19,14 @@ from .errors import (
 from .planning import QueryPlan, plan_query
 from .rows import Page, Tick
 from .spec import Direction, QueryShape, SeriesSpec, plan_shards
-from .store import TimeSeriesStore, WriteOptions, WriteResult
+from .store import PurgeResult, TimeSeriesStore, WriteOptions, WriteResult
 
 __all__ = [
     "ConfigError",
+    "CounterError",
+    "CounterValue",
+    "PurgeResult",
+    "ShardedCounter",
     "CursorError",
     "Direction",
     "EmulatorError",

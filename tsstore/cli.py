@@ -11,9 +11,10 @@ import contextlib
 import dataclasses
 import datetime as dt
 import itertools
+import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,13 @@ import click
 import pandas as pd
 from tqdm import tqdm
 
+from .counters import ShardedCounter
 from .declaration import load_specs
 from .demo import SPEC as DEMO_SPEC
 from .deploy import DEFAULT_INDEX_FILE, plan_index_file
+from .emulator import DEFAULT_PROJECT
 from .errors import TsstoreError
+from .spec import SeriesSpec
 from .store import TimeSeriesStore, WriteOptions
 from .synthetic import SEED_INSTRUMENTS, trading_day
 
@@ -41,12 +45,16 @@ def connect(*, project: str | None, database: str) -> Iterator[tuple[Any, bool]]
     """
     from google.cloud import firestore
 
-    if os.environ.get(EMULATOR_ENV) or project:
-        target = f"emulator at {os.environ[EMULATOR_ENV]}" if os.environ.get(EMULATOR_ENV) else f"project {project}"
+    emulator_host = os.environ.get(EMULATOR_ENV)
+    if emulator_host or project:
+        if emulator_host and not project:
+            # The same project the embedded emulator uses, so both see the same data.
+            project = os.environ.get("GOOGLE_CLOUD_PROJECT") or DEFAULT_PROJECT
+        target = f"emulator at {emulator_host}, project {project}" if emulator_host else f"project {project}"
         click.echo(f"tsstore: using {target}, database {database}", err=True)
         client = firestore.Client(project=project, database=database)
         try:
-            yield client, bool(os.environ.get(EMULATOR_ENV))
+            yield client, bool(emulator_host)
         finally:
             client.close()
         return
@@ -194,3 +202,211 @@ def indexes(declaration: str, path: Path, check: bool, to_stdout: bool, keep_sta
     written = update.write() if update.changed else []
     click.echo(update.report.summary())
     click.echo(f"wrote {', '.join(map(str, written))}" if written else f"{path} already up to date")
+
+
+# ---------------------------------------------------------------- shared options for data commands
+
+
+def _spec_options(command: Any) -> Any:
+    command = click.option(
+        "--spec",
+        "declaration",
+        default="tsstore.demo:SPEC",
+        show_default=True,
+        help="The series declaration (module:NAME or a .toml/.json file).",
+    )(command)
+    command = click.option(
+        "--collection", default=None, help="Which declared series, when the declaration holds several."
+    )(command)
+    command = click.option(
+        "--project", default=None, help="Use this Google Cloud project instead of the local emulator."
+    )(command)
+    return click.option("--database", default="(default)", show_default=True)(command)
+
+
+def _pick_spec(declaration: str, collection: str | None) -> SeriesSpec:
+    specs = load_specs(declaration)
+    if collection is None:
+        if len(specs) > 1:
+            names = ", ".join(s.collection for s in specs)
+            raise TsstoreError(f"{declaration} declares several series ({names}); pick one with --collection")
+        return specs[0]
+    for spec in specs:
+        if spec.collection == collection:
+            return spec
+    raise TsstoreError(
+        f"{declaration} declares no series {collection!r} (declared: {', '.join(s.collection for s in specs)})"
+    )
+
+
+def _parse_where(items: tuple[str, ...]) -> dict[str, Any]:
+    """``field=value`` pairs; a field given twice becomes ``in``; values are JSON when they parse
+    as JSON (numbers, true/false, null, "quoted"), else plain strings."""
+    where: dict[str, Any] = {}
+    for item in items:
+        field, sep, raw = item.partition("=")
+        if not sep or not field:
+            raise click.BadParameter(f"{item!r} is not field=value", param_hint="--where")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        if field in where:
+            where[field] = [*where[field], value] if isinstance(where[field], list) else [where[field], value]
+        else:
+            where[field] = value
+    return where
+
+
+@main.command()
+@_spec_options
+@click.option(
+    "--where", "where_items", multiple=True, metavar="FIELD=VALUE", help="Equality filter; repeat a field for 'in'."
+)
+@click.option("--start", default=None, help="Inclusive start time (ISO-8601 with offset).")
+@click.option("--end", default=None, help="Exclusive end time (ISO-8601 with offset).")
+def count(
+    declaration: str,
+    collection: str | None,
+    project: str | None,
+    database: str,
+    where_items: tuple[str, ...],
+    start: str | None,
+    end: str | None,
+) -> None:
+    """Count the ticks that match, with count() aggregations over the shard chunks.
+
+    \b
+    Example:
+      tsstore count --spec myapp.schema:TICKS --where exchange=EXCHG1 --start 2024-01-02T00:00:00Z
+    """
+    try:
+        spec = _pick_spec(declaration, collection)
+        where = _parse_where(where_items)
+        with connect(project=project, database=database) as (client, _), TimeSeriesStore(client, spec) as store:
+            click.echo(store.count(where=where, start=start, end=end))
+    except TsstoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@main.command()
+@_spec_options
+@click.option("--before", default=None, help="Delete ticks older than this time (exclusive).")
+@click.option("--start", default=None, help="Or: inclusive start of the range to delete.")
+@click.option("--end", default=None, help="Or: exclusive end of the range to delete.")
+@click.option("--where", "where_items", multiple=True, metavar="FIELD=VALUE", help="Only ticks matching this filter.")
+@click.option("--dry-run", is_flag=True, help="Only count what would be deleted.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def purge(
+    declaration: str,
+    collection: str | None,
+    project: str | None,
+    database: str,
+    before: str | None,
+    start: str | None,
+    end: str | None,
+    where_items: tuple[str, ...],
+    dry_run: bool,
+    yes: bool,
+) -> None:
+    """Delete old ticks (retention) at a bounded, ramped rate, with progress.
+
+    \b
+    Example:
+      tsstore purge --spec myapp.schema:TICKS --before 2024-01-01T00:00:00Z --dry-run
+      tsstore purge --spec myapp.schema:TICKS --before 2024-01-01T00:00:00Z --yes
+    """
+    try:
+        spec = _pick_spec(declaration, collection)
+        where = _parse_where(where_items)
+        with connect(project=project, database=database) as (client, local):
+            options = WriteOptions(ramp=False, max_ops_per_second=100_000) if local else WriteOptions()
+            with TimeSeriesStore(client, spec, write_options=options) as store:
+                bounds: dict[str, Any] = {"before": before, "start": start, "end": end, "where": where}
+                counted = store.purge(dry_run=True, **bounds)
+                if dry_run:
+                    click.echo(f"dry run: {counted.matched} tick(s) would be deleted")
+                    return
+                if counted.matched and not yes:
+                    click.confirm(f"delete {counted.matched} tick(s) from {spec.collection!r}?", abort=True)
+                with tqdm(total=counted.matched, unit="tick", desc="deleting", dynamic_ncols=True) as bar:
+                    result = store.purge(on_progress=bar.update, **bounds)
+                click.echo(f"deleted {result.deleted} tick(s)")
+    except TsstoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@main.group()
+def counter() -> None:
+    """Distributed counters: create, increment, read and roll up.
+
+    \b
+    Example:
+      tsstore counter create counters/likes --shards 10
+      tsstore counter incr counters/likes --by 5
+      tsstore counter get counters/likes --live
+      tsstore counter rollup counters/likes
+    """
+
+
+def _counter_options(command: Any) -> Any:
+    command = click.argument("path")(command)
+    command = click.option("--project", default=None, help="Use this Google Cloud project.")(command)
+    return click.option("--database", default="(default)", show_default=True)(command)
+
+
+def _with_counter(path: str, project: str | None, database: str, action: Callable[[ShardedCounter], str]) -> None:
+    try:
+        with connect(project=project, database=database) as (client, _):
+            click.echo(action(ShardedCounter(client, path)))
+    except TsstoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@counter.command("create")
+@_counter_options
+@click.option("--shards", type=int, required=True, help="Number of shard documents.")
+def counter_create(path: str, project: str | None, database: str, shards: int) -> None:
+    """Create a counter (idempotent: an existing one is left as it is)."""
+    _with_counter(path, project, database, lambda c: f"{c.path}: {c.create(shards=shards)} shards")
+
+
+@counter.command("incr")
+@_counter_options
+@click.option("--by", type=int, default=1, show_default=True, help="Amount (negative allowed).")
+def counter_incr(path: str, project: str | None, database: str, by: int) -> None:
+    """Add to a counter (on a random shard)."""
+
+    def incr(c: ShardedCounter) -> str:
+        c.increment(by)
+        return f"{c.path}: {by:+d}"
+
+    _with_counter(path, project, database, incr)
+
+
+@counter.command("get")
+@_counter_options
+@click.option("--live", is_flag=True, help="Sum the shards now instead of reading the last roll-up.")
+def counter_get(path: str, project: str | None, database: str, live: bool) -> None:
+    """Print a counter's value and when it was true."""
+
+    def get(c: ShardedCounter) -> str:
+        v = c.read(live=live)
+        return f"{v.value} (as of {v.as_of.isoformat()}, {'live sum' if v.live else 'roll-up'})"
+
+    _with_counter(path, project, database, get)
+
+
+@counter.command("rollup")
+@_counter_options
+def counter_rollup(path: str, project: str | None, database: str) -> None:
+    """Store the live total in the counter document."""
+    _with_counter(path, project, database, lambda c: f"{c.path}: rolled up {c.rollup().value}")
+
+
+@counter.command("grow")
+@_counter_options
+@click.option("--shards", type=int, required=True, help="New (larger) number of shards.")
+def counter_grow(path: str, project: str | None, database: str, shards: int) -> None:
+    """Raise a counter's shard count; counts are kept."""
+    _with_counter(path, project, database, lambda c: f"{c.path}: {c.grow(shards=shards)} shards")

@@ -39,6 +39,10 @@ class QueryError(TsstoreError, ValueError):
     """A query asks for something tsstore or Firestore cannot serve."""
 
 
+class CounterError(TsstoreError, ValueError):
+    """A sharded counter was used wrongly (bad path, shard count or increment)."""
+
+
 class CursorError(QueryError):
     """A pagination cursor is malformed or belongs to another query."""
 

@@ -89,11 +89,18 @@ def declared_indexes(spec: SeriesSpec) -> tuple[CompositeIndex, ...]:
 
 def field_overrides(spec: SeriesSpec) -> list[dict[str, Any]]:
     """Single-field index exemptions: none on the timestamp (the hotspot itself) nor on the
-    shard (it is only ever used inside the composites)."""
-    return [
+    shard (it is only ever used inside the composites), and the TTL field if there is one."""
+    overrides: list[dict[str, Any]] = [
         {"collectionGroup": spec.collection, "fieldPath": path, "indexes": []}
         for path in (spec.timestamp_field, spec.shard_field)
     ]
+    if spec.expire_after is not None:
+        # One TTL field per collection group; it grows with time like the timestamp, so it
+        # gets no single-field index either.
+        overrides.append(
+            {"collectionGroup": spec.collection, "fieldPath": spec.expire_field, "ttl": True, "indexes": []}
+        )
+    return overrides
 
 
 def generate(specs: Sequence[SeriesSpec]) -> dict[str, Any]:

@@ -10,6 +10,9 @@ from __future__ import annotations
 #: Sustained writes/s a collection takes while an indexed field grows monotonically.
 SEQUENTIAL_WRITES_PER_SECOND = 500
 
+#: Sustained writes/s one document takes (why hot counters are sharded).
+DOCUMENT_WRITES_PER_SECOND = 1
+
 #: Most values one ``in`` filter may list.
 MAX_IN_VALUES = 30
 

@@ -40,7 +40,7 @@ class PreparedDoc:
 
     index: int
     id: str
-    data: dict[str, Any]
+    data: dict[str, Any] | None  # None: delete the document
     size: int
 
 
@@ -60,6 +60,7 @@ def prepare_records(
         raise ConfigError(f"naive={naive!r} is not allowed; use one of {NAIVE_POLICIES}")
     ts_path = spec.timestamp_field.split(".")
     shard_path = spec.shard_field.split(".")
+    expire_path = spec.expire_field.split(".")
     key_paths = [k.split(".") for k in spec.key_fields]
     shards = spec.shards
     allowed_shards = frozenset(shards)
@@ -80,6 +81,8 @@ def prepare_records(
                 f"timestamp field {spec.timestamp_field!r} is {type(raw_ts).__name__} {raw_ts!r}, "
                 "not a timezone-aware datetime",
             )
+        if spec.expire_after is not None and _get(data, expire_path) is _MISSING:
+            size += _set(data, expire_path, raw_ts + spec.expire_after)
         shard = _get(data, shard_path)
         if shard is not _MISSING and shard not in allowed_shards:
             raise RecordError(
@@ -135,15 +138,15 @@ def _get(data: Mapping[str, Any], path: list[str]) -> Any:
     return value
 
 
-def _set(data: dict[str, Any], path: list[str], value: str) -> int:
-    """Set ``path`` to the string ``value`` (creating maps on the way); return the bytes added."""
+def _set(data: dict[str, Any], path: list[str], value: str | dt.datetime) -> int:
+    """Set ``path`` to ``value`` (creating maps on the way); return the bytes added."""
     added = 0
     for part in path[:-1]:
         if part not in data:
             data[part] = {}
             added += len(part.encode()) + 1
         data = data[part]
-    added += len(path[-1].encode()) + 1 + len(value.encode()) + 1
+    added += len(path[-1].encode()) + 1 + (len(value.encode()) + 1 if isinstance(value, str) else 8)
     data[path[-1]] = value
     return added
 

@@ -8,6 +8,7 @@ the frame builder and the index generator all read this one frozen object.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -118,6 +119,12 @@ class SeriesSpec:
     - ``columns``: declared DataFrame columns as ``{dotted field path: type}`` with types
       from :data:`COLUMN_TYPES`. Declared columns are always present, in this order and
       with this dtype, even in an empty result; other fields follow, sorted by name.
+    - ``expire_after``: a ``timedelta``; the writer then sets ``expire_field`` to timestamp +
+      expire_after, and the index file marks that field as the collection's TTL field
+      (Firestore deletes expired documents itself, typically within a day or so).
+    - ``count_by``: fields whose values name a series (e.g. ``symbol``); the writer then keeps
+      one sharded counter per series, incremented once per written batch, with
+      ``counter_shards`` shards each.
     """
 
     collection: str
@@ -127,6 +134,10 @@ class SeriesSpec:
     shapes: tuple[QueryShape, ...] = ()
     key_fields: tuple[str, ...] = ()
     columns: tuple[tuple[str, str], ...] = ()
+    expire_after: dt.timedelta | None = None
+    expire_field: str = "expireAt"
+    count_by: tuple[str, ...] = ()
+    counter_shards: int = 10
 
     def __init__(
         self,
@@ -138,6 +149,10 @@ class SeriesSpec:
         shapes: Iterable["QueryShape | str | Iterable[str]"] = (),
         key_fields: Iterable[str] = (),
         columns: "Mapping[str, str] | Iterable[tuple[str, str]]" = (),
+        expire_after: dt.timedelta | None = None,
+        expire_field: str = "expireAt",
+        count_by: Iterable[str] = (),
+        counter_shards: int = 10,
     ) -> None:
         if (
             not isinstance(collection, str)
@@ -191,8 +206,22 @@ class SeriesSpec:
                 raise SpecError(f"column {path!r} is the timestamp field; it becomes the frame's index")
             if kind not in COLUMN_TYPES:
                 raise SpecError(f"column {path!r} has type {kind!r}; allowed: {', '.join(COLUMN_TYPES)}")
+        if expire_after is not None and (not isinstance(expire_after, dt.timedelta) or expire_after <= dt.timedelta(0)):
+            raise SpecError(f"expire_after {expire_after!r} is not allowed; give a positive datetime.timedelta")
+        check_field_path(expire_field, what="expire_field")
+        if expire_field in (timestamp_field, shard_field):
+            raise SpecError(f"expire_field {expire_field!r} is already the timestamp or shard field")
+        counted = tuple(check_field_path(f, what="count_by field") for f in count_by)
+        if {timestamp_field, shard_field} & set(counted) or len(set(counted)) != len(counted):
+            raise SpecError(f"count_by {list(counted)!r} must be distinct fields other than the timestamp and shard")
+        if isinstance(counter_shards, bool) or not isinstance(counter_shards, int) or counter_shards < 1:
+            raise SpecError(f"counter_shards {counter_shards!r} is not allowed; give a positive integer")
         object.__setattr__(self, "key_fields", keys)
         object.__setattr__(self, "columns", tuple((p, k) for p, k in column_items))
+        object.__setattr__(self, "expire_after", expire_after)
+        object.__setattr__(self, "expire_field", expire_field)
+        object.__setattr__(self, "count_by", counted)
+        object.__setattr__(self, "counter_shards", counter_shards)
 
     @classmethod
     def for_write_rate(cls, collection: str, *, writes_per_second: float, **options: object) -> "SeriesSpec":
@@ -253,6 +282,10 @@ _SPEC_KEYS = (
     "shapes",
     "key_fields",
     "columns",
+    "expire_after",
+    "expire_field",
+    "count_by",
+    "counter_shards",
 )
 
 
@@ -271,6 +304,8 @@ def spec_from_mapping(data: Mapping[str, object]) -> SeriesSpec:
         raise SpecError("a series declaration needs 'collection'")
     options = dict(data)
     collection = options.pop("collection")
+    if "expire_after" in options:
+        options["expire_after"] = _duration(options["expire_after"])
     shapes = []
     for raw in options.pop("shapes", []):  # type: ignore[attr-defined]
         if isinstance(raw, Mapping):
@@ -286,3 +321,19 @@ def spec_from_mapping(data: Mapping[str, object]) -> SeriesSpec:
         rate = options.pop("writes_per_second")
         return SeriesSpec.for_write_rate(collection, writes_per_second=rate, shapes=shapes, **options)  # type: ignore[arg-type]
     return SeriesSpec(collection, shapes=shapes, **options)  # type: ignore[arg-type]
+
+
+def _duration(value: object) -> dt.timedelta:
+    """Seconds (a number) or a duration string such as '30 days', '12h' or 'P30D'."""
+    if isinstance(value, dt.timedelta):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return dt.timedelta(seconds=value)
+    if isinstance(value, str):
+        import pandas as pd
+
+        try:
+            return pd.Timedelta(value).to_pytimedelta()
+        except ValueError:
+            pass
+    raise SpecError(f"expire_after {value!r} is not a duration; give seconds or a string such as '30 days' or 'P30D'")

@@ -8,6 +8,7 @@ and ``FIRESTORE_EMULATOR_HOST``) and a :class:`~tsstore.spec.SeriesSpec`.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,6 +21,7 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import BaseQuery, FieldFilter
 from google.cloud.firestore_v1.field_path import FieldPath
 
+from .counters import ShardedCounter, increment_counters
 from .cursor import decode_cursor, encode_cursor
 from .errors import ConfigError, QueryError, TsstoreError, WriteError
 from .frames import frame_to_records, frames, ticks_to_frame
@@ -40,6 +42,9 @@ DEFAULT_PAGE_SIZE = 2000
 #: Transient errors after which a chunk read resumes after the last tick it yielded.
 _TRANSIENT = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError, gexc.Aborted)
 _READ_ATTEMPTS = 5
+
+#: Per-series counters live in the collection "<collection>_counts", one document per series.
+COUNTERS_SUFFIX = "_counts"
 
 #: A document id that is never written; reading it returns the server's current time.
 _CLOCK_PROBE_ID = "tsstore-read-time-probe"
@@ -70,6 +75,15 @@ class WriteOptions:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ConfigError(f"{name} {value!r} is not allowed; give a positive integer")
+
+
+@dataclass(frozen=True)
+class PurgeResult:
+    """What a purge matched (counted first) and deleted; a dry run deletes nothing."""
+
+    matched: int
+    deleted: int
+    dry_run: bool
 
 
 @dataclass(frozen=True)
@@ -109,6 +123,7 @@ class TimeSeriesStore:
         self._page_size = page_size
         self._fast = fast_wire
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tsstore-read")
+        self._counters: dict[tuple[Any, ...], ShardedCounter] = {}
 
     def close(self) -> None:
         """Stop the reader threads (the client stays open: it is the caller's)."""
@@ -136,18 +151,11 @@ class TimeSeriesStore:
         refusals that persist after retries raise :class:`~tsstore.errors.WriteError` naming
         each refused record; every other record is written.
         ``on_progress`` is called with the number of documents confirmed since the last call.
+        With ``spec.count_by``, each written batch adds its tick count to each series'
+        counter in one commit (see :meth:`series_counter`).
         """
         rows = frame_to_records(self.spec, records) if isinstance(records, pd.DataFrame) else records
-        opts = self.write_options
-        ceiling = opts.max_ops_per_second or self.spec.max_write_rate
-        sender = BulkSender(
-            self._collection,
-            initial_ops_per_second=ceiling if not opts.ramp else min(opts.initial_ops_per_second, ceiling),
-            max_ops_per_second=ceiling,
-            max_attempts=opts.max_attempts,
-            on_progress=on_progress,
-            fast=self._fast,
-        )
+        sender = self._sender(on_progress=on_progress, on_written=self._count_written if self.spec.count_by else None)
         ids: list[str] = []
 
         def remember(docs: Iterable[PreparedDoc]) -> Iterator[PreparedDoc]:
@@ -289,7 +297,121 @@ class TimeSeriesStore:
             raise TsstoreError("Firestore returned no read time")
         return snap.read_time
 
+    # ------------------------------------------------------------------ counting
+
+    def count(
+        self,
+        *,
+        where: Where = None,
+        start: object = None,
+        end: object = None,
+        read_time: dt.datetime | None = None,
+    ) -> int:
+        """How many ticks match (same filters and ``[start, end)`` as :meth:`query`): one
+        ``count()`` aggregation per shard chunk, run concurrently at one snapshot, summed.
+        Billed one read per 1 000 index entries counted, per chunk."""
+        plan = self.plan(where=where, start=start, end=end)
+        if read_time is None and len(plan.chunks) > 1:
+            read_time = self.server_time()
+
+        def count_chunk(chunk: tuple[str, ...]) -> int:
+            query: Any = self._chunk_query(plan, chunk, None, None)
+            [[result]] = query.count().get(read_time=read_time)
+            return int(result.value)  # the emulator reports an empty count as 0.0
+
+        return sum(self._pool.map(count_chunk, plan.chunks))
+
+    def series_counter(self, key: Mapping[str, Any]) -> ShardedCounter:
+        """The sharded counter the writer keeps for one series (``spec.count_by`` fields →
+        values), e.g. ``store.series_counter({"symbol": "AAA"}).read(live=True)``.
+
+        Counters count accepted writes: writing the same keyed tick twice counts it twice
+        (the document is not duplicated). :meth:`count` gives the exact number stored."""
+        if not self.spec.count_by:
+            raise ConfigError(f"spec for {self.spec.collection!r} has no count_by fields; no series counters kept")
+        missing = sorted(set(self.spec.count_by) - set(key))
+        extra = sorted(set(key) - set(self.spec.count_by))
+        if missing or extra:
+            raise ConfigError(
+                f"series key {dict(key)!r} must name exactly the count_by fields {list(self.spec.count_by)!r}"
+            )
+        return self._counter_for(tuple(key[f] for f in self.spec.count_by))
+
+    # ------------------------------------------------------------------ retention
+
+    def purge(
+        self,
+        *,
+        before: object = None,
+        start: object = None,
+        end: object = None,
+        where: Where = None,
+        dry_run: bool = False,
+        on_progress: ProgressCallback | None = None,
+    ) -> PurgeResult:
+        """Delete the ticks before ``before`` (or in ``[start, end)``), optionally filtered.
+
+        Each shard chunk is read oldest first, page by page with cursors (ids and timestamps
+        only), and its ticks are deleted with the writer's bulk batches at its bounded,
+        ramped rate. ``dry_run`` only counts. A purge needs at least one time bound."""
+        if before is not None:
+            if end is not None:
+                raise QueryError("give either before or end, not both (before is end)")
+            end = before
+        if start is None and end is None:
+            raise QueryError("purge needs a time bound: before=, or start=/end=; refusing to delete everything")
+        try:  # oldest first where an index for it is declared; the order is only cosmetic here
+            plan = self.plan(where=where, start=start, end=end, direction=Direction.ASC, columns=())
+        except QueryError:
+            plan = self.plan(where=where, start=start, end=end, direction=Direction.DESC, columns=())
+        matched = self.count(where=where, start=start, end=end)
+        if dry_run:
+            return PurgeResult(matched=matched, deleted=0, dry_run=True)
+        sender = self._sender(on_progress=on_progress)
+
+        def doomed() -> Iterator[PreparedDoc]:
+            # Fresh reads per page (no shared snapshot): a purge may outlast read_time's hour.
+            for chunk in plan.chunks:
+                for i, tick in enumerate(_ChunkReader(self, plan, chunk, after=None, read_time=None, budget=None)):
+                    yield PreparedDoc(i, tick.id, None, 0)
+
+        sender.send_all(doomed())
+        if sender.failures:
+            raise WriteError(sender.failures, written=sender.written)
+        return PurgeResult(matched=matched, deleted=sender.written, dry_run=False)
+
     # ------------------------------------------------------------------ internals
+
+    def _sender(self, **callbacks: Any) -> BulkSender:
+        opts = self.write_options
+        ceiling = opts.max_ops_per_second or self.spec.max_write_rate
+        return BulkSender(
+            self._collection,
+            initial_ops_per_second=ceiling if not opts.ramp else min(opts.initial_ops_per_second, ceiling),
+            max_ops_per_second=ceiling,
+            max_attempts=opts.max_attempts,
+            fast=self._fast,
+            **callbacks,
+        )
+
+    def _counter_for(self, values: tuple[Any, ...]) -> ShardedCounter:
+        counter = self._counters.get(values)
+        if counter is None:
+            path = f"{self.spec.collection}{COUNTERS_SUFFIX}/{series_document_id(values)}"
+            counter = ShardedCounter(self.client, path)
+            counter.create(shards=self.spec.counter_shards)
+            self._counters[values] = counter
+        return counter
+
+    def _count_written(self, docs: list[PreparedDoc]) -> None:
+        """One increment per series touched by a written batch, all in one commit."""
+        tally: dict[tuple[Any, ...], int] = {}
+        paths = [f.split(".") for f in self.spec.count_by]
+        for doc in docs:
+            assert doc.data is not None
+            key = tuple(_get_path(doc.data, p) for p in paths)
+            tally[key] = tally.get(key, 0) + 1
+        increment_counters(self.client, {self._counter_for(k): n for k, n in tally.items()})
 
     def _run(
         self, plan: QueryPlan, *, cursor: str | None, read_time: dt.datetime | None, limit: int | None
@@ -304,7 +426,7 @@ class TimeSeriesStore:
         return take(merge_streams(streams, descending=plan.descending), limit)
 
     def _chunk_query(
-        self, plan: QueryPlan, chunk: tuple[str, ...], after: tuple[dt.datetime, str] | None, size: int
+        self, plan: QueryPlan, chunk: tuple[str, ...], after: tuple[dt.datetime, str] | None, size: int | None
     ) -> BaseQuery:
         spec = self.spec
         query: Any = self._collection.where(filter=FieldFilter(spec.shard_field, "in", list(chunk)))
@@ -323,7 +445,7 @@ class TimeSeriesStore:
             query = query.start_after(
                 {spec.timestamp_field: after[0], FieldPath.document_id(): self._collection.document(after[1])}
             )
-        return query.limit(size)
+        return query if size is None else query.limit(size)
 
     def _fetch(
         self,
@@ -398,3 +520,23 @@ class _ChunkReader(Iterator[Tick]):
         tick = self._page[self._pos]
         self._pos += 1
         return tick
+
+
+def series_document_id(values: tuple[Any, ...]) -> str:
+    """A readable document id for a series key, or a hash when the values cannot make one."""
+    text = "|".join(str(v) for v in values)
+    if (
+        all(isinstance(v, str) for v in values)
+        and "/" not in text
+        and text not in (".", "..")
+        and (0 < len(text.encode()) <= 500 and not (text.startswith("__") and text.endswith("__")))
+    ):
+        return text
+    return "h-" + hashlib.sha256(repr(values).encode()).hexdigest()[:32]
+
+
+def _get_path(data: Mapping[str, Any], path: list[str]) -> Any:
+    value: Any = data
+    for part in path:
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value

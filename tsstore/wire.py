@@ -131,14 +131,15 @@ WriteStatus = tuple[int, str]
 
 def batch_write(
     collection: BaseCollectionReference,
-    docs: list[tuple[str, dict[str, Any]]],
+    docs: list[tuple[str, dict[str, Any] | None]],
     *,
     fast: bool = True,
     timeout: float = 60.0,
 ) -> list[WriteStatus]:
-    """Set each ``(document id, data)`` in one non-atomic ``BatchWrite`` request and return
-    one status per document, in order. Raises ``GoogleAPICallError`` when the request as a
-    whole fails; no retries here (the caller decides)."""
+    """Set each ``(document id, data)`` (delete it where ``data`` is ``None``) in one
+    non-atomic ``BatchWrite`` request and return one status per document, in order. Raises
+    ``GoogleAPICallError`` when the request as a whole fails; no retries here (the caller
+    decides)."""
     if fast:
         try:
             request, client = _batch_write_request(collection, docs)
@@ -151,18 +152,24 @@ def batch_write(
             return [(st.code, st.message) for st in response.status]
     batch = BulkWriteBatch(collection._client)
     for doc_id, data in docs:
-        batch.set(collection.document(doc_id), data)
+        if data is None:
+            batch.delete(collection.document(doc_id))
+        else:
+            batch.set(collection.document(doc_id), data)
     response = batch.commit(retry=None, timeout=timeout)
     return [(st.code, st.message) for st in response.status]
 
 
 def _batch_write_request(
-    collection: BaseCollectionReference, docs: list[tuple[str, dict[str, Any]]]
+    collection: BaseCollectionReference, docs: list[tuple[str, dict[str, Any] | None]]
 ) -> tuple[Any, Any]:
     client = collection._client
     prefix = collection.document("x")._document_path[:-1]
     request = _BATCH_WRITE_PB(database=client._database_string)
     for doc_id, data in docs:
+        if data is None:
+            request.writes.add().delete = prefix + doc_id
+            continue
         update = request.writes.add().update
         update.name = prefix + doc_id
         fields = update.fields

@@ -49,12 +49,13 @@ _RETRYABLE_ERRORS = (
 
 @dataclass
 class _Outcome:
-    written: int = 0
+    written: list[PreparedDoc] = field(default_factory=list)
     failures: list[WriteFailure] = field(default_factory=list)
 
 
 class BulkSender:
-    """Writes batches on a small thread pool with a bounded number in flight.
+    """Writes batches on a small thread pool with a bounded number in flight. A document
+    whose ``data`` is ``None`` is deleted instead of set.
 
     Two writes to the same document never travel concurrently: a later write of an id
     waits for the batch holding the earlier one, so the last record given wins, as it
@@ -70,6 +71,7 @@ class BulkSender:
         max_attempts: int,
         workers: int = 4,
         on_progress: Callable[[int], None] | None = None,
+        on_written: Callable[[list[PreparedDoc]], None] | None = None,
         fast: bool = True,
     ) -> None:
         self._collection = collection
@@ -82,13 +84,14 @@ class BulkSender:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tsstore-write")
         self._max_in_flight = workers * 2
         self._on_progress = on_progress
+        self._on_written = on_written
         self._in_flight: dict[Future[_Outcome], frozenset[str]] = {}
         self.written = 0
         self.failures: list[WriteFailure] = []
 
     def send_all(self, docs: Iterable[PreparedDoc]) -> None:
-        """Send every document; on an exception from ``docs`` (a bad record), first finish
-        sending what came before it, then re-raise."""
+        """Send every document (callbacks run in the calling thread); on an exception from
+        ``docs`` (a bad record), first finish sending what came before it, then re-raise."""
         batch: list[PreparedDoc] = []
         ids: set[str] = set()
         size = 0
@@ -127,10 +130,13 @@ class BulkSender:
     def _finish(self, future: Future[_Outcome]) -> None:
         outcome = future.result()  # _send never raises for a Firestore error: it reports it
         del self._in_flight[future]
-        self.written += outcome.written
+        self.written += len(outcome.written)
         self.failures.extend(outcome.failures)
-        if self._on_progress is not None and outcome.written:
-            self._on_progress(outcome.written)
+        if outcome.written:
+            if self._on_written is not None:
+                self._on_written(outcome.written)
+            if self._on_progress is not None:
+                self._on_progress(len(outcome.written))
 
     def _take_tokens(self, count: int) -> None:
         while True:
@@ -167,7 +173,7 @@ class BulkSender:
             else:
                 for doc, (code, message) in zip(pending, statuses, strict=True):
                     if code == 0:
-                        outcome.written += 1
+                        outcome.written.append(doc)
                     elif code in RETRYABLE_CODES:
                         retry.append(doc)
                         last_error = (code, message)

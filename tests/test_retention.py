@@ -1,0 +1,223 @@
+"""Counts, purges, TTL and per-series counters in the store, on the emulator."""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import os
+import random
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.cloud import firestore
+
+from tests.conftest import firebase_validate
+from tsstore import QueryError, QueryShape, SeriesSpec, SpecError, TimeSeriesStore, WriteOptions
+from tsstore.indexes import generate, render
+from tsstore.synthetic import trading_day
+
+UTC = dt.timezone.utc
+FAST = WriteOptions(ramp=False, max_ops_per_second=100_000)
+BOTH = ("desc", "asc")
+DAY = dt.date(2019, 1, 2)
+OPEN = dt.datetime(2019, 1, 2, 8, tzinfo=UTC)
+
+
+def forty_shard_spec(collection: str, **options: Any) -> SeriesSpec:
+    return SeriesSpec(
+        collection,
+        shards=[f"s{i:02d}" for i in range(40)],
+        shapes=[QueryShape(("exchange",), BOTH), QueryShape(("symbol",), BOTH)],
+        key_fields=["symbol"],
+        **options,
+    )
+
+
+def stored_rows(client: firestore.Client, collection: str) -> dict[str, dict[str, Any]]:
+    return {d.id: d.to_dict() or {} for d in client.collection(collection).stream()}
+
+
+@pytest.fixture(scope="module")
+def counted(emulator: Any) -> Any:
+    client = emulator.client(database=f"count-{uuid.uuid4().hex[:10]}")
+    store = TimeSeriesStore(client, forty_shard_spec("ticks"), write_options=FAST)
+    store.write(trading_day(6000, day=DAY, seed=21, symbols=8))
+    yield store, list(stored_rows(client, "ticks").values())
+    store.close()
+    client.close()
+
+
+def test_counts_equal_the_oracle(counted: Any) -> None:
+    store, rows = counted
+    rng = random.Random(8)
+    symbols = sorted({r["symbol"] for r in rows})
+    exchanges = sorted({r["exchange"] for r in rows})
+    for _ in range(12):
+        where: dict[str, Any] = rng.choice(
+            [{}, {"exchange": rng.choice(exchanges)}, {"symbol": rng.sample(symbols, rng.randint(1, 3))}]
+        )
+        start = OPEN + dt.timedelta(minutes=rng.randrange(0, 250)) if rng.random() < 0.6 else None
+        end = OPEN + dt.timedelta(minutes=rng.randrange(260, 510)) if rng.random() < 0.6 else None
+
+        def ok(r: dict[str, Any], where: dict[str, Any] = where, start: Any = start, end: Any = end) -> bool:
+            for field, value in where.items():
+                if (r[field] not in value) if isinstance(value, list) else r[field] != value:
+                    return False
+            return (start is None or r["timestamp"] >= start) and (end is None or r["timestamp"] < end)
+
+        assert store.count(where=where, start=start, end=end) == sum(map(ok, rows)), (where, start, end)
+    assert store.count(start=OPEN + dt.timedelta(days=3)) == 0
+
+
+def test_purge_removes_exactly_the_ticks_before_the_cutoff(client: firestore.Client, collection_name: str) -> None:
+    store = TimeSeriesStore(client, forty_shard_spec(collection_name), write_options=FAST)
+    store.write(trading_day(10_000, day=DAY, seed=5))
+    written = stored_rows(client, collection_name)
+    assert len(written) == 10_000
+    cutoff = OPEN + dt.timedelta(hours=3, minutes=7)
+    doomed = {i for i, r in written.items() if r["timestamp"] < cutoff}
+    assert 0 < len(doomed) < 10_000
+
+    dry = store.purge(before=cutoff, dry_run=True)
+    assert (dry.matched, dry.deleted, dry.dry_run) == (len(doomed), 0, True)
+    assert len(stored_rows(client, collection_name)) == 10_000  # the dry run deleted nothing
+
+    progress: list[int] = []
+    result = store.purge(before=cutoff, on_progress=progress.append)
+    assert (result.matched, result.deleted) == (len(doomed), len(doomed)) and sum(progress) == len(doomed)
+    remaining = stored_rows(client, collection_name)
+    assert set(remaining) == set(written) - doomed
+    assert all(remaining[i] == written[i] for i in remaining)  # the rest untouched
+
+    # a filtered range purge takes only what matches
+    start, end = cutoff + dt.timedelta(hours=1), cutoff + dt.timedelta(hours=2)
+    hit = {i for i, r in remaining.items() if start <= r["timestamp"] < end and r["exchange"] == "EXCHG1"}
+    assert store.purge(start=start, end=end, where={"exchange": "EXCHG1"}).deleted == len(hit) > 0
+    assert set(stored_rows(client, collection_name)) == set(remaining) - hit
+
+
+def test_purge_needs_a_bound(client: firestore.Client, collection_name: str) -> None:
+    store = TimeSeriesStore(client, forty_shard_spec(collection_name), write_options=FAST)
+    store.write(trading_day(20, day=DAY, seed=1))
+    with pytest.raises(QueryError, match="purge needs a time bound"):
+        store.purge()
+    with pytest.raises(QueryError, match="purge needs a time bound"):
+        store.purge(where={"exchange": "EXCHG1"})
+    with pytest.raises(QueryError, match="either before or end"):
+        store.purge(before=OPEN, end=OPEN)
+    assert len(stored_rows(client, collection_name)) == 20
+
+
+def test_ttl_field_is_written_and_declared(
+    client: firestore.Client, collection_name: str, firebase_tools: Path, tmp_path: Path
+) -> None:
+    spec = forty_shard_spec(collection_name, expire_after=dt.timedelta(days=30))
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    store.write(trading_day(50, day=DAY, seed=2))
+    rows = stored_rows(client, collection_name).values()
+    assert len(rows) == 50
+    assert all(r["expireAt"] == r["timestamp"] + dt.timedelta(days=30) for r in rows)
+    document = generate([spec])
+    assert {"collectionGroup": collection_name, "fieldPath": "expireAt", "ttl": True, "indexes": []} in document[
+        "fieldOverrides"
+    ]
+    path = tmp_path / "firestore.indexes.json"
+    path.write_text(render(document))
+    assert firebase_validate(firebase_tools, "indexes", path) == {"ok": True, "indexes": 6, "fieldOverrides": 3}
+
+
+def test_expire_after_must_be_a_positive_duration() -> None:
+    with pytest.raises(SpecError, match="expire_after .* positive datetime.timedelta"):
+        SeriesSpec("t", expire_after=dt.timedelta(0))
+    with pytest.raises(SpecError, match="expire_after 30 is not allowed"):
+        SeriesSpec("t", expire_after=30)  # type: ignore[arg-type]
+
+
+def test_series_counters_count_each_batch_once(client: firestore.Client, collection_name: str) -> None:
+    spec = forty_shard_spec(collection_name, count_by=["symbol"], counter_shards=10)
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    rows = list(trading_day(3000, day=DAY, seed=3))  # 6 batches of 500
+    store.write(rows)
+    expected = collections.Counter(r["symbol"] for r in rows)
+    for symbol, n in expected.items():
+        counter = store.series_counter({"symbol": symbol})
+        assert counter.value() == n
+        touched = [d for d in client.collection(f"{counter.path}/shards").stream() if d.get("count")]
+        # one increment per batch per series: at most 6 shards touched (one per tick would touch all 10)
+        assert 1 <= len(touched) <= 6, (symbol, len(touched))
+    assert store.count() == 3000
+    with pytest.raises(Exception, match="must name exactly the count_by fields"):
+        store.series_counter({"exchange": "X"})
+
+
+# --- the CLI, as a user runs it -----------------------------------------------------------------
+
+
+def run_cli(*args: str, emulator: Any, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, FIRESTORE_EMULATOR_HOST=emulator.address, PYTHONPATH=str(cwd))
+    return subprocess.run(
+        [sys.executable, "-m", "tsstore", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        input=stdin,
+        timeout=120,
+    )
+
+
+def test_counter_count_and_purge_commands(emulator: Any, tmp_path: Path) -> None:
+    database = f"cli-{uuid.uuid4().hex[:10]}"
+    common = ("--database", database)
+    created = run_cli("counter", "create", "counters/likes", "--shards", "5", *common, emulator=emulator, cwd=tmp_path)
+    assert created.returncode == 0, created.stderr
+    assert created.stdout.strip() == "counters/likes: 5 shards"
+    assert "using emulator at" in created.stderr
+    for by in ("3", "-1", "10"):
+        assert (
+            run_cli(
+                "counter", "incr", "counters/likes", "--by", by, *common, emulator=emulator, cwd=tmp_path
+            ).returncode
+            == 0
+        )
+    live = run_cli("counter", "get", "counters/likes", "--live", *common, emulator=emulator, cwd=tmp_path)
+    assert live.stdout.startswith("12 (as of ") and "live sum" in live.stdout
+    rolled = run_cli("counter", "rollup", "counters/likes", *common, emulator=emulator, cwd=tmp_path)
+    assert rolled.stdout.strip() == "counters/likes: rolled up 12"
+    got = run_cli("counter", "get", "counters/likes", *common, emulator=emulator, cwd=tmp_path)
+    assert got.stdout.startswith("12 (as of ") and "roll-up" in got.stdout
+    bad = run_cli("counter", "create", "counters", "--shards", "0", *common, emulator=emulator, cwd=tmp_path)
+    assert bad.returncode == 1 and "has 1 segments" in bad.stderr
+
+    (tmp_path / "schema.py").write_text(
+        "from tsstore import SeriesSpec\nTICKS = SeriesSpec('ticks', shapes=['exchange'], key_fields=['symbol'])\n"
+    )
+    client = emulator.client(database=database)
+    spec = SeriesSpec("ticks", shapes=["exchange"], key_fields=["symbol"])
+    rows = list(trading_day(400, day=DAY, seed=4))
+    TimeSeriesStore(client, spec, write_options=FAST).write(rows)
+    cutoff = "2019-01-02T12:00:00+00:00"
+    older = sum(r["timestamp"] < dt.datetime.fromisoformat(cutoff) for r in rows)
+    spec_args = ("--spec", "schema:TICKS", *common)
+    counted = run_cli("count", *spec_args, emulator=emulator, cwd=tmp_path)
+    assert counted.stdout.strip() == "400", counted.stderr
+    ex1 = run_cli("count", *spec_args, "--where", "exchange=EXCHG1", "--end", cutoff, emulator=emulator, cwd=tmp_path)
+    assert int(ex1.stdout) == sum(
+        r["exchange"] == "EXCHG1" and r["timestamp"] < dt.datetime.fromisoformat(cutoff) for r in rows
+    )
+    dry = run_cli("purge", *spec_args, "--before", cutoff, "--dry-run", emulator=emulator, cwd=tmp_path)
+    assert dry.stdout.strip() == f"dry run: {older} tick(s) would be deleted"
+    refused = run_cli("purge", *spec_args, "--before", cutoff, emulator=emulator, cwd=tmp_path, stdin="n\n")
+    assert refused.returncode == 1 and "Aborted" in refused.stderr
+    assert run_cli("count", *spec_args, emulator=emulator, cwd=tmp_path).stdout.strip() == "400"
+    done = run_cli("purge", *spec_args, "--before", cutoff, "--yes", emulator=emulator, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"deleted {older} tick(s)" and "deleting" in done.stderr  # the progress bar
+    assert run_cli("count", *spec_args, emulator=emulator, cwd=tmp_path).stdout.strip() == str(400 - older)
+    unbounded = run_cli("purge", *spec_args, "--yes", emulator=emulator, cwd=tmp_path)
+    assert unbounded.returncode == 1 and "purge needs a time bound" in unbounded.stderr
+    client.close()
