@@ -12,7 +12,7 @@ import datetime as dt
 import hashlib
 import json
 import secrets
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +45,11 @@ class PreparedDoc:
 
 
 def prepare_records(
-    spec: SeriesSpec, records: Iterable[Mapping[str, Any]], *, naive: NaivePolicy = "error"
+    spec: SeriesSpec,
+    records: Iterable[Mapping[str, Any]],
+    *,
+    naive: NaivePolicy = "error",
+    on_reject: Callable[[RecordError], None] | None = None,
 ) -> Iterator[PreparedDoc]:
     """Validate each record and assign its id and shard, lazily, in input order.
 
@@ -55,6 +59,9 @@ def prepare_records(
     bits of the same digest: random for random ids, and stable for hashed ids so that a
     retried write produces the identical document. A shard value the caller already set
     is kept if the spec declares it and refused otherwise.
+
+    A record that breaks a rule raises :class:`RecordError`, or, with ``on_reject``, is
+    handed to it and skipped while the others go on.
     """
     if naive not in NAIVE_POLICIES:
         raise ConfigError(f"naive={naive!r} is not allowed; use one of {NAIVE_POLICIES}")
@@ -65,7 +72,8 @@ def prepare_records(
     shards = spec.shards
     allowed_shards = frozenset(shards)
     name_bytes = _name_overhead(spec.collection)
-    for index, record in enumerate(records):
+
+    def prepare_one(index: int, record: Any) -> PreparedDoc:
         if not isinstance(record, Mapping):
             raise RecordError(index, f"is a {type(record).__name__}, not a mapping of field names to values")
         try:
@@ -114,7 +122,15 @@ def prepare_records(
             raise RecordError(
                 index, f"is {total} bytes as Firestore counts them; a document may be at most {MAX_DOCUMENT_BYTES}"
             )
-        yield PreparedDoc(index, doc_id, data, total)
+        return PreparedDoc(index, doc_id, data, total)
+
+    for index, record in enumerate(records):
+        try:
+            yield prepare_one(index, record)
+        except RecordError as error:
+            if on_reject is None:
+                raise
+            on_reject(error)
 
 
 class _Bad(Exception):

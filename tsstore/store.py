@@ -23,7 +23,7 @@ from google.cloud.firestore_v1.field_path import FieldPath
 
 from .counters import ShardedCounter, increment_counters
 from .cursor import decode_cursor, encode_cursor
-from .errors import ConfigError, QueryError, TsstoreError, WriteError
+from .errors import ConfigError, QueryError, RecordError, TsstoreError, WriteError
 from .frames import frame_to_records, frames, ticks_to_frame
 from .limits import RAMP_START_OPS_PER_SECOND
 from .merge import merge_streams, take
@@ -143,6 +143,8 @@ class TimeSeriesStore:
         *,
         naive: NaivePolicy = "error",
         on_progress: ProgressCallback | None = None,
+        on_reject: Callable[[RecordError], None] | None = None,
+        on_written: Callable[[list[int]], None] | None = None,
     ) -> WriteResult:
         """Write ticks (mappings, or a DataFrame with dotted column names) and return what was
         stored. Every record is validated before it is queued; a bad record raises
@@ -153,9 +155,19 @@ class TimeSeriesStore:
         ``on_progress`` is called with the number of documents confirmed since the last call.
         With ``spec.count_by``, each written batch adds its tick count to each series'
         counter in one commit (see :meth:`series_counter`).
+
+        ``on_reject``, if given, receives each invalid record's :class:`RecordError` and the
+        write goes on without it (the result then holds only what was written);
+        ``on_written`` receives the input positions of the records each batch stored.
         """
         rows = frame_to_records(self.spec, records) if isinstance(records, pd.DataFrame) else records
-        sender = self._sender(on_progress=on_progress, on_written=self._count_written if self.spec.count_by else None)
+        def written(docs: list[PreparedDoc]) -> None:
+            if self.spec.count_by:
+                self._count_written(docs)
+            if on_written is not None:
+                on_written([d.index for d in docs])
+
+        sender = self._sender(on_progress=on_progress, on_written=written)
         ids: list[str] = []
 
         def remember(docs: Iterable[PreparedDoc]) -> Iterator[PreparedDoc]:
@@ -163,7 +175,7 @@ class TimeSeriesStore:
                 ids.append(doc.id)
                 yield doc
 
-        sender.send_all(remember(prepare_records(self.spec, rows, naive=naive)))
+        sender.send_all(remember(prepare_records(self.spec, rows, naive=naive, on_reject=on_reject)))
         if sender.failures:
             raise WriteError(sorted(sender.failures, key=lambda f: f.index), written=sender.written)
         return WriteResult(len(ids), tuple(ids))
