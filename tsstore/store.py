@@ -161,6 +161,7 @@ class TimeSeriesStore:
         ``on_written`` receives the input positions of the records each batch stored.
         """
         rows = frame_to_records(self.spec, records) if isinstance(records, pd.DataFrame) else records
+
         def written(docs: list[PreparedDoc]) -> None:
             if self.spec.count_by:
                 self._count_written(docs)

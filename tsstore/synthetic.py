@@ -83,3 +83,19 @@ def trading_day(
             "volume": rng.randrange(1, 50) * 100,
             "timestamp": start + dt.timedelta(milliseconds=offset),
         }
+
+
+CSV_COLUMNS = ("timestamp", "symbol", "exchange", "instrumentType", "price.currency", "price.micros", "volume")
+
+
+def flat_row(tick: dict[str, Any]) -> dict[str, Any]:
+    """A tick as one flat row with dotted column names (ISO-8601 timestamp)."""
+    return {
+        "timestamp": tick["timestamp"].isoformat(),
+        "symbol": tick["symbol"],
+        "exchange": tick["exchange"],
+        "instrumentType": tick["instrumentType"],
+        "price.currency": tick["price"]["currency"],
+        "price.micros": tick["price"]["micros"],
+        "volume": tick["volume"],
+    }

@@ -1,0 +1,513 @@
+"""Load ticks from CSV, JSON Lines or Parquet files into a store, resumably.
+
+Every row is parsed and coerced on its own: a bad row is rejected with its line number and
+reason and never holds back the good ones. Rows go through the store's writer, whose ids
+(with ``key_fields``) are a hash of series key and time, so writing a row again overwrites
+the same document. A checkpoint file records the last line up to which every row is done
+(written or rejected); a re-run after an interruption skips those lines and reports them,
+and anything written after the checkpoint is simply written again, without duplicates.
+
+Reading is chunked (CSV and JSON Lines line by line, Parquet by record batches), so memory
+stays bounded whatever the file's size.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime as dt
+import hashlib
+import io
+import json
+import os
+import re
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import RecordError, TsstoreError
+from .spec import SeriesSpec
+from .store import TimeSeriesStore
+from .times import NAIVE_POLICIES, NaivePolicy
+
+FORMATS: dict[str, tuple[str, ...]] = {
+    "csv": (".csv",),
+    "jsonl": (".jsonl", ".ndjson"),
+    "parquet": (".parquet", ".pq"),
+}
+#: Longest text field accepted by default: Firestore indexes at most 1 500 bytes of a value,
+#: and a longer field in a tick file is almost always a broken quote swallowing lines.
+DEFAULT_MAX_FIELD_BYTES = 1500
+_SURROGATE = re.compile("[\udc80-\udcff]")
+_FRACTION = re.compile(r"\.(\d+)")
+_TRUE = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+class IngestError(TsstoreError):
+    """The file as a whole cannot be ingested (unreadable, unknown format, bad header)."""
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A row that was not written: its line (row number for Parquet), why, and its text."""
+
+    line: int
+    reason: str
+    raw: str
+
+
+@dataclass
+class IngestSummary:
+    """What an ingest did. ``skipped`` rows were already done by an earlier run (checkpoint)."""
+
+    path: Path
+    rows: int = 0
+    written: int = 0
+    skipped: int = 0
+    rejected: int = 0
+    seconds: float = 0.0
+    resumed_from_line: int = 0
+
+    def describe(self) -> str:
+        rate = self.written / self.seconds if self.seconds else 0.0
+        resumed = f", resumed after line {self.resumed_from_line}" if self.resumed_from_line else ""
+        return (
+            f"{self.path}: {self.written} written, {self.skipped} already present (skipped by checkpoint), "
+            f"{self.rejected} rejected, in {self.seconds:.1f} s ({rate:,.0f} rows/s){resumed}"
+        )
+
+
+def detect_format(path: Path, fmt: str | None = None) -> str:
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise IngestError(f"format {fmt!r} is not supported; use one of {', '.join(FORMATS)}")
+        return fmt
+    for name, suffixes in FORMATS.items():
+        if path.suffix.lower() in suffixes:
+            return name
+    raise IngestError(
+        f"cannot tell the format of {str(path)!r} from its suffix; name it with --format ({', '.join(FORMATS)})"
+    )
+
+
+def ingest_file(
+    store: TimeSeriesStore,
+    path: str | os.PathLike[str],
+    *,
+    fmt: str | None = None,
+    naive: NaivePolicy = "error",
+    strict: bool = False,
+    max_field_bytes: int = DEFAULT_MAX_FIELD_BYTES,
+    checkpoint: str | os.PathLike[str] | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    on_reject: Callable[[Rejected], None] | None = None,
+) -> IngestSummary:
+    """Ingest one file into ``store``; see the module doc. ``checkpoint`` is the checkpoint
+    file (default: beside the input, ``<file>.tsstore-checkpoint.json``). ``on_progress``
+    gets the number of rows finished (written or rejected) since its last call."""
+    source = Path(path)
+    if not source.is_file():
+        raise IngestError(f"{str(source)!r} is not a file")
+    if naive not in NAIVE_POLICIES:
+        raise IngestError(f"naive={naive!r} is not allowed; use one of {NAIVE_POLICIES}")
+    if not store.spec.key_fields:
+        raise IngestError(
+            f"the spec for {store.spec.collection!r} has no key_fields: ids would be random, so a re-run "
+            "would duplicate ticks; declare key_fields (e.g. ['symbol'])"
+        )
+    kind = detect_format(source, fmt)
+    parser = _RowParser(store.spec, naive=naive, strict=strict, max_field_bytes=max_field_bytes)
+    marker = _Checkpoint(Path(checkpoint) if checkpoint else source.with_name(source.name + ".tsstore-checkpoint.json"))
+    identity = _identity(source, store.spec)
+    resume = marker.load(identity)
+    summary = IngestSummary(source, resumed_from_line=resume)
+    tracker = _Watermark(resume)
+    started = time.perf_counter()
+
+    def finished(count: int) -> None:
+        if on_progress is not None and count:
+            on_progress(count)
+        if tracker.line > marker.saved_line and time.perf_counter() - marker.saved_at > 0.5:
+            marker.save(identity, tracker.line)
+
+    def reject(rejected: Rejected) -> None:
+        summary.rejected += 1
+        if on_reject is not None:
+            on_reject(rejected)
+
+    def records() -> Iterator[dict[str, Any]]:
+        for line, row in _read(kind, source, parser):
+            if line <= resume:
+                summary.skipped += 1
+                continue
+            summary.rows += 1
+            if isinstance(row, Rejected):
+                reject(row)
+                tracker.done_now(line)
+                finished(1)
+                continue
+            tracker.sent(line)
+            yield row
+
+    def record_rejected(error: RecordError) -> None:
+        line = tracker.line_of(error.index)
+        reject(Rejected(line, error.reason, ""))
+        tracker.confirm([error.index])
+        finished(1)
+
+    def written(indexes: list[int]) -> None:
+        summary.written += len(indexes)
+        tracker.confirm(indexes)
+        finished(len(indexes))
+
+    store.write(records(), naive=naive, on_reject=record_rejected, on_written=written)
+    summary.seconds = time.perf_counter() - started
+    marker.save(identity, tracker.line)
+    return summary
+
+
+# ------------------------------------------------------------------------------ parsing
+
+
+class _RowParser:
+    """Turns one row's cells into a record, or a reason it cannot be one."""
+
+    def __init__(self, spec: SeriesSpec, *, naive: NaivePolicy, strict: bool, max_field_bytes: int) -> None:
+        self.spec = spec
+        self.naive = naive
+        self.strict = strict
+        self.max_field_bytes = max_field_bytes
+        self.types = dict(spec.columns)
+        known = {spec.timestamp_field, spec.shard_field, *self.types, *spec.key_fields, *spec.count_by}
+        known |= spec.filter_fields
+        if spec.expire_after is not None:
+            known.add(spec.expire_field)
+        self.known = frozenset(known)
+        self._paths: dict[str, tuple[list[str], str]] = {}
+
+    def converter(self, column: str) -> Callable[[Any], Any]:
+        if column == self.spec.timestamp_field:
+            return self.time
+        kind = self.types.get(column, "string")
+        return {
+            "string": _as_text,
+            "Int64": _as_int,
+            "Float64": _as_float,
+            "boolean": _as_bool,
+            "datetime": self.time,
+            "object": _as_is,
+        }[kind]
+
+    def time(self, value: Any) -> dt.datetime:
+        if isinstance(value, dt.datetime):
+            parsed = value
+        elif isinstance(value, str):
+            try:
+                parsed = dt.datetime.fromisoformat(value)
+            except ValueError:
+                raise _Reject(f"{value!r} is not an ISO-8601 time") from None
+            fraction = _FRACTION.search(value)
+            if fraction and len(fraction.group(1)) > 6 and fraction.group(1)[6:].strip("0"):
+                raise _Reject(f"{value!r} has sub-microsecond digits; Firestore keeps microseconds")
+        else:
+            raise _Reject(f"{value!r} is not a time")
+        if parsed.tzinfo is None:
+            if self.naive != "utc":
+                raise _Reject(f"{value!s} has no timezone; give an offset or choose a timezone policy (--naive utc)")
+            parsed = parsed.replace(tzinfo=dt.timezone.utc)
+        return parsed
+
+    def record(self, items: Iterator[tuple[str, Any]], convert: Mapping[str, Callable[[Any], Any]]) -> dict[str, Any]:
+        """A nested record from (dotted column, raw value) pairs; empty values are left out."""
+        record: dict[str, Any] = {}
+        for column, raw in items:
+            if raw is None or raw == "":
+                continue
+            if self.strict and column not in self.known:
+                raise _Reject(f"unknown column {column!r} has a value (strict: declared columns only)")
+            if (
+                isinstance(raw, str)
+                and len(raw) * 4 > self.max_field_bytes
+                and len(raw.encode()) > self.max_field_bytes
+            ):
+                raise _Reject(f"column {column!r} is {len(raw.encode())} bytes; at most {self.max_field_bytes} allowed")
+            try:
+                value = convert[column](raw)
+            except _Reject as bad:
+                raise _Reject(f"column {column!r}: {bad}") from None
+            split = self._paths.get(column)
+            if split is None:
+                *head, tail = column.split(".")
+                split = self._paths[column] = (head, tail)
+            parents, leaf = split
+            target = record
+            for part in parents:
+                target = target.setdefault(part, {})
+                if not isinstance(target, dict):
+                    raise _Reject(f"column {column!r} collides with a value at {part!r}")
+            target[leaf] = value
+        ts = self.spec.timestamp_field
+        if _get(record, ts.split(".")) is None:
+            raise _Reject(f"timestamp {ts!r} is missing")
+        return record
+
+
+class _Reject(Exception):
+    pass
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else str(value)
+
+
+def _as_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise _Reject(f"{value!r} is not an integer")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise _Reject(f"{value!r} is not an integer") from None
+
+
+def _as_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise _Reject(f"{value!r} is not a number")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise _Reject(f"{value!r} is not a number") from None
+
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    found = _TRUE.get(str(value).strip().lower())
+    if found is None:
+        raise _Reject(f"{value!r} is not true/false")
+    return found
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _get(record: Mapping[str, Any], path: list[str]) -> Any:
+    value: Any = record
+    for part in path:
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+def _read(kind: str, path: Path, parser: _RowParser) -> Iterator[tuple[int, dict[str, Any] | Rejected]]:
+    if kind == "csv":
+        return _read_csv(path, parser)
+    if kind == "jsonl":
+        return _read_jsonl(path, parser)
+    return _read_parquet(path, parser)
+
+
+def _read_csv(path: Path, parser: _RowParser) -> Iterator[tuple[int, dict[str, Any] | Rejected]]:
+    # Invalid UTF-8 becomes lone surrogates, so one bad byte rejects one row, not the file.
+    with open(path, encoding="utf-8", errors="surrogateescape", newline="") as handle:
+        reader = csv.reader(handle)
+        try:
+            header = next(reader)
+        except StopIteration:
+            return
+        if _SURROGATE.search("".join(header)):
+            raise IngestError(f"{path}: line 1 (the header) is not valid UTF-8")
+        names = [h.strip() for h in header]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise IngestError(f"{path}: the header names {dupes} more than once; each column must be named once")
+        if parser.spec.timestamp_field not in names:
+            raise IngestError(f"{path}: the header has no {parser.spec.timestamp_field!r} column (found {names})")
+        convert = {n: parser.converter(n) for n in names}
+        width = len(names)
+        line = reader.line_num
+        for row in reader:
+            first, line = line + 1, reader.line_num  # a quoted field may span lines
+            raw = ",".join(row)
+            if not row:
+                yield first, Rejected(first, "empty line", "")
+            elif _SURROGATE.search(raw):
+                yield first, Rejected(first, "invalid UTF-8", raw.encode("utf-8", "surrogateescape").decode("latin-1"))
+            elif row == header:
+                yield first, Rejected(first, "repeated header row", raw)
+            elif len(row) != width:
+                yield first, Rejected(first, f"has {len(row)} fields, the header has {width}", raw)
+            else:
+                try:
+                    yield first, parser.record(zip(names, row), convert)
+                except _Reject as bad:
+                    yield first, Rejected(first, str(bad), raw)
+
+
+def _read_jsonl(path: Path, parser: _RowParser) -> Iterator[tuple[int, dict[str, Any] | Rejected]]:
+    converters: dict[str, Callable[[Any], Any]] = {}
+
+    class _Converters(dict):  # type: ignore[type-arg]
+        def __missing__(self, column: str) -> Callable[[Any], Any]:
+            converters[column] = conv = parser.converter(column) if column in parser.known else _as_is
+            return conv
+
+    lookup = _Converters()
+    with open(path, "rb") as handle:
+        for number, blob in enumerate(handle, start=1):
+            try:
+                text = blob.decode("utf-8")
+            except UnicodeDecodeError:
+                yield number, Rejected(number, "invalid UTF-8", blob.decode("latin-1").rstrip("\n"))
+                continue
+            if not text.strip():
+                yield number, Rejected(number, "empty line", "")
+                continue
+            try:
+                value = json.loads(text)
+            except ValueError as exc:
+                yield number, Rejected(number, f"not JSON: {exc}", text.rstrip("\n"))
+                continue
+            if not isinstance(value, dict):
+                yield number, Rejected(number, f"is a JSON {type(value).__name__}, not an object", text.rstrip("\n"))
+                continue
+            try:
+                yield number, parser.record(_flatten(value), lookup)
+            except _Reject as bad:
+                yield number, Rejected(number, str(bad), text.rstrip("\n"))
+
+
+def _read_parquet(path: Path, parser: _RowParser) -> Iterator[tuple[int, dict[str, Any] | Rejected]]:
+    import pyarrow.parquet as pq
+
+    lookup: dict[str, Callable[[Any], Any]] = {}
+    try:
+        parquet = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
+        raise IngestError(f"{path}: not a readable Parquet file ({exc})") from exc
+    number = 0
+    for batch in parquet.iter_batches(batch_size=10_000):
+        for value in batch.to_pylist():
+            number += 1
+            items = list(_flatten(value))
+            for column, _ in items:
+                if column not in lookup:
+                    lookup[column] = parser.converter(column) if column in parser.known else _as_is
+            try:
+                yield number, parser.record(iter(items), lookup)
+            except _Reject as bad:
+                yield number, Rejected(number, str(bad), json.dumps(value, default=str))
+
+
+def _flatten(value: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for key, item in value.items():
+        if isinstance(item, dict) and item:
+            yield from _flatten(item, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", item
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+
+def _identity(path: Path, spec: SeriesSpec) -> dict[str, Any]:
+    """What a checkpoint belongs to: the file (size, mtime, first MiB) and the collection."""
+    stat = path.stat()
+    with open(path, "rb") as handle:
+        head = hashlib.sha256(handle.read(1 << 20)).hexdigest()
+    return {
+        "file": str(path.resolve()),
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "head_sha256": head,
+        "collection": spec.collection,
+    }
+
+
+class _Checkpoint:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.saved_line = 0
+        self.saved_at = 0.0
+
+    def load(self, identity: Mapping[str, Any]) -> int:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return 0
+        if not isinstance(data, dict) or data.get("identity") != dict(identity):
+            return 0  # another file, or this one changed: start over (ids make that safe)
+        line = data.get("line")
+        self.saved_line = line if isinstance(line, int) and line > 0 else 0
+        return self.saved_line
+
+    def save(self, identity: Mapping[str, Any], line: int) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps({"identity": dict(identity), "line": line}, indent=2))
+        os.replace(tmp, self.path)  # atomic: a kill never leaves half a checkpoint
+        self.saved_line, self.saved_at = line, time.perf_counter()
+
+
+class _Watermark:
+    """The last line up to which every row is done, while batches finish out of order."""
+
+    def __init__(self, start: int) -> None:
+        self.line = start
+        self._queue: deque[list[Any]] = deque()  # [line, done] in input order
+        self._by_index: dict[int, list[Any]] = {}
+        self._next_index = 0
+
+    def sent(self, line: int) -> None:
+        entry = [line, False]
+        self._queue.append(entry)
+        self._by_index[self._next_index] = entry
+        self._next_index += 1
+
+    def done_now(self, line: int) -> None:
+        self._queue.append([line, True])
+        self._advance()
+
+    def line_of(self, index: int) -> int:
+        entry = self._by_index.get(index)
+        return int(entry[0]) if entry else 0
+
+    def confirm(self, indexes: list[int]) -> None:
+        for index in indexes:
+            entry = self._by_index.pop(index, None)
+            if entry is not None:
+                entry[1] = True
+        self._advance()
+
+    def _advance(self) -> None:
+        while self._queue and self._queue[0][1]:
+            self.line = self._queue.popleft()[0]
+
+
+def write_rejects(path: Path) -> tuple[Callable[[Rejected], None], Callable[[], None]]:
+    """A reject sink writing ``line,reason,raw`` rows to ``path`` (appending, header once),
+    and its closer."""
+    new = not path.exists() or path.stat().st_size == 0
+    handle: io.TextIOWrapper | None = None
+    writer: Any = None
+
+    def sink(rejected: Rejected) -> None:
+        nonlocal handle, writer
+        if handle is None:
+            handle = open(path, "a", encoding="utf-8", newline="")
+            writer = csv.writer(handle)
+            if new:
+                writer.writerow(["line", "reason", "raw"])
+        writer.writerow(dataclasses.astuple(rejected))
+        handle.flush()
+
+    def close() -> None:
+        if handle is not None:
+            handle.close()
+
+    return sink, close
