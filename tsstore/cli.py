@@ -464,9 +464,10 @@ def ingest(
       tsstore ingest ticks.csv --spec myapp.schema:TICKS
       tsstore ingest ticks.parquet --spec series.toml --naive utc
     """
+    rejects_file = rejects_path or file.with_name(file.name + ".rejects.csv")
+    sink, close = write_rejects(rejects_file)
     try:
         spec = _pick_spec(declaration, collection)
-        sink, close = write_rejects(rejects_path or file.with_name(file.name + ".rejects.csv"))
         with connect(project=project, database=database) as (client, local):
             options = WriteOptions(ramp=False, max_ops_per_second=100_000) if local else WriteOptions()
             with (
@@ -484,9 +485,10 @@ def ingest(
                     on_progress=bar.update,
                     on_reject=sink,
                 )
-        close()
     except TsstoreError as exc:
         raise click.ClickException(str(exc)) from exc
+    finally:
+        close()
     click.echo(summary.describe())
     if summary.rejected:
-        click.echo(f"rejected rows are in {rejects_path or file.with_name(file.name + '.rejects.csv')}", err=True)
+        click.echo(f"rejected rows (line, reason, raw) are in {rejects_file}", err=True)

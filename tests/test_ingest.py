@@ -1,0 +1,191 @@
+"""Ingest on the emulator: malformed rows, formats, checkpoints, and a real interrupted run."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from google.cloud import firestore
+
+from tsstore import TimeSeriesStore, WriteOptions
+from tsstore.demo import SPEC
+from tsstore.emulator import start_emulator
+from tsstore.ingest import IngestError, Rejected, ingest_file
+from tsstore.synthetic import CSV_COLUMNS, flat_row, trading_day
+
+FAST = WriteOptions(ramp=False, max_ops_per_second=100_000)
+HEADER = "timestamp,symbol,exchange,instrumentType,price.currency,price.micros,volume,note"
+
+
+def stored(client: firestore.Client, collection: str = "instruments") -> dict[str, dict[str, Any]]:
+    return {d.id: d.to_dict() or {} for d in client.collection(collection).stream()}
+
+
+def good(i: int) -> str:
+    return f"2019-01-02T09:00:{i:02d}.000001+00:00,SYM{i},EXCHG1,commonstock,USD,{1000 + i},100,"
+
+
+MALFORMED = [
+    (HEADER, None),
+    (good(1), None),
+    ("yesterday noon,AAA,EXCHG1,commonstock,USD,1,1,", "column 'timestamp': 'yesterday noon' is not an ISO-8601 time"),
+    (",AAA,EXCHG1,commonstock,USD,1,1,", "timestamp 'timestamp' is missing"),
+    (
+        "2019-01-02T09:00:00,AAA,EXCHG1,commonstock,USD,1,1,",
+        "has no timezone; give an offset or choose a timezone policy",
+    ),
+    (good(2), None),
+    (
+        "2019-01-02T09:00:03+00:00,AAA,EXCHG1,commonstock,USD,12.5.1,1,",
+        "column 'price.micros': '12.5.1' is not an integer",
+    ),
+    ("2019-01-02T09:00:04+00:00,AAA,EXCHG1,commonstock,USD,1,1,hello", "unknown column 'note' has a value (strict"),
+    ("", "empty line"),
+    ("2019-01-02T09:00:05+00:00,AAA,EXCHG1,commonstock,USD,1", "has 6 fields, the header has 8"),
+    (
+        "2019-01-02T09:00:06+00:00," + "X" * 2000 + ",EXCHG1,commonstock,USD,1,1,",
+        "column 'symbol' is 2000 bytes; at most 1500",
+    ),
+    ("2019-01-02T09:00:07+00:00,B\udcffD,EXCHG1,commonstock,USD,1,1,", "invalid UTF-8"),
+    (HEADER, "repeated header row"),
+    ("2019-01-02T09:00:08.1234567+00:00,AAA,EXCHG1,commonstock,USD,1,1,", "has sub-microsecond digits"),
+    ("2019-01-02T09:00:09+00:00,AAA,EXCHG1,commonstock,USD,1,1,,", "has 9 fields, the header has 8"),
+    (good(3), None),
+    (good(4), None),
+]
+
+
+def write_malformed(path: Path) -> None:
+    text = "\n".join(line for line, _ in MALFORMED) + "\n"
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+
+
+def test_every_kind_of_malformed_row_is_rejected_with_its_line(client: firestore.Client, tmp_path: Path) -> None:
+    path = tmp_path / "ticks.csv"
+    write_malformed(path)
+    rejects: list[Rejected] = []
+    store = TimeSeriesStore(client, SPEC, write_options=FAST)
+    summary = ingest_file(store, path, strict=True, on_reject=rejects.append)
+    expected = [(n, reason) for n, (_, reason) in enumerate(MALFORMED, start=1) if reason and n > 1]
+    assert len(expected) >= 10
+    assert [r.line for r in rejects] == [n for n, _ in expected]
+    for rejected, (_, reason) in zip(rejects, expected):
+        assert reason in rejected.reason, (rejected, reason)
+    assert (summary.written, summary.rejected, summary.skipped) == (4, len(expected), 0)
+    docs = stored(client)
+    assert sorted(d["symbol"] for d in docs.values()) == ["SYM1", "SYM2", "SYM3", "SYM4"]
+    one = next(d for d in docs.values() if d["symbol"] == "SYM1")
+    assert one["price"] == {"currency": "USD", "micros": 1001} and one["volume"] == 100 and "note" not in one
+
+
+def test_naive_policy_and_non_strict_mode(client: firestore.Client, tmp_path: Path) -> None:
+    path = tmp_path / "ticks.csv"
+    write_malformed(path)
+    store = TimeSeriesStore(client, SPEC, write_options=FAST)
+    rejects: list[Rejected] = []
+    summary = ingest_file(store, path, naive="utc", on_reject=rejects.append, checkpoint=tmp_path / "ck.json")
+    # the naive row and the row with an undeclared column's value are now accepted
+    assert summary.written == 6
+    assert not any("no timezone" in r.reason or "unknown column" in r.reason for r in rejects)
+    noted = next(d for d in stored(client).values() if d.get("note"))
+    assert noted["note"] == "hello"
+
+
+def test_file_level_problems_are_errors(client: firestore.Client, tmp_path: Path) -> None:
+    store = TimeSeriesStore(client, SPEC, write_options=FAST)
+    dupes = tmp_path / "dupes.csv"
+    dupes.write_text("timestamp,symbol,symbol\n")
+    with pytest.raises(IngestError, match=r"names \['symbol'\] more than once"):
+        ingest_file(store, dupes)
+    no_time = tmp_path / "no_time.csv"
+    no_time.write_text("symbol,exchange\nA,B\n")
+    with pytest.raises(IngestError, match="has no 'timestamp' column"):
+        ingest_file(store, no_time)
+    unknown = tmp_path / "ticks.txt"
+    unknown.write_text("x")
+    with pytest.raises(IngestError, match="cannot tell the format"):
+        ingest_file(store, unknown)
+
+
+def test_csv_jsonl_and_parquet_give_the_same_documents(emulator: Any, tmp_path: Path) -> None:
+    ticks = list(trading_day(500, seed=12))
+    rows = [flat_row(t) for t in ticks]
+    with open(tmp_path / "t.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    with open(tmp_path / "t.jsonl", "w") as handle:  # nested objects here, dotted names in the CSV
+        for t in ticks:
+            handle.write(json.dumps({**t, "timestamp": t["timestamp"].isoformat()}) + "\n")
+    table = pa.table(
+        {
+            "timestamp": pa.array([t["timestamp"] for t in ticks], pa.timestamp("us", tz="UTC")),
+            **{c: [r[c] for r in rows] for c in CSV_COLUMNS if c != "timestamp"},
+        }
+    )
+    pq.write_table(table, tmp_path / "t.parquet")
+    results = []
+    for name in ("t.csv", "t.jsonl", "t.parquet"):
+        client = emulator.client(database=f"fmt-{name.split('.')[1]}-{os.getpid()}")
+        summary = ingest_file(TimeSeriesStore(client, SPEC, write_options=FAST), tmp_path / name)
+        assert (summary.written, summary.rejected) == (500, 0), name
+        results.append(stored(client))
+        client.close()
+    assert results[0] == results[1] == results[2]
+    assert len(results[0]) == 500
+
+
+# --- 200 000 rows, interrupted for real, then resumed ---------------------------------------------
+
+
+def test_interrupted_ingest_resumes_without_duplicates(tmp_path: Path) -> None:
+    path = tmp_path / "day.csv"
+    total = 200_000
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(flat_row(t) for t in trading_day(total, seed=99))
+    checkpoint = tmp_path / "day.csv.tsstore-checkpoint.json"
+    with start_emulator(max_heap="8g") as emulator:
+        env = dict(os.environ, FIRESTORE_EMULATOR_HOST=emulator.address)
+        command = [sys.executable, "-m", "tsstore", "ingest", str(path)]
+        first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and first.poll() is None:
+            line = json.loads(checkpoint.read_text())["line"] if checkpoint.exists() else 0
+            if line > total // 4:
+                break
+            time.sleep(0.2)
+        assert first.poll() is None, "the first run finished before it could be interrupted"
+        first.send_signal(signal.SIGKILL)  # no chance to clean up: the hardest case
+        out, err = first.communicate(timeout=60)
+        assert first.returncode == -signal.SIGKILL
+        assert "ingesting" in err  # the progress bar was showing
+        stopped_at = json.loads(checkpoint.read_text())["line"]
+        assert 0 < stopped_at < total + 1
+
+        second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+        assert second.returncode == 0, second.stderr
+        summary = second.stdout.strip().splitlines()[-1]
+        skipped = int(summary.split(" already present")[0].rsplit(", ", 1)[1])
+        written = int(summary.split(": ", 1)[1].split(" written")[0])
+        assert skipped == stopped_at - 1 > 0  # every line up to the checkpoint (minus the header)
+        assert written + skipped == total
+        assert f"resumed after line {stopped_at}" in summary
+
+        client = emulator.client()
+        store = TimeSeriesStore(client, SPEC)
+        assert store.count() == total  # exactly: none lost, none twice
+        newest = store.query(limit=3)
+        assert [t.timestamp for t in newest] == sorted((t.timestamp for t in newest), reverse=True)
+        client.close()
