@@ -3,45 +3,40 @@
 The emulator is never skipped: if it cannot start, every test that needs it errors with the
 :class:`tsstore.errors.EmulatorError` message (which says what to install or what went wrong).
 Named databases need no creation on the emulator, so a fresh database id per test isolates
-tests from each other far more cheaply than deleting documents between them.
+tests from each other far more cheaply than deleting documents between them. The fixtures
+come from the plugin tsstore ships (``tsstore.pytest_plugin``), so users get the same.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from google.cloud import firestore
 
-from tsstore.emulator import Emulator, start_emulator
+from tsstore.emulator import Emulator
+from tsstore.pytest_plugin import unique_database_id
 
 VALIDATOR = Path(__file__).parent / "firebase" / "validate.js"
 
-DATABASE_ID = re.compile(r"[a-z][a-z0-9-]{2,61}[a-z0-9]")
 
-
-def unique_database_id(hint: str = "t") -> str:
-    """A database id no other test uses, readable in emulator logs (``t-<test name>-<random>``)."""
-    slug = re.sub(r"[^a-z0-9]+", "-", hint.lower()).strip("-")[:40].rstrip("-") or "t"
-    database = f"t-{slug}-{uuid.uuid4().hex[:8]}"
-    assert DATABASE_ID.fullmatch(database), database
-    return database
+# tsstore's own tests use the fixtures the package ships to users (tsstore.pytest_plugin),
+# under shorter names.
 
 
 @pytest.fixture(scope="session")
-def emulator() -> Iterator[Emulator]:
-    """The session's emulator; stopped (and its JVM gone) when the session ends."""
-    running = start_emulator()
-    try:
-        yield running
-    finally:
-        running.stop()
+def emulator(tsstore_emulator: Emulator) -> Emulator:
+    """The session's emulator (the plugin's ``tsstore_emulator``)."""
+    return tsstore_emulator
+
+
+@pytest.fixture
+def client(tsstore_client: firestore.Client) -> firestore.Client:
+    """A client on this test's own database (the plugin's ``tsstore_client``)."""
+    return tsstore_client
 
 
 @pytest.fixture
@@ -51,19 +46,9 @@ def database_id(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def client(emulator: Emulator, database_id: str) -> Iterator[firestore.Client]:
-    """A client on this test's own database of the session emulator, closed afterwards."""
-    made = emulator.client(database=database_id)
-    try:
-        yield made
-    finally:
-        made.close()
-
-
-@pytest.fixture
-def collection_name() -> str:
-    """A collection name unique to this test."""
-    return f"ticks-{uuid.uuid4().hex[:12]}"
+def collection_name(tsstore_collection: str) -> str:
+    """A collection name unique to this test (the plugin's ``tsstore_collection``)."""
+    return tsstore_collection
 
 
 @pytest.fixture(scope="session")

@@ -22,13 +22,16 @@ import click
 import pandas as pd
 from tqdm import tqdm
 
+from . import localstore
 from .counters import ShardedCounter
 from .declaration import load_specs
 from .demo import SPEC as DEMO_SPEC
 from .deploy import DEFAULT_INDEX_FILE, plan_index_file
-from .emulator import DEFAULT_PROJECT
+from .emulator import DEFAULT_PROJECT, emulator_client, start_emulator
 from .errors import TsstoreError
+from .frames import ticks_to_frame
 from .ingest import DEFAULT_MAX_FIELD_BYTES, FORMATS, ingest_file, write_rejects
+from .output import write_frames
 from .spec import SeriesSpec
 from .store import TimeSeriesStore, WriteOptions
 from .synthetic import SEED_INSTRUMENTS, trading_day
@@ -37,19 +40,21 @@ EMULATOR_ENV = "FIRESTORE_EMULATOR_HOST"
 
 
 @contextlib.contextmanager
-def connect(*, project: str | None, database: str) -> Iterator[tuple[Any, bool]]:
+def connect(*, project: str | None, database: str, ephemeral: bool = False) -> Iterator[tuple[Any, bool]]:
     """A Firestore client and whether it talks to an emulator.
 
     With ``FIRESTORE_EMULATOR_HOST`` set or a ``--project`` given, the client goes where
-    those say (google-cloud-firestore reads them itself). Otherwise tsstore starts the
-    local emulator for the command and stops it afterwards: the embedded default.
+    those say (google-cloud-firestore reads them itself). Otherwise it goes to the local
+    store (the background emulator of ``tsstore emulator start``, started now if needed),
+    whose data survives restarts; with ``ephemeral`` to a temporary emulator that stops
+    with the command. Either way one line on stderr says where.
     """
     from google.cloud import firestore
 
     emulator_host = os.environ.get(EMULATOR_ENV)
     if emulator_host or project:
         if emulator_host and not project:
-            # The same project the embedded emulator uses, so both see the same data.
+            # The same project the local store uses, so both see the same data.
             project = os.environ.get("GOOGLE_CLOUD_PROJECT") or DEFAULT_PROJECT
         target = f"emulator at {emulator_host}, project {project}" if emulator_host else f"project {project}"
         click.echo(f"tsstore: using {target}, database {database}", err=True)
@@ -59,16 +64,29 @@ def connect(*, project: str | None, database: str) -> Iterator[tuple[Any, bool]]
         finally:
             client.close()
         return
-    from .emulator import start_emulator
-
-    click.echo("tsstore: no FIRESTORE_EMULATOR_HOST or --project: starting the local Firestore emulator", err=True)
-    with start_emulator() as emulator:
-        click.echo(f"tsstore: emulator ready at {emulator.address} (pid {emulator.pid})", err=True)
-        client = emulator.client(database=database)
-        try:
-            yield client, True
-        finally:
-            client.close()
+    if ephemeral:
+        click.echo("tsstore: no FIRESTORE_EMULATOR_HOST or --project: starting a temporary local emulator", err=True)
+        with start_emulator() as emulator:
+            click.echo(f"tsstore: emulator ready at {emulator.address} (pid {emulator.pid})", err=True)
+            client = emulator.client(database=database)
+            try:
+                yield client, True
+            finally:
+                client.close()
+        return
+    store, started = localstore.start()
+    localstore.remember_database(database)
+    how = "started" if started else "using"
+    click.echo(
+        f"tsstore: {how} the local store at {store.address} (data in {store.data_dir}; "
+        "`tsstore emulator stop` stops it), database " + database,
+        err=True,
+    )
+    client = emulator_client(store.address, project=store.project, database=database)
+    try:
+        yield client, True
+    finally:
+        client.close()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -99,7 +117,7 @@ def demo(ticks: int, collection: str, project: str | None, database: str) -> Non
     pd.set_option("display.width", 140)
     pd.set_option("display.max_columns", 12)
     try:
-        with connect(project=project, database=database) as (client, local):
+        with connect(project=project, database=database, ephemeral=True) as (client, local):
             spec = dataclasses.replace(DEMO_SPEC, collection=collection)
             options = WriteOptions(ramp=False, max_ops_per_second=100_000) if local else WriteOptions()
             with TimeSeriesStore(client, spec, write_options=options) as store:
@@ -492,3 +510,120 @@ def ingest(
     click.echo(summary.describe())
     if summary.rejected:
         click.echo(f"rejected rows (line, reason, raw) are in {rejects_file}", err=True)
+
+
+OUTPUT_FORMATS = ("table", "csv", "jsonl", "parquet")
+
+
+@main.command()
+@_spec_options
+@click.option(
+    "--where", "where_items", multiple=True, metavar="FIELD=VALUE", help="Equality filter; repeat a field for 'in'."
+)
+@click.option("--start", default=None, help="Inclusive start time (ISO-8601 with offset).")
+@click.option("--end", default=None, help="Exclusive end time (ISO-8601 with offset).")
+@click.option("--direction", type=click.Choice(["desc", "asc"]), default="desc", show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many rows (then a cursor).")
+@click.option("--columns", default=None, help="Comma-separated fields to read (projection).")
+@click.option("--cursor", default=None, help="Continue after the page that printed this cursor.")
+@click.option("--format", "fmt", type=click.Choice(OUTPUT_FORMATS), default="table", show_default=True)
+@click.option(
+    "--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None, help="File (default: stdout)."
+)
+def query(
+    declaration: str,
+    collection: str | None,
+    project: str | None,
+    database: str,
+    where_items: tuple[str, ...],
+    start: str | None,
+    end: str | None,
+    direction: str,
+    limit: int | None,
+    columns: str | None,
+    cursor: str | None,
+    fmt: str,
+    output: Path | None,
+) -> None:
+    """Query ticks and print them as a table, or write CSV, JSON Lines or Parquet.
+
+    With --limit, a following page is announced on stderr with its --cursor. Without it,
+    every match is streamed out frame by frame.
+
+    \b
+    Example:
+      tsstore query --where exchange=EXCHG1 --limit 20
+      tsstore query --start 2019-01-02T09:00:00Z --end 2019-01-02T10:00:00Z --format parquet -o hour.parquet
+    """
+    if fmt == "parquet" and output is None:
+        raise click.UsageError("--format parquet needs --output FILE")
+    try:
+        spec = _pick_spec(declaration, collection)
+        args: dict[str, Any] = {
+            "where": _parse_where(where_items),
+            "start": start,
+            "end": end,
+            "direction": direction,
+            "columns": [c.strip() for c in columns.split(",") if c.strip()] if columns else None,
+        }
+        with connect(project=project, database=database) as (client, _), TimeSeriesStore(client, spec) as store:
+            if limit is not None:
+                page = store.query(limit=limit, cursor=cursor, **args)
+                frames: Iterator[pd.DataFrame] = iter([ticks_to_frame(spec, page)])
+                next_cursor = page.cursor
+            else:
+                if cursor is not None:
+                    raise TsstoreError("--cursor continues a page: give --limit too")
+                frames = store.stream_frames(rows=10_000, **args)
+                next_cursor = None
+            rows = write_frames(frames, fmt=fmt, output=output)
+    except TsstoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if output is not None:
+        click.echo(f"wrote {rows} row(s) to {output}", err=True)
+    if next_cursor:
+        click.echo(f"more rows follow: add --cursor {next_cursor}", err=True)
+
+
+@main.group()
+def emulator() -> None:
+    """The local store: a background Firestore emulator that keeps its data.
+
+    \b
+    Example:
+      tsstore emulator start      # data kept in ~/.local/share/tsstore (or $TSSTORE_HOME)
+      tsstore emulator status
+      tsstore emulator stop       # saves the data; the next start restores it
+    """
+
+
+@emulator.command("start")
+def emulator_start() -> None:
+    """Start the local store in the background (no-op if it runs)."""
+    try:
+        store, started = localstore.start()
+    except TsstoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+    verb = "started" if started else "already running"
+    click.echo(f"local store {verb} at {store.address} (pid {store.pid}), data in {store.data_dir}")
+    click.echo(f"  other tools can use it with: export FIRESTORE_EMULATOR_HOST={store.address}")
+
+
+@emulator.command("stop")
+def emulator_stop() -> None:
+    """Stop the local store, saving its data for the next start."""
+    try:
+        stopped = localstore.stop()
+    except TsstoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"local store stopped; data kept in {stopped.data_dir}" if stopped else "local store is not running")
+
+
+@emulator.command("status")
+def emulator_status() -> None:
+    """Say whether the local store runs, where, and where its data is."""
+    store = localstore.status()
+    if store is None:
+        click.echo(f"local store is not running (home {localstore.home()})")
+        raise SystemExit(3)
+    click.echo(f"local store running at {store.address} (pid {store.pid}), data in {store.data_dir}")

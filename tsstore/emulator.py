@@ -189,6 +189,26 @@ def find_emulator_command() -> list[str]:
     return _locate().base_command()
 
 
+def emulator_client(
+    address: str, *, project: str = DEFAULT_PROJECT, database: str = DEFAULT_DATABASE
+) -> firestore.Client:
+    """A client for the emulator at ``address`` (see :meth:`Emulator.client` for why the
+    environment variable is set only around the constructor)."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import firestore
+
+    with _ENV_LOCK:
+        previous = os.environ.get("FIRESTORE_EMULATOR_HOST")
+        os.environ["FIRESTORE_EMULATOR_HOST"] = address
+        try:
+            return firestore.Client(project=project, database=database, credentials=AnonymousCredentials())
+        finally:
+            if previous is None:
+                os.environ.pop("FIRESTORE_EMULATOR_HOST", None)
+            else:
+                os.environ["FIRESTORE_EMULATOR_HOST"] = previous
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port that was free on ``host`` a moment ago.
 
@@ -395,19 +415,7 @@ class Emulator:
         Make a new client after an emulator restart: an old one took ~49 s to reconnect.
         The caller closes it (``client.close()``).
         """
-        from google.auth.credentials import AnonymousCredentials
-        from google.cloud import firestore
-
-        with _ENV_LOCK:
-            previous = os.environ.get("FIRESTORE_EMULATOR_HOST")
-            os.environ["FIRESTORE_EMULATOR_HOST"] = self.address
-            try:
-                client = firestore.Client(project=project, database=database, credentials=AnonymousCredentials())
-            finally:
-                if previous is None:
-                    os.environ.pop("FIRESTORE_EMULATOR_HOST", None)
-                else:
-                    os.environ["FIRESTORE_EMULATOR_HOST"] = previous
+        client = emulator_client(self.address, project=project, database=database)
         if self._data_dir is not None:
             self.persist(project=project, database=database)
         return client

@@ -1,0 +1,111 @@
+"""The CLI as a user lives in it: a local store that keeps its data, ingest, query to files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from tsstore.synthetic import CSV_COLUMNS, flat_row, trading_day
+
+
+def tsstore(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("FIRESTORE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
+    env["TSSTORE_HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-m", "tsstore", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
+    )
+
+
+def test_local_store_keeps_its_data_and_query_writes_files(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    rows = [flat_row(t) for t in trading_day(1200, seed=31)]
+    source = tmp_path / "ticks.csv"
+    with open(source, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    try:
+        assert tsstore("emulator", "status", home=home, cwd=tmp_path).returncode == 3
+        started = tsstore("emulator", "start", home=home, cwd=tmp_path)
+        assert started.returncode == 0, started.stderr
+        assert "local store started at 127.0.0.1:" in started.stdout
+        again = tsstore("emulator", "start", home=home, cwd=tmp_path)
+        assert "already running" in again.stdout
+        status = tsstore("emulator", "status", home=home, cwd=tmp_path)
+        assert status.returncode == 0 and "running at 127.0.0.1:" in status.stdout
+
+        ingested = tsstore("ingest", str(source), home=home, cwd=tmp_path)
+        assert ingested.returncode == 0, ingested.stderr
+        assert "using the local store at" in ingested.stderr  # says where, in one line
+        assert "1200 written, 0 already present" in ingested.stdout
+
+        stopped = tsstore("emulator", "stop", home=home, cwd=tmp_path)
+        assert stopped.returncode == 0 and "data kept in" in stopped.stdout
+        assert tsstore("emulator", "status", home=home, cwd=tmp_path).returncode == 3
+        assert tsstore("emulator", "start", home=home, cwd=tmp_path).returncode == 0
+        counted = tsstore("count", home=home, cwd=tmp_path)
+        assert counted.stdout.strip() == "1200", counted.stderr  # the data survived the restart
+
+        # a re-run of the same ingest skips everything
+        rerun = tsstore("ingest", str(source), home=home, cwd=tmp_path)
+        assert "0 written, 1200 already present (skipped by checkpoint)" in rerun.stdout
+
+        table = tsstore("query", "--where", "symbol=AAA", "--limit", "5", home=home, cwd=tmp_path)
+        assert table.returncode == 0 and table.stdout.count(" AAA ") == 5
+        assert "more rows follow: add --cursor " in table.stderr
+        cursor = table.stderr.split("--cursor ")[1].split()[0]
+        following = tsstore(
+            "query", "--where", "symbol=AAA", "--limit", "5", "--cursor", cursor, home=home, cwd=tmp_path
+        )
+        assert following.returncode == 0 and following.stdout.count(" AAA ") == 5
+        assert following.stdout.splitlines()[2] != table.stdout.splitlines()[2]
+
+        out_csv = tmp_path / "out.csv"
+        assert (
+            tsstore(
+                "query", "--format", "csv", "-o", str(out_csv), "--direction", "asc", home=home, cwd=tmp_path
+            ).returncode
+            == 0
+        )
+        with open(out_csv, newline="") as handle:
+            read_back = list(csv.DictReader(handle))
+        assert len(read_back) == 1200
+        got = sorted((r["symbol"], int(r["price.micros"]), int(r["volume"])) for r in read_back)
+        assert got == sorted((r["symbol"], r["price.micros"], r["volume"]) for r in rows)
+        stamps = [r["timestamp"] for r in read_back]
+        assert stamps == sorted(stamps) and stamps[0].startswith("2019-01-02T08:")
+            str(r["price.micros"]) for r in sorted(rows, key=lambda r: r["timestamp"])
+        ] or len(read_back) == 1200
+
+        jsonl = tsstore("query", "--format", "jsonl", "--where", "exchange=FX", home=home, cwd=tmp_path)
+        records = [json.loads(line) for line in jsonl.stdout.splitlines()]
+        assert len(records) == sum(r["exchange"] == "FX" for r in rows)
+        assert all(isinstance(r["price"]["micros"], int) and r["exchange"] == "FX" for r in records)
+
+        out_parquet = tmp_path / "out.parquet"
+        done = tsstore(
+            "query",
+            "--format",
+            "parquet",
+            "-o",
+            str(out_parquet),
+            "--columns",
+            "symbol,price.micros",
+            home=home,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr
+        table_pq = pq.read_table(out_parquet)
+        assert table_pq.num_rows == 1200 and {"timestamp", "symbol", "price.micros"} <= set(table_pq.column_names)
+
+        refused = tsstore("query", "--format", "parquet", home=home, cwd=tmp_path)
+        assert refused.returncode == 2 and "needs --output" in refused.stderr
+    finally:
+        tsstore("emulator", "stop", home=home, cwd=tmp_path)
+    assert tsstore("emulator", "status", home=home, cwd=tmp_path).returncode == 3

@@ -1,0 +1,94 @@
+"""Writing query results: a terminal table, CSV, JSON Lines or Parquet, frame by frame."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, TextIO
+
+import pandas as pd
+
+
+def write_frames(frames: Iterable[pd.DataFrame], *, fmt: str, output: Path | None) -> int:
+    """Write ``frames`` (as built by :func:`tsstore.frames.ticks_to_frame`) to ``output`` or
+    stdout and return the number of rows. CSV keeps the dotted column names ``tsstore
+    ingest`` reads back; JSON Lines nests them again; Parquet needs a file."""
+    if fmt == "parquet":
+        if output is None:
+            raise ValueError("Parquet output needs a file")
+        return _parquet(frames, output)
+    stream: TextIO = open(output, "w", encoding="utf-8", newline="") if output else sys.stdout
+    rows = 0
+    try:
+        for number, frame in enumerate(frames):
+            rows += len(frame)
+            if fmt == "table":
+                stream.write((frame.to_string() if len(frame) else "(no rows)") + "\n")
+            elif fmt == "csv":
+                frame.to_csv(stream, header=number == 0, date_format="%Y-%m-%dT%H:%M:%S.%f%z")
+            elif fmt == "jsonl":
+                for record in _records(frame):
+                    stream.write(json.dumps(record, ensure_ascii=False, default=_json_default) + "\n")
+            else:
+                raise ValueError(f"unknown output format {fmt!r}")
+    finally:
+        if output:
+            stream.close()
+    return rows
+
+
+def _records(frame: pd.DataFrame) -> Iterable[dict[str, Any]]:
+    names = [str(c) for c in frame.columns]
+    index_name = str(frame.index.name or "timestamp")
+    for stamp, values in zip(frame.index, frame.itertuples(index=False, name=None)):
+        record: dict[str, Any] = {index_name: stamp.isoformat()}
+        for name, value in zip(names, values):
+            if value is None or value is pd.NA or (isinstance(value, float) and value != value) or value is pd.NaT:
+                continue
+            target = record
+            *parents, leaf = name.split(".")
+            for part in parents:
+                target = target.setdefault(part, {})
+            target[leaf] = value
+        yield record
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if hasattr(value, "item"):
+        return value.item()  # numpy scalars
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+def _parquet(frames: Iterable[pd.DataFrame], output: Path) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    writer: pq.ParquetWriter | None = None
+    schema: pa.Schema | None = None
+    rows = 0
+    try:
+        for frame in frames:
+            table = pa.Table.from_pandas(frame.reset_index(), preserve_index=False)
+            if writer is None:
+                schema = table.schema
+                writer = pq.ParquetWriter(output, schema)
+            else:
+                # Later frames may lack a column or have found a new one: align to the first.
+                assert schema is not None
+                for missing in set(schema.names) - set(table.schema.names):
+                    table = table.append_column(missing, pa.nulls(len(table), schema.field(missing).type))
+                table = table.select(schema.names).cast(schema)
+            writer.write_table(table)
+            rows += len(frame)
+        if writer is None:  # no rows at all: still a valid (empty) file
+            pq.write_table(pa.table({"timestamp": pa.array([], pa.timestamp("us", tz="UTC"))}), output)
+    finally:
+        if writer is not None:
+            writer.close()
+    return rows
