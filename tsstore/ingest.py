@@ -255,6 +255,47 @@ class _RowParser:
         return record
 
 
+    def compile(self, names: list[str]) -> Callable[[list[str]], dict[str, Any]]:
+        """A record builder for rows of text cells under ``names`` (CSV): the per-column work
+        (converter, nesting, checks) is decided once, since this runs for every row."""
+        plan = []
+        for i, name in enumerate(names):
+            conv = self.converter(name)
+            *parents, leaf = name.split(".")
+            plan.append((i, name, None if conv is _as_text else conv, tuple(parents), leaf, name in self.known))
+        strict, limit = self.strict, self.max_field_bytes
+        ts_path = self.spec.timestamp_field.split(".")
+
+        def build(row: list[str]) -> dict[str, Any]:
+            record: dict[str, Any] = {}
+            for i, name, conv, parents, leaf, known in plan:
+                raw = row[i]
+                if not raw:
+                    continue
+                if strict and not known:
+                    raise _Reject(f"unknown column {name!r} has a value (strict: declared columns only)")
+                if len(raw) * 4 > limit and len(raw.encode()) > limit:
+                    raise _Reject(f"column {name!r} is {len(raw.encode())} bytes; at most {limit} allowed")
+                if conv is None:
+                    value: Any = raw
+                else:
+                    try:
+                        value = conv(raw)
+                    except _Reject as bad:
+                        raise _Reject(f"column {name!r}: {bad}") from None
+                target = record
+                for part in parents:
+                    target = target.setdefault(part, {})
+                    if not isinstance(target, dict):
+                        raise _Reject(f"column {name!r} collides with a value at {part!r}")
+                target[leaf] = value
+            if _get(record, ts_path) is None:
+                raise _Reject(f"timestamp {'.'.join(ts_path)!r} is missing")
+            return record
+
+        return build
+
+
 class _Reject(Exception):
     pass
 
@@ -329,7 +370,7 @@ def _read_csv(path: Path, parser: _RowParser) -> Iterator[tuple[int, dict[str, A
             raise IngestError(f"{path}: the header names {dupes} more than once; each column must be named once")
         if parser.spec.timestamp_field not in names:
             raise IngestError(f"{path}: the header has no {parser.spec.timestamp_field!r} column (found {names})")
-        convert = {n: parser.converter(n) for n in names}
+        build = parser.compile(names)
         width = len(names)
         line = reader.line_num
         for row in reader:
@@ -345,7 +386,7 @@ def _read_csv(path: Path, parser: _RowParser) -> Iterator[tuple[int, dict[str, A
                 yield first, Rejected(first, f"has {len(row)} fields, the header has {width}", raw)
             else:
                 try:
-                    yield first, parser.record(zip(names, row), convert)
+                    yield first, build(row)
                 except _Reject as bad:
                     yield first, Rejected(first, str(bad), raw)
 
@@ -455,38 +496,49 @@ class _Checkpoint:
 
 
 class _Watermark:
-    """The last line up to which every row is done, while batches finish out of order."""
+    """The last line up to which every row is done, while batches finish out of order.
+
+    Rows enter in input order; the writer's record positions count only the rows sent to it
+    (rejected rows are done at once). Two parallel deques hold the not-yet-passed rows.
+    """
 
     def __init__(self, start: int) -> None:
         self.line = start
-        self._queue: deque[list[Any]] = deque()  # [line, done] in input order
-        self._by_index: dict[int, list[Any]] = {}
-        self._next_index = 0
+        self._lines: deque[int] = deque()
+        self._done: deque[bool] = deque()
+        self._slot_of: dict[int, int] = {}  # writer position -> absolute slot number, until confirmed
+        self._sent = 0
+        self._base = 0  # absolute slot number of self._lines[0]
 
     def sent(self, line: int) -> None:
-        entry = [line, False]
-        self._queue.append(entry)
-        self._by_index[self._next_index] = entry
-        self._next_index += 1
+        self._slot_of[self._sent] = self._base + len(self._lines)
+        self._sent += 1
+        self._lines.append(line)
+        self._done.append(False)
 
     def done_now(self, line: int) -> None:
-        self._queue.append([line, True])
+        self._lines.append(line)
+        self._done.append(True)
         self._advance()
 
     def line_of(self, index: int) -> int:
-        entry = self._by_index.get(index)
-        return int(entry[0]) if entry else 0
+        slot = self._slot_of.get(index, -1) - self._base
+        return self._lines[slot] if 0 <= slot < len(self._lines) else 0
 
     def confirm(self, indexes: list[int]) -> None:
+        done, base, slot_of = self._done, self._base, self._slot_of
         for index in indexes:
-            entry = self._by_index.pop(index, None)
-            if entry is not None:
-                entry[1] = True
+            slot = slot_of.pop(index, -1) - base
+            if slot >= 0:
+                done[slot] = True
         self._advance()
 
     def _advance(self) -> None:
-        while self._queue and self._queue[0][1]:
-            self.line = self._queue.popleft()[0]
+        lines, done = self._lines, self._done
+        while done and done[0]:
+            done.popleft()
+            self.line = lines.popleft()
+            self._base += 1
 
 
 def write_rejects(path: Path) -> tuple[Callable[[Rejected], None], Callable[[], None]]:
