@@ -49,6 +49,8 @@ def test_every_cli_command_is_documented() -> None:
             listed = re.search(rf"tsstore {name} ([a-z|]+)", README)
             assert listed, f"README does not list the subcommands of `tsstore {name}`"
             assert set(listed.group(1).split("|")) == set(command.commands), listed.group(1)
+            for sub_name, sub in command.commands.items():
+                assert sub.help and "Example:" in sub.help, f"`tsstore {name} {sub_name} --help` has no example"
 
 
 def test_demo_runs_on_the_embedded_emulator() -> None:
@@ -61,7 +63,7 @@ def test_demo_runs_on_the_embedded_emulator() -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert "starting the local Firestore emulator" in done.stderr
+    assert "starting a temporary local emulator" in done.stderr
     assert "wrote 2003 ticks" in done.stdout
     sections = done.stdout.split("\n--- ")
     assert [s.split(":")[0] for s in sections[1:4]] == [

@@ -386,7 +386,12 @@ def _with_counter(path: str, project: str | None, database: str, action: Callabl
 @_counter_options
 @click.option("--shards", type=int, required=True, help="Number of shard documents.")
 def counter_create(path: str, project: str | None, database: str, shards: int) -> None:
-    """Create a counter (idempotent: an existing one is left as it is)."""
+    """Create a counter (idempotent: an existing one is left as it is).
+
+    \b
+    Example:
+      tsstore counter create counters/likes --shards 10
+    """
     _with_counter(path, project, database, lambda c: f"{c.path}: {c.create(shards=shards)} shards")
 
 
@@ -394,7 +399,12 @@ def counter_create(path: str, project: str | None, database: str, shards: int) -
 @_counter_options
 @click.option("--by", type=int, default=1, show_default=True, help="Amount (negative allowed).")
 def counter_incr(path: str, project: str | None, database: str, by: int) -> None:
-    """Add to a counter (on a random shard)."""
+    """Add to a counter (on a random shard).
+
+    \b
+    Example:
+      tsstore counter incr counters/likes --by -2
+    """
 
     def incr(c: ShardedCounter) -> str:
         c.increment(by)
@@ -407,7 +417,12 @@ def counter_incr(path: str, project: str | None, database: str, by: int) -> None
 @_counter_options
 @click.option("--live", is_flag=True, help="Sum the shards now instead of reading the last roll-up.")
 def counter_get(path: str, project: str | None, database: str, live: bool) -> None:
-    """Print a counter's value and when it was true."""
+    """Print a counter's value and when it was true.
+
+    \b
+    Example:
+      tsstore counter get counters/likes --live
+    """
 
     def get(c: ShardedCounter) -> str:
         v = c.read(live=live)
@@ -419,7 +434,12 @@ def counter_get(path: str, project: str | None, database: str, live: bool) -> No
 @counter.command("rollup")
 @_counter_options
 def counter_rollup(path: str, project: str | None, database: str) -> None:
-    """Store the live total in the counter document."""
+    """Store the live total in the counter document.
+
+    \b
+    Example:
+      tsstore counter rollup counters/likes
+    """
     _with_counter(path, project, database, lambda c: f"{c.path}: rolled up {c.rollup().value}")
 
 
@@ -427,7 +447,12 @@ def counter_rollup(path: str, project: str | None, database: str) -> None:
 @_counter_options
 @click.option("--shards", type=int, required=True, help="New (larger) number of shards.")
 def counter_grow(path: str, project: str | None, database: str, shards: int) -> None:
-    """Raise a counter's shard count; counts are kept."""
+    """Raise a counter's shard count; counts are kept.
+
+    \b
+    Example:
+      tsstore counter grow counters/likes --shards 20
+    """
     _with_counter(path, project, database, lambda c: f"{c.path}: {c.grow(shards=shards)} shards")
 
 
@@ -599,7 +624,12 @@ def emulator() -> None:
 
 @emulator.command("start")
 def emulator_start() -> None:
-    """Start the local store in the background (no-op if it runs)."""
+    """Start the local store in the background (no-op if it runs).
+
+    \b
+    Example:
+      TSSTORE_HOME=~/ticks-store tsstore emulator start
+    """
     try:
         store, started = localstore.start()
     except TsstoreError as exc:
@@ -611,7 +641,12 @@ def emulator_start() -> None:
 
 @emulator.command("stop")
 def emulator_stop() -> None:
-    """Stop the local store, saving its data for the next start."""
+    """Stop the local store, saving its data for the next start.
+
+    \b
+    Example:
+      tsstore emulator stop
+    """
     try:
         stopped = localstore.stop()
     except TsstoreError as exc:
@@ -621,7 +656,12 @@ def emulator_stop() -> None:
 
 @emulator.command("status")
 def emulator_status() -> None:
-    """Say whether the local store runs, where, and where its data is."""
+    """Say whether the local store runs, where, and where its data is (exit 3 if not).
+
+    \b
+    Example:
+      tsstore emulator status
+    """
     store = localstore.status()
     if store is None:
         click.echo(f"local store is not running (home {localstore.home()})")

@@ -254,7 +254,6 @@ class _RowParser:
             raise _Reject(f"timestamp {ts!r} is missing")
         return record
 
-
     def compile(self, names: list[str]) -> Callable[[list[str]], dict[str, Any]]:
         """A record builder for rows of text cells under ``names`` (CSV): the per-column work
         (converter, nesting, checks) is decided once, since this runs for every row."""
