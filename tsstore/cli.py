@@ -243,6 +243,14 @@ def _spec_options(command: Any) -> Any:
     return click.option("--database", default="(default)", show_default=True)(command)
 
 
+def _range_options(command: Any) -> Any:
+    command = click.option("--end", default=None, help="Exclusive end time (ISO-8601 with offset).")(command)
+    command = click.option("--start", default=None, help="Inclusive start time (ISO-8601 with offset).")(command)
+    return click.option(
+        "--where", "where_items", multiple=True, metavar="FIELD=VALUE", help="Equality filter; repeat a field for 'in'."
+    )(command)
+
+
 def _pick_spec(declaration: str, collection: str | None) -> SeriesSpec:
     specs = load_specs(declaration)
     if collection is None:
@@ -279,11 +287,7 @@ def _parse_where(items: tuple[str, ...]) -> dict[str, Any]:
 
 @main.command()
 @_spec_options
-@click.option(
-    "--where", "where_items", multiple=True, metavar="FIELD=VALUE", help="Equality filter; repeat a field for 'in'."
-)
-@click.option("--start", default=None, help="Inclusive start time (ISO-8601 with offset).")
-@click.option("--end", default=None, help="Exclusive end time (ISO-8601 with offset).")
+@_range_options
 def count(
     declaration: str,
     collection: str | None,
@@ -542,11 +546,7 @@ OUTPUT_FORMATS = ("table", "csv", "jsonl", "parquet")
 
 @main.command()
 @_spec_options
-@click.option(
-    "--where", "where_items", multiple=True, metavar="FIELD=VALUE", help="Equality filter; repeat a field for 'in'."
-)
-@click.option("--start", default=None, help="Inclusive start time (ISO-8601 with offset).")
-@click.option("--end", default=None, help="Exclusive end time (ISO-8601 with offset).")
+@_range_options
 @click.option("--direction", type=click.Choice(["desc", "asc"]), default="desc", show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many rows (then a cursor).")
 @click.option("--columns", default=None, help="Comma-separated fields to read (projection).")

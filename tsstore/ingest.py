@@ -186,7 +186,7 @@ class _RowParser:
         if spec.expire_after is not None:
             known.add(spec.expire_field)
         self.known = frozenset(known)
-        self._paths: dict[str, tuple[list[str], str]] = {}
+        self._builders: dict[tuple[str, ...], Callable[[list[Any]], dict[str, Any]]] = {}
 
     def converter(self, column: str) -> Callable[[Any], Any]:
         if column == self.spec.timestamp_field:
@@ -220,48 +220,24 @@ class _RowParser:
             parsed = parsed.replace(tzinfo=dt.timezone.utc)
         return parsed
 
-    def record(self, items: Iterator[tuple[str, Any]], convert: Mapping[str, Callable[[Any], Any]]) -> dict[str, Any]:
-        """A nested record from (dotted column, raw value) pairs; empty values are left out."""
-        record: dict[str, Any] = {}
-        for column, raw in items:
-            if raw is None or raw == "":
-                continue
-            if self.strict and column not in self.known:
-                raise _Reject(f"unknown column {column!r} has a value (strict: declared columns only)")
-            if (
-                isinstance(raw, str)
-                and len(raw) * 4 > self.max_field_bytes
-                and len(raw.encode()) > self.max_field_bytes
-            ):
-                raise _Reject(f"column {column!r} is {len(raw.encode())} bytes; at most {self.max_field_bytes} allowed")
-            try:
-                value = convert[column](raw)
-            except _Reject as bad:
-                raise _Reject(f"column {column!r}: {bad}") from None
-            split = self._paths.get(column)
-            if split is None:
-                *head, tail = column.split(".")
-                split = self._paths[column] = (head, tail)
-            parents, leaf = split
-            target = record
-            for part in parents:
-                target = target.setdefault(part, {})
-                if not isinstance(target, dict):
-                    raise _Reject(f"column {column!r} collides with a value at {part!r}")
-            target[leaf] = value
-        ts = self.spec.timestamp_field
-        if _get(record, ts.split(".")) is None:
-            raise _Reject(f"timestamp {ts!r} is missing")
-        return record
+    def record(self, items: Mapping[str, Any]) -> dict[str, Any]:
+        """A nested record from an already typed row (JSON Lines, Parquet) with dotted names."""
+        names = tuple(items)
+        build = self._builders.get(names)
+        if build is None:
+            build = self._builders[names] = self.compile(list(names), typed=True)
+        return build(list(items.values()))
 
-    def compile(self, names: list[str]) -> Callable[[list[str]], dict[str, Any]]:
-        """A record builder for rows of text cells under ``names`` (CSV): the per-column work
-        (converter, nesting, checks) is decided once, since this runs for every row."""
+    def compile(self, names: list[str], *, typed: bool = False) -> Callable[[list[Any]], dict[str, Any]]:
+        """A record builder for rows of cells under ``names``: the per-column work (converter,
+        nesting, checks) is decided once, since the builder runs for every row. ``typed``
+        rows (JSON, Parquet) keep the types of undeclared values; text rows (CSV) are text."""
         plan = []
         for i, name in enumerate(names):
-            conv = self.converter(name)
+            conv = self.converter(name) if (name in self.known or not typed) else _as_is
+            passthrough = conv is _as_is or (conv is _as_text and not typed)
             *parents, leaf = name.split(".")
-            plan.append((i, name, None if conv is _as_text else conv, tuple(parents), leaf, name in self.known))
+            plan.append((i, name, None if passthrough else conv, tuple(parents), leaf, name in self.known))
         strict, limit = self.strict, self.max_field_bytes
         ts_path = self.spec.timestamp_field.split(".")
 
@@ -269,11 +245,11 @@ class _RowParser:
             record: dict[str, Any] = {}
             for i, name, conv, parents, leaf, known in plan:
                 raw = row[i]
-                if not raw:
+                if raw == "" or raw is None:
                     continue
                 if strict and not known:
                     raise _Reject(f"unknown column {name!r} has a value (strict: declared columns only)")
-                if len(raw) * 4 > limit and len(raw.encode()) > limit:
+                if type(raw) is str and len(raw) * 4 > limit and len(raw.encode()) > limit:
                     raise _Reject(f"column {name!r} is {len(raw.encode())} bytes; at most {limit} allowed")
                 if conv is None:
                     value: Any = raw
@@ -391,14 +367,6 @@ def _read_csv(path: Path, parser: _RowParser) -> Iterator[tuple[int, dict[str, A
 
 
 def _read_jsonl(path: Path, parser: _RowParser) -> Iterator[tuple[int, dict[str, Any] | Rejected]]:
-    converters: dict[str, Callable[[Any], Any]] = {}
-
-    class _Converters(dict):  # type: ignore[type-arg]
-        def __missing__(self, column: str) -> Callable[[Any], Any]:
-            converters[column] = conv = parser.converter(column) if column in parser.known else _as_is
-            return conv
-
-    lookup = _Converters()
     with open(path, "rb") as handle:
         for number, blob in enumerate(handle, start=1):
             try:
@@ -418,7 +386,7 @@ def _read_jsonl(path: Path, parser: _RowParser) -> Iterator[tuple[int, dict[str,
                 yield number, Rejected(number, f"is a JSON {type(value).__name__}, not an object", text.rstrip("\n"))
                 continue
             try:
-                yield number, parser.record(_flatten(value), lookup)
+                yield number, parser.record(dict(_flatten(value)))
             except _Reject as bad:
                 yield number, Rejected(number, str(bad), text.rstrip("\n"))
 
@@ -426,7 +394,6 @@ def _read_jsonl(path: Path, parser: _RowParser) -> Iterator[tuple[int, dict[str,
 def _read_parquet(path: Path, parser: _RowParser) -> Iterator[tuple[int, dict[str, Any] | Rejected]]:
     import pyarrow.parquet as pq
 
-    lookup: dict[str, Callable[[Any], Any]] = {}
     try:
         parquet = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
@@ -435,12 +402,8 @@ def _read_parquet(path: Path, parser: _RowParser) -> Iterator[tuple[int, dict[st
     for batch in parquet.iter_batches(batch_size=10_000):
         for value in batch.to_pylist():
             number += 1
-            items = list(_flatten(value))
-            for column, _ in items:
-                if column not in lookup:
-                    lookup[column] = parser.converter(column) if column in parser.known else _as_is
             try:
-                yield number, parser.record(iter(items), lookup)
+                yield number, parser.record(dict(_flatten(value)))
             except _Reject as bad:
                 yield number, Rejected(number, str(bad), json.dumps(value, default=str))
 
