@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import json
 import os
 import signal
@@ -19,7 +20,6 @@ from google.cloud import firestore
 
 from tsstore import TimeSeriesStore, WriteOptions
 from tsstore.demo import SPEC
-from tsstore.emulator import start_emulator
 from tsstore.ingest import IngestError, Rejected, ingest_file
 from tsstore.synthetic import CSV_COLUMNS, flat_row, trading_day
 
@@ -101,6 +101,21 @@ def test_naive_policy_and_non_strict_mode(client: firestore.Client, tmp_path: Pa
     assert noted["note"] == "hello"
 
 
+def test_naive_times_in_a_named_zone(client: firestore.Client, tmp_path: Path) -> None:
+    path = tmp_path / "rome.csv"
+    path.write_text(
+        "timestamp,symbol,exchange,instrumentType,price.currency,price.micros,volume\n"
+        "2019-07-01T10:00:00,AAA,EXCHG1,commonstock,EUR,1,1\n"  # summer: UTC+2
+        "2019-01-02T10:00:00,BBB,EXCHG1,commonstock,EUR,1,1\n"  # winter: UTC+1
+    )
+    store = TimeSeriesStore(client, SPEC, write_options=FAST)
+    assert ingest_file(store, path, naive="Europe/Rome").written == 2
+    times = {d["symbol"]: d["timestamp"] for d in stored(client).values()}
+    assert times["AAA"].hour == 8 and times["BBB"].hour == 9 and times["AAA"].utcoffset() == dt.timedelta(0)
+    with pytest.raises(IngestError, match="timezone policy 'Mars/Olympus' is not allowed"):
+        ingest_file(store, path, naive="Mars/Olympus")
+
+
 def test_file_level_problems_are_errors(client: firestore.Client, tmp_path: Path) -> None:
     store = TimeSeriesStore(client, SPEC, write_options=FAST)
     dupes = tmp_path / "dupes.csv"
@@ -149,6 +164,8 @@ def test_csv_jsonl_and_parquet_give_the_same_documents(emulator: Any, tmp_path: 
 
 
 def test_interrupted_ingest_resumes_without_duplicates(tmp_path: Path) -> None:
+    """200 000 rows into the local store (as `tsstore ingest` uses it with no emulator or
+    project configured), killed with SIGKILL midway, then run again."""
     path = tmp_path / "day.csv"
     total = 200_000
     with open(path, "w", newline="") as handle:
@@ -156,8 +173,17 @@ def test_interrupted_ingest_resumes_without_duplicates(tmp_path: Path) -> None:
         writer.writeheader()
         writer.writerows(flat_row(t) for t in trading_day(total, seed=99))
     checkpoint = tmp_path / "day.csv.tsstore-checkpoint.json"
-    with start_emulator(max_heap="8g") as emulator:
-        env = dict(os.environ, FIRESTORE_EMULATOR_HOST=emulator.address)
+    env = {k: v for k, v in os.environ.items() if k not in ("FIRESTORE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
+    # The emulator keeps every document on its heap: about 3.6 GiB at 200 000 ticks.
+    env.update(TSSTORE_HOME=str(tmp_path / "home"), TSSTORE_EMULATOR_HEAP="8g")
+
+    def tsstore(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tsstore", *args], env=env, capture_output=True, text=True, timeout=timeout
+        )
+
+    assert tsstore("emulator", "start").returncode == 0
+    try:
         command = [sys.executable, "-m", "tsstore", "ingest", str(path)]
         first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 240
@@ -168,13 +194,13 @@ def test_interrupted_ingest_resumes_without_duplicates(tmp_path: Path) -> None:
             time.sleep(0.2)
         assert first.poll() is None, "the first run finished before it could be interrupted"
         first.send_signal(signal.SIGKILL)  # no chance to clean up: the hardest case
-        out, err = first.communicate(timeout=60)
+        _, err = first.communicate(timeout=60)
         assert first.returncode == -signal.SIGKILL
-        assert "ingesting" in err  # the progress bar was showing
+        assert "using the local store at" in err and "ingesting" in err  # where, and the progress bar
         stopped_at = json.loads(checkpoint.read_text())["line"]
         assert 0 < stopped_at < total + 1
 
-        second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+        second = tsstore("ingest", str(path))
         assert second.returncode == 0, second.stderr
         summary = second.stdout.strip().splitlines()[-1]
         skipped = int(summary.split(" already present")[0].rsplit(", ", 1)[1])
@@ -183,9 +209,10 @@ def test_interrupted_ingest_resumes_without_duplicates(tmp_path: Path) -> None:
         assert written + skipped == total
         assert f"resumed after line {stopped_at}" in summary
 
-        client = emulator.client()
-        store = TimeSeriesStore(client, SPEC)
-        assert store.count() == total  # exactly: none lost, none twice
-        newest = store.query(limit=3)
-        assert [t.timestamp for t in newest] == sorted((t.timestamp for t in newest), reverse=True)
-        client.close()
+        counted = tsstore("count")
+        assert counted.stdout.strip() == str(total), counted.stderr  # exactly: none lost, none twice
+        newest = tsstore("query", "--limit", "3", "--format", "jsonl")
+        stamps = [json.loads(line)["timestamp"] for line in newest.stdout.splitlines()]
+        assert len(stamps) == 3 and stamps == sorted(stamps, reverse=True)
+    finally:
+        tsstore("emulator", "stop")

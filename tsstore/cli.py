@@ -466,10 +466,10 @@ def counter_grow(path: str, project: str | None, database: str, shards: int) -> 
 @click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), default=None, help="Default: from the suffix.")
 @click.option(
     "--naive",
-    type=click.Choice(["error", "utc"]),
     default="error",
     show_default=True,
-    help="Times without an offset: reject the row, or read them as UTC.",
+    metavar="error|utc|ZONE",
+    help="Times without an offset: reject the row, or read them as UTC or in an IANA zone (Europe/Rome).",
 )
 @click.option("--strict", is_flag=True, help="Reject rows with values in undeclared columns.")
 @click.option("--max-field-bytes", type=click.IntRange(min=1), default=DEFAULT_MAX_FIELD_BYTES, show_default=True)
@@ -525,7 +525,7 @@ def ingest(
                     store,
                     file,
                     fmt=fmt,
-                    naive=naive,  # type: ignore[arg-type]
+                    naive=naive,
                     strict=strict,
                     max_field_bytes=max_field_bytes,
                     checkpoint=checkpoint,

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import time
+import zoneinfo
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -32,7 +33,6 @@ from typing import Any
 from .errors import RecordError, TsstoreError
 from .spec import SeriesSpec
 from .store import TimeSeriesStore
-from .times import NAIVE_POLICIES, NaivePolicy
 
 FORMATS: dict[str, tuple[str, ...]] = {
     "csv": (".csv",),
@@ -81,6 +81,21 @@ class IngestSummary:
         )
 
 
+def _naive_zone(policy: str) -> dt.tzinfo | None:
+    """The zone naive times are read in: None to reject them, UTC, or an IANA zone by name
+    (daylight-saving gaps and folds resolve as ``zoneinfo`` does: fold=0)."""
+    if policy == "error":
+        return None
+    if policy == "utc":
+        return dt.timezone.utc
+    try:
+        return zoneinfo.ZoneInfo(policy)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise IngestError(
+            f"timezone policy {policy!r} is not allowed; use 'error', 'utc' or an IANA zone such as 'Europe/Rome'"
+        ) from None
+
+
 def detect_format(path: Path, fmt: str | None = None) -> str:
     if fmt is not None:
         if fmt not in FORMATS:
@@ -99,28 +114,29 @@ def ingest_file(
     path: str | os.PathLike[str],
     *,
     fmt: str | None = None,
-    naive: NaivePolicy = "error",
+    naive: str = "error",
     strict: bool = False,
     max_field_bytes: int = DEFAULT_MAX_FIELD_BYTES,
     checkpoint: str | os.PathLike[str] | None = None,
     on_progress: Callable[[int], None] | None = None,
     on_reject: Callable[[Rejected], None] | None = None,
 ) -> IngestSummary:
-    """Ingest one file into ``store``; see the module doc. ``checkpoint`` is the checkpoint
+    """Ingest one file into ``store``; see the module doc. ``naive`` says what a time without
+    an offset means: ``"error"`` (reject the row), ``"utc"``, or an IANA zone name.
+    ``checkpoint`` is the checkpoint
     file (default: beside the input, ``<file>.tsstore-checkpoint.json``). ``on_progress``
     gets the number of rows finished (written or rejected) since its last call."""
     source = Path(path)
     if not source.is_file():
         raise IngestError(f"{str(source)!r} is not a file")
-    if naive not in NAIVE_POLICIES:
-        raise IngestError(f"naive={naive!r} is not allowed; use one of {NAIVE_POLICIES}")
+    zone = _naive_zone(naive)
     if not store.spec.key_fields:
         raise IngestError(
             f"the spec for {store.spec.collection!r} has no key_fields: ids would be random, so a re-run "
             "would duplicate ticks; declare key_fields (e.g. ['symbol'])"
         )
     kind = detect_format(source, fmt)
-    parser = _RowParser(store.spec, naive=naive, strict=strict, max_field_bytes=max_field_bytes)
+    parser = _RowParser(store.spec, zone=zone, strict=strict, max_field_bytes=max_field_bytes)
     marker = _Checkpoint(Path(checkpoint) if checkpoint else source.with_name(source.name + ".tsstore-checkpoint.json"))
     identity = _identity(source, store.spec)
     resume = marker.load(identity)
@@ -164,7 +180,7 @@ def ingest_file(
         tracker.confirm(indexes)
         finished(len(indexes))
 
-    store.write(records(), naive=naive, on_reject=record_rejected, on_written=written)
+    store.write(records(), on_reject=record_rejected, on_written=written)
     summary.seconds = time.perf_counter() - started
     marker.save(identity, tracker.line)
     return summary
@@ -176,9 +192,9 @@ def ingest_file(
 class _RowParser:
     """Turns one row's cells into a record, or a reason it cannot be one."""
 
-    def __init__(self, spec: SeriesSpec, *, naive: NaivePolicy, strict: bool, max_field_bytes: int) -> None:
+    def __init__(self, spec: SeriesSpec, *, zone: dt.tzinfo | None, strict: bool, max_field_bytes: int) -> None:
         self.spec = spec
-        self.naive = naive
+        self.zone = zone
         self.strict = strict
         self.max_field_bytes = max_field_bytes
         self.types = dict(spec.columns)
@@ -218,9 +234,11 @@ class _RowParser:
         else:
             raise _Reject(f"{value!r} is not a time")
         if parsed.tzinfo is None:
-            if self.naive != "utc":
-                raise _Reject(f"{value!s} has no timezone; give an offset or choose a timezone policy (--naive utc)")
-            parsed = parsed.replace(tzinfo=dt.timezone.utc)
+            if self.zone is None:
+                raise _Reject(
+                    f"{value!s} has no timezone; give an offset or choose a timezone policy (--naive utc or a zone)"
+                )
+            parsed = parsed.replace(tzinfo=self.zone)
         return parsed
 
     def record(self, items: Mapping[str, Any]) -> dict[str, Any]:
