@@ -157,10 +157,11 @@ class BulkSender:
                 retry = pending
                 last_error = (exc.grpc_status_code.value[0] if exc.grpc_status_code else 2, str(exc))
             except gexc.GoogleAPICallError as exc:
-                if len(pending) > 1:
+                if isinstance(exc, gexc.InvalidArgument) and len(pending) > 1:
                     # Firestore refuses the whole request for one bad document (e.g. one
                     # nested too deeply): split the batch until the culprit stands alone,
-                    # so only it is reported and every other document is written.
+                    # so only it is reported and every other document is written. Other
+                    # refusals (permissions, a missing database) concern every document alike.
                     middle = len(pending) // 2
                     for part in (pending[:middle], pending[middle:]):
                         sub = self._send(part)
