@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from tsstore.emulator import emulator_client
 from tsstore.synthetic import CSV_COLUMNS, flat_row, trading_day
 
 
@@ -45,12 +46,22 @@ def test_local_store_keeps_its_data_and_query_writes_files(tmp_path: Path) -> No
         assert "using the local store at" in ingested.stderr  # says where, in one line
         assert "1200 written, 0 already present" in ingested.stdout
 
+        # another tool, pointed at the store by address, writes to the default database
+        address = started.stdout.split("FIRESTORE_EMULATOR_HOST=")[1].split()[0]
+        other = emulator_client(address)
+        other.collection("notes").document("n1").set({"text": "kept"})
+        other.close()
+
         stopped = tsstore("emulator", "stop", home=home, cwd=tmp_path)
         assert stopped.returncode == 0 and "data kept in" in stopped.stdout
         assert tsstore("emulator", "status", home=home, cwd=tmp_path).returncode == 3
         assert tsstore("emulator", "start", home=home, cwd=tmp_path).returncode == 0
         counted = tsstore("count", home=home, cwd=tmp_path)
         assert counted.stdout.strip() == "1200", counted.stderr  # the data survived the restart
+        status = tsstore("emulator", "status", home=home, cwd=tmp_path)
+        other = emulator_client(status.stdout.split("running at ")[1].split()[0])
+        assert other.collection("notes").document("n1").get().get("text") == "kept"
+        other.close()
 
         # a re-run of the same ingest skips everything
         rerun = tsstore("ingest", str(source), home=home, cwd=tmp_path)

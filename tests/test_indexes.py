@@ -402,3 +402,15 @@ def test_bad_declaration_files(tmp_path: Path, text: str, message: str) -> None:
     path.write_text(text)
     with pytest.raises(SpecError, match=message):
         load_specs(str(path))
+
+
+def test_a_removed_ttl_field_loses_its_override(tmp_path: Path) -> None:
+    import datetime as dt
+
+    path = tmp_path / "firestore.indexes.json"
+    with_ttl = SeriesSpec("instruments", expire_after=dt.timedelta(days=7), expire_field="expiresAt")
+    plan_index_file(path, [with_ttl]).write()
+    assert '"ttl": true' in path.read_text()
+    update = plan_index_file(path, [SeriesSpec("instruments")])
+    assert '"ttl"' not in update.new_text
+    assert "TTL override instruments.expiresAt" in update.report.removed

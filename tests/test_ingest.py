@@ -172,7 +172,11 @@ def test_interrupted_ingest_resumes_without_duplicates(tmp_path: Path) -> None:
         writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         writer.writerows(flat_row(t) for t in trading_day(total, seed=99))
-    checkpoint = tmp_path / "day.csv.tsstore-checkpoint.json"
+
+    def checkpoint_line() -> int:
+        found = list(tmp_path.glob("day.csv.*.tsstore-checkpoint.json"))
+        return json.loads(found[0].read_text())["line"] if found else 0
+
     env = {k: v for k, v in os.environ.items() if k not in ("FIRESTORE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
     # The emulator keeps every document on its heap: about 3.6 GiB at 200 000 ticks.
     env.update(TSSTORE_HOME=str(tmp_path / "home"), TSSTORE_EMULATOR_HEAP="8g")
@@ -188,8 +192,7 @@ def test_interrupted_ingest_resumes_without_duplicates(tmp_path: Path) -> None:
         first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and first.poll() is None:
-            line = json.loads(checkpoint.read_text())["line"] if checkpoint.exists() else 0
-            if line > total // 4:
+            if checkpoint_line() > total // 4:
                 break
             time.sleep(0.2)
         assert first.poll() is None, "the first run finished before it could be interrupted"
@@ -197,7 +200,7 @@ def test_interrupted_ingest_resumes_without_duplicates(tmp_path: Path) -> None:
         _, err = first.communicate(timeout=60)
         assert first.returncode == -signal.SIGKILL
         assert "using the local store at" in err and "ingesting" in err  # where, and the progress bar
-        stopped_at = json.loads(checkpoint.read_text())["line"]
+        stopped_at = checkpoint_line()
         assert 0 < stopped_at < total + 1
 
         second = tsstore("ingest", str(path))
@@ -216,3 +219,30 @@ def test_interrupted_ingest_resumes_without_duplicates(tmp_path: Path) -> None:
         assert len(stamps) == 3 and stamps == sorted(stamps, reverse=True)
     finally:
         tsstore("emulator", "stop")
+
+
+def test_review_cases_bom_overflow_surrogates_and_checkpoint_scope(emulator: Any, tmp_path: Path) -> None:
+    # A byte-order mark (spreadsheet export) is not part of the first column's name.
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + (HEADER + "\n" + good(5) + "\n").encode())
+    a = emulator.client(database=f"rv-a-{os.getpid()}")
+    store_a = TimeSeriesStore(a, SPEC, write_options=FAST)
+    assert ingest_file(store_a, bom).written == 1
+    # JSON values that would crash a converter reject their row only.
+    lines = tmp_path / "odd.jsonl"
+    lines.write_text(
+        '{"timestamp": "2019-01-02T09:00:00+00:00", "symbol": "OK1", "volume": 5}\n'
+        '{"timestamp": "2019-01-02T09:00:01+00:00", "symbol": "INF", "volume": Infinity}\n'
+        '{"timestamp": "2019-01-02T09:00:02+00:00", "symbol": "\\ud800"}\n'
+        '{"timestamp": "2019-01-02T09:00:03+00:00", "symbol": "OK2", "volume": 7}\n'
+    )
+    rejects: list[Rejected] = []
+    summary = ingest_file(store_a, lines, on_reject=rejects.append)
+    assert summary.written == 2 and [r.line for r in rejects] == [2, 3]
+    assert "not an integer" in rejects[0].reason and "not valid Unicode" in rejects[1].reason
+    # The checkpoint belongs to one target: the same file into another database is written there too.
+    b = emulator.client(database=f"rv-b-{os.getpid()}")
+    assert ingest_file(TimeSeriesStore(b, SPEC, write_options=FAST), bom).written == 1
+    assert ingest_file(store_a, bom).skipped == 1  # and the same target still resumes
+    a.close()
+    b.close()

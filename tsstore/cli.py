@@ -58,6 +58,9 @@ def connect(*, project: str | None, database: str, ephemeral: bool = False) -> I
             project = os.environ.get("GOOGLE_CLOUD_PROJECT") or DEFAULT_PROJECT
         target = f"emulator at {emulator_host}, project {project}" if emulator_host else f"project {project}"
         click.echo(f"tsstore: using {target}, database {database}", err=True)
+        running = localstore.status() if emulator_host else None
+        if running is not None and running.address == emulator_host and project == running.project:
+            localstore.remember_database(database)  # the local store, reached by address: keep it
         client = firestore.Client(project=project, database=database)
         try:
             yield client, bool(emulator_host)
@@ -484,7 +487,7 @@ def counter_grow(path: str, project: str | None, database: str, shards: int) -> 
     "--checkpoint",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Checkpoint file. Default: FILE.tsstore-checkpoint.json",
+    help="Checkpoint file. Default: FILE.<target hash>.tsstore-checkpoint.json",
 )
 def ingest(
     file: Path,

@@ -194,7 +194,16 @@ def merge(
 
     ours = {(o["collectionGroup"], o["fieldPath"]) for o in generated["fieldOverrides"]}
     overrides: list[Any] = []
+    collections = set(by_collection)
     for entry in _list(existing, "fieldOverrides"):
+        # Any TTL override on these collections is tsstore's: the spec alone decides the TTL
+        # field, so a removed or renamed expire_field must not keep deleting documents.
+        stale_ttl = (
+            isinstance(entry, Mapping) and entry.get("ttl") is True and entry.get("collectionGroup") in collections
+        )
+        if stale_ttl and (entry.get("collectionGroup"), entry.get("fieldPath")) not in ours:
+            report.removed.append(f"TTL override {entry.get('collectionGroup')}.{entry.get('fieldPath')}")
+            continue
         if not isinstance(entry, Mapping) or (entry.get("collectionGroup"), entry.get("fieldPath")) not in ours:
             overrides.append(entry)
             report.other_overrides += 1

@@ -43,7 +43,7 @@ FORMATS: dict[str, tuple[str, ...]] = {
 #: and a longer field in a tick file is almost always a broken quote swallowing lines.
 DEFAULT_MAX_FIELD_BYTES = 1500
 _SURROGATE = re.compile("[\udc80-\udcff]")
-_FRACTION = re.compile(r"\.(\d+)")
+_FRACTION = re.compile(r"[.,](\d+)")
 _TRUE = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
@@ -124,7 +124,7 @@ def ingest_file(
     """Ingest one file into ``store``; see the module doc. ``naive`` says what a time without
     an offset means: ``"error"`` (reject the row), ``"utc"``, or an IANA zone name.
     ``checkpoint`` is the checkpoint
-    file (default: beside the input, ``<file>.tsstore-checkpoint.json``). ``on_progress``
+    file (default: beside the input, one per target: :func:`default_checkpoint`). ``on_progress``
     gets the number of rows finished (written or rejected) since its last call."""
     source = Path(path)
     if not source.is_file():
@@ -137,8 +137,17 @@ def ingest_file(
         )
     kind = detect_format(source, fmt)
     parser = _RowParser(store.spec, zone=zone, strict=strict, max_field_bytes=max_field_bytes)
-    marker = _Checkpoint(Path(checkpoint) if checkpoint else source.with_name(source.name + ".tsstore-checkpoint.json"))
     identity = _identity(source, store.spec)
+    # A checkpoint holds only for the same target and the same reading of the file.
+    identity.update(
+        project=store.client.project,
+        database=getattr(store.client, "_database", None),
+        format=kind,
+        naive=naive,
+        strict=strict,
+        max_field_bytes=max_field_bytes,
+    )
+    marker = _Checkpoint(Path(checkpoint) if checkpoint else default_checkpoint(source, identity))
     resume = marker.load(identity)
     summary = IngestSummary(source, resumed_from_line=resume)
     tracker = _Watermark(resume)
@@ -226,7 +235,7 @@ class _RowParser:
                 parsed = dt.datetime.fromisoformat(value)
             except ValueError:
                 raise _Reject(f"{value!r} is not an ISO-8601 time") from None
-            dot = value.find(".")
+            dot = max(value.find("."), value.find(",", 10))  # ISO allows a comma as decimal mark
             if dot >= 0 and value[dot + 7 : dot + 8].isdigit():  # a 7th fractional digit: look closer
                 fraction = _FRACTION.search(value)
                 if fraction and fraction.group(1)[6:].strip("0"):
@@ -307,9 +316,11 @@ def _as_int(value: Any) -> int:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
+    if isinstance(value, float):
+        raise _Reject(f"{value!r} is not an integer")
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise _Reject(f"{value!r} is not an integer") from None
 
 
@@ -352,7 +363,8 @@ def _read(kind: str, path: Path, parser: _RowParser) -> Iterator[tuple[int, dict
 
 def _read_csv(path: Path, parser: _RowParser) -> Iterator[tuple[int, dict[str, Any] | Rejected]]:
     # Invalid UTF-8 becomes lone surrogates, so one bad byte rejects one row, not the file.
-    with open(path, encoding="utf-8", errors="surrogateescape", newline="") as handle:
+    # utf-8-sig: a byte-order mark (spreadsheet exports) is not part of the first column's name.
+    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:
         reader = csv.reader(handle)
         try:
             header = next(reader)
@@ -424,6 +436,8 @@ def _read_jsonl(path: Path, parser: _RowParser) -> Iterator[tuple[int, dict[str,
                 yield number, parser.record(dict(_flatten(value)))
             except _Reject as bad:
                 yield number, Rejected(number, str(bad), text.rstrip("\n"))
+            except UnicodeEncodeError:
+                yield number, Rejected(number, "text that is not valid Unicode (a lone surrogate)", text.rstrip("\n"))
 
 
 def _read_parquet(path: Path, parser: _RowParser) -> Iterator[tuple[int, dict[str, Any] | Rejected]]:
@@ -466,6 +480,14 @@ def _identity(path: Path, spec: SeriesSpec) -> dict[str, Any]:
         "head_sha256": head,
         "collection": spec.collection,
     }
+
+
+def default_checkpoint(source: Path, identity: Mapping[str, Any]) -> Path:
+    """``<file>.<target>.tsstore-checkpoint.json`` beside the input, where ``<target>`` is a short
+    hash of project, database and collection: loading one file into two targets keeps two
+    checkpoints."""
+    target = json.dumps([identity.get("project"), identity.get("database"), identity.get("collection")])
+    return source.with_name(f"{source.name}.{hashlib.sha256(target.encode()).hexdigest()[:8]}.tsstore-checkpoint.json")
 
 
 class _Checkpoint:

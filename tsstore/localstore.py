@@ -15,6 +15,7 @@ and ``emulator-data/``.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import signal
@@ -76,10 +77,17 @@ def start(folder: Path | None = None, *, timeout: float = 90.0) -> tuple[LocalSt
     """Start the local store in the background unless it runs; returns it and whether it was
     started now."""
     folder = folder or home()
+    folder.mkdir(parents=True, exist_ok=True)
+    # One starter at a time: two commands starting the store at once must not spawn two.
+    with open(folder / "start.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _start_locked(folder, timeout)
+
+
+def _start_locked(folder: Path, timeout: float) -> tuple[LocalStore, bool]:
     running = status(folder)
     if running is not None:
         return running, False
-    folder.mkdir(parents=True, exist_ok=True)
     (folder / STATE_FILE).unlink(missing_ok=True)
     log = open(folder / LOG_FILE, "ab")
     process = subprocess.Popen(
@@ -120,16 +128,19 @@ def stop(folder: Path | None = None, *, timeout: float = 120.0) -> LocalStore | 
 
 def remember_database(database: str, folder: Path | None = None) -> None:
     """Note that the CLI used ``database``, so a stop saves it."""
-    path = (folder or home()) / DATABASES_FILE
-    try:
-        known = set(json.loads(path.read_text()))
-    except (OSError, ValueError):
-        known = set()
-    if database not in known:
-        known.add(database)
-        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(sorted(known)))
-        os.replace(tmp, path)
+    folder = folder or home()
+    path = folder / DATABASES_FILE
+    with open(folder / "databases.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent commands must not drop each other's entry
+        try:
+            known = set(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            known = set()
+        if database not in known:
+            known.add(database)
+            tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(sorted(known)))
+            os.replace(tmp, path)
 
 
 def _serve(folder: Path) -> None:
@@ -159,13 +170,19 @@ def _serve(folder: Path) -> None:
             databases = json.loads((folder / DATABASES_FILE).read_text())
         except (OSError, ValueError):
             databases = []
-        for database in databases:
+        # "(default)" always: tools pointed at the store by FIRESTORE_EMULATOR_HOST use it
+        # without telling us.
+        for database in {"(default)", *databases}:
             emulator.persist(project=DEFAULT_PROJECT, database=database)
         try:
             emulator.stop(timeout=30.0)
         finally:
-            (folder / STATE_FILE).unlink(missing_ok=True)
-            print("local store stopped; data saved", flush=True)
+            try:  # only our own state: a racing second supervisor may have written its own
+                if json.loads((folder / STATE_FILE).read_text()).get("pid") == os.getpid():
+                    (folder / STATE_FILE).unlink()
+            except (OSError, ValueError):
+                pass
+            print("local store stopped", flush=True)
 
 
 def _alive(pid: int) -> bool:

@@ -10,6 +10,8 @@ from typing import Any, TextIO
 
 import pandas as pd
 
+from .errors import TsstoreError
+
 
 def write_frames(frames: Iterable[pd.DataFrame], *, fmt: str, output: Path | None) -> int:
     """Write ``frames`` (as built by :func:`tsstore.frames.ticks_to_frame`) to ``output`` or
@@ -22,7 +24,7 @@ def write_frames(frames: Iterable[pd.DataFrame], *, fmt: str, output: Path | Non
     stream: TextIO = open(output, "w", encoding="utf-8", newline="") if output else sys.stdout
     rows = 0
     try:
-        for number, frame in enumerate(frames):
+        for number, frame in enumerate(_same_columns(frames)):
             rows += len(frame)
             if fmt == "table":
                 stream.write((frame.to_string() if len(frame) else "(no rows)") + "\n")
@@ -37,6 +39,27 @@ def write_frames(frames: Iterable[pd.DataFrame], *, fmt: str, output: Path | Non
         if output:
             stream.close()
     return rows
+
+
+def _same_columns(frames: Iterable[pd.DataFrame]) -> Iterable[pd.DataFrame]:
+    """Every frame with the first frame's columns, in its order. A column that first shows up
+    later cannot join a file whose header (or schema) is written: that is an error naming it,
+    never a silently shifted or dropped value. Declared columns are always present."""
+    columns: list[Any] | None = None
+    rows = 0
+    for frame in frames:
+        if columns is None:
+            columns = list(frame.columns)
+        else:
+            new = [c for c in frame.columns if c not in columns]
+            if new:
+                raise TsstoreError(
+                    f"column(s) {new} first appear after {rows} rows; declare them in the SeriesSpec's "
+                    "columns (or select columns with --columns) so every part of the output has them"
+                )
+            frame = frame.reindex(columns=columns)
+        rows += len(frame)
+        yield frame
 
 
 def _records(frame: pd.DataFrame) -> Iterable[dict[str, Any]]:
@@ -73,17 +96,20 @@ def _parquet(frames: Iterable[pd.DataFrame], output: Path) -> int:
     schema: pa.Schema | None = None
     rows = 0
     try:
-        for frame in frames:
+        for frame in _same_columns(frames):
             table = pa.Table.from_pandas(frame.reset_index(), preserve_index=False)
             if writer is None:
                 schema = table.schema
                 writer = pq.ParquetWriter(output, schema)
             else:
-                # Later frames may lack a column or have found a new one: align to the first.
                 assert schema is not None
-                for missing in set(schema.names) - set(table.schema.names):
-                    table = table.append_column(missing, pa.nulls(len(table), schema.field(missing).type))
-                table = table.select(schema.names).cast(schema)
+                try:
+                    table = table.cast(schema)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                    raise TsstoreError(
+                        f"a column changed type after the first {rows} rows ({exc}); declare the column "
+                        "types in the SeriesSpec's columns for a stable schema"
+                    ) from exc
             writer.write_table(table)
             rows += len(frame)
         if writer is None:  # no rows at all: still a valid (empty) file

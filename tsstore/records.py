@@ -80,6 +80,8 @@ def prepare_records(
             data, size = _clean_map(record, naive, 0)
         except _Bad as bad:
             raise RecordError(index, str(bad)) from None
+        except UnicodeEncodeError:
+            raise RecordError(index, "holds text that is not valid Unicode (a lone surrogate)") from None
         raw_ts = _get(data, ts_path)
         if raw_ts is _MISSING:
             raise RecordError(index, f"timestamp field {spec.timestamp_field!r} is missing")

@@ -1,0 +1,36 @@
+"""Query output files keep one schema from the first row to the last."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tsstore import SeriesSpec, Tick, TsstoreError
+from tsstore.frames import ticks_to_frame
+from tsstore.output import write_frames
+
+UTC = dt.timezone.utc
+SPEC = SeriesSpec("t", columns={"symbol": "string"})
+
+
+def frame(*rows: dict[str, object]) -> pd.DataFrame:
+    ts = dt.datetime(2024, 1, 1, tzinfo=UTC)
+    return ticks_to_frame(SPEC, [Tick(f"i{i}", ts, {"timestamp": ts, **r}) for i, r in enumerate(rows)])
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_a_column_appearing_late_is_an_error_not_a_shifted_value(tmp_path: Path, fmt: str) -> None:
+    parts = [frame({"symbol": "A", "x": 1}), frame({"symbol": "B", "x": 2, "late": "!"})]
+    with pytest.raises(TsstoreError, match=r"column\(s\) \['late'\] first appear after 1 rows"):
+        write_frames(iter(parts), fmt=fmt, output=tmp_path / f"out.{fmt}")
+
+
+def test_missing_columns_in_later_frames_stay_aligned(tmp_path: Path) -> None:
+    parts = [frame({"symbol": "A", "x": 1}), frame({"symbol": "B"})]
+    out = tmp_path / "out.csv"
+    assert write_frames(iter(parts), fmt="csv", output=out) == 2
+    lines = out.read_text().splitlines()
+    assert lines[0] == "timestamp,symbol,x" and lines[1].endswith(",A,1") and lines[2].endswith(",B,")
