@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import RecordError, TsstoreError
+from .errors import RecordError, TsstoreError, WriteError
 from .spec import SeriesSpec
 from .store import TimeSeriesStore
 
@@ -189,7 +189,13 @@ def ingest_file(
         tracker.confirm(indexes)
         finished(len(indexes))
 
-    store.write(records(), on_reject=record_rejected, on_written=written)
+    try:
+        store.write(records(), on_reject=record_rejected, on_written=written)
+    except WriteError as error:
+        # Firestore refused these after retries: they are rejects too, and the checkpoint
+        # stays before them, so the next run tries them again.
+        for failure in error.failures:
+            reject(Rejected(tracker.line_of(failure.index), f"Firestore refused it: {failure.message}", ""))
     summary.seconds = time.perf_counter() - started
     marker.save(identity, tracker.line)
     return summary
@@ -255,6 +261,8 @@ class _RowParser:
         names = tuple(items)
         build = self._builders.get(names)
         if build is None:
+            if len(self._builders) > 256:  # rows with ever-changing keys: keep memory bounded
+                self._builders.clear()
             build = self._builders[names] = self.compile(list(names), typed=True)
         return build(list(items.values()))
 
