@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RecordError, TsstoreError, WriteError
+from .rows import get_path
 from .spec import SeriesSpec
 from .store import TimeSeriesStore
 
@@ -302,7 +303,7 @@ class _RowParser:
                     if not isinstance(target, dict):
                         raise _Reject(f"column {name!r} collides with a value at {part!r}")
                 target[leaf] = value
-            if _get(record, ts_path) is None:
+            if get_path(record, ts_path) is None:
                 raise _Reject(f"timestamp {'.'.join(ts_path)!r} is missing")
             return record
 
@@ -351,13 +352,6 @@ def _as_bool(value: Any) -> bool:
 
 
 def _as_is(value: Any) -> Any:
-    return value
-
-
-def _get(record: Mapping[str, Any], path: list[str]) -> Any:
-    value: Any = record
-    for part in path:
-        value = value.get(part) if isinstance(value, Mapping) else None
     return value
 
 

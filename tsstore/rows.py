@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +16,14 @@ class Tick:
     id: str
     timestamp: dt.datetime
     data: dict[str, Any]
+
+
+def get_path(data: Mapping[str, Any], path: list[str]) -> Any:
+    """The value at a split dotted path (``["price", "currency"]``) in nested maps, or ``None``."""
+    value: Any = data
+    for part in path:
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
 
 
 def sort_key(tick: Tick) -> tuple[dt.datetime, str]:

@@ -29,7 +29,7 @@ from .limits import RAMP_START_OPS_PER_SECOND
 from .merge import merge_streams, take
 from .planning import QueryPlan, Where, plan_query
 from .records import PreparedDoc, prepare_records
-from .rows import Page, Tick
+from .rows import Page, Tick, get_path
 from .spec import Direction, SeriesSpec
 from .times import NaivePolicy
 from .wire import stream_ticks
@@ -422,7 +422,7 @@ class TimeSeriesStore:
         paths = [f.split(".") for f in self.spec.count_by]
         for doc in docs:
             assert doc.data is not None
-            key = tuple(_get_path(doc.data, p) for p in paths)
+            key = tuple(get_path(doc.data, p) for p in paths)
             tally[key] = tally.get(key, 0) + 1
         increment_counters(self.client, {self._counter_for(k): n for k, n in tally.items()})
 
@@ -546,10 +546,3 @@ def series_document_id(values: tuple[Any, ...]) -> str:
     ):
         return text
     return "h-" + hashlib.sha256(repr(values).encode()).hexdigest()[:32]
-
-
-def _get_path(data: Mapping[str, Any], path: list[str]) -> Any:
-    value: Any = data
-    for part in path:
-        value = value.get(part) if isinstance(value, Mapping) else None
-    return value

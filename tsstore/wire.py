@@ -24,7 +24,7 @@ from google.cloud.firestore_v1.base_query import BaseQuery
 from google.cloud.firestore_v1.bulk_batch import BulkWriteBatch
 from google.cloud.firestore_v1.types import firestore as firestore_types
 
-from .rows import Tick
+from .rows import Tick, get_path
 from .times import EPOCH as _EPOCH
 from .times import plain_datetime
 
@@ -50,7 +50,7 @@ def _public_stream(query: BaseQuery, *, timestamp_field: str, read_time: dt.date
     snapshots: Iterator[Any] = query.stream(read_time=read_time)  # type: ignore[attr-defined,assignment]
     for snap in snapshots:
         data = snap.to_dict() or {}
-        yield Tick(snap.id, _plain_time(_get_path(data, timestamp_field)), data)
+        yield Tick(snap.id, _plain_time(get_path(data, timestamp_field.split("."))), data)
 
 
 def _prepare(query: BaseQuery, read_time: dt.datetime | None) -> tuple[Any, Any, str]:
@@ -69,7 +69,7 @@ def _decode_responses(responses: Any, client: Any, expected_prefix: str, *, time
             continue
         doc = pb.document
         data = _decode_map(doc.fields, client)
-        yield Tick(doc.name[prefix_len:], _plain_time(_get_nested(data, path)), data)
+        yield Tick(doc.name[prefix_len:], _plain_time(get_path(data, path)), data)
 
 
 def _decode_map(fields: Any, client: Any) -> dict[str, Any]:
@@ -102,17 +102,6 @@ def _decode_value(value: Any, client: Any) -> Any:
         return [_decode_value(v, client) for v in value.array_value.values]
     # Rare kinds (bytes, references, geo points, …) go through the client's own decoder.
     return _helpers.decode_value(value, client)
-
-
-def _get_path(data: dict[str, Any], path: str) -> Any:
-    return _get_nested(data, path.split("."))
-
-
-def _get_nested(data: dict[str, Any], path: list[str]) -> Any:
-    value: Any = data
-    for part in path:
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
 
 
 def _plain_time(value: Any) -> dt.datetime:
