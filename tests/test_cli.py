@@ -44,7 +44,7 @@ def test_local_store_keeps_its_data_and_query_writes_files(tmp_path: Path) -> No
         ingested = tsstore("ingest", str(source), home=home, cwd=tmp_path)
         assert ingested.returncode == 0, ingested.stderr
         assert "using the local store at" in ingested.stderr  # says where, in one line
-        assert "1200 written, 0 already present" in ingested.stdout
+        assert "1200 rows read: 1200 stored new, 0 already present, 0 rejected" in ingested.stdout
 
         # another tool, pointed at the store by address, writes to the default database
         address = started.stdout.split("FIRESTORE_EMULATOR_HOST=")[1].split()[0]
@@ -65,7 +65,10 @@ def test_local_store_keeps_its_data_and_query_writes_files(tmp_path: Path) -> No
 
         # a re-run of the same ingest skips everything
         rerun = tsstore("ingest", str(source), home=home, cwd=tmp_path)
-        assert "0 written, 1200 already present (skipped by checkpoint)" in rerun.stdout
+        assert (
+            "0 rows read: 0 stored new, 0 already present, 0 rejected; 1200 rows up to line 1201 skipped"
+            in rerun.stdout
+        )
 
         table = tsstore("query", "--where", "symbol=AAA", "--limit", "5", home=home, cwd=tmp_path)
         assert table.returncode == 0 and table.stdout.count(" AAA ") == 5

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
 import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, TypeVar
 
 import pytest
+from google.api_core.exceptions import FailedPrecondition
 from google.cloud import firestore
+from google.cloud.firestore_v1 import Increment
+from google.cloud.firestore_v1.base_document import DocumentSnapshot
 
 from tsstore import CounterError, TsstoreError
-from tsstore.counters import ShardedCounter, plan_counter_shards
+from tsstore.counters import CounterValue, ShardedCounter, plan_counter_shards
+
+T = TypeVar("T")
 
 THREADS, PER_THREAD = 16, 1000
 
@@ -142,9 +152,15 @@ def test_counter_paths_must_name_documents(client: firestore.Client, path: str, 
         ShardedCounter(client, path)
 
 
-def test_missing_counter_is_an_error(client: firestore.Client) -> None:
-    with pytest.raises(CounterError, match="does not exist; create it first"):
-        ShardedCounter(client, "counters/none").increment()
+@pytest.mark.parametrize(
+    "action",
+    [lambda c: c.increment(), lambda c: c.rollup(), lambda c: c.grow(shards=3), lambda c: c.read()],
+    ids=["increment", "rollup", "grow", "read"],
+)
+def test_missing_counter_is_an_error(client: firestore.Client, action: Callable[[ShardedCounter], object]) -> None:
+    with pytest.raises(CounterError, match="'counters/none' does not exist; create it first"):
+        action(ShardedCounter(client, "counters/none"))
+    assert not client.document("counters/none").get().exists  # a roll-up made no shard-less counter document
 
 
 @pytest.mark.parametrize(("rate", "shards"), [(0.5, 1), (1, 1), (10, 10), (250.5, 251)])
@@ -156,3 +172,225 @@ def test_plan_counter_shards(rate: float, shards: int) -> None:
 def test_plan_counter_shards_refuses_bad_rates(rate: object) -> None:
     with pytest.raises(CounterError):
         plan_counter_shards(rate)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------ contention on the counter document
+
+
+def run_together(calls: Sequence[Callable[[], T]]) -> list[T | Exception]:
+    """Run each call on a thread of its own, all released at once by a barrier so they really
+    overlap; each call's result, or the exception it raised, in the calls' order."""
+    barrier = threading.Barrier(len(calls))
+
+    def run(call: Callable[[], T]) -> T | Exception:
+        barrier.wait()
+        try:
+            return call()
+        except Exception as error:  # collected: every thread's outcome is asserted on
+            return error
+
+    with ThreadPoolExecutor(len(calls)) as pool:
+        return list(pool.map(run, calls))
+
+
+def lost_races(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "tsstore.counters" and "lost a race" in r.getMessage()]
+
+
+ROLLERS, ROLLUPS_EACH = 8, 3
+INCREMENTERS, INCREMENTS_EACH = 16, 20
+
+
+def test_concurrent_rollups_during_increments_all_succeed(
+    client: firestore.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """8 schedulers x 3 roll-ups racing 16 incrementing threads: no roll-up fails, each stores or
+    returns a total that was true at its as-of time, and the newest one is what stays stored."""
+    caplog.set_level(logging.DEBUG, logger="tsstore.counters")
+    path = "counters/rolled"
+    counter = ShardedCounter(client, path)
+    counter.create(shards=8)
+
+    def amount(thread: int, i: int) -> int:
+        return 1 + (thread + i) % 3  # 1, 2 or 3: positive, so the value only ever rises
+
+    total = sum(amount(t, i) for t in range(INCREMENTERS) for i in range(INCREMENTS_EACH))
+
+    def increments(thread: int) -> list[CounterValue]:
+        for i in range(INCREMENTS_EACH):
+            counter.increment(amount(thread, i))
+        return []
+
+    def rollups() -> list[CounterValue]:
+        scheduler = ShardedCounter(client, path)  # each scheduler with its own handle, as in production
+        return [scheduler.rollup() for _ in range(ROLLUPS_EACH)]
+
+    calls: list[Callable[[], list[CounterValue]]] = [partial(increments, t) for t in range(INCREMENTERS)]
+    outcomes = run_together(calls + [rollups] * ROLLERS)
+
+    errors = [o for o in outcomes if isinstance(o, Exception)]
+    assert not errors, errors
+    rolled = [v for o in outcomes if not isinstance(o, Exception) for v in o]
+    assert len(rolled) == ROLLERS * ROLLUPS_EACH
+    assert all(not v.live and 0 <= v.value <= total for v in rolled), rolled
+    # each value was true at its as-of time: later as-of, never a smaller value (increments are positive)
+    by_time = sorted(rolled, key=lambda v: v.as_of)
+    assert [v.value for v in by_time] == sorted(v.value for v in rolled)
+    # no older roll-up overwrote a newer one: the newest any caller saw is the one stored
+    newest = by_time[-1]
+    assert (counter.read().value, counter.read().as_of) == (newest.value, newest.as_of)
+
+    final = counter.rollup()
+    assert (final.value, final.live) == (total, False) and final.as_of >= newest.as_of
+    assert counter.read() == final
+    assert counter.value() == total
+    # the roll-ups really raced: some lost (FailedPrecondition) and decided again (about 25 of 24 calls here)
+    assert lost_races(caplog)
+
+
+def test_concurrent_creates_agree_on_one_shard_count(
+    client: firestore.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """8 writers create one counter at once, each asking for a different shard count: exactly
+    one create lands, and every writer returns (and uses) the shard count that won."""
+    caplog.set_level(logging.DEBUG, logger="tsstore.counters")
+    path = "apps/a1/counts/series-1"
+    requested = list(range(3, 11))
+
+    def create(shards: int) -> int:
+        return ShardedCounter(client, path).create(shards=shards)  # each writer with its own handle
+
+    outcomes = run_together([partial(create, n) for n in requested])
+
+    assert not [o for o in outcomes if isinstance(o, Exception)], outcomes
+    assert len(set(outcomes)) == 1 and outcomes[0] in requested, outcomes
+    count = outcomes[0]
+    assert isinstance(count, int)
+    assert client.document(path).get().to_dict() == {"shards": count}
+    shard_docs = {d.id: d.get("count") for d in client.collection(f"{path}/shards").stream()}
+    assert shard_docs == {str(i): 0 for i in range(count)}
+    assert ShardedCounter(client, path).create(shards=99) == count  # and still idempotent afterwards
+    # the creates really raced: the losers' creates failed (AlreadyExists) and they read the winner's
+    assert lost_races(caplog)
+
+
+def test_concurrent_grows_and_rollups_share_the_counter_document(
+    client: firestore.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Grows and roll-ups rewriting the one counter document at once: grows to one target all
+    succeed; grows to different targets end at the largest, each of the others either landing
+    or, overtaken by a larger one, refused as the shrink it became. Every grow that returned
+    had its new shard documents in place by then (winner or not), and no count is stranded."""
+    caplog.set_level(logging.DEBUG, logger="tsstore.counters")
+    path = "counters/grown"
+    ShardedCounter(client, path).create(shards=2)
+    ShardedCounter(client, path).increment_many([1] * 50)
+
+    def grow(shards: int) -> tuple[int, set[str]]:
+        grown = ShardedCounter(client, path).grow(shards=shards)
+        return grown, {d.id for d in client.collection(f"{path}/shards").stream()}  # seen as it returns
+
+    def rollup() -> CounterValue:
+        return ShardedCounter(client, path).rollup()
+
+    outcomes = run_together([partial(grow, 6)] * 6 + [rollup] * 3)
+    for outcome in outcomes[:6]:
+        assert isinstance(outcome, tuple) and outcome[0] == 6 and {str(i) for i in range(6)} <= outcome[1], outcome
+    assert all(isinstance(o, CounterValue) and o.value == 50 for o in outcomes[6:]), outcomes
+    assert ShardedCounter(client, path).shards() == 6
+
+    targets = list(range(7, 15))
+    mixed: list[Callable[[], object]] = [partial(grow, n) for n in targets]
+    outcomes = run_together(mixed + [rollup] * 3)
+    assert isinstance(outcomes[targets.index(14)], tuple)
+    for target, outcome in zip(targets, outcomes):
+        if isinstance(outcome, Exception):
+            assert isinstance(outcome, CounterError) and f"shrinking to {target} is not supported" in str(outcome)
+        else:
+            assert isinstance(outcome, tuple) and outcome[0] == target, outcome
+            assert {str(i) for i in range(target)} <= outcome[1]
+    assert all(isinstance(o, CounterValue) and o.value == 50 for o in outcomes[len(targets) :]), outcomes
+
+    counter = ShardedCounter(client, path)
+    assert counter.shards() == 14
+    shard_docs = {d.id: d.get("count") for d in client.collection(f"{path}/shards").stream()}
+    assert sorted(shard_docs, key=int) == [str(i) for i in range(14)] and sum(shard_docs.values()) == 50
+    assert counter.rollup().value == 50 and counter.read().value == 50
+    assert lost_races(caplog)  # the grows and roll-ups really raced on the one document
+
+
+def test_a_write_that_lost_a_race_decides_again_on_a_fresh_read(
+    client: firestore.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another writer changes the counter document between our read and our write: the
+    conditional update fails (FailedPrecondition), and the next decision sees their change."""
+    caplog.set_level(logging.DEBUG, logger="tsstore.counters")
+    counter = ShardedCounter(client, "counters/race")
+    counter.create(shards=2)
+    seen: list[Any] = []
+
+    def decide(snap: DocumentSnapshot) -> tuple[int, dict[str, Any] | None]:
+        seen.append(snap.get("shards"))
+        if len(seen) == 1:
+            ShardedCounter(client, "counters/race").grow(shards=5)  # the rival write
+        return len(seen), {"decided": len(seen)}
+
+    assert counter._write_counter_doc(decide, verb="test") == 2
+    assert seen == [2, 5]
+    assert client.document("counters/race").get().to_dict() == {"shards": 5, "decided": 2}
+    [lost] = lost_races(caplog)
+    assert lost.startswith("counter 'counters/race': test lost a race (FailedPrecondition: 400 ")
+
+
+def test_a_create_that_lost_a_race_adopts_the_winner(
+    client: firestore.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The counter document appears between our read (missing) and our create: the create fails
+    (AlreadyExists) and the next decision keeps the winner's document."""
+    caplog.set_level(logging.DEBUG, logger="tsstore.counters")
+    counter = ShardedCounter(client, "counters/late")
+    seen: list[bool] = []
+
+    def decide(snap: DocumentSnapshot) -> tuple[int, dict[str, Any] | None]:
+        seen.append(snap.exists)
+        if snap.exists:
+            return snap.get("shards"), None
+        ShardedCounter(client, "counters/late").create(shards=7)  # the rival create
+        return 3, {"shards": 3}
+
+    assert counter._write_counter_doc(decide, verb="create") == 7
+    assert seen == [False, True]
+    assert client.document("counters/late").get().to_dict() == {"shards": 7}
+    assert counter.create(shards=3) == 7
+    [lost] = lost_races(caplog)
+    assert lost.startswith("counter 'counters/late': create lost a race (AlreadyExists: 409 ")
+
+
+def test_endless_contention_is_a_counter_error_naming_the_path(client: firestore.Client) -> None:
+    counter = ShardedCounter(client, "counters/busy")
+    counter.create(shards=2)
+    rival = client.document("counters/busy")
+
+    def decide(snap: DocumentSnapshot) -> tuple[None, dict[str, Any] | None]:
+        rival.update({"pokes": Increment(1)})  # someone rewrites it after every read of ours
+        return None, {"ours": True}
+
+    with pytest.raises(
+        CounterError,
+        match=r"^counter 'counters/busy': rollup gave up after 3 attempts; each time another writer \(create, "
+        r"rollup or grow\) changed the counter document 'counters/busy' between our read and our conditional "
+        r"write \(last: FailedPrecondition: ",
+    ) as info:
+        counter._write_counter_doc(decide, verb="rollup", attempts=3)
+    assert isinstance(info.value.__cause__, FailedPrecondition)
+    assert rival.get().to_dict() == {"shards": 2, "pokes": 3}  # none of our writes landed
+
+
+def test_rollup_never_overwrites_a_newer_stored_one(client: firestore.Client) -> None:
+    counter = ShardedCounter(client, "counters/ahead")
+    counter.create(shards=2)
+    counter.increment(4)
+    newer = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)  # a roll-up stored after ours will read
+    client.document("counters/ahead").update({"total": 9, "total_as_of": newer})
+    assert counter.rollup() == CounterValue(9, newer, live=False)
+    assert counter.read() == CounterValue(9, newer, live=False) and counter.value() == 4

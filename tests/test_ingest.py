@@ -206,11 +206,11 @@ def test_interrupted_ingest_resumes_without_duplicates(tmp_path: Path) -> None:
         second = tsstore("ingest", str(path))
         assert second.returncode == 0, second.stderr
         summary = second.stdout.strip().splitlines()[-1]
-        skipped = int(summary.split(" already present")[0].rsplit(", ", 1)[1])
-        written = int(summary.split(": ", 1)[1].split(" written")[0])
-        assert skipped == stopped_at - 1 > 0  # every line up to the checkpoint (minus the header)
-        assert written + skipped == total
-        assert f"resumed after line {stopped_at}" in summary
+        read = int(summary.split(": ", 1)[1].split(" rows read")[0])
+        created = int(summary.split(" rows read: ")[1].split(" stored new")[0])
+        present = int(summary.split(" stored new, ")[1].split(" already present")[0])
+        assert f"; {stopped_at - 1} rows up to line {stopped_at} skipped" in summary  # all but the header
+        assert read + stopped_at - 1 == total and created + present == read
 
         counted = tsstore("count")
         assert counted.stdout.strip() == str(total), counted.stderr  # exactly: none lost, none twice

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tsstore.cli import main
 
@@ -30,6 +31,23 @@ def test_quickstart_runs_as_written() -> None:
     assert "wrote 3 ticks" in text
     assert "['BBB', 'AAA']" in text
     assert "Index1 ETF" in text and "473000000" in text
+
+
+def test_identity_example_runs_as_written(client: Any, collection_name: str) -> None:
+    import datetime as dt
+
+    from tsstore import SeriesSpec, TimeSeriesStore, WriteError, WriteOptions
+
+    store = TimeSeriesStore(
+        client, SeriesSpec(collection_name, key_fields=["symbol"]), write_options=WriteOptions(ramp=False)
+    )
+    out = io.StringIO()
+    names = {"store": store, "dt": dt, "UTC": dt.timezone.utc, "WriteError": WriteError}
+    with contextlib.redirect_stdout(out):
+        exec(compile(block_after("identity-example"), "README identity example", "exec"), names)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "2 2 1 2"
+    assert lines[1].startswith("another tick with the same key and time is stored there with different content")
 
 
 def test_ci_runs_the_readme_test_command() -> None:

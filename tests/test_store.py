@@ -18,6 +18,7 @@ from tsstore import (
     QueryShape,
     RecordError,
     SeriesSpec,
+    SnapshotExpiredError,
     Tick,
     TimeSeriesStore,
     WriteOptions,
@@ -290,3 +291,35 @@ def test_bad_options_name_the_value(client: firestore.Client, collection_name: s
     with pytest.raises(ConfigError, match=r"naive='local' is not allowed; use one of \('error', 'utc'\)"):
         store.write([{"timestamp": dt.datetime(2024, 1, 1, tzinfo=UTC)}], naive="local")  # type: ignore[arg-type]
     assert list(client.collection(collection_name).stream()) == []
+
+
+def test_a_read_past_the_kept_snapshot_says_how_far_it_got(big: dict[str, Any]) -> None:
+    store = big["store"]
+    # The emulator refuses a read_time over 7 days old (production: 1 hour without PITR).
+    too_old = store.server_time() - dt.timedelta(days=8)
+    with pytest.raises(
+        SnapshotExpiredError, match="outlived the snapshot Firestore keeps .* before its first tick"
+    ) as info:
+        list(store.iter_ticks(read_time=too_old))
+    assert info.value.returned == 0 and info.value.cursor is None
+
+
+def test_an_expired_snapshot_mid_read_names_the_position_to_continue_from(big: dict[str, Any]) -> None:
+    from google.api_core import exceptions as gexc
+
+    from tsstore.store import _name_expiry
+
+    store, ticks = big["store"], big["ticks"]
+    plan = store.plan(direction="asc")
+    ordered = list(store.iter_ticks(direction="asc"))
+
+    def expires_after(n: int) -> Any:
+        yield from ordered[:n]
+        raise gexc.FailedPrecondition("The requested 'read_time' is too old.")
+
+    with pytest.raises(SnapshotExpiredError, match="after 250 ticks, the last at") as info:
+        list(_name_expiry(plan, expires_after(250), store.server_time()))
+    assert info.value.returned == 250
+    rest = list(store.iter_ticks(direction="asc", cursor=info.value.cursor))
+    assert [t.id for t in ordered[:250] + rest] == [t.id for t in ordered]  # the cursor continues exactly
+    assert len(ordered) == len(ticks)

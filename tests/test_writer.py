@@ -1,31 +1,53 @@
-"""The bulk sender on the emulator: isolation of refused documents, ordering, progress."""
+"""The bulk sender: every document accounted for, on the emulator and with send functions
+that fail in each way Firestore can (no emulator needed for those)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
+import threading
+import time
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from tests.test_wire import too_deep
 from tsstore.errors import WriteFailure
+from tsstore.identity import base_of
 from tsstore.records import PreparedDoc
-from tsstore.writer import BulkSender
+from tsstore.wire import Stored, WriteOp, batch_write, get_documents
+from tsstore.writer import BulkSender, Written
 
 
 def doc(index: int, doc_id: str, data: dict[str, Any]) -> PreparedDoc:
     return PreparedDoc(index, doc_id, data, 100)
 
 
+def no_wait(_: int) -> None:
+    pass
+
+
+def sender_on(coll: Any, **options: Any) -> BulkSender:
+    options.setdefault("max_attempts", 3)
+    return BulkSender(
+        send=functools.partial(batch_write, coll),
+        lookup=functools.partial(get_documents, coll),
+        take_tokens=no_wait,
+        **options,
+    )
+
+
 def test_one_refused_document_is_isolated_and_named(client: firestore.Client, collection_name: str) -> None:
     coll = client.collection(collection_name)
     progress: list[int] = []
-    sender = BulkSender(
-        coll, initial_ops_per_second=10_000, max_ops_per_second=10_000, max_attempts=3, on_progress=progress.append
-    )
+    sender = sender_on(coll, on_progress=progress.append)
     docs = [doc(i, f"d{i:03d}", {"i": i}) for i in range(300)]
     docs[137] = doc(137, "bad", too_deep())
     sender.send_all(docs)
-    assert sender.written == 299 and sum(progress) == 299
+    assert sender.written == 299 and sum(progress) == 299 and sender.counts["created"] == 299
     assert len(sender.failures) == 1
     failure = sender.failures[0]
     assert isinstance(failure, WriteFailure)
@@ -35,13 +57,227 @@ def test_one_refused_document_is_isolated_and_named(client: firestore.Client, co
     assert len(stored) == 299 and "bad" not in stored
 
 
-def test_later_write_of_the_same_id_wins(client: firestore.Client, collection_name: str) -> None:
+def test_later_write_of_the_same_id_wins_when_replacing(client: firestore.Client, collection_name: str) -> None:
     coll = client.collection(collection_name)
-    sender = BulkSender(coll, initial_ops_per_second=10_000, max_ops_per_second=10_000, max_attempts=3)
+    sender = sender_on(coll, on_duplicate="replace")
     # Many versions of a few ids, interleaved: the last of each must be what is stored.
     docs = [doc(i, f"k{i % 7}", {"version": i}) for i in range(2000)]
     sender.send_all(docs)
     assert sender.written == 2000 and not sender.failures
+    assert sender.counts == {"created": 7, "present": 0, "replaced": 1993, "deleted": 0}
     for k in range(7):
         last = max(i for i in range(2000) if i % 7 == k)
         assert coll.document(f"k{k}").get().get("version") == last
+
+
+def keyed(index: int, doc_id: str, data: dict[str, Any]) -> PreparedDoc:
+    return PreparedDoc(index, doc_id, data, 100, base=("AAA", 1_000_000), at_slot=True)
+
+
+@pytest.mark.parametrize("policy", ["keep", "replace", "error"])
+def test_a_taken_slot_is_resolved_by_the_policy(client: firestore.Client, collection_name: str, policy: str) -> None:
+    coll = client.collection(collection_name)
+    coll.document("slot").set({"price": 1, "shard": "x"})
+    done: list[Written] = []
+    sender = sender_on(coll, on_duplicate=policy, ignore_field="shard", on_written=done.extend)
+    sender.send_all([keyed(0, "slot", {"price": 2, "shard": "y"}), keyed(1, "same", {"price": 5, "shard": "x"})])
+    coll.document("same").delete()
+    stored = {d.id: d.to_dict() for d in coll.stream()}
+    if policy == "keep":
+        [moved] = [w for w in done if w.doc.index == 0]
+        assert moved.outcome == "created" and moved.id != "slot"
+        assert stored[moved.id] == {"price": 2, "shard": "y"} and stored["slot"] == {"price": 1, "shard": "x"}
+    elif policy == "replace":
+        [replaced] = [w for w in done if w.doc.index == 0]
+        assert (replaced.outcome, replaced.id, replaced.previous) == ("replaced", "slot", {"price": 1, "shard": "x"})
+        assert stored == {"slot": {"price": 2, "shard": "y"}}
+    else:
+        [failure] = sender.failures
+        assert (failure.index, failure.document_id, failure.code) == (0, "slot", 6)
+        assert "different content; on_duplicate='error'" in failure.message
+        assert stored == {"slot": {"price": 1, "shard": "x"}}
+
+
+def test_the_same_content_under_another_shard_is_already_present(
+    client: firestore.Client, collection_name: str
+) -> None:
+    coll = client.collection(collection_name)
+    coll.document("slot").set({"price": 1, "shard": "x"})
+    sender = sender_on(coll, ignore_field="shard")
+    sender.send_all([keyed(0, "slot", {"price": 1, "shard": "z"})])
+    assert sender.counts["present"] == 1 and sender.written == 1 and not sender.failures
+    assert coll.document("slot").get().to_dict() == {"price": 1, "shard": "x"}
+
+
+def test_a_create_that_landed_before_its_request_failed_counts_as_created(
+    client: firestore.Client, collection_name: str
+) -> None:
+    # The request reached Firestore and was applied, but the answer was lost (a deadline, a
+    # dropped connection): the retry finds the documents, created after the first send.
+    coll = client.collection(collection_name)
+    calls = 0
+
+    def applied_then_lost(writes: list[WriteOp]) -> list[tuple[int, str]]:
+        nonlocal calls
+        calls += 1
+        statuses = batch_write(coll, writes)
+        if calls == 1:
+            raise gexc.ServiceUnavailable("connection reset after the commit")
+        return statuses
+
+    sender = BulkSender(
+        send=applied_then_lost, lookup=functools.partial(get_documents, coll), take_tokens=no_wait, max_attempts=5
+    )
+    sender.send_all([keyed(i, f"d{i}", {"i": i}) for i in range(20)])
+    assert calls == 2 and not sender.failures
+    assert sender.counts["created"] == 20 and sender.counts["present"] == 0
+    # The same documents sent again in a later call are already present, not new.
+    again = sender_on(coll)
+    again.send_all([keyed(i, f"d{i}", {"i": i}) for i in range(20)])
+    assert again.counts["present"] == 20 and again.counts["created"] == 0
+
+
+# ---------------------------------------------------------------- no emulator: send functions
+
+NON_RETRYABLE = [
+    gexc.PermissionDenied,
+    gexc.NotFound,
+    gexc.FailedPrecondition,
+    gexc.Unauthenticated,
+    gexc.OutOfRange,
+    gexc.MethodNotImplemented,
+    gexc.DataLoss,
+    gexc.AlreadyExists,
+    gexc.InvalidArgument,
+]
+
+
+@pytest.mark.parametrize("error", NON_RETRYABLE, ids=lambda e: e.__name__)
+def test_a_whole_batch_refusal_names_every_document(error: type[gexc.GoogleAPICallError]) -> None:
+    sent: list[int] = []
+
+    def refuse(writes: list[WriteOp]) -> list[tuple[int, str]]:
+        sent.append(len(writes))
+        raise error("refused as a whole")
+
+    sender = BulkSender(send=refuse, lookup=lambda ids: {}, take_tokens=no_wait, max_attempts=3, max_batch_docs=7)
+    docs = [doc(i, f"id{i}", {"i": i}) for i in range(23)]
+    sender.send_all(docs)
+    assert sender.written == 0
+    failures = sorted(sender.failures, key=lambda f: f.index)
+    assert [(f.index, f.document_id) for f in failures] == [(d.index, d.id) for d in docs]
+    code = error("x").grpc_status_code
+    assert code is not None and {f.code for f in failures} == {code.value[0]}
+    assert all("refused as a whole" in f.message for f in failures)
+    # InvalidArgument is split in halves to find the culprit (here: every document refuses).
+    assert sum(sent) >= 23 if error is gexc.InvalidArgument else sent == [7, 7, 7, 2]
+
+
+def test_retries_then_gives_up_naming_each_document_and_shows_why() -> None:
+    statuses: list[str | None] = []
+    attempts = 0
+
+    def unavailable(writes: list[WriteOp]) -> list[tuple[int, str]]:
+        nonlocal attempts
+        attempts += 1
+        raise gexc.ServiceUnavailable("the emulator went away")
+
+    sender = BulkSender(
+        send=unavailable, lookup=lambda ids: {}, take_tokens=no_wait, max_attempts=4, on_status=statuses.append
+    )
+    sender.send_all([doc(i, f"id{i}", {"i": i}) for i in range(5)])
+    assert attempts == 4
+    assert [(f.index, f.code) for f in sorted(sender.failures, key=lambda f: f.index)] == [(i, 14) for i in range(5)]
+    assert all("gave up after 4 attempts" in f.message for f in sender.failures)
+    shown = [s for s in statuses if s]
+    assert shown and all(s.startswith("retrying after UNAVAILABLE (attempt ") for s in shown)
+    assert statuses[-1] is None  # cleared once the sender stopped waiting
+
+
+def test_per_document_statuses_are_retried_or_named() -> None:
+    seen: dict[str, int] = {}
+
+    def mixed(writes: list[WriteOp]) -> list[tuple[int, str]]:
+        out = []
+        for doc_id, _, _ in writes:
+            seen[doc_id] = seen.get(doc_id, 0) + 1
+            if doc_id == "denied":
+                out.append((7, "no"))
+            elif doc_id == "flaky" and seen[doc_id] < 3:
+                out.append((10, "aborted"))
+            else:
+                out.append((0, ""))
+        return out
+
+    sender = BulkSender(send=mixed, lookup=lambda ids: {}, take_tokens=no_wait, max_attempts=5)
+    sender.send_all([doc(0, "ok", {}), doc(1, "denied", {}), doc(2, "flaky", {})])
+    assert sender.counts["created"] == 2 and seen["flaky"] == 3
+    assert [(f.index, f.document_id, f.code) for f in sender.failures] == [(1, "denied", 7)]
+
+
+def test_a_conflict_with_identical_content_is_already_present_without_emulator() -> None:
+    data = {"p": 1, "shard": "a"}
+
+    def exists(writes: list[WriteOp]) -> list[tuple[int, str]]:
+        return [(6, "exists")] * len(writes)
+
+    def lookup(ids: list[str]) -> dict[str, Stored]:
+        return {i: Stored({"p": 1, "shard": "b"}, dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc)) for i in ids}
+
+    sender = BulkSender(send=exists, lookup=lookup, take_tokens=no_wait, max_attempts=2, ignore_field="shard")
+    sender.send_all([PreparedDoc(0, "x", data, 10, base=base_of(["A"], dt.datetime.now(dt.timezone.utc)))])
+    assert sender.counts == {"created": 0, "present": 1, "replaced": 0, "deleted": 0} and not sender.failures
+
+
+def test_ctrl_c_stops_taking_documents_and_waits_a_bounded_time() -> None:
+    release = threading.Event()
+
+    def slow(writes: list[WriteOp]) -> list[tuple[int, str]]:
+        release.wait(0.3)
+        return [(0, "")] * len(writes)
+
+    produced = 0
+
+    def docs() -> Iterator[PreparedDoc]:
+        nonlocal produced
+        for i in range(10_000):
+            if i == 1_234:
+                raise KeyboardInterrupt
+            produced += 1
+            yield doc(i, f"id{i}", {"i": i})
+
+    sender = BulkSender(
+        send=slow, lookup=lambda ids: {}, take_tokens=no_wait, max_attempts=3, max_batch_docs=100, stop_timeout=5
+    )
+    began = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        sender.send_all(docs())
+    assert time.monotonic() - began < 15
+    assert produced == 1_234
+    # Every document taken is written or counted as unsettled; nothing else was sent.
+    assert sender.written + sender.unsettled == produced
+    assert sender.written > 0
+
+
+def test_ctrl_c_with_a_request_that_never_answers_returns_after_the_stop_timeout() -> None:
+    stuck = threading.Event()
+
+    def hangs(writes: list[WriteOp]) -> list[tuple[int, str]]:
+        stuck.wait(30)
+        return [(0, "")] * len(writes)
+
+    def docs() -> Iterator[PreparedDoc]:
+        for i in range(50):
+            yield doc(i, f"id{i}", {"i": i})
+        time.sleep(0.2)
+        raise KeyboardInterrupt
+
+    sender = BulkSender(
+        send=hangs, lookup=lambda ids: {}, take_tokens=no_wait, max_attempts=3, max_batch_docs=10, stop_timeout=1
+    )
+    began = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        sender.send_all(docs())
+    assert 0.9 < time.monotonic() - began < 5
+    assert sender.written == 0 and sender.unsettled == 50
+    stuck.set()

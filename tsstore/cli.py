@@ -13,6 +13,9 @@ import datetime as dt
 import itertools
 import json
 import os
+import shlex
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,9 +31,10 @@ from .declaration import load_specs
 from .demo import SPEC as DEMO_SPEC
 from .deploy import DEFAULT_INDEX_FILE, plan_index_file
 from .emulator import DEFAULT_PROJECT, emulator_client, start_emulator
-from .errors import TsstoreError
+from .errors import Interrupted, TsstoreError
 from .frames import ticks_to_frame
-from .ingest import DEFAULT_MAX_FIELD_BYTES, FORMATS, ingest_file, write_rejects
+from .identity import DUPLICATE_POLICIES, DuplicatePolicy
+from .ingest import DEFAULT_MAX_FIELD_BYTES, FORMATS, IngestSummary, ingest_file, write_rejects
 from .output import write_frames
 from .spec import SeriesSpec
 from .store import TimeSeriesStore, WriteOptions
@@ -360,6 +364,10 @@ def purge(
                 click.echo(f"deleted {result.deleted} tick(s)")
     except TsstoreError as exc:
         raise click.ClickException(str(exc)) from exc
+    except Interrupted as stop:
+        click.echo(f"deleted {stop.partial.deleted} tick(s) before the interrupt")  # type: ignore[attr-defined]
+        click.echo(f"interrupted: run the same command to delete the rest:\n  {_this_command()}", err=True)
+        _exit_interrupted()
 
 
 @main.group()
@@ -489,6 +497,13 @@ def counter_grow(path: str, project: str | None, database: str, shards: int) -> 
     default=None,
     help="Checkpoint file. Default: FILE.<target hash>.tsstore-checkpoint.json",
 )
+@click.option(
+    "--on-duplicate",
+    type=click.Choice(DUPLICATE_POLICIES),
+    default=None,
+    help="A row whose key and time another tick with other content holds: keep both, replace it, "
+    "or reject the row. Default: the spec's (keep).",
+)
 def ingest(
     file: Path,
     declaration: str,
@@ -501,13 +516,15 @@ def ingest(
     max_field_bytes: int,
     rejects_path: Path | None,
     checkpoint: Path | None,
+    on_duplicate: DuplicatePolicy | None,
 ) -> None:
     """Load ticks from a CSV, JSON Lines or Parquet file.
 
     Columns map to fields (dotted names such as price.currency become nested maps) and are
     typed by the spec's declared columns. Bad rows go to the reject file with their line
-    number and reason; good rows are always written. Interrupted? Run the same command
-    again: it resumes after the checkpoint and never duplicates a tick.
+    number and reason; good rows are always written. Rows sharing key and time are all
+    kept (see --on-duplicate). Interrupted (Ctrl-C, a crash)? Run the same command again:
+    it resumes after the checkpoint and never stores a tick twice.
 
     \b
     Example:
@@ -531,17 +548,53 @@ def ingest(
                     naive=naive,
                     strict=strict,
                     max_field_bytes=max_field_bytes,
+                    on_duplicate=on_duplicate,
                     checkpoint=checkpoint,
                     on_progress=bar.update,
                     on_reject=sink,
+                    on_status=_status_on(bar),
                 )
     except TsstoreError as exc:
         raise click.ClickException(str(exc)) from exc
+    except Interrupted as stop:
+        close()
+        partial: IngestSummary = stop.partial  # type: ignore[assignment]
+        click.echo(partial.describe())
+        click.echo(
+            f"interrupted: every row up to line {partial.checkpoint_line} is done (checkpoint saved); "
+            f"run the same command to resume:\n  {_this_command()}",
+            err=True,
+        )
+        _exit_interrupted()
     finally:
         close()
     click.echo(summary.describe())
     if summary.rejected:
         click.echo(f"rejected rows (line, reason, raw) are in {rejects_file}", err=True)
+
+
+def _status_on(bar: tqdm) -> Callable[[str | None], None]:
+    """Show what the writer waits for (a retry and its reason) beside the progress bar."""
+
+    def show(text: str | None) -> None:
+        bar.set_postfix_str(text or "", refresh=True)
+
+    return show
+
+
+def _this_command() -> str:
+    return shlex.join(["tsstore", *sys.argv[1:]])
+
+
+def _exit_interrupted() -> None:
+    """Exit with 130 (the shell's code for Ctrl-C). Writer threads still waiting on a request
+    Firestore has not answered would hold the interpreter's exit for up to a request
+    timeout; what they carry is unconfirmed and already reported, so leave without them."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if any(t.name.startswith("tsstore-write") and t.is_alive() for t in threading.enumerate()):
+        os._exit(130)
+    raise SystemExit(130)
 
 
 OUTPUT_FORMATS = ("table", "csv", "jsonl", "parquet")

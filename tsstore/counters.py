@@ -9,20 +9,29 @@ Layout (as in Firestore's distributed-counter guide), under any document path:
 
 The value is one ``sum()`` aggregation over the shards (billed one read per 1 000 index
 entries), not a read of every shard. ``rollup()`` stores the current total in the counter
-document with a plain set guarded by its as-of time, so repeated or concurrent roll-ups
-never double-count and an older one never overwrites a newer one.
+document with a plain write (never an increment) guarded by its as-of time, so repeated or
+concurrent roll-ups never double-count and an older one never overwrites a newer one.
+
+The counter document is changed only by optimistic conditional writes (read, decide, write
+with a precondition; on a lost race read again), never by transactions. The emulator (and a
+contended production database) serialises read-write transactions on one document with
+locks, so a handful of concurrent roll-ups time out with ``Aborted: Transaction lock
+timeout``; a conditional write holds no lock and a loser just decides again.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
 import random
+import time
 from collections import Counter as _Tally
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
+from google.api_core.exceptions import AlreadyExists, FailedPrecondition
 from google.cloud import firestore
 from google.cloud.firestore_v1 import Increment
 from google.cloud.firestore_v1.base_document import DocumentSnapshot
@@ -30,11 +39,27 @@ from google.cloud.firestore_v1.base_document import DocumentSnapshot
 from .errors import CounterError
 from .limits import DOCUMENT_WRITES_PER_SECOND
 
+log = logging.getLogger(__name__)
+
 SHARDS_COLLECTION = "shards"
 COUNT_FIELD = "count"
 SHARDS_FIELD = "shards"
 TOTAL_FIELD = "total"
 AS_OF_FIELD = "total_as_of"
+
+#: Reads-and-conditional-writes of the counter document before contention is an error. Each
+#: lost race means another writer succeeded, so 20 is far beyond what a few dozen concurrent
+#: callers need; running out means the document is being rewritten non-stop.
+WRITE_ATTEMPTS = 20
+#: Back-off after a lost race: a uniformly random pause up to FIRST * 2**attempt seconds,
+#: capped, so losers spread out instead of re-reading and colliding again in lock-step.
+_BACKOFF_FIRST = 0.005
+_BACKOFF_CAP = 0.25
+
+_T = TypeVar("_T")
+#: What a verb decides from one snapshot of the counter document: its result, and the fields
+#: to write (``None``: nothing to write, the result stands as it is).
+_Decision: TypeAlias = tuple[_T, dict[str, Any] | None]
 
 
 @dataclass(frozen=True)
@@ -99,20 +124,19 @@ class ShardedCounter:
         """Create the counter with ``shards`` shards, or leave an existing one as it is.
 
         Idempotent: creating twice is not an error and resets nothing. Returns the shard
-        count in effect (the existing one if the counter was there already).
+        count in effect (the existing one if the counter was there already). Concurrent
+        creates (the writer makes per-series counters from several places) all agree: one
+        document create wins, the others get ``AlreadyExists``, read the winner's counter
+        and return its shard count.
         """
         _check_shard_count(shards)
-        transaction = self.client.transaction()
 
-        @firestore.transactional
-        def create_once(tx: firestore.Transaction) -> int:
-            snap = self.ref.get(transaction=tx)
+        def decide(snap: DocumentSnapshot) -> _Decision[int]:
             if snap.exists:
-                return _shard_count(snap, self.path)
-            tx.set(self.ref, {SHARDS_FIELD: shards})
-            return shards
+                return _shard_count(snap, self.path), None
+            return shards, {SHARDS_FIELD: shards}
 
-        count = create_once(transaction)
+        count = self._write_counter_doc(decide, verb="create")
         self._ensure_shard_docs(0, count)
         self._known_shards = count
         return count
@@ -155,21 +179,25 @@ class ShardedCounter:
         """Store the live total in the counter document and return it.
 
         A set, never an increment: repeating it, or racing another roll-up, cannot count
-        anything twice; a roll-up older than the stored one leaves the stored one alone.
+        anything twice. The total is one aggregation, true as of its read time; it is written
+        only if the stored roll-up is older, with the counter document's update time as the
+        precondition, so a roll-up that lost a race re-reads and, finding a newer one stored
+        meanwhile, returns that instead of overwriting it. The aggregation is not repeated on
+        a lost race: its value stays true as of its time, and the as-of check keeps order.
         """
         live = self._live()
-        transaction = self.client.transaction()
 
-        @firestore.transactional
-        def store_if_newer(tx: firestore.Transaction) -> CounterValue:
-            snap = self.ref.get(transaction=tx)
+        def decide(snap: DocumentSnapshot) -> _Decision[CounterValue]:
+            if not snap.exists:
+                # Writing the total alone would leave a counter document without a shard
+                # count, which create() would then refuse; a roll-up needs a counter.
+                raise CounterError(f"counter {self.path!r} does not exist; create it first")
             stored = _stored(snap)
             if stored is not None and stored.as_of >= live.as_of:
-                return stored
-            tx.set(self.ref, {TOTAL_FIELD: live.value, AS_OF_FIELD: live.as_of}, merge=True)
-            return CounterValue(live.value, live.as_of, live=False)
+                return stored, None
+            return CounterValue(live.value, live.as_of, live=False), {TOTAL_FIELD: live.value, AS_OF_FIELD: live.as_of}
 
-        return store_if_newer(transaction)
+        return self._write_counter_doc(decide, verb="rollup")
 
     def read(self, *, live: bool = False) -> CounterValue:
         """The stored roll-up (cheap: one document read, possibly stale; see ``as_of``), or the
@@ -185,31 +213,77 @@ class ShardedCounter:
 
     def grow(self, *, shards: int) -> int:
         """Raise the shard count to ``shards``. Counts stay where they are (the value sums every
-        shard document), new shards start at zero. Shrinking is refused: it would strand counts."""
-        _check_shard_count(shards)
-        transaction = self.client.transaction()
+        shard document), new shards start at zero. Shrinking is refused: it would strand counts.
 
-        @firestore.transactional
-        def raise_count(tx: firestore.Transaction) -> int:
-            snap = self.ref.get(transaction=tx)
+        The count is raised by a write conditional on the document being unchanged since it
+        was read; a grow that lost a race decides again on the new count. So concurrent grows
+        to one target all succeed, and a grow to less than a count another grow has already
+        set is refused as the shrink it has become. Every successful call makes sure the new
+        shard documents exist before it returns, winner or not.
+        """
+        _check_shard_count(shards)
+        counts_read: list[int] = []
+
+        def decide(snap: DocumentSnapshot) -> _Decision[int]:
             if not snap.exists:
                 raise CounterError(f"counter {self.path!r} does not exist; create it first")
             current = _shard_count(snap, self.path)
+            counts_read.append(current)
             if shards < current:
                 raise CounterError(
                     f"counter {self.path!r} has {current} shards; shrinking to {shards} is not supported "
                     "(counts on removed shards would be lost)"
                 )
-            if shards > current:
-                tx.update(self.ref, {SHARDS_FIELD: shards})
-            return current
+            return current, ({SHARDS_FIELD: shards} if shards > current else None)
 
-        previous = raise_count(transaction)
-        self._ensure_shard_docs(previous, shards)
+        self._write_counter_doc(decide, verb="grow")
+        # From the first count read, not the one our write replaced: a grow that lost to an
+        # identical one, or whose landed write a retry then re-read, decided "nothing to do",
+        # yet must not return before the new shards exist (the winner may still be making them).
+        self._ensure_shard_docs(min(counts_read), shards)
         self._known_shards = shards
         return shards
 
     # -------------------------------------------------------------------- internals
+
+    def _write_counter_doc(
+        self, decide: Callable[[DocumentSnapshot], _Decision[_T]], *, verb: str, attempts: int = WRITE_ATTEMPTS
+    ) -> _T:
+        """Read the counter document, let ``decide`` choose, and write its fields conditionally.
+
+        Optimistic and lock-free: a missing document is written with ``create`` (fails with
+        ``AlreadyExists`` if another writer made it first), an existing one with ``update``
+        on condition that its update time is still the one read (fails with
+        ``FailedPrecondition`` if it changed or was deleted). Either failure means another
+        writer won; the loser pauses a random moment and decides again on a fresh read.
+        Errors ``decide`` raises (``CounterError``) pass through at once. A gRPC retry of a
+        write that did land shows up as a lost race too, and every verb's decision on
+        re-reading its own write is "nothing to do", so that is harmless. After ``attempts``
+        lost races in a row, ``CounterError``: the document is being rewritten non-stop.
+        """
+        lost: AlreadyExists | FailedPrecondition | None = None
+        for attempt in range(attempts):
+            if attempt:
+                time.sleep(random.uniform(0, min(_BACKOFF_CAP, _BACKOFF_FIRST * 2**attempt)))
+            snap = self.ref.get()
+            result, fields = decide(snap)
+            if fields is None:
+                return result
+            try:
+                if snap.exists:
+                    self.ref.update(fields, option=self.client.write_option(last_update_time=snap.update_time))
+                else:
+                    self.ref.create(fields)
+            except (AlreadyExists, FailedPrecondition) as error:
+                lost = error
+                log.debug("counter %r: %s lost a race (%s: %s)", self.path, verb, type(error).__name__, error)
+                continue
+            return result
+        raise CounterError(
+            f"counter {self.path!r}: {verb} gave up after {attempts} attempts; each time another writer "
+            f"(create, rollup or grow) changed the counter document {self.path!r} between our read and our "
+            f"conditional write (last: {type(lost).__name__}: {lost})"
+        ) from lost
 
     def _shard_count(self) -> int:
         return self._known_shards if self._known_shards is not None else self.shards()

@@ -43,6 +43,17 @@ class CounterError(TsstoreError, ValueError):
     """A sharded counter was used wrongly (bad path, shard count or increment)."""
 
 
+class SnapshotExpiredError(TsstoreError):
+    """A read at one ``read_time`` lasted longer than Firestore keeps that snapshot (one hour;
+    seven days with point-in-time recovery). ``returned`` ticks were delivered before it
+    failed; ``cursor`` (``None`` if none were) continues right after the last of them."""
+
+    def __init__(self, message: str, *, returned: int, cursor: str | None) -> None:
+        super().__init__(message)
+        self.returned = returned
+        self.cursor = cursor
+
+
 class CursorError(QueryError):
     """A pagination cursor is malformed or belongs to another query."""
 
@@ -60,10 +71,12 @@ class WriteFailure:
 class WriteError(TsstoreError):
     """Firestore refused some documents after all retries; nothing was dropped silently.
 
-    ``failures`` names each refused record; ``written`` counts those that did land.
+    ``failures`` names each refused record; ``written`` counts those that did land, and
+    ``result`` (a :class:`~tsstore.store.WriteResult` or
+    :class:`~tsstore.store.PurgeResult`) says what they were.
     """
 
-    def __init__(self, failures: Sequence[WriteFailure], written: int) -> None:
+    def __init__(self, failures: Sequence[WriteFailure], written: int, result: object = None) -> None:
         first = failures[0]
         super().__init__(
             f"{len(failures)} of {written + len(failures)} documents were not written; "
@@ -71,6 +84,20 @@ class WriteError(TsstoreError):
         )
         self.failures = tuple(failures)
         self.written = written
+        self.result = result
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a long write, purge or ingest once it had settled what it could in a
+    bounded time. ``partial`` says what was done (the verb's own result type).
+
+    A ``KeyboardInterrupt`` (so ``except Exception`` never swallows it), not a
+    :class:`TsstoreError`: it is the user's stop, not a failure.
+    """
+
+    def __init__(self, partial: object, message: str) -> None:
+        super().__init__(message)
+        self.partial = partial
 
 
 class SchemaError(TsstoreError):

@@ -7,10 +7,7 @@ anything is sent, so a bad record never leaves half a batch written.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import hashlib
-import json
 import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -22,26 +19,42 @@ from google.cloud.firestore_v1 import GeoPoint
 from google.cloud.firestore_v1.vector import Vector
 
 from .errors import ConfigError, RecordError
+from .identity import (
+    ID_BYTES,
+    DuplicatePolicy,
+    Repeats,
+    base_of,
+    check_policy,
+    content_digest,
+    fingerprint,
+    id_from_digest,
+    shard_from_digest,
+    slot_digest,
+)
 from .limits import MAX_DOCUMENT_BYTES, MAX_FIELD_DEPTH, MAX_INT64, MIN_INT64
 from .spec import SeriesSpec
-from .times import NAIVE_POLICIES, NaivePolicy, to_micros, to_utc
-
-#: Canonical text of (key values…, timestamp µs) that keyed ids hash: compact JSON.
-_KEY_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-
-#: Bytes of a document id: 15 bytes → 20 base64url characters, like Firestore's own ids.
-_ID_BYTES = 15
+from .times import NAIVE_POLICIES, NaivePolicy, to_utc
 
 
 @dataclass(frozen=True, slots=True)
 class PreparedDoc:
     """A record ready to write: its input position, document id, data (shard set) and its
-    size in bytes as Firestore counts it."""
+    size in bytes as Firestore counts it.
+
+    ``base`` (key values and time), ``repeat`` and ``content`` (the content fingerprint, when
+    it was needed) place a keyed tick (see :mod:`tsstore.identity`); ``at_slot`` says the id
+    is its base's slot id. ``base`` is ``None`` for random ids. ``data`` ``None`` deletes the
+    document.
+    """
 
     index: int
     id: str
-    data: dict[str, Any] | None  # None: delete the document
+    data: dict[str, Any] | None
     size: int
+    base: tuple[Any, ...] | None = None
+    repeat: int = 0
+    content: bytes | None = None
+    at_slot: bool = False
 
 
 def prepare_records(
@@ -49,22 +62,33 @@ def prepare_records(
     records: Iterable[Mapping[str, Any]],
     *,
     naive: NaivePolicy = "error",
+    on_duplicate: DuplicatePolicy = "keep",
     on_reject: Callable[[RecordError], None] | None = None,
+    skip_first: int = 0,
 ) -> Iterator[PreparedDoc]:
     """Validate each record and assign its id and shard, lazily, in input order.
 
     Ids are spread evenly over the key space, never monotonic. With ``spec.key_fields``
-    an id is a hash of the key values and the timestamp, so writing the same tick again
-    overwrites the same document; otherwise it is random. The shard comes from other
-    bits of the same digest: random for random ids, and stable for hashed ids so that a
-    retried write produces the identical document. A shard value the caller already set
-    is kept if the spec declares it and refused otherwise.
+    an id is a hash of the key values and the timestamp (the slot id), or, for a record
+    repeating an earlier one of this input whole, of those, its content and its repeat
+    number (see :mod:`tsstore.identity`), so writing the same input again gives the same
+    ids; otherwise it is random. The shard comes from other bits of the slot's digest:
+    random for random ids, and stable for hashed ids so that a retried write produces the
+    identical document. A shard value the caller already set is kept if the spec declares
+    it and refused otherwise.
 
     A record that breaks a rule raises :class:`RecordError`, or, with ``on_reject``, is
-    handed to it and skipped while the others go on.
+    handed to it and skipped while the others go on. The first ``skip_first`` records were
+    written by an earlier run: they are numbered like the rest but not yielded, and their
+    errors are not reported again.
     """
     if naive not in NAIVE_POLICIES:
         raise ConfigError(f"naive={naive!r} is not allowed; use one of {NAIVE_POLICIES}")
+    try:
+        policy = check_policy(on_duplicate)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    repeats = Repeats()
     ts_path = spec.timestamp_field.split(".")
     shard_path = spec.shard_field.split(".")
     expire_path = spec.expire_field.split(".")
@@ -92,7 +116,12 @@ def prepare_records(
                 "not a timezone-aware datetime",
             )
         if spec.expire_after is not None and _get(data, expire_path) is _MISSING:
-            size += _set(data, expire_path, raw_ts + spec.expire_after)
+            try:
+                size += _set(data, expire_path, raw_ts + spec.expire_after)
+            except OverflowError:
+                raise RecordError(
+                    index, f"timestamp {raw_ts.isoformat()} + expire_after is past the latest time Firestore stores"
+                ) from None
         shard = _get(data, shard_path)
         if shard is not _MISSING and shard not in allowed_shards:
             raise RecordError(
@@ -111,28 +140,48 @@ def prepare_records(
                         "key fields must be present and hold a string, number, boolean or null",
                     )
                 key.append(value)
-            key.append(to_micros(raw_ts))
-            digest = hashlib.sha256(_KEY_ENCODER.encode(key).encode()).digest()
+            base: tuple[Any, ...] | None = base_of(key, raw_ts)
+            assert base is not None
+            digest = slot_digest(base)
+            doc_id = id_from_digest(digest)
+            content, repeat = None, 0
+            if policy == "keep":
+                content = fingerprint(data, ignore=spec.shard_field)
+                seen, repeat = repeats.observe(digest, content)
+                if repeat:  # a repeat never takes the slot: the first such row has it or passed it
+                    doc_id = id_from_digest(content_digest(base, content, repeat))
+            elif policy == "error" and repeats.observe(digest, b"")[0]:
+                raise RecordError(
+                    index,
+                    f"has the same key {key!r} and time {raw_ts.isoformat()} as an earlier record of this input; "
+                    "on_duplicate='error' refuses it ('keep' stores both; a trade id in key_fields tells them apart)",
+                )
         else:
-            digest = secrets.token_bytes(_ID_BYTES + 4)
-        doc_id = base64.urlsafe_b64encode(digest[:_ID_BYTES]).decode()
+            base, content, repeat = None, None, 0
+            digest = secrets.token_bytes(ID_BYTES + 4)
+            doc_id = id_from_digest(digest)
         if shard is _MISSING:
-            shard = shards[int.from_bytes(digest[_ID_BYTES : _ID_BYTES + 4], "big") % len(shards)]
+            shard = shard_from_digest(digest, shards)
             size += _set(data, shard_path, shard)
         total = size + name_bytes + len(doc_id) + 1 + 32
         if total > MAX_DOCUMENT_BYTES:
             raise RecordError(
                 index, f"is {total} bytes as Firestore counts them; a document may be at most {MAX_DOCUMENT_BYTES}"
             )
-        return PreparedDoc(index, doc_id, data, total)
+        return PreparedDoc(index, doc_id, data, total, base, repeat, content, base is not None and repeat == 0)
 
     for index, record in enumerate(records):
         try:
-            yield prepare_one(index, record)
+            doc = prepare_one(index, record)
         except RecordError as error:
+            if index < skip_first:
+                continue
             if on_reject is None:
                 raise
             on_reject(error)
+            continue
+        if index >= skip_first:
+            yield doc
 
 
 class _Bad(Exception):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from .errors import SpecError
+from .identity import DuplicatePolicy, check_policy
 from .limits import SEQUENTIAL_WRITES_PER_SECOND
 
 #: A field path tsstore can use in filters and index definitions without quoting:
@@ -113,9 +114,14 @@ class SeriesSpec:
     - ``shapes``: the query shapes the application uses besides the plain time range
       (which is always served). A shape may be given as a ``QueryShape``, a field name,
       or a sequence of field names (then queried newest first only).
-    - ``key_fields``: fields that, with the timestamp, identify one tick (e.g. ``symbol``).
-      With key fields, document ids are a hash of key and time, so a repeated write of the
-      same tick overwrites instead of duplicating. Without, ids are random.
+    - ``key_fields``: fields that, with the timestamp, name one series' tick (e.g. ``symbol``).
+      With key fields, a tick's document id is a hash of key and time, or of key, time and
+      content when another tick holds that one, so writing a tick again stores nothing
+      twice and two ticks sharing key and time are both kept. Without, ids are random. See
+      :mod:`tsstore.identity`.
+    - ``on_duplicate``: what a tick does when another tick with the same key and time but
+      other content is stored: ``"keep"`` both (default), ``"replace"`` it, or refuse it
+      (``"error"``). Identical content is always the same tick, never stored twice.
     - ``columns``: declared DataFrame columns as ``{dotted field path: type}`` with types
       from :data:`COLUMN_TYPES`. Declared columns are always present, in this order and
       with this dtype, even in an empty result; other fields follow, sorted by name.
@@ -133,6 +139,7 @@ class SeriesSpec:
     shard_field: str = "shard"
     shapes: tuple[QueryShape, ...] = ()
     key_fields: tuple[str, ...] = ()
+    on_duplicate: DuplicatePolicy = "keep"
     columns: tuple[tuple[str, str], ...] = ()
     expire_after: dt.timedelta | None = None
     expire_field: str = "expireAt"
@@ -148,6 +155,7 @@ class SeriesSpec:
         shard_field: str = "shard",
         shapes: Iterable["QueryShape | str | Iterable[str]"] = (),
         key_fields: Iterable[str] = (),
+        on_duplicate: DuplicatePolicy = "keep",
         columns: "Mapping[str, str] | Iterable[tuple[str, str]]" = (),
         expire_after: dt.timedelta | None = None,
         expire_field: str = "expireAt",
@@ -216,7 +224,12 @@ class SeriesSpec:
             raise SpecError(f"count_by {list(counted)!r} must be distinct fields other than the timestamp and shard")
         if isinstance(counter_shards, bool) or not isinstance(counter_shards, int) or counter_shards < 1:
             raise SpecError(f"counter_shards {counter_shards!r} is not allowed; give a positive integer")
+        try:
+            policy = check_policy(on_duplicate)
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
         object.__setattr__(self, "key_fields", keys)
+        object.__setattr__(self, "on_duplicate", policy)
         object.__setattr__(self, "columns", tuple((p, k) for p, k in column_items))
         object.__setattr__(self, "expire_after", expire_after)
         object.__setattr__(self, "expire_field", expire_field)
@@ -281,6 +294,7 @@ _SPEC_KEYS = (
     "shard_field",
     "shapes",
     "key_fields",
+    "on_duplicate",
     "columns",
     "expire_after",
     "expire_field",

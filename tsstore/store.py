@@ -8,6 +8,7 @@ and ``FIRESTORE_EMULATOR_HOST``) and a :class:`~tsstore.spec.SeriesSpec`.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -23,17 +24,27 @@ from google.cloud.firestore_v1.field_path import FieldPath
 
 from .counters import ShardedCounter, increment_counters
 from .cursor import decode_cursor, encode_cursor
-from .errors import ConfigError, QueryError, RecordError, TsstoreError, WriteError
+from .errors import (
+    ConfigError,
+    Interrupted,
+    QueryError,
+    RecordError,
+    SnapshotExpiredError,
+    TsstoreError,
+    WriteError,
+)
 from .frames import frame_to_records, frames, ticks_to_frame
+from .identity import DuplicatePolicy
 from .limits import RAMP_START_OPS_PER_SECOND
 from .merge import merge_streams, take
 from .planning import QueryPlan, Where, plan_query
+from .ramp import RampLimiter
 from .records import PreparedDoc, prepare_records
 from .rows import Page, Tick, get_path
 from .spec import Direction, SeriesSpec
 from .times import NaivePolicy
-from .wire import stream_ticks
-from .writer import BulkSender
+from .wire import batch_write, get_documents, stream_ticks
+from .writer import BulkSender, Written
 
 #: Documents fetched per chunk request when reading without a small limit. One request
 #: must finish within Firestore's 60 s stream deadline; 2 000 small ticks take well under 1 s.
@@ -88,10 +99,21 @@ class PurgeResult:
 
 @dataclass(frozen=True)
 class WriteResult:
-    """What a write stored: how many records and their document ids, in input order."""
+    """What a write did with the records it sent, in input order.
+
+    ``count`` records are now stored: ``created`` new documents, ``present`` ticks that were
+    already stored with the same content (a re-run, a retried write), ``replaced`` ticks that
+    overwrote another with the same key and time (``on_duplicate="replace"``). ``ids`` are
+    their document ids (empty when asked not to keep them). ``unsettled`` records were not
+    confirmed when Ctrl-C stopped the write (a re-run settles them).
+    """
 
     count: int
     ids: tuple[str, ...]
+    created: int = 0
+    present: int = 0
+    replaced: int = 0
+    unsettled: int = 0
 
 
 class TimeSeriesStore:
@@ -124,6 +146,12 @@ class TimeSeriesStore:
         self._fast = fast_wire
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tsstore-read")
         self._counters: dict[tuple[Any, ...], ShardedCounter] = {}
+        ceiling = write_options.max_ops_per_second or spec.max_write_rate
+        initial = ceiling if not write_options.ramp else min(write_options.initial_ops_per_second, ceiling)
+        # One ramp for every write and purge of this store: its traffic to the collection is
+        # one stream, so a second write() continues the ramp instead of starting at 500 again.
+        self._limiter = RampLimiter(initial=initial, ceiling=ceiling)
+        self._batch_docs = initial  # a batch never needs more tokens than the slowest second holds
 
     def close(self) -> None:
         """Stop the reader threads (the client stays open: it is the caller's)."""
@@ -142,44 +170,73 @@ class TimeSeriesStore:
         records: Iterable[Mapping[str, Any]] | pd.DataFrame,
         *,
         naive: NaivePolicy = "error",
+        on_duplicate: DuplicatePolicy | None = None,
         on_progress: ProgressCallback | None = None,
         on_reject: Callable[[RecordError], None] | None = None,
         on_written: Callable[[list[int]], None] | None = None,
+        on_status: Callable[[str | None], None] | None = None,
+        skip_first: int = 0,
+        keep_ids: bool = True,
     ) -> WriteResult:
         """Write ticks (mappings, or a DataFrame with dotted column names) and return what was
         stored. Every record is validated before it is queued; a bad record raises
         :class:`~tsstore.errors.RecordError` naming its position, after the records before it
-        have been sent (so a re-run with keyed ids resumes without duplicates). Firestore
-        refusals that persist after retries raise :class:`~tsstore.errors.WriteError` naming
-        each refused record; every other record is written.
-        ``on_progress`` is called with the number of documents confirmed since the last call.
-        With ``spec.count_by``, each written batch adds its tick count to each series'
-        counter in one commit (see :meth:`series_counter`).
+        have been sent (a re-run of the same input stores nothing twice). Firestore refusals
+        that persist after retries raise :class:`~tsstore.errors.WriteError` naming each
+        refused record; every other record is written.
+
+        Ticks sharing key fields and timestamp are handled by ``on_duplicate`` (default: the
+        spec's, ``"keep"``); see :mod:`tsstore.identity`. ``on_progress`` is called with the
+        number of documents confirmed since the last call, ``on_status`` with what the writer
+        is waiting for (retries and why) or ``None``. With ``spec.count_by``, each written
+        batch adds its newly created ticks to each series' counter in one commit, so a
+        re-written tick is never counted twice (see :meth:`series_counter`).
 
         ``on_reject``, if given, receives each invalid record's :class:`RecordError` and the
         write goes on without it (the result then holds only what was written);
-        ``on_written`` receives the input positions of the records each batch stored.
+        ``on_written`` receives the input positions of the records each batch settled. The
+        first ``skip_first`` records were written by an earlier run (a resumed ingest): they
+        are numbered for identity but not sent. ``keep_ids=False`` returns no ids, keeping
+        memory flat for huge inputs. Ctrl-C raises :class:`~tsstore.errors.Interrupted` with
+        the result so far once the batches in flight are settled (or 10 s have passed).
         """
         rows = frame_to_records(self.spec, records) if isinstance(records, pd.DataFrame) else records
+        policy = self.spec.on_duplicate if on_duplicate is None else on_duplicate
+        final_ids: dict[int, str] = {}
 
-        def written(docs: list[PreparedDoc]) -> None:
+        def written(batch: list[Written]) -> None:
+            if keep_ids:
+                for item in batch:
+                    final_ids[item.doc.index] = item.id
             if self.spec.count_by:
-                self._count_written(docs)
+                self._count_written(batch)
             if on_written is not None:
-                on_written([d.index for d in docs])
+                on_written([item.doc.index for item in batch])
 
-        sender = self._sender(on_progress=on_progress, on_written=written)
-        ids: list[str] = []
+        docs = prepare_records(
+            self.spec, rows, naive=naive, on_duplicate=policy, on_reject=on_reject, skip_first=skip_first
+        )
+        sender = self._sender(on_duplicate=policy, on_progress=on_progress, on_written=written, on_status=on_status)
 
-        def remember(docs: Iterable[PreparedDoc]) -> Iterator[PreparedDoc]:
-            for doc in docs:
-                ids.append(doc.id)
-                yield doc
+        def result() -> WriteResult:
+            counts = sender.counts
+            return WriteResult(
+                count=sender.written,
+                ids=tuple(final_ids[i] for i in sorted(final_ids)),
+                created=counts["created"],
+                present=counts["present"],
+                replaced=counts["replaced"],
+                unsettled=sender.unsettled,
+            )
 
-        sender.send_all(remember(prepare_records(self.spec, rows, naive=naive, on_reject=on_reject)))
+        try:
+            sender.send_all(docs)
+        except KeyboardInterrupt as stop:
+            raise Interrupted(result(), "write interrupted") from stop
         if sender.failures:
-            raise WriteError(sorted(sender.failures, key=lambda f: f.index), written=sender.written)
-        return WriteResult(len(ids), tuple(ids))
+            failures = sorted(sender.failures, key=lambda f: f.index)
+            raise WriteError(failures, written=sender.written, result=result())
+        return result()
 
     # ------------------------------------------------------------------ reading
 
@@ -338,8 +395,9 @@ class TimeSeriesStore:
         """The sharded counter the writer keeps for one series (``spec.count_by`` fields →
         values), e.g. ``store.series_counter({"symbol": "AAA"}).read(live=True)``.
 
-        Counters count accepted writes: writing the same keyed tick twice counts it twice
-        (the document is not duplicated). :meth:`count` gives the exact number stored."""
+        Counters count the ticks the writer created: writing the same tick again counts
+        nothing. Purges do not decrement them, and a process killed between a batch and its
+        counter increment leaves that batch uncounted; :meth:`count` is the exact figure."""
         if not self.spec.count_by:
             raise ConfigError(f"spec for {self.spec.collection!r} has no count_by fields; no series counters kept")
         missing = sorted(set(self.spec.count_by) - set(key))
@@ -388,22 +446,28 @@ class TimeSeriesStore:
                 for i, tick in enumerate(_ChunkReader(self, plan, chunk, after=None, read_time=None, budget=None)):
                     yield PreparedDoc(i, tick.id, None, 0)
 
-        sender.send_all(doomed())
+        def result() -> PurgeResult:
+            return PurgeResult(matched=matched, deleted=sender.counts["deleted"], dry_run=False)
+
+        try:
+            sender.send_all(doomed())
+        except KeyboardInterrupt as stop:
+            raise Interrupted(result(), "purge interrupted") from stop
         if sender.failures:
-            raise WriteError(sender.failures, written=sender.written)
-        return PurgeResult(matched=matched, deleted=sender.written, dry_run=False)
+            raise WriteError(sender.failures, written=sender.written, result=result())
+        return result()
 
     # ------------------------------------------------------------------ internals
 
-    def _sender(self, **callbacks: Any) -> BulkSender:
-        opts = self.write_options
-        ceiling = opts.max_ops_per_second or self.spec.max_write_rate
+    def _sender(self, *, on_duplicate: DuplicatePolicy = "keep", **callbacks: Any) -> BulkSender:
         return BulkSender(
-            self._collection,
-            initial_ops_per_second=ceiling if not opts.ramp else min(opts.initial_ops_per_second, ceiling),
-            max_ops_per_second=ceiling,
-            max_attempts=opts.max_attempts,
-            fast=self._fast,
+            send=functools.partial(batch_write, self._collection, fast=self._fast),
+            lookup=functools.partial(get_documents, self._collection),
+            take_tokens=self._limiter.take,
+            max_batch_docs=self._batch_docs,
+            max_attempts=self.write_options.max_attempts,
+            on_duplicate=on_duplicate,
+            ignore_field=self.spec.shard_field,
             **callbacks,
         )
 
@@ -416,15 +480,24 @@ class TimeSeriesStore:
             self._counters[values] = counter
         return counter
 
-    def _count_written(self, docs: list[PreparedDoc]) -> None:
-        """One increment per series touched by a written batch, all in one commit."""
+    def _count_written(self, batch: list[Written]) -> None:
+        """One increment per series a written batch changed, all in one commit: +1 for each
+        created tick; a replace that moved a tick to another series moves its count too.
+        Ticks found already present count nothing, so a re-run never counts twice."""
         tally: dict[tuple[Any, ...], int] = {}
         paths = [f.split(".") for f in self.spec.count_by]
-        for doc in docs:
-            assert doc.data is not None
-            key = tuple(get_path(doc.data, p) for p in paths)
-            tally[key] = tally.get(key, 0) + 1
-        increment_counters(self.client, {self._counter_for(k): n for k, n in tally.items()})
+        for item in batch:
+            assert item.doc.data is not None
+            key = tuple(get_path(item.doc.data, p) for p in paths)
+            if item.outcome == "created":
+                tally[key] = tally.get(key, 0) + 1
+            elif item.outcome == "replaced" and item.previous is not None:
+                old = tuple(get_path(item.previous, p) for p in paths)
+                if old != key:
+                    tally[key] = tally.get(key, 0) + 1
+                    tally[old] = tally.get(old, 0) - 1
+        if any(tally.values()):
+            increment_counters(self.client, {self._counter_for(k): n for k, n in tally.items() if n})
 
     def _run(
         self, plan: QueryPlan, *, cursor: str | None, read_time: dt.datetime | None, limit: int | None
@@ -436,7 +509,7 @@ class TimeSeriesStore:
         streams = [
             _ChunkReader(self, plan, chunk, after=after, read_time=read_time, budget=limit) for chunk in plan.chunks
         ]
-        return take(merge_streams(streams, descending=plan.descending), limit)
+        return _name_expiry(plan, take(merge_streams(streams, descending=plan.descending), limit), read_time)
 
     def _chunk_query(
         self, plan: QueryPlan, chunk: tuple[str, ...], after: tuple[dt.datetime, str] | None, size: int | None
@@ -533,6 +606,35 @@ class _ChunkReader(Iterator[Tick]):
         tick = self._page[self._pos]
         self._pos += 1
         return tick
+
+
+def _name_expiry(plan: QueryPlan, ticks: Iterator[Tick], read_time: dt.datetime | None) -> Iterator[Tick]:
+    """``ticks``, with Firestore's refusal of a snapshot that has grown too old turned into a
+    :class:`~tsstore.errors.SnapshotExpiredError` that says how far the read got and how to go on."""
+    returned = 0
+    last: Tick | None = None
+    try:
+        for tick in ticks:
+            yield tick
+            returned += 1
+            last = tick
+    except gexc.FailedPrecondition as exc:
+        if "read_time" not in str(exc):
+            raise
+        cursor = encode_cursor(plan, last.timestamp, last.id) if last is not None else None
+        where = (
+            f"after {returned} ticks, the last at {last.timestamp.isoformat()} (id {last.id}); "
+            "pass cursor= (the error's .cursor) to a new query to continue from there"
+            if last is not None
+            else "before its first tick"
+        )
+        stamp = read_time.isoformat() if read_time is not None else "its start"
+        raise SnapshotExpiredError(
+            f"the read at read_time {stamp} outlived the snapshot Firestore keeps (1 hour; 7 days with "
+            f"point-in-time recovery) and stopped {where}",
+            returned=returned,
+            cursor=cursor,
+        ) from exc
 
 
 def series_document_id(values: tuple[Any, ...]) -> str:

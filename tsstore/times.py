@@ -51,9 +51,15 @@ def to_utc(value: object, *, name: str, naive: NaivePolicy = "error") -> dt.date
                 "or opt in to treating naive times as UTC (naive='utc')"
             )
         value = value.replace(tzinfo=dt.timezone.utc)
-    if isinstance(value, pd.Timestamp):
-        value = value.to_pydatetime()
-    return plain_datetime(value).astimezone(dt.timezone.utc)
+    moment: dt.datetime = value.to_pydatetime() if isinstance(value, pd.Timestamp) else value
+    try:
+        return plain_datetime(moment).astimezone(dt.timezone.utc)
+    except OverflowError:
+        # e.g. 0001-01-01T00:00:00+01:00: inside datetime's range, outside it once in UTC.
+        raise ValueError(
+            f"{name} {moment.isoformat()} is outside the times Firestore stores "
+            "(0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z)"
+        ) from None
 
 
 def plain_datetime(value: dt.datetime) -> dt.datetime:

@@ -6,9 +6,10 @@ client's ``set()`` encoding costs about 160 µs a document, twenty times what bu
 the raw protobuf ``Write`` messages directly costs. The fast paths here send the same
 requests on the client's own GAPIC transport with raw protobuf messages. They rely on
 private parts of google-cloud-firestore (``Query._prep_stream``, ``Client._firestore_api``,
-``Client._rpc_metadata``, ``Client._database_string``), so they live in this one module,
-are tested against the public paths, and fall back to them if the client's internals
-change shape.
+``Client._rpc_metadata``, ``Client._database_string``, ``Client._database``), so they live
+in this one module (no other module touches a private attribute of the client), are called
+by keyword, are tested against the public paths, and fall back to them if the client's
+internals change shape (:func:`fast_path_problems` says why, and the suite fails on it).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from google.cloud.firestore_v1 import _helpers
@@ -55,9 +57,45 @@ def _public_stream(query: BaseQuery, *, timestamp_field: str, read_time: dt.date
 
 def _prepare(query: BaseQuery, read_time: dt.datetime | None) -> tuple[Any, Any, str]:
     client = query._client
-    request, expected_prefix, kwargs = query._prep_stream(None, None, None, None, read_time)
-    responses = client._firestore_api.run_query(request=request, metadata=client._rpc_metadata, **kwargs)
-    return responses, client, expected_prefix
+    request, expected_prefix, kwargs = query._prep_stream(  # type: ignore[attr-defined]
+        transaction=None, retry=None, timeout=None, explain_options=None, read_time=read_time
+    )
+    run_query = client._firestore_api.run_query
+    metadata = client._rpc_metadata
+    # Everything above only looks things up; the call below is the RPC, and its errors are Firestore's.
+    return run_query(request=request, metadata=metadata, **kwargs), client, expected_prefix
+
+
+def fast_path_problems(client: Any) -> list[str]:
+    """Why the fast paths would fall back to the public ones with this client (empty: they
+    would not). The test suite asserts this is empty, so a client upgrade that moves the
+    internals fails loudly instead of silently slowing tsstore down."""
+    problems = []
+    for name in ("_firestore_api", "_rpc_metadata", "_database_string"):
+        if not hasattr(client, name):
+            problems.append(f"the client has no {name}")
+    api = getattr(client, "_firestore_api", None)
+    for method in ("run_query", "batch_write"):
+        if api is not None and not callable(getattr(api, method, None)):
+            problems.append(f"the client's GAPIC API has no {method}")
+    import inspect
+
+    from google.cloud.firestore_v1.query import Query
+
+    prep = getattr(Query, "_prep_stream", None)
+    if prep is None:
+        problems.append("Query has no _prep_stream")
+    else:
+        wanted = {"transaction", "retry", "timeout", "explain_options", "read_time"}
+        missing = wanted - set(inspect.signature(prep).parameters)
+        if missing:
+            problems.append(f"Query._prep_stream lacks parameters {sorted(missing)}")
+    return problems
+
+
+def database_id(client: Any) -> str:
+    """The database a client talks to (``(default)`` unless it was given one)."""
+    return str(getattr(client, "_database", None) or "(default)")
 
 
 def _decode_responses(responses: Any, client: Any, expected_prefix: str, *, timestamp_field: str) -> Iterator[Tick]:
@@ -117,54 +155,81 @@ def _plain_time(value: Any) -> dt.datetime:
 #: (gRPC status code, message) of one write in a BatchWrite response; code 0 is success.
 WriteStatus = tuple[int, str]
 
+#: One write: document id, data (``None`` deletes the document), and whether it may only
+#: create the document (Firestore then refuses it with ALREADY_EXISTS if the id is taken).
+WriteOp = tuple[str, dict[str, Any] | None, bool]
+
+#: gRPC status code of a create whose document exists.
+ALREADY_EXISTS = 6
+
 
 def batch_write(
     collection: BaseCollectionReference,
-    docs: list[tuple[str, dict[str, Any] | None]],
+    writes: list[WriteOp],
     *,
     fast: bool = True,
     timeout: float = 60.0,
 ) -> list[WriteStatus]:
-    """Set each ``(document id, data)`` (delete it where ``data`` is ``None``) in one
-    non-atomic ``BatchWrite`` request and return one status per document, in order. Raises
-    ``GoogleAPICallError`` when the request as a whole fails; no retries here (the caller
-    decides)."""
+    """Apply each write in one non-atomic ``BatchWrite`` request and return one status per
+    write, in order. Raises ``GoogleAPICallError`` when the request as a whole fails; no
+    retries here (the caller decides)."""
     if fast:
         try:
-            request, client = _batch_write_request(collection, docs)
-        except (AttributeError, TypeError, ValueError) as exc:
+            request, client = _batch_write_request(collection, writes)
+            send = client._firestore_api.batch_write
+            metadata = client._rpc_metadata
+        except (AttributeError, TypeError, ValueError) as exc:  # client internals changed
             log.warning("tsstore fast write path unavailable (%s); using BulkWriteBatch", exc)
         else:
-            response = client._firestore_api.batch_write(
-                request=request, metadata=client._rpc_metadata, retry=None, timeout=timeout
-            )
+            response = send(request=request, metadata=metadata, retry=None, timeout=timeout)
             return [(st.code, st.message) for st in response.status]
     batch = BulkWriteBatch(collection._client)
-    for doc_id, data in docs:
+    for doc_id, data, create in writes:
         if data is None:
             batch.delete(collection.document(doc_id))
+        elif create:
+            batch.create(collection.document(doc_id), data)
         else:
             batch.set(collection.document(doc_id), data)
     response = batch.commit(retry=None, timeout=timeout)
     return [(st.code, st.message) for st in response.status]
 
 
-def _batch_write_request(
-    collection: BaseCollectionReference, docs: list[tuple[str, dict[str, Any] | None]]
-) -> tuple[Any, Any]:
+def _batch_write_request(collection: BaseCollectionReference, writes: list[WriteOp]) -> tuple[Any, Any]:
     client = collection._client
     prefix = collection.document("x")._document_path[:-1]
     request = _BATCH_WRITE_PB(database=client._database_string)
-    for doc_id, data in docs:
+    for doc_id, data, create in writes:
+        write = request.writes.add()
         if data is None:
-            request.writes.add().delete = prefix + doc_id
+            write.delete = prefix + doc_id
             continue
-        update = request.writes.add().update
+        if create:
+            write.current_document.exists = False
+        update = write.update
         update.name = prefix + doc_id
         fields = update.fields
         for key, value in data.items():
             _encode_value(value, fields[key])
     return firestore_types.BatchWriteRequest.wrap(request), client
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A document as it is stored: its data and when it was created."""
+
+    data: dict[str, Any]
+    create_time: dt.datetime
+
+
+def get_documents(collection: BaseCollectionReference, ids: list[str]) -> dict[str, Stored]:
+    """The documents of ``collection`` with these ids that exist (one batched read)."""
+    refs = [collection.document(doc_id) for doc_id in ids]
+    found: dict[str, Stored] = {}
+    for snap in collection._client.get_all(refs):  # type: ignore[attr-defined]
+        if snap.exists:
+            found[snap.id] = Stored(snap.to_dict() or {}, snap.create_time)
+    return found
 
 
 _BATCH_WRITE_PB = firestore_types.BatchWriteRequest.pb()

@@ -1,13 +1,21 @@
 """Send prepared documents to Firestore in rate-limited, size-bounded bulk batches.
 
-Built from google-cloud-firestore's own pieces: the non-atomic ``BatchWrite`` RPC (one
-status per document; sent by :func:`tsstore.wire.batch_write`, which encodes the raw
-protobuf itself or falls back to ``BulkWriteBatch``) and ``RateLimiter`` (the 500/50/5 ramp-up:
-start at ``initial`` ops/s, +50 % every 5 minutes, never above the ceiling). It does not
-use ``BulkWriter`` itself because ``BulkWriter.flush()`` waits on its batch futures
-without looking at their exceptions: a ``BatchWrite`` call that fails as a whole (after
-the GAPIC retries) drops its documents without calling either callback. Here every
-document ends as written or as a named :class:`~tsstore.errors.WriteFailure`.
+Each batch is one non-atomic ``BatchWrite`` request (one status per document), sent by a
+*send* function (normally :func:`tsstore.wire.batch_write`) at the pace a *take tokens*
+function allows (normally the 500/50/5 ramp of :class:`tsstore.ramp.RampLimiter`). Both
+are given to the sender, so its bookkeeping is tested without Firestore.
+
+It does not use the client's ``BulkWriter``: ``BulkWriter.flush()`` waits on its batch
+futures without looking at their exceptions, so a ``BatchWrite`` call that fails as a
+whole drops its documents without calling either callback. Here every document ends
+written (created, already present, replaced or deleted), named as a
+:class:`~tsstore.errors.WriteFailure`, or, after Ctrl-C, counted as not sent.
+
+Ticks are written as *creates*: Firestore refuses a create whose document exists
+(ALREADY_EXISTS), and the stored content then decides what the tick is (see
+:mod:`tsstore.identity`): the same tick already present, or another tick in its slot, which
+the duplicate policy keeps beside it, replaces, or refuses. So a re-sent tick is never
+counted as new, and a distinct tick never silently replaces another.
 """
 
 from __future__ import annotations
@@ -15,17 +23,18 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
+import grpc
 from google.api_core import exceptions as gexc
-from google.cloud.firestore_v1.base_collection import BaseCollectionReference
-from google.cloud.firestore_v1.rate_limiter import RateLimiter
 
 from .errors import WriteFailure
+from .identity import DuplicatePolicy, content_digest, fingerprint, id_from_digest
 from .records import PreparedDoc
-from .wire import batch_write
+from .wire import ALREADY_EXISTS, Stored, WriteOp, WriteStatus
 
 #: Documents per BatchWrite request. The request is also capped at MAX_BATCH_BYTES.
 MAX_BATCH_DOCS = 500
@@ -45,150 +54,338 @@ _RETRYABLE_ERRORS = (
     gexc.Unknown,
     gexc.Cancelled,
 )
+_CODE_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
+
+#: How far a client's clock may run ahead of Firestore's. A create whose request failed as
+#: a whole may still have landed; if its retry then finds the same content, created at or
+#: after the first send (less this margin), the document is counted as created by us.
+CLOCK_SKEW_SECONDS = 1.0
+
+#: How often one document may find its slot changed under it before it is reported.
+_MAX_RESOLUTIONS = 4
+
+Outcome = Literal["created", "present", "replaced", "deleted"]
+Send = Callable[[list[WriteOp]], list[WriteStatus]]
+Lookup = Callable[[list[str]], Mapping[str, Stored]]
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What became of one document: its final id (its content id when the tick went beside
+    another), the outcome, and for a replace the content it replaced."""
+
+    doc: PreparedDoc
+    id: str
+    outcome: Outcome
+    previous: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class _Item:
+    doc: PreparedDoc
+    id: str
+    op: Literal["create", "set", "delete"]
+    sent_at: float | None = None  # wall-clock time of the first send
+    ambiguous: bool = False  # a request holding it failed as a whole: it may have landed
+    resolutions: int = 0
+    previous: dict[str, Any] | None = None
 
 
 @dataclass
 class _Outcome:
-    written: list[PreparedDoc] = field(default_factory=list)
+    written: list[Written] = field(default_factory=list)
     failures: list[WriteFailure] = field(default_factory=list)
+    not_sent: int = 0  # given up because the sender was stopping
+
+
+def code_name(code: int) -> str:
+    return _CODE_NAMES.get(code, str(code))
 
 
 class BulkSender:
     """Writes batches on a small thread pool with a bounded number in flight. A document
-    whose ``data`` is ``None`` is deleted instead of set.
+    whose ``data`` is ``None`` is deleted instead of created.
 
     Two writes to the same document never travel concurrently: a later write of an id
     waits for the batch holding the earlier one, so the last record given wins, as it
     would with sequential writes.
+
+    Callbacks run in the calling thread: ``on_written`` with each finished batch's
+    :class:`Written` documents, ``on_progress`` with their number, ``on_status`` with a
+    line saying what the sender is waiting for (retries and their reason) or ``None`` once
+    it is not waiting.
     """
 
     def __init__(
         self,
-        collection: BaseCollectionReference,
         *,
-        initial_ops_per_second: int,
-        max_ops_per_second: int,
+        send: Send,
+        lookup: Lookup,
+        take_tokens: Callable[[int], None],
+        max_batch_docs: int = MAX_BATCH_DOCS,
         max_attempts: int,
+        on_duplicate: DuplicatePolicy = "keep",
+        ignore_field: str | None = None,
         workers: int = 4,
+        stop_timeout: float = 10.0,
         on_progress: Callable[[int], None] | None = None,
-        on_written: Callable[[list[PreparedDoc]], None] | None = None,
-        fast: bool = True,
+        on_written: Callable[[list[Written]], None] | None = None,
+        on_status: Callable[[str | None], None] | None = None,
     ) -> None:
-        self._collection = collection
-        self._fast = fast
-        self._limiter = RateLimiter(initial_tokens=initial_ops_per_second, global_max_tokens=max_ops_per_second)
-        self._limiter_lock = threading.Lock()
-        # A batch may never need more tokens than the limiter can hold at its slowest.
-        self._max_docs = max(1, min(MAX_BATCH_DOCS, initial_ops_per_second))
+        self._send_fn = send
+        self._lookup = lookup
+        self._take_tokens = take_tokens
+        self._max_docs = max(1, min(MAX_BATCH_DOCS, max_batch_docs))
         self._max_attempts = max_attempts
+        self._policy = on_duplicate
+        self._ignore = ignore_field
+        self._stop_timeout = stop_timeout
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tsstore-write")
         self._max_in_flight = workers * 2
         self._on_progress = on_progress
         self._on_written = on_written
-        self._in_flight: dict[Future[_Outcome], frozenset[str]] = {}
+        self._on_status = on_status
+        self._in_flight: dict[Future[_Outcome], frozenset[str]] = {}  # batch -> its ids
+        self._held: list[PreparedDoc] = []  # the batch being filled
+        self._stopping = threading.Event()
+        self._waiting: dict[int, str] = {}  # worker thread -> what it waits for
+        self._waiting_lock = threading.Lock()
+        self._shown_status: str | None = None
         self.written = 0
+        self.counts: dict[Outcome, int] = {"created": 0, "present": 0, "replaced": 0, "deleted": 0}
         self.failures: list[WriteFailure] = []
+        #: Documents not confirmed when a stop (Ctrl-C) ended the wait: never sent, or sent
+        #: with no answer yet. A resumed run sends them again (and finds those that landed).
+        self.unsettled = 0
 
     def send_all(self, docs: Iterable[PreparedDoc]) -> None:
-        """Send every document (callbacks run in the calling thread); on an exception from
-        ``docs`` (a bad record), first finish sending what came before it, then re-raise."""
-        batch: list[PreparedDoc] = []
+        """Send every document. On an exception from ``docs`` (a bad record), first finish
+        sending what came before it, then re-raise. On Ctrl-C (KeyboardInterrupt), stop
+        taking documents at once, wait at most ``stop_timeout`` seconds for the batches in
+        flight, count the rest as unsettled, and re-raise."""
         ids: set[str] = set()
         size = 0
         try:
-            for doc in docs:
-                if doc.id in ids or len(batch) == self._max_docs or size + doc.size > MAX_BATCH_BYTES:
-                    self._submit(batch)
-                    batch, ids, size = [], set(), 0
-                self._wait_for_id(doc.id)
-                batch.append(doc)
-                ids.add(doc.id)
-                size += doc.size
-        finally:
-            if batch:
-                self._submit(batch)
+            try:
+                for doc in docs:
+                    if doc.id in ids or len(self._held) == self._max_docs or size + doc.size > MAX_BATCH_BYTES:
+                        self._submit_held()
+                        ids, size = set(), 0
+                    self._wait_for_id(doc.id)
+                    self._held.append(doc)
+                    ids.add(doc.id)
+                    size += doc.size
+            except Exception:
+                self._submit_held()  # a bad record: what came before it is still written
+                self._drain(0)
+                raise
+            self._submit_held()
             self._drain(0)
-            self._pool.shutdown()
+        except KeyboardInterrupt:
+            self._stop()
+            raise
+        finally:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._show_status(None)
+
+    # ------------------------------------------------------------------ main thread
+
+    def _stop(self) -> None:
+        self._stopping.set()
+        deadline = time.monotonic() + self._stop_timeout
+        while self._in_flight and time.monotonic() < deadline:
+            done, _ = wait(list(self._in_flight), timeout=deadline - time.monotonic(), return_when=FIRST_COMPLETED)
+            for future in done:
+                self._finish(future)
+        self.unsettled += len(self._held) + sum(len(ids) for ids in self._in_flight.values())
+        for future in list(self._in_flight):
+            future.cancel()
 
     def _wait_for_id(self, doc_id: str) -> None:
         for future, ids in list(self._in_flight.items()):
             if doc_id in ids:
+                while not future.done():
+                    wait([future], timeout=0.5)
+                    self._poll_status()
                 self._finish(future)
 
-    def _submit(self, batch: list[PreparedDoc]) -> None:
+    def _submit_held(self) -> None:
+        if not self._held:
+            return
         self._drain(self._max_in_flight - 1)
-        future = self._pool.submit(self._send, batch)
-        self._in_flight[future] = frozenset(d.id for d in batch)
+        batch, self._held = self._held, []
+        self._in_flight[self._pool.submit(self._send, batch)] = frozenset(d.id for d in batch)
 
     def _drain(self, keep: int) -> None:
         """Collect finished batches until at most ``keep`` are in flight."""
         while len(self._in_flight) > keep:
-            done, _ = wait(list(self._in_flight), return_when=FIRST_COMPLETED)
+            done, _ = wait(list(self._in_flight), timeout=0.5, return_when=FIRST_COMPLETED)
             for future in done:
                 self._finish(future)
+            self._poll_status()
 
     def _finish(self, future: Future[_Outcome]) -> None:
+        if future not in self._in_flight:
+            return
         outcome = future.result()  # _send never raises for a Firestore error: it reports it
         del self._in_flight[future]
         self.written += len(outcome.written)
+        for item in outcome.written:
+            self.counts[item.outcome] += 1
         self.failures.extend(outcome.failures)
+        self.unsettled += outcome.not_sent
         if outcome.written:
             if self._on_written is not None:
                 self._on_written(outcome.written)
             if self._on_progress is not None:
                 self._on_progress(len(outcome.written))
 
-    def _take_tokens(self, count: int) -> None:
-        while True:
-            with self._limiter_lock:
-                if self._limiter.take_tokens(count):
-                    return
-            time.sleep(0.01)
+    def _poll_status(self) -> None:
+        with self._waiting_lock:
+            reasons = sorted(set(self._waiting.values()))
+        self._show_status("; ".join(reasons) if reasons else None)
+
+    def _show_status(self, text: str | None) -> None:
+        if text != self._shown_status:
+            self._shown_status = text
+            if self._on_status is not None:
+                self._on_status(text)
+
+    # ------------------------------------------------------------------ worker threads
 
     def _send(self, docs: list[PreparedDoc]) -> _Outcome:
+        items = [_Item(d, d.id, "delete" if d.data is None else "create") for d in docs]
+        try:
+            return self._send_items(items)
+        finally:
+            with self._waiting_lock:
+                self._waiting.pop(threading.get_ident(), None)
+
+    def _send_items(self, items: list[_Item]) -> _Outcome:
         outcome = _Outcome()
-        pending = docs
-        for attempt in range(1, self._max_attempts + 1):
+        pending = items
+        attempt = 0
+        last_error = (2, "")
+        while pending:
+            if self._stopping.is_set():
+                outcome.not_sent += len(pending)
+                break
             self._take_tokens(len(pending))
-            retry: list[PreparedDoc] = []
+            now = time.time()
+            for item in pending:
+                if item.sent_at is None:
+                    item.sent_at = now
+            retry: list[_Item] = []
+            conflicts: list[_Item] = []
             try:
-                statuses = batch_write(self._collection, [(d.id, d.data) for d in pending], fast=self._fast)
+                statuses = self._send_fn([(i.id, i.doc.data, i.op == "create") for i in pending])
             except _RETRYABLE_ERRORS as exc:
-                retry = pending
-                last_error = (exc.grpc_status_code.value[0] if exc.grpc_status_code else 2, str(exc))
+                for item in pending:
+                    item.ambiguous = True
+                retry, last_error = pending, (_code(exc), str(exc))
             except gexc.GoogleAPICallError as exc:
                 if isinstance(exc, gexc.InvalidArgument) and len(pending) > 1:
                     # Firestore refuses the whole request for one bad document (e.g. one
                     # nested too deeply): split the batch until the culprit stands alone,
-                    # so only it is reported and every other document is written. Other
-                    # refusals (permissions, a missing database) concern every document alike.
+                    # so only it is reported and every other document is written.
                     middle = len(pending) // 2
                     for part in (pending[:middle], pending[middle:]):
-                        sub = self._send(part)
+                        sub = self._send_items(part)
                         outcome.written += sub.written
-                        outcome.failures.extend(sub.failures)
+                        outcome.failures += sub.failures
+                        outcome.not_sent += sub.not_sent
                     return outcome
-                code = exc.grpc_status_code.value[0] if exc.grpc_status_code else 2
-                outcome.failures.append(WriteFailure(pending[0].index, pending[0].id, code, exc.message))
+                # Other refusals (permissions, a missing database…) concern every document alike.
+                code = _code(exc)
+                outcome.failures += [_failure(i, code, exc.message) for i in pending]
                 return outcome
             else:
-                for doc, (code, message) in zip(pending, statuses, strict=True):
+                for item, (code, message) in zip(pending, statuses, strict=True):
                     if code == 0:
-                        outcome.written.append(doc)
+                        outcome.written.append(_written(item))
+                    elif code == ALREADY_EXISTS and item.op == "create":
+                        conflicts.append(item)
                     elif code in RETRYABLE_CODES:
-                        retry.append(doc)
+                        retry.append(item)
                         last_error = (code, message)
                     else:
-                        outcome.failures.append(WriteFailure(doc.index, doc.id, code, message))
-            if not retry:
-                return outcome
-            pending = retry
-            if attempt < self._max_attempts:
-                # Exponential back-off with jitter, capped: contention clears in seconds.
-                time.sleep(min(0.05 * 2**attempt, 10.0) * (0.5 + random.random()))
-        code, message = last_error
-        outcome.failures.extend(
-            WriteFailure(d.index, d.id, code, f"{message} (gave up after {self._max_attempts} attempts)")
-            for d in pending
-        )
+                        outcome.failures.append(_failure(item, code, message))
+            again = self._resolve(conflicts, outcome, retry) if conflicts else []
+            if retry:
+                attempt += 1
+                if attempt >= self._max_attempts:
+                    code, message = last_error
+                    outcome.failures += [
+                        _failure(i, code, f"{message} (gave up after {self._max_attempts} attempts)") for i in retry
+                    ]
+                    retry = []
+                else:
+                    # Exponential back-off with jitter, capped: contention clears in seconds.
+                    delay = min(0.05 * 2**attempt, 10.0) * (0.5 + random.random())
+                    with self._waiting_lock:
+                        self._waiting[threading.get_ident()] = (
+                            f"retrying after {code_name(last_error[0])} (attempt {attempt + 1} of {self._max_attempts})"
+                        )
+                    self._stopping.wait(delay)
+            pending = again + retry
         return outcome
+
+    def _resolve(self, conflicts: list[_Item], outcome: _Outcome, retry: list[_Item]) -> list[_Item]:
+        """Decide what each create refused with ALREADY_EXISTS is, from the stored content;
+        return the items to send again (content slots, replaces); add lookup failures to ``retry``."""
+        try:
+            stored = self._lookup([i.id for i in conflicts])
+        except _RETRYABLE_ERRORS:
+            retry.extend(conflicts)
+            return []
+        again = []
+        for item in conflicts:
+            item.resolutions += 1
+            found = stored.get(item.id)
+            if item.resolutions > _MAX_RESOLUTIONS:
+                outcome.failures.append(
+                    _failure(item, ALREADY_EXISTS, "the document kept changing while tsstore wrote it; not written")
+                )
+                continue
+            if found is None:  # deleted since: create it again
+                again.append(item)
+                continue
+            assert item.doc.data is not None
+            mine = item.doc.content or fingerprint(item.doc.data, ignore=self._ignore)
+            if fingerprint(found.data, ignore=self._ignore) == mine:
+                landed = (
+                    item.ambiguous
+                    and item.sent_at is not None
+                    and found.create_time.timestamp() >= item.sent_at - CLOCK_SKEW_SECONDS
+                )
+                outcome.written.append(Written(item.doc, item.id, "created" if landed else "present"))
+            elif self._policy == "keep" and item.doc.base is not None and item.id == item.doc.id and item.doc.at_slot:
+                # Another tick holds the slot: this one goes to its content id, beside it.
+                item.id = id_from_digest(content_digest(item.doc.base, mine, item.doc.repeat))
+                item.sent_at, item.ambiguous = None, False  # a new document: its own first send
+                again.append(item)
+            elif self._policy == "replace":
+                item.op, item.previous = "set", found.data
+                again.append(item)
+            else:
+                why = (
+                    "another tick with the same key and time is stored there with different content; "
+                    "on_duplicate='error' refuses to replace it ('keep' stores both, 'replace' overwrites)"
+                    if self._policy == "error"
+                    else "its document id is taken by a document with other content"
+                )
+                outcome.failures.append(_failure(item, ALREADY_EXISTS, why))
+        return again
+
+
+def _code(exc: gexc.GoogleAPICallError) -> int:
+    return exc.grpc_status_code.value[0] if exc.grpc_status_code else 2
+
+
+def _failure(item: _Item, code: int, message: str) -> WriteFailure:
+    return WriteFailure(item.doc.index, item.id, code, message)
+
+
+def _written(item: _Item) -> Written:
+    outcome: Outcome = {"create": "created", "set": "replaced", "delete": "deleted"}[item.op]  # type: ignore[assignment]
+    return Written(item.doc, item.id, outcome, item.previous)
