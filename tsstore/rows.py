@@ -34,11 +34,13 @@ def sort_key(tick: Tick) -> tuple[dt.datetime, str]:
 
 @dataclass(frozen=True)
 class Page(Sequence[Tick]):
-    """Up to ``limit`` ticks in query order, and the cursor that continues after them
-    (``None`` once the query has no more results)."""
+    """Up to ``limit`` ticks in query order, the cursor that continues after them (``None``
+    once the query has no more results), and what reading them cost (a
+    :class:`~tsstore.read.cost.ReadStats`)."""
 
     ticks: tuple[Tick, ...]
     cursor: str | None
+    stats: Any = None
 
     def __len__(self) -> int:
         return len(self.ticks)

@@ -10,9 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import hashlib
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,9 +35,11 @@ from .errors import (
 from .frames import frame_to_records, frames, ticks_to_frame
 from .identity import DuplicatePolicy
 from .limits import RAMP_START_OPS_PER_SECOND
-from .merge import merge_streams, take
 from .planning import QueryPlan, Where, plan_query
 from .ramp import RampLimiter
+from .read.cost import ReadStats
+from .read.engine import ChunkStream, Fetch, read_page, snapshot_expired
+from .read.merge import merge_streams, take
 from .records import PreparedDoc, prepare_records
 from .rows import Page, Tick, get_path
 from .spec import Direction, SeriesSpec
@@ -49,10 +50,6 @@ from .writer import BulkSender, Written
 #: Documents fetched per chunk request when reading without a small limit. One request
 #: must finish within Firestore's 60 s stream deadline; 2 000 small ticks take well under 1 s.
 DEFAULT_PAGE_SIZE = 2000
-
-#: Transient errors after which a chunk read resumes after the last tick it yielded.
-_TRANSIENT = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError, gexc.Aborted)
-_READ_ATTEMPTS = 5
 
 #: Per-series counters live in the collection "<collection>_counts", one document per series.
 COUNTERS_SUFFIX = "_counts"
@@ -282,13 +279,19 @@ class TimeSeriesStore:
         when nothing follows); without one the page holds every match.
         """
         plan = self.plan(where=where, start=start, end=end, direction=direction, limit=limit, columns=columns)
-        probe = None if plan.limit is None else plan.limit + 1  # one more tells if a next page exists
-        ticks = list(self._run(plan, cursor=cursor, read_time=read_time, limit=probe))
-        more = plan.limit is not None and len(ticks) > plan.limit
+        stats = ReadStats()
+        if plan.limit is None:
+            ticks = list(self._run(plan, cursor=cursor, read_time=read_time, stats=stats))
+            return Page(tuple(ticks), None, stats)
+        after = decode_cursor(plan, cursor) if cursor is not None else None
+        snapshot = self._snapshot(plan, read_time, stats)
+        # One more than the limit tells whether a next page exists.
+        ticks = self._page(plan, after=after, rows=plan.limit + 1, read_time=snapshot, stats=stats)
+        more = len(ticks) > plan.limit
         if more:
             ticks = ticks[: plan.limit]
         next_cursor = encode_cursor(plan, ticks[-1].timestamp, ticks[-1].id) if more else None
-        return Page(tuple(ticks), next_cursor)
+        return Page(tuple(ticks), next_cursor, stats)
 
     def iter_ticks(
         self,
@@ -301,10 +304,13 @@ class TimeSeriesStore:
         columns: Iterable[str] | None = None,
         cursor: str | None = None,
         read_time: dt.datetime | None = None,
-    ) -> Iterator[Tick]:
-        """Every matching tick, lazily, in time order, read page by page from one snapshot."""
+    ) -> TickStream:
+        """Every matching tick, lazily, in time order: one streaming query per chunk, all at
+        one snapshot, merged as they arrive (a ``limit`` up to the store's page size is read
+        as one lean page instead). Its ``stats`` say what it has cost so far."""
         plan = self.plan(where=where, start=start, end=end, direction=direction, limit=limit, columns=columns)
-        return self._run(plan, cursor=cursor, read_time=read_time, limit=plan.limit)
+        stats = ReadStats()
+        return TickStream(self._run(plan, cursor=cursor, read_time=read_time, stats=stats), stats)
 
     def query_frame(
         self,
@@ -441,9 +447,12 @@ class TimeSeriesStore:
         sender = self._sender(on_progress=on_progress)
 
         def doomed() -> Iterator[PreparedDoc]:
-            # Fresh reads per page (no shared snapshot): a purge may outlast read_time's hour.
+            # No shared snapshot: each chunk is one stream at its own time, resumed after its
+            # last tick on an error, so a purge may outlast read_time's hour.
+            fetch, stats = self._fetcher(plan), ReadStats()
             for chunk in plan.chunks:
-                for i, tick in enumerate(_ChunkReader(self, plan, chunk, after=None, read_time=None, budget=None)):
+                stream = ChunkStream(fetch, chunk, after=None, limit=None, read_time=None, stats=stats)
+                for i, tick in enumerate(stream):
                     yield PreparedDoc(i, tick.id, None, 0)
 
         def result() -> PurgeResult:
@@ -500,16 +509,78 @@ class TimeSeriesStore:
             increment_counters(self.client, {self._counter_for(k): n for k, n in tally.items() if n})
 
     def _run(
-        self, plan: QueryPlan, *, cursor: str | None, read_time: dt.datetime | None, limit: int | None
+        self, plan: QueryPlan, *, cursor: str | None, read_time: dt.datetime | None, stats: ReadStats
     ) -> Iterator[Tick]:
+        """The plan's ticks, lazily (nothing is sent before the first one is asked for)."""
         after = decode_cursor(plan, cursor) if cursor is not None else None
-        if read_time is None and len(plan.chunks) > 1:
-            read_time = self.server_time()  # one snapshot for every chunk
-        # No chunk can contribute more than `limit` ticks to the merged result.
+        if plan.limit is not None and plan.limit <= self._page_size:
+            snapshot = self._snapshot(plan, read_time, stats)
+            yield from self._page(plan, after=after, rows=plan.limit, read_time=snapshot, stats=stats)
+            return
+        snapshot = self._snapshot(plan, read_time, stats)
+        # A snapshot chosen here may be renewed when a long read outlives it; one the
+        # caller chose may not (the read then stops with SnapshotExpiredError).
+        renew = self.server_time if read_time is None else None
+        fetch = self._fetcher(plan)
         streams = [
-            _ChunkReader(self, plan, chunk, after=after, read_time=read_time, budget=limit) for chunk in plan.chunks
+            ChunkStream(
+                fetch,
+                chunk,
+                after=after,
+                limit=plan.limit,
+                read_time=snapshot,
+                stats=stats,
+                renew=renew,
+                pool=self._pool,
+            )
+            for chunk in plan.chunks
         ]
-        return _name_expiry(plan, take(merge_streams(streams, descending=plan.descending), limit), read_time)
+        stats.chunks = len(streams)
+        stats.waited()  # every chunk's query is in flight: one wait for their first results
+        merged = take(merge_streams(streams, descending=plan.descending), plan.limit)
+        yield from _name_expiry(plan, merged, snapshot)
+
+    def _page(
+        self,
+        plan: QueryPlan,
+        *,
+        after: tuple[dt.datetime, str] | None,
+        rows: int,
+        read_time: dt.datetime | None,
+        stats: ReadStats,
+    ) -> list[Tick]:
+        ticks = read_page(
+            chunks=plan.chunks,
+            fetch=self._fetcher(plan),
+            pool=self._pool,
+            rows=rows,
+            after=after,
+            read_time=read_time,
+            descending=plan.descending,
+            stats=stats,
+        )
+        return list(_name_expiry(plan, iter(ticks), read_time))
+
+    def _snapshot(self, plan: QueryPlan, read_time: dt.datetime | None, stats: ReadStats) -> dt.datetime | None:
+        """One snapshot for every chunk: the caller's, or the server's time now (the client's
+        clock may lag the server's and miss a write just committed). One chunk needs none."""
+        if read_time is not None or len(plan.chunks) == 1:
+            return read_time
+        stats.query_done(0)  # reading a document that does not exist: one billed read
+        stats.waited()
+        return self.server_time()
+
+    def _fetcher(self, plan: QueryPlan) -> Fetch:
+        def fetch(
+            chunk: tuple[str, ...],
+            after: tuple[dt.datetime, str] | None,
+            limit: int | None,
+            read_time: dt.datetime | None,
+        ) -> Iterator[Tick]:
+            query = self._chunk_query(plan, chunk, after, limit)
+            return stream_ticks(query, timestamp_field=self.spec.timestamp_field, read_time=read_time, fast=self._fast)
+
+        return fetch
 
     def _chunk_query(
         self, plan: QueryPlan, chunk: tuple[str, ...], after: tuple[dt.datetime, str] | None, size: int | None
@@ -533,79 +604,17 @@ class TimeSeriesStore:
             )
         return query if size is None else query.limit(size)
 
-    def _fetch(
-        self,
-        plan: QueryPlan,
-        chunk: tuple[str, ...],
-        after: tuple[dt.datetime, str] | None,
-        size: int,
-        read_time: dt.datetime | None,
-    ) -> list[Tick]:
-        """One page of one chunk, retried from where it broke off on transient errors."""
-        got: list[Tick] = []
-        for attempt in range(_READ_ATTEMPTS):
-            resume = (got[-1].timestamp, got[-1].id) if got else after
-            query = self._chunk_query(plan, chunk, resume, size - len(got))
-            try:
-                got.extend(
-                    stream_ticks(query, timestamp_field=self.spec.timestamp_field, read_time=read_time, fast=self._fast)
-                )
-                return got
-            except _TRANSIENT:
-                if attempt == _READ_ATTEMPTS - 1:
-                    raise
-                time.sleep(0.1 * 2**attempt)
-        return got
 
+class TickStream(Iterator[Tick]):
+    """The ticks of :meth:`TimeSeriesStore.iter_ticks`, and ``stats``: what reading them has
+    cost so far (a :class:`~tsstore.read.cost.ReadStats`)."""
 
-class _ChunkReader(Iterator[Tick]):
-    """The ticks of one shard chunk, page by page, fetched one page ahead on the pool.
-
-    ``budget`` bounds how many ticks the chunk may ever need (the query's limit), so a
-    limited query never reads, or pays for, a page it cannot use.
-    """
-
-    def __init__(
-        self,
-        store: TimeSeriesStore,
-        plan: QueryPlan,
-        chunk: tuple[str, ...],
-        *,
-        after: tuple[dt.datetime, str] | None,
-        read_time: dt.datetime | None,
-        budget: int | None,
-    ) -> None:
-        self._store, self._plan, self._chunk, self._read_time = store, plan, chunk, read_time
-        self._budget = budget
-        self._page: list[Tick] = []
-        self._pos = 0
-        self._requested = 0
-        self._next: Future[list[Tick]] | None = self._submit(after)
-
-    def _submit(self, after: tuple[dt.datetime, str] | None) -> Future[list[Tick]] | None:
-        size = self._store._page_size
-        if self._budget is not None:
-            size = min(size, self._budget)
-            self._budget -= size
-        if size <= 0:
-            return None
-        self._requested = size
-        return self._store._pool.submit(self._store._fetch, self._plan, self._chunk, after, size, self._read_time)
+    def __init__(self, ticks: Iterator[Tick], stats: ReadStats) -> None:
+        self._ticks = ticks
+        self.stats = stats
 
     def __next__(self) -> Tick:
-        if self._pos >= len(self._page):
-            if self._next is None:
-                raise StopIteration
-            page = self._next.result()
-            self._page, self._pos = page, 0
-            # A full page may have a successor: ask for it now, while this one is consumed.
-            full = bool(page) and len(page) == self._requested
-            self._next = self._submit((page[-1].timestamp, page[-1].id)) if full else None
-            if not page:
-                raise StopIteration
-        tick = self._page[self._pos]
-        self._pos += 1
-        return tick
+        return next(self._ticks)
 
 
 def _name_expiry(plan: QueryPlan, ticks: Iterator[Tick], read_time: dt.datetime | None) -> Iterator[Tick]:
@@ -619,7 +628,7 @@ def _name_expiry(plan: QueryPlan, ticks: Iterator[Tick], read_time: dt.datetime 
             returned += 1
             last = tick
     except gexc.FailedPrecondition as exc:
-        if "read_time" not in str(exc):
+        if not snapshot_expired(exc):
             raise
         cursor = encode_cursor(plan, last.timestamp, last.id) if last is not None else None
         where = (

@@ -36,16 +36,16 @@ log = logging.getLogger(__name__)
 def stream_ticks(
     query: BaseQuery, *, timestamp_field: str, read_time: dt.datetime | None, fast: bool = True
 ) -> Iterator[Tick]:
-    """Yield the query's documents as ticks, in the server's order."""
+    """The query's documents as ticks, in the server's order. The fast path sends the
+    request now, so queries started one after another are in flight together."""
     if fast:
         try:
             prepared = _prepare(query, read_time)
         except (AttributeError, TypeError, ValueError) as exc:  # client internals changed
             log.warning("tsstore fast query path unavailable (%s); using query.stream()", exc)
         else:
-            yield from _decode_responses(*prepared, timestamp_field=timestamp_field)
-            return
-    yield from _public_stream(query, timestamp_field=timestamp_field, read_time=read_time)
+            return _decode_responses(*prepared, timestamp_field=timestamp_field)
+    return _public_stream(query, timestamp_field=timestamp_field, read_time=read_time)
 
 
 def _public_stream(query: BaseQuery, *, timestamp_field: str, read_time: dt.datetime | None) -> Iterator[Tick]:

@@ -1,0 +1,102 @@
+"""What a read costs and how much to ask each chunk for: pure arithmetic, no Firestore.
+
+Firestore bills one read per document a query returns and at least one per query, and one
+read per 1 000 index entries a ``count()`` aggregation counts (at least one). The writer
+draws shards uniformly, so a chunk holding k of n shard values holds about k/n of any
+filter's matches: a page of m rows needs about m·k/n from it. :func:`lean_asks` asks each
+chunk for a little more than that; :func:`refill_asks` says, from what came back, which
+chunks may hide rows the page needs and exactly how many more to ask them for, so one
+concurrent refill always completes the page (see its proof).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+#: Lean asks: each chunk gets its expected share of the page times this, plus LEAN_SLACK.
+LEAN_FACTOR = 1.25
+LEAN_SLACK = 2
+#: Index entries one billed read of an aggregation covers.
+ENTRIES_PER_AGGREGATION_READ = 1000
+
+
+@dataclass
+class ReadStats:
+    """What one page, iteration or count cost, as the server saw it.
+
+    ``documents`` the server returned; ``queries`` sent (RunQuery or aggregation requests,
+    and the read of the server's time); ``round_trips`` waves of requests the caller waited
+    for (concurrent requests count once); ``chunks`` the plan fanned out over;
+    ``billed_reads`` Firestore's charge: per query the documents it returned, at least 1;
+    per aggregation 1 per 1 000 index entries, at least 1.
+    """
+
+    chunks: int = 0
+    queries: int = 0
+    round_trips: int = 0
+    documents: int = 0
+    billed_reads: int = 0
+    refills: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def query_done(self, documents: int) -> None:
+        """Count one query that returned ``documents`` documents (thread-safe)."""
+        with self._lock:
+            self.queries += 1
+            self.documents += documents
+            self.billed_reads += max(1, documents)
+
+    def document_returned(self, *, first_of_query: bool) -> None:
+        """Count one document a streaming query returned; its query's minimum charge already
+        covers the first (thread-safe)."""
+        with self._lock:
+            self.documents += 1
+            self.billed_reads += not first_of_query
+
+    def aggregation_done(self, entries: int) -> None:
+        """Count one aggregation that counted ``entries`` index entries (thread-safe)."""
+        with self._lock:
+            self.queries += 1
+            self.billed_reads += max(1, math.ceil(entries / ENTRIES_PER_AGGREGATION_READ))
+
+    def waited(self, waves: int = 1) -> None:
+        with self._lock:
+            self.round_trips += waves
+
+    def describe(self) -> str:
+        return (
+            f"{self.documents} documents read, {self.queries} quer{'y' if self.queries == 1 else 'ies'}, "
+            f"{self.round_trips} round trip{'' if self.round_trips == 1 else 's'}, {self.chunks} "
+            f"chunk{'' if self.chunks == 1 else 's'}, {self.billed_reads} billed read"
+            f"{'' if self.billed_reads == 1 else 's'}"
+        )
+
+
+def lean_asks(rows: int, chunk_sizes: Sequence[int]) -> list[int]:
+    """How many documents to ask each chunk for first, for a page that needs ``rows`` rows
+    from the merge: ``floor(LEAN_FACTOR · rows · share) + LEAN_SLACK``, at most ``rows``
+    (one chunk: exactly ``rows``). ``chunk_sizes`` are the shard values per chunk."""
+    if rows < 1:
+        raise ValueError(f"rows {rows!r} must be positive")
+    total = sum(chunk_sizes)
+    if len(chunk_sizes) == 1:
+        return [rows]
+    return [min(rows, math.floor(LEAN_FACTOR * rows * size / total) + LEAN_SLACK) for size in chunk_sizes]
+
+
+def refill_asks(rows: int, ranks: Sequence[int | None]) -> list[int]:
+    """How many more documents each chunk must be asked for, after a first round, so that
+    the first ``rows`` of the merge are exact.
+
+    ``ranks[i]`` is ``None`` when chunk i returned fewer documents than asked (it has no
+    more), else the number of documents of the whole first round that sort at or before
+    chunk i's last returned document. Chunk i may hold unseen documents only after its
+    last one, and the exact top ``rows`` hold at least ``rank`` documents at or before it
+    (adding documents never lowers that count), so at most ``rows - rank`` of chunk i's
+    unseen documents can be among them: asking each chunk for exactly that many, all
+    concurrently, completes the page in one more round.
+    """
+    return [0 if rank is None else max(0, rows - rank) for rank in ranks]
