@@ -16,9 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tsstore import QueryShape, SeriesSpec, Tick, TimeSeriesStore, WriteOptions
-from tsstore.read.cost import lean_asks, refill_asks
+from tsstore import QueryShape, SeriesSpec, Tick, TimeSeriesStore, WriteOptions, plan_query
+from tsstore.read.cost import ReadStats, lean_asks, refill_asks
 from tsstore.read.engine import LEAN_REFILLS
+from tsstore.read.explain import explain
 from tsstore.read.merge import merge_streams, take
 from tsstore.rows import sort_key
 
@@ -147,3 +148,71 @@ def test_an_iteration_abandoned_early_reads_little(skewed: dict[str, Any]) -> No
     first = [next(ticks) for _ in range(5)]
     assert [t.id for t in first] == [t.id for t in brute_force(skewed["ticks"], None, True)[:5]]
     assert ticks.stats.documents <= 1.3 * 300 + 2 * ticks.stats.chunks  # not 300 per chunk
+
+
+def test_explain_names_the_chunk_queries_the_index_and_the_cost() -> None:
+    spec = SeriesSpec.for_write_rate("ticks", writes_per_second=45_000, shapes=[QueryShape("symbol")])
+    plan = plan_query(spec, where={"symbol": ["AAA", "BBB", "CCC"]}, limit=100)
+    explained = explain(plan)
+    assert len(explained.queries) == len(plan.chunks) == 9
+    assert explained.queries[0].startswith("where shard in ['s00', ")
+    assert (
+        "symbol in ['AAA', 'BBB', 'CCC'] order by timestamp desc, __name__ desc limit 16 (lean)" in explained.queries[0]
+    )
+    assert explained.index == "ticks (shard DESC, symbol ASC, timestamp DESC)"
+    assert (explained.eager_reads, explained.lean_reads, explained.snapshot_reads) == (909, 144, 1)
+    assert "lean about 144" in explained.describe() and "eager 909" in explained.describe()
+    unlimited = explain(plan_query(spec, start="2024-01-01T00:00:00Z"))
+    assert unlimited.eager_reads is None and "every match, one streaming query per chunk" in unlimited.describe()
+
+
+def test_page_stats_count_what_came_back(skewed: dict[str, Any]) -> None:
+    store: TimeSeriesStore = skewed["store"]
+    page = store.query(where={"symbol": ["AAA", "BBB", "CCC"]}, limit=50)
+    stats = page.stats
+    # Every document counted came from a chunk query; each query is billed at least once.
+    assert stats.documents >= 51 and stats.documents + 1 <= stats.billed_reads <= stats.documents + stats.queries
+    eager = TimeSeriesStore(store.client, SPEC, lean=False).query(where={"symbol": ["AAA", "BBB", "CCC"]}, limit=50)
+    assert [t.id for t in eager] == [t.id for t in page] and eager.cursor == page.cursor
+    assert eager.stats.documents == 4 * 51 > stats.documents  # 4 chunks of 10 shards, each asked for 51
+    counted = ReadStats()
+    assert store.count(stats=counted) == 1200
+    assert (counted.chunks, counted.queries, counted.billed_reads) == (2, 3, 1 + 2)  # time read + 2 aggregations
+
+
+def test_cli_explains_and_prints_costs(tsstore_emulator: Any, tmp_path: Any) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "GOOGLE_CLOUD_PROJECT"}
+    env["FIRESTORE_EMULATOR_HOST"] = tsstore_emulator.address
+    database = f"cli-cost-{random.randrange(10**9)}"
+
+    def tsstore(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "tsstore", *args, "--database", database]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+
+    explained = tsstore("explain", "--where", "symbol=AAA", "--where", "symbol=BBB", "--limit", "20")
+    assert explained.returncode == 0, explained.stderr
+    assert (
+        "instruments: 1 chunk query over 3 shard values, served by the index instruments (shard DESC, symbol ASC"
+        in (explained.stdout)
+    )
+    assert "reads per page of 20: lean about 21 (first round" in explained.stdout
+    rows = tmp_path / "rows.csv"
+    rows.write_text(
+        "timestamp,symbol,exchange\n" + "".join(f"2024-01-02T09:00:{i:02d}+00:00,AAA,EXCHG1\n" for i in range(30))
+    )
+    assert tsstore("ingest", str(rows)).returncode == 0
+    page = tsstore("query", "--limit", "5", "--stats")
+    assert page.returncode == 0, page.stderr
+    assert "cost: 6 documents read, 1 query, 1 round trip, 1 chunk, 6 billed reads" in page.stderr
+    everything = tsstore("query", "--format", "jsonl", "--stats")
+    assert len(everything.stdout.splitlines()) == 30
+    assert "cost: 30 documents read, 1 query, 1 round trip, 1 chunk, 30 billed reads" in everything.stderr
+    counted = tsstore("count", "--stats")
+    assert (
+        counted.stdout.strip() == "30"
+        and "cost: 0 documents read, 1 query, 1 round trip, 1 chunk, 1 billed read" in (counted.stderr)
+    )

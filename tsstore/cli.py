@@ -32,10 +32,14 @@ from .demo import SPEC as DEMO_SPEC
 from .deploy import DEFAULT_INDEX_FILE, plan_index_file
 from .emulator import DEFAULT_PROJECT, emulator_client, start_emulator
 from .errors import Interrupted, TsstoreError
+from .frames import frames as frames_of
 from .frames import ticks_to_frame
 from .identity import DUPLICATE_POLICIES, DuplicatePolicy
 from .ingest import DEFAULT_MAX_FIELD_BYTES, FORMATS, IngestSummary, ingest_file, write_rejects
 from .output import write_frames
+from .planning import plan_query
+from .read.cost import ReadStats
+from .read.explain import explain as explain_plan
 from .spec import SeriesSpec
 from .store import TimeSeriesStore, WriteOptions
 from .synthetic import SEED_INSTRUMENTS, trading_day
@@ -292,9 +296,13 @@ def _parse_where(items: tuple[str, ...]) -> dict[str, Any]:
     return where
 
 
+_STATS_HELP = "Print what it cost on stderr: documents read, queries, round trips, chunks, billed reads."
+
+
 @main.command()
 @_spec_options
 @_range_options
+@click.option("--stats", "show_stats", is_flag=True, help=_STATS_HELP)
 def count(
     declaration: str,
     collection: str | None,
@@ -303,20 +311,70 @@ def count(
     where_items: tuple[str, ...],
     start: str | None,
     end: str | None,
+    show_stats: bool,
 ) -> None:
     """Count the ticks that match, with count() aggregations over the shard chunks.
 
     \b
     Example:
-      tsstore count --spec myapp.schema:TICKS --where exchange=EXCHG1 --start 2024-01-02T00:00:00Z
+      tsstore count --spec myapp.schema:TICKS --where exchange=EXCHG1 --start 2024-01-02T00:00:00Z --stats
     """
     try:
         spec = _pick_spec(declaration, collection)
         where = _parse_where(where_items)
+        stats = ReadStats()
         with connect(project=project, database=database) as (client, _), TimeSeriesStore(client, spec) as store:
-            click.echo(store.count(where=where, start=start, end=end))
+            click.echo(store.count(where=where, start=start, end=end, stats=stats))
     except TsstoreError as exc:
         raise click.ClickException(str(exc)) from exc
+    if show_stats:
+        click.echo(f"cost: {stats.describe()}", err=True)
+
+
+@main.command()
+@_spec_options
+@_range_options
+@click.option("--direction", type=click.Choice(["desc", "asc"]), default="desc", show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="The page size to cost.")
+@click.option("--columns", default=None, help="Comma-separated fields to read (projection).")
+def explain(
+    declaration: str,
+    collection: str | None,
+    project: str | None,
+    database: str,
+    where_items: tuple[str, ...],
+    start: str | None,
+    end: str | None,
+    direction: str,
+    limit: int | None,
+    columns: str | None,
+) -> None:
+    """Show what a query would send and cost, without running it: its chunk queries, the
+    composite index that serves them, and the documents a page reads lean and eager.
+
+    \b
+    Example:
+      tsstore explain --spec myapp.schema:TICKS --where symbol=AAA --where symbol=BBB --limit 100
+    """
+    del project, database  # accepted like every data command's; explain touches no database
+    try:
+        spec = _pick_spec(declaration, collection)
+        plan = plan_query(
+            spec,
+            where=_parse_where(where_items),
+            start=start,
+            end=end,
+            direction=direction,
+            limit=limit,
+            columns=_parse_columns(columns),
+        )
+    except TsstoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(explain_plan(plan).describe())
+
+
+def _parse_columns(columns: str | None) -> list[str] | None:
+    return [c.strip() for c in columns.split(",") if c.strip()] if columns else None
 
 
 @main.command()
@@ -611,6 +669,7 @@ OUTPUT_FORMATS = ("table", "csv", "jsonl", "parquet")
 @click.option(
     "--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None, help="File (default: stdout)."
 )
+@click.option("--stats", "show_stats", is_flag=True, help=_STATS_HELP)
 def query(
     declaration: str,
     collection: str | None,
@@ -625,6 +684,7 @@ def query(
     cursor: str | None,
     fmt: str,
     output: Path | None,
+    show_stats: bool,
 ) -> None:
     """Query ticks and print them as a table, or write CSV, JSON Lines or Parquet.
 
@@ -633,7 +693,7 @@ def query(
 
     \b
     Example:
-      tsstore query --where exchange=EXCHG1 --limit 20
+      tsstore query --where exchange=EXCHG1 --limit 20 --stats
       tsstore query --start 2019-01-02T09:00:00Z --end 2019-01-02T10:00:00Z --format parquet -o hour.parquet
     """
     if fmt == "parquet" and output is None:
@@ -645,18 +705,18 @@ def query(
             "start": start,
             "end": end,
             "direction": direction,
-            "columns": [c.strip() for c in columns.split(",") if c.strip()] if columns else None,
+            "columns": _parse_columns(columns),
         }
         with connect(project=project, database=database) as (client, _), TimeSeriesStore(client, spec) as store:
             if limit is not None:
                 page = store.query(limit=limit, cursor=cursor, **args)
                 frames: Iterator[pd.DataFrame] = iter([ticks_to_frame(spec, page)])
-                next_cursor = page.cursor
+                next_cursor, stats = page.cursor, page.stats
             else:
                 if cursor is not None:
                     raise TsstoreError("--cursor continues a page: give --limit too")
-                frames = store.stream_frames(rows=10_000, **args)
-                next_cursor = None
+                ticks = store.iter_ticks(**args)
+                frames, next_cursor, stats = frames_of(spec, ticks, rows=10_000), None, ticks.stats
             rows = write_frames(frames, fmt=fmt, output=output)
     except TsstoreError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -664,6 +724,8 @@ def query(
         click.echo(f"wrote {rows} row(s) to {output}", err=True)
     if next_cursor:
         click.echo(f"more rows follow: add --cursor {next_cursor}", err=True)
+    if show_stats:
+        click.echo(f"cost: {stats.describe()}", err=True)
 
 
 @main.group()

@@ -39,6 +39,7 @@ from .planning import QueryPlan, Where, plan_query
 from .ramp import RampLimiter
 from .read.cost import ReadStats
 from .read.engine import ChunkStream, Fetch, read_page, snapshot_expired
+from .read.explain import Explanation, explain
 from .read.merge import merge_streams, take
 from .records import PreparedDoc, prepare_records
 from .rows import Page, Tick, get_path
@@ -47,8 +48,8 @@ from .times import NaivePolicy
 from .wire import batch_write, get_documents, stream_ticks
 from .writer import BulkSender, Written
 
-#: Documents fetched per chunk request when reading without a small limit. One request
-#: must finish within Firestore's 60 s stream deadline; 2 000 small ticks take well under 1 s.
+#: The largest ``limit`` an iteration reads as one lean page; above it (and without a
+#: limit) each chunk is one streaming query, resumed after its last tick if it breaks off.
 DEFAULT_PAGE_SIZE = 2000
 
 #: Per-series counters live in the collection "<collection>_counts", one document per series.
@@ -130,6 +131,7 @@ class TimeSeriesStore:
         max_workers: int = 8,
         page_size: int = DEFAULT_PAGE_SIZE,
         fast_wire: bool = True,
+        lean: bool = True,
     ) -> None:
         if not isinstance(spec, SeriesSpec):
             raise ConfigError(f"spec must be a SeriesSpec, got {type(spec).__name__}")
@@ -141,6 +143,7 @@ class TimeSeriesStore:
         self._collection = client.collection(spec.collection)
         self._page_size = page_size
         self._fast = fast_wire
+        self._lean = lean
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tsstore-read")
         self._counters: dict[tuple[Any, ...], ShardedCounter] = {}
         ceiling = write_options.max_ops_per_second or spec.max_write_rate
@@ -252,6 +255,21 @@ class TimeSeriesStore:
             self.spec, where=where, start=start, end=end, direction=direction, limit=limit, columns=columns
         )
 
+    def explain(
+        self,
+        *,
+        where: Where = None,
+        start: object = None,
+        end: object = None,
+        direction: Direction | str = Direction.DESC,
+        limit: int | None = None,
+        columns: Iterable[str] | None = None,
+    ) -> Explanation:
+        """What a query with these arguments would send and cost, without touching Firestore:
+        its chunk queries, the composite index serving them, the reads a page takes lean and
+        eager (``print(store.explain(...).describe())``)."""
+        return explain(self.plan(where=where, start=start, end=end, direction=direction, limit=limit, columns=columns))
+
     def firestore_queries(self, plan: QueryPlan) -> list[BaseQuery]:
         """The Firestore query each chunk of ``plan`` starts with, as sent (no Firestore call):
         for inspecting what tsstore asks of Firestore, e.g. which index serves it."""
@@ -347,8 +365,8 @@ class TimeSeriesStore:
         columns: Iterable[str] | None = None,
         read_time: dt.datetime | None = None,
     ) -> Iterator[pd.DataFrame]:
-        """The query's ticks as DataFrames of at most ``rows`` rows, read page by page so
-        memory stays bounded by about one frame plus one page per chunk."""
+        """The query's ticks as DataFrames of at most ``rows`` rows, streamed so memory stays
+        bounded by about one frame plus what gRPC buffers per chunk."""
         if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
             raise QueryError(f"rows {rows!r} is not allowed; give a positive integer")
         ticks = self.iter_ticks(
@@ -382,19 +400,25 @@ class TimeSeriesStore:
         start: object = None,
         end: object = None,
         read_time: dt.datetime | None = None,
+        stats: ReadStats | None = None,
     ) -> int:
         """How many ticks match (same filters and ``[start, end)`` as :meth:`query`): one
         ``count()`` aggregation per shard chunk, run concurrently at one snapshot, summed.
-        Billed one read per 1 000 index entries counted, per chunk."""
+        Billed one read per 1 000 index entries counted, per chunk; pass a ``ReadStats``
+        as ``stats`` to have the cost added to it."""
         plan = self.plan(where=where, start=start, end=end)
-        if read_time is None and len(plan.chunks) > 1:
-            read_time = self.server_time()
+        cost = stats if stats is not None else ReadStats()
+        cost.chunks = len(plan.chunks)
+        snapshot = self._snapshot(plan, read_time, cost)
 
         def count_chunk(chunk: tuple[str, ...]) -> int:
             query: Any = self._chunk_query(plan, chunk, None, None)
-            [[result]] = query.count().get(read_time=read_time)
-            return int(result.value)  # the emulator reports an empty count as 0.0
+            [[result]] = query.count().get(read_time=snapshot)
+            counted = int(result.value)  # the emulator reports an empty count as 0.0
+            cost.aggregation_done(counted)
+            return counted
 
+        cost.waited()
         return sum(self._pool.map(count_chunk, plan.chunks))
 
     def series_counter(self, key: Mapping[str, Any]) -> ShardedCounter:
@@ -428,9 +452,10 @@ class TimeSeriesStore:
     ) -> PurgeResult:
         """Delete the ticks before ``before`` (or in ``[start, end)``), optionally filtered.
 
-        Each shard chunk is read oldest first, page by page with cursors (ids and timestamps
-        only), and its ticks are deleted with the writer's bulk batches at its bounded,
-        ramped rate. ``dry_run`` only counts. A purge needs at least one time bound."""
+        Each shard chunk is read oldest first as one stream (ids and timestamps only, resumed
+        after its last tick if it breaks off, at no shared snapshot), and its ticks are deleted
+        with the writer's bulk batches at its bounded, ramped rate. ``dry_run`` only counts. A
+        purge needs at least one time bound."""
         if before is not None:
             if end is not None:
                 raise QueryError("give either before or end, not both (before is end)")
@@ -558,6 +583,7 @@ class TimeSeriesStore:
             read_time=read_time,
             descending=plan.descending,
             stats=stats,
+            lean=self._lean,
         )
         return list(_name_expiry(plan, iter(ticks), read_time))
 

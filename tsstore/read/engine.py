@@ -54,12 +54,14 @@ def read_page(
     read_time: dt.datetime | None,
     descending: bool,
     stats: ReadStats,
+    lean: bool = True,
 ) -> list[Tick]:
     """The first ``rows`` ticks of all chunks merged in query order: exactly what asking
-    every chunk for ``rows`` would give, for about ``rows`` documents read."""
+    every chunk for ``rows`` would give (which ``lean=False`` does: one round, about
+    chunks × rows documents), for about ``rows`` documents read."""
     stats.chunks = len(chunks)
     sizes = [len(c) for c in chunks]
-    asks = lean_asks(rows, sizes)
+    asks = lean_asks(rows, sizes) if lean else [rows] * len(chunks)
     lists = _round(pool, fetch, [(c, after, a) for c, a in zip(chunks, asks)], read_time, stats)
     if len(chunks) == 1:
         return lists[0][:rows]  # the server's order is the query's order

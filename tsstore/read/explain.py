@@ -1,0 +1,69 @@
+"""Explain a planned query before running it: its chunk queries, the index that serves
+them and what a page is expected to cost. Pure: nothing here talks to Firestore."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..planning import QueryPlan
+from .cost import lean_asks
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What a query would send and cost. ``eager_reads`` / ``lean_reads``: documents a page
+    of ``limit`` reads asking every chunk for limit + 1, and in the lean first round (refills
+    come on top only where a chunk may hide rows, see :mod:`tsstore.read.cost`); ``snapshot_reads``:
+    the one read of the server's time several chunks need. ``None`` without a limit: a read
+    without one returns (and is billed for) every match, one streaming query per chunk."""
+
+    plan: QueryPlan
+    queries: tuple[str, ...]
+    index: str
+    eager_reads: int | None
+    lean_reads: int | None
+    snapshot_reads: int
+
+    def describe(self) -> str:
+        plan = self.plan
+        lines = [
+            f"{plan.spec.collection}: {len(plan.chunks)} chunk quer{'y' if len(plan.chunks) == 1 else 'ies'} "
+            f"over {sum(len(c) for c in plan.chunks)} shard values, served by the index {self.index}"
+        ]
+        lines += [f"  chunk {i + 1}: {text}" for i, text in enumerate(self.queries)]
+        if self.eager_reads is None:
+            lines.append("reads: every match, one streaming query per chunk (billed one read per document)")
+        else:
+            lines.append(
+                f"reads per page of {plan.limit}: lean about {self.lean_reads} (first round; refills only where a "
+                f"chunk may hide rows), eager {self.eager_reads}; plus {self.snapshot_reads} for the snapshot time"
+            )
+        return "\n".join(lines)
+
+
+def explain(plan: QueryPlan) -> Explanation:
+    spec = plan.spec
+    order = "desc" if plan.descending else "asc"
+    rows = None if plan.limit is None else plan.limit + 1
+    asks = lean_asks(rows, [len(c) for c in plan.chunks]) if rows is not None else [None] * len(plan.chunks)
+    queries = []
+    for chunk, ask in zip(plan.chunks, asks):
+        parts = [f"{spec.shard_field} in {list(chunk)!r}"]
+        for f in plan.filters:
+            parts.append(f"{f.field} in {list(f.values)!r}" if f.op == "in" else f"{f.field} == {f.values[0]!r}")
+        if plan.start is not None:
+            parts.append(f"{spec.timestamp_field} >= {plan.start.isoformat()}")
+        if plan.end is not None:
+            parts.append(f"{spec.timestamp_field} < {plan.end.isoformat()}")
+        text = f"where {' and '.join(parts)} order by {spec.timestamp_field} {order}, __name__ {order}"
+        if plan.columns is not None:
+            text += f" select {list(plan.columns)!r}"
+        queries.append(text + (f" limit {ask} (lean)" if ask is not None else ""))
+    return Explanation(
+        plan=plan,
+        queries=tuple(queries),
+        index=plan.index.describe(),
+        eager_reads=None if rows is None else rows * len(plan.chunks),
+        lean_reads=None if rows is None else sum(asks),  # type: ignore[arg-type]
+        snapshot_reads=int(len(plan.chunks) > 1),
+    )
