@@ -12,6 +12,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,6 +23,7 @@ from tsstore.read.engine import LEAN_REFILLS
 from tsstore.read.explain import explain
 from tsstore.read.merge import merge_streams, take
 from tsstore.rows import sort_key
+from tsstore.wire import database_id
 
 UTC = dt.timezone.utc
 PAGES = 4  # pages followed per case (the emulator scans the collection once per `in` value)
@@ -216,3 +218,62 @@ def test_cli_explains_and_prints_costs(tsstore_emulator: Any, tmp_path: Any) -> 
         counted.stdout.strip() == "30"
         and "cost: 0 documents read, 1 query, 1 round trip, 1 chunk, 1 billed read" in (counted.stderr)
     )
+
+
+class _Counting:
+    """A RunQuery response stream that counts the documents the server's responses hold."""
+
+    def __init__(self, call: Any, counter: _ServerCount) -> None:
+        self._call, self._counter = call, counter
+
+    def __iter__(self) -> _Counting:
+        return self
+
+    def __next__(self) -> Any:
+        response = next(self._call)
+        self._counter.documents += type(response).pb(response).HasField("document")
+        return response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._call, name)
+
+
+class _ServerCount(grpc.UnaryStreamClientInterceptor):
+    """Counts, on the client's own gRPC channel, the read calls sent and the documents the
+    server returned: independent of tsstore's own bookkeeping."""
+
+    def __init__(self) -> None:
+        self.documents = 0
+        self.calls = 0
+
+    def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        call = continuation(details, request)
+        if details.method.endswith(("/RunQuery", "/BatchGetDocuments")):
+            self.calls += 1
+            return _Counting(call, self) if details.method.endswith("/RunQuery") else call
+        return call
+
+
+def test_stats_equal_what_the_server_returned(
+    skewed: dict[str, Any], tsstore_emulator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = _ServerCount()
+    plain = grpc.insecure_channel
+    monkeypatch.setattr(grpc, "insecure_channel", lambda *a, **k: grpc.intercept_channel(plain(*a, **k), counter))
+    database = database_id(skewed["store"].client)  # the same data, through a client on the counting channel
+    client = tsstore_emulator.client(database=database)
+    store = TimeSeriesStore(client, SPEC)
+    for where, limit in (({"symbol": "HOT"}, 100), ({"symbol": ["AAA", "BBB", "TWO"]}, 30), (None, 7)):
+        before_docs, before_calls = counter.documents, counter.calls
+        page = store.query(where=where, limit=limit)
+        assert (page.stats.documents, page.stats.queries) == (
+            counter.documents - before_docs,
+            counter.calls - before_calls,
+        ), where
+    before_docs = counter.documents
+    ticks = store.iter_ticks(where={"symbol": "TWO"})
+    assert len(list(ticks)) == sum(1 for t in skewed["ticks"] if t.data["symbol"] == "TWO")
+    assert ticks.stats.documents == counter.documents - before_docs
+    assert counter.calls >= 3 + 2 and counter.documents > 150  # the channel really was the counting one
+    store.close()
+    client.close()
