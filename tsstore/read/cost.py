@@ -31,7 +31,8 @@ class ReadStats:
     and the read of the server's time); ``round_trips`` waves of requests the caller waited
     for (concurrent requests count once); ``chunks`` the plan fanned out over;
     ``billed_reads`` Firestore's charge: per query the documents it returned, at least 1;
-    per aggregation 1 per 1 000 index entries, at least 1.
+    per aggregation 1 per 1 000 index entries, at least 1; ``refills`` the chunk queries a
+    lean page sent after its first round.
     """
 
     chunks: int = 0
