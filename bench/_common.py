@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tsstore.emulator import Emulator, start_emulator  # noqa: E402
 
 
-def emulator() -> Emulator:
-    emu = start_emulator()
+def emulator(*, max_heap: str | None = None) -> Emulator:
+    emu = start_emulator(max_heap=max_heap) if max_heap else start_emulator()
     print(f"# emulator {emu.address} (pid {emu.pid})", file=sys.stderr)
     return emu
 
