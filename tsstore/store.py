@@ -538,11 +538,10 @@ class TimeSeriesStore:
     ) -> Iterator[Tick]:
         """The plan's ticks, lazily (nothing is sent before the first one is asked for)."""
         after = decode_cursor(plan, cursor) if cursor is not None else None
+        snapshot = self._snapshot(plan, read_time, stats)
         if plan.limit is not None and plan.limit <= self._page_size:
-            snapshot = self._snapshot(plan, read_time, stats)
             yield from self._page(plan, after=after, rows=plan.limit, read_time=snapshot, stats=stats)
             return
-        snapshot = self._snapshot(plan, read_time, stats)
         # A snapshot chosen here may be renewed when a long read outlives it; one the
         # caller chose may not (the read then stops with SnapshotExpiredError).
         renew = self.server_time if read_time is None else None

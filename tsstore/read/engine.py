@@ -90,29 +90,13 @@ def _round(
     stats: ReadStats,
 ) -> list[list[Tick]]:
     """Fetch every request concurrently: one round trip of waiting."""
-    futures = [pool.submit(_fetch_all, fetch, chunk, after, ask, read_time, stats) for chunk, after, ask in requests]
+    # A limited ChunkStream read to its end: resumed after its last tick on transient errors.
+    futures = [
+        pool.submit(list, ChunkStream(fetch, chunk, after=after, limit=ask, read_time=read_time, stats=stats))
+        for chunk, after, ask in requests
+    ]
     stats.waited()
     return [future.result() for future in futures]
-
-
-def _fetch_all(
-    fetch: Fetch, chunk: Chunk, after: Position | None, ask: int, read_time: dt.datetime | None, stats: ReadStats
-) -> list[Tick]:
-    """Up to ``ask`` ticks of one chunk, resumed after the last one on transient errors."""
-    got: list[Tick] = []
-    for attempt in range(READ_ATTEMPTS):
-        resume = (got[-1].timestamp, got[-1].id) if got else after
-        before = len(got)
-        try:
-            got.extend(fetch(chunk, resume, ask - len(got), read_time))
-            return got
-        except TRANSIENT:
-            if attempt == READ_ATTEMPTS - 1:
-                raise
-            time.sleep(0.1 * 2**attempt)
-        finally:
-            stats.query_done(len(got) - before)
-    return got
 
 
 class ChunkStream(Iterator[Tick]):
