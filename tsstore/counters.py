@@ -218,17 +218,19 @@ class ShardedCounter:
         The count is raised by a write conditional on the document being unchanged since it
         was read; a grow that lost a race decides again on the new count. So concurrent grows
         to one target all succeed, and a grow to less than a count another grow has already
-        set is refused as the shrink it has become. Every successful call makes sure the new
-        shard documents exist before it returns, winner or not.
+        set is refused as the shrink it has become. Every grow makes the new shard documents
+        before it writes the count, so no caller ever reads a count whose shards are missing
+        (a grow that returns after losing to an identical one finds them already made).
         """
         _check_shard_count(shards)
-        counts_read: list[int] = []
+        snap = self.ref.get()
+        if snap.exists:  # shards below the count read exist already; never make any past ``shards``
+            self._ensure_shard_docs(min(_shard_count(snap, self.path), shards), shards)
 
         def decide(snap: DocumentSnapshot) -> _Decision[int]:
             if not snap.exists:
                 raise CounterError(f"counter {self.path!r} does not exist; create it first")
             current = _shard_count(snap, self.path)
-            counts_read.append(current)
             if shards < current:
                 raise CounterError(
                     f"counter {self.path!r} has {current} shards; shrinking to {shards} is not supported "
@@ -237,10 +239,6 @@ class ShardedCounter:
             return current, ({SHARDS_FIELD: shards} if shards > current else None)
 
         self._write_counter_doc(decide, verb="grow")
-        # From the first count read, not the one our write replaced: a grow that lost to an
-        # identical one, or whose landed write a retry then re-read, decided "nothing to do",
-        # yet must not return before the new shards exist (the winner may still be making them).
-        self._ensure_shard_docs(min(counts_read), shards)
         self._known_shards = shards
         return shards
 
