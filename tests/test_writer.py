@@ -176,15 +176,24 @@ def test_a_whole_batch_refusal_names_every_document(error: type[gexc.GoogleAPICa
 def test_retries_then_gives_up_naming_each_document_and_shows_why() -> None:
     statuses: list[str | None] = []
     attempts = 0
+    status_seen = threading.Event()
+
+    def show(status: str | None) -> None:
+        statuses.append(status)
+        if status:
+            status_seen.set()
 
     def unavailable(writes: list[WriteOp]) -> list[tuple[int, str]]:
         nonlocal attempts
         attempts += 1
+        if attempts == 4:
+            # The main thread polls the status every half second; the back-offs of four
+            # attempts may sum to less. Hold the last attempt until the status was shown
+            # (5 s at most: the assertion below then fails) so the check does not hang on timing.
+            status_seen.wait(5)
         raise gexc.ServiceUnavailable("the emulator went away")
 
-    sender = BulkSender(
-        send=unavailable, lookup=lambda ids: {}, take_tokens=no_wait, max_attempts=4, on_status=statuses.append
-    )
+    sender = BulkSender(send=unavailable, lookup=lambda ids: {}, take_tokens=no_wait, max_attempts=4, on_status=show)
     sender.send_all([doc(i, f"id{i}", {"i": i}) for i in range(5)])
     assert attempts == 4
     assert [(f.index, f.code) for f in sorted(sender.failures, key=lambda f: f.index)] == [(i, 14) for i in range(5)]
