@@ -3,7 +3,7 @@
 Eager is how tsstore read a page before the read engine: every chunk asked for limit + 1.
 Lean asks each chunk for its share and refills only where the merge may miss rows
 (tsstore.read). Both run side by side on the same emulator data (ticks with random shards,
-10 symbols) and the same random queries, alternating, at one snapshot each. Counted from
+10 symbols) and the same random queries (filter and end time), alternating, at one snapshot each. Counted from
 ReadStats, which counts what the server's responses held.
 
 Run: python bench/read_cost.py [--docs 3000] [--pages 4] [--shards 3,30,60,90]
@@ -12,6 +12,7 @@ Run: python bench/read_cost.py [--docs 3000] [--pages 4] [--shards 3,30,60,90]
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import random
 import statistics
 import time
@@ -23,6 +24,7 @@ from tsstore.synthetic import INSTRUMENTS, trading_day
 
 SYMBOLS = [instrument[0] for instrument in INSTRUMENTS][:10]
 LIMITS = (10, 100, 1000)
+DAY = dt.date(2019, 1, 2)
 
 
 def main() -> None:
@@ -32,6 +34,8 @@ def main() -> None:
     parser.add_argument("--shards", default="3,30,60,90")
     args = parser.parse_args()
     rng = random.Random(11)
+    day_start = dt.datetime.combine(DAY, dt.time(8, 0), tzinfo=dt.timezone.utc)  # trading_day's span
+    day_ms = int(8.5 * 3600 * 1000)
     emu = emulator()
     print(f"documents read per page, {args.docs} ticks per collection, {args.pages} random pages per row")
     print(
@@ -52,7 +56,7 @@ def main() -> None:
             client = emu.client(database=f"cost-{n_shards}")
             lean = TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False))
             eager = TimeSeriesStore(client, spec, lean=False)
-            lean.write(list(trading_day(args.docs, seed=n_shards, symbols=len(SYMBOLS))))
+            lean.write(list(trading_day(args.docs, day=DAY, seed=n_shards, symbols=len(SYMBOLS))))
             for label, pick in (
                 ("none", lambda: None),
                 ("==", lambda: {"symbol": rng.choice(SYMBOLS)}),
@@ -65,11 +69,13 @@ def main() -> None:
                     refilled = 0
                     for page in range(args.pages):
                         where = pick()
+                        # A random end in the day's second half: every page is its own query.
+                        end = day_start + dt.timedelta(milliseconds=rng.randrange(day_ms // 2, day_ms))
                         order = ("lean", "eager") if page % 2 == 0 else ("eager", "lean")
                         for name in order:
                             store = lean if name == "lean" else eager
                             began = time.perf_counter()
-                            got = store.query(where=where, limit=limit)
+                            got = store.query(where=where, end=end, limit=limit)
                             walls[name].append(time.perf_counter() - began)
                             docs[name].append(got.stats.documents)
                             refilled += name == "lean" and got.stats.refills > 0

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tsstore import QueryShape, SeriesSpec, Tick, TimeSeriesStore, WriteOptions, plan_query
-from tsstore.read.cost import ReadStats, lean_asks, refill_asks
+from tsstore.read.cost import ReadStats, lean_asks, lean_refills, refill_asks
 from tsstore.read.engine import LEAN_REFILLS
 from tsstore.read.explain import explain
 from tsstore.read.merge import merge_streams, take
@@ -33,10 +33,15 @@ SPEC = SeriesSpec("skew", shards=SHARDS, shapes=[QueryShape("symbol", ("desc", "
 
 def test_lean_asks_are_the_expected_share_plus_slack() -> None:
     assert lean_asks(101, [30]) == [101]
-    assert lean_asks(101, [30, 30]) == [65, 65]
-    assert lean_asks(11, [10] * 6) == [4] * 6
-    assert lean_asks(1001, [20, 20]) == [627, 627]
+    assert lean_asks(101, [30, 30]) == [61, 61]
+    assert lean_asks(11, [10] * 6) == [3] * 6
+    assert lean_asks(1001, [20, 20]) == [601, 601]
     assert sum(lean_asks(101, [1] * 30)) <= 1.3 * 101 + 2 * 30
+
+
+def test_lean_refills_ask_each_chunk_its_share_of_what_it_may_miss() -> None:
+    assert lean_refills([0, 5, 40], [3, 3, 3]) == [0, 4, 18]
+    assert lean_refills([1, 2], [10, 20]) == [1, 2]  # never more than may be missing
 
 
 def test_refill_asks_only_what_may_be_missing() -> None:
@@ -159,11 +164,11 @@ def test_explain_names_the_chunk_queries_the_index_and_the_cost() -> None:
     assert len(explained.queries) == len(plan.chunks) == 9
     assert explained.queries[0].startswith("where shard in ['s00', ")
     assert (
-        "symbol in ['AAA', 'BBB', 'CCC'] order by timestamp desc, __name__ desc limit 16 (lean)" in explained.queries[0]
+        "symbol in ['AAA', 'BBB', 'CCC'] order by timestamp desc, __name__ desc limit 14 (lean)" in explained.queries[0]
     )
     assert explained.index == "ticks (shard DESC, symbol ASC, timestamp DESC)"
-    assert (explained.eager_reads, explained.lean_reads, explained.snapshot_reads) == (909, 144, 1)
-    assert "lean about 144" in explained.describe() and "eager 909" in explained.describe()
+    assert (explained.eager_reads, explained.lean_reads, explained.snapshot_reads) == (909, 126, 1)
+    assert "lean about 126" in explained.describe() and "eager 909" in explained.describe()
     unlimited = explain(plan_query(spec, start="2024-01-01T00:00:00Z"))
     assert unlimited.eager_reads is None and "every match, one streaming query per chunk" in unlimited.describe()
 

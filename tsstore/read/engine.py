@@ -4,9 +4,9 @@ A *fetch* function (the store's) starts one chunk's Firestore query and returns 
 in query order: ``fetch(chunk, after, limit, read_time)``, ``after`` the (timestamp, id)
 to resume after, ``limit`` ``None`` for no limit. Everything else is here:
 
-- :func:`read_page`: the first ``rows`` ticks of the merge, exact, in at most two
-  concurrent rounds: lean asks first, then one refill of exactly what may be missing
-  (:mod:`tsstore.read.cost`).
+- :func:`read_page`: the first ``rows`` ticks of the merge, exact: lean asks first, up to
+  LEAN_REFILLS lean refills, then one refill of all that may still be missing; each round
+  concurrent over the chunks (:mod:`tsstore.read.cost`).
 - :class:`ChunkStream`: one chunk as one streaming query (gRPC flow control delivers it
   as it is consumed), resumed after its last tick on a transient error, and, when the
   snapshot it reads at expires and the caller did not fix ``read_time``, continued at a
@@ -23,7 +23,7 @@ from concurrent.futures import Executor, Future
 from google.api_core import exceptions as gexc
 
 from ..rows import Tick
-from .cost import ReadStats, lean_asks, refill_asks
+from .cost import ReadStats, lean_asks, lean_refills, refill_asks
 from .merge import merge_streams, take
 
 Chunk = tuple[str, ...]
@@ -73,7 +73,7 @@ def read_page(
         if not todo:
             break
         if refill < LEAN_REFILLS:
-            needed = [min(more, share) for more, share in zip(needed, lean_asks(max(needed), sizes))]
+            needed = lean_refills(needed, sizes)
         stats.refills += len(todo)
         requests = [(chunks[i], (lists[i][-1].timestamp, lists[i][-1].id), needed[i]) for i in todo]
         for i, more in zip(todo, _round(pool, fetch, requests, read_time, stats)):
