@@ -16,7 +16,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tsstore.emulator import Emulator, start_emulator  # noqa: E402
+from tsstore.local.emulator import Emulator, start_emulator  # noqa: E402
 
 
 def emulator(*, max_heap: str | None = None) -> Emulator:

@@ -16,7 +16,7 @@ from _common import emulator, measure, verdict
 from google.cloud import firestore
 
 from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
-from tsstore.synthetic import trading_day
+from tsstore.local.synthetic import trading_day
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ from _common import emulator, verdict
 from tsstore import TimeSeriesStore, WriteOptions
 from tsstore.demo import SPEC
 from tsstore.ingest import ingest_file
-from tsstore.synthetic import CSV_COLUMNS, flat_row, trading_day
+from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
 
 
 def main() -> None:

@@ -19,8 +19,8 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from tsstore import QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.limits import MAX_IN_VALUES
-from tsstore.planning import chunk_shards
-from tsstore.synthetic import trading_day
+from tsstore.local.synthetic import trading_day
+from tsstore.read.plan import chunk_shards
 
 FIELD, VALUE = "instrumentType", "commonstock"
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from _common import emulator
 
 from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
-from tsstore.synthetic import trading_day
+from tsstore.local.synthetic import trading_day
 
 DAY = dt.date(2019, 1, 2)
 OPEN = dt.datetime(2019, 1, 2, 8, 0, tzinfo=dt.timezone.utc)

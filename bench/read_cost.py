@@ -20,7 +20,7 @@ import time
 from _common import emulator
 
 from tsstore import QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions
-from tsstore.synthetic import INSTRUMENTS, trading_day
+from tsstore.local.synthetic import INSTRUMENTS, trading_day
 
 SYMBOLS = [instrument[0] for instrument in INSTRUMENTS][:10]
 LIMITS = (10, 100, 1000)

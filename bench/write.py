@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from _common import emulator, verdict
 
 from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
-from tsstore.records import prepare_records
-from tsstore.synthetic import trading_day
+from tsstore.local.synthetic import trading_day
+from tsstore.write.prepare import prepare_records
 
 
 def main() -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from tsstore.emulator import emulator_client
-from tsstore.synthetic import CSV_COLUMNS, flat_row, trading_day
+from tsstore.local.emulator import emulator_client
+from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
 
 
 def tsstore(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:

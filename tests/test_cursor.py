@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from tsstore import CursorError, SeriesSpec, plan_query
-from tsstore.cursor import decode_cursor, encode_cursor
+from tsstore.read.cursor import decode_cursor, encode_cursor
 
 UTC = dt.timezone.utc
 SPEC = SeriesSpec("t", shapes=[("exchange",)])

@@ -21,8 +21,8 @@ import pytest
 from google.cloud import firestore
 
 from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
-from tsstore.emulator import Emulator
 from tsstore.ingest import IngestSummary, Rejected, ingest_file
+from tsstore.local.emulator import Emulator
 
 FAST = WriteOptions(ramp=False, max_ops_per_second=100_000)
 AIRPORTS = ["ABQ", "ATL", "BOS", "DEN", "JFK", "LAX", "ORD", "SEA"]

@@ -1,4 +1,4 @@
-"""tsstore.emulator against the real Firestore emulator (no fakes of the client or the JVM)."""
+"""tsstore.local.emulator against the real Firestore emulator (no fakes of the client or the JVM)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from google.cloud import firestore
 
-from tsstore import emulator as emulator_module
-from tsstore.emulator import Emulator, find_emulator_command, free_port, start_emulator
 from tsstore.errors import EmulatorError
+from tsstore.local import emulator as emulator_module
+from tsstore.local.emulator import Emulator, find_emulator_command, free_port, start_emulator
 
 
 def _ids(collection: firestore.CollectionReference) -> list[str]:

@@ -11,8 +11,8 @@ import pytest
 from google.cloud.firestore_v1 import GeoPoint
 
 from tsstore import RecordError, SeriesSpec
-from tsstore.identity import Repeats, base_of, content_digest, fingerprint, id_from_digest, slot_digest
-from tsstore.records import prepare_records
+from tsstore.write.identity import Repeats, base_of, content_digest, fingerprint, id_from_digest, slot_digest
+from tsstore.write.prepare import prepare_records
 
 UTC = dt.timezone.utc
 T = dt.datetime(2019, 1, 2, 9, 30, 0, 123_000, tzinfo=UTC)

@@ -16,8 +16,8 @@ from google.cloud.firestore_v1.types import StructuredQuery
 from tests.conftest import firebase_validate
 from tsstore import QueryError, QueryShape, SeriesSpec, SpecError, TimeSeriesStore
 from tsstore.declaration import load_specs
-from tsstore.deploy import plan_index_file
-from tsstore.indexes import generate, lint, merge, render
+from tsstore.indexes.build import generate, lint, merge, render
+from tsstore.indexes.file import plan_index_file
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).parent / "golden"

@@ -21,7 +21,7 @@ from google.cloud import firestore
 from tsstore import TimeSeriesStore, WriteOptions
 from tsstore.demo import SPEC
 from tsstore.ingest import IngestError, Rejected, ingest_file
-from tsstore.synthetic import CSV_COLUMNS, flat_row, trading_day
+from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
 
 FAST = WriteOptions(ramp=False, max_ops_per_second=100_000)
 HEADER = "timestamp,symbol,exchange,instrumentType,price.currency,price.micros,volume,note"

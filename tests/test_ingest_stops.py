@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from tsstore.emulator import Emulator
-from tsstore.synthetic import CSV_COLUMNS, flat_row, trading_day
+from tsstore.local.emulator import Emulator
+from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
 
 SPEC_TOML = """
 [[series]]

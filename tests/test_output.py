@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from tsstore import SeriesSpec, Tick, TsstoreError
+from tsstore.cli.output import write_frames
 from tsstore.frames import ticks_to_frame
-from tsstore.output import write_frames
 
 UTC = dt.timezone.utc
 SPEC = SeriesSpec("t", columns={"symbol": "string"})

@@ -1,4 +1,4 @@
-"""Pure tests of the 500/50/5 ramp (tsstore.ramp): the rate rule and the token bucket.
+"""Pure tests of the 500/50/5 ramp (tsstore.write.ramp): the rate rule and the token bucket.
 
 No Firestore and no real sleeping: every limiter runs on a fake clock whose ``sleep``
 advances it.
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from tsstore.errors import ConfigError
 from tsstore.limits import RAMP_START_OPS_PER_SECOND
-from tsstore.ramp import (
+from tsstore.write.ramp import (
     BACK_OFF_HOLD_SECONDS,
     MIN_BACK_OFF_OPS_PER_SECOND,
     RAMP_GROWTH,

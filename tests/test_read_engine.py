@@ -22,7 +22,7 @@ from tsstore.read.cost import ReadStats, lean_asks, lean_refills, refill_asks
 from tsstore.read.engine import LEAN_REFILLS
 from tsstore.read.explain import explain
 from tsstore.read.merge import merge_streams, take
-from tsstore.rows import sort_key
+from tsstore.ticks import sort_key
 from tsstore.wire import database_id
 
 UTC = dt.timezone.utc

@@ -17,8 +17,8 @@ from google.cloud import firestore
 
 from tests.conftest import firebase_validate
 from tsstore import QueryError, QueryShape, SeriesSpec, SpecError, TimeSeriesStore, WriteOptions
-from tsstore.indexes import generate, render
-from tsstore.synthetic import trading_day
+from tsstore.indexes.build import generate, render
+from tsstore.local.synthetic import trading_day
 
 UTC = dt.timezone.utc
 FAST = WriteOptions(ramp=False, max_ops_per_second=100_000)

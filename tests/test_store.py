@@ -23,8 +23,8 @@ from tsstore import (
     TimeSeriesStore,
     WriteOptions,
 )
-from tsstore.rows import sort_key
-from tsstore.synthetic import INSTRUMENTS, SEED_INSTRUMENTS, trading_day
+from tsstore.local.synthetic import INSTRUMENTS, SEED_INSTRUMENTS, trading_day
+from tsstore.ticks import sort_key
 
 UTC = dt.timezone.utc
 FAST = WriteOptions(ramp=False, max_ops_per_second=50_000)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .counters import CounterValue, ShardedCounter
-from .errors import (
+from tsstore.counters import CounterValue, ShardedCounter
+from tsstore.errors import (
     ConfigError,
     CounterError,
     CursorError,
@@ -18,10 +18,10 @@ from .errors import (
     WriteError,
     WriteFailure,
 )
-from .planning import QueryPlan, plan_query
-from .rows import Page, Tick
-from .spec import Direction, QueryShape, SeriesSpec, plan_shards
-from .store import PurgeResult, TimeSeriesStore, WriteOptions, WriteResult
+from tsstore.read.plan import QueryPlan, plan_query
+from tsstore.spec import Direction, QueryShape, SeriesSpec, plan_shards
+from tsstore.store import PurgeResult, TimeSeriesStore, WriteOptions, WriteResult
+from tsstore.ticks import Page, Tick
 
 __all__ = [
     "ConfigError",

@@ -1,5 +1,5 @@
 """``python -m tsstore`` runs the CLI."""
 
-from .cli import main
+from tsstore.cli import main
 
 main()

@@ -36,8 +36,8 @@ from google.cloud import firestore
 from google.cloud.firestore_v1 import Increment
 from google.cloud.firestore_v1.base_document import DocumentSnapshot
 
-from .errors import CounterError
-from .limits import DOCUMENT_WRITES_PER_SECOND
+from tsstore.errors import CounterError
+from tsstore.limits import DOCUMENT_WRITES_PER_SECOND
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 
-from .errors import SpecError
-from .spec import SeriesSpec, spec_from_mapping
+from tsstore.errors import SpecError
+from tsstore.spec import SeriesSpec, spec_from_mapping
 
 
 def load_specs(ref: str) -> tuple[SeriesSpec, ...]:

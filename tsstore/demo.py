@@ -6,7 +6,7 @@ the repository's ``indexes/firestore.indexes.json`` from it.
 
 from __future__ import annotations
 
-from .spec import QueryShape, SeriesSpec
+from tsstore.spec import QueryShape, SeriesSpec
 
 _BOTH = ("desc", "asc")
 

@@ -27,9 +27,9 @@ from typing import Any
 
 import pandas as pd
 
-from .errors import SchemaError
-from .rows import Tick
-from .spec import SeriesSpec
+from tsstore.errors import SchemaError
+from tsstore.spec import SeriesSpec
+from tsstore.ticks import Tick
 
 _DTYPES = {
     "string": "string",

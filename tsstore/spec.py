@@ -15,9 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-from .errors import SpecError
-from .identity import DuplicatePolicy, check_policy
-from .limits import SEQUENTIAL_WRITES_PER_SECOND
+from tsstore.errors import SpecError
+from tsstore.limits import SEQUENTIAL_WRITES_PER_SECOND
+from tsstore.write.identity import DuplicatePolicy, check_policy
 
 #: A field path tsstore can use in filters and index definitions without quoting:
 #: dot-separated segments of letters, digits and underscores, not starting with a digit.
@@ -118,7 +118,7 @@ class SeriesSpec:
       With key fields, a tick's document id is a hash of key and time, or of key, time and
       content when another tick holds that one, so writing a tick again stores nothing
       twice and two ticks sharing key and time are both kept. Without, ids are random. See
-      :mod:`tsstore.identity`.
+      :mod:`tsstore.write.identity`.
     - ``on_duplicate``: what a tick does when another tick with the same key and time but
       other content is stored: ``"keep"`` both (default), ``"replace"`` it, or refuse it
       (``"error"``). Identical content is always the same tick, never stored twice.

@@ -21,9 +21,8 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import BaseQuery, FieldFilter
 from google.cloud.firestore_v1.field_path import FieldPath
 
-from .counters import ShardedCounter, increment_counters
-from .cursor import decode_cursor, encode_cursor
-from .errors import (
+from tsstore.counters import ShardedCounter, increment_counters
+from tsstore.errors import (
     ConfigError,
     Interrupted,
     QueryError,
@@ -32,21 +31,22 @@ from .errors import (
     TsstoreError,
     WriteError,
 )
-from .frames import frame_to_records, frames, ticks_to_frame
-from .identity import DuplicatePolicy
-from .limits import RAMP_START_OPS_PER_SECOND
-from .planning import QueryPlan, Where, plan_query
-from .ramp import RampLimiter
-from .read.cost import ReadStats
-from .read.engine import ChunkStream, Fetch, read_page, snapshot_expired
-from .read.explain import Explanation, explain
-from .read.merge import merge_streams, take
-from .records import PreparedDoc, prepare_records
-from .rows import Page, Tick, get_path
-from .spec import Direction, SeriesSpec
-from .times import NaivePolicy
-from .wire import batch_write, get_documents, stream_ticks
-from .writer import BulkSender, Written
+from tsstore.frames import frame_to_records, frames, ticks_to_frame
+from tsstore.limits import RAMP_START_OPS_PER_SECOND
+from tsstore.read.cost import ReadStats
+from tsstore.read.cursor import decode_cursor, encode_cursor
+from tsstore.read.engine import ChunkStream, Fetch, read_page, snapshot_expired
+from tsstore.read.explain import Explanation, explain
+from tsstore.read.merge import merge_streams, take
+from tsstore.read.plan import QueryPlan, Where, plan_query
+from tsstore.spec import Direction, SeriesSpec
+from tsstore.ticks import Page, Tick, get_path
+from tsstore.times import NaivePolicy
+from tsstore.wire import batch_write, get_documents, stream_ticks
+from tsstore.write.identity import DuplicatePolicy
+from tsstore.write.prepare import PreparedDoc, prepare_records
+from tsstore.write.ramp import RampLimiter
+from tsstore.write.sender import BulkSender, Written
 
 #: The largest ``limit`` an iteration reads as one lean page; above it (and without a
 #: limit) each chunk is one streaming query, resumed after its last tick if it breaks off.
@@ -186,7 +186,7 @@ class TimeSeriesStore:
         refused record; every other record is written.
 
         Ticks sharing key fields and timestamp are handled by ``on_duplicate`` (default: the
-        spec's, ``"keep"``); see :mod:`tsstore.identity`. ``on_progress`` is called with the
+        spec's, ``"keep"``); see :mod:`tsstore.write.identity`. ``on_progress`` is called with the
         number of documents confirmed since the last call, ``on_status`` with what the writer
         is waiting for (retries and why) or ``None``. With ``spec.count_by``, each written
         batch adds its newly created ticks to each series' counter in one commit, so a

@@ -26,9 +26,9 @@ from google.cloud.firestore_v1.base_query import BaseQuery
 from google.cloud.firestore_v1.bulk_batch import BulkWriteBatch
 from google.cloud.firestore_v1.types import firestore as firestore_types
 
-from .rows import Tick, get_path
-from .times import EPOCH as _EPOCH
-from .times import plain_datetime
+from tsstore.ticks import Tick, get_path
+from tsstore.times import EPOCH as _EPOCH
+from tsstore.times import plain_datetime
 
 log = logging.getLogger(__name__)
 

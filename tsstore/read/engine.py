@@ -22,9 +22,9 @@ from concurrent.futures import Executor, Future
 
 from google.api_core import exceptions as gexc
 
-from ..rows import Tick
-from .cost import ReadStats, lean_asks, lean_refills, refill_asks
-from .merge import merge_streams, take
+from tsstore.read.cost import ReadStats, lean_asks, lean_refills, refill_asks
+from tsstore.read.merge import merge_streams, take
+from tsstore.ticks import Tick
 
 Chunk = tuple[str, ...]
 Position = tuple[dt.datetime, str]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..planning import QueryPlan
-from .cost import lean_asks
+from tsstore.read.cost import lean_asks
+from tsstore.read.plan import QueryPlan
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import heapq
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 
-from ..rows import Tick, sort_key
+from tsstore.ticks import Tick, sort_key
 
 
 def merge_streams(streams: Sequence[Iterable[Tick]], *, descending: bool) -> Iterator[Tick]:

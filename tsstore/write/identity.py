@@ -42,7 +42,7 @@ from typing import Any, Literal
 from google.cloud.firestore_v1 import GeoPoint
 from google.cloud.firestore_v1.vector import Vector
 
-from .times import to_micros
+from tsstore.times import to_micros
 
 DuplicatePolicy = Literal["keep", "replace", "error"]
 DUPLICATE_POLICIES: tuple[DuplicatePolicy, ...] = ("keep", "replace", "error")

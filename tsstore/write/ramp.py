@@ -38,8 +38,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import TypeGuard
 
-from .errors import ConfigError
-from .limits import RAMP_START_OPS_PER_SECOND
+from tsstore.errors import ConfigError
+from tsstore.limits import RAMP_START_OPS_PER_SECOND
 
 __all__ = [
     "BACK_OFF_HOLD_SECONDS",

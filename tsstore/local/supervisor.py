@@ -1,7 +1,7 @@
 """The local store: one background Firestore emulator whose data survives restarts.
 
 ``tsstore emulator start`` spawns a small detached supervisor process (``python -m
-tsstore.localstore serve``) that runs the emulator bound to loopback with a data folder,
+tsstore.local.supervisor serve``) that runs the emulator bound to loopback with a data folder,
 writes a state file once the emulator is ready, and on SIGTERM saves every database the
 CLI has used into the folder before stopping it. ``stop`` sends that SIGTERM to the
 supervisor's own PID; ``status`` reads the state file and checks that the process lives
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .emulator import DEFAULT_PROJECT, start_emulator
-from .errors import EmulatorError
+from tsstore.errors import EmulatorError
+from tsstore.local.emulator import DEFAULT_PROJECT, start_emulator
 
 STATE_FILE = "emulator.json"
 DATABASES_FILE = "databases.json"
@@ -91,7 +91,7 @@ def _start_locked(folder: Path, timeout: float) -> tuple[LocalStore, bool]:
     (folder / STATE_FILE).unlink(missing_ok=True)
     log = open(folder / LOG_FILE, "ab")
     process = subprocess.Popen(
-        [sys.executable, "-m", "tsstore.localstore", "serve", str(folder)],
+        [sys.executable, "-m", "tsstore.local.supervisor", "serve", str(folder)],
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=log,
@@ -210,7 +210,7 @@ def _answers(url: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m tsstore.localstore")
+    parser = argparse.ArgumentParser(prog="python -m tsstore.local.supervisor")
     parser.add_argument("command", choices=["serve"])
     parser.add_argument("folder", type=Path)
     args = parser.parse_args(argv)

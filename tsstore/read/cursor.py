@@ -13,9 +13,9 @@ import datetime as dt
 import hashlib
 import json
 
-from .errors import CursorError
-from .planning import QueryPlan
-from .times import from_micros, to_micros
+from tsstore.errors import CursorError
+from tsstore.read.plan import QueryPlan
+from tsstore.times import from_micros, to_micros
 
 _VERSION = 1
 

@@ -18,8 +18,11 @@ import pandas as pd
 from google.cloud.firestore_v1 import GeoPoint
 from google.cloud.firestore_v1.vector import Vector
 
-from .errors import ConfigError, RecordError
-from .identity import (
+from tsstore.errors import ConfigError, RecordError
+from tsstore.limits import MAX_DOCUMENT_BYTES, MAX_FIELD_DEPTH, MAX_INT64, MIN_INT64
+from tsstore.spec import SeriesSpec
+from tsstore.times import NAIVE_POLICIES, NaivePolicy, to_utc
+from tsstore.write.identity import (
     ID_BYTES,
     DuplicatePolicy,
     Repeats,
@@ -31,9 +34,6 @@ from .identity import (
     shard_from_digest,
     slot_digest,
 )
-from .limits import MAX_DOCUMENT_BYTES, MAX_FIELD_DEPTH, MAX_INT64, MIN_INT64
-from .spec import SeriesSpec
-from .times import NAIVE_POLICIES, NaivePolicy, to_utc
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +42,7 @@ class PreparedDoc:
     size in bytes as Firestore counts it.
 
     ``base`` (key values and time), ``repeat`` and ``content`` (the content fingerprint, when
-    it was needed) place a keyed tick (see :mod:`tsstore.identity`); ``at_slot`` says the id
+    it was needed) place a keyed tick (see :mod:`tsstore.write.identity`); ``at_slot`` says the id
     is its base's slot id. ``base`` is ``None`` for random ids. ``data`` ``None`` deletes the
     document.
     """
@@ -71,7 +71,7 @@ def prepare_records(
     Ids are spread evenly over the key space, never monotonic. With ``spec.key_fields``
     an id is a hash of the key values and the timestamp (the slot id), or, for a record
     repeating an earlier one of this input whole, of those, its content and its repeat
-    number (see :mod:`tsstore.identity`), so writing the same input again gives the same
+    number (see :mod:`tsstore.write.identity`), so writing the same input again gives the same
     ids; otherwise it is random. The shard comes from other bits of the slot's digest:
     random for random ids, and stable for hashed ids so that a retried write produces the
     identical document. A shard value the caller already set is kept if the spec declares

@@ -15,11 +15,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import QueryError, SpecError
-from .indexes import CompositeIndex, declared_indexes, required_index
-from .limits import MAX_DISJUNCTIONS, MAX_IN_VALUES
-from .spec import Direction, SeriesSpec, check_field_path
-from .times import to_utc
+from tsstore.errors import QueryError, SpecError
+from tsstore.indexes.build import CompositeIndex, declared_indexes, required_index
+from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES
+from tsstore.spec import Direction, SeriesSpec, check_field_path
+from tsstore.times import to_utc
 
 #: Operators a tsstore query accepts, and why the others are refused.
 ALLOWED_OPERATORS = ("==", "in")
@@ -151,7 +151,7 @@ def chunk_shards(shards: Sequence[str], size: int) -> tuple[tuple[str, ...], ...
 def check_index(spec: SeriesSpec, fields: Iterable[str], direction: Direction) -> CompositeIndex:
     """The declared composite index serving a query on ``fields`` in ``direction``, or a
     :class:`QueryError` naming the shape and the fix. This is the index check the emulator
-    does not do; it asks :func:`~tsstore.indexes.required_index`, as the generator does."""
+    does not do; it asks :func:`~tsstore.indexes.build.required_index`, as the generator does."""
     key = tuple(sorted(fields))
     needed = required_index(spec, key, direction)
     if needed in declared_indexes(spec):

@@ -2,7 +2,7 @@
 
 Each batch is one non-atomic ``BatchWrite`` request (one status per document), sent by a
 *send* function (normally :func:`tsstore.wire.batch_write`) at the pace a *take tokens*
-function allows (normally the 500/50/5 ramp of :class:`tsstore.ramp.RampLimiter`). Both
+function allows (normally the 500/50/5 ramp of :class:`tsstore.write.ramp.RampLimiter`). Both
 are given to the sender, so its bookkeeping is tested without Firestore.
 
 It does not use the client's ``BulkWriter``: ``BulkWriter.flush()`` waits on its batch
@@ -13,7 +13,7 @@ written (created, already present, replaced or deleted), named as a
 
 Ticks are written as *creates*: Firestore refuses a create whose document exists
 (ALREADY_EXISTS), and the stored content then decides what the tick is (see
-:mod:`tsstore.identity`): the same tick already present, or another tick in its slot, which
+:mod:`tsstore.write.identity`): the same tick already present, or another tick in its slot, which
 the duplicate policy keeps beside it, replaces, or refuses. So a re-sent tick is never
 counted as new, and a distinct tick never silently replaces another.
 """
@@ -31,10 +31,10 @@ from typing import Any, Literal
 import grpc
 from google.api_core import exceptions as gexc
 
-from .errors import WriteFailure
-from .identity import DuplicatePolicy, content_digest, fingerprint, id_from_digest
-from .records import PreparedDoc
-from .wire import ALREADY_EXISTS, Stored, WriteOp, WriteStatus
+from tsstore.errors import WriteFailure
+from tsstore.wire import ALREADY_EXISTS, Stored, WriteOp, WriteStatus
+from tsstore.write.identity import DuplicatePolicy, content_digest, fingerprint, id_from_digest
+from tsstore.write.prepare import PreparedDoc
 
 #: Documents per BatchWrite request. The request is also capped at MAX_BATCH_BYTES.
 MAX_BATCH_DOCS = 500

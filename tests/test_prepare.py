@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from tsstore import RecordError, SeriesSpec, TsstoreError
-from tsstore.records import prepare_records
+from tsstore.write.prepare import prepare_records
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2024, 3, 1, 9, 30, tzinfo=UTC)

@@ -3,7 +3,7 @@
 Every row is parsed and coerced on its own: a bad row is rejected with its line number and
 reason and never holds back the good ones. Rows go through the store's writer, whose ids
 (with ``key_fields``) come from series key, time and, where needed, content and the row's
-repeat number in the file (:mod:`tsstore.identity`), so writing a row again finds it
+repeat number in the file (:mod:`tsstore.write.identity`), so writing a row again finds it
 already present. A checkpoint file records the last line up to which every row is done
 (stored or rejected) and how many rows before it went to the writer; a re-run after an
 interruption skips those lines (counting their repeats as before) and reports them, and
@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import Interrupted, RecordError, TsstoreError, WriteError
-from .identity import DuplicatePolicy
-from .rows import get_path
-from .spec import SeriesSpec
-from .store import TimeSeriesStore
-from .wire import database_id
+from tsstore.errors import Interrupted, RecordError, TsstoreError, WriteError
+from tsstore.spec import SeriesSpec
+from tsstore.store import TimeSeriesStore
+from tsstore.ticks import get_path
+from tsstore.wire import database_id
+from tsstore.write.identity import DuplicatePolicy
 
 FORMATS: dict[str, tuple[str, ...]] = {
     "csv": (".csv",),
@@ -170,7 +170,7 @@ def ingest_file(
 ) -> IngestSummary:
     """Ingest one file into ``store``; see the module doc. ``naive`` says what a time without
     an offset means: ``"error"`` (reject the row), ``"utc"``, or an IANA zone name.
-    ``on_duplicate`` overrides the spec's duplicate policy (:mod:`tsstore.identity`).
+    ``on_duplicate`` overrides the spec's duplicate policy (:mod:`tsstore.write.identity`).
     ``checkpoint`` is the checkpoint file (default: beside the input, one per target:
     :func:`default_checkpoint`). ``on_progress`` gets the number of rows finished (stored or
     rejected) since its last call; ``on_status`` what the writer waits for (retries).

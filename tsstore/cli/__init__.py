@@ -25,24 +25,24 @@ import click
 import pandas as pd
 from tqdm import tqdm
 
-from . import localstore
-from .counters import ShardedCounter
-from .declaration import load_specs
-from .demo import SPEC as DEMO_SPEC
-from .deploy import DEFAULT_INDEX_FILE, plan_index_file
-from .emulator import DEFAULT_PROJECT, emulator_client, start_emulator
-from .errors import Interrupted, TsstoreError
-from .frames import frames as frames_of
-from .frames import ticks_to_frame
-from .identity import DUPLICATE_POLICIES, DuplicatePolicy
-from .ingest import DEFAULT_MAX_FIELD_BYTES, FORMATS, IngestSummary, ingest_file, write_rejects
-from .output import write_frames
-from .planning import plan_query
-from .read.cost import ReadStats
-from .read.explain import explain as explain_plan
-from .spec import SeriesSpec
-from .store import TimeSeriesStore, WriteOptions
-from .synthetic import SEED_INSTRUMENTS, trading_day
+from tsstore.cli.output import write_frames
+from tsstore.counters import ShardedCounter
+from tsstore.declaration import load_specs
+from tsstore.demo import SPEC as DEMO_SPEC
+from tsstore.errors import Interrupted, TsstoreError
+from tsstore.frames import frames as frames_of
+from tsstore.frames import ticks_to_frame
+from tsstore.indexes.file import DEFAULT_INDEX_FILE, plan_index_file
+from tsstore.ingest import DEFAULT_MAX_FIELD_BYTES, FORMATS, IngestSummary, ingest_file, write_rejects
+from tsstore.local import supervisor
+from tsstore.local.emulator import DEFAULT_PROJECT, emulator_client, start_emulator
+from tsstore.local.synthetic import SEED_INSTRUMENTS, trading_day
+from tsstore.read.cost import ReadStats
+from tsstore.read.explain import explain as explain_plan
+from tsstore.read.plan import plan_query
+from tsstore.spec import SeriesSpec
+from tsstore.store import TimeSeriesStore, WriteOptions
+from tsstore.write.identity import DUPLICATE_POLICIES, DuplicatePolicy
 
 EMULATOR_ENV = "FIRESTORE_EMULATOR_HOST"
 
@@ -66,9 +66,9 @@ def connect(*, project: str | None, database: str, ephemeral: bool = False) -> I
             project = os.environ.get("GOOGLE_CLOUD_PROJECT") or DEFAULT_PROJECT
         target = f"emulator at {emulator_host}, project {project}" if emulator_host else f"project {project}"
         click.echo(f"tsstore: using {target}, database {database}", err=True)
-        running = localstore.status() if emulator_host else None
+        running = supervisor.status() if emulator_host else None
         if running is not None and running.address == emulator_host and project == running.project:
-            localstore.remember_database(database)  # the local store, reached by address: keep it
+            supervisor.remember_database(database)  # the local store, reached by address: keep it
         client = firestore.Client(project=project, database=database)
         try:
             yield client, bool(emulator_host)
@@ -85,8 +85,8 @@ def connect(*, project: str | None, database: str, ephemeral: bool = False) -> I
             finally:
                 client.close()
         return
-    store, started = localstore.start()
-    localstore.remember_database(database)
+    store, started = supervisor.start()
+    supervisor.remember_database(database)
     how = "started" if started else "using"
     click.echo(
         f"tsstore: {how} the local store at {store.address} (data in {store.data_dir}; "
@@ -749,7 +749,7 @@ def emulator_start() -> None:
       TSSTORE_HOME=~/ticks-store tsstore emulator start
     """
     try:
-        store, started = localstore.start()
+        store, started = supervisor.start()
     except TsstoreError as exc:
         raise click.ClickException(str(exc)) from exc
     verb = "started" if started else "already running"
@@ -766,7 +766,7 @@ def emulator_stop() -> None:
       tsstore emulator stop
     """
     try:
-        stopped = localstore.stop()
+        stopped = supervisor.stop()
     except TsstoreError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"local store stopped; data kept in {stopped.data_dir}" if stopped else "local store is not running")
@@ -780,8 +780,8 @@ def emulator_status() -> None:
     Example:
       tsstore emulator status
     """
-    store = localstore.status()
+    store = supervisor.status()
     if store is None:
-        click.echo(f"local store is not running (home {localstore.home()})")
+        click.echo(f"local store is not running (home {supervisor.home()})")
         raise SystemExit(3)
     click.echo(f"local store running at {store.address} (pid {store.pid}), data in {store.data_dir}")

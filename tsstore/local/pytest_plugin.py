@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pytest
 from google.cloud import firestore
 
-from .emulator import Emulator, start_emulator
+from tsstore.local.emulator import Emulator, start_emulator
 
 _DATABASE_ID = re.compile(r"[a-z][a-z0-9-]{2,61}[a-z0-9]")
 

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from tsstore import Direction, QueryError, QueryShape, SeriesSpec, Tick, plan_query
 from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES
-from tsstore.planning import chunk_shards, chunk_size, normalize_where
 from tsstore.read.merge import merge_streams, take
-from tsstore.rows import sort_key
+from tsstore.read.plan import chunk_shards, chunk_size, normalize_where
+from tsstore.ticks import sort_key
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2024, 1, 1, tzinfo=UTC)

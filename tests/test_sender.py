@@ -16,10 +16,10 @@ from google.cloud import firestore
 
 from tests.test_wire import too_deep
 from tsstore.errors import WriteFailure
-from tsstore.identity import base_of
-from tsstore.records import PreparedDoc
 from tsstore.wire import Stored, WriteOp, batch_write, get_documents
-from tsstore.writer import BulkSender, Written
+from tsstore.write.identity import base_of
+from tsstore.write.prepare import PreparedDoc
+from tsstore.write.sender import BulkSender, Written
 
 
 def doc(index: int, doc_id: str, data: dict[str, Any]) -> PreparedDoc:

@@ -41,7 +41,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal
 
-from .errors import EmulatorError
+from tsstore.errors import EmulatorError
 
 if TYPE_CHECKING:  # importing google.cloud.firestore costs ~0.5 s; only client() needs it
     from google.cloud import firestore

@@ -17,9 +17,9 @@ from typing import Any
 
 import json5
 
-from .errors import SpecError
-from .indexes import MergeReport, lint, merge, render
-from .spec import SeriesSpec
+from tsstore.errors import SpecError
+from tsstore.indexes.build import MergeReport, lint, merge, render
+from tsstore.spec import SeriesSpec
 
 DEFAULT_INDEX_FILE = Path("indexes/firestore.indexes.json")
 

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 import pandas as pd
 
-from .errors import TsstoreError
+from tsstore.errors import TsstoreError
 
 
 def write_frames(frames: Iterable[pd.DataFrame], *, fmt: str, output: Path | None) -> int:

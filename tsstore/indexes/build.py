@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .errors import SpecError
-from .spec import Direction, SeriesSpec
+from tsstore.errors import SpecError
+from tsstore.spec import Direction, SeriesSpec
 
 Order = Literal["ASCENDING", "DESCENDING"]
 QUERY_SCOPE = "COLLECTION"

@@ -1,0 +1,1 @@
+"""The local wing: the Firestore emulator, its supervisor, the pytest plugin, synthetic ticks."""
