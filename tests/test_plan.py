@@ -182,3 +182,19 @@ def test_plan_normalizes_times_directions_and_projection() -> None:
     assert plan.columns == ("timestamp", "price.micros")
     assert [f.field_path for f in plan.index.fields] == ["shard", "exchange", "symbol", "timestamp"]
     assert plan.index.fields[-1].order == "DESCENDING"
+
+
+def test_a_query_value_and_keyword_options_plan_the_same() -> None:
+    from tsstore.read.query import Query
+
+    spec = SeriesSpec("q", shapes=[QueryShape("symbol")])
+    q = Query(where={"symbol": ["AAA", "BBB"]}, start="2024-01-01T00:00:00Z", limit=5)
+    assert plan_query(spec, q) == plan_query(
+        spec, where={"symbol": ["AAA", "BBB"]}, start="2024-01-01T00:00:00Z", limit=5
+    )
+    assert plan_query(spec, q, limit=7).limit == 7 and q.limit == 5  # options override, the value stays
+    assert q.replace(direction="asc").direction == "asc"
+    with pytest.raises(QueryError, match="unknown query option.*limt.*allowed: .*limit"):
+        plan_query(spec, limt=5)
+    with pytest.raises(QueryError, match="count does not take cursor, limit"):
+        Query(limit=3, cursor="x").only(("where", "start", "end", "read_time"), "count")

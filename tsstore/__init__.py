@@ -19,6 +19,7 @@ from tsstore.errors import (
     WriteFailure,
 )
 from tsstore.read.plan import QueryPlan, plan_query
+from tsstore.read.query import Query
 from tsstore.spec import Direction, QueryShape, SeriesSpec, plan_shards
 from tsstore.store import PurgeResult, TimeSeriesStore, WriteOptions, WriteResult
 from tsstore.ticks import Page, Tick
@@ -34,6 +35,7 @@ __all__ = [
     "EmulatorError",
     "Interrupted",
     "Page",
+    "Query",
     "QueryError",
     "QueryPlan",
     "QueryShape",

@@ -27,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from tsstore.errors import SchemaError
+from tsstore.errors import QueryError, SchemaError
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
 
@@ -62,6 +62,12 @@ def ticks_to_frame(spec: SeriesSpec, ticks: Iterable[Tick]) -> pd.DataFrame:
         data[name] = _series(name, columns[name], _infer(columns[name]))
     index = pd.DatetimeIndex(pd.to_datetime(index_values, utc=True), name=ts_field).as_unit("us")
     return pd.DataFrame(data, index=index)
+
+
+def check_frame_rows(rows: object) -> None:
+    """Refuse a frame size that is not a positive integer, naming it."""
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+        raise QueryError(f"rows {rows!r} is not allowed; give a positive integer")
 
 
 def frames(spec: SeriesSpec, ticks: Iterable[Tick], *, rows: int) -> Iterator[pd.DataFrame]:

@@ -31,14 +31,15 @@ from tsstore.errors import (
     TsstoreError,
     WriteError,
 )
-from tsstore.frames import frame_to_records, frames, ticks_to_frame
+from tsstore.frames import check_frame_rows, frame_to_records, frames, ticks_to_frame
 from tsstore.limits import RAMP_START_OPS_PER_SECOND
 from tsstore.read.cost import ReadStats
 from tsstore.read.cursor import decode_cursor, encode_cursor
-from tsstore.read.engine import ChunkStream, Fetch, read_page, snapshot_expired
+from tsstore.read.engine import ChunkStream, Fetch, Position, read_page, snapshot_expired
 from tsstore.read.explain import Explanation, explain
 from tsstore.read.merge import merge_streams, take
-from tsstore.read.plan import QueryPlan, Where, plan_query
+from tsstore.read.plan import QueryPlan, plan_query
+from tsstore.read.query import Query, Where
 from tsstore.spec import Direction, SeriesSpec
 from tsstore.ticks import Page, Tick, get_path
 from tsstore.times import NaivePolicy
@@ -57,6 +58,8 @@ COUNTERS_SUFFIX = "_counts"
 
 #: A document id that is never written; reading it returns the server's current time.
 _CLOCK_PROBE_ID = "tsstore-read-time-probe"
+#: The query fields count() uses.
+COUNT_OPTIONS = ("where", "start", "end", "read_time")
 
 ProgressCallback = Callable[[int], None]
 
@@ -240,35 +243,18 @@ class TimeSeriesStore:
 
     # ------------------------------------------------------------------ reading
 
-    def plan(
-        self,
-        *,
-        where: Where = None,
-        start: object = None,
-        end: object = None,
-        direction: Direction | str = Direction.DESC,
-        limit: int | None = None,
-        columns: Iterable[str] | None = None,
-    ) -> QueryPlan:
-        """The validated plan a query with these arguments runs (no Firestore call)."""
-        return plan_query(
-            self.spec, where=where, start=start, end=end, direction=direction, limit=limit, columns=columns
-        )
+    def plan(self, query: Query | None = None, /, **options: Any) -> QueryPlan:
+        """The validated plan a query runs (no Firestore call). Every read verb takes a
+        :class:`~tsstore.read.query.Query`, or its fields as keyword options: ``where``,
+        ``start`` (inclusive), ``end`` (exclusive), ``direction``, ``limit``, ``columns``,
+        ``cursor``, ``read_time``."""
+        return plan_query(self.spec, query, **options)
 
-    def explain(
-        self,
-        *,
-        where: Where = None,
-        start: object = None,
-        end: object = None,
-        direction: Direction | str = Direction.DESC,
-        limit: int | None = None,
-        columns: Iterable[str] | None = None,
-    ) -> Explanation:
-        """What a query with these arguments would send and cost, without touching Firestore:
-        its chunk queries, the composite index serving them, the reads a page takes lean and
-        eager (``print(store.explain(...).describe())``)."""
-        return explain(self.plan(where=where, start=start, end=end, direction=direction, limit=limit, columns=columns))
+    def explain(self, query: Query | None = None, /, **options: Any) -> Explanation:
+        """What a query would send and cost, without touching Firestore: its chunk queries,
+        the composite index serving them, the reads a page takes lean and eager
+        (``print(store.explain(...).describe())``)."""
+        return explain(self.plan(query, **options))
 
     def firestore_queries(self, plan: QueryPlan) -> list[BaseQuery]:
         """The Firestore query each chunk of ``plan`` starts with, as sent (no Firestore call):
@@ -276,18 +262,7 @@ class TimeSeriesStore:
         size = self._page_size if plan.limit is None else min(plan.limit + 1, self._page_size)
         return [self._chunk_query(plan, chunk, None, size) for chunk in plan.chunks]
 
-    def query(
-        self,
-        *,
-        where: Where = None,
-        start: object = None,
-        end: object = None,
-        direction: Direction | str = Direction.DESC,
-        limit: int | None = None,
-        columns: Iterable[str] | None = None,
-        cursor: str | None = None,
-        read_time: dt.datetime | None = None,
-    ) -> Page:
+    def query(self, query: Query | None = None, /, **options: Any) -> Page:
         """One page of ticks in time order (newest first by default).
 
         ``where`` holds equality and ``in`` filters on declared fields, as a mapping
@@ -296,13 +271,11 @@ class TimeSeriesStore:
         at most that many ticks and ``page.cursor`` continues after the last one (``None``
         when nothing follows); without one the page holds every match.
         """
-        plan = self.plan(where=where, start=start, end=end, direction=direction, limit=limit, columns=columns)
+        plan = self.plan(query, **options)
         stats = ReadStats()
         if plan.limit is None:
-            ticks = list(self._run(plan, cursor=cursor, read_time=read_time, stats=stats))
-            return Page(tuple(ticks), None, stats)
-        after = decode_cursor(plan, cursor) if cursor is not None else None
-        snapshot = self._snapshot(plan, read_time, stats)
+            return Page(tuple(self._run(plan, stats)), None, stats)
+        after, snapshot = self._start(plan, stats)
         # One more than the limit tells whether a next page exists.
         ticks = self._page(plan, after=after, rows=plan.limit + 1, read_time=snapshot, stats=stats)
         more = len(ticks) > plan.limit
@@ -311,74 +284,25 @@ class TimeSeriesStore:
         next_cursor = encode_cursor(plan, ticks[-1].timestamp, ticks[-1].id) if more else None
         return Page(tuple(ticks), next_cursor, stats)
 
-    def iter_ticks(
-        self,
-        *,
-        where: Where = None,
-        start: object = None,
-        end: object = None,
-        direction: Direction | str = Direction.DESC,
-        limit: int | None = None,
-        columns: Iterable[str] | None = None,
-        cursor: str | None = None,
-        read_time: dt.datetime | None = None,
-    ) -> TickStream:
+    def iter_ticks(self, query: Query | None = None, /, **options: Any) -> TickStream:
         """Every matching tick, lazily, in time order: one streaming query per chunk, all at
         one snapshot, merged as they arrive (a ``limit`` up to the store's page size is read
         as one lean page instead). Its ``stats`` say what it has cost so far."""
-        plan = self.plan(where=where, start=start, end=end, direction=direction, limit=limit, columns=columns)
+        plan = self.plan(query, **options)
         stats = ReadStats()
-        return TickStream(self._run(plan, cursor=cursor, read_time=read_time, stats=stats), stats)
+        return TickStream(self._run(plan, stats), stats)
 
-    def query_frame(
-        self,
-        *,
-        where: Where = None,
-        start: object = None,
-        end: object = None,
-        direction: Direction | str = Direction.DESC,
-        limit: int | None = None,
-        columns: Iterable[str] | None = None,
-        read_time: dt.datetime | None = None,
-    ) -> pd.DataFrame:
+    def query_frame(self, query: Query | None = None, /, **options: Any) -> pd.DataFrame:
         """The query's ticks as one DataFrame (see :mod:`tsstore.frames` for the schema)."""
-        ticks = self.iter_ticks(
-            where=where,
-            start=start,
-            end=end,
-            direction=direction,
-            limit=limit,
-            columns=columns,
-            read_time=read_time,
-        )
-        return ticks_to_frame(self.spec, ticks)
+        return ticks_to_frame(self.spec, self.iter_ticks(query, **options))
 
     def stream_frames(
-        self,
-        *,
-        rows: int = 10_000,
-        where: Where = None,
-        start: object = None,
-        end: object = None,
-        direction: Direction | str = Direction.DESC,
-        limit: int | None = None,
-        columns: Iterable[str] | None = None,
-        read_time: dt.datetime | None = None,
+        self, query: Query | None = None, /, *, rows: int = 10_000, **options: Any
     ) -> Iterator[pd.DataFrame]:
         """The query's ticks as DataFrames of at most ``rows`` rows, streamed so memory stays
         bounded by about one frame plus what gRPC buffers per chunk."""
-        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
-            raise QueryError(f"rows {rows!r} is not allowed; give a positive integer")
-        ticks = self.iter_ticks(
-            where=where,
-            start=start,
-            end=end,
-            direction=direction,
-            limit=limit,
-            columns=columns,
-            read_time=read_time,
-        )
-        return frames(self.spec, ticks, rows=rows)
+        check_frame_rows(rows)
+        return frames(self.spec, self.iter_ticks(query, **options), rows=rows)
 
     def server_time(self) -> dt.datetime:
         """The database's current time, for a ``read_time`` that sees every committed write.
@@ -393,23 +317,16 @@ class TimeSeriesStore:
 
     # ------------------------------------------------------------------ counting
 
-    def count(
-        self,
-        *,
-        where: Where = None,
-        start: object = None,
-        end: object = None,
-        read_time: dt.datetime | None = None,
-        stats: ReadStats | None = None,
-    ) -> int:
-        """How many ticks match (same filters and ``[start, end)`` as :meth:`query`): one
-        ``count()`` aggregation per shard chunk, run concurrently at one snapshot, summed.
-        Billed one read per 1 000 index entries counted, per chunk; pass a ``ReadStats``
-        as ``stats`` to have the cost added to it."""
-        plan = self.plan(where=where, start=start, end=end)
+    def count(self, query: Query | None = None, /, *, stats: ReadStats | None = None, **options: Any) -> int:
+        """How many ticks match (``where``, ``start``, ``end``, ``read_time`` as in
+        :meth:`query`): one ``count()`` aggregation per shard chunk, run concurrently at one
+        snapshot, summed. Billed one read per 1 000 index entries counted, per chunk; pass a
+        ``ReadStats`` as ``stats`` to have the cost added to it."""
+        plan = self.plan(query, **options)
+        plan.query.only(COUNT_OPTIONS, "count")
         cost = stats if stats is not None else ReadStats()
         cost.chunks = len(plan.chunks)
-        snapshot = self._snapshot(plan, read_time, cost)
+        snapshot = self._snapshot(plan, cost)
 
         def count_chunk(chunk: tuple[str, ...]) -> int:
             query: Any = self._chunk_query(plan, chunk, None, None)
@@ -533,18 +450,20 @@ class TimeSeriesStore:
         if any(tally.values()):
             increment_counters(self.client, {self._counter_for(k): n for k, n in tally.items() if n})
 
-    def _run(
-        self, plan: QueryPlan, *, cursor: str | None, read_time: dt.datetime | None, stats: ReadStats
-    ) -> Iterator[Tick]:
+    def _start(self, plan: QueryPlan, stats: ReadStats) -> tuple[Position | None, dt.datetime | None]:
+        """Where the query's cursor continues, and the one snapshot every chunk reads at."""
+        cursor = plan.query.cursor
+        return (decode_cursor(plan, cursor) if cursor is not None else None), self._snapshot(plan, stats)
+
+    def _run(self, plan: QueryPlan, stats: ReadStats) -> Iterator[Tick]:
         """The plan's ticks, lazily (nothing is sent before the first one is asked for)."""
-        after = decode_cursor(plan, cursor) if cursor is not None else None
-        snapshot = self._snapshot(plan, read_time, stats)
+        after, snapshot = self._start(plan, stats)
         if plan.limit is not None and plan.limit <= self._page_size:
             yield from self._page(plan, after=after, rows=plan.limit, read_time=snapshot, stats=stats)
             return
         # A snapshot chosen here may be renewed when a long read outlives it; one the
         # caller chose may not (the read then stops with SnapshotExpiredError).
-        renew = self.server_time if read_time is None else None
+        renew = self.server_time if plan.query.read_time is None else None
         fetch = self._fetcher(plan)
         streams = [
             ChunkStream(
@@ -586,9 +505,10 @@ class TimeSeriesStore:
         )
         return list(_name_expiry(plan, iter(ticks), read_time))
 
-    def _snapshot(self, plan: QueryPlan, read_time: dt.datetime | None, stats: ReadStats) -> dt.datetime | None:
+    def _snapshot(self, plan: QueryPlan, stats: ReadStats) -> dt.datetime | None:
         """One snapshot for every chunk: the caller's, or the server's time now (the client's
         clock may lag the server's and miss a write just committed). One chunk needs none."""
+        read_time = plan.query.read_time
         if read_time is not None or len(plan.chunks) == 1:
             return read_time
         stats.query_done(0)  # reading a document that does not exist: one billed read

@@ -18,6 +18,7 @@ from typing import Any
 from tsstore.errors import QueryError, SpecError
 from tsstore.indexes.build import CompositeIndex, declared_indexes, required_index
 from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES
+from tsstore.read.query import Query, Where
 from tsstore.spec import Direction, SeriesSpec, check_field_path
 from tsstore.times import to_utc
 
@@ -34,8 +35,6 @@ _REFUSED_OPERATORS = {
     "array-contains": "array filters are not supported by tsstore queries",
     "array-contains-any": "array filters are not supported by tsstore queries",
 }
-
-Where = Mapping[str, Any] | Iterable[tuple[str, str, Any]] | None
 
 
 @dataclass(frozen=True)
@@ -64,6 +63,7 @@ class QueryPlan:
     columns: tuple[str, ...] | None
     chunks: tuple[tuple[str, ...], ...]
     index: CompositeIndex
+    query: Query  # as asked: its cursor and read_time are the run's, not the plan's
 
     @property
     def descending(self) -> bool:
@@ -176,20 +176,20 @@ def check_index(spec: SeriesSpec, fields: Iterable[str], direction: Direction) -
 
 def plan_query(
     spec: SeriesSpec,
+    query: Query | None = None,
+    /,
     *,
-    where: Where = None,
-    start: object = None,
-    end: object = None,
-    direction: Direction | str = Direction.DESC,
-    limit: int | None = None,
-    columns: Iterable[str] | None = None,
     max_chunk: int | None = None,
+    **options: Any,
 ) -> QueryPlan:
-    """Validate a query and plan its shard chunks.
+    """Validate a query (a :class:`~tsstore.read.query.Query`, or its fields as keyword
+    options) and plan its shard chunks.
 
     ``start`` is inclusive and ``end`` exclusive (``[start, end)``); both must be aware
     times. ``max_chunk`` caps the chunk size below the disjunction budget (for measurements).
     """
+    q = Query.of(query, options)
+    where, start, end, direction, limit, columns = q.where, q.start, q.end, q.direction, q.limit, q.columns
     filters = normalize_where(where)
     try:
         parsed_direction = Direction.parse(direction)
@@ -230,4 +230,5 @@ def plan_query(
         columns=projection,
         chunks=chunk_shards(spec.shards, size),
         index=index,
+        query=q,
     )

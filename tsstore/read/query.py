@@ -1,0 +1,61 @@
+"""One query, as one frozen value: what every read verb accepts or builds.
+
+``store.query(where={"symbol": "AAA"}, limit=10)`` and ``store.query(Query(where={"symbol":
+"AAA"}, limit=10))`` are the same call; a verb's keyword options are :class:`Query`'s fields,
+so an option is added here once and every verb (sync and async, the CLI, explain) has it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from tsstore.errors import QueryError
+from tsstore.spec import Direction
+
+#: Filters on declared fields: ``{field: value}`` (a list, tuple or set value means ``in``)
+#: or ``(field, op, value)`` triples with op ``==`` or ``in``.
+Where = Mapping[str, Any] | Iterable[tuple[str, str, Any]] | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Query:
+    """What to read: filters, the time range ``[start, end)``, the order, how many, which
+    fields, where to continue (a page's ``cursor``) and at which snapshot (``read_time``).
+    Validated when planned (:func:`tsstore.read.plan.plan_query`), against the spec."""
+
+    where: Where = None
+    start: object = None
+    end: object = None
+    direction: Direction | str = Direction.DESC
+    limit: int | None = None
+    columns: Iterable[str] | None = None
+    cursor: str | None = None
+    read_time: dt.datetime | None = None
+
+    def replace(self, **changes: Any) -> Query:
+        """This query with some fields changed (``q.replace(limit=10)``)."""
+        return Query.of(self, changes)
+
+    @staticmethod
+    def of(query: Query | None, options: Mapping[str, Any]) -> Query:
+        """``query`` (or an empty one) with ``options`` applied; an unknown option is a
+        :class:`~tsstore.errors.QueryError` that names it and the allowed ones."""
+        if query is not None and not isinstance(query, Query):
+            raise QueryError(f"query must be a Query, got {type(query).__name__}; pass options by keyword")
+        unknown = sorted(set(options) - FIELDS)
+        if unknown:
+            raise QueryError(f"unknown query option(s) {', '.join(unknown)}; allowed: {', '.join(sorted(FIELDS))}")
+        return dataclasses.replace(query or Query(), **options)
+
+    def only(self, allowed: Iterable[str], verb: str) -> None:
+        """Refuse fields ``verb`` does not use (e.g. a ``limit`` given to ``count``)."""
+        default = Query()
+        extra = sorted(f for f in FIELDS - set(allowed) if getattr(self, f) != getattr(default, f))
+        if extra:
+            raise QueryError(f"{verb} does not take {', '.join(extra)}; it takes {', '.join(sorted(allowed))}")
+
+
+FIELDS = frozenset(f.name for f in dataclasses.fields(Query))
