@@ -16,10 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from google.api_core import exceptions as gexc
 from google.cloud import firestore
-from google.cloud.firestore_v1.base_query import BaseQuery, FieldFilter
-from google.cloud.firestore_v1.field_path import FieldPath
+from google.cloud.firestore_v1.base_query import BaseQuery
 
 from tsstore.counters import ShardedCounter, increment_counters
 from tsstore.errors import (
@@ -27,15 +25,24 @@ from tsstore.errors import (
     Interrupted,
     QueryError,
     RecordError,
-    SnapshotExpiredError,
     TsstoreError,
     WriteError,
 )
 from tsstore.frames import check_frame_rows, frame_to_records, frames, ticks_to_frame
 from tsstore.limits import RAMP_START_OPS_PER_SECOND
+from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
-from tsstore.read.cursor import decode_cursor, encode_cursor
-from tsstore.read.engine import ChunkStream, Fetch, Position, read_page, snapshot_expired
+from tsstore.read.cursor import decode_cursor
+from tsstore.read.engine import (
+    ChunkCursor,
+    ChunkStream,
+    Fetch,
+    Position,
+    chunk_cursors,
+    finish_page,
+    name_expiry,
+    read_page,
+)
 from tsstore.read.explain import Explanation, explain
 from tsstore.read.merge import merge_streams, take
 from tsstore.read.plan import QueryPlan, plan_query
@@ -260,7 +267,7 @@ class TimeSeriesStore:
         """The Firestore query each chunk of ``plan`` starts with, as sent (no Firestore call):
         for inspecting what tsstore asks of Firestore, e.g. which index serves it."""
         size = self._page_size if plan.limit is None else min(plan.limit + 1, self._page_size)
-        return [self._chunk_query(plan, chunk, None, size) for chunk in plan.chunks]
+        return [chunk_query(self._collection, plan, chunk, None, size) for chunk in plan.chunks]
 
     def query(self, query: Query | None = None, /, **options: Any) -> Page:
         """One page of ticks in time order (newest first by default).
@@ -278,11 +285,7 @@ class TimeSeriesStore:
         after, snapshot = self._start(plan, stats)
         # One more than the limit tells whether a next page exists.
         ticks = self._page(plan, after=after, rows=plan.limit + 1, read_time=snapshot, stats=stats)
-        more = len(ticks) > plan.limit
-        if more:
-            ticks = ticks[: plan.limit]
-        next_cursor = encode_cursor(plan, ticks[-1].timestamp, ticks[-1].id) if more else None
-        return Page(tuple(ticks), next_cursor, stats)
+        return finish_page(plan, ticks, stats)
 
     def iter_ticks(self, query: Query | None = None, /, **options: Any) -> TickStream:
         """Every matching tick, lazily, in time order: one streaming query per chunk, all at
@@ -329,7 +332,7 @@ class TimeSeriesStore:
         snapshot = self._snapshot(plan, cost)
 
         def count_chunk(chunk: tuple[str, ...]) -> int:
-            query: Any = self._chunk_query(plan, chunk, None, None)
+            query: Any = chunk_query(self._collection, plan, chunk, None, None)
             [[result]] = query.count().get(read_time=snapshot)
             counted = int(result.value)  # the emulator reports an empty count as 0.0
             cost.aggregation_done(counted)
@@ -393,7 +396,7 @@ class TimeSeriesStore:
             # last tick on an error, so a purge may outlast read_time's hour.
             fetch, stats = self._fetcher(plan), ReadStats()
             for chunk in plan.chunks:
-                stream = ChunkStream(fetch, chunk, after=None, limit=None, read_time=None, stats=stats)
+                stream = ChunkStream(fetch, ChunkCursor(chunk, after=None, limit=None, read_time=None, stats=stats))
                 for i, tick in enumerate(stream):
                     yield PreparedDoc(i, tick.id, None, 0)
 
@@ -466,22 +469,11 @@ class TimeSeriesStore:
         renew = self.server_time if plan.query.read_time is None else None
         fetch = self._fetcher(plan)
         streams = [
-            ChunkStream(
-                fetch,
-                chunk,
-                after=after,
-                limit=plan.limit,
-                read_time=snapshot,
-                stats=stats,
-                renew=renew,
-                pool=self._pool,
-            )
-            for chunk in plan.chunks
+            ChunkStream(fetch, cursor, renew=renew, pool=self._pool)
+            for cursor in chunk_cursors(plan, after, snapshot, stats)
         ]
-        stats.chunks = len(streams)
-        stats.waited()  # every chunk's query is in flight: one wait for their first results
         merged = take(merge_streams(streams, descending=plan.descending), plan.limit)
-        yield from _name_expiry(plan, merged, snapshot)
+        yield from name_expiry(plan, merged, snapshot)
 
     def _page(
         self,
@@ -503,7 +495,7 @@ class TimeSeriesStore:
             stats=stats,
             lean=self._lean,
         )
-        return list(_name_expiry(plan, iter(ticks), read_time))
+        return list(name_expiry(plan, iter(ticks), read_time))
 
     def _snapshot(self, plan: QueryPlan, stats: ReadStats) -> dt.datetime | None:
         """One snapshot for every chunk: the caller's, or the server's time now (the client's
@@ -522,32 +514,10 @@ class TimeSeriesStore:
             limit: int | None,
             read_time: dt.datetime | None,
         ) -> Iterator[Tick]:
-            query = self._chunk_query(plan, chunk, after, limit)
+            query = chunk_query(self._collection, plan, chunk, after, limit)
             return stream_ticks(query, timestamp_field=self.spec.timestamp_field, read_time=read_time, fast=self._fast)
 
         return fetch
-
-    def _chunk_query(
-        self, plan: QueryPlan, chunk: tuple[str, ...], after: tuple[dt.datetime, str] | None, size: int | None
-    ) -> BaseQuery:
-        spec = self.spec
-        query: Any = self._collection.where(filter=FieldFilter(spec.shard_field, "in", list(chunk)))
-        for f in plan.filters:
-            value = list(f.values) if f.op == "in" else f.values[0]
-            query = query.where(filter=FieldFilter(f.field, f.op, value))
-        if plan.start is not None:
-            query = query.where(filter=FieldFilter(spec.timestamp_field, ">=", plan.start))
-        if plan.end is not None:
-            query = query.where(filter=FieldFilter(spec.timestamp_field, "<", plan.end))
-        order = firestore.Query.DESCENDING if plan.descending else firestore.Query.ASCENDING
-        query = query.order_by(spec.timestamp_field, direction=order).order_by(FieldPath.document_id(), direction=order)
-        if plan.columns is not None:
-            query = query.select(list(plan.columns))
-        if after is not None:
-            query = query.start_after(
-                {spec.timestamp_field: after[0], FieldPath.document_id(): self._collection.document(after[1])}
-            )
-        return query if size is None else query.limit(size)
 
 
 class TickStream(Iterator[Tick]):
@@ -560,35 +530,6 @@ class TickStream(Iterator[Tick]):
 
     def __next__(self) -> Tick:
         return next(self._ticks)
-
-
-def _name_expiry(plan: QueryPlan, ticks: Iterator[Tick], read_time: dt.datetime | None) -> Iterator[Tick]:
-    """``ticks``, with Firestore's refusal of a snapshot that has grown too old turned into a
-    :class:`~tsstore.errors.SnapshotExpiredError` that says how far the read got and how to go on."""
-    returned = 0
-    last: Tick | None = None
-    try:
-        for tick in ticks:
-            yield tick
-            returned += 1
-            last = tick
-    except gexc.FailedPrecondition as exc:
-        if not snapshot_expired(exc):
-            raise
-        cursor = encode_cursor(plan, last.timestamp, last.id) if last is not None else None
-        where = (
-            f"after {returned} ticks, the last at {last.timestamp.isoformat()} (id {last.id}); "
-            "pass cursor= (the error's .cursor) to a new query to continue from there"
-            if last is not None
-            else "before its first tick"
-        )
-        stamp = read_time.isoformat() if read_time is not None else "its start"
-        raise SnapshotExpiredError(
-            f"the read at read_time {stamp} outlived the snapshot Firestore keeps (1 hour; 7 days with "
-            f"point-in-time recovery) and stopped {where}",
-            returned=returned,
-            cursor=cursor,
-        ) from exc
 
 
 def series_document_id(values: tuple[Any, ...]) -> str:

@@ -4,13 +4,17 @@ A *fetch* function (the store's) starts one chunk's Firestore query and returns 
 in query order: ``fetch(chunk, after, limit, read_time)``, ``after`` the (timestamp, id)
 to resume after, ``limit`` ``None`` for no limit. Everything else is here:
 
-- :func:`read_page`: the first ``rows`` ticks of the merge, exact: lean asks first, up to
-  LEAN_REFILLS lean refills, then one refill of all that may still be missing; each round
-  concurrent over the chunks (:mod:`tsstore.read.cost`).
-- :class:`ChunkStream`: one chunk as one streaming query (gRPC flow control delivers it
-  as it is consumed), resumed after its last tick on a transient error, and, when the
-  snapshot it reads at expires and the caller did not fix ``read_time``, continued at a
-  newer one.
+- :class:`PageRounds`: the first ``rows`` ticks of the merge, exact: lean asks first, up
+  to LEAN_REFILLS lean refills, then one refill of all that may still be missing
+  (:mod:`tsstore.read.cost`). It only decides what each round asks; :func:`read_page`
+  runs the rounds on a thread pool, :mod:`tsstore.read.async_engine` on an event loop.
+- :class:`ChunkCursor`: where one chunk's stream stands and what to do when it breaks
+  (resume after its last tick on a transient error; continue at a newer snapshot when the
+  one it reads at expires and the caller did not fix ``read_time``).
+  :class:`ChunkStream` is the thread-side stream over it (gRPC flow control delivers the
+  chunk as it is consumed).
+- :func:`finish_page` and :func:`expired_error`: a page's cursor, and the error a read
+  that outlived its snapshot raises.
 """
 
 from __future__ import annotations
@@ -22,9 +26,12 @@ from concurrent.futures import Executor, Future
 
 from google.api_core import exceptions as gexc
 
+from tsstore.errors import SnapshotExpiredError
 from tsstore.read.cost import ReadStats, lean_asks, lean_refills, refill_asks
+from tsstore.read.cursor import encode_cursor
 from tsstore.read.merge import merge_streams, take
-from tsstore.ticks import Tick
+from tsstore.read.plan import QueryPlan
+from tsstore.ticks import Page, Tick
 
 Chunk = tuple[str, ...]
 Position = tuple[dt.datetime, str]
@@ -44,6 +51,62 @@ def snapshot_expired(exc: BaseException) -> bool:
     return isinstance(exc, gexc.FailedPrecondition) and "read_time" in str(exc)
 
 
+#: One chunk request of a page round: the chunk, where to continue, how many to ask for.
+Request = tuple[Chunk, Position | None, int]
+
+
+class PageRounds:
+    """The rounds of one page, without I/O: :meth:`first` and :meth:`feed` say what to ask
+    next (an empty list once the page is complete), :meth:`result` gives the page.
+
+    The page is exactly what asking every chunk for ``rows`` would give (which
+    ``lean=False`` does: one round, about chunks × rows documents), for about ``rows``
+    documents read."""
+
+    def __init__(
+        self, *, chunks: Sequence[Chunk], rows: int, after: Position | None, descending: bool, lean: bool = True
+    ) -> None:
+        self._chunks, self._rows, self._descending = list(chunks), rows, descending
+        self._sizes = [len(c) for c in chunks]
+        self._asks = lean_asks(rows, self._sizes) if lean else [rows] * len(chunks)
+        self._after = after
+        self._lists: list[list[Tick]] = []
+        self._todo: list[int] = []
+        self._needed: list[int] = []
+        self._refill = 0
+        self.refills = 0
+
+    def first(self) -> list[Request]:
+        return [(c, self._after, a) for c, a in zip(self._chunks, self._asks)]
+
+    def feed(self, results: list[list[Tick]]) -> list[Request]:
+        """Take the answers to the last requests; return the next ones."""
+        if not self._lists:
+            self._lists = [list(r) for r in results]
+        else:
+            for i, more in zip(self._todo, results):
+                self._lists[i].extend(more)
+                full = len(more) == self._needed[i]
+                self._asks[i] = len(self._lists[i]) if full else len(self._lists[i]) + 1  # + 1: it ran dry
+        if len(self._chunks) == 1:
+            return []  # the server's order is the query's order
+        if self._refill > LEAN_REFILLS:
+            return []
+        lists = self._lists
+        order = {tick.id: pos for pos, tick in enumerate(merge_streams(lists, descending=self._descending))}
+        ranks = [None if len(got) < ask else order[got[-1].id] + 1 for got, ask in zip(lists, self._asks)]
+        needed = refill_asks(self._rows, ranks)  # enough to be exact; lean rounds ask less
+        self._todo = [i for i, more in enumerate(needed) if more]
+        if self._refill < LEAN_REFILLS:
+            needed = lean_refills(needed, self._sizes)
+        self._needed, self._refill = needed, self._refill + 1
+        self.refills += len(self._todo)
+        return [(self._chunks[i], (lists[i][-1].timestamp, lists[i][-1].id), needed[i]) for i in self._todo]
+
+    def result(self) -> list[Tick]:
+        return list(take(merge_streams(self._lists, descending=self._descending), self._rows))
+
+
 def read_page(
     *,
     chunks: Sequence[Chunk],
@@ -56,114 +119,189 @@ def read_page(
     stats: ReadStats,
     lean: bool = True,
 ) -> list[Tick]:
-    """The first ``rows`` ticks of all chunks merged in query order: exactly what asking
-    every chunk for ``rows`` would give (which ``lean=False`` does: one round, about
-    chunks × rows documents), for about ``rows`` documents read."""
+    """:class:`PageRounds` run on ``pool``: each round's chunk queries concurrently."""
     stats.chunks = len(chunks)
-    sizes = [len(c) for c in chunks]
-    asks = lean_asks(rows, sizes) if lean else [rows] * len(chunks)
-    lists = _round(pool, fetch, [(c, after, a) for c, a in zip(chunks, asks)], read_time, stats)
-    if len(chunks) == 1:
-        return lists[0][:rows]  # the server's order is the query's order
-    for refill in range(LEAN_REFILLS + 1):
-        order = {tick.id: pos for pos, tick in enumerate(merge_streams(lists, descending=descending))}
-        ranks = [None if len(got) < ask else order[got[-1].id] + 1 for got, ask in zip(lists, asks)]
-        needed = refill_asks(rows, ranks)  # enough to be exact; lean rounds ask less
-        todo = [i for i, more in enumerate(needed) if more]
-        if not todo:
-            break
-        if refill < LEAN_REFILLS:
-            needed = lean_refills(needed, sizes)
-        stats.refills += len(todo)
-        requests = [(chunks[i], (lists[i][-1].timestamp, lists[i][-1].id), needed[i]) for i in todo]
-        for i, more in zip(todo, _round(pool, fetch, requests, read_time, stats)):
-            lists[i].extend(more)
-            asks[i] = len(lists[i]) if len(more) == needed[i] else len(lists[i]) + 1  # + 1: it ran dry
-    return list(take(merge_streams(lists, descending=descending), rows))
+    rounds = PageRounds(chunks=chunks, rows=rows, after=after, descending=descending, lean=lean)
+    requests = rounds.first()
+    while requests:
+        requests = rounds.feed(_round(pool, fetch, requests, read_time, stats))
+    stats.refills += rounds.refills
+    return rounds.result()
 
 
 def _round(
     pool: Executor,
     fetch: Fetch,
-    requests: Sequence[tuple[Chunk, Position | None, int]],
+    requests: Sequence[Request],
     read_time: dt.datetime | None,
     stats: ReadStats,
 ) -> list[list[Tick]]:
     """Fetch every request concurrently: one round trip of waiting."""
     # A limited ChunkStream read to its end: resumed after its last tick on transient errors.
     futures = [
-        pool.submit(list, ChunkStream(fetch, chunk, after=after, limit=ask, read_time=read_time, stats=stats))
+        pool.submit(
+            list, ChunkStream(fetch, ChunkCursor(chunk, after=after, limit=ask, read_time=read_time, stats=stats))
+        )
         for chunk, after, ask in requests
     ]
     stats.waited()
     return [future.result() for future in futures]
 
 
-class ChunkStream(Iterator[Tick]):
-    """One chunk's ticks from one streaming query, consumed as the merge needs them. Given a
-    ``pool``, the query is opened there at once, so every chunk's query is in flight
-    together (the client waits for a stream's first result when it opens it).
+#: What :meth:`ChunkCursor.failed` tells the stream to do: open again after a pause of
+#: this many seconds, or at the snapshot the caller's ``renew`` gives.
+RENEW = "renew"
 
-    After a transient error it resumes after its last tick. If Firestore refuses the
-    snapshot as too old and ``renew`` is given (the caller did not fix ``read_time``), it
-    continues after its last tick at the snapshot ``renew()`` returns; otherwise the error
-    goes to the caller.
-    """
+
+class ChunkCursor:
+    """Where one chunk's stream stands (the last tick returned, how many are still wanted,
+    the snapshot) and what a failure means; no I/O. The streams over it open the query with
+    :meth:`query_args`, pass each tick through :meth:`returned`, and ask :meth:`failed`
+    what an exception means."""
 
     def __init__(
         self,
-        fetch: Fetch,
         chunk: Chunk,
         *,
         after: Position | None,
         limit: int | None,
         read_time: dt.datetime | None,
         stats: ReadStats,
+        renewable: bool = False,
+    ) -> None:
+        self.chunk, self.after, self.left, self.read_time = chunk, after, limit, read_time
+        self._stats, self._renewable = stats, renewable
+        self._failures = 0
+        self._returned = 0  # by the query now open
+        self.done = limit == 0
+
+    def query_args(self) -> tuple[Chunk, Position | None, int | None, dt.datetime | None]:
+        """The arguments of the fetch that opens (or reopens) the chunk's query."""
+        self._returned = 0
+        self._stats.query_done(0)  # billed at least once, returned documents are added below
+        return self.chunk, self.after, self.left, self.read_time
+
+    def returned(self, tick: Tick) -> Tick:
+        self._returned += 1
+        self._stats.document_returned(first_of_query=self._returned == 1)
+        self.after = (tick.timestamp, tick.id)
+        if self.left is not None:
+            self.left -= 1
+            self.done = self.left == 0
+        return tick
+
+    def failed(self, exc: Exception) -> float | str:
+        """After ``exc``: the pause before reopening (a transient error), or :data:`RENEW`
+        (the snapshot expired and may be renewed); otherwise ``exc`` is raised."""
+        if isinstance(exc, TRANSIENT):
+            self._failures += 1
+            if self._failures >= READ_ATTEMPTS:
+                raise exc
+            return 0.1 * 2 ** (self._failures - 1)
+        if self._renewable and snapshot_expired(exc):
+            return RENEW
+        raise exc
+
+
+class ChunkStream(Iterator[Tick]):
+    """One chunk's ticks from one streaming query, consumed as the merge needs them. Given a
+    ``pool``, the query is opened there at once, so every chunk's query is in flight
+    together (the client waits for a stream's first result when it opens it). ``renew``
+    gives a newer snapshot when the cursor's may be renewed."""
+
+    def __init__(
+        self,
+        fetch: Fetch,
+        cursor: ChunkCursor,
+        *,
         renew: Callable[[], dt.datetime] | None = None,
         pool: Executor | None = None,
     ) -> None:
-        self._fetch, self._chunk, self._after, self._left = fetch, chunk, after, limit
-        self._read_time, self._stats, self._renew = read_time, stats, renew
-        self._failures = 0
-        self._returned = 0  # by the query now open
+        self._fetch, self._cursor, self._renew = fetch, cursor, renew
         self._it: Iterator[Tick] | None = None
         self._opening: Future[Iterator[Tick]] | None = None
-        self._done = limit == 0
-        if pool is not None and not self._done:
+        if pool is not None and not cursor.done:
             self._opening = pool.submit(self._open)
 
     def _open(self) -> Iterator[Tick]:
-        self._returned = 0
-        self._stats.query_done(0)  # billed at least once, returned documents are added below
-        return self._fetch(self._chunk, self._after, self._left, self._read_time)
+        return self._fetch(*self._cursor.query_args())
 
     def __next__(self) -> Tick:
-        while not self._done:
+        cursor = self._cursor
+        while not cursor.done:
             try:
                 if self._it is None:
                     opening, self._opening = self._opening, None
                     self._it = opening.result() if opening is not None else self._open()
-                tick = next(self._it)
+                return cursor.returned(next(self._it))
             except StopIteration:
-                self._done = True
-                break
-            except TRANSIENT:
-                self._failures += 1
-                if self._failures >= READ_ATTEMPTS:
-                    raise
+                cursor.done = True
+            except Exception as exc:
+                pause = cursor.failed(exc)
                 self._it = None
-                time.sleep(0.1 * 2 ** (self._failures - 1))
-                continue
-            except gexc.FailedPrecondition as exc:
-                if self._renew is None or not snapshot_expired(exc):
-                    raise
-                self._read_time, self._it = self._renew(), None
-                continue
-            self._returned += 1
-            self._stats.document_returned(first_of_query=self._returned == 1)
-            self._after = (tick.timestamp, tick.id)
-            if self._left is not None:
-                self._left -= 1
-                self._done = self._left == 0
-            return tick
+                if pause == RENEW:
+                    assert self._renew is not None
+                    cursor.read_time = self._renew()
+                else:
+                    time.sleep(float(pause))
         raise StopIteration
+
+
+def chunk_cursors(
+    plan: QueryPlan, after: Position | None, read_time: dt.datetime | None, stats: ReadStats
+) -> list[ChunkCursor]:
+    """One cursor per chunk of an unlimited (or long) read, all at ``read_time``; the
+    snapshot may be renewed when the caller did not choose it."""
+    stats.chunks = len(plan.chunks)
+    stats.waited()  # every chunk's query is in flight together: one wait for their first results
+    renewable = plan.query.read_time is None
+    return [
+        ChunkCursor(chunk, after=after, limit=plan.limit, read_time=read_time, stats=stats, renewable=renewable)
+        for chunk in plan.chunks
+    ]
+
+
+def finish_page(plan: QueryPlan, ticks: list[Tick], stats: ReadStats) -> Page:
+    """A page from ``limit + 1`` ticks: the extra one only says that a next page exists."""
+    assert plan.limit is not None
+    more = len(ticks) > plan.limit
+    shown = ticks[: plan.limit]
+    cursor = encode_cursor(plan, shown[-1].timestamp, shown[-1].id) if more else None
+    return Page(tuple(shown), cursor, stats)
+
+
+def expired_error(
+    plan: QueryPlan, exc: Exception, *, returned: int, last: Tick | None, read_time: dt.datetime | None
+) -> Exception:
+    """``exc`` itself, or, when it is Firestore's refusal of a snapshot grown too old, a
+    :class:`~tsstore.errors.SnapshotExpiredError` that says how far the read got and how to go on."""
+    if not snapshot_expired(exc):
+        return exc
+    cursor = encode_cursor(plan, last.timestamp, last.id) if last is not None else None
+    where = (
+        f"after {returned} ticks, the last at {last.timestamp.isoformat()} (id {last.id}); "
+        "pass cursor= (the error's .cursor) to a new query to continue from there"
+        if last is not None
+        else "before its first tick"
+    )
+    stamp = read_time.isoformat() if read_time is not None else "its start"
+    return SnapshotExpiredError(
+        f"the read at read_time {stamp} outlived the snapshot Firestore keeps (1 hour; 7 days with "
+        f"point-in-time recovery) and stopped {where}",
+        returned=returned,
+        cursor=cursor,
+    )
+
+
+def name_expiry(plan: QueryPlan, ticks: Iterator[Tick], read_time: dt.datetime | None) -> Iterator[Tick]:
+    """``ticks``, with an expired snapshot turned into :func:`expired_error`'s error."""
+    returned, last = 0, None
+    try:
+        for last in ticks:
+            yield last
+            returned += 1
+    except gexc.FailedPrecondition as exc:
+        error = expired_error(plan, exc, returned=returned, last=last, read_time=read_time)
+        if error is exc:
+            raise
+        raise error from exc

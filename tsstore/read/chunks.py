@@ -1,0 +1,44 @@
+"""Each chunk's Firestore query, built the same way for the sync and the async client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.cloud.firestore_v1.base_collection import BaseCollectionReference
+from google.cloud.firestore_v1.base_query import BaseQuery, FieldFilter
+from google.cloud.firestore_v1.field_path import FieldPath
+
+from tsstore.read.plan import QueryPlan
+from tsstore.spec import SeriesSpec
+
+Chunk = tuple[str, ...]
+
+
+def chunk_query(
+    collection: BaseCollectionReference,
+    plan: QueryPlan,
+    chunk: Chunk,
+    after: Any,
+    size: int | None,
+) -> BaseQuery:
+    """``shard in chunk`` plus the plan's filters and time range, ordered by (timestamp,
+    document id) in the plan's direction, projected, continued after ``after`` (a
+    (timestamp, id) pair) and limited to ``size`` (``None``: no limit)."""
+    spec: SeriesSpec = plan.spec
+    query: Any = collection.where(filter=FieldFilter(spec.shard_field, "in", list(chunk)))
+    for f in plan.filters:
+        value = list(f.values) if f.op == "in" else f.values[0]
+        query = query.where(filter=FieldFilter(f.field, f.op, value))
+    if plan.start is not None:
+        query = query.where(filter=FieldFilter(spec.timestamp_field, ">=", plan.start))
+    if plan.end is not None:
+        query = query.where(filter=FieldFilter(spec.timestamp_field, "<", plan.end))
+    order = "DESCENDING" if plan.descending else "ASCENDING"
+    query = query.order_by(spec.timestamp_field, direction=order).order_by(FieldPath.document_id(), direction=order)
+    if plan.columns is not None:
+        query = query.select(list(plan.columns))
+    if after is not None:
+        query = query.start_after(
+            {spec.timestamp_field: after[0], FieldPath.document_id(): collection.document(after[1])}
+        )
+    return query if size is None else query.limit(size)
