@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tsstore.aio import AsyncTimeSeriesStore
 from tsstore.counters import CounterValue, ShardedCounter
 from tsstore.errors import (
     ConfigError,
@@ -21,10 +22,12 @@ from tsstore.errors import (
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query
 from tsstore.spec import Direction, QueryShape, SeriesSpec, plan_shards
-from tsstore.store import PurgeResult, TimeSeriesStore, WriteOptions, WriteResult
+from tsstore.store import TimeSeriesStore
+from tsstore.store_base import PurgeResult, WriteOptions, WriteResult
 from tsstore.ticks import Page, Tick
 
 __all__ = [
+    "AsyncTimeSeriesStore",
     "ConfigError",
     "CounterError",
     "CounterValue",

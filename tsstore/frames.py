@@ -70,16 +70,32 @@ def check_frame_rows(rows: object) -> None:
         raise QueryError(f"rows {rows!r} is not allowed; give a positive integer")
 
 
+class FrameBatcher:
+    """Ticks in, a frame out every ``rows`` ticks (:meth:`add`) and for the rest (:meth:`rest`)."""
+
+    def __init__(self, spec: SeriesSpec, rows: int) -> None:
+        check_frame_rows(rows)
+        self._spec, self._rows = spec, rows
+        self._batch: list[Tick] = []
+
+    def add(self, tick: Tick) -> pd.DataFrame | None:
+        self._batch.append(tick)
+        return self.rest() if len(self._batch) == self._rows else None
+
+    def rest(self) -> pd.DataFrame | None:
+        batch, self._batch = self._batch, []
+        return ticks_to_frame(self._spec, batch) if batch else None
+
+
 def frames(spec: SeriesSpec, ticks: Iterable[Tick], *, rows: int) -> Iterator[pd.DataFrame]:
     """Frames of at most ``rows`` ticks each, built as the ticks arrive (bounded memory)."""
-    batch: list[Tick] = []
-    for tick in ticks:
-        batch.append(tick)
-        if len(batch) == rows:
-            yield ticks_to_frame(spec, batch)
-            batch = []
-    if batch:
-        yield ticks_to_frame(spec, batch)
+    batcher = FrameBatcher(spec, rows)
+    for frame in map(batcher.add, ticks):
+        if frame is not None:
+            yield frame
+    last = batcher.rest()
+    if last is not None:
+        yield last
 
 
 def _flatten_into(data: Mapping[str, Any], prefix: str, columns: dict[str, list[Any]], row: int) -> None:

@@ -12,24 +12,17 @@ import functools
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 from google.cloud import firestore
-from google.cloud.firestore_v1.base_query import BaseQuery
 
 from tsstore.counters import ShardedCounter, increment_counters
 from tsstore.errors import (
     ConfigError,
-    Interrupted,
-    QueryError,
-    RecordError,
     TsstoreError,
-    WriteError,
 )
-from tsstore.frames import check_frame_rows, frame_to_records, frames, ticks_to_frame
-from tsstore.limits import RAMP_START_OPS_PER_SECOND
+from tsstore.frames import check_frame_rows, frames, ticks_to_frame
 from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
 from tsstore.read.cursor import decode_cursor
@@ -43,88 +36,29 @@ from tsstore.read.engine import (
     name_expiry,
     read_page,
 )
-from tsstore.read.explain import Explanation, explain
 from tsstore.read.merge import merge_streams, take
-from tsstore.read.plan import QueryPlan, plan_query
+from tsstore.read.plan import QueryPlan
 from tsstore.read.query import Query, Where
-from tsstore.spec import Direction, SeriesSpec
+from tsstore.spec import SeriesSpec
+from tsstore.store_base import (
+    _CLOCK_PROBE_ID,
+    COUNT_OPTIONS,
+    COUNTERS_SUFFIX,
+    DEFAULT_PAGE_SIZE,
+    ProgressCallback,
+    PurgeResult,
+    StoreBase,
+    WriteOptions,
+    WriteResult,
+    _Job,
+)
 from tsstore.ticks import Page, Tick, get_path
-from tsstore.times import NaivePolicy
-from tsstore.wire import batch_write, get_documents, stream_ticks
-from tsstore.write.identity import DuplicatePolicy
-from tsstore.write.prepare import PreparedDoc, prepare_records
-from tsstore.write.ramp import RampLimiter
-from tsstore.write.sender import BulkSender, Written
-
-#: The largest ``limit`` an iteration reads as one lean page; above it (and without a
-#: limit) each chunk is one streaming query, resumed after its last tick if it breaks off.
-DEFAULT_PAGE_SIZE = 2000
-
-#: Per-series counters live in the collection "<collection>_counts", one document per series.
-COUNTERS_SUFFIX = "_counts"
-
-#: A document id that is never written; reading it returns the server's current time.
-_CLOCK_PROBE_ID = "tsstore-read-time-probe"
-#: The query fields count() uses.
-COUNT_OPTIONS = ("where", "start", "end", "read_time")
-
-ProgressCallback = Callable[[int], None]
+from tsstore.wire import Stored, WriteOp, WriteStatus, batch_write, get_documents, stream_ticks
+from tsstore.write.prepare import PreparedDoc
+from tsstore.write.sender import Written
 
 
-@dataclass(frozen=True)
-class WriteOptions:
-    """How fast the writer may go.
-
-    New traffic should start at 500 ops/s and grow by 50 % every 5 minutes ("500/50/5");
-    google-cloud-firestore's ``RateLimiter`` does exactly that between
-    ``initial_ops_per_second`` and ``max_ops_per_second``. BulkWriter's default ceiling is
-    also 500, which would cap a sharded collection at the rate sharding was meant to
-    lift, so the ceiling here defaults to the spec's capacity, 500 writes/s per shard
-    value. ``ramp=False`` starts at the ceiling (for the local emulator or a database no
-    one else uses). ``max_attempts`` bounds the tries per document on retryable errors.
-    """
-
-    initial_ops_per_second: int = RAMP_START_OPS_PER_SECOND
-    max_ops_per_second: int | None = None
-    ramp: bool = True
-    max_attempts: int = 15
-
-    def __post_init__(self) -> None:
-        for name in ("initial_ops_per_second", "max_ops_per_second", "max_attempts"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ConfigError(f"{name} {value!r} is not allowed; give a positive integer")
-
-
-@dataclass(frozen=True)
-class PurgeResult:
-    """What a purge matched (counted first) and deleted; a dry run deletes nothing."""
-
-    matched: int
-    deleted: int
-    dry_run: bool
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    """What a write did with the records it sent, in input order.
-
-    ``count`` records are now stored: ``created`` new documents, ``present`` ticks that were
-    already stored with the same content (a re-run, a retried write), ``replaced`` ticks that
-    overwrote another with the same key and time (``on_duplicate="replace"``). ``ids`` are
-    their document ids (empty when asked not to keep them). ``unsettled`` records were not
-    confirmed when Ctrl-C stopped the write (a re-run settles them).
-    """
-
-    count: int
-    ids: tuple[str, ...]
-    created: int = 0
-    present: int = 0
-    replaced: int = 0
-    unsettled: int = 0
-
-
-class TimeSeriesStore:
+class TimeSeriesStore(StoreBase):
     """Write and query one sharded time-series collection.
 
     >>> store = TimeSeriesStore(client, SeriesSpec("instruments", shapes=["exchange"]))
@@ -143,25 +77,12 @@ class TimeSeriesStore:
         fast_wire: bool = True,
         lean: bool = True,
     ) -> None:
-        if not isinstance(spec, SeriesSpec):
-            raise ConfigError(f"spec must be a SeriesSpec, got {type(spec).__name__}")
-        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
-            raise ConfigError(f"page_size {page_size!r} is not allowed; give a positive integer")
+        super().__init__(spec, write_options=write_options, page_size=page_size, lean=lean)
         self.client = client
-        self.spec = spec
-        self.write_options = write_options
         self._collection = client.collection(spec.collection)
-        self._page_size = page_size
         self._fast = fast_wire
-        self._lean = lean
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tsstore-read")
         self._counters: dict[tuple[Any, ...], ShardedCounter] = {}
-        ceiling = write_options.max_ops_per_second or spec.max_write_rate
-        initial = ceiling if not write_options.ramp else min(write_options.initial_ops_per_second, ceiling)
-        # One ramp for every write and purge of this store: its traffic to the collection is
-        # one stream, so a second write() continues the ramp instead of starting at 500 again.
-        self._limiter = RampLimiter(initial=initial, ceiling=ceiling)
-        self._batch_docs = initial  # a batch never needs more tokens than the slowest second holds
 
     def close(self) -> None:
         """Stop the reader threads (the client stays open: it is the caller's)."""
@@ -175,21 +96,11 @@ class TimeSeriesStore:
 
     # ------------------------------------------------------------------ writing
 
-    def write(
-        self,
-        records: Iterable[Mapping[str, Any]] | pd.DataFrame,
-        *,
-        naive: NaivePolicy = "error",
-        on_duplicate: DuplicatePolicy | None = None,
-        on_progress: ProgressCallback | None = None,
-        on_reject: Callable[[RecordError], None] | None = None,
-        on_written: Callable[[list[int]], None] | None = None,
-        on_status: Callable[[str | None], None] | None = None,
-        skip_first: int = 0,
-        keep_ids: bool = True,
-    ) -> WriteResult:
+    def write(self, records: Iterable[Mapping[str, Any]] | pd.DataFrame, /, **options: Any) -> WriteResult:
         """Write ticks (mappings, or a DataFrame with dotted column names) and return what was
-        stored. Every record is validated before it is queued; a bad record raises
+        stored. Options (keyword only): ``naive``, ``on_duplicate``, ``on_progress``,
+        ``on_reject``, ``on_written``, ``on_status``, ``skip_first``, ``keep_ids``, below.
+        Every record is validated before it is queued; a bad record raises
         :class:`~tsstore.errors.RecordError` naming its position, after the records before it
         have been sent (a re-run of the same input stores nothing twice). Firestore refusals
         that persist after retries raise :class:`~tsstore.errors.WriteError` naming each
@@ -210,64 +121,9 @@ class TimeSeriesStore:
         memory flat for huge inputs. Ctrl-C raises :class:`~tsstore.errors.Interrupted` with
         the result so far once the batches in flight are settled (or 10 s have passed).
         """
-        rows = frame_to_records(self.spec, records) if isinstance(records, pd.DataFrame) else records
-        policy = self.spec.on_duplicate if on_duplicate is None else on_duplicate
-        final_ids: dict[int, str] = {}
-
-        def written(batch: list[Written]) -> None:
-            if keep_ids:
-                for item in batch:
-                    final_ids[item.doc.index] = item.id
-            if self.spec.count_by:
-                self._count_written(batch)
-            if on_written is not None:
-                on_written([item.doc.index for item in batch])
-
-        docs = prepare_records(
-            self.spec, rows, naive=naive, on_duplicate=policy, on_reject=on_reject, skip_first=skip_first
-        )
-        sender = self._sender(on_duplicate=policy, on_progress=on_progress, on_written=written, on_status=on_status)
-
-        def result() -> WriteResult:
-            counts = sender.counts
-            return WriteResult(
-                count=sender.written,
-                ids=tuple(final_ids[i] for i in sorted(final_ids)),
-                created=counts["created"],
-                present=counts["present"],
-                replaced=counts["replaced"],
-                unsettled=sender.unsettled,
-            )
-
-        try:
-            sender.send_all(docs)
-        except KeyboardInterrupt as stop:
-            raise Interrupted(result(), "write interrupted") from stop
-        if sender.failures:
-            failures = sorted(sender.failures, key=lambda f: f.index)
-            raise WriteError(failures, written=sender.written, result=result())
-        return result()
+        return self._write_job(records, **options).run()
 
     # ------------------------------------------------------------------ reading
-
-    def plan(self, query: Query | None = None, /, **options: Any) -> QueryPlan:
-        """The validated plan a query runs (no Firestore call). Every read verb takes a
-        :class:`~tsstore.read.query.Query`, or its fields as keyword options: ``where``,
-        ``start`` (inclusive), ``end`` (exclusive), ``direction``, ``limit``, ``columns``,
-        ``cursor``, ``read_time``."""
-        return plan_query(self.spec, query, **options)
-
-    def explain(self, query: Query | None = None, /, **options: Any) -> Explanation:
-        """What a query would send and cost, without touching Firestore: its chunk queries,
-        the composite index serving them, the reads a page takes lean and eager
-        (``print(store.explain(...).describe())``)."""
-        return explain(self.plan(query, **options))
-
-    def firestore_queries(self, plan: QueryPlan) -> list[BaseQuery]:
-        """The Firestore query each chunk of ``plan`` starts with, as sent (no Firestore call):
-        for inspecting what tsstore asks of Firestore, e.g. which index serves it."""
-        size = self._page_size if plan.limit is None else min(plan.limit + 1, self._page_size)
-        return [chunk_query(self._collection, plan, chunk, None, size) for chunk in plan.chunks]
 
     def query(self, query: Query | None = None, /, **options: Any) -> Page:
         """One page of ticks in time order (newest first by default).
@@ -376,16 +232,7 @@ class TimeSeriesStore:
         after its last tick if it breaks off, at no shared snapshot), and its ticks are deleted
         with the writer's bulk batches at its bounded, ramped rate. ``dry_run`` only counts. A
         purge needs at least one time bound."""
-        if before is not None:
-            if end is not None:
-                raise QueryError("give either before or end, not both (before is end)")
-            end = before
-        if start is None and end is None:
-            raise QueryError("purge needs a time bound: before=, or start=/end=; refusing to delete everything")
-        try:  # oldest first where an index for it is declared; the order is only cosmetic here
-            plan = self.plan(where=where, start=start, end=end, direction=Direction.ASC, columns=())
-        except QueryError:
-            plan = self.plan(where=where, start=start, end=end, direction=Direction.DESC, columns=())
+        plan, (where, start, end) = self._purge_plan(before=before, start=start, end=end, where=where)
         matched = self.count(where=where, start=start, end=end)
         if dry_run:
             return PurgeResult(matched=matched, deleted=0, dry_run=True)
@@ -403,26 +250,16 @@ class TimeSeriesStore:
         def result() -> PurgeResult:
             return PurgeResult(matched=matched, deleted=sender.counts["deleted"], dry_run=False)
 
-        try:
-            sender.send_all(doomed())
-        except KeyboardInterrupt as stop:
-            raise Interrupted(result(), "purge interrupted") from stop
-        if sender.failures:
-            raise WriteError(sender.failures, written=sender.written, result=result())
-        return result()
+        return _Job(sender, doomed(), result, "purge").run()
 
     # ------------------------------------------------------------------ internals
 
-    def _sender(self, *, on_duplicate: DuplicatePolicy = "keep", **callbacks: Any) -> BulkSender:
-        return BulkSender(
-            send=functools.partial(batch_write, self._collection, fast=self._fast),
-            lookup=functools.partial(get_documents, self._collection),
-            take_tokens=self._limiter.take,
-            max_batch_docs=self._batch_docs,
-            max_attempts=self.write_options.max_attempts,
-            on_duplicate=on_duplicate,
-            ignore_field=self.spec.shard_field,
-            **callbacks,
+    def _transport(
+        self,
+    ) -> tuple[Callable[[list[WriteOp]], list[WriteStatus]], Callable[[list[str]], dict[str, Stored]]]:
+        return (
+            functools.partial(batch_write, self._collection, fast=self._fast),
+            functools.partial(get_documents, self._collection),
         )
 
     def _counter_for(self, values: tuple[Any, ...]) -> ShardedCounter:
@@ -476,26 +313,12 @@ class TimeSeriesStore:
         yield from name_expiry(plan, merged, snapshot)
 
     def _page(
-        self,
-        plan: QueryPlan,
-        *,
-        after: tuple[dt.datetime, str] | None,
-        rows: int,
-        read_time: dt.datetime | None,
-        stats: ReadStats,
+        self, plan: QueryPlan, *, after: Position | None, rows: int, read_time: dt.datetime | None, stats: ReadStats
     ) -> list[Tick]:
-        ticks = read_page(
-            chunks=plan.chunks,
-            fetch=self._fetcher(plan),
-            pool=self._pool,
-            rows=rows,
-            after=after,
-            read_time=read_time,
-            descending=plan.descending,
-            stats=stats,
-            lean=self._lean,
+        fetch, pool = self._fetcher(plan), self._pool
+        return read_page(
+            plan, fetch=fetch, pool=pool, rows=rows, after=after, read_time=read_time, stats=stats, lean=self._lean
         )
-        return list(name_expiry(plan, iter(ticks), read_time))
 
     def _snapshot(self, plan: QueryPlan, stats: ReadStats) -> dt.datetime | None:
         """One snapshot for every chunk: the caller's, or the server's time now (the client's

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,15 +99,48 @@ def database_id(client: Any) -> str:
 
 
 def _decode_responses(responses: Any, client: Any, expected_prefix: str, *, timestamp_field: str) -> Iterator[Tick]:
-    prefix_len = len(expected_prefix) + 1  # "<collection path>/" then the document id
-    path = timestamp_field.split(".")
+    decode = _Decoder(client, expected_prefix, timestamp_field)
     for response in responses:
+        tick = decode(response)
+        if tick is not None:
+            yield tick
+
+
+async def astream_ticks(
+    query: BaseQuery, *, timestamp_field: str, read_time: dt.datetime | None
+) -> AsyncIterator[Tick]:
+    """:func:`stream_ticks` for an ``AsyncClient``'s query (the fast path only: it is the
+    same request on the client's async GAPIC transport). The request is sent when awaited."""
+    client = query._client
+    request, expected_prefix, kwargs = query._prep_stream(  # type: ignore[attr-defined]
+        transaction=None, retry=None, timeout=None, explain_options=None, read_time=read_time
+    )
+    responses = await client._firestore_api.run_query(request=request, metadata=client._rpc_metadata, **kwargs)
+    return _adecode_responses(responses, _Decoder(client, expected_prefix, timestamp_field))
+
+
+async def _adecode_responses(responses: Any, decode: _Decoder) -> AsyncIterator[Tick]:
+    async for response in responses:
+        tick = decode(response)
+        if tick is not None:
+            yield tick
+
+
+class _Decoder:
+    """One RunQuery response to a tick (``None`` for a response without a document)."""
+
+    def __init__(self, client: Any, expected_prefix: str, timestamp_field: str) -> None:
+        self._client = client
+        self._prefix_len = len(expected_prefix) + 1  # "<collection path>/" then the document id
+        self._path = timestamp_field.split(".")
+
+    def __call__(self, response: Any) -> Tick | None:
         pb = response._pb
         if not pb.HasField("document"):
-            continue
+            return None
         doc = pb.document
-        data = _decode_map(doc.fields, client)
-        yield Tick(doc.name[prefix_len:], _plain_time(get_path(data, path)), data)
+        data = _decode_map(doc.fields, self._client)
+        return Tick(doc.name[self._prefix_len :], _plain_time(get_path(data, self._path)), data)
 
 
 def _decode_map(fields: Any, client: Any) -> dict[str, Any]:
@@ -195,6 +228,16 @@ def batch_write(
     return [(st.code, st.message) for st in response.status]
 
 
+async def abatch_write(
+    collection: BaseCollectionReference, writes: list[WriteOp], *, timeout: float = 60.0
+) -> list[WriteStatus]:
+    """:func:`batch_write` for an ``AsyncClient``'s collection (the fast path only)."""
+    request, client = _batch_write_request(collection, writes)
+    send = client._firestore_api.batch_write
+    response = await send(request=request, metadata=client._rpc_metadata, retry=None, timeout=timeout)
+    return [(st.code, st.message) for st in response.status]
+
+
 def _batch_write_request(collection: BaseCollectionReference, writes: list[WriteOp]) -> tuple[Any, Any]:
     client = collection._client
     prefix = collection.document("x")._document_path[:-1]
@@ -225,11 +268,17 @@ class Stored:
 def get_documents(collection: BaseCollectionReference, ids: list[str]) -> dict[str, Stored]:
     """The documents of ``collection`` with these ids that exist (one batched read)."""
     refs = [collection.document(doc_id) for doc_id in ids]
-    found: dict[str, Stored] = {}
-    for snap in collection._client.get_all(refs):  # type: ignore[attr-defined]
-        if snap.exists:
-            found[snap.id] = Stored(snap.to_dict() or {}, snap.create_time)
-    return found
+    return _stored(collection._client.get_all(refs))  # type: ignore[attr-defined]
+
+
+async def aget_documents(collection: BaseCollectionReference, ids: list[str]) -> dict[str, Stored]:
+    """:func:`get_documents` for an ``AsyncClient``'s collection."""
+    refs = [collection.document(doc_id) for doc_id in ids]
+    return _stored([snap async for snap in collection._client.get_all(refs)])  # type: ignore[attr-defined]
+
+
+def _stored(snapshots: Iterable[Any]) -> dict[str, Stored]:
+    return {snap.id: Stored(snap.to_dict() or {}, snap.create_time) for snap in snapshots if snap.exists}
 
 
 _BATCH_WRITE_PB = firestore_types.BatchWriteRequest.pb()

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tsstore.errors import EmulatorError
 
@@ -190,18 +190,20 @@ def find_emulator_command() -> list[str]:
 
 
 def emulator_client(
-    address: str, *, project: str = DEFAULT_PROJECT, database: str = DEFAULT_DATABASE
-) -> firestore.Client:
-    """A client for the emulator at ``address`` (see :meth:`Emulator.client` for why the
-    environment variable is set only around the constructor)."""
+    address: str, *, project: str = DEFAULT_PROJECT, database: str = DEFAULT_DATABASE, asynchronous: bool = False
+) -> Any:
+    """A client for the emulator at ``address`` (a ``firestore.AsyncClient`` if
+    ``asynchronous``; see :meth:`Emulator.client` for why the environment variable is set
+    only around the constructor)."""
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import firestore
 
+    kind = firestore.AsyncClient if asynchronous else firestore.Client
     with _ENV_LOCK:
         previous = os.environ.get("FIRESTORE_EMULATOR_HOST")
         os.environ["FIRESTORE_EMULATOR_HOST"] = address
         try:
-            return firestore.Client(project=project, database=database, credentials=AnonymousCredentials())
+            return kind(project=project, database=database, credentials=AnonymousCredentials())
         finally:
             if previous is None:
                 os.environ.pop("FIRESTORE_EMULATOR_HOST", None)
@@ -415,7 +417,18 @@ class Emulator:
         Make a new client after an emulator restart: an old one took ~49 s to reconnect.
         The caller closes it (``client.close()``).
         """
-        client = emulator_client(self.address, project=project, database=database)
+        client: firestore.Client = emulator_client(self.address, project=project, database=database)
+        if self._data_dir is not None:
+            self.persist(project=project, database=database)
+        return client
+
+    def async_client(
+        self, *, project: str = DEFAULT_PROJECT, database: str = DEFAULT_DATABASE
+    ) -> firestore.AsyncClient:
+        """A new ``google.cloud.firestore.AsyncClient`` talking to this emulator (as :meth:`client`)."""
+        client: firestore.AsyncClient = emulator_client(
+            self.address, project=project, database=database, asynchronous=True
+        )
         if self._data_dir is not None:
             self.persist(project=project, database=database)
         return client

@@ -13,7 +13,7 @@ to resume after, ``limit`` ``None`` for no limit. Everything else is here:
   one it reads at expires and the caller did not fix ``read_time``).
   :class:`ChunkStream` is the thread-side stream over it (gRPC flow control delivers the
   chunk as it is consumed).
-- :func:`finish_page` and :func:`expired_error`: a page's cursor, and the error a read
+- :func:`finish_page` and :func:`reraise_expired`: a page's cursor, and the error a read
   that outlived its snapshot raises.
 """
 
@@ -23,6 +23,7 @@ import datetime as dt
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future
+from typing import NoReturn
 
 from google.api_core import exceptions as gexc
 
@@ -76,6 +77,12 @@ class PageRounds:
         self._refill = 0
         self.refills = 0
 
+    @classmethod
+    def of(cls, plan: QueryPlan, *, rows: int, after: Position | None, stats: ReadStats, lean: bool) -> PageRounds:
+        """The rounds of a page of ``plan`` (and its chunk count in ``stats``)."""
+        stats.chunks = len(plan.chunks)
+        return cls(chunks=plan.chunks, rows=rows, after=after, descending=plan.descending, lean=lean)
+
     def first(self) -> list[Request]:
         return [(c, self._after, a) for c, a in zip(self._chunks, self._asks)]
 
@@ -108,23 +115,24 @@ class PageRounds:
 
 
 def read_page(
+    plan: QueryPlan,
     *,
-    chunks: Sequence[Chunk],
     fetch: Fetch,
     pool: Executor,
     rows: int,
     after: Position | None,
     read_time: dt.datetime | None,
-    descending: bool,
     stats: ReadStats,
     lean: bool = True,
 ) -> list[Tick]:
     """:class:`PageRounds` run on ``pool``: each round's chunk queries concurrently."""
-    stats.chunks = len(chunks)
-    rounds = PageRounds(chunks=chunks, rows=rows, after=after, descending=descending, lean=lean)
+    rounds = PageRounds.of(plan, rows=rows, after=after, stats=stats, lean=lean)
     requests = rounds.first()
-    while requests:
-        requests = rounds.feed(_round(pool, fetch, requests, read_time, stats))
+    try:
+        while requests:
+            requests = rounds.feed(_round(pool, fetch, requests, read_time, stats))
+    except gexc.FailedPrecondition as exc:
+        reraise_expired(plan, exc, returned=0, last=None, read_time=read_time)
     stats.refills += rounds.refills
     return rounds.result()
 
@@ -270,13 +278,13 @@ def finish_page(plan: QueryPlan, ticks: list[Tick], stats: ReadStats) -> Page:
     return Page(tuple(shown), cursor, stats)
 
 
-def expired_error(
+def reraise_expired(
     plan: QueryPlan, exc: Exception, *, returned: int, last: Tick | None, read_time: dt.datetime | None
-) -> Exception:
-    """``exc`` itself, or, when it is Firestore's refusal of a snapshot grown too old, a
+) -> NoReturn:
+    """Raise ``exc``, or, when it is Firestore's refusal of a snapshot grown too old, a
     :class:`~tsstore.errors.SnapshotExpiredError` that says how far the read got and how to go on."""
     if not snapshot_expired(exc):
-        return exc
+        raise exc
     cursor = encode_cursor(plan, last.timestamp, last.id) if last is not None else None
     where = (
         f"after {returned} ticks, the last at {last.timestamp.isoformat()} (id {last.id}); "
@@ -285,23 +293,20 @@ def expired_error(
         else "before its first tick"
     )
     stamp = read_time.isoformat() if read_time is not None else "its start"
-    return SnapshotExpiredError(
+    raise SnapshotExpiredError(
         f"the read at read_time {stamp} outlived the snapshot Firestore keeps (1 hour; 7 days with "
         f"point-in-time recovery) and stopped {where}",
         returned=returned,
         cursor=cursor,
-    )
+    ) from exc
 
 
 def name_expiry(plan: QueryPlan, ticks: Iterator[Tick], read_time: dt.datetime | None) -> Iterator[Tick]:
-    """``ticks``, with an expired snapshot turned into :func:`expired_error`'s error."""
+    """``ticks``, with an expired snapshot turned into :func:`reraise_expired`'s error."""
     returned, last = 0, None
     try:
         for last in ticks:
             yield last
             returned += 1
     except gexc.FailedPrecondition as exc:
-        error = expired_error(plan, exc, returned=returned, last=last, read_time=read_time)
-        if error is exc:
-            raise
-        raise error from exc
+        reraise_expired(plan, exc, returned=returned, last=last, read_time=read_time)

@@ -1,0 +1,129 @@
+"""The asyncio store on the emulator: the sync store's oracle, the same answers and cursors,
+and many queries on one event loop without a thread each."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import random
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.test_read_engine import PAGES, SPEC, brute_force, skewed  # noqa: F401 (a fixture)
+from tsstore import ConfigError, SeriesSpec, TimeSeriesStore, WriteOptions
+from tsstore.aio import AsyncTimeSeriesStore
+from tsstore.ticks import Tick
+
+UTC = dt.timezone.utc
+
+
+@pytest.fixture
+def astore(skewed: dict[str, Any], tsstore_emulator: Any) -> Iterator[AsyncTimeSeriesStore]:
+    database = skewed["store"].client._database
+    yield AsyncTimeSeriesStore(tsstore_emulator.async_client(database=database), SPEC, page_size=500)
+
+
+@pytest.mark.parametrize("direction", ["desc", "asc"])
+@pytest.mark.parametrize("symbols", [["HOT"], ["HOT", "AAA", "TWO"], None], ids=["one-shard", "mixed", "all"])
+@pytest.mark.parametrize("limit", [1, 70])
+def test_async_pages_equal_the_oracle_and_the_sync_pages(
+    skewed: dict[str, Any], astore: AsyncTimeSeriesStore, direction: str, symbols: list[str] | None, limit: int
+) -> None:
+    store: TimeSeriesStore = skewed["store"]
+    want = brute_force(skewed["ticks"], symbols, direction == "desc")
+    where = None if symbols is None else {"symbol": symbols if len(symbols) > 1 else symbols[0]}
+
+    async def pages() -> list[tuple[list[str], str | None]]:
+        out, cursor = [], None
+        for _ in range(PAGES):
+            page = await astore.query(where=where, direction=direction, limit=limit, cursor=cursor)
+            out.append(([t.id for t in page], page.cursor))
+            if page.cursor is None:
+                break
+            cursor = page.cursor
+        return out
+
+    got = asyncio.run(pages())
+    ids = [i for page_ids, _ in got for i in page_ids]
+    assert ids == [t.id for t in want[: len(ids)]] and ids
+    cursor = None
+    for page_ids, page_cursor in got:  # the sync store's pages: the same rows and cursors
+        page = store.query(where=where, direction=direction, limit=limit, cursor=cursor)
+        assert ([t.id for t in page], page.cursor) == (page_ids, page_cursor)
+        cursor = page.cursor
+
+
+def test_async_streams_frames_and_counts_equal_the_oracle(skewed: dict[str, Any], astore: AsyncTimeSeriesStore) -> None:
+    want = brute_force(skewed["ticks"], ["AAA", "TWO"], False)
+
+    async def run() -> tuple[list[Tick], Any, list[Any], int, Any]:
+        stream = astore.iter_ticks(where={"symbol": ["AAA", "TWO"]}, direction="asc")
+        ticks = [t async for t in stream]
+        frame = await astore.query_frame(where={"symbol": ["AAA", "TWO"]}, direction="asc")
+        frames = [f async for f in astore.stream_frames(where={"symbol": ["AAA", "TWO"]}, direction="asc", rows=100)]
+        return ticks, frame, frames, await astore.count(where={"symbol": ["AAA", "TWO"]}), stream.stats
+
+    ticks, frame, frames, counted, stats = asyncio.run(run())
+    assert [t.id for t in ticks] == [t.id for t in want]
+    assert len(frame) == counted == len(want) and [len(f) for f in frames][:-1] == [100] * (len(frames) - 1)
+    assert sum(len(f) for f in frames) == len(want) and str(frame.index.tz) == "UTC"
+    assert stats.documents == len(want) and stats.chunks == len(astore.plan(where={"symbol": ["AAA", "TWO"]}).chunks)
+
+
+def test_fifty_concurrent_async_queries_share_one_loop_without_a_thread_each(
+    skewed: dict[str, Any], astore: AsyncTimeSeriesStore
+) -> None:
+    store: TimeSeriesStore = skewed["store"]
+    symbols = ["AAA", "BBB", "CCC", "HOT", "TWO"]
+    wheres = [{"symbol": random.Random(i).sample(symbols, 2)} for i in range(50)]
+    threads: list[int] = []
+
+    async def run() -> list[Any]:
+        async def watch() -> None:
+            while True:
+                threads.append(threading.active_count())
+                await asyncio.sleep(0)
+
+        watcher = asyncio.create_task(watch())
+        pages = await asyncio.gather(*(astore.query(where=w, limit=20) for w in wheres))
+        watcher.cancel()
+        return pages
+
+    before = threading.active_count()
+    pages = asyncio.run(run())
+    assert len(threads) > 50 and max(threads) - before < 10  # gRPC's few threads, not one per query
+    for where, page in zip(wheres, pages):
+        assert [t.id for t in page] == [t.id for t in store.query(where=where, limit=20)]
+
+
+def test_async_write_and_purge_account_like_the_sync_store(tsstore_emulator: Any) -> None:
+    spec = SeriesSpec("aw", shards=["a", "b", "c"], key_fields=["symbol"])
+    database = f"aio-{random.randrange(10**9)}"
+    astore = AsyncTimeSeriesStore(
+        tsstore_emulator.async_client(database=database), spec, write_options=WriteOptions(ramp=False)
+    )
+    base = dt.datetime(2024, 3, 1, tzinfo=UTC)
+    rows = [{"symbol": f"S{i % 7}", "timestamp": base + dt.timedelta(seconds=i), "v": i} for i in range(600)]
+
+    async def run() -> tuple[Any, Any, int, Any, int]:
+        first = await astore.write(rows)
+        again = await astore.write(rows[:100])  # a re-run stores nothing twice
+        counted = await astore.count()
+        purged = await astore.purge(before=base + dt.timedelta(seconds=250))
+        return first, again, counted, purged, await astore.count()
+
+    first, again, counted, purged, left = asyncio.run(run())
+    assert (first.count, first.created, len(set(first.ids))) == (600, 600, 600)
+    assert (again.created, again.present) == (0, 100) and counted == 600
+    assert (purged.matched, purged.deleted, left) == (250, 250, 350)
+    sync = TimeSeriesStore(tsstore_emulator.client(database=database), spec)
+    assert sync.count() == 350 and sync.query(limit=1, direction="asc")[0].data["v"] == 250
+
+
+def test_async_store_refuses_series_counters_by_name(tsstore_emulator: Any) -> None:
+    spec = SeriesSpec("c", key_fields=["symbol"], count_by=["symbol"])
+    with pytest.raises(ConfigError, match="count_by.*use TimeSeriesStore"):
+        AsyncTimeSeriesStore(tsstore_emulator.async_client(database="c"), spec)

@@ -1,0 +1,267 @@
+"""The asyncio store: :class:`AsyncTimeSeriesStore` over ``firestore.AsyncClient``.
+
+The same verbs as :class:`~tsstore.store.TimeSeriesStore`, on the same planner, the same
+read engine (:class:`~tsstore.read.engine.PageRounds` and
+:class:`~tsstore.read.engine.ChunkCursor`, driven by :mod:`tsstore.read.async_engine`) and
+the same write preparation and bulk sender (:mod:`tsstore.store_base`); only the transport
+differs. Reads run on the event loop: a query's chunk queries are gathered, with no thread
+per query. Writes and purges run the bulk sender in one worker thread whose batches are sent
+on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
+
+import pandas as pd
+from google.cloud import firestore
+
+from tsstore.errors import ConfigError, TsstoreError
+from tsstore.frames import FrameBatcher, ticks_to_frame
+from tsstore.read.async_engine import AsyncFetch, amerge, aname_expiry, aread_page, chunk_ticks
+from tsstore.read.chunks import chunk_query
+from tsstore.read.cost import ReadStats
+from tsstore.read.cursor import decode_cursor
+from tsstore.read.engine import ChunkCursor, Position, chunk_cursors, finish_page
+from tsstore.read.plan import QueryPlan
+from tsstore.read.query import Query, Where
+from tsstore.spec import SeriesSpec
+from tsstore.store_base import (
+    _CLOCK_PROBE_ID,
+    COUNT_OPTIONS,
+    DEFAULT_PAGE_SIZE,
+    PurgeResult,
+    StoreBase,
+    WriteOptions,
+    WriteResult,
+    _Job,
+)
+from tsstore.ticks import Page, Tick
+from tsstore.wire import Stored, WriteOp, WriteStatus, abatch_write, aget_documents, astream_ticks
+from tsstore.write.prepare import PreparedDoc
+
+T = TypeVar("T")
+
+
+class AsyncTimeSeriesStore(StoreBase):
+    """Write and query one sharded time-series collection from asyncio.
+
+    >>> store = AsyncTimeSeriesStore(firestore.AsyncClient(), SeriesSpec("instruments"))
+    >>> page = await store.query(limit=10)                 # doctest: +SKIP
+    >>> async for tick in store.iter_ticks(start=...):     # doctest: +SKIP
+    ...     ...
+
+    Series counters (``spec.count_by``) need the sync store: their increments are
+    transactions of the sync client.
+    """
+
+    def __init__(
+        self,
+        client: firestore.AsyncClient,
+        spec: SeriesSpec,
+        *,
+        write_options: WriteOptions = WriteOptions(),
+        page_size: int = DEFAULT_PAGE_SIZE,
+        lean: bool = True,
+    ) -> None:
+        super().__init__(spec, write_options=write_options, page_size=page_size, lean=lean)
+        if spec.count_by:
+            raise ConfigError(
+                f"spec for {spec.collection!r} keeps series counters (count_by {list(spec.count_by)!r}); "
+                "AsyncTimeSeriesStore does not: use TimeSeriesStore for it, or a spec without count_by"
+            )
+        self.client = client
+        self._collection = client.collection(spec.collection)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ------------------------------------------------------------------ writing
+
+    async def write(self, records: Iterable[Mapping[str, Any]] | pd.DataFrame, /, **options: Any) -> WriteResult:
+        """:meth:`TimeSeriesStore.write <tsstore.store.TimeSeriesStore.write>`, awaited: the same
+        options, result and errors. Callbacks run in the writer's worker thread."""
+        self._loop = asyncio.get_running_loop()
+        return await asyncio.to_thread(lambda: self._write_job(records, **options).run())
+
+    async def purge(
+        self,
+        *,
+        before: object = None,
+        start: object = None,
+        end: object = None,
+        where: Where = None,
+        dry_run: bool = False,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> PurgeResult:
+        """:meth:`TimeSeriesStore.purge <tsstore.store.TimeSeriesStore.purge>`, awaited."""
+        plan, (where, start, end) = self._purge_plan(before=before, start=start, end=end, where=where)
+        matched = await self.count(where=where, start=start, end=end)
+        if dry_run:
+            return PurgeResult(matched=matched, deleted=0, dry_run=True)
+        loop = self._loop = asyncio.get_running_loop()
+        sender = self._sender(on_progress=on_progress)
+
+        async def doomed() -> AsyncIterator[PreparedDoc]:
+            fetch, stats = self._fetcher(plan), ReadStats()
+            for chunk in plan.chunks:
+                i = 0
+                async for tick in chunk_ticks(
+                    fetch, ChunkCursor(chunk, after=None, limit=None, read_time=None, stats=stats)
+                ):
+                    yield PreparedDoc(i, tick.id, None, 0)
+                    i += 1
+
+        def result() -> PurgeResult:
+            return PurgeResult(matched=matched, deleted=sender.counts["deleted"], dry_run=False)
+
+        return await asyncio.to_thread(_Job(sender, _pulled(doomed(), loop), result, "purge").run)
+
+    # ------------------------------------------------------------------ reading
+
+    async def query(self, query: Query | None = None, /, **options: Any) -> Page:
+        """One page (or, without a limit, every match), as :meth:`TimeSeriesStore.query
+        <tsstore.store.TimeSeriesStore.query>`: same rows, order and cursors."""
+        plan = self.plan(query, **options)
+        stats = ReadStats()
+        if plan.limit is None:
+            return Page(tuple([tick async for tick in self._run(plan, stats)]), None, stats)
+        after, snapshot = await self._start(plan, stats)
+        ticks = await self._page(plan, after=after, rows=plan.limit + 1, read_time=snapshot, stats=stats)
+        return finish_page(plan, ticks, stats)
+
+    def iter_ticks(self, query: Query | None = None, /, **options: Any) -> AsyncTickStream:
+        """Every matching tick as an async iterator (``async for``), lazily, in time order;
+        its ``stats`` say what it has cost so far."""
+        plan = self.plan(query, **options)
+        stats = ReadStats()
+        return AsyncTickStream(self._run(plan, stats), stats)
+
+    async def query_frame(self, query: Query | None = None, /, **options: Any) -> pd.DataFrame:
+        """The query's ticks as one DataFrame (:mod:`tsstore.frames` schema)."""
+        return ticks_to_frame(self.spec, [tick async for tick in self.iter_ticks(query, **options)])
+
+    async def stream_frames(
+        self, query: Query | None = None, /, *, rows: int = 10_000, **options: Any
+    ) -> AsyncIterator[pd.DataFrame]:
+        """The query's ticks as DataFrames of at most ``rows`` rows (``async for``)."""
+        batcher = FrameBatcher(self.spec, rows)
+        async for tick in self.iter_ticks(query, **options):
+            if (frame := batcher.add(tick)) is not None:
+                yield frame
+        if (frame := batcher.rest()) is not None:
+            yield frame
+
+    async def count(self, query: Query | None = None, /, *, stats: ReadStats | None = None, **options: Any) -> int:
+        """How many ticks match: one ``count()`` aggregation per chunk, gathered, at one snapshot."""
+        plan = self.plan(query, **options)
+        plan.query.only(COUNT_OPTIONS, "count")
+        cost = stats if stats is not None else ReadStats()
+        cost.chunks = len(plan.chunks)
+        snapshot = await self._snapshot(plan, cost)
+
+        async def count_chunk(chunk: tuple[str, ...]) -> int:
+            query: Any = chunk_query(self._collection, plan, chunk, None, None)
+            [[result]] = await query.count().get(read_time=snapshot)
+            counted = int(result.value)
+            cost.aggregation_done(counted)
+            return counted
+
+        cost.waited()
+        return sum(await asyncio.gather(*(count_chunk(c) for c in plan.chunks)))
+
+    async def server_time(self) -> dt.datetime:
+        """The database's current time (one read of a document that does not exist)."""
+        snap = await self._collection.document(_CLOCK_PROBE_ID).get(field_paths=[self.spec.timestamp_field])
+        if snap.read_time is None:  # pragma: no cover - the API always sets it
+            raise TsstoreError("Firestore returned no read time")
+        return snap.read_time
+
+    # ------------------------------------------------------------------ internals
+
+    async def _start(self, plan: QueryPlan, stats: ReadStats) -> tuple[Position | None, dt.datetime | None]:
+        cursor = plan.query.cursor
+        return (decode_cursor(plan, cursor) if cursor is not None else None), await self._snapshot(plan, stats)
+
+    async def _snapshot(self, plan: QueryPlan, stats: ReadStats) -> dt.datetime | None:
+        read_time = plan.query.read_time
+        if read_time is not None or len(plan.chunks) == 1:
+            return read_time
+        stats.query_done(0)
+        stats.waited()
+        return await self.server_time()
+
+    async def _run(self, plan: QueryPlan, stats: ReadStats) -> AsyncIterator[Tick]:
+        after, snapshot = await self._start(plan, stats)
+        if plan.limit is not None and plan.limit <= self._page_size:
+            for tick in await self._page(plan, after=after, rows=plan.limit, read_time=snapshot, stats=stats):
+                yield tick
+            return
+        fetch = self._fetcher(plan)
+        streams = [
+            chunk_ticks(fetch, cursor, self.server_time) for cursor in chunk_cursors(plan, after, snapshot, stats)
+        ]
+        returned = 0
+        async for tick in aname_expiry(plan, amerge(streams, descending=plan.descending), snapshot):
+            yield tick
+            returned += 1
+            if returned == plan.limit:
+                return
+
+    async def _page(
+        self, plan: QueryPlan, *, after: Position | None, rows: int, read_time: dt.datetime | None, stats: ReadStats
+    ) -> list[Tick]:
+        fetch = self._fetcher(plan)
+        return await aread_page(
+            plan, fetch=fetch, rows=rows, after=after, read_time=read_time, stats=stats, lean=self._lean
+        )
+
+    def _fetcher(self, plan: QueryPlan) -> AsyncFetch:
+        async def fetch(
+            chunk: tuple[str, ...], after: Position | None, limit: int | None, read_time: dt.datetime | None
+        ) -> AsyncIterator[Tick]:
+            query = chunk_query(self._collection, plan, chunk, after, limit)
+            return await astream_ticks(query, timestamp_field=self.spec.timestamp_field, read_time=read_time)
+
+        return fetch
+
+    def _transport(
+        self,
+    ) -> tuple[Callable[[list[WriteOp]], list[WriteStatus]], Callable[[list[str]], dict[str, Stored]]]:
+        loop = self._loop
+        assert loop is not None, "write() and purge() set the loop before they make a sender"
+
+        def send(writes: list[WriteOp]) -> list[WriteStatus]:
+            return _on_loop(abatch_write(self._collection, writes), loop)
+
+        def lookup(ids: list[str]) -> dict[str, Stored]:
+            return _on_loop(aget_documents(self._collection, ids), loop)
+
+        return send, lookup
+
+
+class AsyncTickStream(AsyncIterator[Tick]):
+    """The ticks of :meth:`AsyncTimeSeriesStore.iter_ticks`, and ``stats``: what reading
+    them has cost so far."""
+
+    def __init__(self, ticks: AsyncIterator[Tick], stats: ReadStats) -> None:
+        self._ticks = ticks
+        self.stats = stats
+
+    async def __anext__(self) -> Tick:
+        return await anext(self._ticks)
+
+
+def _on_loop(coroutine: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop) -> T:
+    """Run ``coroutine`` on ``loop`` from a worker thread and wait for its result."""
+    return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+
+
+def _pulled(ticks: AsyncIterator[T], loop: asyncio.AbstractEventLoop) -> Iterator[T]:
+    """An async iterator read from a worker thread, one item at a time on ``loop``."""
+    while True:
+        try:
+            yield _on_loop(anext(ticks), loop)  # type: ignore[arg-type]
+        except StopAsyncIteration:
+            return

@@ -1,0 +1,123 @@
+"""The read engine on an event loop: the same :class:`~tsstore.read.engine.PageRounds` and
+:class:`~tsstore.read.engine.ChunkCursor` as the thread side, driven with ``await``.
+
+A fetch here is ``await fetch(chunk, after, limit, read_time)`` → an async iterator of the
+chunk's ticks in query order. Concurrency is the event loop's: a round's chunk queries are
+gathered, and the merge opens every chunk's stream together; no thread per query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import heapq
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+from google.api_core import exceptions as gexc
+
+from tsstore.read.cost import ReadStats
+from tsstore.read.engine import RENEW, Chunk, ChunkCursor, PageRounds, Position, Request, reraise_expired
+from tsstore.read.plan import QueryPlan
+from tsstore.ticks import Tick, sort_key
+
+AsyncFetch = Callable[[Chunk, Position | None, int | None, dt.datetime | None], Awaitable[AsyncIterator[Tick]]]
+
+
+async def aread_page(
+    plan: QueryPlan,
+    *,
+    fetch: AsyncFetch,
+    rows: int,
+    after: Position | None,
+    read_time: dt.datetime | None,
+    stats: ReadStats,
+    lean: bool = True,
+) -> list[Tick]:
+    """:class:`~tsstore.read.engine.PageRounds` with each round's chunk queries gathered."""
+    rounds = PageRounds.of(plan, rows=rows, after=after, stats=stats, lean=lean)
+    requests = rounds.first()
+    try:
+        while requests:
+            requests = rounds.feed(await _round(fetch, requests, read_time, stats))
+    except gexc.FailedPrecondition as exc:
+        reraise_expired(plan, exc, returned=0, last=None, read_time=read_time)
+    stats.refills += rounds.refills
+    return rounds.result()
+
+
+async def _round(
+    fetch: AsyncFetch, requests: Sequence[Request], read_time: dt.datetime | None, stats: ReadStats
+) -> list[list[Tick]]:
+    stats.waited()
+    cursors = [
+        ChunkCursor(chunk, after=after, limit=ask, read_time=read_time, stats=stats) for chunk, after, ask in requests
+    ]
+    return list(await asyncio.gather(*(_collect(chunk_ticks(fetch, c)) for c in cursors)))
+
+
+async def _collect(ticks: AsyncIterator[Tick]) -> list[Tick]:
+    return [tick async for tick in ticks]
+
+
+async def chunk_ticks(
+    fetch: AsyncFetch, cursor: ChunkCursor, renew: Callable[[], Awaitable[dt.datetime]] | None = None
+) -> AsyncIterator[Tick]:
+    """One chunk's ticks as one streaming query, reopened after its last tick when it breaks
+    off (see :meth:`~tsstore.read.engine.ChunkCursor.failed`)."""
+    while not cursor.done:
+        try:
+            async for tick in await fetch(*cursor.query_args()):
+                yield cursor.returned(tick)
+                if cursor.done:
+                    return
+            cursor.done = True
+        except Exception as exc:
+            pause = cursor.failed(exc)
+            if pause == RENEW:
+                assert renew is not None
+                cursor.read_time = await renew()
+            else:
+                await asyncio.sleep(float(pause))
+
+
+class _Descending:
+    """A sort key that orders in reverse, for the min-heap of a newest-first merge."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: Any) -> None:
+        self.key = key
+
+    def __lt__(self, other: _Descending) -> bool:
+        return bool(other.key < self.key)
+
+
+async def amerge(streams: Sequence[AsyncIterator[Tick]], *, descending: bool) -> AsyncIterator[Tick]:
+    """Merge async streams each sorted by (timestamp, id) in the query's direction, pulling
+    one tick at a time; every stream's first tick is awaited together."""
+    order: Callable[[Tick], Any] = (lambda t: _Descending(sort_key(t))) if descending else sort_key
+    firsts = await asyncio.gather(*(anext(s, None) for s in streams))
+    heap = [(order(t), i, t) for i, t in enumerate(firsts) if t is not None]
+    heapq.heapify(heap)
+    while heap:
+        _, i, tick = heap[0]
+        yield tick
+        following = await anext(streams[i], None)
+        if following is None:
+            heapq.heappop(heap)
+        else:
+            heapq.heapreplace(heap, (order(following), i, following))
+
+
+async def aname_expiry(
+    plan: QueryPlan, ticks: AsyncIterator[Tick], read_time: dt.datetime | None
+) -> AsyncIterator[Tick]:
+    """``ticks``, with an expired snapshot turned into the engine's named error."""
+    returned, last = 0, None
+    try:
+        async for last in ticks:
+            yield last
+            returned += 1
+    except gexc.FailedPrecondition as exc:
+        reraise_expired(plan, exc, returned=returned, last=last, read_time=read_time)

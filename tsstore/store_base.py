@@ -1,0 +1,250 @@
+"""What the sync and the async store share: the spec, the ramp, planning, and the write
+and purge jobs (prepare, send with the bulk sender, account). The stores only add their
+transport: :mod:`tsstore.store` threads, :mod:`tsstore.aio` an event loop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import pandas as pd
+from google.cloud.firestore_v1.base_query import BaseQuery
+
+from tsstore.errors import ConfigError, Interrupted, QueryError, RecordError, WriteError
+from tsstore.frames import frame_to_records
+from tsstore.limits import RAMP_START_OPS_PER_SECOND
+from tsstore.read.chunks import chunk_query
+from tsstore.read.explain import Explanation, explain
+from tsstore.read.plan import QueryPlan, plan_query
+from tsstore.read.query import Query, Where
+from tsstore.spec import Direction, SeriesSpec
+from tsstore.times import NaivePolicy
+from tsstore.wire import Stored, WriteOp, WriteStatus
+from tsstore.write.identity import DuplicatePolicy
+from tsstore.write.prepare import PreparedDoc, prepare_records
+from tsstore.write.ramp import RampLimiter
+from tsstore.write.sender import BulkSender, Written
+
+#: The largest ``limit`` an iteration reads as one lean page; above it (and without a
+#: limit) each chunk is one streaming query, resumed after its last tick if it breaks off.
+DEFAULT_PAGE_SIZE = 2000
+
+#: Per-series counters live in the collection "<collection>_counts", one document per series.
+COUNTERS_SUFFIX = "_counts"
+
+#: A document id that is never written; reading it returns the server's current time.
+_CLOCK_PROBE_ID = "tsstore-read-time-probe"
+#: The query fields count() uses.
+COUNT_OPTIONS = ("where", "start", "end", "read_time")
+
+ProgressCallback = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """How fast the writer may go.
+
+    New traffic should start at 500 ops/s and grow by 50 % every 5 minutes ("500/50/5");
+    google-cloud-firestore's ``RateLimiter`` does exactly that between
+    ``initial_ops_per_second`` and ``max_ops_per_second``. BulkWriter's default ceiling is
+    also 500, which would cap a sharded collection at the rate sharding was meant to
+    lift, so the ceiling here defaults to the spec's capacity, 500 writes/s per shard
+    value. ``ramp=False`` starts at the ceiling (for the local emulator or a database no
+    one else uses). ``max_attempts`` bounds the tries per document on retryable errors.
+    """
+
+    initial_ops_per_second: int = RAMP_START_OPS_PER_SECOND
+    max_ops_per_second: int | None = None
+    ramp: bool = True
+    max_attempts: int = 15
+
+    def __post_init__(self) -> None:
+        for name in ("initial_ops_per_second", "max_ops_per_second", "max_attempts"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ConfigError(f"{name} {value!r} is not allowed; give a positive integer")
+
+
+@dataclass(frozen=True)
+class PurgeResult:
+    """What a purge matched (counted first) and deleted; a dry run deletes nothing."""
+
+    matched: int
+    deleted: int
+    dry_run: bool
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a write did with the records it sent, in input order.
+
+    ``count`` records are now stored: ``created`` new documents, ``present`` ticks that were
+    already stored with the same content (a re-run, a retried write), ``replaced`` ticks that
+    overwrote another with the same key and time (``on_duplicate="replace"``). ``ids`` are
+    their document ids (empty when asked not to keep them). ``unsettled`` records were not
+    confirmed when Ctrl-C stopped the write (a re-run settles them).
+    """
+
+    count: int
+    ids: tuple[str, ...]
+    created: int = 0
+    present: int = 0
+    replaced: int = 0
+    unsettled: int = 0
+
+
+R = TypeVar("R")
+
+
+@dataclass
+class _Job(Generic[R]):
+    """Documents for a bulk sender, and what to report: :meth:`run` sends them all (in the
+    caller's thread) and returns the result, or raises what a write or purge raises."""
+
+    sender: BulkSender
+    docs: Iterable[PreparedDoc]
+    result: Callable[[], R]
+    what: str
+
+    def run(self) -> R:
+        sender = self.sender
+        try:
+            sender.send_all(self.docs)
+        except KeyboardInterrupt as stop:
+            raise Interrupted(self.result(), f"{self.what} interrupted") from stop
+        if sender.failures:
+            failures = sorted(sender.failures, key=lambda f: f.index)
+            raise WriteError(failures, written=sender.written, result=self.result())
+        return self.result()
+
+
+class StoreBase:
+    """The parts of a store that do not depend on how Firestore is reached."""
+
+    _collection: Any
+
+    def __init__(
+        self,
+        spec: SeriesSpec,
+        *,
+        write_options: WriteOptions,
+        page_size: int,
+        lean: bool,
+    ) -> None:
+        if not isinstance(spec, SeriesSpec):
+            raise ConfigError(f"spec must be a SeriesSpec, got {type(spec).__name__}")
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise ConfigError(f"page_size {page_size!r} is not allowed; give a positive integer")
+        self.spec = spec
+        self.write_options = write_options
+        self._page_size = page_size
+        self._lean = lean
+        ceiling = write_options.max_ops_per_second or spec.max_write_rate
+        initial = ceiling if not write_options.ramp else min(write_options.initial_ops_per_second, ceiling)
+        # One ramp for every write and purge of this store: its traffic to the collection is
+        # one stream, so a second write() continues the ramp instead of starting at 500 again.
+        self._limiter = RampLimiter(initial=initial, ceiling=ceiling)
+        self._batch_docs = initial  # a batch never needs more tokens than the slowest second holds
+
+    def plan(self, query: Query | None = None, /, **options: Any) -> QueryPlan:
+        """The validated plan a query runs (no Firestore call). Every read verb takes a
+        :class:`~tsstore.read.query.Query`, or its fields as keyword options: ``where``,
+        ``start`` (inclusive), ``end`` (exclusive), ``direction``, ``limit``, ``columns``,
+        ``cursor``, ``read_time``."""
+        return plan_query(self.spec, query, **options)
+
+    def explain(self, query: Query | None = None, /, **options: Any) -> Explanation:
+        """What a query would send and cost, without touching Firestore: its chunk queries,
+        the composite index serving them, the reads a page takes lean and eager
+        (``print(store.explain(...).describe())``)."""
+        return explain(self.plan(query, **options))
+
+    def firestore_queries(self, plan: QueryPlan) -> list[BaseQuery]:
+        """The Firestore query each chunk of ``plan`` starts with, as sent (no Firestore call):
+        for inspecting what tsstore asks of Firestore, e.g. which index serves it."""
+        size = self._page_size if plan.limit is None else min(plan.limit + 1, self._page_size)
+        return [chunk_query(self._collection, plan, chunk, None, size) for chunk in plan.chunks]
+
+    def _write_job(
+        self,
+        records: Iterable[Mapping[str, Any]] | pd.DataFrame,
+        *,
+        naive: NaivePolicy = "error",
+        on_duplicate: DuplicatePolicy | None = None,
+        on_progress: ProgressCallback | None = None,
+        on_reject: Callable[[RecordError], None] | None = None,
+        on_written: Callable[[list[int]], None] | None = None,
+        on_status: Callable[[str | None], None] | None = None,
+        skip_first: int = 0,
+        keep_ids: bool = True,
+    ) -> _Job[WriteResult]:
+        """The job :meth:`write` runs (see its documentation)."""
+        rows = frame_to_records(self.spec, records) if isinstance(records, pd.DataFrame) else records
+        policy = self.spec.on_duplicate if on_duplicate is None else on_duplicate
+        final_ids: dict[int, str] = {}
+
+        def written(batch: list[Written]) -> None:
+            if keep_ids:
+                for item in batch:
+                    final_ids[item.doc.index] = item.id
+            if self.spec.count_by:
+                self._count_written(batch)
+            if on_written is not None:
+                on_written([item.doc.index for item in batch])
+
+        docs = prepare_records(
+            self.spec, rows, naive=naive, on_duplicate=policy, on_reject=on_reject, skip_first=skip_first
+        )
+        sender = self._sender(on_duplicate=policy, on_progress=on_progress, on_written=written, on_status=on_status)
+
+        def result() -> WriteResult:
+            counts = sender.counts
+            return WriteResult(
+                count=sender.written,
+                ids=tuple(final_ids[i] for i in sorted(final_ids)),
+                created=counts["created"],
+                present=counts["present"],
+                replaced=counts["replaced"],
+                unsettled=sender.unsettled,
+            )
+
+        return _Job(sender, docs, result, "write")
+
+    def _purge_plan(
+        self, *, before: object, start: object, end: object, where: Where
+    ) -> tuple[QueryPlan, tuple[Any, Any, Any]]:
+        """The plan of a purge and its (where, start, end); see :meth:`purge`."""
+        if before is not None:
+            if end is not None:
+                raise QueryError("give either before or end, not both (before is end)")
+            end = before
+        if start is None and end is None:
+            raise QueryError("purge needs a time bound: before=, or start=/end=; refusing to delete everything")
+        try:  # oldest first where an index for it is declared; the order is only cosmetic here
+            plan = self.plan(where=where, start=start, end=end, direction=Direction.ASC, columns=())
+        except QueryError:
+            plan = self.plan(where=where, start=start, end=end, direction=Direction.DESC, columns=())
+        return plan, (where, start, end)
+
+    def _sender(self, *, on_duplicate: DuplicatePolicy = "keep", **callbacks: Any) -> BulkSender:
+        send, lookup = self._transport()
+        return BulkSender(
+            send=send,
+            lookup=lookup,
+            take_tokens=self._limiter.take,
+            max_batch_docs=self._batch_docs,
+            max_attempts=self.write_options.max_attempts,
+            on_duplicate=on_duplicate,
+            ignore_field=self.spec.shard_field,
+            **callbacks,
+        )
+
+    def _transport(
+        self,
+    ) -> tuple[Callable[[list[WriteOp]], list[WriteStatus]], Callable[[list[str]], dict[str, Stored]]]:
+        """The bulk sender's send and lookup functions (called from its worker threads)."""
+        raise NotImplementedError
+
+    def _count_written(self, batch: list[Written]) -> None:
+        """Add a written batch to the series counters (only stores that keep them)."""
