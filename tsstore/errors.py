@@ -106,3 +106,8 @@ class SchemaError(TsstoreError):
 
 class EmulatorError(TsstoreError):
     """The local Firestore emulator could not be found, started or reached."""
+
+
+class IngestError(TsstoreError, ValueError):
+    """A file as a whole cannot be ingested (unreadable, unknown format, bad header) or an
+    ingest option is not allowed; a bad row is a reject, never this."""

@@ -23,6 +23,10 @@ MAX_DISJUNCTIONS = 30
 #: Largest document Firestore stores (1 MiB), counted as Firestore's storage-size rules count.
 MAX_DOCUMENT_BYTES = 1_048_576
 
+#: Most bytes of a value Firestore indexes: a longer text or bytes value is indexed (and so
+#: compared in queries) by its first 1 500 bytes only.
+MAX_INDEXED_VALUE_BYTES = 1500
+
 #: Deepest nesting of maps and arrays below a document's root (checked on the emulator:
 #: 20 nested maps are stored, 21 refused; an array counts as a level).
 MAX_FIELD_DEPTH = 20

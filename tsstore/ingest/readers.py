@@ -1,0 +1,187 @@
+"""Reading tick files row by row: CSV, JSON Lines and Parquet, and telling them apart.
+
+Each reader yields ``(line, record or Rejected)`` in file order (Parquet: the row number),
+in bounded memory (CSV and JSON Lines line by line, Parquet by record batches). A bad row is
+a :class:`~tsstore.ingest.rejects.Rejected`; a file that cannot be read at all is an
+:class:`~tsstore.errors.IngestError`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import json
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from tsstore.errors import IngestError
+from tsstore.ingest.parse import BadRow, RowParser
+from tsstore.ingest.rejects import Rejected, clip_raw
+
+FORMATS: dict[str, tuple[str, ...]] = {
+    "csv": (".csv",),
+    "jsonl": (".jsonl", ".ndjson"),
+    "parquet": (".parquet", ".pq"),
+}
+#: Largest CSV field read at all (a longer one is a reject, read no further): far above any
+#: sensible ``max_field_bytes``, far below what would strain memory.
+_CSV_FIELD_LIMIT = 64 * 1024 * 1024
+_SURROGATE = re.compile("[\udc80-\udcff]")
+
+#: One row as read: its line (row number for Parquet) and its record, or why it has none.
+NumberedRow = tuple[int, dict[str, Any] | Rejected]
+
+
+def detect_format(path: Path, fmt: str | None = None) -> str:
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise IngestError(f"format {fmt!r} is not supported; use one of {', '.join(FORMATS)}")
+        return fmt
+    for name, suffixes in FORMATS.items():
+        if path.suffix.lower() in suffixes:
+            return name
+    raise IngestError(
+        f"cannot tell the format of {str(path)!r} from its suffix; name it with --format ({', '.join(FORMATS)})"
+    )
+
+
+def read_rows(kind: str, path: Path, parser: RowParser) -> Iterator[NumberedRow]:
+    """Every row of the file at ``path`` in format ``kind`` (see :data:`FORMATS`)."""
+    if kind == "csv":
+        return _read_csv(path, parser)
+    if kind == "jsonl":
+        return _read_jsonl(path, parser)
+    return _read_parquet(path, parser)
+
+
+def _read_csv(path: Path, parser: RowParser) -> Iterator[NumberedRow]:
+    # Invalid UTF-8 becomes lone surrogates, so one bad byte rejects one row, not the file.
+    # utf-8-sig: a byte-order mark (spreadsheet exports) is not part of the first column's name.
+    # strict: a stray quote (`"ab"cd`, or one never closed) is an error for that row, which
+    # becomes a reject; the reader then goes on with the next line.
+    previous_limit = csv.field_size_limit(_CSV_FIELD_LIMIT)
+    try:
+        with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:
+            reader = csv.reader(handle, strict=True)
+            try:
+                header = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                raise IngestError(f"{path}: line 1 (the header) is not valid CSV: {exc}") from None
+            yield from _csv_rows(path, reader, header, parser)
+    finally:
+        csv.field_size_limit(previous_limit)
+
+
+def _csv_rows(path: Path, reader: Any, header: list[str], parser: RowParser) -> Iterator[NumberedRow]:
+    if _SURROGATE.search("".join(header)):
+        raise IngestError(f"{path}: line 1 (the header) is not valid UTF-8")
+    names = [h.strip() for h in header]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise IngestError(f"{path}: the header names {dupes} more than once; each column must be named once")
+    if parser.spec.timestamp_field not in names:
+        raise IngestError(f"{path}: the header has no {parser.spec.timestamp_field!r} column (found {names})")
+    build = parser.compile(names)
+    width = len(names)
+    check_utf8 = not _valid_utf8(path)  # a clean file (the usual case) needs no per-row check
+    line = reader.line_num
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            first, line = line + 1, reader.line_num
+            span = f"line {first}" if line <= first else f"lines {first}-{line}"
+            yield first, Rejected(first, f"malformed CSV ({exc}) in {span}; a stray or unclosed quote?", "")
+            continue
+        first, line = line + 1, reader.line_num  # a quoted field may span lines
+        if not row:
+            yield first, Rejected(first, "empty line", "")
+        elif check_utf8 and _SURROGATE.search(",".join(row)):
+            text = ",".join(row).encode("utf-8", "surrogateescape").decode("latin-1")
+            yield first, Rejected(first, "invalid UTF-8", clip_raw(text))
+        elif row == header:
+            yield first, Rejected(first, "repeated header row", ",".join(row))
+        elif len(row) != width:
+            yield first, Rejected(first, f"has {len(row)} fields, the header has {width}", clip_raw(",".join(row)))
+        else:
+            try:
+                yield first, build(row)
+            except BadRow as bad:
+                yield first, Rejected(first, str(bad), clip_raw(",".join(row)))
+
+
+def _valid_utf8(path: Path) -> bool:
+    """Whether the whole file is valid UTF-8 (decoded in C, in 1 MiB steps)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        with open(path, "rb") as handle:
+            while block := handle.read(1 << 20):
+                decoder.decode(block)
+            decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _read_jsonl(path: Path, parser: RowParser) -> Iterator[NumberedRow]:
+    with open(path, "rb") as handle:
+        for number, blob in enumerate(handle, start=1):
+            try:
+                text = blob.decode("utf-8")
+            except UnicodeDecodeError:
+                yield number, Rejected(number, "invalid UTF-8", blob.decode("latin-1").rstrip("\n"))
+                continue
+            if not text.strip():
+                yield number, Rejected(number, "empty line", "")
+                continue
+            try:
+                value = json.loads(text)
+            except ValueError as exc:
+                yield number, Rejected(number, f"not JSON: {exc}", clip_raw(text.rstrip("\n")))
+                continue
+            if not isinstance(value, dict):
+                yield (
+                    number,
+                    Rejected(number, f"is a JSON {type(value).__name__}, not an object", clip_raw(text.rstrip("\n"))),
+                )
+                continue
+            try:
+                yield number, parser.record(dict(_flatten(value)))
+            except BadRow as bad:
+                yield number, Rejected(number, str(bad), clip_raw(text.rstrip("\n")))
+            except UnicodeEncodeError:
+                yield (
+                    number,
+                    Rejected(number, "text that is not valid Unicode (a lone surrogate)", clip_raw(text.rstrip("\n"))),
+                )
+
+
+def _read_parquet(path: Path, parser: RowParser) -> Iterator[NumberedRow]:
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
+        raise IngestError(f"{path}: not a readable Parquet file ({exc})") from exc
+    number = 0
+    for batch in parquet.iter_batches(batch_size=10_000):
+        for value in batch.to_pylist():
+            number += 1
+            try:
+                yield number, parser.record(dict(_flatten(value)))
+            except BadRow as bad:
+                yield number, Rejected(number, str(bad), clip_raw(json.dumps(value, default=str)))
+
+
+def _flatten(value: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for key, item in value.items():
+        if isinstance(item, dict) and item:
+            yield from _flatten(item, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", item
