@@ -1,0 +1,258 @@
+"""What every ``tsstore`` command shares, written once: where the data is (``--project``,
+``--database``) and how to reach it, which series (``--spec``, ``--collection``), the query
+options, how library errors end a command, and how Ctrl-C does.
+
+Only this module reads the environment (``FIRESTORE_EMULATOR_HOST``, ``GOOGLE_CLOUD_PROJECT``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import shlex
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import click
+
+from tsstore.declaration import load_specs
+from tsstore.errors import TsstoreError
+from tsstore.local import supervisor
+from tsstore.local.emulator import DEFAULT_PROJECT, emulator_client, start_emulator
+from tsstore.read.query import Query
+from tsstore.spec import SeriesSpec
+from tsstore.store import TimeSeriesStore, WriteOptions
+
+EMULATOR_ENV = "FIRESTORE_EMULATOR_HOST"
+#: How fast the commands write to an emulator: no ramp and no production ceiling, since no one
+#: else shares it (a real project gets the default ramped, spec-bounded rate).
+LOCAL_WRITE_OPTIONS = WriteOptions(ramp=False, max_ops_per_second=100_000)
+
+#: A click command callback, before or after the decorators below.
+Command = Callable[..., Any]
+
+
+def library_errors(command: Command) -> Command:
+    """End ``command`` with a clean click error (``Error: <message>``, exit 1) when the library
+    refuses something: :class:`~tsstore.errors.TsstoreError` and every subclass, such as
+    :class:`~tsstore.errors.IngestError`. Goes right below ``@click.command``."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except TsstoreError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+    return run
+
+
+@contextlib.contextmanager
+def connect(*, project: str | None, database: str, ephemeral: bool = False) -> Iterator[tuple[Any, bool]]:
+    """A Firestore client and whether it talks to an emulator.
+
+    With ``FIRESTORE_EMULATOR_HOST`` set or a ``--project`` given, the client goes where
+    those say (google-cloud-firestore reads them itself). Otherwise it goes to the local
+    store (the background emulator of ``tsstore emulator start``, started now if needed),
+    whose data survives restarts; with ``ephemeral`` to a temporary emulator that stops
+    with the command. Either way one line on stderr says where.
+    """
+    from google.cloud import firestore
+
+    emulator_host = os.environ.get(EMULATOR_ENV)
+    if emulator_host or project:
+        if emulator_host and not project:
+            # The same project the local store uses, so both see the same data.
+            project = os.environ.get("GOOGLE_CLOUD_PROJECT") or DEFAULT_PROJECT
+        target = f"emulator at {emulator_host}, project {project}" if emulator_host else f"project {project}"
+        click.echo(f"tsstore: using {target}, database {database}", err=True)
+        running = supervisor.status() if emulator_host else None
+        if running is not None and running.address == emulator_host and project == running.project:
+            supervisor.remember_database(database)  # the local store, reached by address: keep it
+        client = firestore.Client(project=project, database=database)
+        try:
+            yield client, bool(emulator_host)
+        finally:
+            client.close()
+        return
+    if ephemeral:
+        click.echo("tsstore: no FIRESTORE_EMULATOR_HOST or --project: starting a temporary local emulator", err=True)
+        with start_emulator() as emulator:
+            click.echo(f"tsstore: emulator ready at {emulator.address} (pid {emulator.pid})", err=True)
+            client = emulator.client(database=database)
+            try:
+                yield client, True
+            finally:
+                client.close()
+        return
+    store, started = supervisor.start()
+    supervisor.remember_database(database)
+    how = "started" if started else "using"
+    click.echo(
+        f"tsstore: {how} the local store at {store.address} (data in {store.data_dir}; "
+        "`tsstore emulator stop` stops it), database " + database,
+        err=True,
+    )
+    client = emulator_client(store.address, project=store.project, database=database)
+    try:
+        yield client, True
+    finally:
+        client.close()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Database:
+    """Where a command's data is: ``--project`` (``None``: the local store or the emulator
+    ``FIRESTORE_EMULATOR_HOST`` names) and ``--database``."""
+
+    project: str | None
+    name: str
+
+    def connect(self, *, ephemeral: bool = False) -> contextlib.AbstractContextManager[tuple[Any, bool]]:
+        """A client on this database and whether it is an emulator (see :func:`connect`)."""
+        return connect(project=self.project, database=self.name, ephemeral=ephemeral)
+
+    @contextlib.contextmanager
+    def open_store(self, spec: SeriesSpec, *, ephemeral: bool = False) -> Iterator[TimeSeriesStore]:
+        """The store of ``spec`` on this database; on an emulator it writes at
+        :data:`LOCAL_WRITE_OPTIONS`."""
+        with self.connect(ephemeral=ephemeral) as (client, local):
+            options = LOCAL_WRITE_OPTIONS if local else WriteOptions()
+            with TimeSeriesStore(client, spec, write_options=options) as store:
+                yield store
+
+
+_project_option = click.option(
+    "--project", default=None, help="Use this Google Cloud project instead of the local emulator."
+)
+_database_option = click.option("--database", default="(default)", show_default=True)
+_spec_option = click.option(
+    "--spec",
+    "declaration",
+    default="tsstore.demo:SPEC",
+    show_default=True,
+    help="The series declaration (module:NAME or a .toml/.json file).",
+)
+_collection_option = click.option(
+    "--collection", default=None, help="Which declared series, when the declaration holds several."
+)
+
+
+def database_options(command: Command) -> Command:
+    """``--project`` and ``--database``; the command gets them as ``database``, a :class:`Database`."""
+
+    @functools.wraps(command)
+    def run(*args: Any, project: str | None, database: str, **kwargs: Any) -> Any:
+        return command(*args, database=Database(project=project, name=database), **kwargs)
+
+    return _database_option(_project_option(run))
+
+
+def series_options(command: Command) -> Command:
+    """``--spec`` and ``--collection`` (which declared series) and the database options; the
+    command gets ``spec``, the loaded :class:`~tsstore.spec.SeriesSpec`, and ``database``."""
+
+    @functools.wraps(command)
+    def run(*args: Any, declaration: str, collection: str | None, **kwargs: Any) -> Any:
+        return command(*args, spec=pick_spec(declaration, collection=collection), **kwargs)
+
+    return database_options(_collection_option(_spec_option(run)))
+
+
+def pick_spec(declaration: str, *, collection: str | None) -> SeriesSpec:
+    """The series ``collection`` of ``declaration``, or its only one."""
+    specs = load_specs(declaration)
+    if collection is None:
+        if len(specs) > 1:
+            names = ", ".join(s.collection for s in specs)
+            raise TsstoreError(f"{declaration} declares several series ({names}); pick one with --collection")
+        return specs[0]
+    for spec in specs:
+        if spec.collection == collection:
+            return spec
+    raise TsstoreError(
+        f"{declaration} declares no series {collection!r} (declared: {', '.join(s.collection for s in specs)})"
+    )
+
+
+def where_option(*, help: str) -> Callable[[Command], Command]:
+    """``--where FIELD=VALUE``, repeatable; :func:`parse_where` reads what it collects."""
+    return click.option("--where", "where_items", multiple=True, metavar="FIELD=VALUE", help=help)
+
+
+def parse_where(items: tuple[str, ...]) -> dict[str, Any]:
+    """``field=value`` pairs; a field given twice becomes ``in``; values are JSON when they parse
+    as JSON (numbers, true/false, null, "quoted"), else plain strings."""
+    where: dict[str, Any] = {}
+    for item in items:
+        field, sep, raw = item.partition("=")
+        if not sep or not field:
+            raise click.BadParameter(f"{item!r} is not field=value", param_hint="--where")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        if field in where:
+            where[field] = [*where[field], value] if isinstance(where[field], list) else [where[field], value]
+        else:
+            where[field] = value
+    return where
+
+
+def query_options(*, page: bool = False, limit_help: str = "", cursor: bool = False) -> Callable[[Command], Command]:
+    """The query options, turned into one :class:`~tsstore.read.query.Query` the command gets
+    as ``query``: ``--where``, ``--start`` and ``--end`` always; with ``page`` also
+    ``--direction``, ``--limit`` (helped by ``limit_help``) and ``--columns``; with ``cursor``
+    also ``--cursor``. The query holds only the options given here, so a verb that refuses
+    the others (``count``) gets none of them."""
+
+    def decorate(command: Command) -> Command:
+        @functools.wraps(command)
+        def run(*args: Any, where_items: tuple[str, ...], start: str | None, end: str | None, **kwargs: Any) -> Any:
+            fields: dict[str, Any] = {"where": parse_where(where_items), "start": start, "end": end}
+            if page:
+                fields["direction"] = kwargs.pop("direction")
+                fields["limit"] = kwargs.pop("limit")
+                fields["columns"] = parse_columns(kwargs.pop("columns"))
+            if cursor:
+                fields["cursor"] = kwargs.pop("cursor")
+            return command(*args, query=Query(**fields), **kwargs)
+
+        if cursor:
+            run = click.option("--cursor", default=None, help="Continue after the page that printed this cursor.")(run)
+        if page:
+            run = click.option("--columns", default=None, help="Comma-separated fields to read (projection).")(run)
+            run = click.option("--limit", type=click.IntRange(min=1), default=None, help=limit_help)(run)
+            run = click.option("--direction", type=click.Choice(["desc", "asc"]), default="desc", show_default=True)(
+                run
+            )
+        run = click.option("--end", default=None, help="Exclusive end time (ISO-8601 with offset).")(run)
+        run = click.option("--start", default=None, help="Inclusive start time (ISO-8601 with offset).")(run)
+        return where_option(help="Equality filter; repeat a field for 'in'.")(run)
+
+    return decorate
+
+
+def parse_columns(columns: str | None) -> list[str] | None:
+    """``--columns a,b`` as a list of field names (``None``: every field)."""
+    return [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+
+
+def exit_interrupted(advice: str) -> NoReturn:
+    """After Ctrl-C stopped a command that reported what it had done: say on stderr what to do
+    (``advice``) and the command that does it, then exit with 130 (the shell's code for Ctrl-C).
+
+    Writer threads still waiting on a request Firestore has not answered would hold the
+    interpreter's exit for up to a request timeout; what they carry is unconfirmed and already
+    reported, so leave without them."""
+    click.echo(f"interrupted: {advice}:\n  {shlex.join(['tsstore', *sys.argv[1:]])}", err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if any(t.name.startswith("tsstore-write") and t.is_alive() for t in threading.enumerate()):
+        os._exit(130)
+    raise SystemExit(130)

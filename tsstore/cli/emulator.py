@@ -1,0 +1,63 @@
+"""``tsstore emulator``: start, stop and ask about the local store (a background emulator)."""
+
+from __future__ import annotations
+
+import click
+
+from tsstore.cli.common import library_errors
+from tsstore.local import supervisor
+
+
+@click.group("emulator")
+def emulator() -> None:
+    """The local store: a background Firestore emulator that keeps its data.
+
+    \b
+    Example:
+      tsstore emulator start      # data kept in ~/.local/share/tsstore (or $TSSTORE_HOME)
+      tsstore emulator status
+      tsstore emulator stop       # saves the data; the next start restores it
+    """
+
+
+@emulator.command("start")
+@library_errors
+def emulator_start() -> None:
+    """Start the local store in the background (no-op if it runs).
+
+    \b
+    Example:
+      TSSTORE_HOME=~/ticks-store tsstore emulator start
+    """
+    store, started = supervisor.start()
+    verb = "started" if started else "already running"
+    click.echo(f"local store {verb} at {store.address} (pid {store.pid}), data in {store.data_dir}")
+    click.echo(f"  other tools can use it with: export FIRESTORE_EMULATOR_HOST={store.address}")
+
+
+@emulator.command("stop")
+@library_errors
+def emulator_stop() -> None:
+    """Stop the local store, saving its data for the next start.
+
+    \b
+    Example:
+      tsstore emulator stop
+    """
+    stopped = supervisor.stop()
+    click.echo(f"local store stopped; data kept in {stopped.data_dir}" if stopped else "local store is not running")
+
+
+@emulator.command("status")
+def emulator_status() -> None:
+    """Say whether the local store runs, where, and where its data is (exit 3 if not).
+
+    \b
+    Example:
+      tsstore emulator status
+    """
+    store = supervisor.status()
+    if store is None:
+        click.echo(f"local store is not running (home {supervisor.home()})")
+        raise SystemExit(3)
+    click.echo(f"local store running at {store.address} (pid {store.pid}), data in {store.data_dir}")

@@ -1,0 +1,174 @@
+"""Reading and deleting ticks: ``tsstore query``, ``count``, ``explain`` and ``purge``."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import pandas as pd
+from tqdm import tqdm
+
+from tsstore.cli.common import (
+    Command,
+    Database,
+    exit_interrupted,
+    library_errors,
+    parse_where,
+    query_options,
+    series_options,
+    where_option,
+)
+from tsstore.cli.output import write_frames
+from tsstore.errors import Interrupted, TsstoreError
+from tsstore.frames import frames as frames_of
+from tsstore.frames import ticks_to_frame
+from tsstore.read.cost import ReadStats
+from tsstore.read.explain import explain as explain_plan
+from tsstore.read.plan import plan_query
+from tsstore.read.query import Query
+from tsstore.spec import SeriesSpec
+
+OUTPUT_FORMATS = ("table", "csv", "jsonl", "parquet")
+
+stats_option = click.option(
+    "--stats",
+    "show_stats",
+    is_flag=True,
+    help="Print what it cost on stderr: documents read, queries, round trips, chunks, billed reads.",
+)
+
+
+def _parquet_needs_output(command: Command) -> Command:
+    """Refuse ``--format parquet`` without ``--output`` first, before the spec is loaded."""
+
+    @functools.wraps(command)
+    def run(**options: Any) -> Any:
+        if options["fmt"] == "parquet" and options["output"] is None:
+            raise click.UsageError("--format parquet needs --output FILE")
+        return command(**options)
+
+    return run
+
+
+@click.command("query")
+@library_errors
+@_parquet_needs_output
+@series_options
+@query_options(page=True, limit_help="At most this many rows (then a cursor).", cursor=True)
+@click.option("--format", "fmt", type=click.Choice(OUTPUT_FORMATS), default="table", show_default=True)
+@click.option(
+    "--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None, help="File (default: stdout)."
+)
+@stats_option
+def query_ticks(
+    *, spec: SeriesSpec, database: Database, query: Query, fmt: str, output: Path | None, show_stats: bool
+) -> None:
+    """Query ticks and print them as a table, or write CSV, JSON Lines or Parquet.
+
+    With --limit, a following page is announced on stderr with its --cursor. Without it,
+    every match is streamed out frame by frame.
+
+    \b
+    Example:
+      tsstore query --where exchange=EXCHG1 --limit 20 --stats
+      tsstore query --start 2019-01-02T09:00:00Z --end 2019-01-02T10:00:00Z --format parquet -o hour.parquet
+    """
+    with database.open_store(spec) as store:
+        if query.limit is not None:
+            page = store.query(query)
+            frames: Iterator[pd.DataFrame] = iter([ticks_to_frame(spec, page)])
+            next_cursor, stats = page.cursor, page.stats
+        else:
+            if query.cursor is not None:
+                raise TsstoreError("--cursor continues a page: give --limit too")
+            ticks = store.iter_ticks(query)
+            frames, next_cursor, stats = frames_of(spec, ticks, rows=10_000), None, ticks.stats
+        rows = write_frames(frames, fmt=fmt, output=output)
+    if output is not None:
+        click.echo(f"wrote {rows} row(s) to {output}", err=True)
+    if next_cursor:
+        click.echo(f"more rows follow: add --cursor {next_cursor}", err=True)
+    if show_stats:
+        click.echo(f"cost: {stats.describe()}", err=True)
+
+
+@click.command("count")
+@library_errors
+@series_options
+@query_options()
+@stats_option
+def count(*, spec: SeriesSpec, database: Database, query: Query, show_stats: bool) -> None:
+    """Count the ticks that match, with count() aggregations over the shard chunks.
+
+    \b
+    Example:
+      tsstore count --spec myapp.schema:TICKS --where exchange=EXCHG1 --start 2024-01-02T00:00:00Z --stats
+    """
+    stats = ReadStats()
+    with database.open_store(spec) as store:
+        click.echo(store.count(query, stats=stats))
+    if show_stats:
+        click.echo(f"cost: {stats.describe()}", err=True)
+
+
+@click.command("explain")
+@library_errors
+@series_options
+@query_options(page=True, limit_help="The page size to cost.")
+def explain(*, spec: SeriesSpec, database: Database, query: Query) -> None:
+    """Show what a query would send and cost, without running it: its chunk queries, the
+    composite index that serves them, and the documents a page reads lean and eager.
+
+    \b
+    Example:
+      tsstore explain --spec myapp.schema:TICKS --where symbol=AAA --where symbol=BBB --limit 100
+    """
+    del database  # accepted like every data command's; explain touches no database
+    click.echo(explain_plan(plan_query(spec, query)).describe())
+
+
+@click.command("purge")
+@library_errors
+@series_options
+@click.option("--before", default=None, help="Delete ticks older than this time (exclusive).")
+@click.option("--start", default=None, help="Or: inclusive start of the range to delete.")
+@click.option("--end", default=None, help="Or: exclusive end of the range to delete.")
+@where_option(help="Only ticks matching this filter.")
+@click.option("--dry-run", is_flag=True, help="Only count what would be deleted.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def purge(
+    *,
+    spec: SeriesSpec,
+    database: Database,
+    before: str | None,
+    start: str | None,
+    end: str | None,
+    where_items: tuple[str, ...],
+    dry_run: bool,
+    yes: bool,
+) -> None:
+    """Delete old ticks (retention) at a bounded, ramped rate, with progress.
+
+    \b
+    Example:
+      tsstore purge --spec myapp.schema:TICKS --before 2024-01-01T00:00:00Z --dry-run
+      tsstore purge --spec myapp.schema:TICKS --before 2024-01-01T00:00:00Z --yes
+    """
+    where = parse_where(where_items)
+    try:
+        with database.open_store(spec) as store:
+            counted = store.purge(dry_run=True, before=before, start=start, end=end, where=where)
+            if dry_run:
+                click.echo(f"dry run: {counted.matched} tick(s) would be deleted")
+                return
+            if counted.matched and not yes:
+                click.confirm(f"delete {counted.matched} tick(s) from {spec.collection!r}?", abort=True)
+            with tqdm(total=counted.matched, unit="tick", desc="deleting", dynamic_ncols=True) as bar:
+                result = store.purge(before=before, start=start, end=end, where=where, on_progress=bar.update)
+            click.echo(f"deleted {result.deleted} tick(s)")
+    except Interrupted as stop:
+        click.echo(f"deleted {stop.partial.deleted} tick(s) before the interrupt")  # type: ignore[attr-defined]
+        exit_interrupted("run the same command to delete the rest")
