@@ -212,10 +212,8 @@ class AsyncTimeSeriesStore(StoreBase):
     async def _page(
         self, plan: QueryPlan, *, after: Position | None, rows: int, read_time: dt.datetime | None, stats: ReadStats
     ) -> list[Tick]:
-        fetch = self._fetcher(plan)
-        return await aread_page(
-            plan, fetch=fetch, rows=rows, after=after, read_time=read_time, stats=stats, lean=self._lean
-        )
+        rounds = self._page_rounds(plan, after=after, rows=rows, read_time=read_time, stats=stats)
+        return await aread_page(rounds, fetch=self._fetcher(plan))
 
     def _fetcher(self, plan: QueryPlan) -> AsyncFetch:
         async def fetch(

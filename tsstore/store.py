@@ -315,10 +315,8 @@ class TimeSeriesStore(StoreBase):
     def _page(
         self, plan: QueryPlan, *, after: Position | None, rows: int, read_time: dt.datetime | None, stats: ReadStats
     ) -> list[Tick]:
-        fetch, pool = self._fetcher(plan), self._pool
-        return read_page(
-            plan, fetch=fetch, pool=pool, rows=rows, after=after, read_time=read_time, stats=stats, lean=self._lean
-        )
+        rounds = self._page_rounds(plan, after=after, rows=rows, read_time=read_time, stats=stats)
+        return read_page(rounds, fetch=self._fetcher(plan), pool=self._pool)
 
     def _snapshot(self, plan: QueryPlan, stats: ReadStats) -> dt.datetime | None:
         """One snapshot for every chunk: the caller's, or the server's time now (the client's

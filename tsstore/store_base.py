@@ -4,6 +4,7 @@ transport: :mod:`tsstore.store` threads, :mod:`tsstore.aio` an event loop."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -15,6 +16,8 @@ from tsstore.errors import ConfigError, Interrupted, QueryError, RecordError, Wr
 from tsstore.frames import frame_to_records
 from tsstore.limits import RAMP_START_OPS_PER_SECOND
 from tsstore.read.chunks import chunk_query
+from tsstore.read.cost import ReadStats
+from tsstore.read.engine import PageRounds, Position
 from tsstore.read.explain import Explanation, explain
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query, Where
@@ -165,6 +168,12 @@ class StoreBase:
         for inspecting what tsstore asks of Firestore, e.g. which index serves it."""
         size = self._page_size if plan.limit is None else min(plan.limit + 1, self._page_size)
         return [chunk_query(self._collection, plan, chunk, None, size) for chunk in plan.chunks]
+
+    def _page_rounds(
+        self, plan: QueryPlan, *, after: Position | None, rows: int, read_time: dt.datetime | None, stats: ReadStats
+    ) -> PageRounds:
+        """The rounds of one page of ``plan``, lean unless the store was made ``lean=False``."""
+        return PageRounds(plan, rows=rows, after=after, read_time=read_time, stats=stats, lean=self._lean)
 
     def _write_job(
         self,

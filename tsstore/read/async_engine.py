@@ -16,44 +16,21 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 
-from tsstore.read.cost import ReadStats
-from tsstore.read.engine import RENEW, Chunk, ChunkCursor, PageRounds, Position, Request, reraise_expired
+from tsstore.read.engine import RENEW, Chunk, ChunkCursor, PageRounds, Position, reraise_expired
 from tsstore.read.plan import QueryPlan
 from tsstore.ticks import Tick, sort_key
 
 AsyncFetch = Callable[[Chunk, Position | None, int | None, dt.datetime | None], Awaitable[AsyncIterator[Tick]]]
 
 
-async def aread_page(
-    plan: QueryPlan,
-    *,
-    fetch: AsyncFetch,
-    rows: int,
-    after: Position | None,
-    read_time: dt.datetime | None,
-    stats: ReadStats,
-    lean: bool = True,
-) -> list[Tick]:
-    """:class:`~tsstore.read.engine.PageRounds` with each round's chunk queries gathered."""
-    rounds = PageRounds.of(plan, rows=rows, after=after, stats=stats, lean=lean)
-    requests = rounds.first()
-    try:
-        while requests:
-            requests = rounds.feed(await _round(fetch, requests, read_time, stats))
-    except gexc.FailedPrecondition as exc:
-        reraise_expired(plan, exc, returned=0, last=None, read_time=read_time)
-    stats.refills += rounds.refills
+async def aread_page(rounds: PageRounds, *, fetch: AsyncFetch) -> list[Tick]:
+    """A page's rounds on the event loop: each cursor's chunk stream read to its end, a
+    round's cursors gathered."""
+    with rounds.expiry():
+        cursors = rounds.first()
+        while cursors:
+            cursors = rounds.feed(await asyncio.gather(*(_collect(chunk_ticks(fetch, c)) for c in cursors)))
     return rounds.result()
-
-
-async def _round(
-    fetch: AsyncFetch, requests: Sequence[Request], read_time: dt.datetime | None, stats: ReadStats
-) -> list[list[Tick]]:
-    stats.waited()
-    cursors = [
-        ChunkCursor(chunk, after=after, limit=ask, read_time=read_time, stats=stats) for chunk, after, ask in requests
-    ]
-    return list(await asyncio.gather(*(_collect(chunk_ticks(fetch, c)) for c in cursors)))
 
 
 async def _collect(ticks: AsyncIterator[Tick]) -> list[Tick]:

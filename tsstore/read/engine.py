@@ -6,8 +6,9 @@ to resume after, ``limit`` ``None`` for no limit. Everything else is here:
 
 - :class:`PageRounds`: the first ``rows`` ticks of the merge, exact: lean asks first, up
   to LEAN_REFILLS lean refills, then one refill of all that may still be missing
-  (:mod:`tsstore.read.cost`). It only decides what each round asks; :func:`read_page`
-  runs the rounds on a thread pool, :mod:`tsstore.read.async_engine` on an event loop.
+  (:mod:`tsstore.read.cost`). It only decides what each round reads, as chunk cursors;
+  :func:`read_page` runs the rounds on a thread pool, :mod:`tsstore.read.async_engine` on
+  an event loop.
 - :class:`ChunkCursor`: where one chunk's stream stands and what to do when it breaks
   (resume after its last tick on a transient error; continue at a newer snapshot when the
   one it reads at expires and the caller did not fix ``read_time``).
@@ -19,6 +20,7 @@ to resume after, ``limit`` ``None`` for no limit. Everything else is here:
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -52,42 +54,42 @@ def snapshot_expired(exc: BaseException) -> bool:
     return isinstance(exc, gexc.FailedPrecondition) and "read_time" in str(exc)
 
 
-#: One chunk request of a page round: the chunk, where to continue, how many to ask for.
-Request = tuple[Chunk, Position | None, int]
-
-
 class PageRounds:
-    """The rounds of one page, without I/O: :meth:`first` and :meth:`feed` say what to ask
-    next (an empty list once the page is complete), :meth:`result` gives the page.
+    """The rounds of one page of ``plan``, without I/O: :meth:`first` and :meth:`feed` give
+    the chunk cursors to read to their end next (none once the page is complete),
+    :meth:`result` gives the page. Every cursor reads at ``read_time`` and counts into
+    ``stats``, and so does each round (one round trip) and refill.
 
     The page is exactly what asking every chunk for ``rows`` would give (which
     ``lean=False`` does: one round, about chunks × rows documents), for about ``rows``
     documents read."""
 
     def __init__(
-        self, *, chunks: Sequence[Chunk], rows: int, after: Position | None, descending: bool, lean: bool = True
+        self,
+        plan: QueryPlan,
+        *,
+        rows: int,
+        after: Position | None,
+        read_time: dt.datetime | None,
+        stats: ReadStats,
+        lean: bool = True,
     ) -> None:
-        self._chunks, self._rows, self._descending = list(chunks), rows, descending
-        self._sizes = [len(c) for c in chunks]
-        self._asks = lean_asks(rows, self._sizes) if lean else [rows] * len(chunks)
+        self._plan, self._rows, self._read_time, self._stats = plan, rows, read_time, stats
+        self._chunks = list(plan.chunks)
+        self._sizes = [len(c) for c in self._chunks]
+        self._asks = lean_asks(rows, self._sizes) if lean else [rows] * len(self._chunks)
         self._after = after
         self._lists: list[list[Tick]] = []
         self._todo: list[int] = []
         self._needed: list[int] = []
         self._refill = 0
-        self.refills = 0
+        stats.chunks = len(self._chunks)
 
-    @classmethod
-    def of(cls, plan: QueryPlan, *, rows: int, after: Position | None, stats: ReadStats, lean: bool) -> PageRounds:
-        """The rounds of a page of ``plan`` (and its chunk count in ``stats``)."""
-        stats.chunks = len(plan.chunks)
-        return cls(chunks=plan.chunks, rows=rows, after=after, descending=plan.descending, lean=lean)
+    def first(self) -> list[ChunkCursor]:
+        return self._round([(c, self._after, a) for c, a in zip(self._chunks, self._asks)])
 
-    def first(self) -> list[Request]:
-        return [(c, self._after, a) for c, a in zip(self._chunks, self._asks)]
-
-    def feed(self, results: list[list[Tick]]) -> list[Request]:
-        """Take the answers to the last requests; return the next ones."""
+    def feed(self, results: Sequence[list[Tick]]) -> list[ChunkCursor]:
+        """Take the ticks the last cursors returned, in their order; return the next cursors."""
         if not self._lists:
             self._lists = [list(r) for r in results]
         else:
@@ -100,60 +102,50 @@ class PageRounds:
         if self._refill > LEAN_REFILLS:
             return []
         lists = self._lists
-        order = {tick.id: pos for pos, tick in enumerate(merge_streams(lists, descending=self._descending))}
+        order = {tick.id: pos for pos, tick in enumerate(merge_streams(lists, descending=self._plan.descending))}
         ranks = [None if len(got) < ask else order[got[-1].id] + 1 for got, ask in zip(lists, self._asks)]
         needed = refill_asks(self._rows, ranks)  # enough to be exact; lean rounds ask less
         self._todo = [i for i, more in enumerate(needed) if more]
         if self._refill < LEAN_REFILLS:
             needed = lean_refills(needed, self._sizes)
         self._needed, self._refill = needed, self._refill + 1
-        self.refills += len(self._todo)
-        return [(self._chunks[i], (lists[i][-1].timestamp, lists[i][-1].id), needed[i]) for i in self._todo]
+        self._stats.refills += len(self._todo)
+        return self._round(
+            [(self._chunks[i], (lists[i][-1].timestamp, lists[i][-1].id), needed[i]) for i in self._todo]
+        )
 
     def result(self) -> list[Tick]:
-        return list(take(merge_streams(self._lists, descending=self._descending), self._rows))
+        return list(take(merge_streams(self._lists, descending=self._plan.descending), self._rows))
+
+    @contextlib.contextmanager
+    def expiry(self) -> Iterator[None]:
+        """Turn the refusal of an expired snapshot while the rounds run into a named error."""
+        try:
+            yield
+        except gexc.FailedPrecondition as exc:
+            reraise_expired(self._plan, exc, returned=0, last=None, read_time=self._read_time)
+
+    def _round(self, requests: list[tuple[Chunk, Position | None, int]]) -> list[ChunkCursor]:
+        """One cursor per request (chunk, where to continue, how many); a non-empty round is
+        one round trip of waiting, its queries concurrent."""
+        if requests:
+            self._stats.waited()
+        stats, read_time = self._stats, self._read_time
+        return [
+            ChunkCursor(chunk, after=after, limit=ask, read_time=read_time, stats=stats)
+            for chunk, after, ask in requests
+        ]
 
 
-def read_page(
-    plan: QueryPlan,
-    *,
-    fetch: Fetch,
-    pool: Executor,
-    rows: int,
-    after: Position | None,
-    read_time: dt.datetime | None,
-    stats: ReadStats,
-    lean: bool = True,
-) -> list[Tick]:
-    """:class:`PageRounds` run on ``pool``: each round's chunk queries concurrently."""
-    rounds = PageRounds.of(plan, rows=rows, after=after, stats=stats, lean=lean)
-    requests = rounds.first()
-    try:
-        while requests:
-            requests = rounds.feed(_round(pool, fetch, requests, read_time, stats))
-    except gexc.FailedPrecondition as exc:
-        reraise_expired(plan, exc, returned=0, last=None, read_time=read_time)
-    stats.refills += rounds.refills
+def read_page(rounds: PageRounds, *, fetch: Fetch, pool: Executor) -> list[Tick]:
+    """A page's rounds run on ``pool``: each cursor a limited :class:`ChunkStream` read to its
+    end (resumed after its last tick on transient errors), a round's cursors concurrently."""
+    with rounds.expiry():
+        cursors = rounds.first()
+        while cursors:
+            futures = [pool.submit(list, ChunkStream(fetch, cursor)) for cursor in cursors]
+            cursors = rounds.feed([future.result() for future in futures])
     return rounds.result()
-
-
-def _round(
-    pool: Executor,
-    fetch: Fetch,
-    requests: Sequence[Request],
-    read_time: dt.datetime | None,
-    stats: ReadStats,
-) -> list[list[Tick]]:
-    """Fetch every request concurrently: one round trip of waiting."""
-    # A limited ChunkStream read to its end: resumed after its last tick on transient errors.
-    futures = [
-        pool.submit(
-            list, ChunkStream(fetch, ChunkCursor(chunk, after=after, limit=ask, read_time=read_time, stats=stats))
-        )
-        for chunk, after, ask in requests
-    ]
-    stats.waited()
-    return [future.result() for future in futures]
 
 
 #: What :meth:`ChunkCursor.failed` tells the stream to do: open again after a pause of
