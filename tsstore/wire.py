@@ -15,8 +15,9 @@ internals change shape (:func:`fast_path_problems` says why, and the suite fails
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,11 +41,11 @@ def stream_ticks(
     request now, so queries started one after another are in flight together."""
     if fast:
         try:
-            prepared = _prepare(query, read_time)
+            call, client, expected_prefix = _run_query(query, read_time)
         except (AttributeError, TypeError, ValueError) as exc:  # client internals changed
             log.warning("tsstore fast query path unavailable (%s); using query.stream()", exc)
         else:
-            return _decode_responses(*prepared, timestamp_field=timestamp_field)
+            return _decode_responses(call(), client, expected_prefix, timestamp_field=timestamp_field)
     return _public_stream(query, timestamp_field=timestamp_field, read_time=read_time)
 
 
@@ -55,15 +56,16 @@ def _public_stream(query: BaseQuery, *, timestamp_field: str, read_time: dt.date
         yield Tick(snap.id, _plain_time(get_path(data, timestamp_field.split("."))), data)
 
 
-def _prepare(query: BaseQuery, read_time: dt.datetime | None) -> tuple[Any, Any, str]:
+def _run_query(query: BaseQuery, read_time: dt.datetime | None) -> tuple[Callable[[], Any], Any, str]:
+    """The RunQuery call for ``query`` on the client's GAPIC API (not made yet: only looked
+    up), the client, and the prefix of the result documents' names."""
     client = query._client
     request, expected_prefix, kwargs = query._prep_stream(  # type: ignore[attr-defined]
         transaction=None, retry=None, timeout=None, explain_options=None, read_time=read_time
     )
-    run_query = client._firestore_api.run_query
-    metadata = client._rpc_metadata
-    # Everything above only looks things up; the call below is the RPC, and its errors are Firestore's.
-    return run_query(request=request, metadata=metadata, **kwargs), client, expected_prefix
+    api = client._firestore_api
+    call = functools.partial(api.run_query, request=request, metadata=client._rpc_metadata, **kwargs)
+    return call, client, expected_prefix
 
 
 def fast_path_problems(client: Any) -> list[str]:
@@ -111,12 +113,8 @@ async def astream_ticks(
 ) -> AsyncIterator[Tick]:
     """:func:`stream_ticks` for an ``AsyncClient``'s query (the fast path only: it is the
     same request on the client's async GAPIC transport). The request is sent when awaited."""
-    client = query._client
-    request, expected_prefix, kwargs = query._prep_stream(  # type: ignore[attr-defined]
-        transaction=None, retry=None, timeout=None, explain_options=None, read_time=read_time
-    )
-    responses = await client._firestore_api.run_query(request=request, metadata=client._rpc_metadata, **kwargs)
-    return _adecode_responses(responses, _Decoder(client, expected_prefix, timestamp_field))
+    call, client, expected_prefix = _run_query(query, read_time)
+    return _adecode_responses(await call(), _Decoder(client, expected_prefix, timestamp_field))
 
 
 async def _adecode_responses(responses: Any, decode: _Decoder) -> AsyncIterator[Tick]:
