@@ -16,7 +16,7 @@ import pytest
 from google.cloud import firestore
 
 from tests.conftest import firebase_validate
-from tsstore import QueryError, QueryShape, SeriesSpec, SpecError, TimeSeriesStore, WriteOptions
+from tsstore import Query, QueryError, QueryShape, SeriesSpec, SpecError, TimeSeriesStore, WriteOptions
 from tsstore.indexes.build import generate, render
 from tsstore.local.synthetic import trading_day
 
@@ -96,7 +96,9 @@ def test_purge_removes_exactly_the_ticks_before_the_cutoff(client: firestore.Cli
     # a filtered range purge takes only what matches
     start, end = cutoff + dt.timedelta(hours=1), cutoff + dt.timedelta(hours=2)
     hit = {i for i, r in remaining.items() if start <= r["timestamp"] < end and r["exchange"] == "EXCHG1"}
-    assert store.purge(start=start, end=end, where={"exchange": "EXCHG1"}).deleted == len(hit) > 0
+    bounds = Query(start=start, end=end, where={"exchange": "EXCHG1"})
+    assert store.purge(bounds, dry_run=True).matched == len(hit) > 0
+    assert store.purge(bounds).deleted == len(hit)
     assert set(stored_rows(client, collection_name)) == set(remaining) - hit
 
 
@@ -109,6 +111,10 @@ def test_purge_needs_a_bound(client: firestore.Client, collection_name: str) -> 
         store.purge(where={"exchange": "EXCHG1"})
     with pytest.raises(QueryError, match="either before or end"):
         store.purge(before=OPEN, end=OPEN)
+    with pytest.raises(QueryError, match=r"unknown purge option\(s\) after; allowed: before, dry_run, end"):
+        store.purge(after=OPEN)
+    with pytest.raises(QueryError, match="purge does not take limit"):
+        store.purge(Query(limit=5), before=OPEN)
     assert len(stored_rows(client, collection_name)) == 20
 
 

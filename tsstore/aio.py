@@ -27,7 +27,7 @@ from tsstore.read.cost import ReadStats
 from tsstore.read.cursor import decode_cursor
 from tsstore.read.engine import ChunkCursor, Position, chunk_cursors, finish_page
 from tsstore.read.plan import QueryPlan
-from tsstore.read.query import Query, Where
+from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
 from tsstore.store_base import (
     _CLOCK_PROBE_ID,
@@ -85,23 +85,14 @@ class AsyncTimeSeriesStore(StoreBase):
         self._loop = asyncio.get_running_loop()
         return await asyncio.to_thread(lambda: self._write_job(records, **options).run())
 
-    async def purge(
-        self,
-        *,
-        before: object = None,
-        start: object = None,
-        end: object = None,
-        where: Where = None,
-        dry_run: bool = False,
-        on_progress: Callable[[int], None] | None = None,
-    ) -> PurgeResult:
+    async def purge(self, query: Query | None = None, /, **options: Any) -> PurgeResult:
         """:meth:`TimeSeriesStore.purge <tsstore.store.TimeSeriesStore.purge>`, awaited."""
-        plan, (where, start, end) = self._purge_plan(before=before, start=start, end=end, where=where)
-        matched = await self.count(where=where, start=start, end=end)
-        if dry_run:
+        request = self._purge_request(query, options)
+        plan, matched = request.plan, await self.count(request.bounds)
+        if request.dry_run:
             return PurgeResult(matched=matched, deleted=0, dry_run=True)
         loop = self._loop = asyncio.get_running_loop()
-        sender = self._sender(on_progress=on_progress)
+        sender = self._sender(on_progress=request.on_progress)
 
         async def doomed() -> AsyncIterator[PreparedDoc]:
             fetch, stats = self._fetcher(plan), ReadStats()

@@ -38,14 +38,13 @@ from tsstore.read.engine import (
 )
 from tsstore.read.merge import merge_streams, take
 from tsstore.read.plan import QueryPlan
-from tsstore.read.query import Query, Where
+from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
 from tsstore.store_base import (
     _CLOCK_PROBE_ID,
     COUNT_OPTIONS,
     COUNTERS_SUFFIX,
     DEFAULT_PAGE_SIZE,
-    ProgressCallback,
     PurgeResult,
     StoreBase,
     WriteOptions,
@@ -216,27 +215,20 @@ class TimeSeriesStore(StoreBase):
 
     # ------------------------------------------------------------------ retention
 
-    def purge(
-        self,
-        *,
-        before: object = None,
-        start: object = None,
-        end: object = None,
-        where: Where = None,
-        dry_run: bool = False,
-        on_progress: ProgressCallback | None = None,
-    ) -> PurgeResult:
-        """Delete the ticks before ``before`` (or in ``[start, end)``), optionally filtered.
+    def purge(self, query: Query | None = None, /, **options: Any) -> PurgeResult:
+        """Delete the ticks before ``before`` (or in ``[start, end)``), optionally filtered by
+        ``where``; ``dry_run=True`` only counts, ``on_progress`` is called with each batch's
+        size. The bounds may come as a :class:`~tsstore.read.query.Query` (where, start, end).
 
         Each shard chunk is read oldest first as one stream (ids and timestamps only, resumed
         after its last tick if it breaks off, at no shared snapshot), and its ticks are deleted
-        with the writer's bulk batches at its bounded, ramped rate. ``dry_run`` only counts. A
-        purge needs at least one time bound."""
-        plan, (where, start, end) = self._purge_plan(before=before, start=start, end=end, where=where)
-        matched = self.count(where=where, start=start, end=end)
-        if dry_run:
+        with the writer's bulk batches at its bounded, ramped rate. A purge needs at least one
+        time bound."""
+        request = self._purge_request(query, options)
+        plan, matched = request.plan, self.count(request.bounds)
+        if request.dry_run:
             return PurgeResult(matched=matched, deleted=0, dry_run=True)
-        sender = self._sender(on_progress=on_progress)
+        sender = self._sender(on_progress=request.on_progress)
 
         def doomed() -> Iterator[PreparedDoc]:
             # No shared snapshot: each chunk is one stream at its own time, resumed after its

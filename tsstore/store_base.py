@@ -20,7 +20,7 @@ from tsstore.read.cost import ReadStats
 from tsstore.read.engine import PageRounds, Position
 from tsstore.read.explain import Explanation, explain
 from tsstore.read.plan import QueryPlan, plan_query
-from tsstore.read.query import Query, Where
+from tsstore.read.query import Query
 from tsstore.spec import Direction, SeriesSpec
 from tsstore.times import NaivePolicy
 from tsstore.wire import Stored, WriteOp, WriteStatus
@@ -42,6 +42,9 @@ _CLOCK_PROBE_ID = "tsstore-read-time-probe"
 COUNT_OPTIONS = ("where", "start", "end", "read_time")
 
 ProgressCallback = Callable[[int], None]
+
+#: The options purge takes: a time bound, filters, and how to run.
+PURGE_OPTIONS = frozenset({"before", "start", "end", "where", "dry_run", "on_progress"})
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,16 @@ class PurgeResult:
     matched: int
     deleted: int
     dry_run: bool
+
+
+@dataclass(frozen=True)
+class PurgeRequest:
+    """A checked purge: its read plan, the bounds it counts with, and how to run it."""
+
+    plan: QueryPlan
+    bounds: Query
+    dry_run: bool
+    on_progress: ProgressCallback | None
 
 
 @dataclass(frozen=True)
@@ -220,21 +233,28 @@ class StoreBase:
 
         return _Job(sender, docs, result, "write")
 
-    def _purge_plan(
-        self, *, before: object, start: object, end: object, where: Where
-    ) -> tuple[QueryPlan, tuple[Any, Any, Any]]:
-        """The plan of a purge and its (where, start, end); see :meth:`purge`."""
+    def _purge_request(self, query: Query | None, options: Mapping[str, Any]) -> PurgeRequest:
+        """Check a purge's options (see :meth:`TimeSeriesStore.purge
+        <tsstore.store.TimeSeriesStore.purge>`) and plan its reads."""
+        unknown = sorted(set(options) - PURGE_OPTIONS)
+        if unknown:
+            allowed = ", ".join(sorted(PURGE_OPTIONS))
+            raise QueryError(f"unknown purge option(s) {', '.join(unknown)}; allowed: {allowed}")
+        options = dict(options)
+        before, dry_run, on_progress = (options.pop(k, None) for k in ("before", "dry_run", "on_progress"))
+        bounds = Query.of(query, options)
+        bounds.only(("where", "start", "end"), "purge")
         if before is not None:
-            if end is not None:
+            if bounds.end is not None:
                 raise QueryError("give either before or end, not both (before is end)")
-            end = before
-        if start is None and end is None:
+            bounds = bounds.replace(end=before)
+        if bounds.start is None and bounds.end is None:
             raise QueryError("purge needs a time bound: before=, or start=/end=; refusing to delete everything")
         try:  # oldest first where an index for it is declared; the order is only cosmetic here
-            plan = self.plan(where=where, start=start, end=end, direction=Direction.ASC, columns=())
+            plan = self.plan(bounds, direction=Direction.ASC, columns=())
         except QueryError:
-            plan = self.plan(where=where, start=start, end=end, direction=Direction.DESC, columns=())
-        return plan, (where, start, end)
+            plan = self.plan(bounds, direction=Direction.DESC, columns=())
+        return PurgeRequest(plan, bounds, bool(dry_run), on_progress)
 
     def _sender(self, *, on_duplicate: DuplicatePolicy = "keep", **callbacks: Any) -> BulkSender:
         send, lookup = self._transport()
