@@ -25,11 +25,14 @@ def emulator(*, max_heap: str | None = None) -> Emulator:
     return emu
 
 
-def measure(methods: dict[str, Callable[[], Any]], *, repeats: int) -> dict[str, dict[str, float]]:
-    """Median wall and client-CPU seconds per method, repetitions interleaved."""
+def measure(
+    methods: dict[str, Callable[[], Any]], *, repeats: int, warm_up: bool = True
+) -> dict[str, dict[str, float]]:
+    """Median wall and client-CPU seconds per method, repetitions interleaved (after one
+    warm-up run each, unless the caller ran them already)."""
     wall: dict[str, list[float]] = {name: [] for name in methods}
     cpu: dict[str, list[float]] = {name: [] for name in methods}
-    for fn in methods.values():  # warm-up: connections, caches, JIT in the emulator
+    for fn in methods.values() if warm_up else ():  # connections, caches, JIT in the emulator
         fn()
     for _ in range(repeats):
         for name, fn in methods.items():

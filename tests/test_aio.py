@@ -99,6 +99,28 @@ def test_fifty_concurrent_async_queries_share_one_loop_without_a_thread_each(
         assert [t.id for t in page] == [t.id for t in store.query(where=where, limit=20)]
 
 
+def test_a_gate_of_one_query_still_merges_every_chunk_and_serves_concurrent_callers(
+    skewed: dict[str, Any], tsstore_emulator: Any
+) -> None:
+    store: TimeSeriesStore = skewed["store"]
+    client = tsstore_emulator.async_client(database=store.client._database)
+    gated = AsyncTimeSeriesStore(client, SPEC, page_size=50, max_concurrency=1)
+    where = {"symbol": ["AAA", "TWO", "HOT"]}  # 4 chunks: the merge holds 4 streams open at once
+    want = brute_force(skewed["ticks"], ["AAA", "TWO", "HOT"], True)
+
+    async def run() -> tuple[list[Tick], list[Any]]:
+        streamed = [t async for t in gated.iter_ticks(where=where, limit=len(want))]  # above page_size: streams
+        pages = await asyncio.gather(*(gated.query(where=where, limit=5 + i) for i in range(6)))
+        return streamed, pages
+
+    streamed, pages = asyncio.run(asyncio.wait_for(run(), timeout=120))
+    assert len(gated.plan(where=where).chunks) == 4
+    assert [t.id for t in streamed] == [t.id for t in want]
+    assert [[t.id for t in page] for page in pages] == [[t.id for t in want[: 5 + i]] for i in range(6)]
+    with pytest.raises(ConfigError, match="max_concurrency must be at least 1, got 0"):
+        AsyncTimeSeriesStore(client, SPEC, max_concurrency=0)
+
+
 def test_async_write_and_purge_account_like_the_sync_store(tsstore_emulator: Any) -> None:
     spec = SeriesSpec("aw", shards=["a", "b", "c"], key_fields=["symbol"])
     database = f"aio-{random.randrange(10**9)}"

@@ -32,6 +32,7 @@ from tsstore.spec import SeriesSpec
 from tsstore.store_base import (
     _CLOCK_PROBE_ID,
     COUNT_OPTIONS,
+    DEFAULT_CONCURRENCY,
     DEFAULT_PAGE_SIZE,
     PurgeResult,
     StoreBase,
@@ -66,6 +67,7 @@ class AsyncTimeSeriesStore(StoreBase):
         write_options: WriteOptions = WriteOptions(),
         page_size: int = DEFAULT_PAGE_SIZE,
         lean: bool = True,
+        max_concurrency: int = DEFAULT_CONCURRENCY,
     ) -> None:
         super().__init__(spec, write_options=write_options, page_size=page_size, lean=lean)
         if spec.count_by:
@@ -76,6 +78,12 @@ class AsyncTimeSeriesStore(StoreBase):
         self.client = client
         self._collection = client.collection(spec.collection)
         self._loop: asyncio.AbstractEventLoop | None = None
+        if max_concurrency < 1:
+            raise ConfigError(f"max_concurrency must be at least 1, got {max_concurrency!r}")
+        # Held from sending a query until its first response (the emulator computes a whole
+        # query before answering), not while the caller consumes the stream: a merge keeps
+        # every chunk's stream open at once, and must not wait on itself.
+        self._gate = asyncio.Semaphore(max_concurrency)
 
     # ------------------------------------------------------------------ writing
 
@@ -154,7 +162,8 @@ class AsyncTimeSeriesStore(StoreBase):
 
         async def count_chunk(chunk: tuple[str, ...]) -> int:
             query: Any = chunk_query(self._collection, plan, chunk, None, None)
-            [[result]] = await query.count().get(read_time=snapshot)
+            async with self._gate:
+                [[result]] = await query.count().get(read_time=snapshot)
             counted = int(result.value)
             cost.aggregation_done(counted)
             return counted
@@ -211,7 +220,8 @@ class AsyncTimeSeriesStore(StoreBase):
             chunk: tuple[str, ...], after: Position | None, limit: int | None, read_time: dt.datetime | None
         ) -> AsyncIterator[Tick]:
             query = chunk_query(self._collection, plan, chunk, after, limit)
-            return await astream_ticks(query, timestamp_field=self.spec.timestamp_field, read_time=read_time)
+            async with self._gate:
+                return await astream_ticks(query, timestamp_field=self.spec.timestamp_field, read_time=read_time)
 
         return fetch
 

@@ -33,6 +33,12 @@ from tsstore.write.sender import BulkSender, Written
 #: limit) each chunk is one streaming query, resumed after its last tick if it breaks off.
 DEFAULT_PAGE_SIZE = 2000
 
+#: How many chunk queries (RunQuery or aggregation requests) a store runs at once: the sync
+#: store's reader threads, the async store's gate. Queries beyond it wait their turn, which
+#: keeps many concurrent callers from swamping the server (the emulator fails requests with
+#: UNKNOWN after minutes when some hundred heavy queries arrive together).
+DEFAULT_CONCURRENCY = 8
+
 #: Per-series counters live in the collection "<collection>_counts", one document per series.
 COUNTERS_SUFFIX = "_counts"
 
