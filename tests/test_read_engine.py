@@ -162,7 +162,7 @@ def test_explain_names_the_chunk_queries_the_index_and_the_cost() -> None:
     plan = plan_query(spec, where={"symbol": ["AAA", "BBB", "CCC"]}, limit=100)
     explained = explain(plan)
     assert len(explained.queries) == len(plan.chunks) == 9
-    assert explained.queries[0].startswith("where shard in ['s00', ")
+    assert explained.queries[0].startswith("where shard in ['s0', 's1', ")
     assert (
         "symbol in ['AAA', 'BBB', 'CCC'] order by timestamp desc, __name__ desc limit 14 (lean)" in explained.queries[0]
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tsstore.aio import AsyncTimeSeriesStore
+from tsstore.capacity import CapacityPlan, Prices, plan_capacity
 from tsstore.counters import CounterValue, ShardedCounter
 from tsstore.errors import (
     ConfigError,
@@ -17,18 +18,26 @@ from tsstore.errors import (
     SnapshotExpiredError,
     SpecError,
     TsstoreError,
+    UndeclaredShardsWarning,
     WriteError,
     WriteFailure,
 )
+from tsstore.read.census import ShardCensus
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query
-from tsstore.spec import Direction, QueryShape, SeriesSpec, plan_shards
+from tsstore.spec import Direction, QueryShape, RetiredShard, SeriesSpec, plan_shards
 from tsstore.store import TimeSeriesStore
 from tsstore.store_base import PurgeResult, WriteOptions, WriteResult
 from tsstore.ticks import Page, Tick
 
 __all__ = [
     "AsyncTimeSeriesStore",
+    "CapacityPlan",
+    "Prices",
+    "RetiredShard",
+    "ShardCensus",
+    "UndeclaredShardsWarning",
+    "plan_capacity",
     "ConfigError",
     "CounterError",
     "CounterValue",

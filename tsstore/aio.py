@@ -22,6 +22,7 @@ from google.cloud import firestore
 from tsstore.errors import ConfigError, TsstoreError
 from tsstore.frames import FrameBatcher, ticks_to_frame
 from tsstore.read.async_engine import AsyncFetch, amerge, aname_expiry, aread_page, chunk_ticks
+from tsstore.read.census import Ask, FirstValue, ShardCensus
 from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
 from tsstore.read.cursor import decode_cursor
@@ -153,23 +154,27 @@ class AsyncTimeSeriesStore(StoreBase):
             yield frame
 
     async def count(self, query: Query | None = None, /, *, stats: ReadStats | None = None, **options: Any) -> int:
-        """How many ticks match: one ``count()`` aggregation per chunk, gathered, at one snapshot."""
+        """:meth:`TimeSeriesStore.count <tsstore.store.TimeSeriesStore.count>`, awaited: the
+        chunks' aggregations gathered at one snapshot."""
         plan = self.plan(query, **options)
         plan.query.only(COUNT_OPTIONS, "count")
         cost = stats if stats is not None else ReadStats()
         cost.chunks = len(plan.chunks)
-        snapshot = await self._snapshot(plan, cost)
-
-        async def count_chunk(chunk: tuple[str, ...]) -> int:
-            query: Any = chunk_query(self._collection, plan, chunk, None, None)
-            async with self._gate:
-                [[result]] = await query.count().get(read_time=snapshot)
-            counted = int(result.value)
-            cost.aggregation_done(counted)
-            return counted
-
+        queries = self._count_queries(plan)
+        snapshot = await self._snapshot(plan, cost, parts=len(queries))
         cost.waited()
-        return sum(await asyncio.gather(*(count_chunk(c) for c in plan.chunks)))
+        return self._counted(plan, list(await asyncio.gather(*(self._count(q, snapshot, cost) for q in queries))))
+
+    async def shard_census(self, *, since: object = None, read_time: dt.datetime | None = None) -> ShardCensus:
+        """:meth:`TimeSeriesStore.shard_census <tsstore.store.TimeSeriesStore.shard_census>`, awaited."""
+        stats = ReadStats()
+        snapshot = read_time or await self._probe(stats)
+        census = self._census(since=since, read_time=snapshot, stats=stats)
+        asks = census.first()
+        while asks:
+            stats.waited()
+            asks = census.feed(list(await asyncio.gather(*(self._answer(a, snapshot, stats) for a in asks))))
+        return census.result()
 
     async def server_time(self) -> dt.datetime:
         """The database's current time (one read of a document that does not exist)."""
@@ -184,13 +189,31 @@ class AsyncTimeSeriesStore(StoreBase):
         cursor = plan.query.cursor
         return (decode_cursor(plan, cursor) if cursor is not None else None), await self._snapshot(plan, stats)
 
-    async def _snapshot(self, plan: QueryPlan, stats: ReadStats) -> dt.datetime | None:
+    async def _snapshot(self, plan: QueryPlan, stats: ReadStats, *, parts: int | None = None) -> dt.datetime | None:
         read_time = plan.query.read_time
-        if read_time is not None or len(plan.chunks) == 1:
+        if read_time is not None or (parts or len(plan.chunks)) == 1:
             return read_time
+        return await self._probe(stats)
+
+    async def _probe(self, stats: ReadStats) -> dt.datetime:
         stats.query_done(0)
         stats.waited()
         return await self.server_time()
+
+    async def _count(self, query: Any, read_time: dt.datetime | None, cost: ReadStats) -> int:
+        async with self._gate:
+            [[result]] = await query.count().get(read_time=read_time)
+        cost.aggregation_done(int(result.value))
+        return int(result.value)
+
+    async def _answer(self, ask: Ask, read_time: dt.datetime, cost: ReadStats) -> int | str | None:
+        query: Any = self._census_query(ask)
+        if not isinstance(ask, FirstValue):
+            return await self._count(query, read_time, cost)
+        async with self._gate:
+            docs = await query.get(read_time=read_time)
+        cost.query_done(len(docs))
+        return docs[0].get(self.spec.shard_field) if docs else None
 
     async def _run(self, plan: QueryPlan, stats: ReadStats) -> AsyncIterator[Tick]:
         after, snapshot = await self._start(plan, stats)

@@ -111,3 +111,8 @@ class EmulatorError(TsstoreError):
 class IngestError(TsstoreError, ValueError):
     """A file as a whole cannot be ingested (unreadable, unknown format, bad header) or an
     ingest option is not allowed; a bad row is a reject, never this."""
+
+
+class UndeclaredShardsWarning(UserWarning):
+    """A read found documents under shard values the declaration does not list: they are out
+    of view until they are declared (``retired``). ``store.shard_census()`` names them."""

@@ -17,6 +17,7 @@ from enum import Enum
 
 from tsstore.errors import SpecError
 from tsstore.limits import SEQUENTIAL_WRITES_PER_SECOND
+from tsstore.times import to_utc
 from tsstore.write.identity import DuplicatePolicy, check_policy
 
 #: A field path tsstore can use in filters and index definitions without quoting:
@@ -95,6 +96,39 @@ class QueryShape:
         return f"[{names}] {'/'.join(d.value for d in self.directions)}"
 
 
+@dataclass(frozen=True)
+class RetiredShard:
+    """A shard value no longer written to but still read: ticks written under it stay in
+    view until they are moved (``tsstore reshard``) or expire. ``until``, when known, is a
+    time such that the value holds no tick at or after it (typically when the writers
+    stopped using it); a read whose range starts at or after ``until`` skips the value."""
+
+    value: str
+    until: dt.datetime | None = None
+
+
+def _coerce_retired(raw: object) -> RetiredShard:
+    if isinstance(raw, RetiredShard):
+        value, until = raw.value, raw.until
+    elif isinstance(raw, str):
+        value, until = raw, None
+    elif isinstance(raw, Mapping):
+        extra = sorted(set(raw) - {"value", "until"})
+        if extra or "value" not in raw:
+            raise SpecError(f"retired shard {dict(raw)!r} needs 'value' and may have 'until'; unknown: {extra}")
+        value, until = raw["value"], raw.get("until")
+    else:
+        raise SpecError(f"retired shard {raw!r} is not a shard value, a RetiredShard or {{value, until}}")
+    if not isinstance(value, str) or not value:
+        raise SpecError(f"retired shard value {value!r} is not allowed; shard values are non-empty strings")
+    if until is not None:
+        try:
+            until = to_utc(until, name=f"until of retired shard {value!r}")
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
+    return RetiredShard(value, until)
+
+
 def _coerce_shape(value: "QueryShape | str | Iterable[str]") -> QueryShape:
     if isinstance(value, QueryShape):
         return value
@@ -109,8 +143,14 @@ class SeriesSpec:
 
     Parameters (all but ``collection`` keyword-only):
 
-    - ``shards``: the shard values written to ``shard_field``; each lifts the collection's
-      write ceiling by another 500 writes/s. Distinct, non-empty strings.
+    - ``shards``: the active shard values, which new ticks are written to (``shard_field``);
+      each lifts the collection's write ceiling by another 500 writes/s. Distinct, non-empty
+      strings.
+    - ``retired``: shard values that earlier layouts wrote to and that are still read, so a
+      layout change never hides a tick: names, :class:`RetiredShard` values or ``{value,
+      until}`` mappings. Every read verb covers active and retired values
+      (:attr:`read_shards`); a read whose range starts at or after a retired value's
+      ``until`` skips it.
     - ``shapes``: the query shapes the application uses besides the plain time range
       (which is always served). A shape may be given as a ``QueryShape``, a field name,
       or a sequence of field names (then queried newest first only).
@@ -135,6 +175,7 @@ class SeriesSpec:
 
     collection: str
     shards: tuple[str, ...] = SEED_SHARDS
+    retired: tuple[RetiredShard, ...] = ()
     timestamp_field: str = "timestamp"
     shard_field: str = "shard"
     shapes: tuple[QueryShape, ...] = ()
@@ -151,6 +192,7 @@ class SeriesSpec:
         collection: str,
         *,
         shards: Iterable[str] = SEED_SHARDS,
+        retired: "Iterable[str | RetiredShard | Mapping[str, object]] | Mapping[str, object]" = (),
         timestamp_field: str = "timestamp",
         shard_field: str = "shard",
         shapes: Iterable["QueryShape | str | Iterable[str]"] = (),
@@ -182,6 +224,18 @@ class SeriesSpec:
         dupes = sorted({s for s in shard_tuple if shard_tuple.count(s) > 1})
         if dupes:
             raise SpecError(f"shard values {dupes!r} appear more than once; shard values must be distinct")
+        if isinstance(retired, str):
+            raise SpecError(f"retired {retired!r} must be a list of shard values, not one string")
+        if isinstance(retired, Mapping):  # {value: until or None}
+            retired = [{"value": v, "until": u} for v, u in retired.items()]
+        retired_tuple = tuple(_coerce_retired(r) for r in retired)
+        names = [r.value for r in retired_tuple]
+        both = sorted(set(names) & set(shard_tuple))
+        if both:
+            raise SpecError(f"shard values {both!r} are both active and retired; a value is one or the other")
+        dupes = sorted({v for v in names if names.count(v) > 1})
+        if dupes:
+            raise SpecError(f"retired shard values {dupes!r} appear more than once")
         check_field_path(timestamp_field, what="timestamp_field")
         check_field_path(shard_field, what="shard_field")
         if timestamp_field == shard_field:
@@ -204,6 +258,7 @@ class SeriesSpec:
             raise SpecError(f"key_fields {list(keys)!r} repeat a field")
         object.__setattr__(self, "collection", collection)
         object.__setattr__(self, "shards", shard_tuple)
+        object.__setattr__(self, "retired", retired_tuple)
         object.__setattr__(self, "timestamp_field", timestamp_field)
         object.__setattr__(self, "shard_field", shard_field)
         object.__setattr__(self, "shapes", _merge_shapes(shape_tuple))
@@ -242,6 +297,19 @@ class SeriesSpec:
         return cls(collection, shards=plan_shards(writes_per_second), **options)  # type: ignore[arg-type]
 
     @property
+    def read_shards(self) -> tuple[str, ...]:
+        """Every shard value a read covers: the active ones, then the retired ones."""
+        return self.shards + tuple(r.value for r in self.retired)
+
+    def shards_from(self, start: dt.datetime | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The shard values a read of ticks at or after ``start`` covers, and the retired ones
+        it skips because they hold nothing from their ``until`` on."""
+        if start is None:
+            return self.read_shards, ()
+        skipped = tuple(r.value for r in self.retired if r.until is not None and r.until <= start)
+        return tuple(v for v in self.read_shards if v not in skipped), skipped
+
+    @property
     def max_write_rate(self) -> int:
         """Sustained writes/s the shards allow: 500 per shard value."""
         return SEQUENTIAL_WRITES_PER_SECOND * len(self.shards)
@@ -273,7 +341,8 @@ def _merge_shapes(shapes: Iterable[QueryShape]) -> tuple[QueryShape, ...]:
 def plan_shards(writes_per_second: float) -> tuple[str, ...]:
     """Shard values for a target sustained write rate: ⌈rate / 500⌉ of them.
 
-    Names are ``s0``…``s{n-1}``, zero-padded so they sort in order.
+    Names are ``s0``…``s{n-1}``, not padded, so a plan for more shards keeps every name of a
+    plan for fewer: growing a collection from 10 to 20 shards adds ``s10``…``s19``.
     """
     if (
         not isinstance(writes_per_second, (int, float))
@@ -282,14 +351,14 @@ def plan_shards(writes_per_second: float) -> tuple[str, ...]:
     ):
         raise SpecError(f"writes_per_second {writes_per_second!r} is not allowed; give a positive finite number")
     n = math.ceil(writes_per_second / SEQUENTIAL_WRITES_PER_SECOND)
-    width = len(str(n - 1))
-    return tuple(f"s{i:0{width}d}" for i in range(n))
+    return tuple(f"s{i}" for i in range(n))
 
 
 _SPEC_KEYS = (
     "collection",
     "shards",
     "writes_per_second",
+    "retired",
     "timestamp_field",
     "shard_field",
     "shapes",

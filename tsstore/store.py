@@ -23,6 +23,7 @@ from tsstore.errors import (
     TsstoreError,
 )
 from tsstore.frames import check_frame_rows, frames, ticks_to_frame
+from tsstore.read.census import Ask, FirstValue, ShardCensus
 from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
 from tsstore.read.cursor import decode_cursor
@@ -180,22 +181,45 @@ class TimeSeriesStore(StoreBase):
         """How many ticks match (``where``, ``start``, ``end``, ``read_time`` as in
         :meth:`query`): one ``count()`` aggregation per shard chunk, run concurrently at one
         snapshot, summed. Billed one read per 1 000 index entries counted, per chunk; pass a
-        ``ReadStats`` as ``stats`` to have the cost added to it."""
+        ``ReadStats`` as ``stats`` to have the cost added to it. A count of everything also
+        counts the whole collection, and warns (:class:`~tsstore.errors.UndeclaredShardsWarning`)
+        if it holds documents under shard values the declaration does not list."""
         plan = self.plan(query, **options)
         plan.query.only(COUNT_OPTIONS, "count")
         cost = stats if stats is not None else ReadStats()
         cost.chunks = len(plan.chunks)
-        snapshot = self._snapshot(plan, cost)
-
-        def count_chunk(chunk: tuple[str, ...]) -> int:
-            query: Any = chunk_query(self._collection, plan, chunk, None, None)
-            [[result]] = query.count().get(read_time=snapshot)
-            counted = int(result.value)  # the emulator reports an empty count as 0.0
-            cost.aggregation_done(counted)
-            return counted
-
+        queries = self._count_queries(plan)
+        snapshot = self._snapshot(plan, cost, parts=len(queries))
         cost.waited()
-        return sum(self._pool.map(count_chunk, plan.chunks))
+        return self._counted(plan, list(self._pool.map(lambda q: self._count(q, snapshot, cost), queries)))
+
+    def shard_census(self, *, since: object = None, read_time: dt.datetime | None = None) -> ShardCensus:
+        """How many ticks each shard value holds, which values documents carry that the
+        declaration does not list, and how evenly the active values share ticks (since
+        ``since``, when given, e.g. the last layout change). All at one snapshot, by count
+        aggregations and limit-1 queries: see :mod:`tsstore.read.census`."""
+        stats = ReadStats()
+        snapshot = read_time or self._probe(stats)
+        census = self._census(since=since, read_time=snapshot, stats=stats)
+        asks = census.first()
+        while asks:
+            stats.waited()
+            asks = census.feed(list(self._pool.map(lambda a: self._answer(a, snapshot, stats), asks)))
+        return census.result()
+
+    def _count(self, query: Any, read_time: dt.datetime | None, cost: ReadStats) -> int:
+        [[result]] = query.count().get(read_time=read_time)
+        counted = int(result.value)  # the emulator reports an empty count as 0.0
+        cost.aggregation_done(counted)
+        return counted
+
+    def _answer(self, ask: Ask, read_time: dt.datetime, cost: ReadStats) -> int | str | None:
+        query: Any = self._census_query(ask)
+        if not isinstance(ask, FirstValue):
+            return self._count(query, read_time, cost)
+        docs = query.get(read_time=read_time)
+        cost.query_done(len(docs))
+        return docs[0].get(self.spec.shard_field) if docs else None
 
     def series_counter(self, key: Mapping[str, Any]) -> ShardedCounter:
         """The sharded counter the writer keeps for one series (``spec.count_by`` fields →
@@ -311,12 +335,16 @@ class TimeSeriesStore(StoreBase):
         rounds = self._page_rounds(plan, after=after, rows=rows, read_time=read_time, stats=stats)
         return read_page(rounds, fetch=self._fetcher(plan), pool=self._pool)
 
-    def _snapshot(self, plan: QueryPlan, stats: ReadStats) -> dt.datetime | None:
-        """One snapshot for every chunk: the caller's, or the server's time now (the client's
-        clock may lag the server's and miss a write just committed). One chunk needs none."""
+    def _snapshot(self, plan: QueryPlan, stats: ReadStats, *, parts: int | None = None) -> dt.datetime | None:
+        """One snapshot for every chunk (or every one of ``parts`` queries): the caller's, or
+        the server's time now (the client's clock may lag the server's and miss a write just
+        committed). One query needs none."""
         read_time = plan.query.read_time
-        if read_time is not None or len(plan.chunks) == 1:
+        if read_time is not None or (parts or len(plan.chunks)) == 1:
             return read_time
+        return self._probe(stats)
+
+    def _probe(self, stats: ReadStats) -> dt.datetime:
         stats.query_done(0)  # reading a document that does not exist: one billed read
         stats.waited()
         return self.server_time()

@@ -5,6 +5,7 @@ transport: :mod:`tsstore.store` threads, :mod:`tsstore.aio` an event loop."""
 from __future__ import annotations
 
 import datetime as dt
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -12,17 +13,18 @@ from typing import Any, Generic, TypeVar
 import pandas as pd
 from google.cloud.firestore_v1.base_query import BaseQuery
 
-from tsstore.errors import ConfigError, Interrupted, QueryError, RecordError, WriteError
+from tsstore.errors import ConfigError, Interrupted, QueryError, RecordError, UndeclaredShardsWarning, WriteError
 from tsstore.frames import frame_to_records
 from tsstore.limits import RAMP_START_OPS_PER_SECOND
-from tsstore.read.chunks import chunk_query
+from tsstore.read.census import Ask, Census
+from tsstore.read.chunks import census_query, chunk_query
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import PageRounds, Position
 from tsstore.read.explain import Explanation, explain
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query
 from tsstore.spec import Direction, SeriesSpec
-from tsstore.times import NaivePolicy
+from tsstore.times import NaivePolicy, to_utc
 from tsstore.wire import Stored, WriteOp, WriteStatus
 from tsstore.write.identity import DuplicatePolicy
 from tsstore.write.prepare import PreparedDoc, prepare_records
@@ -187,6 +189,40 @@ class StoreBase:
         for inspecting what tsstore asks of Firestore, e.g. which index serves it."""
         size = self._page_size if plan.limit is None else min(plan.limit + 1, self._page_size)
         return [chunk_query(self._collection, plan, chunk, None, size) for chunk in plan.chunks]
+
+    def _count_queries(self, plan: QueryPlan) -> list[BaseQuery]:
+        """A count's aggregation queries: one per chunk, plus the whole collection's when the
+        count covers every tick, so that documents under shard values the declaration does
+        not list are noticed (:meth:`_counted`)."""
+        queries = [chunk_query(self._collection, plan, chunk, None, None) for chunk in plan.chunks]
+        if not plan.filters and plan.start is None and plan.end is None:
+            queries.append(self._collection)
+        return queries
+
+    def _counted(self, plan: QueryPlan, counts: list[int]) -> int:
+        """The sum of the chunks' counts; warns (:class:`UndeclaredShardsWarning`) when the
+        whole collection's count, if it was asked for, holds more."""
+        counted = sum(counts[: len(plan.chunks)])
+        if len(counts) > len(plan.chunks) and counts[-1] > counted:
+            warnings.warn(
+                UndeclaredShardsWarning(
+                    f"{self.spec.collection!r} holds {counts[-1]} documents but its declared shard values only "
+                    f"{counted}: {counts[-1] - counted} are under values the declaration does not list and no read "
+                    "sees them; store.shard_census() (tsstore shards) names them, then declare them as retired"
+                ),
+                stacklevel=3,
+            )
+        return counted
+
+    def _census(self, *, since: object, read_time: dt.datetime | None, stats: ReadStats) -> Census:
+        try:
+            since_t = None if since is None else to_utc(since, name="since")
+        except ValueError as exc:
+            raise QueryError(str(exc)) from None
+        return Census(self.spec, since=since_t, read_time=read_time, stats=stats)
+
+    def _census_query(self, ask: Ask) -> BaseQuery:
+        return census_query(self._collection, self.spec, ask)
 
     def _page_rounds(
         self, plan: QueryPlan, *, after: Position | None, rows: int, read_time: dt.datetime | None, stats: ReadStats

@@ -31,6 +31,11 @@ class Explanation:
             f"over {sum(len(c) for c in plan.chunks)} shard values, served by the index {self.index}"
         ]
         lines += [f"  chunk {i + 1}: {text}" for i, text in enumerate(self.queries)]
+        if plan.skipped:
+            lines.append(
+                f"skipped {len(plan.skipped)} retired shard value(s) {list(plan.skipped)!r}: they hold no tick at or "
+                f"after {plan.start.isoformat() if plan.start else ''}"
+            )
         if self.eager_reads is None:
             lines.append("reads: every match, one streaming query per chunk (billed one read per document)")
         else:

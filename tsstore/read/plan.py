@@ -64,6 +64,7 @@ class QueryPlan:
     chunks: tuple[tuple[str, ...], ...]
     index: CompositeIndex
     query: Query  # as asked: its cursor and read_time are the run's, not the plan's
+    skipped: tuple[str, ...] = ()  # retired shard values that hold nothing from start on
 
     @property
     def descending(self) -> bool:
@@ -220,6 +221,7 @@ def plan_query(
     size = chunk_size(filters)
     if max_chunk is not None:
         size = max(1, min(size, max_chunk))
+    shards, skipped = spec.shards_from(start_t)
     return QueryPlan(
         spec=spec,
         filters=filters,
@@ -228,7 +230,8 @@ def plan_query(
         direction=parsed_direction,
         limit=limit,
         columns=projection,
-        chunks=chunk_shards(spec.shards, size),
+        chunks=chunk_shards(shards, size),
         index=index,
         query=q,
+        skipped=skipped,
     )

@@ -1,0 +1,221 @@
+"""Shard layouts that change: ticks written under one layout stay in view under the next
+(grow, shrink, rename), reads skip retired values from their ``until`` on, the census finds
+values the declaration does not list, and the capacity planner agrees with the store."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tsstore import (
+    QueryShape,
+    RetiredShard,
+    SeriesSpec,
+    SpecError,
+    TimeSeriesStore,
+    UndeclaredShardsWarning,
+    WriteOptions,
+    plan_capacity,
+    plan_shards,
+)
+from tsstore.local.synthetic import trading_day
+from tsstore.read.explain import explain
+
+UTC = dt.timezone.utc
+FAST = WriteOptions(ramp=False)
+DAY = dt.date(2024, 5, 6)
+AFTER = dt.datetime(2024, 5, 7, tzinfo=UTC)  # later than every tick of DAY
+SHAPES = [QueryShape("symbol", ("desc", "asc"))]
+
+
+def spec(collection: str, **options: Any) -> SeriesSpec:
+    return SeriesSpec(collection, shapes=SHAPES, key_fields=["symbol"], **options)
+
+
+@pytest.fixture
+def database(tsstore_emulator: Any) -> Iterator[Any]:
+    client = tsstore_emulator.client(database=f"layout-{random.randrange(10**9)}")
+    yield client
+    client.close()
+
+
+def stored(client: Any, collection: str) -> list[tuple[dt.datetime, str, dict[str, Any]]]:
+    """The oracle: every document of the collection, read with the plain client, in (timestamp, id) order."""
+    return sorted(((d.get("timestamp"), d.id, d.to_dict()) for d in client.collection(collection).stream()),
+                  key=lambda row: row[:2])  # fmt: skip
+
+
+def pages(store: TimeSeriesStore, direction: str, limit: int, **options: Any) -> list[str]:
+    ids: list[str] = []
+    cursor = None
+    while True:
+        page = store.query(direction=direction, limit=limit, cursor=cursor, **options)
+        ids += [t.id for t in page]
+        if page.cursor is None:
+            return ids
+        cursor = page.cursor
+
+
+def test_planned_names_stay_when_the_count_grows() -> None:
+    assert plan_shards(10 * 500) == tuple(f"s{i}" for i in range(10))
+    assert plan_shards(20 * 500)[:10] == plan_shards(10 * 500)
+    assert plan_shards(90 * 500)[:20] == plan_shards(20 * 500)
+
+
+def test_retired_values_are_declared_in_python_and_in_files_alike(tmp_path: Any) -> None:
+    from tsstore.declaration import load_specs
+
+    (tmp_path / "spec.toml").write_text(
+        '[[series]]\ncollection = "t"\nshards = ["x", "y"]\n'
+        'retired = ["s0", { value = "s1", until = 2026-01-01T00:00:00Z }]\n'
+    )
+    [toml] = load_specs(str(tmp_path / "spec.toml"))
+    until = dt.datetime(2026, 1, 1, tzinfo=UTC)
+    python = SeriesSpec("t", shards=["x", "y"], retired=["s0", RetiredShard("s1", until)])
+    as_map = SeriesSpec("t", shards=["x", "y"], retired={"s0": None, "s1": "2026-01-01T00:00:00Z"})
+    assert python == as_map == toml
+    assert python.read_shards == ("x", "y", "s0", "s1") and python.shards == ("x", "y")
+    assert python.shards_from(until) == (("x", "y", "s0"), ("s1",))
+    with pytest.raises(SpecError, match=r"\['x'\] are both active and retired"):
+        SeriesSpec("t", shards=["x", "y"], retired=["x"])
+    with pytest.raises(SpecError, match="until of retired shard 's1'"):
+        SeriesSpec("t", retired=[{"value": "s1", "until": "yesterday"}])
+    with pytest.raises(SpecError, match="needs 'value'"):
+        SeriesSpec("t", retired=[{"until": until}])
+
+
+LAYOUTS = {
+    "grow 10 to 20": dict(shards=plan_shards(10_000)),
+    "shrink 10 to 3": dict(shards=plan_shards(1_500), retired=plan_shards(5_000)[3:]),
+    "rename": dict(shards=["x", "y", "z"], retired=plan_shards(5_000)),
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=list(LAYOUTS))
+def test_every_read_verb_sees_every_tick_after_a_layout_change(database: Any, layout: str) -> None:
+    before = TimeSeriesStore(database, spec("ticks", shards=plan_shards(5_000)), write_options=FAST)
+    before.write(trading_day(600, day=DAY, seed=4))
+    after = TimeSeriesStore(database, spec("ticks", **LAYOUTS[layout]), write_options=FAST)
+    after.write(trading_day(150, day=DAY, seed=5))  # new ticks go to the new active values
+    oracle = stored(database, "ticks")
+    assert len(oracle) == 750
+    ids = [i for _, i, _ in oracle]
+    assert after.count() == 750
+    assert pages(after, "asc", 97) == ids and pages(after, "desc", 97) == ids[::-1]
+    assert [t.id for t in after.iter_ticks(direction="asc")] == ids
+    frame = after.query_frame(direction="asc")
+    assert len(frame) == 750 and list(frame.index) == [t for t, _, _ in oracle]
+    aaa = [i for _, i, data in oracle if data["symbol"] == "AAA"]
+    assert pages(after, "desc", 13, where={"symbol": "AAA"}) == aaa[::-1] and aaa
+    assert after.purge(before=AFTER, dry_run=True).matched == 750
+    planned = {v for chunk in after.plan().chunks for v in chunk}
+    assert planned == set(after.spec.read_shards)
+    used = {data["shard"] for _, _, data in oracle} - set(before.spec.shards)
+    assert used <= set(after.spec.shards)  # the writer used the active values only
+
+
+def test_a_layout_that_forgets_old_values_warns_when_it_counts_everything(database: Any) -> None:
+    TimeSeriesStore(database, spec("ticks", shards=plan_shards(5_000)), write_options=FAST).write(
+        trading_day(300, day=DAY, seed=6)
+    )
+    forgetful = TimeSeriesStore(database, spec("ticks", shards=plan_shards(1_500)))
+    with pytest.warns(UndeclaredShardsWarning, match=r"holds 300 documents but its declared shard values only \d+"):
+        partial = forgetful.count()
+    assert 0 < partial < 300
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a filtered or bounded count does not compare, so it cannot warn
+        forgetful.count(where={"symbol": "AAA"})
+
+
+def test_reads_from_a_retirement_time_on_skip_the_retired_values(database: Any) -> None:
+    old = TimeSeriesStore(database, spec("ticks", shards=plan_shards(45_000)), write_options=FAST)  # 90: 3 chunks
+    old.write(trading_day(400, day=DAY, seed=7))
+    new_spec = spec("ticks", shards=["x", "y", "z"], retired=[RetiredShard(v, AFTER) for v in plan_shards(45_000)])
+    new = TimeSeriesStore(database, new_spec, write_options=FAST)
+    new.write(trading_day(200, day=AFTER.date(), seed=8))
+    oracle = stored(database, "ticks")
+    late = [i for t, i, _ in oracle if t >= AFTER]
+    assert len(late) == 200 and len(oracle) == 600
+    plan = new.plan(start=AFTER)
+    assert plan.chunks == (("x", "y", "z"),) and len(plan.skipped) == 90
+    assert "skipped 90 retired shard value(s)" in explain(new.plan(start=AFTER, limit=10)).describe()
+    page = new.query(start=AFTER, direction="asc", limit=500)
+    assert [t.id for t in page] == late and page.stats.chunks == 1
+    assert new.count(start=AFTER) == 200 and len(new.plan(start=AFTER - dt.timedelta(days=1)).chunks) == 4
+    assert pages(new, "desc", 150) == [i for _, i, _ in oracle][::-1]
+
+
+@pytest.mark.parametrize("declared", [3, 40, 90])
+def test_the_census_finds_undeclared_values_and_counts_each_value_exactly(database: Any, declared: int) -> None:
+    values = plan_shards(declared * 500)
+    undeclared = ["a", "s1x", "zz"]  # before, between and after the declared values
+    writer = TimeSeriesStore(database, spec("ticks", shards=values + tuple(undeclared)), write_options=FAST)
+    writer.write(trading_day(900, day=DAY, seed=declared))
+    database.collection("ticks").document("no-shard").set({"timestamp": AFTER, "symbol": "AAA"})
+    store = TimeSeriesStore(database, spec("ticks", shards=values))
+    census = store.shard_census()
+    early = dt.datetime(2000, 1, 1, tzinfo=UTC)  # a bounded count: each value's own, without the whole-count check
+    every = {
+        v: TimeSeriesStore(database, spec("ticks", shards=[v])).count(start=early) for v in values + tuple(undeclared)
+    }
+    assert {r.value for r in census.undeclared} == set(undeclared)
+    assert {r.value: r.ticks for r in census.rows} == every
+    assert census.total == 901 == sum(every.values()) + census.other and census.other == 1
+    assert census.unnamed == 0 and len(census.problems()) == 2
+    assert "carry shard values the declaration does not list" in census.describe()
+    clean = TimeSeriesStore(database, spec("clean", shards=values), write_options=FAST)
+    clean.write(trading_day(300, day=DAY, seed=1))
+    tidy = clean.shard_census()
+    assert tidy.problems() == [] and tidy.total == 300 == tidy.ticks("active")
+    assert tidy.stats.queries == declared + 2  # the time probe, the collection's count, one per value
+
+
+def test_the_census_reports_retired_ticks_after_until_and_an_uneven_spread(database: Any) -> None:
+    rows = [{"symbol": "S", "timestamp": AFTER + dt.timedelta(seconds=i), "shard": "hot"} for i in range(300)]
+    rows += [{"symbol": "T", "timestamp": AFTER + dt.timedelta(seconds=i), "shard": "b"} for i in range(100)]
+    TimeSeriesStore(database, spec("ticks", shards=["hot", "b", "c"]), write_options=FAST).write(rows)
+    store = TimeSeriesStore(database, spec("ticks", shards=["b", "c", "d"], retired=[RetiredShard("hot", AFTER)]))
+    census = store.shard_census()
+    assert [(r.value, r.role, r.ticks, r.late) for r in census.rows] == [
+        ("b", "active", 100, None),
+        ("c", "active", 0, None),
+        ("d", "active", 0, None),
+        ("hot", "retired", 300, 300),
+    ]
+    assert census.spread.even is False and census.spread.worst == "b"
+    assert any("holds 300 ticks at or after its 'until'" in p for p in census.problems())
+
+
+def test_the_planner_agrees_with_the_store_on_shards_and_reads_per_page(database: Any) -> None:
+    plan = plan_capacity(20_000, headroom=1.25, limits=(10, 100))
+    layout = spec("ticks", shards=plan.shards)
+    assert plan.shards == SeriesSpec.for_write_rate("t", writes_per_second=25_000).shards and len(plan.shards) == 50
+    store = TimeSeriesStore(database, layout, write_options=FAST)
+    store.write(trading_day(3000, day=DAY, seed=9))
+    checked = 0
+    for limit in (10, 100):
+        planned = plan.reads_per_page(direction="desc")[limit]
+        for end_minute in (60, 200, 400):
+            end = dt.datetime.combine(DAY, dt.time(8), tzinfo=UTC) + dt.timedelta(minutes=end_minute)
+            page = store.query(end=end, limit=limit)
+            if page.stats.refills == 0:  # a refill reads more where a chunk may hide rows
+                assert page.stats.billed_reads == planned
+                checked += 1
+    assert checked >= 4
+    advice = plan.advice(spec("t", shards=plan_shards(5_000)))
+    assert advice and "grow from 10 to 50 active shards" in advice[0]
+    assert plan.advice(layout) == []
+
+
+def test_the_planner_refuses_bad_inputs_by_name() -> None:
+    with pytest.raises(SpecError, match="writes_per_second -1"):
+        plan_capacity(-1)
+    with pytest.raises(SpecError, match="headroom 0.5"):
+        plan_capacity(100, headroom=0.5)
+    with pytest.raises(SpecError, match="retention"):
+        plan_capacity(100, retention=dt.timedelta(0))

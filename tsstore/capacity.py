@@ -1,0 +1,323 @@
+"""The capacity planner: from a sustained write rate (and a retention) to the shards, chunks,
+reads per page, index entries, storage and monthly cost of one sharded collection.
+
+Every figure comes from the code the store runs: shard names from
+:func:`~tsstore.spec.plan_shards`, chunks from the query planner, reads per page from the
+read engine's cost model (:func:`~tsstore.read.explain.explain`), index entries from the
+index generator. Sizes follow Firestore's published storage-size rules; prices come from one
+dated table (:data:`PRICES`) that a caller may replace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tsstore.errors import SpecError
+from tsstore.indexes.build import declared_indexes, field_overrides
+from tsstore.limits import SEQUENTIAL_WRITES_PER_SECOND
+from tsstore.read.explain import explain
+from tsstore.read.plan import plan_query
+from tsstore.spec import Direction, QueryShape, SeriesSpec, plan_shards
+from tsstore.write.identity import ID_BYTES
+
+#: Bytes Firestore adds to every document, document name and index entry (storage-size rules).
+DOCUMENT_EXTRA, NAME_EXTRA, ENTRY_EXTRA = 32, 16, 32
+#: Fixed-width value sizes (storage-size rules); strings are UTF-8 bytes + 1.
+_FIXED = {bool: 1, int: 8, float: 8, dt.datetime: 8, type(None): 1}
+_GIB = 2**30
+_DAY = 86_400
+_MONTH_DAYS = 30
+
+
+@dataclass(frozen=True)
+class Prices:
+    """Firestore's unit prices in USD, Standard edition. The defaults are the multi-region
+    (nam5, eur3) prices on Google's pricing page; regional locations cost less. Pass your
+    own for your location or currency."""
+
+    as_of: str = "2026-11"
+    location: str = "multi-region nam5/eur3"
+    reads_per_100k: float = 0.06
+    writes_per_100k: float = 0.18
+    deletes_per_100k: float = 0.02
+    storage_gib_month: float = 0.18
+
+
+PRICES = Prices()
+
+#: What a tick looks like when the caller gives no sample: the seeds' instrument tick.
+SAMPLE_TICK: Mapping[str, Any] = {
+    "symbol": "ABCD",
+    "price": {"currency": "USD", "micros": 34_790_000},
+    "exchange": "EXCHG1",
+    "instrumentType": "commonstock",
+    "volume": 1_200,
+    "timestamp": dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc),
+}
+
+
+@dataclass(frozen=True)
+class ShapeCost:
+    """One declared query shape in one direction: its chunks and the reads of one page."""
+
+    shape: str
+    direction: Direction
+    chunks: int
+    reads_per_page: Mapping[int, int]  # page limit -> billed reads (lean first round + snapshot)
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    """What a write rate needs and costs; :meth:`describe` prints it, :meth:`advice` compares
+    it with a declaration."""
+
+    writes_per_second: float
+    headroom: float
+    shards: tuple[str, ...]
+    shapes: tuple[ShapeCost, ...]
+    tick_bytes: int
+    index_entries_per_tick: int
+    index_bytes_per_tick: int
+    retention: dt.timedelta | None
+    prices: Prices
+    pages_per_day: float
+    page_limit: int
+    costs: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def max_write_rate(self) -> int:
+        return SEQUENTIAL_WRITES_PER_SECOND * len(self.shards)
+
+    @property
+    def stored_bytes_per_tick(self) -> int:
+        return self.tick_bytes + self.index_bytes_per_tick
+
+    @property
+    def gib_per_day(self) -> float:
+        return self.writes_per_second * _DAY * self.stored_bytes_per_tick / _GIB
+
+    @property
+    def stored_gib(self) -> float:
+        """Storage held at steady state (at the retention), or after one month without one."""
+        days = self.retention / dt.timedelta(days=1) if self.retention is not None else _MONTH_DAYS
+        return self.gib_per_day * days
+
+    @property
+    def monthly_cost(self) -> float:
+        return sum(self.costs.values())
+
+    def reads_per_page(
+        self, fields: Sequence[str] = (), direction: Direction | str = Direction.DESC
+    ) -> Mapping[int, int]:
+        """Reads per page by limit for the shape filtering ``fields`` in ``direction``."""
+        key, wanted = tuple(sorted(fields)), Direction.parse(direction)
+        for cost in self.shapes:
+            if cost.shape == _shape_name(key) and cost.direction is wanted:
+                return cost.reads_per_page
+        raise SpecError(f"no declared shape filters exactly {list(key)!r} in direction {wanted.value!r}")
+
+    def advice(self, spec: SeriesSpec) -> list[str]:
+        """What to change in ``spec`` (its active shards) for this plan; empty when it fits."""
+        have, need = len(spec.shards), len(self.shards)
+        if have >= need:
+            spare = (have - need) * SEQUENTIAL_WRITES_PER_SECOND
+            extra = f"; {have - need} more than needed ({spare} writes/s of spare capacity)" if have > need else ""
+            return [] if not extra else [f"the declaration's {have} active shards suffice{extra}"]
+        added = [s for s in self.shards if s not in spec.read_shards]
+        revived = [s for s in self.shards if s in spec.read_shards and s not in spec.shards]
+        again = f" and make retired {_names(revived)} active again" if revived else ""
+        return [
+            f"grow from {have} to {need} active shards ({self.max_write_rate} writes/s): "
+            f"set writes_per_second = {math.ceil(self.writes_per_second * self.headroom)} in the spec file, "
+            f"or add {_names(added)}{again}; existing values keep their names, so no tick drops out of view"
+        ]
+
+    def describe(self, spec: SeriesSpec | None = None) -> str:
+        lines = [
+            f"write rate {self.writes_per_second:g}/s with head-room x{self.headroom:g}: "
+            f"{len(self.shards)} shards ({_names(self.shards)}), up to {self.max_write_rate} writes/s",
+        ]
+        limits = sorted({limit for cost in self.shapes for limit in cost.reads_per_page})
+        lines.append(
+            f"{'query shape':<40} {'dir':<4} {'chunks':>6}  " + "  ".join(f"{'reads@' + str(n):>10}" for n in limits)
+        )
+        for cost in self.shapes:
+            reads = "  ".join(f"{cost.reads_per_page[n]:>10}" for n in limits)
+            lines.append(f"{cost.shape:<40} {cost.direction.value:<4} {cost.chunks:>6}  {reads}")
+        lines.append(
+            f"per tick: {self.tick_bytes} B document, {self.index_entries_per_tick} index entries "
+            f"({self.index_bytes_per_tick} B); {self.gib_per_day:.2f} GiB a day"
+        )
+        held = f"at a retention of {_days(self.retention)}" if self.retention else "after 30 days (no retention)"
+        lines.append(f"storage {held}: {self.stored_gib:,.1f} GiB")
+        lines.append(
+            f"monthly cost ({self.prices.location} prices of {self.prices.as_of}, USD): "
+            + ", ".join(f"{k} {v:,.2f}" for k, v in self.costs.items())
+            + f"; total {self.monthly_cost:,.2f}"
+        )
+        if spec is not None:
+            lines += [f"compared with {spec.collection!r}: {a}" for a in self.advice(spec) or ["it fits"]]
+        return "\n".join(lines)
+
+
+def plan_capacity(
+    writes_per_second: float,
+    *,
+    retention: dt.timedelta | None = None,
+    spec: SeriesSpec | None = None,
+    headroom: float = 1.25,
+    limits: Sequence[int] = (10, 100, 1000),
+    pages_per_day: float = 0.0,
+    page_limit: int = 100,
+    tick: Mapping[str, Any] | None = None,
+    prices: Prices = PRICES,
+) -> CapacityPlan:
+    """Plan a collection for a sustained ``writes_per_second``: ⌈rate·headroom/500⌉ shards,
+    named as :func:`~tsstore.spec.plan_shards` names them. ``spec`` supplies the collection,
+    query shapes and fields (its shards are ignored; compare with :meth:`CapacityPlan.advice`);
+    ``tick`` is a sample tick for sizes (default :data:`SAMPLE_TICK`). Reads cost
+    ``pages_per_day`` pages of ``page_limit`` on the plain time range, newest first."""
+    if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not headroom >= 1:
+        raise SpecError(f"headroom {headroom!r} is not allowed; give a number >= 1 (1.25 plans 25% spare)")
+    if retention is not None and (not isinstance(retention, dt.timedelta) or retention <= dt.timedelta(0)):
+        raise SpecError(f"retention {retention!r} is not allowed; give a positive timedelta")
+    bad = [n for n in limits if isinstance(n, bool) or not isinstance(n, int) or n < 1]
+    if bad or not limits:
+        raise SpecError(f"limits {list(limits)!r} are not allowed; give positive page sizes such as 10, 100, 1000")
+    try:
+        needed = plan_shards(writes_per_second * headroom)
+    except SpecError:
+        raise SpecError(
+            f"writes_per_second {writes_per_second!r} is not allowed; give a positive finite number"
+        ) from None
+    base = spec if spec is not None else SeriesSpec("ticks")
+    planned = dataclasses.replace(base, shards=needed, retired=())
+    sample = dict(tick if tick is not None else SAMPLE_TICK)
+    shapes = tuple(
+        _shape_cost(planned, shape, direction, limits, sample)
+        for shape in planned.all_shapes()
+        for direction in shape.directions
+    )
+    doc_bytes, entries, entry_bytes = _sizes(planned, sample)
+    plan = CapacityPlan(
+        writes_per_second=writes_per_second,
+        headroom=float(headroom),
+        shards=needed,
+        shapes=shapes,
+        tick_bytes=doc_bytes,
+        index_entries_per_tick=entries,
+        index_bytes_per_tick=entry_bytes,
+        retention=retention,
+        prices=prices,
+        pages_per_day=pages_per_day,
+        page_limit=page_limit,
+    )
+    ticks_a_month = writes_per_second * _DAY * _MONTH_DAYS
+    page_reads = _shape_cost(planned, QueryShape(()), Direction.DESC, [page_limit], sample).reads_per_page[page_limit]
+    costs = {
+        "writes": ticks_a_month / 1e5 * prices.writes_per_100k,
+        "storage": plan.stored_gib * prices.storage_gib_month,
+    }
+    if retention is not None:  # at steady state as many ticks expire as arrive
+        costs["deletes"] = ticks_a_month / 1e5 * prices.deletes_per_100k
+    if pages_per_day:
+        costs["reads"] = pages_per_day * _MONTH_DAYS * page_reads / 1e5 * prices.reads_per_100k
+    return CapacityPlan(**{**plan.__dict__, "costs": costs})
+
+
+def _shape_cost(
+    spec: SeriesSpec, shape: QueryShape, direction: Direction, limits: Sequence[int], sample: Mapping[str, Any]
+) -> ShapeCost:
+    where = {f: _get(sample, f, default="x") for f in shape.fields}  # one value per field: equality
+    reads = {}
+    for limit in limits:
+        explained = explain(plan_query(spec, where=where, direction=direction, limit=limit))
+        assert explained.lean_reads is not None
+        reads[limit] = explained.lean_reads + explained.snapshot_reads
+    chunks = len(plan_query(spec, where=where, direction=direction).chunks)
+    return ShapeCost(_shape_name(shape.fields), direction, chunks, reads)
+
+
+def _shape_name(fields: Sequence[str]) -> str:
+    return ", ".join(sorted(fields)) or "time range"
+
+
+def _sizes(spec: SeriesSpec, sample: Mapping[str, Any]) -> tuple[int, int, int]:
+    """Document bytes, index entries and index bytes of one tick as Firestore counts them."""
+    data = dict(sample)
+    data[spec.shard_field.split(".")[0]] = spec.shards[0] if "." not in spec.shard_field else {}
+    if spec.expire_after is not None:
+        data[spec.expire_field] = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    name = _text(spec.collection) + ID_BYTES * 4 // 3 + 1 + NAME_EXTRA  # base64 id of ID_BYTES bytes
+    parent = NAME_EXTRA  # a root collection's parent: the database, an empty name
+    leaves = dict(_leaves(data))
+    doc = (
+        name
+        + sum(_text(path.rsplit(".", 1)[-1]) for path in _all_names(data))
+        + sum(_value(v) for v in leaves.values())
+        + DOCUMENT_EXTRA
+    )
+    exempt = {o["fieldPath"] for o in field_overrides(spec)}
+    single = [path for path in leaves if path not in exempt]
+    entries = 2 * len(single)  # ascending and descending, automatically
+    size = sum(2 * (name + parent + _text(path) + _value(leaves[path]) + ENTRY_EXTRA) for path in single)
+    for index in declared_indexes(spec):
+        entries += 1
+        size += name + parent + sum(_value(leaves.get(f.field_path)) for f in index.fields) + ENTRY_EXTRA
+    return doc, entries, size
+
+
+def _leaves(data: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            out += _leaves(value, f"{prefix}{key}.")
+        else:
+            out.append((f"{prefix}{key}", value))
+    return out
+
+
+def _all_names(data: Mapping[str, Any], prefix: str = "") -> list[str]:
+    out: list[str] = []
+    for key, value in data.items():
+        out.append(f"{prefix}{key}")
+        if isinstance(value, Mapping):
+            out += _all_names(value, f"{prefix}{key}.")
+    return out
+
+
+def _value(value: Any) -> int:
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, (list, tuple)):
+        return sum(_value(v) for v in value)
+    for kind, size in _FIXED.items():
+        if isinstance(value, kind):
+            return size
+    return 8
+
+
+def _text(value: str) -> int:
+    return len(value.encode()) + 1
+
+
+def _get(data: Mapping[str, Any], path: str, *, default: Any) -> Any:
+    value: Any = data
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return default
+        value = value[part]
+    return value
+
+
+def _names(shards: Sequence[str]) -> str:
+    return ", ".join(shards) if len(shards) <= 4 else f"{shards[0]}, {shards[1]} … {shards[-1]}"
+
+
+def _days(delta: dt.timedelta) -> str:
+    return f"{delta / dt.timedelta(days=1):g} days"
