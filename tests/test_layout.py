@@ -8,10 +8,12 @@ import datetime as dt
 import random
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.test_retention import run_cli
 from tsstore import (
     QueryShape,
     RetiredShard,
@@ -219,3 +221,39 @@ def test_the_planner_refuses_bad_inputs_by_name() -> None:
         plan_capacity(100, headroom=0.5)
     with pytest.raises(SpecError, match="retention"):
         plan_capacity(100, retention=dt.timedelta(0))
+
+
+def test_the_shards_count_and_plan_commands(tsstore_emulator: Any, tmp_path: Path) -> None:
+    name = f"layout-cli-{random.randrange(10**9)}"
+    client = tsstore_emulator.client(database=name)
+    TimeSeriesStore(client, spec("ticks", shards=plan_shards(5_000)), write_options=FAST).write(
+        trading_day(300, day=DAY, seed=11)
+    )
+    base = '[[series]]\ncollection = "ticks"\nkey_fields = ["symbol"]\nwrites_per_second = 1500\n'
+    (tmp_path / "shrunk.toml").write_text(base)
+    (tmp_path / "retired.toml").write_text(base + 'retired = ["s3", "s4", "s5", "s6", "s7", "s8", "s9"]\n')
+    common = ("--database", name)
+
+    def cli(*args: str) -> Any:
+        return run_cli(*args, *common, emulator=tsstore_emulator, cwd=tmp_path)
+
+    counted = cli("count", "--spec", "shrunk.toml")
+    assert counted.returncode == 0 and 0 < int(counted.stdout) < 300
+    assert f"warning: 'ticks' holds 300 documents but its declared shard values only {int(counted.stdout)}" in (
+        counted.stderr
+    )
+    census = cli("shards", "--spec", "shrunk.toml", "--check")
+    assert census.returncode == 1, census.stderr
+    undeclared = {
+        line.split()[0]: int(line.split()[2]) for line in census.stdout.splitlines() if " undeclared " in line
+    }
+    assert set(undeclared) == {f"s{i}" for i in range(3, 10)} and sum(undeclared.values()) == 300 - int(counted.stdout)
+    fixed = cli("shards", "--spec", "retired.toml", "--check")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "no problems" in fixed.stdout and "ticks: 300 documents" in fixed.stdout
+    recount = cli("count", "--spec", "retired.toml")
+    assert recount.stdout.strip() == "300" and "warning" not in recount.stderr
+    planned = run_cli("plan", "--writes-per-second", "4000", "--spec", "retired.toml", emulator=None, cwd=tmp_path)
+    assert planned.returncode == 0 and "grow from 3 to 10 active shards" in planned.stdout
+    assert "make retired s3, s4 … s9 active again" in planned.stdout
+    client.close()

@@ -164,7 +164,9 @@ def test_series_counters_count_each_batch_once(client: firestore.Client, collect
 
 
 def run_cli(*args: str, emulator: Any, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, FIRESTORE_EMULATOR_HOST=emulator.address, PYTHONPATH=str(cwd))
+    env = dict(os.environ, PYTHONPATH=str(cwd))
+    if emulator is not None:
+        env["FIRESTORE_EMULATOR_HOST"] = emulator.address
     return subprocess.run(
         [sys.executable, "-m", "tsstore", *args],
         capture_output=True,

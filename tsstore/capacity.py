@@ -128,14 +128,19 @@ class CapacityPlan:
             spare = (have - need) * SEQUENTIAL_WRITES_PER_SECOND
             extra = f"; {have - need} more than needed ({spare} writes/s of spare capacity)" if have > need else ""
             return [] if not extra else [f"the declaration's {have} active shards suffice{extra}"]
-        added = [s for s in self.shards if s not in spec.read_shards]
-        revived = [s for s in self.shards if s in spec.read_shards and s not in spec.shards]
-        again = f" and make retired {_names(revived)} active again" if revived else ""
-        return [
-            f"grow from {have} to {need} active shards ({self.max_write_rate} writes/s): "
-            f"set writes_per_second = {math.ceil(self.writes_per_second * self.headroom)} in the spec file, "
-            f"or add {_names(added)}{again}; existing values keep their names, so no tick drops out of view"
-        ]
+        rate = math.ceil(self.writes_per_second * self.headroom)
+        grow = f"grow from {have} to {need} active shards ({self.max_write_rate} writes/s)"
+        if set(spec.shards) <= set(self.shards):  # planned names: the plan extends them
+            added = [s for s in self.shards if s not in spec.read_shards]
+            revived = [s for s in self.shards if s in spec.read_shards and s not in spec.shards]
+            again = f" and make retired {_names(revived)} active again" if revived else ""
+            how = f"set writes_per_second = {rate} in the spec file, or add {_names(added)}{again}"
+        else:
+            how = (
+                f"add {need - have} more active values, or set writes_per_second = {rate} and declare "
+                f"{_names(spec.shards)} as retired"
+            )
+        return [f"{grow}: {how}; existing values keep their names, so no tick drops out of view"]
 
     def describe(self, spec: SeriesSpec | None = None) -> str:
         lines = [

@@ -17,7 +17,7 @@ from enum import Enum
 
 from tsstore.errors import SpecError
 from tsstore.limits import SEQUENTIAL_WRITES_PER_SECOND
-from tsstore.times import to_utc
+from tsstore.times import to_duration, to_utc
 from tsstore.write.identity import DuplicatePolicy, check_policy
 
 #: A field path tsstore can use in filters and index definitions without quoting:
@@ -388,7 +388,10 @@ def spec_from_mapping(data: Mapping[str, object]) -> SeriesSpec:
     options = dict(data)
     collection = options.pop("collection")
     if "expire_after" in options:
-        options["expire_after"] = _duration(options["expire_after"])
+        try:
+            options["expire_after"] = to_duration(options["expire_after"], name="expire_after")
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
     shapes = []
     for raw in options.pop("shapes", []):  # type: ignore[attr-defined]
         if isinstance(raw, Mapping):
@@ -404,19 +407,3 @@ def spec_from_mapping(data: Mapping[str, object]) -> SeriesSpec:
         rate = options.pop("writes_per_second")
         return SeriesSpec.for_write_rate(collection, writes_per_second=rate, shapes=shapes, **options)  # type: ignore[arg-type]
     return SeriesSpec(collection, shapes=shapes, **options)  # type: ignore[arg-type]
-
-
-def _duration(value: object) -> dt.timedelta:
-    """Seconds (a number) or a duration string such as '30 days', '12h' or 'P30D'."""
-    if isinstance(value, dt.timedelta):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return dt.timedelta(seconds=value)
-    if isinstance(value, str):
-        import pandas as pd
-
-        try:
-            return pd.Timedelta(value).to_pytimedelta()
-        except ValueError:
-            pass
-    raise SpecError(f"expire_after {value!r} is not a duration; give seconds or a string such as '30 days' or 'P30D'")

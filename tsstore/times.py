@@ -132,3 +132,18 @@ def to_micros(value: dt.datetime) -> int:
 def from_micros(micros: int) -> dt.datetime:
     """Inverse of :func:`to_micros`."""
     return EPOCH + dt.timedelta(microseconds=micros)
+
+
+def to_duration(value: object, *, name: str) -> dt.timedelta:
+    """A ``timedelta`` from seconds (a number) or a duration string such as '30 days', '12h'
+    or 'P30D'; a ``ValueError`` naming ``name`` otherwise."""
+    if isinstance(value, dt.timedelta):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return dt.timedelta(seconds=value)
+    if isinstance(value, str):
+        try:
+            return pd.Timedelta(value).to_pytimedelta()
+        except ValueError:
+            pass
+    raise ValueError(f"{name} {value!r} is not a duration; give seconds or a string such as '30 days' or 'P30D'")

@@ -5,7 +5,8 @@ Each command parses options, calls the library and formats the output; what they
 errors into clean click errors) is in :mod:`tsstore.cli.common`, written once. One module
 per command group: :mod:`~tsstore.cli.demo`, :mod:`~tsstore.cli.query` (query, count,
 explain, purge), :mod:`~tsstore.cli.indexes`, :mod:`~tsstore.cli.counters`,
-:mod:`~tsstore.cli.ingest`, :mod:`~tsstore.cli.emulator`; :mod:`~tsstore.cli.output` writes
+:mod:`~tsstore.cli.ingest`, :mod:`~tsstore.cli.emulator`, :mod:`~tsstore.cli.layout`
+(shards, plan); :mod:`~tsstore.cli.output` writes
 query results.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import click
 
-from tsstore.cli import counters, demo, emulator, indexes, ingest, query
+from tsstore.cli import counters, demo, emulator, indexes, ingest, layout, query
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -29,6 +30,8 @@ for _command in (
     query.explain,
     query.purge,
     query.query_ticks,
+    layout.shards,
+    layout.capacity,
     ingest.ingest,
     counters.counter,
     emulator.emulator,

@@ -14,6 +14,7 @@ import os
 import shlex
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -21,7 +22,7 @@ from typing import Any, NoReturn
 import click
 
 from tsstore.declaration import load_specs
-from tsstore.errors import TsstoreError
+from tsstore.errors import TsstoreError, UndeclaredShardsWarning
 from tsstore.local import supervisor
 from tsstore.local.emulator import DEFAULT_PROJECT, emulator_client, start_emulator
 from tsstore.read.query import Query
@@ -40,14 +41,23 @@ Command = Callable[..., Any]
 def library_errors(command: Command) -> Command:
     """End ``command`` with a clean click error (``Error: <message>``, exit 1) when the library
     refuses something: :class:`~tsstore.errors.TsstoreError` and every subclass, such as
-    :class:`~tsstore.errors.IngestError`. Goes right below ``@click.command``."""
+    :class:`~tsstore.errors.IngestError`; library warnings become ``warning: <message>``
+    lines on stderr. Goes right below ``@click.command``."""
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except TsstoreError as exc:
-            raise click.ClickException(str(exc)) from exc
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UndeclaredShardsWarning)
+            try:
+                return command(*args, **kwargs)
+            except TsstoreError as exc:
+                raise click.ClickException(str(exc)) from exc
+            finally:  # the library's warnings as one clean line each; others as Python shows them
+                for w in caught:
+                    if issubclass(w.category, UndeclaredShardsWarning):
+                        click.echo(f"warning: {w.message}", err=True)
+                    else:
+                        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
     return run
 

@@ -1,0 +1,62 @@
+"""``tsstore shards`` (the shard census) and ``tsstore plan`` (the capacity planner)."""
+
+from __future__ import annotations
+
+import click
+
+from tsstore.capacity import plan_capacity
+from tsstore.cli.common import Database, library_errors, pick_spec, series_options
+from tsstore.errors import TsstoreError
+from tsstore.spec import SeriesSpec
+from tsstore.times import to_duration
+
+
+@click.command("shards")
+@library_errors
+@series_options
+@click.option(
+    "--since", default=None, help="Judge the spread over ticks from this time on (e.g. the last layout change)."
+)
+@click.option("--check", is_flag=True, help="Exit with status 1 when the census finds a problem.")
+def shards(*, spec: SeriesSpec, database: Database, since: str | None, check: bool) -> None:
+    """The shard census: ticks per shard value (active, retired, and values the declaration
+    does not list), the spread over the active values, and what needs attention. Count
+    aggregations and limit-1 queries only; no tick is read.
+
+    \b
+    Example:
+      tsstore shards --spec spec.toml --since 2026-11-01T00:00:00Z --check
+    """
+    with database.open_store(spec) as store:
+        census = store.shard_census(since=since)
+    click.echo(census.describe())
+    if check and census.problems():
+        raise SystemExit(1)
+
+
+@click.command("plan")
+@library_errors
+@click.option("--writes-per-second", "rate", type=float, required=True, help="Sustained write rate to plan for.")
+@click.option("--retention", default=None, help="How long ticks are kept (e.g. '30 days'); storage at steady state.")
+@click.option("--headroom", type=float, default=1.25, show_default=True, help="Spare capacity factor.")
+@click.option("--pages-per-day", type=float, default=0.0, help="Pages of 100 ticks read a day, for the read cost.")
+@click.option("--spec", "declaration", default=None, help="Compare with this declaration (module:NAME or a file).")
+@click.option("--collection", default=None, help="Which declared series, when the declaration holds several.")
+def capacity(
+    *, rate: float, retention: str | None, headroom: float, pages_per_day: float, declaration: str | None,
+    collection: str | None,
+) -> None:  # fmt: skip
+    """Plan shards, chunks, reads per page, index entries, storage and monthly cost for a
+    write rate; with --spec, say what to change in that declaration. Nothing is sent.
+
+    \b
+    Example:
+      tsstore plan --writes-per-second 20000 --retention '90 days' --spec spec.toml
+    """
+    spec = None if declaration is None else pick_spec(declaration, collection=collection)
+    try:
+        kept = None if retention is None else to_duration(retention, name="--retention")
+    except ValueError as exc:
+        raise TsstoreError(str(exc)) from None
+    plan = plan_capacity(rate, retention=kept, spec=spec, headroom=headroom, pages_per_day=pages_per_day)
+    click.echo(plan.describe(spec))
