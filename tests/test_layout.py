@@ -5,7 +5,13 @@ values the declaration does not list, and the capacity planner agrees with the s
 from __future__ import annotations
 
 import datetime as dt
+import os
 import random
+import signal
+import subprocess
+import sys
+import threading
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +22,7 @@ import pytest
 from tests.test_retention import run_cli
 from tsstore import (
     QueryShape,
+    ReshardResult,
     RetiredShard,
     SeriesSpec,
     SpecError,
@@ -256,4 +263,83 @@ def test_the_shards_count_and_plan_commands(tsstore_emulator: Any, tmp_path: Pat
     planned = run_cli("plan", "--writes-per-second", "4000", "--spec", "retired.toml", emulator=None, cwd=tmp_path)
     assert planned.returncode == 0 and "grow from 3 to 10 active shards" in planned.stdout
     assert "make retired s3, s4 … s9 active again" in planned.stdout
+    client.close()
+
+
+def moved_state(client: Any, collection: str) -> dict[str, dict[str, Any]]:
+    """Every document's content without its shard field, by id."""
+    return {
+        d.id: {k: v for k, v in d.to_dict().items() if k != "shard"} for d in client.collection(collection).stream()
+    }
+
+
+def test_reshard_moves_every_tick_once_while_readers_see_each_exactly_once(database: Any) -> None:
+    old = TimeSeriesStore(database, spec("ticks", shards=plan_shards(5_000)), write_options=FAST)
+    old.write(trading_day(1500, day=DAY, seed=12))
+    before = moved_state(database, "ticks")
+    layout = spec("ticks", shards=plan_shards(1_500), retired=plan_shards(5_000)[3:])
+    to_move = sum(data["shard"] in layout.read_shards[3:] for _, _, data in stored(database, "ticks"))
+    slow = TimeSeriesStore(database, layout, write_options=WriteOptions(ramp=False, max_ops_per_second=600))
+    reader = TimeSeriesStore(database, layout)
+    seen: list[tuple[int, int]] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            page = reader.query(limit=2000)  # one page, one snapshot, every tick
+            seen.append((reader.count(start=dt.datetime(2000, 1, 1, tzinfo=UTC)), len({t.id for t in page})))
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    progress: list[int] = []
+    try:
+        result = slow.reshard(on_progress=progress.append)
+    finally:
+        stop.set()
+        thread.join()
+    assert result.remaining == {v: 0 for v in plan_shards(5_000)[3:]} and result.vanished == 0
+    assert result.moved == sum(progress) == to_move > 900 and result.passes == 1
+    assert len(seen) >= 3 and set(seen) == {(1500, 1500)}  # no read missed or doubled a tick during the move
+    after = moved_state(database, "ticks")
+    assert after == before  # the same ids with the same content: only the shard field changed
+    census = reader.shard_census()
+    assert census.ticks("retired") == 0 and census.ticks("active") == 1500 == census.total
+    assert slow.reshard() == ReshardResult(0, 0, result.remaining, 0)  # idempotent: nothing left to move
+
+
+def test_reshard_command_resumes_after_sigkill_exactly(tsstore_emulator: Any, tmp_path: Path) -> None:
+    name = f"reshard-cli-{random.randrange(10**9)}"
+    client = tsstore_emulator.client(database=name)
+    TimeSeriesStore(client, spec("ticks", shards=plan_shards(5_000)), write_options=FAST).write(
+        trading_day(8000, day=DAY, seed=13)
+    )
+    before = moved_state(client, "ticks")
+    retired = plan_shards(5_000)[3:]
+    (tmp_path / "spec.toml").write_text(
+        '[[series]]\ncollection = "ticks"\nkey_fields = ["symbol"]\nwrites_per_second = 1500\n'
+        f"retired = {list(retired)!r}\n".replace("'", '"')
+    )
+    early = dt.datetime(2000, 1, 1, tzinfo=UTC)
+    on_retired = TimeSeriesStore(client, spec("ticks", shards=retired))
+    initial = on_retired.count(start=early)
+    env = dict(os.environ, FIRESTORE_EMULATOR_HOST=tsstore_emulator.address)
+    command = [sys.executable, "-m", "tsstore", "reshard", "--spec", "spec.toml", "--database", name]
+    first = subprocess.Popen([*command, "--max-rate", "1500"], cwd=tmp_path, env=env, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while on_retired.count(start=early) > initial - 500 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=30)
+    left = on_retired.count(start=early)
+    assert 0 < left < initial, "the first run was not killed half-way"
+    assert moved_state(client, "ticks") == before  # killed mid-move: nothing lost, nothing doubled
+    second = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 0, second.stderr
+    assert f"moved {left} ticks off retired shard values {', '.join(retired)}; they now hold no tick" in second.stdout
+    assert "census: retired values hold 0, active values 8000, collection 8000" in second.stdout
+    assert "moving" in second.stderr  # the progress bar
+    assert moved_state(client, "ticks") == before
+    assert {d.get("shard") for d in client.collection("ticks").stream()} <= set(plan_shards(1_500))
+    again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert "moved 0 ticks" in again.stdout and "census: retired values hold 0" in again.stdout
     client.close()

@@ -27,13 +27,14 @@ from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query
 from tsstore.spec import Direction, QueryShape, RetiredShard, SeriesSpec, plan_shards
 from tsstore.store import TimeSeriesStore
-from tsstore.store_base import PurgeResult, WriteOptions, WriteResult
+from tsstore.store_base import PurgeResult, ReshardResult, WriteOptions, WriteResult
 from tsstore.ticks import Page, Tick
 
 __all__ = [
     "AsyncTimeSeriesStore",
     "CapacityPlan",
     "Prices",
+    "ReshardResult",
     "RetiredShard",
     "ShardCensus",
     "UndeclaredShardsWarning",

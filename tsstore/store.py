@@ -40,21 +40,23 @@ from tsstore.read.engine import (
 from tsstore.read.merge import merge_streams, take
 from tsstore.read.plan import QueryPlan
 from tsstore.read.query import Query
-from tsstore.spec import SeriesSpec
+from tsstore.spec import Direction, SeriesSpec
 from tsstore.store_base import (
     _CLOCK_PROBE_ID,
     COUNT_OPTIONS,
     COUNTERS_SUFFIX,
     DEFAULT_CONCURRENCY,
     DEFAULT_PAGE_SIZE,
+    ProgressCallback,
     PurgeResult,
+    ReshardResult,
     StoreBase,
     WriteOptions,
     WriteResult,
     _Job,
 )
 from tsstore.ticks import Page, Tick, get_path
-from tsstore.wire import Stored, WriteOp, WriteStatus, batch_write, get_documents, stream_ticks
+from tsstore.wire import NOT_FOUND, Stored, WriteOp, WriteStatus, batch_write, get_documents, stream_ticks
 from tsstore.write.prepare import PreparedDoc
 from tsstore.write.sender import Written
 
@@ -269,6 +271,58 @@ class TimeSeriesStore(StoreBase):
 
         return _Job(sender, doomed(), result, "purge").run()
 
+    # ------------------------------------------------------------------ layout
+
+    def reshard(self, *, on_progress: ProgressCallback | None = None, max_passes: int = 3) -> ReshardResult:
+        """Move every tick under a retired shard value onto the active values, so the retired
+        values can leave the declaration. Safe to run while others read and write:
+
+        - each tick keeps its id and content; only its shard field changes, in one
+          single-document update (an update of the field, on the condition that the
+          document exists), so at any snapshot a tick sits under exactly one shard value, and
+          every read covers active and retired values alike: no read misses or repeats it;
+        - the target value comes from the id (:func:`~tsstore.write.identity.shard_for_id`),
+          so a resumed or repeated run agrees with itself, and a run after a finished one
+          moves nothing; a run killed half-way is resumed by running it again;
+        - writes go through the writer's bulk sender, at this store's ramped, bounded rate,
+          with its retries; ``on_progress`` is called with each batch's size.
+
+        A pass streams each retired value oldest first (ids only) and moves what it finds;
+        ticks that old writers still add meanwhile are caught by a further pass, up to
+        ``max_passes``. A tick deleted during the move (a purge, TTL) is counted as vanished."""
+        retired = tuple(r.value for r in self.spec.retired)
+        plan = self.plan(direction=Direction.ASC, columns=())
+        done = ReshardResult(0, 0, self._remaining(plan, retired), 0)
+        while any(done.remaining.values()) and done.passes < max_passes:
+            done = self._reshard_pass(plan, done, on_progress)
+        return done
+
+    def _reshard_pass(
+        self, plan: QueryPlan, before: ReshardResult, on_progress: ProgressCallback | None
+    ) -> ReshardResult:
+        sender = self._sender(on_progress=on_progress)
+        fetch, stats = self._fetcher(plan), ReadStats()
+        cursors = (
+            ChunkCursor((value,), after=None, limit=None, read_time=None, stats=stats)
+            for value, left in before.remaining.items()
+            if left
+        )
+        ticks = (tick for cursor in cursors for tick in ChunkStream(fetch, cursor))
+
+        def result(remaining: Mapping[str, int] = before.remaining) -> ReshardResult:
+            moved, vanished = before.moved + sender.counts["patched"], before.vanished + len(sender.failures)
+            return ReshardResult(moved, vanished, remaining, before.passes + 1)
+
+        _Job(sender, self._moves(ticks), result, "reshard", tolerate=frozenset({NOT_FOUND})).run()
+        return result(self._remaining(plan, tuple(before.remaining)))
+
+    def _remaining(self, plan: QueryPlan, values: tuple[str, ...]) -> dict[str, int]:
+        """Ticks under each of ``values``, at one snapshot."""
+        queries = [chunk_query(self._collection, plan, (value,), None, None) for value in values]
+        stats = ReadStats()
+        snapshot = self._probe(stats) if len(queries) > 1 else None
+        return dict(zip(values, self._pool.map(lambda q: self._count(q, snapshot, stats), queries)))
+
     # ------------------------------------------------------------------ internals
 
     def _transport(
@@ -295,7 +349,8 @@ class TimeSeriesStore(StoreBase):
         tally: dict[tuple[Any, ...], int] = {}
         paths = [f.split(".") for f in self.spec.count_by]
         for item in batch:
-            assert item.doc.data is not None
+            if not isinstance(item.doc.data, dict):  # deletes and patches (reshard) count nothing
+                continue
             key = tuple(get_path(item.doc.data, p) for p in paths)
             if item.outcome == "created":
                 tally[key] = tally.get(key, 0) + 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -25,8 +25,8 @@ from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query
 from tsstore.spec import Direction, SeriesSpec
 from tsstore.times import NaivePolicy, to_utc
-from tsstore.wire import Stored, WriteOp, WriteStatus
-from tsstore.write.identity import DuplicatePolicy
+from tsstore.wire import Patch, Stored, WriteOp, WriteStatus
+from tsstore.write.identity import DuplicatePolicy, shard_for_id
 from tsstore.write.prepare import PreparedDoc, prepare_records
 from tsstore.write.ramp import RampLimiter
 from tsstore.write.sender import BulkSender, Written
@@ -118,6 +118,26 @@ class WriteResult:
     unsettled: int = 0
 
 
+@dataclass(frozen=True)
+class ReshardResult:
+    """What a reshard did: ``moved`` ticks rewritten from retired shard values onto active
+    ones (same ids and content), ``vanished`` ticks deleted meanwhile (a purge, TTL) and so
+    not moved, and ``remaining`` ticks under each retired value when it finished (0 each when
+    done: the value can then leave the declaration), after ``passes`` passes."""
+
+    moved: int
+    vanished: int
+    remaining: Mapping[str, int]
+    passes: int
+
+    def describe(self) -> str:
+        left = sum(self.remaining.values())
+        state = "they now hold no tick" if not left else f"{left} ticks remain under them (run it again)"
+        values = ", ".join(self.remaining) or "none"
+        gone = f"; {self.vanished} were deleted meanwhile" if self.vanished else ""
+        return f"moved {self.moved} ticks off retired shard values {values}{gone}; {state}"
+
+
 R = TypeVar("R")
 
 
@@ -130,6 +150,7 @@ class _Job(Generic[R]):
     docs: Iterable[PreparedDoc]
     result: Callable[[], R]
     what: str
+    tolerate: frozenset[int] = frozenset()  # refusal codes that are an answer, not a failure
 
     def run(self) -> R:
         sender = self.sender
@@ -137,7 +158,7 @@ class _Job(Generic[R]):
             sender.send_all(self.docs)
         except KeyboardInterrupt as stop:
             raise Interrupted(self.result(), f"{self.what} interrupted") from stop
-        if sender.failures:
+        if any(f.code not in self.tolerate for f in sender.failures):
             failures = sorted(sender.failures, key=lambda f: f.index)
             raise WriteError(failures, written=sender.written, result=self.result())
         return self.result()
@@ -220,6 +241,12 @@ class StoreBase:
         except ValueError as exc:
             raise QueryError(str(exc)) from None
         return Census(self.spec, since=since_t, read_time=read_time, stats=stats)
+
+    def _moves(self, ticks: Iterable[Any]) -> Iterator[PreparedDoc]:
+        """Each tick of a retired value as a patch of its shard field only, onto the active
+        value its id picks (:func:`~tsstore.write.identity.shard_for_id`)."""
+        for i, tick in enumerate(ticks):
+            yield PreparedDoc(i, tick.id, Patch({self.spec.shard_field: shard_for_id(tick.id, self.spec.shards)}), 0)
 
     def _census_query(self, ask: Ask) -> BaseQuery:
         return census_query(self._collection, self.spec, ask)

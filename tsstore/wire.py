@@ -186,12 +186,22 @@ def _plain_time(value: Any) -> dt.datetime:
 #: (gRPC status code, message) of one write in a BatchWrite response; code 0 is success.
 WriteStatus = tuple[int, str]
 
-#: One write: document id, data (``None`` deletes the document), and whether it may only
-#: create the document (Firestore then refuses it with ALREADY_EXISTS if the id is taken).
-WriteOp = tuple[str, dict[str, Any] | None, bool]
 
-#: gRPC status code of a create whose document exists.
-ALREADY_EXISTS = 6
+@dataclass(frozen=True)
+class Patch:
+    """Change only these fields (dotted paths to values) of a document that must exist
+    (Firestore refuses it with NOT_FOUND otherwise); the rest of the document stays."""
+
+    fields: dict[str, Any]
+
+
+#: One write: document id, data (``None`` deletes the document, a :class:`Patch` changes
+#: some fields of an existing one), and whether it may only create the document (Firestore
+#: then refuses it with ALREADY_EXISTS if the id is taken).
+WriteOp = tuple[str, "dict[str, Any] | Patch | None", bool]
+
+#: gRPC status codes of a create whose document exists, and of a patch whose document does not.
+ALREADY_EXISTS, NOT_FOUND = 6, 5
 
 
 def batch_write(
@@ -218,6 +228,8 @@ def batch_write(
     for doc_id, data, create in writes:
         if data is None:
             batch.delete(collection.document(doc_id))
+        elif isinstance(data, Patch):
+            batch.update(collection.document(doc_id), data.fields)
         elif create:
             batch.create(collection.document(doc_id), data)
         else:
@@ -250,6 +262,16 @@ def _batch_write_request(collection: BaseCollectionReference, writes: list[Write
         update = write.update
         update.name = prefix + doc_id
         fields = update.fields
+        if isinstance(data, Patch):
+            write.current_document.exists = True
+            for path, value in data.fields.items():
+                *parents, last = path.split(".")
+                target = fields
+                for part in parents:
+                    target = target[part].map_value.fields
+                _encode_value(value, target[last])
+                write.update_mask.field_paths.append(path)
+            continue
         for key, value in data.items():
             _encode_value(value, fields[key])
     return firestore_types.BatchWriteRequest.wrap(request), client

@@ -6,7 +6,7 @@ errors into clean click errors) is in :mod:`tsstore.cli.common`, written once. O
 per command group: :mod:`~tsstore.cli.demo`, :mod:`~tsstore.cli.query` (query, count,
 explain, purge), :mod:`~tsstore.cli.indexes`, :mod:`~tsstore.cli.counters`,
 :mod:`~tsstore.cli.ingest`, :mod:`~tsstore.cli.emulator`, :mod:`~tsstore.cli.layout`
-(shards, plan); :mod:`~tsstore.cli.output` writes
+(shards, reshard, plan); :mod:`~tsstore.cli.output` writes
 query results.
 """
 
@@ -31,6 +31,7 @@ for _command in (
     query.purge,
     query.query_ticks,
     layout.shards,
+    layout.reshard,
     layout.capacity,
     ingest.ingest,
     counters.counter,

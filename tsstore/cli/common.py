@@ -8,6 +8,7 @@ Only this module reads the environment (``FIRESTORE_EMULATOR_HOST``, ``GOOGLE_CL
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -128,11 +129,15 @@ class Database:
         return connect(project=self.project, database=self.name, ephemeral=ephemeral)
 
     @contextlib.contextmanager
-    def open_store(self, spec: SeriesSpec, *, ephemeral: bool = False) -> Iterator[TimeSeriesStore]:
+    def open_store(
+        self, spec: SeriesSpec, *, ephemeral: bool = False, max_rate: int | None = None
+    ) -> Iterator[TimeSeriesStore]:
         """The store of ``spec`` on this database; on an emulator it writes at
-        :data:`LOCAL_WRITE_OPTIONS`."""
+        :data:`LOCAL_WRITE_OPTIONS`; ``max_rate`` caps its writes per second."""
         with self.connect(ephemeral=ephemeral) as (client, local):
             options = LOCAL_WRITE_OPTIONS if local else WriteOptions()
+            if max_rate is not None:
+                options = dataclasses.replace(options, max_ops_per_second=max_rate)
             with TimeSeriesStore(client, spec, write_options=options) as store:
                 yield store
 

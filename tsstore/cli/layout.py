@@ -1,12 +1,14 @@
-"""``tsstore shards`` (the shard census) and ``tsstore plan`` (the capacity planner)."""
+"""``tsstore shards`` (the shard census), ``tsstore reshard`` (moving ticks off retired shard
+values) and ``tsstore plan`` (the capacity planner)."""
 
 from __future__ import annotations
 
 import click
+from tqdm import tqdm
 
 from tsstore.capacity import plan_capacity
-from tsstore.cli.common import Database, library_errors, pick_spec, series_options
-from tsstore.errors import TsstoreError
+from tsstore.cli.common import Database, exit_interrupted, library_errors, pick_spec, series_options
+from tsstore.errors import Interrupted, TsstoreError
 from tsstore.spec import SeriesSpec
 from tsstore.times import to_duration
 
@@ -32,6 +34,40 @@ def shards(*, spec: SeriesSpec, database: Database, since: str | None, check: bo
     click.echo(census.describe())
     if check and census.problems():
         raise SystemExit(1)
+
+
+@click.command("reshard")
+@library_errors
+@series_options
+@click.option("--max-rate", type=click.IntRange(min=1), default=None, help="Cap on writes per second.")
+def reshard(*, spec: SeriesSpec, database: Database, max_rate: int | None) -> None:
+    """Move every tick under a retired shard value onto the active values (same ids and
+    content; only the shard field changes), at the writer's ramped rate, with progress.
+    Readers never miss nor repeat a tick meanwhile; a killed run resumes when run again. The
+    summary is the census of the retired values afterwards: once they hold nothing, drop them
+    from the declaration.
+
+    \b
+    Example:
+      tsstore reshard --spec spec.toml && tsstore shards --spec spec.toml
+    """
+    if not spec.retired:
+        raise TsstoreError(f"{spec.collection!r} declares no retired shard values: there is nothing to move")
+    try:
+        with database.open_store(spec, max_rate=max_rate) as store:
+            before = store.shard_census()
+            total = sum(before.count_of(r.value) for r in spec.retired)
+            with tqdm(total=total, unit="tick", desc="moving", dynamic_ncols=True) as bar:
+                result = store.reshard(on_progress=bar.update)
+            after = store.shard_census()
+    except Interrupted as stop:
+        click.echo(f"moved {stop.partial.moved} tick(s) before the interrupt")  # type: ignore[attr-defined]
+        exit_interrupted("run the same command to move the rest")
+    click.echo(result.describe())
+    click.echo(
+        f"census: retired values hold {after.ticks('retired')}, active values {after.ticks('active')}, "
+        f"collection {after.total}"
+    )
 
 
 @click.command("plan")

@@ -79,6 +79,12 @@ def shard_from_digest(digest: bytes, shards: tuple[str, ...]) -> str:
     return shards[int.from_bytes(digest[ID_BYTES : ID_BYTES + 4], "big") % len(shards)]
 
 
+def shard_for_id(doc_id: str, shards: tuple[str, ...]) -> str:
+    """The shard value a stored tick moves to when its own is retired: uniform over
+    ``shards`` and the same every time for the same id, so a resumed move agrees with itself."""
+    return shard_from_digest(hashlib.sha256(doc_id.encode()).digest(), shards)
+
+
 def check_policy(policy: object) -> DuplicatePolicy:
     if policy not in DUPLICATE_POLICIES:
         raise ValueError(f"on_duplicate={policy!r} is not allowed; use one of {', '.join(DUPLICATE_POLICIES)}")

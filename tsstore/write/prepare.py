@@ -22,6 +22,7 @@ from tsstore.errors import ConfigError, RecordError
 from tsstore.limits import MAX_DOCUMENT_BYTES, MAX_FIELD_DEPTH, MAX_INT64, MIN_INT64
 from tsstore.spec import SeriesSpec
 from tsstore.times import NAIVE_POLICIES, NaivePolicy, to_utc
+from tsstore.wire import Patch
 from tsstore.write.identity import (
     ID_BYTES,
     DuplicatePolicy,
@@ -44,12 +45,12 @@ class PreparedDoc:
     ``base`` (key values and time), ``repeat`` and ``content`` (the content fingerprint, when
     it was needed) place a keyed tick (see :mod:`tsstore.write.identity`); ``at_slot`` says the id
     is its base's slot id. ``base`` is ``None`` for random ids. ``data`` ``None`` deletes the
-    document.
+    document, a :class:`~tsstore.wire.Patch` changes some of its fields.
     """
 
     index: int
     id: str
-    data: dict[str, Any] | None
+    data: dict[str, Any] | Patch | None
     size: int
     base: tuple[Any, ...] | None = None
     repeat: int = 0

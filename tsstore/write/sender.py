@@ -32,7 +32,7 @@ import grpc
 from google.api_core import exceptions as gexc
 
 from tsstore.errors import WriteFailure
-from tsstore.wire import ALREADY_EXISTS, Stored, WriteOp, WriteStatus
+from tsstore.wire import ALREADY_EXISTS, Patch, Stored, WriteOp, WriteStatus
 from tsstore.write.identity import DuplicatePolicy, content_digest, fingerprint, id_from_digest
 from tsstore.write.prepare import PreparedDoc
 
@@ -64,7 +64,7 @@ CLOCK_SKEW_SECONDS = 1.0
 #: How often one document may find its slot changed under it before it is reported.
 _MAX_RESOLUTIONS = 4
 
-Outcome = Literal["created", "present", "replaced", "deleted"]
+Outcome = Literal["created", "present", "replaced", "deleted", "patched"]
 Send = Callable[[list[WriteOp]], list[WriteStatus]]
 Lookup = Callable[[list[str]], Mapping[str, Stored]]
 
@@ -84,7 +84,7 @@ class Written:
 class _Item:
     doc: PreparedDoc
     id: str
-    op: Literal["create", "set", "delete"]
+    op: Literal["create", "set", "delete", "patch"]
     sent_at: float | None = None  # wall-clock time of the first send
     ambiguous: bool = False  # a request holding it failed as a whole: it may have landed
     resolutions: int = 0
@@ -152,7 +152,7 @@ class BulkSender:
         self._waiting_lock = threading.Lock()
         self._shown_status: str | None = None
         self.written = 0
-        self.counts: dict[Outcome, int] = {"created": 0, "present": 0, "replaced": 0, "deleted": 0}
+        self.counts: dict[Outcome, int] = {"created": 0, "present": 0, "replaced": 0, "deleted": 0, "patched": 0}
         self.failures: list[WriteFailure] = []
         #: Documents not confirmed when a stop (Ctrl-C) ended the wait: never sent, or sent
         #: with no answer yet. A resumed run sends them again (and finds those that landed).
@@ -254,7 +254,7 @@ class BulkSender:
     # ------------------------------------------------------------------ worker threads
 
     def _send(self, docs: list[PreparedDoc]) -> _Outcome:
-        items = [_Item(d, d.id, "delete" if d.data is None else "create") for d in docs]
+        items = [_Item(d, d.id, _op(d)) for d in docs]
         try:
             return self._send_items(items)
         finally:
@@ -350,7 +350,7 @@ class BulkSender:
             if found is None:  # deleted since: create it again
                 again.append(item)
                 continue
-            assert item.doc.data is not None
+            assert isinstance(item.doc.data, dict)  # only creates are resolved
             mine = item.doc.content or fingerprint(item.doc.data, ignore=self._ignore)
             if fingerprint(found.data, ignore=self._ignore) == mine:
                 landed = (
@@ -378,6 +378,10 @@ class BulkSender:
         return again
 
 
+def _op(doc: PreparedDoc) -> Literal["create", "delete", "patch"]:
+    return "delete" if doc.data is None else "patch" if isinstance(doc.data, Patch) else "create"
+
+
 def _code(exc: gexc.GoogleAPICallError) -> int:
     return exc.grpc_status_code.value[0] if exc.grpc_status_code else 2
 
@@ -387,5 +391,5 @@ def _failure(item: _Item, code: int, message: str) -> WriteFailure:
 
 
 def _written(item: _Item) -> Written:
-    outcome: Outcome = {"create": "created", "set": "replaced", "delete": "deleted"}[item.op]  # type: ignore[assignment]
+    outcome: Outcome = {"create": "created", "set": "replaced", "delete": "deleted", "patch": "patched"}[item.op]  # type: ignore[assignment]
     return Written(item.doc, item.id, outcome, item.previous)
