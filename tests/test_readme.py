@@ -113,3 +113,19 @@ def test_declaration_examples_in_the_readme_load(tmp_path: Path) -> None:
     namespace: dict[str, object] = {}
     exec(compile(schema, "README schema example", "exec"), namespace)
     assert isinstance(namespace["TICKS"], SeriesSpec)
+
+
+def test_layout_example_and_the_planner_output_match_the_code() -> None:
+    namespace: dict[str, Any] = {}
+    exec(compile(block_after("layout-example"), "README layout example", "exec"), namespace)
+    shrunk, renamed = namespace["SHRUNK"], namespace["RENAMED"]
+    assert shrunk.shards == ("s0", "s1", "s2") and len(shrunk.read_shards) == 10
+    assert renamed.shards == ("x", "y", "z") and len(renamed.read_shards) == 13
+    out = io.StringIO()
+    args = ["plan", "--writes-per-second", "1200", "--retention", "90 days", "--spec", "tsstore.demo:SPEC"]
+    with contextlib.redirect_stdout(out):
+        try:
+            main.main(args, prog_name="tsstore", standalone_mode=False)
+        except SystemExit as stop:
+            assert stop.code in (0, None)
+    assert out.getvalue() == block_after("plan-demo")
