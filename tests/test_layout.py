@@ -279,7 +279,7 @@ def test_reshard_moves_every_tick_once_while_readers_see_each_exactly_once(datab
     before = moved_state(database, "ticks")
     layout = spec("ticks", shards=plan_shards(1_500), retired=plan_shards(5_000)[3:])
     to_move = sum(data["shard"] in layout.read_shards[3:] for _, _, data in stored(database, "ticks"))
-    slow = TimeSeriesStore(database, layout, write_options=WriteOptions(ramp=False, max_ops_per_second=600))
+    slow = TimeSeriesStore(database, layout, write_options=WriteOptions(ramp=False, max_ops_per_second=300))
     reader = TimeSeriesStore(database, layout)
     seen: list[tuple[int, int]] = []
     stop = threading.Event()
@@ -299,7 +299,7 @@ def test_reshard_moves_every_tick_once_while_readers_see_each_exactly_once(datab
         thread.join()
     assert result.remaining == {v: 0 for v in plan_shards(5_000)[3:]} and result.vanished == 0
     assert result.moved == sum(progress) == to_move > 900 and result.passes == 1
-    assert len(seen) >= 3 and set(seen) == {(1500, 1500)}  # no read missed or doubled a tick during the move
+    assert len(seen) >= 2 and set(seen) == {(1500, 1500)}  # no read missed or doubled a tick during the move
     after = moved_state(database, "ticks")
     assert after == before  # the same ids with the same content: only the shard field changed
     census = reader.shard_census()
