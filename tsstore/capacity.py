@@ -232,7 +232,7 @@ def plan_capacity(
         costs["deletes"] = ticks_a_month / 1e5 * prices.deletes_per_100k
     if pages_per_day:
         costs["reads"] = pages_per_day * _MONTH_DAYS * page_reads / 1e5 * prices.reads_per_100k
-    return CapacityPlan(**{**plan.__dict__, "costs": costs})
+    return dataclasses.replace(plan, costs=costs)
 
 
 def _shape_cost(
