@@ -18,11 +18,10 @@ import pandas as pd
 from google.cloud import firestore
 
 from tsstore.counters import ShardedCounter, increment_counters
-from tsstore.errors import (
-    ConfigError,
-    TsstoreError,
-)
+from tsstore.errors import ConfigError, QueryError, TsstoreError
 from tsstore.frames import check_frame_rows, frames, ticks_to_frame
+from tsstore.live.listen import LiveTail, LiveWatch, decoder
+from tsstore.live.state import TailState
 from tsstore.read.census import Ask, FirstValue, ShardCensus
 from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
@@ -46,6 +45,8 @@ from tsstore.store_base import (
     COUNT_OPTIONS,
     COUNTERS_SUFFIX,
     DEFAULT_CONCURRENCY,
+    DEFAULT_HOLD,
+    DEFAULT_LATENESS,
     DEFAULT_PAGE_SIZE,
     ProgressCallback,
     PurgeResult,
@@ -56,6 +57,7 @@ from tsstore.store_base import (
     _Job,
 )
 from tsstore.ticks import Page, Tick, get_path
+from tsstore.times import to_utc
 from tsstore.wire import NOT_FOUND, Stored, WriteOp, WriteStatus, batch_write, get_documents, stream_ticks
 from tsstore.write.prepare import PreparedDoc
 from tsstore.write.sender import Written
@@ -270,6 +272,65 @@ class TimeSeriesStore(StoreBase):
             return PurgeResult(matched=matched, deleted=sender.counts["deleted"], dry_run=False)
 
         return _Job(sender, doomed(), result, "purge").run()
+
+    # ------------------------------------------------------------------ live
+
+    def watch(self, query: Query | None = None, /, *, limit: int, **options: Any) -> LiveWatch:
+        """The newest ``limit`` ticks matching ``where`` (projected to ``columns``), kept
+        current: iterate for a :class:`~tsstore.live.state.WindowUpdate` each time the window
+        changes (``window``, ``entered``, ``left``, each chunk's ``read_times``).
+
+        One listener per shard chunk, on the chunk's query limited to ``limit`` newest first;
+        the window merges the chunks' reports by (timestamp, id). Snapshots that arrive
+        together on several chunks make one update. Each chunk's part of a window is as of its
+        own snapshot time, and each chunk's time only moves forward. ``close()`` (or ``with``)
+        stops every listener."""
+        q = Query.of(query, {**options, "limit": limit})
+        q.only(("where", "limit", "columns"), "watch")
+        columns = self.plan(q).columns
+        plan = self.plan(q.replace(columns=None), direction=Direction.DESC)
+        queries = [chunk_query(self._collection, plan, chunk, None, limit) for chunk in plan.chunks]
+        return LiveWatch(queries, limit, decoder(self.spec.timestamp_field, columns))
+
+    def tail(
+        self,
+        query: Query | None = None,
+        /,
+        *,
+        since: object = None,
+        lateness: dt.timedelta = DEFAULT_LATENESS,
+        hold: int = DEFAULT_HOLD,
+        **options: Any,
+    ) -> LiveTail:
+        """Every tick matching ``where`` that is written from ``since`` (default: the server's
+        time now) on, once each, in the order they arrive, as
+        :class:`~tsstore.live.state.TailTick` values (``tick``, ``late``, ``created``).
+
+        A tick is seen when its timestamp is at most ``lateness`` older than the newest tick
+        delivered; an older one is marked ``late``. Each chunk's listener reads from that
+        moving bound on and is restarted from it once it holds more than ``hold`` documents,
+        so memory stays bounded however long the tail runs. Reconnections are the client's
+        (its listeners resume); a tick reported again is not delivered again. ``close()``
+        stops every listener."""
+        q = Query.of(query, options)
+        q.only(("where", "columns"), "tail")
+        if not isinstance(lateness, dt.timedelta) or lateness < dt.timedelta(0):
+            raise ConfigError(f"lateness {lateness!r} is not allowed; give a timedelta of zero or more")
+        if isinstance(hold, bool) or not isinstance(hold, int) or hold < 1:
+            raise ConfigError(f"hold {hold!r} is not allowed; give a positive number of documents")
+        columns = self.plan(q).columns
+        try:
+            start = self.server_time() if since is None else to_utc(since, name="since")
+        except ValueError as exc:
+            raise QueryError(str(exc)) from None
+        state = TailState(since=start, lateness=lateness)
+        base = self._oldest_first(q.replace(columns=None, start=state.bound()))
+
+        def query_from(chunk: int, bound: dt.datetime) -> Any:
+            plan = self.plan(base.query.replace(start=bound), direction=base.direction)
+            return chunk_query(self._collection, plan, base.chunks[chunk], None, None)
+
+        return LiveTail(len(base.chunks), query_from, state, decoder(self.spec.timestamp_field, columns), hold=hold)
 
     # ------------------------------------------------------------------ layout
 

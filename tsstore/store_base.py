@@ -51,6 +51,11 @@ COUNT_OPTIONS = ("where", "start", "end", "read_time")
 
 ProgressCallback = Callable[[int], None]
 
+#: How far behind the newest delivered tick a tail still sees a tick, and how many documents
+#: a tail's chunk listener holds before it moves on (see :meth:`TimeSeriesStore.tail`).
+DEFAULT_LATENESS = dt.timedelta(minutes=5)
+DEFAULT_HOLD = 10_000
+
 #: The options purge takes: a time bound, filters, and how to run.
 PURGE_OPTIONS = frozenset({"before", "start", "end", "where", "dry_run", "on_progress"})
 
@@ -319,11 +324,15 @@ class StoreBase:
             bounds = bounds.replace(end=before)
         if bounds.start is None and bounds.end is None:
             raise QueryError("purge needs a time bound: before=, or start=/end=; refusing to delete everything")
-        try:  # oldest first where an index for it is declared; the order is only cosmetic here
-            plan = self.plan(bounds, direction=Direction.ASC, columns=())
+        return PurgeRequest(self._oldest_first(bounds.replace(columns=())), bounds, bool(dry_run), on_progress)
+
+    def _oldest_first(self, query: Query) -> QueryPlan:
+        """The plan of ``query`` oldest first where an index for that is declared, else newest
+        first: for reads that take every match, whose order is only cosmetic."""
+        try:
+            return self.plan(query, direction=Direction.ASC)
         except QueryError:
-            plan = self.plan(bounds, direction=Direction.DESC, columns=())
-        return PurgeRequest(plan, bounds, bool(dry_run), on_progress)
+            return self.plan(query, direction=Direction.DESC)
 
     def _sender(self, *, on_duplicate: DuplicatePolicy = "keep", **callbacks: Any) -> BulkSender:
         send, lookup = self._transport()

@@ -1,0 +1,176 @@
+"""Live data on the emulator: a tail delivers every tick written after it started exactly once
+(late ones marked), a watch's window ends equal to the newest ticks stored, both survive cut
+connections, and close() leaves no listener thread behind. The window and tail rules are also
+tested without Firestore."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.proxy import CuttingProxy
+from tsstore import ConfigError, QueryError, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions, plan_shards
+from tsstore.live.state import TailState, WindowState
+from tsstore.local.emulator import emulator_client
+from tsstore.ticks import Tick
+
+UTC = dt.timezone.utc
+SPEC = SeriesSpec(
+    "live", shards=plan_shards(20_000), shapes=[QueryShape("symbol", ("desc", "asc"))], key_fields=["symbol", "n"]
+)  # 40 shards: 2 chunks; with an `in` of 2 symbols, 3 chunks
+SYMBOLS = ["AAA", "BBB", "CCC"]
+
+
+def tick(i: str, seconds: float, **data: Any) -> Tick:
+    return Tick(i, dt.datetime(2026, 1, 1, tzinfo=UTC) + dt.timedelta(seconds=seconds), data)
+
+
+def test_the_window_merges_chunk_reports_and_says_what_entered_and_left() -> None:
+    state = WindowState(2, limit=3)
+    state.report(0, [tick("a", 1), tick("b", 5)], None)
+    assert state.update() is None  # chunk 1 has not reported yet
+    state.report(1, [tick("c", 3), tick("d", 4)], None)
+    first = state.update()
+    assert first is not None and [t.id for t in first.window] == ["b", "d", "c"] and len(first.entered) == 3
+    state.report(0, [tick("a", 1), tick("b", 5)], None)
+    assert state.update() is None  # nothing changed
+    state.report(0, [tick("e", 6), tick("b", 5)], None)
+    state.report(1, [tick("c", 3), tick("d", 4, v=2)], None)  # a burst on both chunks: one update
+    second = state.update()
+    assert second is not None and [t.id for t in second.window] == ["e", "b", "d"]
+    assert {t.id for t in second.entered} == {"e", "d"} and {t.id for t in second.left} == {"c", "d"}
+
+
+def test_the_tail_delivers_once_marks_late_ticks_and_forgets_behind_its_bound() -> None:
+    since = dt.datetime(2026, 1, 1, tzinfo=UTC)
+    state = TailState(since=since, lateness=dt.timedelta(seconds=10))
+    created = since + dt.timedelta(seconds=1)
+    assert state.offer(tick("old", 50), since - dt.timedelta(seconds=1)) is None  # created before since
+    first = state.offer(tick("a", 100), created)
+    assert first is not None and not first.late
+    assert state.offer(tick("a", 100), created) is None  # reported again: not delivered again
+    late = state.offer(tick("b", 95), created)
+    assert late is not None and late.late and state.newest == tick("a", 100).timestamp
+    assert state.bound() == tick("x", 90).timestamp
+    state.offer(tick("c", 200), created)
+    state.forget_before(state.bound())
+    assert state.remembered == 1 and (state.delivered, state.late) == (3, 1)
+
+
+@pytest.fixture
+def live(tsstore_emulator: Any) -> Iterator[dict[str, Any]]:
+    database = f"live-{random.randrange(10**9)}"
+    proxy = CuttingProxy(tsstore_emulator.address)
+    client = emulator_client(proxy.address, database=database)  # the readers go through the proxy
+    writer = TimeSeriesStore(tsstore_emulator.client(database=database), SPEC, write_options=WriteOptions(ramp=False))
+    yield {"store": TimeSeriesStore(client, SPEC), "writer": writer, "proxy": proxy, "client": client}
+    proxy.close()
+
+
+def write_steadily(writer: TimeSeriesStore, *, batches: int, per_batch: int, late_every: int) -> list[dict[str, Any]]:
+    """Ticks at now-ish times in small batches; every ``late_every``-th batch also writes one
+    tick 20 s in the past. Returns every row with its document id."""
+    rows: list[dict[str, Any]] = []
+    for b in range(batches):
+        now = dt.datetime.now(UTC)
+        batch = [
+            {"symbol": random.choice(SYMBOLS), "n": len(rows) + k, "timestamp": now + dt.timedelta(microseconds=k)}
+            for k in range(per_batch)
+        ]
+        if b % late_every == late_every - 1:
+            past = now - dt.timedelta(seconds=20)
+            batch.append({"symbol": "AAA", "n": len(rows) + per_batch, "timestamp": past, "late": True})
+        result = writer.write(batch)
+        rows += [{**row, "id": i} for row, i in zip(batch, result.ids)]
+        time.sleep(0.05)
+    return rows
+
+
+def drain(tail: Any, until: set[str], *, timeout: float = 60) -> list[Any]:
+    got: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while not until <= {t.tick.id for t in got} and time.monotonic() < deadline:
+        item = tail.next_tick(timeout=1)
+        if item is not None:
+            got.append(item)
+    while (item := tail.next_tick(timeout=2)) is not None:  # anything delivered twice would show up now
+        got.append(item)
+    return got
+
+
+@pytest.mark.parametrize("where", [None, {"symbol": ["AAA", "BBB"]}], ids=["2-chunks", "3-chunks"])
+def test_tail_delivers_every_tick_written_after_it_started_exactly_once(live: dict[str, Any], where: Any) -> None:
+    store, writer = live["store"], live["writer"]
+    writer.write([{"symbol": "AAA", "n": -1, "timestamp": dt.datetime.now(UTC)}])  # before the tail: not delivered
+    chunks = len(store.plan(where=where).chunks)
+    assert chunks == (2 if where is None else 3)
+    with store.tail(where=where, hold=60) as tail:  # a small hold: listeners move on several times
+        rows = write_steadily(writer, batches=30, per_batch=10, late_every=5)
+        wanted = {r["id"] for r in rows if where is None or r["symbol"] in where["symbol"]}
+        got = drain(tail, wanted)
+        restarts = tail.restarts
+    ids = [t.tick.id for t in got]
+    assert len(ids) == len(set(ids)) and set(ids) == wanted  # exactly once, nothing else
+    late_rows = {r["id"] for r in rows if r.get("late") and r["id"] in wanted}  # the 20-s-old ticks
+    assert {t.tick.id for t in got if t.late} >= late_rows and late_rows
+    assert restarts > 0
+
+
+def test_watch_window_equals_the_newest_stored_ticks_once_the_writer_stops(live: dict[str, Any]) -> None:
+    store, writer, client = live["store"], live["writer"], live["client"]
+    for where, limit in ((None, 25), ({"symbol": ["AAA", "BBB"]}, 7)):
+        with store.watch(where=where, limit=limit) as watch:
+            write_steadily(writer, batches=10, per_batch=8, late_every=4)
+            last = None
+            while (update := watch.next_update(timeout=3)) is not None:
+                last = update
+        assert last is not None and len(last.read_times) == len(store.plan(where=where).chunks)
+        docs = [d.to_dict() | {"id": d.id} for d in client.collection("live").stream()]
+        kept = [d for d in docs if where is None or d["symbol"] in where["symbol"]]
+        oracle = sorted(kept, key=lambda d: (d["timestamp"], d["id"]), reverse=True)[:limit]
+        assert [t.id for t in last.window] == [d["id"] for d in oracle]
+
+
+def test_a_cut_connection_loses_and_repeats_nothing(live: dict[str, Any]) -> None:
+    store, writer, proxy = live["store"], live["writer"], live["proxy"]
+    with store.tail() as tail:
+        first = write_steadily(writer, batches=5, per_batch=10, late_every=99)
+        got = drain(tail, {r["id"] for r in first}, timeout=30)
+        assert proxy.cut() > 0  # every connection of the reading client, listeners included
+        second = write_steadily(writer, batches=5, per_batch=10, late_every=99)
+        got += drain(tail, {r["id"] for r in first + second} - {t.tick.id for t in got}, timeout=90)
+    ids = [t.tick.id for t in got]
+    assert len(ids) == len(set(ids)) == len(first) + len(second)
+    assert set(ids) == {r["id"] for r in first + second}
+
+
+def test_close_leaves_no_listener_thread_running(live: dict[str, Any]) -> None:
+    store = live["store"]
+    store.count()  # the client's own channel threads exist before we count
+    before = threading.active_count()
+    watch, tail = store.watch(limit=5), store.tail(where={"symbol": ["AAA", "BBB"]})
+    watch.next_update(timeout=10)
+    during = threading.active_count()
+    watch.close()
+    tail.close()
+    deadline = time.monotonic() + 10
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert during >= before + 5 and threading.active_count() <= before  # 2 + 3 listeners started, all gone
+    assert watch.next_update(timeout=1) is None and tail.next_tick(timeout=1) is None
+
+
+def test_live_verbs_refuse_what_they_do_not_take(live: dict[str, Any]) -> None:
+    store = live["store"]
+    with pytest.raises(QueryError, match="watch does not take start"):
+        store.watch(limit=5, start=dt.datetime.now(UTC))
+    with pytest.raises(QueryError, match="tail does not take limit"):
+        store.tail(limit=5)
+    with pytest.raises(ConfigError, match="hold 0 is not allowed"):
+        store.tail(hold=0)

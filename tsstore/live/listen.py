@@ -1,0 +1,251 @@
+"""Firestore listeners, one per chunk query, feeding :mod:`tsstore.live.state`.
+
+The client runs each listener (``Query.on_snapshot``) on threads of its own and reconnects
+it after recoverable errors (its resumable stream), reporting only real changes afterwards.
+Their callbacks only put the snapshot on one queue; the caller's thread drains the queue,
+so a burst of snapshots on several chunks becomes one update. A listener that stops
+without being closed (an error the client does not recover from) raises :class:`LiveError`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any
+
+from google.cloud.firestore_v1.watch import ChangeType
+
+from tsstore.errors import TsstoreError
+from tsstore.live.state import TailState, TailTick, WindowState, WindowUpdate
+from tsstore.ticks import Tick, get_path
+from tsstore.times import plain_datetime
+
+#: How often an idle reader checks that its listeners still run (seconds).
+LIVENESS_CHECK = 1.0
+
+Event = tuple[Hashable, list[Any], list[Any], dt.datetime]
+
+
+class LiveError(TsstoreError):
+    """A listener stopped on an error the client does not recover from."""
+
+
+class Listeners:
+    """Listeners keyed by the caller; their snapshots in arrival order from :meth:`events`."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[Event | None] = queue.Queue()
+        self._watches: dict[Hashable, Any] = {}
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def listen(self, key: Hashable, query: Any) -> None:
+        def on_snapshot(docs: list[Any], changes: list[Any], read_time: dt.datetime) -> None:
+            self._queue.put((key, docs, changes, read_time))
+
+        with self._lock:
+            if self.closed:
+                return
+            self._watches[key] = query.on_snapshot(on_snapshot)
+
+    def stop(self, key: Hashable) -> None:
+        with self._lock:
+            watch = self._watches.pop(key, None)
+        if watch is not None:
+            watch.unsubscribe()
+
+    def events(self, timeout: float | None) -> list[Event]:
+        """The snapshots that arrived: waits up to ``timeout`` for the first, then takes every
+        one already queued. Empty on a timeout or once closed; raises :class:`LiveError` when
+        a listener stopped by itself."""
+        try:
+            first = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            self.check()
+            return []
+        out = []
+        item: Event | None = first
+        while item is not None:
+            out.append(item)
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+        return out
+
+    def check(self) -> None:
+        with self._lock:
+            dead = [key for key, watch in self._watches.items() if not watch.is_active]
+        if dead and not self.closed:
+            raise LiveError(f"the listener of {dead[0]!r} stopped on an error the client does not recover from")
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed = True
+            watches, self._watches = list(self._watches.values()), {}
+        for watch in watches:
+            watch.unsubscribe()
+        self._queue.put(None)
+
+
+class _Live:
+    """What a watch and a tail share: the listeners, ``close`` and the context manager."""
+
+    def __init__(self, decode: Callable[[Any], Tick]) -> None:
+        self._listeners = Listeners()
+        self._decode = decode
+
+    def close(self) -> None:
+        """Stop every listener (and its threads); iteration then ends."""
+        self._listeners.close()
+
+    def __enter__(self) -> _Live:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LiveWatch(_Live, Iterator[WindowUpdate]):
+    """The newest ticks over every chunk, kept current: iterate for each
+    :class:`~tsstore.live.state.WindowUpdate`; :meth:`next_update` waits with a timeout."""
+
+    def __init__(self, queries: Sequence[Any], limit: int, decode: Callable[[Any], Tick]) -> None:
+        super().__init__(decode)
+        self._state = WindowState(len(queries), limit)
+        for i, query in enumerate(queries):
+            self._listeners.listen(i, query)
+
+    def next_update(self, timeout: float | None = None) -> WindowUpdate | None:
+        """The next update, or ``None`` when ``timeout`` seconds pass without one or the
+        watch is closed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._listeners.closed:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            wait = LIVENESS_CHECK if left is None else min(left, LIVENESS_CHECK)
+            for key, docs, _, read_time in self._listeners.events(wait):
+                self._state.report(key, (self._decode(d) for d in docs), read_time)  # type: ignore[arg-type]
+            update = self._state.update()
+            if update is not None:
+                return update
+        return None
+
+    def __next__(self) -> WindowUpdate:
+        update = self.next_update()
+        if update is None:
+            raise StopIteration
+        return update
+
+
+class LiveTail(_Live, Iterator[TailTick]):
+    """Every tick written from ``since`` on, once each, in the order the listeners report
+    them; ``late`` marks one older than a tick delivered before it. A chunk's listener is
+    restarted from the tail's moving bound (:meth:`TailState.bound`) once it holds more than
+    ``hold`` documents, so memory stays bounded."""
+
+    def __init__(
+        self,
+        chunks: int,
+        query_from: Callable[[int, dt.datetime], Any],
+        state: TailState,
+        decode: Callable[[Any], Tick],
+        *,
+        hold: int,
+    ) -> None:
+        super().__init__(decode)
+        self._state = state
+        self._query_from = query_from
+        self._hold = hold
+        self._ready: deque[TailTick] = deque()
+        self._generation = [0] * chunks  # the listener each chunk is moving to
+        self._bounds = [state.bound()] * chunks
+        self.restarts = 0
+        for chunk in range(chunks):
+            self._listeners.listen((chunk, 0), query_from(chunk, self._bounds[chunk]))
+
+    @property
+    def delivered(self) -> int:
+        return self._state.delivered
+
+    @property
+    def late(self) -> int:
+        return self._state.late
+
+    def next_tick(self, timeout: float | None = None) -> TailTick | None:
+        """The next tick, or ``None`` when ``timeout`` seconds pass without one or the tail is closed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._ready:
+            if self._listeners.closed:
+                return None
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            wait = LIVENESS_CHECK if left is None else min(left, LIVENESS_CHECK)
+            for key, docs, changes, _ in self._listeners.events(wait):
+                self._take(key, docs, changes)  # type: ignore[arg-type]
+        return self._ready.popleft()
+
+    def __next__(self) -> TailTick:
+        tick = self.next_tick()
+        if tick is None:
+            raise StopIteration
+        return tick
+
+    def _take(self, key: tuple[int, int], docs: list[Any], changes: list[Any]) -> None:
+        chunk, generation = key
+        current = generation == self._generation[chunk]
+        if current and generation:  # the new listener reports: the one it replaces may go
+            self._listeners.stop((chunk, generation - 1))
+        for change in changes:
+            if change.type is ChangeType.ADDED:
+                delivered = self._state.offer(
+                    self._decode(change.document), plain_datetime(change.document.create_time)
+                )
+                if delivered is not None:
+                    self._ready.append(delivered)
+        if current and len(docs) > self._hold:
+            self._move_on(chunk)
+
+    def _move_on(self, chunk: int) -> None:
+        bound = self._state.bound()
+        if bound <= self._bounds[chunk]:
+            return  # nothing to gain yet: the documents held are all within the lateness
+        self._generation[chunk] += 1
+        self._bounds[chunk] = bound
+        self.restarts += 1
+        self._listeners.listen((chunk, self._generation[chunk]), self._query_from(chunk, bound))
+        self._state.forget_before(min(self._bounds))
+
+
+def decoder(timestamp_field: str, columns: Sequence[str] | None) -> Callable[[Any], Tick]:
+    """A document snapshot as a :class:`Tick` (only ``columns`` and the timestamp, when given)."""
+    path = timestamp_field.split(".")
+
+    def decode(doc: Any) -> Tick:
+        data = doc.to_dict() or {}
+        if columns is not None:
+            data = _project(data, columns)
+        return Tick(doc.id, plain_datetime(get_path(doc.to_dict() or {}, path)), data)
+
+    return decode
+
+
+def _project(data: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for column in columns:
+        *parents, last = column.split(".")
+        source: Any = data
+        for part in parents:
+            source = source.get(part) if isinstance(source, dict) else None
+        if isinstance(source, dict) and last in source:
+            target = out
+            for part in parents:
+                target = target.setdefault(part, {})
+            target[last] = source[last]
+    return out
