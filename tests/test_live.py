@@ -6,10 +6,16 @@ tested without Firestore."""
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 import random
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -174,3 +180,54 @@ def test_live_verbs_refuse_what_they_do_not_take(live: dict[str, Any]) -> None:
         store.tail(limit=5)
     with pytest.raises(ConfigError, match="hold 0 is not allowed"):
         store.tail(hold=0)
+
+
+def test_tail_and_watch_commands(live: dict[str, Any], tsstore_emulator: Any, tmp_path: Path) -> None:
+    writer = live["writer"]
+    (tmp_path / "spec.toml").write_text(
+        '[[series]]\ncollection = "live"\nwrites_per_second = 20000\nkey_fields = ["symbol", "n"]\n'
+        'shapes = [{ fields = ["symbol"], directions = ["desc", "asc"] }]\n'
+        'columns = { symbol = "string", n = "Int64", late = "boolean" }\n'  # late ticks carry `late`
+    )
+    database = writer.client._database
+    env = dict(os.environ, FIRESTORE_EMULATOR_HOST=tsstore_emulator.address)
+    base = [sys.executable, "-m", "tsstore"]
+    common = ["--spec", "spec.toml", "--database", database]
+    written: set[str] = set()
+
+    def run_until_done(process: subprocess.Popen[str], *, stop: Any = None) -> tuple[str, str]:
+        deadline = time.monotonic() + 60
+        while process.poll() is None and time.monotonic() < deadline:
+            written.update(r["id"] for r in write_steadily(writer, batches=2, per_batch=5, late_every=2))
+            if stop is not None and stop():
+                process.send_signal(signal.SIGINT)  # Ctrl-C, once
+                stop = None
+        return process.communicate(timeout=30)
+
+    limited = subprocess.Popen(
+        [*base, "tail", *common, "--format", "jsonl", "--max-ticks", "25", "--where", "symbol=AAA"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    out, err = run_until_done(limited)
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert limited.returncode == 0, err
+    assert len(rows) == 25 and all(r["symbol"] == "AAA" for r in rows) and {r["_id"] for r in rows} <= written
+    assert len({r["_id"] for r in rows}) == 25 and f"tailed 25 tick(s), {sum(r['_late'] for r in rows)} late" in err
+
+    started = time.monotonic()
+    stopped = subprocess.Popen(
+        [*base, "tail", *common, "--format", "csv"], cwd=tmp_path, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    out, err = run_until_done(stopped, stop=lambda: time.monotonic() - started > 8)
+    lines = out.splitlines()
+    assert stopped.returncode == 0, err
+    assert lines[0].startswith("timestamp,_id,_late,") and len(lines) > 1
+    assert f"tailed {len(lines) - 1} tick(s)" in err
+
+    once = subprocess.run(
+        [*base, "watch", *common, "--limit", "5", "--once"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert once.returncode == 0, once.stderr
+    assert len(once.stdout.splitlines()) == 2 + 5 and "5 entered, 0 left" in once.stderr  # two header lines

@@ -6,7 +6,7 @@ errors into clean click errors) is in :mod:`tsstore.cli.common`, written once. O
 per command group: :mod:`~tsstore.cli.demo`, :mod:`~tsstore.cli.query` (query, count,
 explain, purge), :mod:`~tsstore.cli.indexes`, :mod:`~tsstore.cli.counters`,
 :mod:`~tsstore.cli.ingest`, :mod:`~tsstore.cli.emulator`, :mod:`~tsstore.cli.layout`
-(shards, reshard, plan); :mod:`~tsstore.cli.output` writes
+(shards, reshard, plan), :mod:`~tsstore.cli.live` (tail, watch); :mod:`~tsstore.cli.output` writes
 query results.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import click
 
-from tsstore.cli import counters, demo, emulator, indexes, ingest, layout, query
+from tsstore.cli import counters, demo, emulator, indexes, ingest, layout, live, query
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -33,6 +33,8 @@ for _command in (
     layout.shards,
     layout.reshard,
     layout.capacity,
+    live.tail,
+    live.watch,
     ingest.ingest,
     counters.counter,
     emulator.emulator,

@@ -13,10 +13,12 @@ import pandas as pd
 from tsstore.errors import TsstoreError
 
 
-def write_frames(frames: Iterable[pd.DataFrame], *, fmt: str, output: Path | None) -> int:
+def write_frames(frames: Iterable[pd.DataFrame], *, fmt: str, output: Path | None, flush: bool = False) -> int:
     """Write ``frames`` (as built by :func:`tsstore.frames.ticks_to_frame`) to ``output`` or
     stdout and return the number of rows. CSV keeps the dotted column names ``tsstore
-    ingest`` reads back; JSON Lines nests them again; Parquet needs a file."""
+    ingest`` reads back; JSON Lines nests them again; Parquet needs a file. ``flush`` sends
+    each frame on at once (for output that follows live data); a table then prints its
+    header only above the first frame."""
     if fmt == "parquet":
         if output is None:
             raise ValueError("Parquet output needs a file")
@@ -27,7 +29,8 @@ def write_frames(frames: Iterable[pd.DataFrame], *, fmt: str, output: Path | Non
         for number, frame in enumerate(_same_columns(frames)):
             rows += len(frame)
             if fmt == "table":
-                stream.write((frame.to_string() if len(frame) else "(no rows)") + "\n")
+                text = frame.to_string(header=not flush or number == 0) if len(frame) else "(no rows)"
+                stream.write(text + "\n")
             elif fmt == "csv":
                 frame.to_csv(stream, header=number == 0, date_format="%Y-%m-%dT%H:%M:%S.%f%z")
             elif fmt == "jsonl":
@@ -35,6 +38,8 @@ def write_frames(frames: Iterable[pd.DataFrame], *, fmt: str, output: Path | Non
                     stream.write(json.dumps(record, ensure_ascii=False, default=_json_default) + "\n")
             else:
                 raise ValueError(f"unknown output format {fmt!r}")
+            if flush:
+                stream.flush()
     finally:
         if output:
             stream.close()

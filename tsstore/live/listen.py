@@ -15,7 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from typing import Any
+from typing import Any, Self
 
 from google.cloud.firestore_v1.watch import ChangeType
 
@@ -103,7 +103,7 @@ class _Live:
         """Stop every listener (and its threads); iteration then ends."""
         self._listeners.close()
 
-    def __enter__(self) -> _Live:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,0 +1,97 @@
+"""``tsstore tail`` (new ticks as they are written) and ``tsstore watch`` (the newest ticks,
+redrawn as they change)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+
+import click
+import pandas as pd
+
+from tsstore.cli.common import Database, library_errors, parse_where, series_options, where_option
+from tsstore.cli.output import write_frames
+from tsstore.errors import TsstoreError
+from tsstore.frames import ticks_to_frame
+from tsstore.live.listen import LiveTail
+from tsstore.spec import SeriesSpec
+from tsstore.times import to_duration
+
+#: The columns tail adds: the document id (a stable key downstream) and the late mark.
+ID_COLUMN, LATE_COLUMN = "_id", "_late"
+
+
+@click.command("tail")
+@library_errors
+@series_options
+@where_option(help="Only ticks with FIELD=VALUE (repeat a field for 'in').")
+@click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "csv"]), default="table", show_default=True)
+@click.option("--since", default=None, help="Deliver ticks created from this time on (default: now).")
+@click.option("--lateness", default="5 minutes", show_default=True, help="How far behind the newest tick one is seen.")
+@click.option("--max-ticks", type=click.IntRange(min=1), default=None, help="Stop after this many ticks.")
+def tail(
+    *, spec: SeriesSpec, database: Database, where_items: tuple[str, ...], fmt: str, since: str | None,
+    lateness: str, max_ticks: int | None,
+) -> None:  # fmt: skip
+    """Print ticks as they are written, across every shard, until Ctrl-C (or --max-ticks),
+    then a one-line summary on stderr. Each row carries its document id ('_id') and whether
+    it is late ('_late': older than a tick printed before it).
+
+    \b
+    Example:
+      tsstore tail --spec spec.toml --where symbol=AAA --where symbol=BBB --format jsonl
+    """
+    try:
+        behind = to_duration(lateness, name="--lateness")
+    except ValueError as exc:
+        raise TsstoreError(str(exc)) from None
+    with (
+        database.open_store(spec) as store,
+        store.tail(where=parse_where(where_items), since=since, lateness=behind) as live,
+    ):
+        try:
+            write_frames(_frames(spec, live, max_ticks), fmt=fmt, output=None, flush=True)
+        except KeyboardInterrupt:
+            pass
+    click.echo(f"tailed {live.delivered} tick(s), {live.late} late", err=True)
+
+
+def _frames(spec: SeriesSpec, live: LiveTail, limit: int | None) -> Iterator[pd.DataFrame]:
+    for number, item in enumerate(live, start=1):
+        frame = ticks_to_frame(spec, [item.tick])
+        taken = [c for c in (ID_COLUMN, LATE_COLUMN) if c in frame.columns]
+        if taken:
+            raise TsstoreError(f"the ticks have a field {taken[0]!r}, a column tail adds itself")
+        frame.insert(0, LATE_COLUMN, item.late)
+        frame.insert(0, ID_COLUMN, item.tick.id)
+        yield frame
+        if number == limit:
+            return
+
+
+@click.command("watch")
+@library_errors
+@series_options
+@where_option(help="Only ticks with FIELD=VALUE (repeat a field for 'in').")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="How many newest ticks.")
+@click.option("--once", is_flag=True, help="Print the first window and exit.")
+def watch(*, spec: SeriesSpec, database: Database, where_items: tuple[str, ...], limit: int, once: bool) -> None:
+    """Show the newest ticks across every shard, redrawn each time they change, until Ctrl-C.
+
+    \b
+    Example:
+      tsstore watch --spec spec.toml --where exchange=EXCHG1 --limit 15
+    """
+    with database.open_store(spec) as store, store.watch(where=parse_where(where_items), limit=limit) as live:
+        try:
+            for update in live:
+                if not once:
+                    click.clear()
+                frame = ticks_to_frame(spec, update.window)
+                click.echo(frame.to_string() if len(frame) else "(no ticks yet)")
+                stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+                click.echo(f"{stamp}: {len(update.entered)} entered, {len(update.left)} left", err=True)
+                if once:
+                    return
+        except KeyboardInterrupt:
+            pass
