@@ -85,8 +85,8 @@ def write_steadily(writer: TimeSeriesStore, *, batches: int, per_batch: int, lat
     rows: list[dict[str, Any]] = []
     for b in range(batches):
         now = dt.datetime.now(UTC)
-        batch = [
-            {"symbol": random.choice(SYMBOLS), "n": len(rows) + k, "timestamp": now + dt.timedelta(microseconds=k)}
+        batch = [  # pairs of ticks share a timestamp: real feeds tie, and the listeners must cope
+            {"symbol": random.choice(SYMBOLS), "n": len(rows) + k, "timestamp": now + dt.timedelta(microseconds=k // 2)}
             for k in range(per_batch)
         ]
         if b % late_every == late_every - 1:

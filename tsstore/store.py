@@ -289,7 +289,7 @@ class TimeSeriesStore(StoreBase):
         q.only(("where", "limit", "columns"), "watch")
         columns = self.plan(q).columns
         plan = self.plan(q.replace(columns=None), direction=Direction.DESC)
-        queries = [chunk_query(self._collection, plan, chunk, None, limit) for chunk in plan.chunks]
+        queries = [chunk_query(self._collection, plan, chunk, None, limit, listen=True) for chunk in plan.chunks]
         return LiveWatch(queries, limit, decoder(self.spec.timestamp_field, columns))
 
     def tail(
@@ -328,7 +328,7 @@ class TimeSeriesStore(StoreBase):
 
         def query_from(chunk: int, bound: dt.datetime) -> Any:
             plan = self.plan(base.query.replace(start=bound), direction=base.direction)
-            return chunk_query(self._collection, plan, base.chunks[chunk], None, None)
+            return chunk_query(self._collection, plan, base.chunks[chunk], None, None, listen=True)
 
         return LiveTail(len(base.chunks), query_from, state, decoder(self.spec.timestamp_field, columns), hold=hold)
 

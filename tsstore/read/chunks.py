@@ -22,10 +22,17 @@ def chunk_query(
     chunk: Chunk,
     after: Any,
     size: int | None,
+    *,
+    listen: bool = False,
 ) -> BaseQuery:
     """``shard in chunk`` plus the plan's filters and time range, ordered by (timestamp,
     document id) in the plan's direction, projected, continued after ``after`` (a
-    (timestamp, id) pair) and limited to ``size`` (``None``: no limit)."""
+    (timestamp, id) pair) and limited to ``size`` (``None``: no limit).
+
+    ``listen``: for a listener, leave the document id order implicit. Firestore orders by it
+    after the last explicit order, in that order's direction, either way; but the client's
+    listener compares documents itself and fails ("Can only compare fields that exist in the
+    DocumentSnapshot") on an explicit ``__name__`` order whenever two timestamps tie."""
     spec: SeriesSpec = plan.spec
     query: Any = collection.where(filter=FieldFilter(spec.shard_field, "in", list(chunk)))
     for f in plan.filters:
@@ -36,7 +43,9 @@ def chunk_query(
     if plan.end is not None:
         query = query.where(filter=FieldFilter(spec.timestamp_field, "<", plan.end))
     order = "DESCENDING" if plan.descending else "ASCENDING"
-    query = query.order_by(spec.timestamp_field, direction=order).order_by(FieldPath.document_id(), direction=order)
+    query = query.order_by(spec.timestamp_field, direction=order)
+    if not listen:
+        query = query.order_by(FieldPath.document_id(), direction=order)
     if plan.columns is not None:
         query = query.select(list(plan.columns))
     if after is not None:

@@ -1,0 +1,161 @@
+"""Live data: write->delivery latency of `tail` at 3 and 40 shards against one plain listener
+on the unsharded query, and the memory of a tail that has delivered 100 000 ticks.
+
+(a) Latency. One writer writes each batch of ticks into two collections, one with 3 shards and
+one with 40 (2 chunk listeners), stamping each tick with its send time. At the same time a
+tail runs on each, and one plain Firestore listener (`timestamp >= start`, no shard filter:
+the query one would listen to without sharding) on the 40-shard collection. All three see the
+same writes under the same load; the script prints p50/p99 of delivery minus send time and the
+ratios to the plain listener.
+
+(b) Memory. A tail (hold 10 000) follows 100 000 ticks written as fast as the writer goes;
+the process's resident memory is printed every 20 000 ticks, with the ids the tail remembers.
+
+Run: python bench/live.py [--seconds 20] [--rate 200] [--ticks 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import statistics
+import threading
+import time
+from typing import Any
+
+from _common import emulator
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions, plan_shards
+
+UTC = dt.timezone.utc
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def percentiles(values: list[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
+def latency(emu: Any, seconds: float, rate: int) -> None:
+    client = emu.client(database="bench-live")
+    specs = {n: SeriesSpec(f"live{n}", shards=plan_shards(n * 500), key_fields=["n"]) for n in (3, 40)}
+    stores = {n: TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False)) for n, spec in specs.items()}
+    received: dict[str, dict[int, float]] = {"tail 3": {}, "tail 40": {}, "plain listener": {}}
+    sent: dict[int, float] = {}
+    start = dt.datetime.now(UTC)
+
+    def on_plain(docs: list[Any], changes: list[Any], read_time: Any) -> None:
+        now = time.time()
+        for change in changes:
+            if change.type.name == "ADDED":
+                received["plain listener"].setdefault(change.document.get("n"), now)
+
+    plain = (
+        client.collection("live40")
+        .where(filter=FieldFilter("timestamp", ">=", start))
+        .order_by("timestamp")
+        .on_snapshot(on_plain)
+    )
+    tails = {n: store.tail(since=start) for n, store in stores.items()}
+
+    def consume(n: int) -> None:
+        for item in tails[n]:
+            received[f"tail {n}"].setdefault(item.tick.data["n"], time.time())
+
+    threads = [threading.Thread(target=consume, args=(n,)) for n in tails]
+    for thread in threads:
+        thread.start()
+    time.sleep(2)  # listeners attached
+    batch, count, until = max(1, rate // 20), 0, time.time() + seconds
+    while time.time() < until:
+        rows = [{"n": count + k, "timestamp": dt.datetime.now(UTC)} for k in range(batch)]
+        for k in range(batch):
+            sent[count + k] = time.time()
+        for store in stores.values():
+            store.write(rows)
+        count += batch
+        time.sleep(0.05)
+    time.sleep(5)  # let deliveries finish
+    plain.unsubscribe()
+    for tail in tails.values():
+        tail.close()
+    for thread in threads:
+        thread.join()
+    print(f"(a) write->delivery latency, {count} ticks at ~{rate}/s for {seconds:g} s, written to both collections")
+    base = None
+    for name, got in received.items():
+        missing = count - len(got)
+        lat = [(got[n] - sent[n]) * 1000 for n in got if n in sent]
+        p50, p99 = percentiles(lat)
+        if name == "plain listener":
+            base = (p50, p99)
+        print(f"  {name:<15} p50 {p50:7.0f} ms  p99 {p99:7.0f} ms  delivered {len(got)}/{count} (missing {missing})")
+    assert base is not None
+    for name in ("tail 3", "tail 40"):
+        p50, p99 = percentiles([(received[name][n] - sent[n]) * 1000 for n in received[name]])
+        print(f"  {name} / plain listener: p50 {p50 / base[0]:.2f}x, p99 {p99 / base[1]:.2f}x")
+
+
+def memory(emu: Any, ticks: int) -> None:
+    client = emu.client(database="bench-live-memory")
+    store = TimeSeriesStore(
+        client, SeriesSpec("mem", shards=plan_shards(20_000)), write_options=WriteOptions(ramp=False)
+    )
+    tail = store.tail(hold=10_000)
+    delivered = 0
+    done = threading.Event()
+
+    def consume() -> None:
+        nonlocal delivered
+        for _ in tail:
+            delivered += 1
+            if delivered >= ticks:
+                done.set()
+                return
+
+    thread = threading.Thread(target=consume)
+    thread.start()
+    time.sleep(2)
+    print(f"(b) memory of a tail over {ticks} ticks at 40 shards (hold 10 000), RSS of this process")
+    print(f"  {'delivered':>9} {'RSS MB':>8} {'remembered ids':>15} {'restarts':>9}")
+    print(f"  {0:>9} {rss_mb():>8.0f} {tail._state.remembered:>15} {tail.restarts:>9}")
+    written, mark = 0, 20_000
+    while written < ticks:
+        now = dt.datetime.now(UTC)
+        store.write({"timestamp": now + dt.timedelta(microseconds=k), "v": written + k} for k in range(2000))
+        written += 2000
+        while delivered < written - 4000 and not done.is_set():  # keep the writer just ahead of the tail
+            time.sleep(0.05)
+        if delivered >= mark:
+            print(f"  {delivered:>9} {rss_mb():>8.0f} {tail._state.remembered:>15} {tail.restarts:>9}")
+            mark += 20_000
+    done.wait(timeout=120)
+    print(f"  {delivered:>9} {rss_mb():>8.0f} {tail._state.remembered:>15} {tail.restarts:>9}")
+    tail.close()
+    thread.join()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--rate", type=int, default=200)
+    parser.add_argument("--ticks", type=int, default=100_000)
+    args = parser.parse_args()
+    emu = emulator()
+    try:
+        latency(emu, args.seconds, args.rate)
+        memory(emu, args.ticks)
+    finally:
+        emu.stop()
+
+
+if __name__ == "__main__":
+    main()
