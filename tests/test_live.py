@@ -5,6 +5,7 @@ tested without Firestore."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import os
@@ -96,6 +97,11 @@ def write_steadily(writer: TimeSeriesStore, *, batches: int, per_batch: int, lat
         rows += [{**row, "id": i} for row, i in zip(batch, result.ids)]
         time.sleep(0.05)
     return rows
+
+
+def ours() -> int:
+    """Threads alive, not counting the test proxy's."""
+    return sum(not t.name.startswith("proxy") for t in threading.enumerate())
 
 
 def drain(tail: Any, until: set[str], *, timeout: float = 60) -> list[Any]:
@@ -231,3 +237,40 @@ def test_tail_and_watch_commands(live: dict[str, Any], tsstore_emulator: Any, tm
     )  # fmt: skip
     assert once.returncode == 0, once.stderr
     assert len(once.stdout.splitlines()) == 2 + 5 and "5 entered, 0 left" in once.stderr  # two header lines
+
+
+def test_async_watch_and_tail_run_the_same_engine(live: dict[str, Any], tsstore_emulator: Any) -> None:
+    from tsstore import AsyncTimeSeriesStore
+
+    writer = live["writer"]
+    astore = AsyncTimeSeriesStore(tsstore_emulator.async_client(database=writer.client._database), SPEC)
+    with pytest.raises(QueryError, match="tail does not take limit"):
+        astore.tail(limit=3)
+
+    async def run() -> tuple[list[Any], Any]:
+        got: list[Any] = []
+        async with astore.tail(where={"symbol": ["AAA", "BBB"]}) as tail, astore.watch(limit=6) as watch:
+            assert await tail.next(timeout=0.5) is None  # starts the listeners; nothing written yet
+            rows = await asyncio.to_thread(write_steadily, writer, batches=6, per_batch=6, late_every=3)
+            wanted = {r["id"] for r in rows if r["symbol"] in ("AAA", "BBB")}
+            async for item in tail:
+                got.append(item)
+                if {t.tick.id for t in got} >= wanted:
+                    break
+            while (extra := await tail.next(timeout=2)) is not None:
+                got.append(extra)
+            last = None
+            while (update := await watch.next(timeout=3)) is not None:
+                last = update
+        return got, (wanted, last)
+
+    threads = ours()
+    got, (wanted, last) = asyncio.run(run())
+    ids = [t.tick.id for t in got]
+    assert len(ids) == len(set(ids)) and set(ids) == wanted
+    deadline = time.monotonic() + 10
+    while ours() > threads and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ours() <= threads, [t.name for t in threading.enumerate()]
+    docs = sorted(((d.get("timestamp"), d.id) for d in live["client"].collection("live").stream()), reverse=True)
+    assert last is not None and [t.id for t in last.window] == [i for _, i in docs[:6]]

@@ -129,3 +129,10 @@ def test_layout_example_and_the_planner_output_match_the_code() -> None:
         except SystemExit as stop:
             assert stop.code in (0, None)
     assert out.getvalue() == block_after("plan-demo")
+
+
+def test_live_example_runs_as_written() -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block_after("live-example"), "README live example", "exec"), {"__name__": "readme"})
+    assert out.getvalue().splitlines() == ["AAA False BBB True", "['AAA', 'BBB']"]

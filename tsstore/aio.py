@@ -21,6 +21,8 @@ from google.cloud import firestore
 
 from tsstore.errors import ConfigError, TsstoreError
 from tsstore.frames import FrameBatcher, ticks_to_frame
+from tsstore.live.listen import LIVENESS_CHECK
+from tsstore.live.state import TailTick, WindowUpdate
 from tsstore.read.async_engine import AsyncFetch, amerge, aname_expiry, aread_page, chunk_ticks
 from tsstore.read.census import Ask, FirstValue, ShardCensus
 from tsstore.read.chunks import chunk_query
@@ -30,6 +32,7 @@ from tsstore.read.engine import ChunkCursor, Position, chunk_cursors, finish_pag
 from tsstore.read.plan import QueryPlan
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
+from tsstore.store import TimeSeriesStore
 from tsstore.store_base import (
     _CLOCK_PROBE_ID,
     COUNT_OPTIONS,
@@ -42,7 +45,7 @@ from tsstore.store_base import (
     _Job,
 )
 from tsstore.ticks import Page, Tick
-from tsstore.wire import Stored, WriteOp, WriteStatus, abatch_write, aget_documents, astream_ticks
+from tsstore.wire import Stored, WriteOp, WriteStatus, abatch_write, aget_documents, astream_ticks, sync_twin
 from tsstore.write.prepare import PreparedDoc
 
 T = TypeVar("T")
@@ -79,6 +82,7 @@ class AsyncTimeSeriesStore(StoreBase):
         self.client = client
         self._collection = client.collection(spec.collection)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._listener_store: TimeSeriesStore | None = None
         if max_concurrency < 1:
             raise ConfigError(f"max_concurrency must be at least 1, got {max_concurrency!r}")
         # Held from sending a query until its first response (the emulator computes a whole
@@ -176,6 +180,26 @@ class AsyncTimeSeriesStore(StoreBase):
             asks = census.feed(list(await asyncio.gather(*(self._answer(a, snapshot, stats) for a in asks))))
         return census.result()
 
+    def watch(self, query: Query | None = None, /, *, limit: int, **options: Any) -> AsyncLive[WindowUpdate]:
+        """:meth:`TimeSeriesStore.watch <tsstore.store.TimeSeriesStore.watch>` as an async
+        iterator (``async for update in store.watch(limit=20)``): the same listeners and merge,
+        run by the sync client's listeners on this client's database."""
+        Query.of(query, {**options, "limit": limit}).only(("where", "limit", "columns"), "watch")
+        return AsyncLive(lambda: self._listening().watch(query, limit=limit, **options), "next_update")
+
+    def tail(self, query: Query | None = None, /, **options: Any) -> AsyncLive[TailTick]:
+        """:meth:`TimeSeriesStore.tail <tsstore.store.TimeSeriesStore.tail>` as an async iterator."""
+        Query.of(query, {k: v for k, v in options.items() if k not in ("since", "lateness", "hold")}).only(
+            ("where", "columns"), "tail"
+        )
+        return AsyncLive(lambda: self._listening().tail(query, **options), "next_tick")
+
+    def _listening(self) -> TimeSeriesStore:
+        """The sync store whose listeners the live verbs use (made on first use)."""
+        if self._listener_store is None:
+            self._listener_store = TimeSeriesStore(sync_twin(self.client), self.spec)
+        return self._listener_store
+
     async def server_time(self) -> dt.datetime:
         """The database's current time (one read of a document that does not exist)."""
         snap = await self._collection.document(_CLOCK_PROBE_ID).get(field_paths=[self.spec.timestamp_field])
@@ -261,6 +285,47 @@ class AsyncTimeSeriesStore(StoreBase):
             return _on_loop(aget_documents(self._collection, ids), loop)
 
         return send, lookup
+
+
+class AsyncLive(AsyncIterator[T]):
+    """A live watch or tail of the sync store's engine, as an async iterator: each step waits
+    in a worker thread (listeners exist on the sync client only), so the event loop never
+    blocks. ``async with`` or :meth:`close` stops every listener."""
+
+    def __init__(self, start: Callable[[], Any], step: str) -> None:
+        self._start = start
+        self._step = step
+        self._live: Any = None
+        self._closed = False
+
+    async def next(self, timeout: float | None = None) -> T | None:
+        """The next item, or ``None`` after ``timeout`` seconds without one or once closed."""
+        if self._live is None:
+            self._live = await asyncio.to_thread(self._start)
+            if self._closed:
+                self._live.close()
+        result: T | None = await asyncio.to_thread(getattr(self._live, self._step), timeout)
+        return result
+
+    async def __anext__(self) -> T:
+        while not self._closed:
+            item = await self.next(LIVENESS_CHECK)
+            if item is not None:
+                return item
+            if self._live.closed:
+                break
+        raise StopAsyncIteration
+
+    def close(self) -> None:
+        self._closed = True
+        if self._live is not None:
+            self._live.close()
+
+    async def __aenter__(self) -> AsyncLive[T]:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
 
 
 class AsyncTickStream(AsyncIterator[Tick]):

@@ -52,8 +52,10 @@ COUNT_OPTIONS = ("where", "start", "end", "read_time")
 ProgressCallback = Callable[[int], None]
 
 #: How far behind the newest delivered tick a tail still sees a tick, and how many documents
-#: a tail's chunk listener holds before it moves on (see :meth:`TimeSeriesStore.tail`).
-DEFAULT_LATENESS = dt.timedelta(minutes=5)
+#: a tail's chunk listener holds before it moves on (see :meth:`TimeSeriesStore.tail`). A
+#: tail holds about write rate x lateness documents (plus ``hold`` per chunk at most before
+#: it moves on): 30 s at 1 000 ticks/s is 30 000.
+DEFAULT_LATENESS = dt.timedelta(seconds=30)
 DEFAULT_HOLD = 10_000
 
 #: The options purge takes: a time bound, filters, and how to run.

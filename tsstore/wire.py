@@ -95,6 +95,24 @@ def fast_path_problems(client: Any) -> list[str]:
     return problems
 
 
+def sync_twin(client: Any) -> Any:
+    """A sync ``firestore.Client`` on the same project, database, credentials and endpoint as
+    ``client`` (an ``AsyncClient``): listeners (``on_snapshot``) exist on the sync client only.
+    The emulator's address is read from the environment when a client is made, so it is
+    copied over."""
+    from google.cloud import firestore
+
+    twin = firestore.Client(
+        project=client.project,
+        credentials=client._credentials,
+        database=client._database,
+        client_info=client._client_info,
+        client_options=client._client_options,
+    )
+    twin._emulator_host = client._emulator_host
+    return twin
+
+
 def database_id(client: Any) -> str:
     """The database a client talks to (``(default)`` unless it was given one)."""
     return str(getattr(client, "_database", None) or "(default)")

@@ -27,7 +27,7 @@ ID_COLUMN, LATE_COLUMN = "_id", "_late"
 @where_option(help="Only ticks with FIELD=VALUE (repeat a field for 'in').")
 @click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "csv"]), default="table", show_default=True)
 @click.option("--since", default=None, help="Deliver ticks created from this time on (default: now).")
-@click.option("--lateness", default="5 minutes", show_default=True, help="How far behind the newest tick one is seen.")
+@click.option("--lateness", default="30s", show_default=True, help="How far behind the newest tick one is seen.")
 @click.option("--max-ticks", type=click.IntRange(min=1), default=None, help="Stop after this many ticks.")
 def tail(
     *, spec: SeriesSpec, database: Database, where_items: tuple[str, ...], fmt: str, since: str | None,

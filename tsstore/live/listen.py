@@ -103,6 +103,10 @@ class _Live:
         """Stop every listener (and its threads); iteration then ends."""
         self._listeners.close()
 
+    @property
+    def closed(self) -> bool:
+        return self._listeners.closed
+
     def __enter__(self) -> Self:
         return self
 
