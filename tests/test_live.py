@@ -274,3 +274,21 @@ def test_async_watch_and_tail_run_the_same_engine(live: dict[str, Any], tsstore_
     assert ours() <= threads, [t.name for t in threading.enumerate()]
     docs = sorted(((d.get("timestamp"), d.id) for d in live["client"].collection("live").stream()), reverse=True)
     assert last is not None and [t.id for t in last.window] == [i for _, i in docs[:6]]
+
+
+def test_a_listener_that_dies_raises_live_error_instead_of_stopping_silently(live: dict[str, Any]) -> None:
+    from tsstore.live.listen import LiveError, LiveWatch, decoder
+    from tsstore.read.chunks import chunk_query
+
+    store, writer = live["store"], live["writer"]
+    now = dt.datetime.now(UTC)
+    writer.write([{"symbol": "AAA", "n": k, "timestamp": now} for k in range(6)])  # tied timestamps
+    plan = store.plan(limit=5)
+    # With an explicit document-id order, the client's own listener fails to sort tied
+    # documents and stops for good (the reason live queries leave that order implicit).
+    queries = [chunk_query(store._collection, plan, chunk, None, 5) for chunk in plan.chunks]
+    with LiveWatch(queries, 5, decoder("timestamp", None)) as watch:
+        with pytest.raises(LiveError, match="stopped on an error the client does not recover from"):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                watch.next_update(timeout=1)
