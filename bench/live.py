@@ -8,7 +8,7 @@ the query one would listen to without sharding) on the 40-shard collection. All 
 same writes under the same load; the script prints p50/p99 of delivery minus send time and the
 ratios to the plain listener.
 
-(b) Memory. A tail (lateness 2 s, hold 5 000) follows 100 000 ticks written with current
+(b) Memory. A tail (lateness 2 s, hold 1 000) follows 100 000 ticks written with current
 timestamps, the writer kept at most 2 000 ticks ahead of the tail (the emulator's listeners
 fall far behind a writer at full speed); the process's resident memory is printed every
 20 000 ticks, with the ids the tail remembers and its listener restarts.
@@ -108,43 +108,44 @@ def latency(emu: Any, seconds: float, rate: int) -> None:
         print(f"  {name} / plain listener: p50 {p50 / base[0]:.2f}x, p99 {p99 / base[1]:.2f}x")
 
 
-def memory(emu: Any, ticks: int) -> None:
+def memory(emu: Any, ticks: int, rate: int) -> None:
     client = emu.client(database="bench-live-memory")
-    store = TimeSeriesStore(
-        client, SeriesSpec("mem", shards=plan_shards(20_000)), write_options=WriteOptions(ramp=False)
-    )
-    tail = store.tail(hold=5_000, lateness=dt.timedelta(seconds=2))
-    delivered = 0
-    done = threading.Event()
+    spec = SeriesSpec("mem", shards=plan_shards(20_000))
+    store = TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False))
+    tail = store.tail(hold=1_000, lateness=dt.timedelta(seconds=2))
+    delivered, failure = 0, []
 
     def consume() -> None:
         nonlocal delivered
-        for _ in tail:
-            delivered += 1
-            if delivered >= ticks:
-                done.set()
-                return
+        try:
+            for _ in tail:
+                delivered += 1
+                if delivered >= ticks:
+                    return
+        except Exception as exc:  # a listener the emulator cancelled: report it, do not hang
+            failure.append(exc)
 
     thread = threading.Thread(target=consume)
     thread.start()
     time.sleep(2)
-    print(f"(b) memory of a tail over {ticks} ticks at 40 shards (lateness 2 s, hold 5 000), RSS of this process")
+    print(f"(b) memory of a tail over {ticks} ticks at 40 shards, ~{rate}/s (lateness 2 s, hold 1 000), RSS")
     print(f"  {'delivered':>9} {'RSS MB':>8} {'remembered ids':>15} {'restarts':>9}")
     print(f"  {0:>9} {rss_mb():>8.0f} {tail._state.remembered:>15} {tail.restarts:>9}")
-    written, mark = 0, 20_000
-    while written < ticks:
-        now = dt.datetime.now(UTC)
-        store.write({"timestamp": now + dt.timedelta(microseconds=k), "v": written + k} for k in range(1000))
-        written += 1000
-        while delivered < written - 2000 and not done.is_set():  # keep the writer just ahead of the tail
-            time.sleep(0.05)
+    written, mark, batch = 0, 10_000, max(1, rate // 10)
+    while delivered < ticks and thread.is_alive():
+        if written < ticks:
+            now = dt.datetime.now(UTC)
+            store.write({"timestamp": now + dt.timedelta(microseconds=k), "v": written + k} for k in range(batch))
+            written += batch
+        time.sleep(0.1)
         if delivered >= mark:
-            print(f"  {delivered:>9} {rss_mb():>8.0f} {tail._state.remembered:>15} {tail.restarts:>9}")
-            mark += 20_000
-    done.wait(timeout=120)
+            print(f"  {delivered:>9} {rss_mb():>8.0f} {tail._state.remembered:>15} {tail.restarts:>9}", flush=True)
+            mark += 10_000
+    thread.join(timeout=60)
     print(f"  {delivered:>9} {rss_mb():>8.0f} {tail._state.remembered:>15} {tail.restarts:>9}")
+    if failure:
+        print(f"  stopped: {failure[0]}")
     tail.close()
-    thread.join()
 
 
 def main() -> None:
@@ -152,11 +153,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--rate", type=int, default=50)
     parser.add_argument("--ticks", type=int, default=100_000)
+    parser.add_argument("--mem-rate", type=int, default=300, help="ticks/s written in the memory part")
+    parser.add_argument("--only", choices=["latency", "memory"], default=None)
     args = parser.parse_args()
     emu = emulator()
     try:
-        latency(emu, args.seconds, args.rate)
-        memory(emu, args.ticks)
+        if args.only != "memory":
+            latency(emu, args.seconds, args.rate)
+        if args.only != "latency":
+            memory(emu, args.ticks, args.mem_rate)
     finally:
         emu.stop()
 

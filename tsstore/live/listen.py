@@ -26,6 +26,11 @@ from tsstore.times import plain_datetime
 
 #: How often an idle reader checks that its listeners still run (seconds).
 LIVENESS_CHECK = 1.0
+#: How long starting a watch or tail waits for every listener's first report (seconds).
+START_TIMEOUT = 60.0
+#: A listener the client gave up on is listened to again, up to this many times a minute;
+#: past that its error is final (:class:`LiveError`).
+RELISTENS_PER_MINUTE = 3
 
 Event = tuple[Hashable, list[Any], list[Any], dt.datetime]
 
@@ -40,8 +45,11 @@ class Listeners:
     def __init__(self) -> None:
         self._queue: queue.Queue[Event | None] = queue.Queue()
         self._watches: dict[Hashable, Any] = {}
+        self._queries: dict[Hashable, Any] = {}
+        self._deaths: dict[Hashable, deque[float]] = {}
         self._lock = threading.Lock()
         self.closed = False
+        self.relistens = 0
 
     def listen(self, key: Hashable, query: Any) -> None:
         def on_snapshot(docs: list[Any], changes: list[Any], read_time: dt.datetime) -> None:
@@ -50,11 +58,13 @@ class Listeners:
         with self._lock:
             if self.closed:
                 return
+            self._queries[key] = query
             self._watches[key] = query.on_snapshot(on_snapshot)
 
     def stop(self, key: Hashable) -> None:
         with self._lock:
             watch = self._watches.pop(key, None)
+            self._queries.pop(key, None)
         if watch is not None:
             watch.unsubscribe()
 
@@ -62,10 +72,10 @@ class Listeners:
         """The snapshots that arrived: waits up to ``timeout`` for the first, then takes every
         one already queued. Empty on a timeout or once closed; raises :class:`LiveError` when
         a listener stopped by itself."""
+        self.check()
         try:
             first = self._queue.get(timeout=timeout)
         except queue.Empty:
-            self.check()
             return []
         out = []
         item: Event | None = first
@@ -78,10 +88,26 @@ class Listeners:
         return out
 
     def check(self) -> None:
+        """Listen again to what a listener the client gave up on listened to (its first
+        report then says what is there now: a tail delivers what it had not, a watch redraws);
+        raise :class:`LiveError` when that keeps happening."""
         with self._lock:
             dead = [key for key, watch in self._watches.items() if not watch.is_active]
-        if dead and not self.closed:
-            raise LiveError(f"the listener of {dead[0]!r} stopped on an error the client does not recover from")
+        now = time.monotonic()
+        for key in dead:
+            if self.closed:
+                return
+            deaths = self._deaths.setdefault(key, deque())
+            deaths.append(now)
+            while deaths and deaths[0] < now - 60:
+                deaths.popleft()
+            if len(deaths) > RELISTENS_PER_MINUTE:
+                raise LiveError(
+                    f"the listener of {key!r} stopped {len(deaths)} times within a minute on errors the client "
+                    "does not recover from"
+                )
+            self.relistens += 1
+            self.listen(key, self._queries[key])
 
     def close(self) -> None:
         with self._lock:
@@ -103,6 +129,27 @@ class _Live:
         """Stop every listener (and its threads); iteration then ends."""
         self._listeners.close()
 
+    def _await_first(self, keys: set[Hashable], handle: Callable[[Event], None]) -> None:
+        """Return once every listener of ``keys`` has made its first report (each handled),
+        so that whatever is written after the watch or tail is made, every listener reports:
+        a write racing a listener's start can otherwise slip between its first snapshot and
+        its changes (seen on the emulator)."""
+        deadline = time.monotonic() + START_TIMEOUT
+        waiting = set(keys)
+        while waiting:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.close()
+                raise LiveError(f"{len(waiting)} listener(s) made no first report within {START_TIMEOUT:g} s")
+            try:
+                events = self._listeners.events(min(left, LIVENESS_CHECK))
+            except LiveError:
+                self.close()
+                raise
+            for event in events:
+                waiting.discard(event[0])
+                handle(event)
+
     @property
     def closed(self) -> bool:
         return self._listeners.closed
@@ -123,6 +170,11 @@ class LiveWatch(_Live, Iterator[WindowUpdate]):
         self._state = WindowState(len(queries), limit)
         for i, query in enumerate(queries):
             self._listeners.listen(i, query)
+        self._await_first(set(range(len(queries))), self._report)
+
+    def _report(self, event: Event) -> None:
+        key, docs, _, read_time = event
+        self._state.report(key, (self._decode(d) for d in docs), read_time)  # type: ignore[arg-type]
 
     def next_update(self, timeout: float | None = None) -> WindowUpdate | None:
         """The next update, or ``None`` when ``timeout`` seconds pass without one or the
@@ -133,8 +185,8 @@ class LiveWatch(_Live, Iterator[WindowUpdate]):
             if left is not None and left <= 0:
                 return None
             wait = LIVENESS_CHECK if left is None else min(left, LIVENESS_CHECK)
-            for key, docs, _, read_time in self._listeners.events(wait):
-                self._state.report(key, (self._decode(d) for d in docs), read_time)  # type: ignore[arg-type]
+            for event in self._listeners.events(wait):
+                self._report(event)
             update = self._state.update()
             if update is not None:
                 return update
@@ -172,6 +224,7 @@ class LiveTail(_Live, Iterator[TailTick]):
         self.restarts = 0
         for chunk in range(chunks):
             self._listeners.listen((chunk, 0), query_from(chunk, self._bounds[chunk]))
+        self._await_first({(chunk, 0) for chunk in range(chunks)}, lambda e: self._take(*e[:3]))  # type: ignore[arg-type]
 
     @property
     def delivered(self) -> int:
