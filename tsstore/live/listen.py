@@ -221,6 +221,7 @@ class LiveTail(_Live, Iterator[TailTick]):
         self._ready: deque[TailTick] = deque()
         self._generation = [0] * chunks  # the listener each chunk is moving to
         self._bounds = [state.bound()] * chunks
+        self._reported: list[dt.datetime | None] = [None] * chunks  # the newest tick each chunk reported
         self.restarts = 0
         for chunk in range(chunks):
             self._listeners.listen((chunk, 0), query_from(chunk, self._bounds[chunk]))
@@ -261,16 +262,22 @@ class LiveTail(_Live, Iterator[TailTick]):
             self._listeners.stop((chunk, generation - 1))
         for change in changes:
             if change.type is ChangeType.ADDED:
-                delivered = self._state.offer(
-                    self._decode(change.document), plain_datetime(change.document.create_time)
-                )
+                tick = self._decode(change.document)
+                newest = self._reported[chunk]
+                self._reported[chunk] = tick.timestamp if newest is None else max(newest, tick.timestamp)
+                delivered = self._state.offer(tick, plain_datetime(change.document.create_time))
                 if delivered is not None:
                     self._ready.append(delivered)
         if current and len(docs) > self._hold:
             self._move_on(chunk)
 
     def _move_on(self, chunk: int) -> None:
-        bound = self._state.bound()
+        # A chunk's bound moves only past what its own listener reported: listeners lag each
+        # other by seconds, and one bound for all would skip what a lagging chunk has not sent.
+        reported = self._reported[chunk]
+        if reported is None:
+            return
+        bound = min(self._state.bound(), reported - self._state.lateness)
         if bound <= self._bounds[chunk]:
             return  # nothing to gain yet: the documents held are all within the lateness
         self._generation[chunk] += 1
