@@ -23,6 +23,7 @@ from tsstore.limits import SEQUENTIAL_WRITES_PER_SECOND
 from tsstore.read.explain import explain
 from tsstore.read.plan import plan_query
 from tsstore.spec import Direction, QueryShape, SeriesSpec, plan_shards
+from tsstore.ticks import get_path
 from tsstore.write.identity import ID_BYTES
 
 #: Bytes Firestore adds to every document, document name and index entry (storage-size rules).
@@ -238,13 +239,13 @@ def plan_capacity(
 def _shape_cost(
     spec: SeriesSpec, shape: QueryShape, direction: Direction, limits: Sequence[int], sample: Mapping[str, Any]
 ) -> ShapeCost:
-    where = {f: _get(sample, f, default="x") for f in shape.fields}  # one value per field: equality
-    reads = {}
+    where = {f: _value_at(sample, f) for f in shape.fields}  # one value per field: equality
+    reads, chunks = {}, 0
     for limit in limits:
         explained = explain(plan_query(spec, where=where, direction=direction, limit=limit))
         assert explained.lean_reads is not None
         reads[limit] = explained.lean_reads + explained.snapshot_reads
-    chunks = len(plan_query(spec, where=where, direction=direction).chunks)
+        chunks = len(explained.plan.chunks)  # the same for every limit
     return ShapeCost(_shape_name(shape.fields), direction, chunks, reads)
 
 
@@ -311,13 +312,10 @@ def _text(value: str) -> int:
     return len(value.encode()) + 1
 
 
-def _get(data: Mapping[str, Any], path: str, *, default: Any) -> Any:
-    value: Any = data
-    for part in path.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return default
-        value = value[part]
-    return value
+def _value_at(sample: Mapping[str, Any], path: str) -> Any:
+    """The sample's value at a dotted path, or a placeholder when it has none."""
+    value = get_path(sample, path.split("."))
+    return "x" if value is None else value
 
 
 def _names(shards: Sequence[str]) -> str:

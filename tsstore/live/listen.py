@@ -292,10 +292,9 @@ def decoder(timestamp_field: str, columns: Sequence[str] | None) -> Callable[[An
     path = timestamp_field.split(".")
 
     def decode(doc: Any) -> Tick:
-        data = doc.to_dict() or {}
-        if columns is not None:
-            data = _project(data, columns)
-        return Tick(doc.id, plain_datetime(get_path(doc.to_dict() or {}, path)), data)
+        data = doc.to_dict() or {}  # the client builds a new dict on every call: once
+        timestamp = plain_datetime(get_path(data, path))
+        return Tick(doc.id, timestamp, data if columns is None else _project(data, columns))
 
     return decode
 
