@@ -351,7 +351,7 @@ def test_cli_reports_stale_indexes_and_bad_declarations(tmp_path: Path) -> None:
 
 
 def test_repository_index_file_matches_the_demo_declaration() -> None:
-    update = plan_index_file(ROOT / "indexes" / "firestore.indexes.json", load_specs("tsstore.demo:SPEC"))
+    update = plan_index_file(ROOT / "indexes" / "firestore.indexes.json", load_specs("tsstore.demo:DECLARATION"))
     assert not update.changed, update.diff()
 
 

@@ -68,6 +68,10 @@ def test_the_tail_delivers_once_marks_late_ticks_and_forgets_behind_its_bound() 
     state.offer(tick("c", 200), created)
     state.forget_before(state.bound())
     assert state.remembered == 1 and (state.delivered, state.late) == (3, 1)
+    # Forgotten ids cannot be told from new ones: a stale listener reporting ticks behind the
+    # forgotten horizon again (a replaced or re-listened one) delivers nothing twice.
+    assert state.offer(tick("a", 100), created) is None and state.offer(tick("z", 189), created) is None
+    assert state.offer(tick("y", 191), created) is not None  # late, but within the lateness
 
 
 @pytest.fixture
@@ -274,3 +278,45 @@ def test_async_watch_and_tail_run_the_same_engine(live: dict[str, Any], tsstore_
     assert ours() <= threads, [t.name for t in threading.enumerate()]
     docs = sorted(((d.get("timestamp"), d.id) for d in live["client"].collection("live").stream()), reverse=True)
     assert last is not None and [t.id for t in last.window] == [i for _, i in docs[:6]]
+
+
+DYING_WATCH = """
+import datetime as dt, os, sys, time
+from tsstore import TimeSeriesStore, WriteOptions
+from tsstore.live.listen import LiveError, LiveWatch, decoder
+from tsstore.local.emulator import emulator_client
+from tsstore.read.chunks import chunk_query
+from tests.test_live import SPEC
+
+client = emulator_client(os.environ["FIRESTORE_EMULATOR_HOST"], database=sys.argv[1])
+store = TimeSeriesStore(client, SPEC, write_options=WriteOptions(ramp=False))
+now = dt.datetime.now(dt.timezone.utc)
+store.write([{"symbol": "AAA", "n": k, "timestamp": now} for k in range(6)])  # tied timestamps
+plan = store.plan(limit=5)
+# An explicit document-id order makes the client's own listener fail on tied timestamps and
+# stop for good (the reason live queries leave that order implicit): every relisten dies too.
+queries = [chunk_query(store._collection, plan, chunk, None, 5) for chunk in plan.chunks]
+started = time.monotonic()
+try:
+    with LiveWatch(queries, 5, decoder("timestamp", None)) as watch:
+        while time.monotonic() - started < 60:
+            watch.next_update(timeout=1)
+except LiveError as error:
+    print(f"LiveError after {time.monotonic() - started:.0f} s: {error}")
+    os._exit(3)  # the client's dead listener threads raise again when collected
+print("no error in 60 s")
+os._exit(0)
+"""
+
+
+def test_a_listener_that_dies_for_good_raises_live_error(tsstore_emulator: Any) -> None:
+    # In a child process: the client's dead listeners raise in its own threads and again when
+    # collected, which would fail whichever test ran next in this one.
+    env = dict(os.environ, FIRESTORE_EMULATOR_HOST=tsstore_emulator.address)
+    root = Path(__file__).resolve().parents[1]
+    database = f"live-dies-{random.randrange(10**9)}"
+    child = subprocess.run(
+        [sys.executable, "-c", DYING_WATCH, database], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert child.returncode == 3, (child.stdout, child.stderr[-2000:])
+    assert "stopped 4 times within a minute on errors the client does not recover from" in child.stdout, child.stdout

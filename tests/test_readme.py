@@ -71,13 +71,14 @@ def test_every_cli_command_is_documented() -> None:
                 assert sub.help and "Example:" in sub.help, f"`tsstore {name} {sub_name} --help` has no example"
 
 
-def test_demo_runs_on_the_embedded_emulator() -> None:
+def test_demo_runs_on_the_embedded_emulator(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("FIRESTORE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
     done = subprocess.run(
         [sys.executable, "-m", "tsstore", "demo", "--ticks", "2000"],
         capture_output=True,
         text=True,
         env=env,
+        cwd=tmp_path,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
@@ -94,6 +95,15 @@ def test_demo_runs_on_the_embedded_emulator() -> None:
     assert first_rows == ["BBB", "AAA", "AAA"]
     rows = re.search(r"\((\d+) rows", sections[4])
     assert sections[4].startswith("time range") and rows and 1 <= int(rows.group(1)) <= 10
+    assert [s.split(" (")[0] for s in sections[5:8]] == [
+        "latest tick per symbol",
+        "aggregates of the synthetic day, no tick downloaded",
+        "30-minute bars of AAA, CCC, EEE",
+    ]
+    assert "count 2000  sum(volume) " in sections[6]  # the day's 2 000 synthetic ticks
+    chart = tmp_path / "tsstore-demo-chart.png"
+    assert "chart of 3 symbols' bars written to tsstore-demo-chart.png" in done.stdout
+    assert chart.read_bytes().startswith(b"\x89PNG") and chart.stat().st_size > 20_000
 
 
 def fenced(language: str) -> list[str]:
@@ -104,11 +114,18 @@ def test_declaration_examples_in_the_readme_load(tmp_path: Path) -> None:
     from tsstore import SeriesSpec
     from tsstore.declaration import load_specs
 
-    [toml] = fenced("toml")
+    from tsstore.declaration import load_declaration
+
+    blocks = fenced("toml")
+    series = next(b for b in blocks if "[[series]]" in b)
+    rollup = next(b for b in blocks if "[[rollup]]" in b)
     path = tmp_path / "series.toml"
-    path.write_text(toml)
+    path.write_text(series)
     [spec] = load_specs(str(path))
     assert spec.collection == "instruments" and len(spec.shards) == 3
+    path.write_text(series + rollup)  # a roll-up table goes beside the series it rolls up
+    [_], [bars] = load_declaration(str(path))
+    assert bars.name == "instruments_1min" and bars.source == spec and bars.volume == "volume"
     schema = next(block for block in fenced("python") if "TICKS = SeriesSpec" in block)
     namespace: dict[str, object] = {}
     exec(compile(schema, "README schema example", "exec"), namespace)

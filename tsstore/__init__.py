@@ -22,19 +22,24 @@ from tsstore.errors import (
     WriteError,
     WriteFailure,
 )
+from tsstore.read.aggregate import Aggregates
 from tsstore.read.census import ShardCensus
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query
+from tsstore.rollup import Rollup, RollupResult
 from tsstore.spec import Direction, QueryShape, RetiredShard, SeriesSpec, plan_shards
 from tsstore.store import TimeSeriesStore
 from tsstore.store_base import PurgeResult, ReshardResult, WriteOptions, WriteResult
 from tsstore.ticks import Page, Tick
 
 __all__ = [
+    "Aggregates",
     "AsyncTimeSeriesStore",
     "CapacityPlan",
     "Prices",
     "ReshardResult",
+    "Rollup",
+    "RollupResult",
     "RetiredShard",
     "ShardCensus",
     "UndeclaredShardsWarning",

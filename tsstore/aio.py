@@ -23,12 +23,14 @@ from tsstore.errors import ConfigError, TsstoreError
 from tsstore.frames import FrameBatcher, ticks_to_frame
 from tsstore.live.listen import LIVENESS_CHECK
 from tsstore.live.state import TailTick, WindowUpdate
+from tsstore.read.aggregate import Aggregates
 from tsstore.read.async_engine import AsyncFetch, amerge, aname_expiry, aread_page, chunk_ticks
 from tsstore.read.census import Ask, FirstValue, ShardCensus
 from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
 from tsstore.read.cursor import decode_cursor
 from tsstore.read.engine import ChunkCursor, Position, chunk_cursors, finish_page
+from tsstore.read.latest import LatestRequest
 from tsstore.read.plan import QueryPlan
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
@@ -168,6 +170,54 @@ class AsyncTimeSeriesStore(StoreBase):
         snapshot = await self._snapshot(plan, cost, parts=len(queries))
         cost.waited()
         return self._counted(plan, list(await asyncio.gather(*(self._count(q, snapshot, cost) for q in queries))))
+
+    async def aggregate(
+        self,
+        query: Query | None = None,
+        /,
+        *,
+        count: bool = True,
+        sum: Iterable[str] = (),
+        avg: Iterable[str] = (),
+        stats: ReadStats | None = None,
+        **options: Any,
+    ) -> Aggregates:
+        """:meth:`TimeSeriesStore.aggregate <tsstore.store.TimeSeriesStore.aggregate>`, awaited."""
+        plan, request, jobs = self._aggregate_jobs(query, options, count=count, sum=sum, avg=avg)
+        cost = stats if stats is not None else ReadStats()
+        cost.chunks = len(plan.chunks)
+        snapshot = await self._snapshot(plan, cost, parts=len(jobs))
+        cost.waited()
+
+        async def run(job: tuple[int, Any]) -> tuple[int, dict[str, Any]]:
+            async with self._gate:
+                [results] = await job[1].get(read_time=snapshot)
+            return job[0], {r.alias: r.value for r in results}
+
+        return self._aggregated(plan, request, list(await asyncio.gather(*(run(job) for job in jobs))), cost)
+
+    async def latest(
+        self,
+        query: Query | None = None,
+        /,
+        *,
+        by: str,
+        values: Iterable[Any],
+        stats: ReadStats | None = None,
+        **options: Any,
+    ) -> pd.DataFrame:
+        """:meth:`TimeSeriesStore.latest <tsstore.store.TimeSeriesStore.latest>`, awaited."""
+        request = LatestRequest.planned(self.spec, self.plan, by=by, values=values, query=query, options=options)
+        cost = stats if stats is not None else ReadStats()
+        cost.chunks = request.queries
+        snapshot = await self._snapshot(request.plans[0], cost, parts=request.queries)
+        cost.waited()
+
+        async def newest(i: int, plan: QueryPlan, cursor: ChunkCursor) -> tuple[int, list[Tick]]:
+            return i, [tick async for tick in chunk_ticks(self._fetcher(plan), cursor)]
+
+        found = await asyncio.gather(*(newest(*job) for job in request.cursors(snapshot, cost)))
+        return request.frame(found)
 
     async def shard_census(self, *, since: object = None, read_time: dt.datetime | None = None) -> ShardCensus:
         """:meth:`TimeSeriesStore.shard_census <tsstore.store.TimeSeriesStore.shard_census>`, awaited."""

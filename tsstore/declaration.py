@@ -1,8 +1,11 @@
 """Load the application's series declaration: one source for the application and the CLI.
 
 A declaration is either an import path, ``package.module:NAME``, where ``NAME`` is a
-:class:`~tsstore.spec.SeriesSpec` or a list of them (the application's own objects), or a
-TOML/JSON file with a ``series`` list of tables (see :func:`~tsstore.spec.spec_from_mapping`).
+:class:`~tsstore.spec.SeriesSpec` or a list of specs and :class:`~tsstore.rollup.Rollup`
+values (the application's own objects), or a TOML/JSON file with a ``series`` list of tables
+(see :func:`~tsstore.spec.spec_from_mapping`) and optionally a ``rollup`` list (see
+:func:`~tsstore.rollup.rollup_from_mapping`). A roll-up's own spec counts among the specs, so
+its indexes are generated and the read verbs reach it by its collection.
 """
 
 from __future__ import annotations
@@ -15,11 +18,24 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from tsstore.errors import SpecError
+from tsstore.rollup import Rollup, rollup_from_mapping
 from tsstore.spec import SeriesSpec, spec_from_mapping
 
 
 def load_specs(ref: str) -> tuple[SeriesSpec, ...]:
-    """The specs ``ref`` names (a ``module:NAME`` import path or a .toml/.json file)."""
+    """The specs ``ref`` names (a ``module:NAME`` import path or a .toml/.json file): its
+    series, then its roll-ups' specs."""
+    specs, rollups = load_declaration(ref)
+    return specs + tuple(r.spec for r in rollups)
+
+
+def load_rollups(ref: str) -> tuple[Rollup, ...]:
+    """The roll-ups ``ref`` declares."""
+    return load_declaration(ref)[1]
+
+
+def load_declaration(ref: str) -> tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]]:
+    """The series and the roll-ups ``ref`` declares."""
     path = Path(ref)
     if path.suffix in (".toml", ".json") or path.is_file():
         return _from_file(path)
@@ -44,7 +60,7 @@ def load_specs(ref: str) -> tuple[SeriesSpec, ...]:
     return _as_specs(value, ref)
 
 
-def _from_file(path: Path) -> tuple[SeriesSpec, ...]:
+def _from_file(path: Path) -> tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -62,14 +78,29 @@ def _from_file(path: Path) -> tuple[SeriesSpec, ...]:
             specs.append(spec_from_mapping(item))
         except SpecError as exc:
             raise SpecError(f"{path}: series[{i}]: {exc}") from None
-    return tuple(specs)
+    tables = data.get("rollup", [])
+    if not isinstance(tables, list):
+        raise SpecError(f"declaration file {str(path)!r}: 'rollup' must be a list of tables ([[rollup]])")
+    sources = {spec.collection: spec for spec in specs}
+    rollups = []
+    for i, item in enumerate(tables):
+        try:
+            rollups.append(rollup_from_mapping(item, sources))
+        except SpecError as exc:
+            raise SpecError(f"{path}: rollup[{i}]: {exc}") from None
+    return tuple(specs), tuple(rollups)
 
 
-def _as_specs(value: object, ref: str) -> tuple[SeriesSpec, ...]:
+def _as_specs(value: object, ref: str) -> tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]]:
     if isinstance(value, SeriesSpec):
-        return (value,)
+        return (value,), ()
+    if isinstance(value, Rollup):
+        return (value.source,), (value,)
     if isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
         items = tuple(value)
-        if items and all(isinstance(v, SeriesSpec) for v in items):
-            return items  # type: ignore[return-value]
-    raise SpecError(f"{ref!r} is a {type(value).__name__}, not a SeriesSpec or a list of SeriesSpecs")
+        if items and all(isinstance(v, (SeriesSpec, Rollup)) for v in items):
+            rollups = tuple(v for v in items if isinstance(v, Rollup))
+            specs = [v for v in items if isinstance(v, SeriesSpec)]
+            specs += [r.source for r in rollups if r.source not in specs]
+            return tuple(specs), rollups
+    raise SpecError(f"{ref!r} is a {type(value).__name__}, not a SeriesSpec or a list of SeriesSpecs and Rollups")

@@ -1,11 +1,14 @@
-"""The demo's declaration: the seed's ``instruments`` collection and its query shapes.
+"""The demo's declaration: the seed's ``instruments`` collection, its query shapes, and its
+1-minute bars kept as a roll-up (``instruments_1min``).
 
-``tsstore demo`` writes and queries it; ``tsstore indexes tsstore.demo:SPEC`` generates
-the repository's ``indexes/firestore.indexes.json`` from it.
+``tsstore demo`` writes and queries it; ``tsstore indexes tsstore.demo:DECLARATION``
+generates the repository's ``indexes/firestore.indexes.json`` from it, and it is what the
+CLI's ``--spec`` means by default.
 """
 
 from __future__ import annotations
 
+from tsstore.rollup import Rollup
 from tsstore.spec import QueryShape, SeriesSpec
 
 _BOTH = ("desc", "asc")
@@ -22,4 +25,10 @@ SPEC = SeriesSpec(
         "price.micros": "Int64",
         "volume": "Int64",
     },
+    measures=["price.micros", "volume"],
 )
+
+#: 1-minute OHLCV bars of every symbol, stored in ``instruments_1min`` (``tsstore rollup``).
+BARS_1MIN = Rollup(SPEC, interval="1min", by="symbol", price="price.micros", volume="volume")
+
+DECLARATION = [SPEC, BARS_1MIN]

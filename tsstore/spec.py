@@ -31,6 +31,8 @@ SEED_SHARDS: tuple[str, ...] = ("x", "y", "z")
 
 #: Column types a spec may declare for DataFrame output (see the README's dtype table).
 COLUMN_TYPES: tuple[str, ...] = ("string", "Int64", "Float64", "boolean", "datetime", "object")
+#: Column types a measure (a field aggregates sum and average) may be declared with.
+NUMERIC_TYPES: tuple[str, ...] = ("Int64", "Float64")
 
 
 class Direction(str, Enum):
@@ -168,6 +170,10 @@ class SeriesSpec:
     - ``expire_after``: a ``timedelta``; the writer then sets ``expire_field`` to timestamp +
       expire_after, and the index file marks that field as the collection's TTL field
       (Firestore deletes expired documents itself, typically within a day or so).
+    - ``measures``: numeric fields :meth:`~tsstore.store.TimeSeriesStore.aggregate` may sum
+      and average. Firestore computes ``sum()`` and ``avg()`` from index entries, so each
+      measure adds one composite index per query shape (shard, the shape's fields,
+      timestamp, measure), in the shape's aggregate direction (:func:`aggregate_direction`).
     - ``count_by``: fields whose values name a series (e.g. ``symbol``); the writer then keeps
       one sharded counter per series, incremented once per written batch, with
       ``counter_shards`` shards each.
@@ -184,6 +190,7 @@ class SeriesSpec:
     columns: tuple[tuple[str, str], ...] = ()
     expire_after: dt.timedelta | None = None
     expire_field: str = "expireAt"
+    measures: tuple[str, ...] = ()
     count_by: tuple[str, ...] = ()
     counter_shards: int = 10
 
@@ -201,6 +208,7 @@ class SeriesSpec:
         columns: "Mapping[str, str] | Iterable[tuple[str, str]]" = (),
         expire_after: dt.timedelta | None = None,
         expire_field: str = "expireAt",
+        measures: Iterable[str] = (),
         count_by: Iterable[str] = (),
         counter_shards: int = 10,
     ) -> None:
@@ -274,6 +282,15 @@ class SeriesSpec:
         check_field_path(expire_field, what="expire_field")
         if expire_field in (timestamp_field, shard_field):
             raise SpecError(f"expire_field {expire_field!r} is already the timestamp or shard field")
+        if isinstance(measures, str):
+            measures = (measures,)
+        measured = tuple(check_field_path(f, what="measure") for f in measures)
+        if {timestamp_field, shard_field} & set(measured) or len(set(measured)) != len(measured):
+            raise SpecError(f"measures {list(measured)!r} must be distinct fields other than the timestamp and shard")
+        kinds = dict(column_items)
+        for name in measured:
+            if name in kinds and kinds[name] not in NUMERIC_TYPES:
+                raise SpecError(f"measure {name!r} is declared {kinds[name]}; a measure is Int64 or Float64")
         counted = tuple(check_field_path(f, what="count_by field") for f in count_by)
         if {timestamp_field, shard_field} & set(counted) or len(set(counted)) != len(counted):
             raise SpecError(f"count_by {list(counted)!r} must be distinct fields other than the timestamp and shard")
@@ -288,6 +305,7 @@ class SeriesSpec:
         object.__setattr__(self, "columns", tuple((p, k) for p, k in column_items))
         object.__setattr__(self, "expire_after", expire_after)
         object.__setattr__(self, "expire_field", expire_field)
+        object.__setattr__(self, "measures", measured)
         object.__setattr__(self, "count_by", counted)
         object.__setattr__(self, "counter_shards", counter_shards)
 
@@ -329,6 +347,12 @@ class SeriesSpec:
         return (QueryShape((), self.range_directions),) + self.shapes
 
 
+def aggregate_direction(shape: QueryShape) -> Direction:
+    """The time order aggregates of ``shape`` are read in, and their indexes declared in:
+    oldest first where the shape is served so, else newest first."""
+    return Direction.ASC if Direction.ASC in shape.directions else Direction.DESC
+
+
 def _merge_shapes(shapes: Iterable[QueryShape]) -> tuple[QueryShape, ...]:
     """Combine shapes with the same fields (their directions united), in first-seen order."""
     merged: dict[tuple[str, ...], list[Direction]] = {}
@@ -367,6 +391,7 @@ _SPEC_KEYS = (
     "columns",
     "expire_after",
     "expire_field",
+    "measures",
     "count_by",
     "counter_shards",
 )

@@ -10,18 +10,20 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import hashlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pandas as pd
 from google.cloud import firestore
 
+from tsstore.bars import bar_start, bars_frame, iter_bars
 from tsstore.counters import ShardedCounter, increment_counters
 from tsstore.errors import ConfigError, QueryError, TsstoreError
 from tsstore.frames import check_frame_rows, frames, ticks_to_frame
 from tsstore.live.listen import LiveTail, LiveWatch, decoder
 from tsstore.live.state import TailState
+from tsstore.read.aggregate import Aggregates
 from tsstore.read.census import Ask, FirstValue, ShardCensus
 from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
@@ -36,9 +38,11 @@ from tsstore.read.engine import (
     name_expiry,
     read_page,
 )
+from tsstore.read.latest import LatestRequest
 from tsstore.read.merge import merge_streams, take
 from tsstore.read.plan import QueryPlan
 from tsstore.read.query import Query
+from tsstore.rollup import WATERMARKS, Rollup, RollupResult
 from tsstore.spec import Direction, SeriesSpec
 from tsstore.store_base import (
     _CLOCK_PROBE_ID,
@@ -196,6 +200,88 @@ class TimeSeriesStore(StoreBase):
         snapshot = self._snapshot(plan, cost, parts=len(queries))
         cost.waited()
         return self._counted(plan, list(self._pool.map(lambda q: self._count(q, snapshot, cost), queries)))
+
+    def aggregate(
+        self,
+        query: Query | None = None,
+        /,
+        *,
+        count: bool = True,
+        sum: Iterable[str] = (),
+        avg: Iterable[str] = (),
+        stats: ReadStats | None = None,
+        **options: Any,
+    ) -> Aggregates:
+        """The count of the ticks that match (``where``, ``start``, ``end``, ``read_time``),
+        and the sum and average of numeric fields over them, computed by Firestore:
+        ``store.aggregate(where={"symbol": "AAA"}, sum=["volume"], avg=["price.micros"])``.
+        ``sum`` and ``avg`` take the spec's measures. Per chunk, one ``count()`` request and one
+        request per measure (its count, ``sum()`` and ``avg()``), all concurrent at one
+        snapshot, combined exactly (see :mod:`tsstore.read.aggregate`); each billed one read
+        per 1 000 ticks it scans."""
+        plan, request, jobs = self._aggregate_jobs(query, options, count=count, sum=sum, avg=avg)
+        cost = stats if stats is not None else ReadStats()
+        cost.chunks = len(plan.chunks)
+        snapshot = self._snapshot(plan, cost, parts=len(jobs))
+        cost.waited()
+
+        def run(job: tuple[int, Any]) -> tuple[int, dict[str, Any]]:
+            [results] = job[1].get(read_time=snapshot)
+            return job[0], {r.alias: r.value for r in results}
+
+        return self._aggregated(plan, request, list(self._pool.map(run, jobs)), cost)
+
+    def latest(
+        self,
+        query: Query | None = None,
+        /,
+        *,
+        by: str,
+        values: Iterable[Any],
+        stats: ReadStats | None = None,
+        **options: Any,
+    ) -> pd.DataFrame:
+        """The newest tick of each series: ``store.latest(by="symbol", values=["AAA", "BBB"])``
+        is a DataFrame indexed by ``symbol`` in the order given, one row per value (missing
+        values where a series has no tick), with its ``timestamp`` and fields. Takes ``where``
+        (other filters), ``before`` (exclusive; or ``end``), ``columns`` and ``read_time``;
+        ``by`` must be a declared query shape's field (newest first). One limit-1 query per
+        series and shard chunk, all concurrent at one snapshot (see :mod:`tsstore.read.latest`)."""
+        request = LatestRequest.planned(self.spec, self.plan, by=by, values=values, query=query, options=options)
+        cost = stats if stats is not None else ReadStats()
+        cost.chunks = request.queries
+        snapshot = self._snapshot(request.plans[0], cost, parts=request.queries)
+        cost.waited()
+        running = [
+            (i, self._pool.submit(list, ChunkStream(self._fetcher(plan), cursor)))
+            for i, plan, cursor in request.cursors(snapshot, cost)
+        ]
+        return request.frame([(i, future.result()) for i, future in running])
+
+    def bars(
+        self,
+        query: Query | None = None,
+        /,
+        *,
+        interval: object,
+        price: str,
+        by: str | Sequence[str] | None = None,
+        volume: str | None = None,
+        stats: ReadStats | None = None,
+        **options: Any,
+    ) -> pd.DataFrame:
+        """OHLCV bars of the matching ticks (``where``, ``start``, ``end``, ``read_time``):
+        ``store.bars(interval="1min", by="symbol", price="price.micros", volume="volume",
+        start=..., end=...)`` is a DataFrame indexed by the ``by`` fields and the bar start
+        (UTC, aligned to multiples of ``interval`` since the epoch), with ``open``, ``high``,
+        ``low``, ``close``, ``count`` and ``volume``. Bars cover the ticks in ``[start, end)``;
+        intervals without ticks have no row. Computed while the ticks stream (projected to the
+        fields the bars need), so memory holds one interval's bars, not the ticks; billed one
+        read per tick read (see :mod:`tsstore.bars`)."""
+        plan, builder, fields = self._bars_request(query, options, interval=interval, by=by, price=price, volume=volume)
+        cost = stats if stats is not None else ReadStats()
+        bars = list(iter_bars(builder, self._run(plan, cost)))
+        return bars_frame(bars, by=fields, timestamp_field=self.spec.timestamp_field, volume=volume)
 
     def shard_census(self, *, since: object = None, read_time: dt.datetime | None = None) -> ShardCensus:
         """How many ticks each shard value holds, which values documents carry that the
@@ -357,6 +443,64 @@ class TimeSeriesStore(StoreBase):
         while any(done.remaining.values()) and done.passes < max_passes:
             done = self._reshard_pass(plan, done, on_progress)
         return done
+
+    def rollup(
+        self,
+        rollup: Rollup,
+        *,
+        since: object = None,
+        until: object = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> RollupResult:
+        """Compute and store the bars of ``rollup`` (declared on this store's series) for
+        every closed interval: from ``since`` (aligned down to the interval), else from the
+        stored watermark, else from the oldest tick; up to ``until`` or now, aligned down, so
+        an interval still open is left for a later run. Bars are written through the writer
+        with the roll-up spec's identity, replacing a stored bar that changed: a re-run stores
+        nothing twice, and a run with ``since`` before late ticks corrects their bars. The
+        watermark advances only once every bar is written, so an interrupted run is repeated
+        whole by the next. ``on_progress`` gets the number of ticks read as they stream."""
+        if rollup.source.collection != self.spec.collection:
+            source = rollup.source.collection
+            raise ConfigError(f"roll-up {rollup.name!r} rolls up {source!r}, not this store's {self.spec.collection!r}")
+        marks = self.client.collection(WATERMARKS).document(rollup.name)
+        stored = marks.get()
+        watermark = rollup.check_watermark(stored.to_dict() if stored.exists else None)
+        now = self.server_time()
+        try:
+            limit = now if until is None else min(now, to_utc(until, name="until"))
+            start = to_utc(since, name="since") if since is not None else watermark
+        except ValueError as exc:
+            raise QueryError(str(exc)) from None
+        end = bar_start(limit, rollup.interval)
+        if start is None:
+            oldest = self.query(direction=Direction.ASC, limit=1, columns=())
+            start = oldest[0].timestamp if len(oldest) else None
+        if start is None or bar_start(start, rollup.interval) >= end:
+            return RollupResult(None, None, watermark=watermark)
+        start = bar_start(start, rollup.interval)
+        plan, builder, _ = self._bars_request(
+            None, {"start": start, "end": end}, interval=rollup.interval, by=rollup.by, price=rollup.price,
+            volume=rollup.volume,
+        )  # fmt: skip
+        cost = ReadStats()
+
+        def ticks() -> Iterator[Tick]:
+            for n, tick in enumerate(self._run(plan, cost), 1):
+                yield tick
+                if on_progress is not None and n % 1000 == 0:
+                    on_progress(1000)
+
+        with TimeSeriesStore(self.client, rollup.spec, write_options=self.write_options) as target:
+            written = target.write(rollup.records(iter_bars(builder, ticks())), keep_ids=False)
+        if on_progress is not None:
+            on_progress(cost.documents % 1000)
+        mark = end if watermark is None else max(end, watermark)
+        marks.set(rollup.watermark_document(mark))
+        return RollupResult(
+            start, end, ticks=cost.documents, bars=written.count, created=written.created, replaced=written.replaced,
+            present=written.present, skipped=builder.skipped, watermark=mark,
+        )  # fmt: skip
 
     def _reshard_pass(
         self, plan: QueryPlan, before: ReshardResult, on_progress: ProgressCallback | None

@@ -6,16 +6,26 @@ from __future__ import annotations
 
 import datetime as dt
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import pandas as pd
 from google.cloud.firestore_v1.base_query import BaseQuery
 
-from tsstore.errors import ConfigError, Interrupted, QueryError, RecordError, UndeclaredShardsWarning, WriteError
+from tsstore.bars import BarBuilder, to_interval
+from tsstore.errors import (
+    ConfigError,
+    Interrupted,
+    QueryError,
+    RecordError,
+    SpecError,
+    UndeclaredShardsWarning,
+    WriteError,
+)
 from tsstore.frames import frame_to_records
 from tsstore.limits import RAMP_START_OPS_PER_SECOND
+from tsstore.read.aggregate import AggregateRequest, Aggregates
 from tsstore.read.census import Ask, Census
 from tsstore.read.chunks import census_query, chunk_query
 from tsstore.read.cost import ReadStats
@@ -23,7 +33,7 @@ from tsstore.read.engine import PageRounds, Position
 from tsstore.read.explain import Explanation, explain
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query
-from tsstore.spec import Direction, SeriesSpec
+from tsstore.spec import Direction, SeriesSpec, check_field_path
 from tsstore.times import NaivePolicy, to_utc
 from tsstore.wire import Patch, Stored, WriteOp, WriteStatus
 from tsstore.write.identity import DuplicatePolicy, shard_for_id
@@ -241,6 +251,63 @@ class StoreBase:
                 stacklevel=3,
             )
         return counted
+
+    def _aggregate_jobs(
+        self, query: Query | None, options: Mapping[str, Any], *, count: Any, sum: Any, avg: Any
+    ) -> tuple[QueryPlan, AggregateRequest, list[tuple[int, Any]]]:
+        """An aggregate's plan, its checked request, and its aggregation queries: (chunk
+        number, query) for every chunk and every request of at most 5 aggregations."""
+        bounds = Query.of(query, options)
+        bounds.only(COUNT_OPTIONS, "aggregate")
+        plan = self._oldest_first(bounds)  # the direction the measures' indexes are declared in
+        request = AggregateRequest.checked(self.spec, count=count, sum=sum, avg=avg)
+        jobs = []
+        for i, chunk in enumerate(plan.chunks):
+            for measure, asks in request.requests():
+                aggregation: Any = chunk_query(self._collection, plan, chunk, None, None, also_by=measure)
+                for kind, alias, field in asks:
+                    aggregation = getattr(aggregation, kind)(*(() if field is None else (field,)), alias=alias)
+                jobs.append((i, aggregation))
+        return plan, request, jobs
+
+    @staticmethod
+    def _aggregated(
+        plan: QueryPlan, request: AggregateRequest, answers: list[tuple[int, dict[str, Any]]], cost: ReadStats
+    ) -> Aggregates:
+        """Combine the answers of :meth:`_aggregate_jobs`' queries, and bill each by the index
+        entries it went over (the count it returned)."""
+        chunks: list[dict[str, Any]] = [{} for _ in plan.chunks]
+        for i, answer in answers:
+            chunks[i].update(answer)
+            counted = next(v for k, v in answer.items() if k == "count" or k.startswith("count_"))
+            cost.aggregation_done(int(counted or 0))
+        return request.combine(chunks)
+
+    def _bars_request(
+        self,
+        query: Query | None,
+        options: Mapping[str, Any],
+        *,
+        interval: object,
+        by: str | Sequence[str] | None,
+        price: str,
+        volume: str | None,
+    ) -> tuple[QueryPlan, BarBuilder, tuple[str, ...]]:
+        """A bars read: its plan (oldest first where declared, reading only the fields the
+        bars need), the builder for the plan's order, and the ``by`` fields."""
+        bounds = Query.of(query, options)
+        bounds.only(COUNT_OPTIONS, "bars")
+        fields = (by,) if isinstance(by, str) else tuple(by or ())
+        try:
+            for name, what in [*((f, "by field") for f in fields), (price, "price"), (volume, "volume")]:
+                if name is not None:
+                    check_field_path(name, what=what)
+        except SpecError as exc:
+            raise QueryError(str(exc)) from None
+        step = to_interval(interval)
+        columns = tuple(dict.fromkeys((*fields, price, *(() if volume is None else (volume,)))))
+        plan = self._oldest_first(bounds.replace(columns=columns))
+        return plan, BarBuilder(step, by=fields, price=price, volume=volume, descending=plan.descending), fields
 
     def _census(self, *, since: object, read_time: dt.datetime | None, stats: ReadStats) -> Census:
         try:

@@ -6,15 +6,15 @@ errors into clean click errors) is in :mod:`tsstore.cli.common`, written once. O
 per command group: :mod:`~tsstore.cli.demo`, :mod:`~tsstore.cli.query` (query, count,
 explain, purge), :mod:`~tsstore.cli.indexes`, :mod:`~tsstore.cli.counters`,
 :mod:`~tsstore.cli.ingest`, :mod:`~tsstore.cli.emulator`, :mod:`~tsstore.cli.layout`
-(shards, reshard, plan), :mod:`~tsstore.cli.live` (tail, watch); :mod:`~tsstore.cli.output` writes
-query results.
+(shards, reshard, plan), :mod:`~tsstore.cli.live` (tail, watch), :mod:`~tsstore.cli.analytics`
+(aggregate, latest, bars, rollup); :mod:`~tsstore.cli.output` writes query results.
 """
 
 from __future__ import annotations
 
 import click
 
-from tsstore.cli import counters, demo, emulator, indexes, ingest, layout, live, query
+from tsstore.cli import analytics, counters, demo, emulator, indexes, ingest, layout, live, query
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -27,6 +27,10 @@ for _command in (
     demo.demo,
     indexes.indexes,
     query.count,
+    analytics.aggregate,
+    analytics.latest,
+    analytics.bars,
+    analytics.rollup,
     query.explain,
     query.purge,
     query.query_ticks,

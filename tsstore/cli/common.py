@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 
 import click
 
-from tsstore.declaration import load_specs
+from tsstore.declaration import load_declaration
 from tsstore.errors import TsstoreError, UndeclaredShardsWarning
 from tsstore.local import supervisor
 from tsstore.local.emulator import DEFAULT_PROJECT, emulator_client, start_emulator
@@ -149,7 +149,7 @@ _database_option = click.option("--database", default="(default)", show_default=
 _spec_option = click.option(
     "--spec",
     "declaration",
-    default="tsstore.demo:SPEC",
+    default="tsstore.demo:DECLARATION",
     show_default=True,
     help="The series declaration (module:NAME or a .toml/.json file).",
 )
@@ -179,14 +179,28 @@ def series_options(command: Command) -> Command:
     return database_options(_collection_option(_spec_option(run)))
 
 
+def echo_cost(stats: Any, show: bool) -> None:
+    """With ``--stats``, what a read cost (a :class:`~tsstore.read.cost.ReadStats`), on stderr."""
+    if show:
+        click.echo(f"cost: {stats.describe()}", err=True)
+
+
+def declaration_options(command: Command) -> Command:
+    """``--spec``, ``--collection`` and the database options, for a command that needs the
+    declaration itself (its roll-ups): it gets ``declaration`` and ``collection`` as given."""
+    return database_options(_collection_option(_spec_option(command)))
+
+
 def pick_spec(declaration: str, *, collection: str | None) -> SeriesSpec:
-    """The series ``collection`` of ``declaration``, or its only one."""
-    specs = load_specs(declaration)
+    """The series ``collection`` of ``declaration`` (a roll-up's collection too), or its only
+    series."""
+    series, rollups = load_declaration(declaration)
+    specs = series + tuple(r.spec for r in rollups)
     if collection is None:
-        if len(specs) > 1:
-            names = ", ".join(s.collection for s in specs)
+        if len(series) > 1:
+            names = ", ".join(s.collection for s in series)
             raise TsstoreError(f"{declaration} declares several series ({names}); pick one with --collection")
-        return specs[0]
+        return series[0]
     for spec in specs:
         if spec.collection == collection:
             return spec
@@ -200,6 +214,15 @@ def where_option(*, help: str) -> Callable[[Command], Command]:
     return click.option("--where", "where_items", multiple=True, metavar="FIELD=VALUE", help=help)
 
 
+def parse_value(raw: str) -> Any:
+    """A value typed on the command line: JSON when it parses as JSON (numbers, true/false,
+    null, "quoted"), else the plain string."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
 def parse_where(items: tuple[str, ...]) -> dict[str, Any]:
     """``field=value`` pairs; a field given twice becomes ``in``; values are JSON when they parse
     as JSON (numbers, true/false, null, "quoted"), else plain strings."""
@@ -208,10 +231,7 @@ def parse_where(items: tuple[str, ...]) -> dict[str, Any]:
         field, sep, raw = item.partition("=")
         if not sep or not field:
             raise click.BadParameter(f"{item!r} is not field=value", param_hint="--where")
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            value = raw
+        value = parse_value(raw)
         if field in where:
             where[field] = [*where[field], value] if isinstance(where[field], list) else [where[field], value]
         else:

@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 import itertools
 import time
+from pathlib import Path
 
 import click
 import pandas as pd
@@ -14,6 +15,8 @@ from tqdm import tqdm
 from tsstore.cli.common import Database, database_options, library_errors
 from tsstore.demo import SPEC as DEMO_SPEC
 from tsstore.local.synthetic import SEED_INSTRUMENTS, trading_day
+from tsstore.plot import PlotError, plot_bars
+from tsstore.read.cost import ReadStats
 from tsstore.read.query import Query
 from tsstore.store import TimeSeriesStore
 
@@ -28,8 +31,16 @@ from tsstore.store import TimeSeriesStore
     help="Synthetic ticks to write besides the seed's three instruments.",
 )
 @click.option("--collection", default="instruments", show_default=True)
+@click.option(
+    "--chart",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("tsstore-demo-chart.png"),
+    show_default=True,
+    help="Where to draw the synthetic day's bars (.png, .svg or .pdf; needs tsstore[plot]).",
+)
+@click.option("--no-chart", is_flag=True, help="Draw no chart.")
 @database_options
-def demo(*, ticks: int, collection: str, database: Database) -> None:
+def demo(*, ticks: int, collection: str, chart: Path, no_chart: bool, database: Database) -> None:
     """Write the seed's instruments and a synthetic trading day, then query them.
 
     \b
@@ -42,6 +53,7 @@ def demo(*, ticks: int, collection: str, database: Database) -> None:
     spec = dataclasses.replace(DEMO_SPEC, collection=collection)
     with database.open_store(spec, ephemeral=True) as store:
         _run_demo(store, ticks=ticks)
+        _analytics(store, chart=None if no_chart else chart)
 
 
 def _run_demo(store: TimeSeriesStore, *, ticks: int) -> None:
@@ -82,3 +94,39 @@ def _show(store: TimeSeriesStore, title: str, query: Query) -> None:
     chunks = len(store.plan(query).chunks)
     click.echo(f"\n--- {title}  ({len(frame)} rows, {chunks} chunk quer{'y' if chunks == 1 else 'ies'}, {ms:.0f} ms)")
     click.echo(frame.to_string() if len(frame) else "(no rows)")
+
+
+def _analytics(store: TimeSeriesStore, *, chart: Path | None) -> None:
+    """The analytics verbs on the synthetic day: latest per symbol, aggregates, bars, a chart."""
+    day = dt.datetime(2018, 12, 31, tzinfo=dt.timezone.utc)
+    symbols = ["AAA", "CCC", "EEE"]
+    stats = ReadStats()
+    latest = store.latest(by="symbol", values=symbols, columns=["price.micros"], stats=stats)
+    click.echo(f"\n--- latest tick per symbol ({stats.billed_reads} billed reads)")
+    click.echo(latest.to_string())
+    stats = ReadStats()
+    totals = store.aggregate(
+        start=day, end=day + dt.timedelta(days=1), sum=["volume"], avg=["price.micros"], stats=stats
+    )
+    click.echo(f"\n--- aggregates of the synthetic day, no tick downloaded ({stats.billed_reads} billed reads)")
+    click.echo(
+        "  ".join(
+            f"{name} {value:,.2f}" if isinstance(value, float) else f"{name} {value}"
+            for name, value in totals.as_dict().items()
+        )
+    )
+    stats = ReadStats()
+    bars = store.bars(
+        interval="30min", by="symbol", price="price.micros", volume="volume", where={"symbol": symbols},
+        start=day, end=day + dt.timedelta(days=1), stats=stats,
+    )  # fmt: skip
+    click.echo(f"\n--- 30-minute bars of {', '.join(symbols)} ({len(bars)} bars from {stats.documents} ticks), first 6")
+    click.echo(bars.head(6).to_string())
+    if chart is None:
+        return
+    try:
+        drawn = plot_bars(bars, chart, by=["symbol"], title="synthetic day, 30-minute bars (price in micros)")
+    except PlotError as exc:
+        click.echo(f"\n(no chart: {exc})")
+        return
+    click.echo(f"\nchart of {drawn} symbols' bars written to {chart}")

@@ -71,7 +71,7 @@ def _records(frame: pd.DataFrame) -> Iterable[dict[str, Any]]:
     names = [str(c) for c in frame.columns]
     index_name = str(frame.index.name or "timestamp")
     for stamp, values in zip(frame.index, frame.itertuples(index=False, name=None)):
-        record: dict[str, Any] = {index_name: stamp.isoformat()}
+        record: dict[str, Any] = {index_name: stamp.isoformat() if hasattr(stamp, "isoformat") else stamp}
         for name, value in zip(names, values):
             if value is None or value is pd.NA or (isinstance(value, float) and value != value) or value is pd.NaT:
                 continue

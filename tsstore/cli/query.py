@@ -14,6 +14,7 @@ from tqdm import tqdm
 from tsstore.cli.common import (
     Command,
     Database,
+    echo_cost,
     exit_interrupted,
     library_errors,
     parse_where,
@@ -25,6 +26,7 @@ from tsstore.cli.output import write_frames
 from tsstore.errors import Interrupted, TsstoreError
 from tsstore.frames import frames as frames_of
 from tsstore.frames import ticks_to_frame
+from tsstore.plot import plot_lines
 from tsstore.read.cost import ReadStats
 from tsstore.read.explain import explain as explain_plan
 from tsstore.read.plan import plan_query
@@ -62,9 +64,27 @@ def _parquet_needs_output(command: Command) -> Command:
 @click.option(
     "--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None, help="File (default: stdout)."
 )
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also draw a line per series to this .png, .svg or .pdf file (needs tsstore[plot]).",
+)
+@click.option("--plot-y", default="price.micros", show_default=True, help="The field --plot draws.")
+@click.option("--plot-by", multiple=True, help="Fields naming a series for --plot (default: the spec's key fields).")
 @stats_option
 def query_ticks(
-    *, spec: SeriesSpec, database: Database, query: Query, fmt: str, output: Path | None, show_stats: bool
+    *,
+    spec: SeriesSpec,
+    database: Database,
+    query: Query,
+    fmt: str,
+    output: Path | None,
+    plot_path: Path | None,
+    plot_y: str,
+    plot_by: tuple[str, ...],
+    show_stats: bool,
 ) -> None:
     """Query ticks and print them as a table, or write CSV, JSON Lines or Parquet.
 
@@ -75,6 +95,7 @@ def query_ticks(
     Example:
       tsstore query --where exchange=EXCHG1 --limit 20 --stats
       tsstore query --start 2019-01-02T09:00:00Z --end 2019-01-02T10:00:00Z --format parquet -o hour.parquet
+      tsstore query --where symbol=AAA --where symbol=BBB --start 2018-12-31T12:00:00Z --plot prices.png
     """
     with database.open_store(spec) as store:
         if query.limit is not None:
@@ -86,13 +107,21 @@ def query_ticks(
                 raise TsstoreError("--cursor continues a page: give --limit too")
             ticks = store.iter_ticks(query)
             frames, next_cursor, stats = frames_of(spec, ticks, rows=10_000), None, ticks.stats
+        kept: list[pd.DataFrame] = []
+        if plot_path is not None:  # kept to be drawn after they are written
+            kept = list(frames)
+            frames = iter(kept)
         rows = write_frames(frames, fmt=fmt, output=output)
+    if plot_path is not None:
+        whole = pd.concat(kept) if kept else ticks_to_frame(spec, [])
+        series = plot_by or spec.key_fields
+        drawn = plot_lines(whole, plot_path, y=plot_y, by=series, title=f"{spec.collection}: {plot_y}")
+        click.echo(f"drew {drawn} series to {plot_path}", err=True)
     if output is not None:
         click.echo(f"wrote {rows} row(s) to {output}", err=True)
     if next_cursor:
         click.echo(f"more rows follow: add --cursor {next_cursor}", err=True)
-    if show_stats:
-        click.echo(f"cost: {stats.describe()}", err=True)
+    echo_cost(stats, show_stats)
 
 
 @click.command("count")
@@ -110,8 +139,7 @@ def count(*, spec: SeriesSpec, database: Database, query: Query, show_stats: boo
     stats = ReadStats()
     with database.open_store(spec) as store:
         click.echo(store.count(query, stats=stats))
-    if show_stats:
-        click.echo(f"cost: {stats.describe()}", err=True)
+    echo_cost(stats, show_stats)
 
 
 @click.command("explain")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tsstore.errors import SpecError
-from tsstore.spec import Direction, SeriesSpec
+from tsstore.spec import Direction, SeriesSpec, aggregate_direction
 
 Order = Literal["ASCENDING", "DESCENDING"]
 QUERY_SCOPE = "COLLECTION"
@@ -66,8 +66,12 @@ class CompositeIndex:
         return f"{self.collection_group} ({cols})"
 
 
-def required_index(spec: SeriesSpec, fields: Iterable[str], direction: Direction) -> CompositeIndex:
-    """The composite index a tsstore query on ``fields`` (equality or ``in``) in ``direction`` needs."""
+def required_index(
+    spec: SeriesSpec, fields: Iterable[str], direction: Direction, *, measure: str | None = None
+) -> CompositeIndex:
+    """The composite index a tsstore query on ``fields`` (equality or ``in``) in ``direction``
+    needs; with ``measure``, the one its ``sum()``/``avg()`` of that field needs (the query
+    is then also ordered by the measure, after the timestamp)."""
     ts_order: Order = "DESCENDING" if direction is Direction.DESC else "ASCENDING"
     return CompositeIndex(
         spec.collection,
@@ -75,15 +79,22 @@ def required_index(spec: SeriesSpec, fields: Iterable[str], direction: Direction
             IndexField(spec.shard_field, SHARD_ORDER),
             *(IndexField(f, FILTER_ORDER) for f in sorted(fields)),
             IndexField(spec.timestamp_field, ts_order),
+            *(() if measure is None else (IndexField(measure, ts_order),)),
         ),
     )
 
 
 @functools.lru_cache(maxsize=64)
 def declared_indexes(spec: SeriesSpec) -> tuple[CompositeIndex, ...]:
-    """Every index the spec's shapes need: each shape in each of its directions."""
+    """Every index the spec's shapes need: each shape in each of its directions, then for
+    each measure each shape in its aggregate direction."""
+    shapes = spec.all_shapes()
     return tuple(
-        required_index(spec, shape.fields, direction) for shape in spec.all_shapes() for direction in shape.directions
+        required_index(spec, shape.fields, direction) for shape in shapes for direction in shape.directions
+    ) + tuple(
+        required_index(spec, shape.fields, aggregate_direction(shape), measure=measure)
+        for measure in spec.measures
+        for shape in shapes
     )
 
 

@@ -28,6 +28,10 @@ from tsstore.times import plain_datetime
 LIVENESS_CHECK = 1.0
 #: How long starting a watch or tail waits for every listener's first report (seconds).
 START_TIMEOUT = 60.0
+#: A tail's replacement listener that has made no first report after this many seconds is
+#: replaced in turn (a loaded emulator was seen never to answer one; the listener it was to
+#: replace kept reporting, but the chunk's bound, and so the tail's memory, stopped moving).
+STALL_TIMEOUT = 15.0
 #: A listener the client gave up on is listened to again, up to this many times a minute;
 #: past that its error is final (:class:`LiveError`).
 RELISTENS_PER_MINUTE = 3
@@ -60,6 +64,10 @@ class Listeners:
                 return
             self._queries[key] = query
             self._watches[key] = query.on_snapshot(on_snapshot)
+
+    def keys(self) -> list[Hashable]:
+        with self._lock:
+            return list(self._watches)
 
     def stop(self, key: Hashable) -> None:
         with self._lock:
@@ -102,9 +110,10 @@ class Listeners:
             while deaths and deaths[0] < now - 60:
                 deaths.popleft()
             if len(deaths) > RELISTENS_PER_MINUTE:
+                chunk = key[0] if isinstance(key, tuple) else key
                 raise LiveError(
-                    f"the listener of {key!r} stopped {len(deaths)} times within a minute on errors the client "
-                    "does not recover from"
+                    f"the listener on chunk {chunk} stopped {len(deaths)} times within a minute on errors the client "
+                    "does not recover from (the client logged why)"
                 )
             self.relistens += 1
             self.listen(key, self._queries[key])
@@ -222,7 +231,9 @@ class LiveTail(_Live, Iterator[TailTick]):
         self._generation = [0] * chunks  # the listener each chunk is moving to
         self._bounds = [state.bound()] * chunks
         self._reported: list[dt.datetime | None] = [None] * chunks  # the newest tick each chunk reported
+        self._pending: dict[int, float] = {}  # chunk -> when its replacement listener started
         self.restarts = 0
+        self.stalls = 0
         for chunk in range(chunks):
             self._listeners.listen((chunk, 0), query_from(chunk, self._bounds[chunk]))
         self._await_first({(chunk, 0) for chunk in range(chunks)}, lambda e: self._take(*e[:3]))  # type: ignore[arg-type]
@@ -247,6 +258,7 @@ class LiveTail(_Live, Iterator[TailTick]):
             wait = LIVENESS_CHECK if left is None else min(left, LIVENESS_CHECK)
             for key, docs, changes, _ in self._listeners.events(wait):
                 self._take(key, docs, changes)  # type: ignore[arg-type]
+            self._replace_stalled()
         return self._ready.popleft()
 
     def __next__(self) -> TailTick:
@@ -258,8 +270,10 @@ class LiveTail(_Live, Iterator[TailTick]):
     def _take(self, key: tuple[int, int], docs: list[Any], changes: list[Any]) -> None:
         chunk, generation = key
         current = generation == self._generation[chunk]
-        if current and generation:  # the new listener reports: the one it replaces may go
-            self._listeners.stop((chunk, generation - 1))
+        if current and self._pending.pop(chunk, None) is not None:  # the new listener reports:
+            for older in self._listeners.keys():  # the ones it replaces may go
+                if isinstance(older, tuple) and older[0] == chunk and older[1] < generation:
+                    self._listeners.stop(older)
         for change in changes:
             if change.type is ChangeType.ADDED:
                 tick = self._decode(change.document)
@@ -280,11 +294,25 @@ class LiveTail(_Live, Iterator[TailTick]):
         bound = min(self._state.bound(), reported - self._state.lateness)
         if bound <= self._bounds[chunk]:
             return  # nothing to gain yet: the documents held are all within the lateness
-        self._generation[chunk] += 1
         self._bounds[chunk] = bound
         self.restarts += 1
-        self._listeners.listen((chunk, self._generation[chunk]), self._query_from(chunk, bound))
+        self._listen_from(chunk, bound)
         self._state.forget_before(min(self._bounds))
+
+    def _listen_from(self, chunk: int, bound: dt.datetime) -> None:
+        self._generation[chunk] += 1
+        self._pending[chunk] = time.monotonic()
+        self._listeners.listen((chunk, self._generation[chunk]), self._query_from(chunk, bound))
+
+    def _replace_stalled(self) -> None:
+        """Replace a replacement listener that has not reported for :data:`STALL_TIMEOUT`
+        seconds by another from the same bound (the listener before it keeps reporting)."""
+        now = time.monotonic()
+        for chunk, started in list(self._pending.items()):
+            if now - started > STALL_TIMEOUT:
+                self._listeners.stop((chunk, self._generation[chunk]))
+                self.stalls += 1
+                self._listen_from(chunk, self._bounds[chunk])
 
 
 def decoder(timestamp_field: str, columns: Sequence[str] | None) -> Callable[[Any], Tick]:

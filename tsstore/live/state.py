@@ -88,11 +88,16 @@ class TailState:
         self.delivered = 0
         self.late = 0
         self._seen: dict[str, dt.datetime] = {}
+        self._horizon: dt.datetime | None = None  # ids older than this are forgotten
 
     def offer(self, tick: Tick, created: dt.datetime) -> TailTick | None:
-        """The delivery of ``tick``, or ``None`` when it was delivered already or created
-        before ``since``."""
+        """The delivery of ``tick``, or ``None`` when it was delivered already, created before
+        ``since``, or older than the ids forgotten (only a listener about to be replaced, or
+        one listened to again from its old bound, reports those: they may have been delivered,
+        and are more than ``lateness`` late in any case)."""
         if tick.id in self._seen or created < self.since:
+            return None
+        if self._horizon is not None and tick.timestamp < self._horizon:
             return None
         late = self.newest is not None and tick.timestamp < self.newest
         self._seen[tick.id] = tick.timestamp
@@ -110,6 +115,7 @@ class TailState:
     def forget_before(self, bound: dt.datetime) -> None:
         """Drop remembered ids older than ``bound``: no listener reports them again."""
         self._seen = {i: t for i, t in self._seen.items() if t >= bound}
+        self._horizon = bound if self._horizon is None else max(self._horizon, bound)
 
     @property
     def remembered(self) -> int:

@@ -24,6 +24,7 @@ def chunk_query(
     size: int | None,
     *,
     listen: bool = False,
+    also_by: str | None = None,
 ) -> BaseQuery:
     """``shard in chunk`` plus the plan's filters and time range, ordered by (timestamp,
     document id) in the plan's direction, projected, continued after ``after`` (a
@@ -32,7 +33,10 @@ def chunk_query(
     ``listen``: for a listener, leave the document id order implicit. Firestore orders by it
     after the last explicit order, in that order's direction, either way; but the client's
     listener compares documents itself and fails ("Can only compare fields that exist in the
-    DocumentSnapshot") on an explicit ``__name__`` order whenever two timestamps tie."""
+    DocumentSnapshot") on an explicit ``__name__`` order whenever two timestamps tie.
+
+    ``also_by``: a measure to order by after the timestamp, so that the query's index holds it
+    (Firestore's ``sum()`` and ``avg()`` read it there); only ticks holding it match."""
     spec: SeriesSpec = plan.spec
     query: Any = collection.where(filter=FieldFilter(spec.shard_field, "in", list(chunk)))
     for f in plan.filters:
@@ -44,6 +48,8 @@ def chunk_query(
         query = query.where(filter=FieldFilter(spec.timestamp_field, "<", plan.end))
     order = "DESCENDING" if plan.descending else "ASCENDING"
     query = query.order_by(spec.timestamp_field, direction=order)
+    if also_by is not None:
+        query = query.order_by(also_by, direction=order)
     if not listen:
         query = query.order_by(FieldPath.document_id(), direction=order)
     if plan.columns is not None:

@@ -1,0 +1,623 @@
+"""Analytics: aggregates combined exactly across shard chunks (checked against pandas on what
+was written, at 3, 40 and 90 shards), and the arithmetic and declarations behind them without
+Firestore."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from tsstore import (
+    AsyncTimeSeriesStore,
+    QueryError,
+    QueryShape,
+    SeriesSpec,
+    SpecError,
+    TimeSeriesStore,
+    WriteOptions,
+    plan_shards,
+)
+from tsstore.indexes.build import declared_indexes
+from tsstore.read.aggregate import MAX_AGGREGATIONS, AggregateRequest
+from tsstore.read.cost import ReadStats
+
+UTC = dt.timezone.utc
+T0 = dt.datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+SYMBOLS = ["AAA", "BBB", "CCC", "DDD"]
+
+
+def spec(collection: str, shards: int, **options: Any) -> SeriesSpec:
+    return SeriesSpec(
+        collection,
+        shards=plan_shards(shards * 500),
+        shapes=[QueryShape("symbol", ("desc", "asc")), QueryShape("exchange"), QueryShape(("exchange", "symbol"))],
+        key_fields=["symbol", "n"],
+        measures=["price.micros", "volume"],
+        **options,
+    )
+
+
+def test_each_chunk_is_asked_for_its_count_and_each_measure_in_requests_firestore_accepts() -> None:
+    s = spec("t", 3)
+    request = AggregateRequest.checked(s, sum=["volume", "price.micros"], avg=["price.micros"])
+    requests = request.requests()
+    assert [measure for measure, _ in requests] == [None, "volume", "price.micros"]
+    assert all(len(asks) <= MAX_AGGREGATIONS for _, asks in requests)
+    assert [kind for kind, _, _ in requests[2][1]] == ["count", "sum", "avg"]
+    assert [m for m, _ in AggregateRequest.checked(s, count=False, avg=["volume"]).requests()] == ["volume"]
+
+
+def test_chunks_combine_exactly_not_as_an_average_of_averages() -> None:
+    s = spec("t", 3)
+    request = AggregateRequest.checked(s, sum=["volume"], avg=["volume", "price.micros"])
+    big = 2**62  # beyond a float's 53 bits: the sum must stay an integer
+    chunks = [
+        # 3 ticks, all holding volume; price.micros on 2 of them
+        {"count": 3, "count_0": 3, "sum_0": big + 1, "avg_0": (big + 1) / 3, "count_1": 2, "sum_1": 10, "avg_1": 5.0},
+        # 5 ticks, 4 hold volume of which one is a string (avg skips it)
+        {"count": 5, "count_0": 4, "sum_0": 30, "avg_0": 10.0, "count_1": 0, "sum_1": 0, "avg_1": None},
+        {"count": 0, "count_0": 0, "sum_0": 0, "avg_0": None, "count_1": 0, "sum_1": 0, "avg_1": None},
+    ]
+    result = request.combine(chunks)
+    assert result.count == 8
+    assert result.sum["volume"] == big + 31 and isinstance(result.sum["volume"], int)
+    assert result.avg["volume"] == (big + 31) / 6  # 3 + 3 numbers, not (avg_a + avg_b) / 2
+    assert result.avg["price.micros"] == 5.0
+    empty = request.combine([{"count": 0.0, "count_0": 0, "sum_0": 0, "avg_0": None}])
+    assert (empty.count, empty.sum["volume"], empty.avg["volume"]) == (0, 0, None)
+    assert result.as_dict() == {
+        "count": 8,
+        "sum(volume)": big + 31,
+        "avg(volume)": (big + 31) / 6,
+        "avg(price.micros)": 5.0,
+    }
+
+
+def test_aggregates_refuse_what_is_not_a_measure_by_name() -> None:
+    s = spec("t", 3)
+    with pytest.raises(QueryError, match=r"'exchange': it is not a measure of 't' \(measures: price.micros, volume\)"):
+        AggregateRequest.checked(s, sum=["exchange"])
+    with pytest.raises(QueryError, match="nothing to aggregate"):
+        AggregateRequest.checked(s, count=False)
+    with pytest.raises(QueryError, match="avg names a field twice"):
+        AggregateRequest.checked(s, avg=["volume", "volume"])
+    with pytest.raises(SpecError, match="measure 'symbol' is declared string; a measure is Int64 or Float64"):
+        SeriesSpec("t", columns={"symbol": "string"}, measures=["symbol"])
+    with pytest.raises(SpecError, match="measures .* other than the timestamp and shard"):
+        SeriesSpec("t", measures=["timestamp"])
+
+
+def test_each_measure_gets_one_index_per_shape_ordered_after_the_timestamp() -> None:
+    s = spec("t", 3)
+    measured = [i for i in declared_indexes(s) if len(i.fields) > 2 and i.fields[-1].field_path in s.measures]
+    assert len(measured) == len(s.measures) * len(s.all_shapes())
+    described = {i.describe() for i in measured}
+    assert "t (shard DESC, symbol ASC, timestamp ASC, volume ASC)" in described  # symbol is served oldest first
+    assert "t (shard DESC, exchange ASC, timestamp DESC, volume DESC)" in described  # exchange newest first only
+
+
+# ------------------------------------------------------------------------------ on the emulator
+
+
+def ticks(n: int, seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        row: dict[str, Any] = {
+            "symbol": rng.choice(SYMBOLS),
+            "exchange": rng.choice(["X1", "X2"]),
+            "n": i,
+            "timestamp": T0 + dt.timedelta(seconds=rng.randrange(7200)),
+            "price": {"micros": rng.randrange(10**11, 10**12)},  # sums beyond 2**53: exact only as integers
+            "volume": rng.randrange(1, 50) * 100,
+        }
+        if i % 17 == 0:
+            del row["volume"]  # a tick without the measure: counted, but not in its sum or average
+        rows.append(row)
+    return rows
+
+
+def oracle(rows: list[dict[str, Any]], **filters: Any) -> dict[str, Any]:
+    frame = pd.DataFrame(
+        {
+            "symbol": [r["symbol"] for r in rows],
+            "exchange": [r["exchange"] for r in rows],
+            "timestamp": [r["timestamp"] for r in rows],
+            "micros": [r["price"]["micros"] for r in rows],
+            "volume": pd.array([r.get("volume") for r in rows], dtype="Int64"),
+        }
+    )
+    keep = pd.Series(True, index=frame.index)
+    for field in ("symbol", "exchange"):
+        if field in filters:
+            values = filters[field] if isinstance(filters[field], list) else [filters[field]]
+            keep &= frame[field].isin(values)
+    if "start" in filters:
+        keep &= frame["timestamp"] >= filters["start"]
+    if "end" in filters:
+        keep &= frame["timestamp"] < filters["end"]
+    hit = frame[keep]
+    micros = [int(v) for v in hit["micros"]]
+    volumes = [int(v) for v in hit["volume"].dropna()]
+    return {
+        "count": len(hit),
+        "sum(price.micros)": sum(micros),
+        "avg(price.micros)": sum(micros) / len(micros) if micros else None,
+        "sum(volume)": sum(volumes),
+        "avg(volume)": sum(volumes) / len(volumes) if volumes else None,
+    }
+
+
+@pytest.fixture(scope="module")
+def stores(tsstore_emulator: Any) -> Iterator[dict[int, tuple[TimeSeriesStore, list[dict[str, Any]]]]]:
+    client = tsstore_emulator.client(database=f"analytics-{random.randrange(10**9)}")
+    out = {}
+    for shards in (3, 40, 90):
+        store = TimeSeriesStore(client, spec(f"agg{shards}", shards), write_options=WriteOptions(ramp=False))
+        rows = ticks(1500, seed=shards)
+        store.write(rows)
+        out[shards] = (store, rows)
+    yield out
+    client.close()
+
+
+CASES = [
+    {},
+    {"symbol": "AAA"},
+    {"symbol": ["AAA", "CCC"], "start": T0 + dt.timedelta(minutes=20), "end": T0 + dt.timedelta(minutes=95)},
+    {"exchange": "X2", "end": T0 + dt.timedelta(minutes=30)},
+    {"symbol": "BBB", "start": T0 + dt.timedelta(hours=5)},  # empty
+]
+
+
+@pytest.mark.parametrize("shards", [3, 40, 90])
+def test_aggregates_equal_pandas_on_what_was_written(stores: dict[int, Any], shards: int) -> None:
+    store, rows = stores[shards]
+    for case in CASES:
+        where = {k: v for k, v in case.items() if k in ("symbol", "exchange")}
+        bounds = {k: v for k, v in case.items() if k in ("start", "end")}
+        stats = ReadStats()
+        got = store.aggregate(
+            where=where, sum=["price.micros", "volume"], avg=["price.micros", "volume"], stats=stats, **bounds
+        )
+        want = oracle(rows, **case)
+        answer = got.as_dict()
+        for key in ("count", "sum(price.micros)", "sum(volume)"):
+            assert answer[key] == want[key] and isinstance(answer[key], int), (shards, case, key)
+        for key in ("avg(price.micros)", "avg(volume)"):
+            assert (answer[key] is None) == (want[key] is None), (shards, case, key)
+            if want[key] is not None:
+                assert answer[key] == pytest.approx(want[key], rel=1e-12), (shards, case, key)
+        chunks = len(store.plan(where=where, **bounds).chunks)
+        # Per chunk one request for the count and one per measure, plus the probe of their one snapshot.
+        assert stats.queries == chunks * 3 + 1
+        assert stats.documents == 0 and stats.billed_reads <= stats.queries + 3 * want["count"] // 1000 + 3
+
+
+def test_the_async_store_aggregates_the_same(stores: dict[int, Any], tsstore_emulator: Any) -> None:
+    store, rows = stores[40]
+
+    async def run() -> Any:
+        client = tsstore_emulator.async_client(database=store.client._database)
+        try:
+            return await AsyncTimeSeriesStore(client, store.spec).aggregate(
+                where={"symbol": ["AAA", "BBB"]}, avg=["volume"], count=False
+            )
+        finally:
+            client.close()
+
+    got = asyncio.run(run())
+    want = oracle(rows, symbol=["AAA", "BBB"])
+    assert got.count is None and got.sum == {} and got.avg["volume"] == pytest.approx(want["avg(volume)"], rel=1e-12)
+
+
+def test_the_aggregate_command(stores: dict[int, Any], tsstore_emulator: Any, tmp_path: Any) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    store, rows = stores[40]
+    (tmp_path / "spec.toml").write_text(
+        '[[series]]\ncollection = "agg40"\nwrites_per_second = 20000\nkey_fields = ["symbol", "n"]\n'
+        'shapes = [{ fields = ["symbol"], directions = ["desc", "asc"] }, "exchange", ["exchange", "symbol"]]\n'
+        'measures = ["price.micros", "volume"]\n'
+    )
+    env = dict(os.environ, FIRESTORE_EMULATOR_HOST=tsstore_emulator.address)
+    common = ["--spec", "spec.toml", "--database", store.client._database]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tsstore", "aggregate", *common, *args],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    done = run(
+        "--where", "symbol=AAA", "--where", "symbol=DDD", "--sum", "volume", "--avg", "volume", "--json", "--stats"
+    )
+    assert done.returncode == 0, done.stderr
+    want = oracle(rows, symbol=["AAA", "DDD"])
+    assert json.loads(done.stdout) == {k: want[k] for k in ("count", "sum(volume)", "avg(volume)")}
+    assert "billed reads" in done.stderr
+    lines = run("--end", T0.isoformat(), "--avg", "price.micros")
+    assert lines.returncode == 0 and lines.stdout.split() == ["count", "0", "avg(price.micros)", "none"], lines.stderr
+    refused = run("--sum", "exchange")
+    assert refused.returncode != 0 and "'exchange': it is not a measure" in refused.stderr
+
+
+def newest_by_oracle(rows: list[dict[str, Any]], symbol: str, **filters: Any) -> dict[str, Any] | None:
+    hits = [
+        r
+        for r in rows
+        if r["symbol"] == symbol
+        and all(r[k] == v for k, v in filters.items() if k != "before")
+        and ("before" not in filters or r["timestamp"] < filters["before"])
+    ]
+    return max(hits, key=lambda r: r["timestamp"], default=None)
+
+
+@pytest.mark.parametrize("shards", [3, 90])
+def test_latest_is_the_newest_tick_of_each_series_missing_ones_included(stores: dict[int, Any], shards: int) -> None:
+    store, rows = stores[shards]
+    # Series with the same newest timestamp twice would have no single answer: the oracle
+    # below compares timestamps and the id order decides ties (the engine's order).
+    values = ["DDD", "AAA", "ZZZ", "BBB"]  # ZZZ was never written
+    for filters in ({}, {"exchange": "X1"}, {"before": T0 + dt.timedelta(minutes=10)}):
+        where = {k: v for k, v in filters.items() if k != "before"}
+        stats = ReadStats()
+        frame = store.latest(by="symbol", values=values, where=where, before=filters.get("before"), stats=stats)
+        assert list(frame.index) == values and frame.index.name == "symbol"
+        for symbol in values:
+            want = newest_by_oracle(rows, symbol, **filters)
+            if want is None:
+                assert pd.isna(frame.loc[symbol, "timestamp"]) and pd.isna(frame.loc[symbol, "n"])
+            else:
+                assert frame.loc[symbol, "timestamp"] == want["timestamp"]
+                same_time = [r["n"] for r in rows if r["symbol"] == symbol and r["timestamp"] == want["timestamp"]]
+                assert frame.loc[symbol, "n"] in same_time
+        per_series = len(store.plan(where={**where, "symbol": "AAA"}).chunks)
+        assert stats.queries == len(values) * per_series + 1 and stats.documents <= len(values) * per_series
+
+
+def test_latest_with_a_series_in_only_some_shards_and_bad_requests(
+    stores: dict[int, Any], tsstore_emulator: Any
+) -> None:
+    store, _ = stores[40]
+    late = T0 + dt.timedelta(days=1)
+    store.write([{"symbol": "ONE", "n": 10**6, "timestamp": late, "exchange": "X1", "volume": 1}])  # one shard only
+    frame = store.latest(by="symbol", values=["ONE"], columns=["volume"])
+    assert frame.loc["ONE", "timestamp"] == late and list(frame.columns) == ["timestamp", "volume"]
+    with pytest.raises(QueryError, match="values is empty"):
+        store.latest(by="symbol", values=[])
+    with pytest.raises(QueryError, match="'symbol' is the series key here"):
+        store.latest(by="symbol", values=["AAA"], where={"symbol": "BBB"})
+    with pytest.raises(QueryError, match="latest does not take start"):
+        store.latest(by="symbol", values=["AAA"], start=T0)
+    with pytest.raises(QueryError, match="instrumentType"):
+        store.latest(by="instrumentType", values=["x"])  # not a declared shape
+
+    async def run() -> Any:
+        client = tsstore_emulator.async_client(database=store.client._database)
+        try:
+            return await AsyncTimeSeriesStore(client, store.spec).latest(by="symbol", values=["ONE", "NONE"])
+        finally:
+            client.close()
+
+    got = asyncio.run(run())
+    assert got.loc["ONE", "timestamp"] == late and pd.isna(got.loc["NONE", "timestamp"])
+
+
+def test_the_latest_command(stores: dict[int, Any], tsstore_emulator: Any, tmp_path: Any) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    store, rows = stores[3]
+    (tmp_path / "spec.toml").write_text(
+        '[[series]]\ncollection = "agg3"\nshards = ["s0", "s1", "s2"]\nkey_fields = ["symbol", "n"]\n'
+        'shapes = [{ fields = ["symbol"], directions = ["desc", "asc"] }, "exchange", ["exchange", "symbol"]]\n'
+    )
+    env = dict(os.environ, FIRESTORE_EMULATOR_HOST=tsstore_emulator.address)
+    done = subprocess.run(
+        [sys.executable, "-m", "tsstore", "latest", "--spec", "spec.toml", "--database", store.client._database,
+         "--by", "symbol", "CCC", "NOPE", "--where", "exchange=X2", "--format", "jsonl", "--stats"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    ccc, nope = (json.loads(line) for line in done.stdout.splitlines())
+    want = newest_by_oracle(rows, "CCC", exchange="X2")
+    assert (
+        want is not None and ccc["symbol"] == "CCC" and dt.datetime.fromisoformat(ccc["timestamp"]) == want["timestamp"]
+    )
+    assert nope == {"symbol": "NOPE"} and "billed reads" in done.stderr
+
+
+# ------------------------------------------------------------------------------ bars
+
+
+def test_bars_open_at_boundaries_close_when_time_moves_on_and_skip_what_has_no_price() -> None:
+    from tsstore.bars import BarBuilder, bar_start, iter_bars, to_interval
+    from tsstore.ticks import Tick
+
+    minute = to_interval("1min")
+    assert bar_start(T0 + dt.timedelta(seconds=59, microseconds=999_999), minute) == T0
+    assert bar_start(T0 + dt.timedelta(minutes=1), minute) == T0 + dt.timedelta(minutes=1)
+
+    def tick(i: str, seconds: float, price: Any, symbol: str = "A", volume: int = 1) -> Tick:
+        return Tick(i, T0 + dt.timedelta(seconds=seconds), {"s": symbol, "p": {"m": price}, "v": volume})
+
+    ticks = [
+        tick("a", 0, 10), tick("b", 0, 12, "B"), tick("c", 30, 8), tick("d", 59.5, None),
+        tick("e", 60, 11), tick("f", 60, 9, volume=5),  # two ticks on the boundary: both open the next bar
+    ]  # fmt: skip
+    builder = BarBuilder(minute, by=["s"], price="p.m", volume="v")
+    first = builder.add(ticks[0])
+    assert first == [] and [b for t in ticks[1:4] for b in builder.add(t)] == []
+    closed = builder.add(ticks[4])
+    assert [(b.key, b.open, b.high, b.low, b.close, b.count, b.volume) for b in closed] == [
+        (("A",), 10, 10, 8, 8, 2, 2),
+        (("B",), 12, 12, 12, 12, 1, 1),
+    ]
+    builder.add(ticks[5])
+    [last] = builder.rest()
+    assert (last.start, last.open, last.close, last.low, last.volume, builder.skipped) == (
+        T0 + dt.timedelta(minutes=1), 11, 9, 9, 6, 1,
+    )  # fmt: skip
+    newest_first = BarBuilder(minute, by=["s"], price="p.m", descending=True)
+    bars = list(iter_bars(newest_first, reversed([t for t in ticks if t.data["s"] == "A"])))
+    assert [(b.open, b.close, b.count) for b in bars] == [(11, 9, 2), (10, 8, 2)]
+    with pytest.raises(QueryError, match="out of time order"):
+        out_of_order = BarBuilder(minute, price="p.m")
+        out_of_order.add(ticks[4])
+        out_of_order.add(ticks[0])
+    with pytest.raises(QueryError, match="interval '0s' is not positive"):
+        to_interval("0s")
+    with pytest.raises(QueryError, match="is not a duration"):
+        to_interval("a while")
+
+
+def oracle_bars(rows: list[dict[str, Any]], ids: tuple[str, ...], interval: str, start: Any, end: Any) -> pd.DataFrame:
+    frame = pd.DataFrame(
+        {
+            "symbol": [r["symbol"] for r in rows],
+            "id": list(ids),
+            "timestamp": pd.DatetimeIndex([r["timestamp"] for r in rows]),
+            "price": [r["price"]["micros"] for r in rows],
+            "volume": [r.get("volume", 0) for r in rows],
+        }
+    )
+    frame = frame[(frame["timestamp"] >= start) & (frame["timestamp"] < end)]
+    frame = frame.sort_values(["timestamp", "id"]).set_index("timestamp")  # the engine's order
+    grouped = frame.groupby("symbol")
+    ohlc = grouped["price"].resample(interval).ohlc()
+    ohlc["count"] = grouped["price"].resample(interval).count()
+    ohlc["volume"] = grouped["volume"].resample(interval).sum()
+    return ohlc[ohlc["count"] > 0]  # resample fills empty intervals; bars leave them out
+
+
+@pytest.mark.parametrize("shards", [3, 40])
+def test_bars_equal_pandas_resample_ohlc_on_the_same_ticks(tsstore_emulator: Any, shards: int) -> None:
+    client = tsstore_emulator.client(database=f"bars-{random.randrange(10**9)}")
+    store = TimeSeriesStore(client, spec(f"bars{shards}", shards), write_options=WriteOptions(ramp=False))
+    rows = ticks(2000, seed=100 + shards)
+    for k, row in enumerate(rows[:300]):  # ties: many ticks exactly on minute boundaries, some at one instant
+        row["timestamp"] = T0 + dt.timedelta(minutes=k % 40)
+    ids = store.write(rows).ids
+    start, end = T0 + dt.timedelta(minutes=3), T0 + dt.timedelta(minutes=95)
+    for interval in ("1min", "15min"):
+        stats = ReadStats()
+        got = store.bars(
+            interval=interval, by="symbol", price="price.micros", volume="volume", start=start, end=end, stats=stats
+        )
+        want = oracle_bars(rows, ids, interval, start, end)
+        assert got.index.names == ["symbol", "timestamp"] and len(got) == len(want) > 0
+        assert list(got.index) == list(want.index)
+        for column in ("open", "high", "low", "close", "count", "volume"):
+            assert [int(v) for v in got[column]] == [int(v) for v in want[column]], (interval, column)
+        assert stats.documents == int(want["count"].sum())  # one read per tick in range, nothing else
+    one = store.bars(interval="1h", price="price.micros", where={"symbol": "AAA"}, start=start, end=end)
+    assert one.index.name == "timestamp" and list(one.columns) == ["open", "high", "low", "close", "count"]
+    assert str(one.index.dtype) == "datetime64[us, UTC]" and str(one["open"].dtype) == "Int64"
+    empty = store.bars(interval="1min", by="symbol", price="price.micros", start=end + dt.timedelta(days=9))
+    assert empty.empty and empty.index.names == ["symbol", "timestamp"]
+    client.close()
+
+
+# ------------------------------------------------------------------------------ pictures
+
+
+def test_charts_of_bars_and_ticks_hold_one_trace_per_series(tsstore_emulator: Any, tmp_path: Any) -> None:
+    import os
+    import re
+    import subprocess
+    import sys
+
+    client = tsstore_emulator.client(database=f"plot-{random.randrange(10**9)}")
+    store = TimeSeriesStore(client, spec("plots", 3), write_options=WriteOptions(ramp=False))
+    store.write(ticks(600, seed=5))
+    (tmp_path / "spec.toml").write_text(
+        '[[series]]\ncollection = "plots"\nshards = ["s0", "s1", "s2"]\nkey_fields = ["symbol", "n"]\n'
+        'shapes = [{ fields = ["symbol"], directions = ["desc", "asc"] }]\n'
+    )
+    env = dict(os.environ, FIRESTORE_EMULATOR_HOST=tsstore_emulator.address)
+    common = ["--spec", "spec.toml", "--database", client._database]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tsstore", *args, *common], cwd=tmp_path, env=env, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+
+    def series_in(svg: str) -> set[str]:
+        return set(re.findall(r'id="series:([^"]+)"', svg))
+
+    done = run("bars", "--interval", "15min", "--by", "symbol", "--volume", "volume", "--plot", "bars.svg",
+               "--where", "symbol=AAA", "--where", "symbol=BBB", "--where", "symbol=CCC")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    svg = (tmp_path / "bars.svg").read_text()
+    assert series_in(svg) == {"AAA", "BBB", "CCC"} and len(svg) > 20_000
+    assert "drew 3 series of bars to bars.svg" in done.stderr
+    done = run("bars", "--interval", "1h", "--plot", "one.png", "--format", "csv")
+    png = (tmp_path / "one.png").read_bytes()
+    assert done.returncode == 0 and png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000, done.stderr
+    assert done.stdout.splitlines()[0] == "timestamp,open,high,low,close,count"
+    done = run(
+        "query", "--plot", "lines.svg", "--plot-by", "symbol", "--columns", "symbol,price.micros", "--format", "csv"
+    )
+    assert done.returncode == 0, done.stderr
+    assert series_in((tmp_path / "lines.svg").read_text()) == set(SYMBOLS) and "drew 4 series" in done.stderr
+    refused = run("bars", "--interval", "1h", "--plot", "chart.html")
+    assert refused.returncode != 0 and "give a file ending in .png, .svg, .pdf" in refused.stderr
+    client.close()
+
+
+def test_without_matplotlib_a_chart_says_how_to_get_it(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; sys.modules['matplotlib'] = None\n"
+        "import pandas as pd\nfrom tsstore.plot import plot_lines, PlotError\n"
+        "frame = pd.DataFrame({'p': [1, 2]}, index=pd.date_range('2026-01-01', periods=2, tz='UTC'))\n"
+        "try:\n    plot_lines(frame, 'x.png', y='p')\nexcept PlotError as e:\n    print(e)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "charts need matplotlib: pip install 'tsstore[plot]'", done.stderr
+
+
+# ------------------------------------------------------------------------------ roll-ups
+
+
+def test_a_rollup_derives_its_own_spec_and_documents() -> None:
+    from tsstore.bars import Bar
+    from tsstore.rollup import Rollup, interval_label
+
+    source = SeriesSpec("ticks", columns={"symbol": "string", "price.micros": "Int64"}, shapes=["symbol"])
+    bars = Rollup(source, interval="15min", by="symbol", volume="volume")
+    assert bars.name == "ticks_15min" and bars.spec.key_fields == ("symbol",) and bars.spec.shards == ("s0",)
+    assert bars.spec.on_duplicate == "replace" and bars.spec.measures == ("count", "volume")
+    assert dict(bars.spec.columns) == {"symbol": "string", "open": "Int64", "high": "Int64", "low": "Int64",
+                                       "close": "Int64", "count": "Int64"}  # fmt: skip
+    bar = Bar(("AAA",), T0, 1, 3, 1, 2, 2, 500)
+    [record] = bars.records([bar])
+    assert record == {"symbol": "AAA", "timestamp": T0, "open": 1, "high": 3, "low": 1, "close": 2, "count": 2,
+                      "volume": 500}  # fmt: skip
+    nested = Rollup(source, by=["price.currency"], collection="by_currency")
+    assert next(nested.records([Bar(("EUR",), T0, 1, 1, 1, 1)]))["price"] == {"currency": "EUR"}
+    assert [interval_label(dt.timedelta(seconds=s)) for s in (60, 900, 3600, 86400, 90)] == [
+        "1min", "15min", "1h", "1d", "90s",
+    ]  # fmt: skip
+    with pytest.raises(SpecError, match="clash with the bar's own fields"):
+        Rollup(source, by="open")
+    with pytest.raises(SpecError, match="interval 'soon' is not a duration"):
+        Rollup(source, interval="soon")
+    with pytest.raises(SpecError, match="roll-up price 'symbol' is declared string"):
+        Rollup(source, price="symbol")
+    with pytest.raises(SpecError, match="watermark of roll-up 'ticks_15min' was written for source 'ticks' every 60"):
+        bars.check_watermark({"source": "ticks", "interval_seconds": 60.0, "watermark": T0})
+
+
+def test_rollups_are_declared_in_files_next_to_their_series(tmp_path: Any) -> None:
+    from tsstore.declaration import load_declaration, load_specs
+
+    path = tmp_path / "decl.toml"
+    path.write_text(
+        '[[series]]\ncollection = "ticks"\nshapes = ["symbol"]\n'
+        '[[rollup]]\nsource = "ticks"\ninterval = "1h"\nby = ["symbol"]\nvolume = "volume"\n'
+    )
+    [series], [hourly] = load_declaration(str(path))
+    assert series.collection == "ticks" and hourly.name == "ticks_1h" and hourly.source == series
+    assert [s.collection for s in load_specs(str(path))] == ["ticks", "ticks_1h"]  # indexes cover both
+    path.write_text('[[series]]\ncollection = "ticks"\n[[rollup]]\nsource = "other"\n')
+    with pytest.raises(SpecError, match=r"rollup\[0\]: roll-up source 'other' is not a series of the declaration"):
+        load_declaration(str(path))
+
+
+def stored_bars(client: Any, collection: str) -> dict[str, dict[str, Any]]:
+    return {doc.id: doc.to_dict() for doc in client.collection(collection).stream()}
+
+
+def test_a_rollup_stores_each_bar_once_corrects_late_ticks_and_resumes(tsstore_emulator: Any, tmp_path: Any) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tsstore.rollup import Rollup
+
+    database = f"rollup-{random.randrange(10**9)}"
+    client = tsstore_emulator.client(database=database)
+    source_spec = spec("ticks", 3)
+    store = TimeSeriesStore(client, source_spec, write_options=WriteOptions(ramp=False))
+    rows = ticks(3000, seed=9)
+    store.write(rows)
+    bars = Rollup(source_spec, interval="1min", by="symbol", volume="volume")
+    until = T0 + dt.timedelta(hours=3)
+
+    def expected() -> pd.DataFrame:
+        return store.bars(interval="1min", by="symbol", price="price.micros", volume="volume", end=until)
+
+    def as_read() -> pd.DataFrame:  # the roll-up through the ordinary read verbs
+        frame = TimeSeriesStore(client, bars.spec).query_frame(direction="asc")
+        return frame.reset_index().set_index(["symbol", "timestamp"]).sort_index()
+
+    def same(frame: pd.DataFrame, want: pd.DataFrame) -> bool:
+        columns = ["open", "high", "low", "close", "count", "volume"]
+        return list(frame.index) == list(want.index) and all(
+            [int(v) for v in frame[c]] == [int(v) for v in want[c]] for c in columns
+        )
+
+    first = store.rollup(bars, until=until)
+    want = expected()
+    assert (first.bars, first.created, first.start, first.end) == (len(want), len(want), T0, until)
+    assert first.ticks == len(rows) and same(as_read(), want)
+    stored = stored_bars(client, bars.name)
+    again = store.rollup(bars, until=until)
+    assert again.start is None and again.watermark == until  # nothing left: every closed interval done
+    redo = store.rollup(bars, since=T0, until=until)
+    assert (redo.created, redo.replaced, redo.present) == (0, 0, len(want)) and stored_bars(client, bars.name) == stored
+
+    at = T0 + dt.timedelta(minutes=5, seconds=20)
+    late = [{"symbol": "AAA", "exchange": "X1", "n": 10**6 + k, "timestamp": at + dt.timedelta(seconds=k),
+             "price": {"micros": 10**13 + k}, "volume": 100} for k in range(3)]  # fmt: skip
+    store.write(late)
+    fixed = store.rollup(bars, since=T0 + dt.timedelta(minutes=5, seconds=30), until=until)  # aligned down to :05
+    assert fixed.start == T0 + dt.timedelta(minutes=5) and fixed.replaced == 1 and fixed.created == 0
+    assert same(as_read(), expected()) and len(stored_bars(client, bars.name)) == len(want)
+    changed = as_read().loc[("AAA", T0 + dt.timedelta(minutes=5))]
+    assert changed["high"] == 10**13 + 2
+
+    # Interrupted: kill a run half-way, run it again, and get what one whole run stores.
+    (tmp_path / "decl.toml").write_text(
+        '[[series]]\ncollection = "ticks"\nshards = ["s0", "s1", "s2"]\nkey_fields = ["symbol", "n"]\n'
+        'shapes = [{ fields = ["symbol"], directions = ["desc", "asc"] }, "exchange", ["exchange", "symbol"]]\n'
+        'measures = ["price.micros", "volume"]\n'
+        '[[rollup]]\nsource = "ticks"\ninterval = "10s"\nby = ["symbol"]\nvolume = "volume"\ncollection = "ticks_10s"\n'
+    )
+    env = dict(os.environ, FIRESTORE_EMULATOR_HOST=tsstore_emulator.address)
+    command = [sys.executable, "-m", "tsstore", "rollup", "--spec", "decl.toml", "--database", database,
+               "--until", until.isoformat()]  # fmt: skip
+    killed = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list(client.collection("ticks_10s").limit(1).stream()):
+        time.sleep(0.02)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(timeout=30)
+    half = len(stored_bars(client, "ticks_10s"))
+    assert not client.collection("tsstore_rollups").document("ticks_10s").get().exists  # killed before the end
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    want10 = store.bars(interval="10s", by="symbol", price="price.micros", volume="volume", end=until)
+    assert 0 < half and len(stored_bars(client, "ticks_10s")) == len(want10)
+    assert f"into {len(want10)} bars" in done.stdout and "watermark 2026-03-02T12:00:00Z" in done.stdout
+    ten = TimeSeriesStore(client, Rollup(source_spec, interval="10s", by="symbol", volume="volume").spec)
+    assert same(ten.query_frame(direction="asc").reset_index().set_index(["symbol", "timestamp"]).sort_index(), want10)
+    client.close()

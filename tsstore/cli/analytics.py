@@ -1,0 +1,194 @@
+"""Questions asked of the ticks: ``tsstore aggregate``, ``latest``, ``bars`` and ``rollup``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from tqdm import tqdm
+
+from tsstore.cli.common import (
+    Database,
+    declaration_options,
+    echo_cost,
+    library_errors,
+    parse_columns,
+    parse_value,
+    parse_where,
+    pick_spec,
+    query_options,
+    series_options,
+    where_option,
+)
+from tsstore.cli.output import write_frames
+from tsstore.cli.query import stats_option
+from tsstore.declaration import load_rollups
+from tsstore.errors import TsstoreError
+from tsstore.plot import plot_bars
+from tsstore.read.cost import ReadStats
+from tsstore.read.query import Query
+from tsstore.spec import SeriesSpec
+
+
+@click.command("aggregate")
+@library_errors
+@series_options
+@query_options()
+@click.option("--count/--no-count", default=True, show_default=True, help="Count the matching ticks.")
+@click.option("--sum", "sums", multiple=True, metavar="MEASURE", help="Sum this measure (repeat for more).")
+@click.option("--avg", "avgs", multiple=True, metavar="MEASURE", help="Average this measure (repeat for more).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of lines.")
+@stats_option
+def aggregate(
+    *,
+    spec: SeriesSpec,
+    database: Database,
+    query: Query,
+    count: bool,
+    sums: tuple[str, ...],
+    avgs: tuple[str, ...],
+    as_json: bool,
+    show_stats: bool,
+) -> None:
+    """Count, sum and average the matching ticks with Firestore's aggregations, combined
+    exactly over the shard chunks (no tick is downloaded).
+
+    Sums and averages take the spec's measures (SeriesSpec(measures=[...])).
+
+    \b
+    Example:
+      tsstore aggregate --where symbol=AAA --start 2019-01-02T00:00:00Z --sum volume --avg price.micros --stats
+    """
+    stats = ReadStats()
+    with database.open_store(spec) as store:
+        result = store.aggregate(query, count=count, sum=sums, avg=avgs, stats=stats)
+    values = result.as_dict()
+    if as_json:
+        click.echo(json.dumps(values))
+    else:
+        width = max(len(name) for name in values)
+        for name, value in values.items():
+            click.echo(f"{name:<{width}}  {'none' if value is None else value}")
+    echo_cost(stats, show_stats)
+
+
+@click.command("latest")
+@library_errors
+@series_options
+@click.argument("values", nargs=-1, required=True)
+@click.option("--by", required=True, help="The series key field (a declared query shape's field).")
+@where_option(help="Other equality filters; repeat a field for 'in'.")
+@click.option("--before", default=None, help="Only ticks older than this time (exclusive).")
+@click.option("--columns", default=None, help="Comma-separated fields to read (projection).")
+@click.option("--format", "fmt", type=click.Choice(("table", "csv", "jsonl")), default="table", show_default=True)
+@stats_option
+def latest(
+    *,
+    spec: SeriesSpec,
+    database: Database,
+    values: tuple[str, ...],
+    by: str,
+    where_items: tuple[str, ...],
+    before: str | None,
+    columns: str | None,
+    fmt: str,
+    show_stats: bool,
+) -> None:
+    """Print the newest tick of each series VALUES of the key field --by (a row of blanks
+    for a series with no tick): one limit-1 query per series and shard chunk.
+
+    \b
+    Example:
+      tsstore latest --by symbol AAA BBB CCC --where exchange=EXCHG1 --stats
+    """
+    stats = ReadStats()
+    with database.open_store(spec) as store:
+        frame = store.latest(
+            by=by, values=[parse_value(v) for v in values], where=parse_where(where_items), before=before,
+            columns=parse_columns(columns), stats=stats,
+        )  # fmt: skip
+    write_frames([frame], fmt=fmt, output=None)
+    echo_cost(stats, show_stats)
+
+
+@click.command("bars")
+@library_errors
+@series_options
+@query_options()
+@click.option("--interval", required=True, help="Bar length: 1min, 15min, 1h, 1D ... (aligned to UTC).")
+@click.option("--by", "by_fields", multiple=True, help="Series key field(s): one set of bars per value.")
+@click.option("--price", default="price.micros", show_default=True, help="The price field.")
+@click.option("--volume", default=None, help="A volume field to sum per bar.")
+@click.option("--format", "fmt", type=click.Choice(("table", "csv", "jsonl")), default="table", show_default=True)
+@click.option(
+    "--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help="Also draw candlesticks (with volume) to this .png, .svg or .pdf file (needs tsstore[plot]).",
+)  # fmt: skip
+@stats_option
+def bars(
+    *,
+    spec: SeriesSpec,
+    database: Database,
+    query: Query,
+    interval: str,
+    by_fields: tuple[str, ...],
+    price: str,
+    volume: str | None,
+    fmt: str,
+    plot_path: Path | None,
+    show_stats: bool,
+) -> None:
+    """Print OHLCV bars (open, high, low, close, count, volume) of the matching ticks in
+    [--start, --end), computed while the ticks stream; intervals without ticks are absent.
+
+    \b
+    Example:
+      tsstore bars --interval 1min --by symbol --volume volume --start 2018-12-31T12:00:00Z \\
+        --end 2018-12-31T13:00:00Z --plot chart.png
+    """
+    stats = ReadStats()
+    with database.open_store(spec) as store:
+        frame = store.bars(query, interval=interval, by=by_fields, price=price, volume=volume, stats=stats)
+    if plot_path is not None:
+        drawn = plot_bars(frame, plot_path, by=by_fields, title=f"{spec.collection}: {price}, {interval} bars")
+        click.echo(f"drew {drawn} series of bars to {plot_path}", err=True)
+    flat = frame if fmt == "table" else frame.reset_index().set_index(spec.timestamp_field)
+    write_frames([flat], fmt=fmt, output=None)
+    echo_cost(stats, show_stats)
+
+
+@click.command("rollup")
+@library_errors
+@declaration_options
+@click.option("--rollup", "name", default=None, help="The roll-up's collection (default: the series' only roll-up).")
+@click.option("--since", default=None, help="Recompute from this time (aligned down), e.g. after late ticks.")
+@click.option("--until", default=None, help="Only intervals ending by this time (default: every closed one).")
+def rollup(
+    *,
+    database: Database,
+    declaration: str,
+    collection: str | None,
+    name: str | None,
+    since: str | None,
+    until: str | None,
+) -> None:
+    """Compute the declared roll-up's bars for every closed interval since its watermark and
+    store them (re-running stores nothing twice; --since recomputes and replaces changed bars).
+
+    \b
+    Example:
+      tsstore rollup                                   # the demo's instruments_1min
+      tsstore rollup --since 2018-12-31T12:00:00Z      # after late ticks came in
+    """
+    spec = pick_spec(declaration, collection=collection)
+    declared = [r for r in load_rollups(declaration) if r.source.collection == spec.collection]
+    chosen = [r for r in declared if name is None or r.name == name]
+    if len(chosen) != 1:
+        names = ", ".join(r.name for r in declared) or "none"
+        what = f"no roll-up {name!r}" if name else "several roll-ups; pick one with --rollup"
+        raise TsstoreError(f"{declaration} declares {what} of {spec.collection!r} (roll-ups: {names})")
+    with database.open_store(spec) as store:
+        with tqdm(unit="tick", desc="rolling up", dynamic_ncols=True) as bar:
+            result = store.rollup(chosen[0], since=since, until=until, on_progress=bar.update)
+    click.echo(result.describe())

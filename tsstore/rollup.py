@@ -1,0 +1,195 @@
+"""Stored roll-ups: a series' bars kept in a collection of their own, declared next to it.
+
+A :class:`Rollup` names its source series, the bar interval, the fields naming a series
+(``by``), the price and volume fields, and derives the roll-up collection's own
+:class:`~tsstore.spec.SeriesSpec`: the ``by`` fields are its key fields, the bar start its
+timestamp, ``open``/``high``/``low``/``close``/``count``/``volume`` its columns, ``count`` and
+``volume`` its measures, and its shards are sized to its own write rate (bars, not ticks:
+one shard unless ``writes_per_second`` says more). Index generation takes that spec like any
+other, and reading a roll-up is the ordinary verbs on it (``tsstore query --collection
+instruments_1min``).
+
+A bar's document id is the identity rule's slot id of (series key, bar start) and its spec
+replaces on a duplicate, so writing a bar again stores nothing twice, and a bar recomputed
+after late ticks replaces the stored one. :meth:`TimeSeriesStore.rollup
+<tsstore.store.TimeSeriesStore.rollup>` computes the bars of closed intervals and keeps a
+watermark (the end of the last interval done) in ``tsstore_rollups/<collection>``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tsstore.bars import Bar, to_interval
+from tsstore.errors import QueryError, SpecError
+from tsstore.spec import NUMERIC_TYPES, QueryShape, SeriesSpec, check_field_path, plan_shards
+
+#: The collection holding each roll-up's watermark document (id: the roll-up's collection).
+WATERMARKS = "tsstore_rollups"
+BAR_FIELDS = ("open", "high", "low", "close", "count", "volume")
+
+
+@dataclass(frozen=True)
+class Rollup:
+    """Bars of ``source`` per ``interval`` and series (``by``), stored in ``spec.collection``
+    (default ``<source>_<interval>``, e.g. ``instruments_1min``)."""
+
+    source: SeriesSpec
+    interval: dt.timedelta
+    by: tuple[str, ...]
+    price: str
+    volume: str | None
+    spec: SeriesSpec
+
+    def __init__(
+        self,
+        source: SeriesSpec,
+        *,
+        interval: object = "1min",
+        by: str | Iterable[str] = (),
+        price: str = "price.micros",
+        volume: str | None = None,
+        collection: str | None = None,
+        writes_per_second: float = 500,
+    ) -> None:
+        if not isinstance(source, SeriesSpec):
+            raise SpecError(f"a roll-up's source must be a SeriesSpec, got {type(source).__name__}")
+        try:
+            step = to_interval(interval)
+        except QueryError as exc:
+            raise SpecError(str(exc)) from None
+        fields = (by,) if isinstance(by, str) else tuple(by)
+        checked = [*((f, "roll-up by field") for f in fields), (price, "roll-up price"), (volume, "roll-up volume")]
+        for name, what in checked:
+            if name is not None:
+                check_field_path(name, what=what)
+        clash = sorted(set(fields) & {*BAR_FIELDS, source.timestamp_field, source.shard_field})
+        if clash:
+            raise SpecError(f"roll-up by fields {clash} clash with the bar's own fields {', '.join(BAR_FIELDS)}")
+        declared = dict(source.columns)
+        for name, what in ((price, "price"), (volume, "volume")):
+            if name in declared and declared[name] not in NUMERIC_TYPES:
+                raise SpecError(f"roll-up {what} {name!r} is declared {declared[name]}; it must be Int64 or Float64")
+        # The bars' columns take the source's declared types; what the source leaves to
+        # inference stays so here (big integer prices stay integers).
+        columns = {f: declared[f] for f in fields if f in declared}
+        if price in declared:
+            columns.update({name: declared[price] for name in ("open", "high", "low", "close")})
+        columns["count"] = "Int64"
+        if volume is not None and volume in declared:
+            columns["volume"] = declared[volume]
+        spec = SeriesSpec(
+            collection or f"{source.collection}_{interval_label(step)}",
+            shards=plan_shards(writes_per_second),
+            timestamp_field=source.timestamp_field,
+            shard_field=source.shard_field,
+            shapes=[QueryShape(fields, ("desc", "asc"))] if fields else [],
+            key_fields=fields,
+            on_duplicate="replace",
+            columns=columns,
+            measures=("count", "volume") if volume is not None else ("count",),
+        )
+        if spec.collection == source.collection:
+            raise SpecError(f"a roll-up cannot be stored in its source collection {source.collection!r}")
+        for name, value in (("source", source), ("interval", step), ("by", fields), ("price", price)):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "volume", volume)
+        object.__setattr__(self, "spec", spec)
+
+    @property
+    def name(self) -> str:
+        """The roll-up collection (how the CLI names a roll-up)."""
+        return self.spec.collection
+
+    def records(self, bars: Iterable[Bar]) -> Iterator[dict[str, Any]]:
+        """The documents of ``bars``: the series key (nested like the source's fields), the
+        bar start as the timestamp, and the bar's values."""
+        for bar in bars:
+            record: dict[str, Any] = {}
+            for field, value in zip(self.by, bar.key):
+                if value is None:
+                    continue  # a series without this field: the bar leaves it out, as the ticks did
+                *parents, leaf = field.split(".")
+                target = record
+                for part in parents:
+                    target = target.setdefault(part, {})
+                target[leaf] = value
+            record[self.spec.timestamp_field] = bar.start
+            record.update(open=bar.open, high=bar.high, low=bar.low, close=bar.close, count=bar.count)
+            if self.volume is not None:
+                record["volume"] = bar.volume
+            yield record
+
+    def watermark_document(self, end: dt.datetime) -> dict[str, Any]:
+        return {"source": self.source.collection, "interval_seconds": self.interval.total_seconds(), "watermark": end}
+
+    def check_watermark(self, stored: Mapping[str, Any] | None) -> dt.datetime | None:
+        """The stored watermark, if the stored document was written by this declaration."""
+        if not stored:
+            return None
+        mine = self.watermark_document(dt.datetime.min)
+        if (stored.get("source"), stored.get("interval_seconds")) != (mine["source"], mine["interval_seconds"]):
+            raise SpecError(
+                f"the watermark of roll-up {self.name!r} was written for source {stored.get('source')!r} every "
+                f"{stored.get('interval_seconds')} s, not {mine['source']!r} every {mine['interval_seconds']:g} s; "
+                "give --since to recompute from a time, or use another collection"
+            )
+        mark = stored.get("watermark")
+        return mark if isinstance(mark, dt.datetime) else None
+
+
+@dataclass(frozen=True)
+class RollupResult:
+    """What a roll-up run did: the bars of ``[start, end)`` (``None`` when there was nothing
+    to do) from ``ticks`` read; of its ``bars``, ``created`` new, ``replaced`` ones that
+    late ticks changed, ``present`` already stored as they are; ``skipped`` ticks had no
+    price; ``watermark``, where the next run starts."""
+
+    start: dt.datetime | None
+    end: dt.datetime | None
+    ticks: int = 0
+    bars: int = 0
+    created: int = 0
+    replaced: int = 0
+    present: int = 0
+    skipped: int = 0
+    watermark: dt.datetime | None = None
+
+    def describe(self) -> str:
+        if self.start is None or self.end is None:
+            return f"no closed interval to roll up (watermark {_iso(self.watermark)})"
+        return (
+            f"rolled up [{_iso(self.start)}, {_iso(self.end)}): {self.ticks} ticks into {self.bars} bars "
+            f"({self.created} new, {self.replaced} replaced, {self.present} unchanged"
+            f"{f', {self.skipped} ticks without a price' if self.skipped else ''}); watermark {_iso(self.watermark)}"
+        )
+
+
+def _iso(value: dt.datetime | None) -> str:
+    return "none" if value is None else value.isoformat().replace("+00:00", "Z")
+
+
+def interval_label(interval: dt.timedelta) -> str:
+    """A short name for an interval: ``1min``, ``15min``, ``1h``, ``1d``, else seconds (``90s``)."""
+    seconds = interval.total_seconds()
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s".replace(".", "_")
+
+
+def rollup_from_mapping(data: Mapping[str, Any], sources: Mapping[str, SeriesSpec]) -> Rollup:
+    """A roll-up from a declaration file's ``[[rollup]]`` table; ``source`` names a series of
+    the same file."""
+    allowed = ("source", "interval", "by", "price", "volume", "collection", "writes_per_second")
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        raise SpecError(f"unknown key(s) {unknown} in roll-up declaration; allowed: {', '.join(allowed)}")
+    options = dict(data)
+    source = options.pop("source", None)
+    if source not in sources:
+        raise SpecError(f"roll-up source {source!r} is not a series of the declaration ({', '.join(sources)})")
+    return Rollup(sources[source], **options)
