@@ -117,11 +117,20 @@ def latency(emu: Any, seconds: float, rate: int) -> None:
 
 
 def memory(
-    emu: Any, ticks: int, per_commit: int, *, hold: int, lateness: float, ahead: int = 1_000, keep: int = 5_000
+    emu: Any,
+    ticks: int,
+    per_commit: int,
+    *,
+    shards: int,
+    hold: int,
+    lateness: float,
+    ahead: int,
+    keep: int,
 ) -> None:
     client = emu.client(database="bench-live-memory")
-    spec = SeriesSpec("mem", shards=plan_shards(20_000))
+    spec = SeriesSpec("mem", shards=plan_shards(shards * 500))
     store = TimeSeriesStore(client, spec)
+    chunks = len(store.plan().chunks)
     tail = store.tail(hold=hold, lateness=dt.timedelta(seconds=lateness))
     seen: set[int] = set()
     delivered, retried, failure = 0, 0, []
@@ -147,8 +156,8 @@ def memory(
     thread = threading.Thread(target=consume, daemon=True)
     thread.start()
     print(
-        f"(b) memory of a tail over {ticks} ticks at 40 shards (2 chunk listeners; lateness {lateness:g} s,"
-        f" hold {hold}),"
+        f"(b) memory of a tail over {ticks} ticks at {shards} shards ({chunks} chunk listener(s);"
+        f" lateness {lateness:g} s, hold {hold}),"
         f" written in atomic commits of {per_commit}, at most {ahead} ahead of the tail; the newest {keep} kept"
     )
     print(
@@ -179,18 +188,21 @@ def memory(
             for k in range(n):
                 fields = {
                     "timestamp": now + dt.timedelta(microseconds=k),
-                    "shard": spec.shards[k % 40],
+                    "shard": spec.shards[k % shards],
                     "v": written + k,
                 }
                 batch.set(collection.document(f"t{written + k}"), fields)
             commit(batch)
             written += n
-            if written - deleted >= keep + per_commit * 10:  # retention, in few commits: the emulator
-                batch = client.batch()  # scans the whole collection for each listener and commit
-                for k in range(deleted, written - keep):
-                    batch.delete(collection.document(f"t{k}"))
-                commit(batch)
-                deleted = written - keep
+            # Retention in few commits: for each listener and commit the emulator rescans the
+            # collection (and its memory grew fastest with many small commits).
+            if written - deleted >= keep + 2 * per_commit and delivered > written - keep:
+                while deleted < written - keep:
+                    batch, upto = client.batch(), min(deleted + 2 * per_commit, written - keep)
+                    for k in range(deleted, upto):
+                        batch.delete(collection.document(f"t{k}"))
+                    commit(batch)
+                    deleted = upto
         else:
             time.sleep(0.05)
         if delivered >= mark:
@@ -209,7 +221,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--rate", type=int, default=50)
     parser.add_argument("--ticks", type=int, default=100_000)
-    parser.add_argument("--per-commit", type=int, default=250, help="ticks per commit in the memory part")
+    parser.add_argument("--per-commit", type=int, default=1_000, help="ticks per commit in the memory part")
+    parser.add_argument("--mem-shards", type=int, default=3, help="shards of the memory part's collection")
+    parser.add_argument("--ahead", type=int, default=2_000, help="ticks the writer may be ahead of the tail")
+    parser.add_argument("--keep", type=int, default=3_000, help="ticks kept; older ones are deleted")
     parser.add_argument("--hold", type=int, default=200, help="the memory part's tail hold")
     parser.add_argument("--lateness", type=float, default=0.5, help="the memory part's tail lateness, seconds")
     parser.add_argument("--emulator-heap", default="6g", help="the emulator JVM's -Xmx (listeners keep it busy)")
@@ -220,7 +235,16 @@ def main() -> None:
         if args.only != "memory":
             latency(emu, args.seconds, args.rate)
         if args.only != "latency":
-            memory(emu, args.ticks, args.per_commit, hold=args.hold, lateness=args.lateness)
+            memory(
+                emu,
+                args.ticks,
+                args.per_commit,
+                shards=args.mem_shards,
+                hold=args.hold,
+                lateness=args.lateness,
+                ahead=args.ahead,
+                keep=args.keep,
+            )
     except BaseException:
         print(f"# the emulator's log ends:\n{emu.log_tail()}", file=sys.stderr)
         raise

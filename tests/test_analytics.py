@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
+import os
 import random
+import re
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,9 +30,13 @@ from tsstore import (
     WriteOptions,
     plan_shards,
 )
+from tsstore.bars import Bar, BarBuilder, bar_start, iter_bars, to_interval
+from tsstore.declaration import load_declaration, load_specs
 from tsstore.indexes.build import declared_indexes
 from tsstore.read.aggregate import MAX_AGGREGATIONS, AggregateRequest
 from tsstore.read.cost import ReadStats
+from tsstore.rollup import Rollup, interval_label
+from tsstore.ticks import Tick
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -218,10 +229,6 @@ def test_the_async_store_aggregates_the_same(stores: dict[int, Any], tsstore_emu
 
 
 def test_the_aggregate_command(stores: dict[int, Any], tsstore_emulator: Any, tmp_path: Any) -> None:
-    import json
-    import os
-    import subprocess
-    import sys
 
     store, rows = stores[40]
     (tmp_path / "spec.toml").write_text(
@@ -314,10 +321,6 @@ def test_latest_with_a_series_in_only_some_shards_and_bad_requests(
 
 
 def test_the_latest_command(stores: dict[int, Any], tsstore_emulator: Any, tmp_path: Any) -> None:
-    import json
-    import os
-    import subprocess
-    import sys
 
     store, rows = stores[3]
     (tmp_path / "spec.toml").write_text(
@@ -343,8 +346,6 @@ def test_the_latest_command(stores: dict[int, Any], tsstore_emulator: Any, tmp_p
 
 
 def test_bars_open_at_boundaries_close_when_time_moves_on_and_skip_what_has_no_price() -> None:
-    from tsstore.bars import BarBuilder, bar_start, iter_bars, to_interval
-    from tsstore.ticks import Tick
 
     minute = to_interval("1min")
     assert bar_start(T0 + dt.timedelta(seconds=59, microseconds=999_999), minute) == T0
@@ -434,10 +435,6 @@ def test_bars_equal_pandas_resample_ohlc_on_the_same_ticks(tsstore_emulator: Any
 
 
 def test_charts_of_bars_and_ticks_hold_one_trace_per_series(tsstore_emulator: Any, tmp_path: Any) -> None:
-    import os
-    import re
-    import subprocess
-    import sys
 
     client = tsstore_emulator.client(database=f"plot-{random.randrange(10**9)}")
     store = TimeSeriesStore(client, spec("plots", 3), write_options=WriteOptions(ramp=False))
@@ -479,8 +476,6 @@ def test_charts_of_bars_and_ticks_hold_one_trace_per_series(tsstore_emulator: An
 
 
 def test_without_matplotlib_a_chart_says_how_to_get_it(tmp_path: Any) -> None:
-    import subprocess
-    import sys
 
     script = (
         "import sys; sys.modules['matplotlib'] = None\n"
@@ -496,8 +491,6 @@ def test_without_matplotlib_a_chart_says_how_to_get_it(tmp_path: Any) -> None:
 
 
 def test_a_rollup_derives_its_own_spec_and_documents() -> None:
-    from tsstore.bars import Bar
-    from tsstore.rollup import Rollup, interval_label
 
     source = SeriesSpec("ticks", columns={"symbol": "string", "price.micros": "Int64"}, shapes=["symbol"])
     bars = Rollup(source, interval="15min", by="symbol", volume="volume")
@@ -525,7 +518,6 @@ def test_a_rollup_derives_its_own_spec_and_documents() -> None:
 
 
 def test_rollups_are_declared_in_files_next_to_their_series(tmp_path: Any) -> None:
-    from tsstore.declaration import load_declaration, load_specs
 
     path = tmp_path / "decl.toml"
     path.write_text(
@@ -545,13 +537,6 @@ def stored_bars(client: Any, collection: str) -> dict[str, dict[str, Any]]:
 
 
 def test_a_rollup_stores_each_bar_once_corrects_late_ticks_and_resumes(tsstore_emulator: Any, tmp_path: Any) -> None:
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    from tsstore.rollup import Rollup
 
     database = f"rollup-{random.randrange(10**9)}"
     client = tsstore_emulator.client(database=database)

@@ -112,9 +112,7 @@ def fenced(language: str) -> list[str]:
 
 def test_declaration_examples_in_the_readme_load(tmp_path: Path) -> None:
     from tsstore import SeriesSpec
-    from tsstore.declaration import load_specs
-
-    from tsstore.declaration import load_declaration
+    from tsstore.declaration import load_declaration, load_specs
 
     blocks = fenced("toml")
     series = next(b for b in blocks if "[[series]]" in b)

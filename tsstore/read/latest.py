@@ -75,10 +75,6 @@ class LatestRequest:
         return cls(spec, by, wanted, plans)
 
     @property
-    def read_time(self) -> dt.datetime | None:
-        return self.plans[0].query.read_time
-
-    @property
     def queries(self) -> int:
         return sum(len(p.chunks) for p in self.plans)
 
