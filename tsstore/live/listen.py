@@ -234,17 +234,20 @@ class LiveTail(_Live, Iterator[TailTick]):
         self._pending: dict[int, float] = {}  # chunk -> when its replacement listener started
         self.restarts = 0
         self.stalls = 0
+        self._handed = self._handed_late = 0
         for chunk in range(chunks):
             self._listeners.listen((chunk, 0), query_from(chunk, self._bounds[chunk]))
         self._await_first({(chunk, 0) for chunk in range(chunks)}, lambda e: self._take(*e[:3]))  # type: ignore[arg-type]
 
     @property
     def delivered(self) -> int:
-        return self._state.delivered
+        """Ticks handed to the caller so far (a tick accepted but not yet taken is not)."""
+        return self._handed
 
     @property
     def late(self) -> int:
-        return self._state.late
+        """How many of the ticks handed to the caller were late."""
+        return self._handed_late
 
     def next_tick(self, timeout: float | None = None) -> TailTick | None:
         """The next tick, or ``None`` when ``timeout`` seconds pass without one or the tail is closed."""
@@ -259,7 +262,10 @@ class LiveTail(_Live, Iterator[TailTick]):
             for key, docs, changes, _ in self._listeners.events(wait):
                 self._take(key, docs, changes)  # type: ignore[arg-type]
             self._replace_stalled()
-        return self._ready.popleft()
+        tick = self._ready.popleft()
+        self._handed += 1
+        self._handed_late += tick.late
+        return tick
 
     def __next__(self) -> TailTick:
         tick = self.next_tick()
