@@ -101,7 +101,7 @@ def _analytics(store: TimeSeriesStore, *, chart: Path | None) -> None:
     day = dt.datetime(2018, 12, 31, tzinfo=dt.timezone.utc)
     symbols = ["AAA", "CCC", "EEE"]
     stats = ReadStats()
-    latest = store.latest(by="symbol", values=symbols, columns=["price.micros"], stats=stats)
+    latest = store.latest(by="symbol", values=symbols, stats=stats)
     click.echo(f"\n--- latest tick per symbol ({stats.billed_reads} billed reads)")
     click.echo(latest.to_string())
     stats = ReadStats()
