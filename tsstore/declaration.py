@@ -29,11 +29,6 @@ def load_specs(ref: str) -> tuple[SeriesSpec, ...]:
     return specs + tuple(r.spec for r in rollups)
 
 
-def load_rollups(ref: str) -> tuple[Rollup, ...]:
-    """The roll-ups ``ref`` declares."""
-    return load_declaration(ref)[1]
-
-
 def load_declaration(ref: str) -> tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]]:
     """The series and the roll-ups ``ref`` declares."""
     path = Path(ref)

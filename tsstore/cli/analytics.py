@@ -16,14 +16,14 @@ from tsstore.cli.common import (
     parse_columns,
     parse_value,
     parse_where,
-    pick_spec,
+    pick_declared,
     query_options,
     series_options,
     where_option,
 )
 from tsstore.cli.output import write_frames
 from tsstore.cli.query import stats_option
-from tsstore.declaration import load_rollups
+from tsstore.declaration import load_declaration
 from tsstore.errors import TsstoreError
 from tsstore.plot import plot_bars
 from tsstore.read.cost import ReadStats
@@ -181,8 +181,9 @@ def rollup(
       tsstore rollup                                   # the demo's instruments_1min
       tsstore rollup --since 2018-12-31T12:00:00Z      # after late ticks came in
     """
-    spec = pick_spec(declaration, collection=collection)
-    declared = [r for r in load_rollups(declaration) if r.source.collection == spec.collection]
+    loaded = load_declaration(declaration)  # once: the series and its roll-ups
+    spec = pick_declared(declaration, loaded, collection=collection)
+    declared = [r for r in loaded[1] if r.source.collection == spec.collection]
     chosen = [r for r in declared if name is None or r.name == name]
     if len(chosen) != 1:
         names = ", ".join(r.name for r in declared) or "none"

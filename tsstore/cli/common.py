@@ -27,6 +27,7 @@ from tsstore.errors import TsstoreError, UndeclaredShardsWarning
 from tsstore.local import supervisor
 from tsstore.local.emulator import DEFAULT_PROJECT, emulator_client, start_emulator
 from tsstore.read.query import Query
+from tsstore.rollup import Rollup
 from tsstore.spec import SeriesSpec
 from tsstore.store import TimeSeriesStore, WriteOptions
 
@@ -194,7 +195,14 @@ def declaration_options(command: Command) -> Command:
 def pick_spec(declaration: str, *, collection: str | None) -> SeriesSpec:
     """The series ``collection`` of ``declaration`` (a roll-up's collection too), or its only
     series."""
-    series, rollups = load_declaration(declaration)
+    return pick_declared(declaration, load_declaration(declaration), collection=collection)
+
+
+def pick_declared(
+    declaration: str, declared: tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]], *, collection: str | None
+) -> SeriesSpec:
+    """:func:`pick_spec` from the series and roll-ups ``declaration`` was loaded as."""
+    series, rollups = declared
     specs = series + tuple(r.spec for r in rollups)
     if collection is None:
         if len(series) > 1:
