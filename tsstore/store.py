@@ -172,6 +172,15 @@ class TimeSeriesStore(StoreBase):
         check_frame_rows(rows)
         return frames(self.spec, self.iter_ticks(query, **options), rows=rows)
 
+    def stream_chunk(
+        self, plan: QueryPlan, chunk: tuple[str, ...], *, read_time: dt.datetime | None, stats: ReadStats
+    ) -> Iterator[Tick]:
+        """The ticks of one chunk of ``plan`` (the shard values ``chunk`` lists), in order, from
+        one streaming query at ``read_time``, resumed after its last tick on transient errors:
+        the unit a read split over many workers reads (:mod:`tsstore.beam`)."""
+        cursor = ChunkCursor(chunk, after=None, limit=plan.limit, read_time=read_time, stats=stats)
+        return ChunkStream(self._fetcher(plan), cursor)
+
     def server_time(self) -> dt.datetime:
         """The database's current time, for a ``read_time`` that sees every committed write.
 

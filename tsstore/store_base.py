@@ -413,6 +413,7 @@ class StoreBase:
             max_attempts=self.write_options.max_attempts,
             on_duplicate=on_duplicate,
             ignore_field=self.spec.shard_field,
+            on_overload=self._limiter.back_off,
             **callbacks,
         )
 

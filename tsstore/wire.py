@@ -118,6 +118,11 @@ def database_id(client: Any) -> str:
     return str(getattr(client, "_database", None) or "(default)")
 
 
+def emulator_host(client: Any) -> str | None:
+    """The emulator's ``host:port`` a client talks to, ``None`` for Google Cloud."""
+    return getattr(client, "_emulator_host", None) or None
+
+
 def _decode_responses(responses: Any, client: Any, expected_prefix: str, *, timestamp_field: str) -> Iterator[Tick]:
     decode = _Decoder(client, expected_prefix, timestamp_field)
     for response in responses:

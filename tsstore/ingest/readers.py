@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import codecs
 import csv
+import io
 import json
 import re
-from collections.abc import Iterator, Mapping
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import PurePath
+from typing import IO, Any
 
 from tsstore.errors import IngestError
 from tsstore.ingest.parse import BadRow, RowParser
@@ -33,8 +34,12 @@ _SURROGATE = re.compile("[\udc80-\udcff]")
 #: One row as read: its line (row number for Parquet) and its record, or why it has none.
 NumberedRow = tuple[int, dict[str, Any] | Rejected]
 
+#: Opens the file for reading bytes (a local file by default; Beam's file IO gives others,
+#: such as ``gs://`` objects). Called once per pass over the file.
+Opener = Callable[[], IO[bytes]]
 
-def detect_format(path: Path, fmt: str | None = None) -> str:
+
+def detect_format(path: PurePath, fmt: str | None = None) -> str:
     if fmt is not None:
         if fmt not in FORMATS:
             raise IngestError(f"format {fmt!r} is not supported; use one of {', '.join(FORMATS)}")
@@ -47,23 +52,25 @@ def detect_format(path: Path, fmt: str | None = None) -> str:
     )
 
 
-def read_rows(kind: str, path: Path, parser: RowParser) -> Iterator[NumberedRow]:
-    """Every row of the file at ``path`` in format ``kind`` (see :data:`FORMATS`)."""
+def read_rows(kind: str, path: PurePath, parser: RowParser, *, opener: Opener | None = None) -> Iterator[NumberedRow]:
+    """Every row of the file at ``path`` in format ``kind`` (see :data:`FORMATS`), opened
+    with ``opener`` when given (``path`` then only names the file in messages)."""
+    source = opener or (lambda: open(path, "rb"))
     if kind == "csv":
-        return _read_csv(path, parser)
+        return _read_csv(path, source, parser)
     if kind == "jsonl":
-        return _read_jsonl(path, parser)
-    return _read_parquet(path, parser)
+        return _read_jsonl(path, source, parser)
+    return _read_parquet(path, source, parser)
 
 
-def _read_csv(path: Path, parser: RowParser) -> Iterator[NumberedRow]:
+def _read_csv(path: PurePath, opener: Opener, parser: RowParser) -> Iterator[NumberedRow]:
     # Invalid UTF-8 becomes lone surrogates, so one bad byte rejects one row, not the file.
     # utf-8-sig: a byte-order mark (spreadsheet exports) is not part of the first column's name.
     # strict: a stray quote (`"ab"cd`, or one never closed) is an error for that row, which
     # becomes a reject; the reader then goes on with the next line.
     previous_limit = csv.field_size_limit(_CSV_FIELD_LIMIT)
     try:
-        with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:
+        with io.TextIOWrapper(opener(), encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:
             reader = csv.reader(handle, strict=True)
             try:
                 header = next(reader)
@@ -71,12 +78,14 @@ def _read_csv(path: Path, parser: RowParser) -> Iterator[NumberedRow]:
                 return
             except csv.Error as exc:
                 raise IngestError(f"{path}: line 1 (the header) is not valid CSV: {exc}") from None
-            yield from _csv_rows(path, reader, header, parser)
+            yield from _csv_rows(path, reader, header, parser, opener)
     finally:
         csv.field_size_limit(previous_limit)
 
 
-def _csv_rows(path: Path, reader: Any, header: list[str], parser: RowParser) -> Iterator[NumberedRow]:
+def _csv_rows(
+    path: PurePath, reader: Any, header: list[str], parser: RowParser, opener: Opener
+) -> Iterator[NumberedRow]:
     if _SURROGATE.search("".join(header)):
         raise IngestError(f"{path}: line 1 (the header) is not valid UTF-8")
     names = [h.strip() for h in header]
@@ -87,7 +96,7 @@ def _csv_rows(path: Path, reader: Any, header: list[str], parser: RowParser) -> 
         raise IngestError(f"{path}: the header has no {parser.spec.timestamp_field!r} column (found {names})")
     build = parser.compile(names)
     width = len(names)
-    check_utf8 = not _valid_utf8(path)  # a clean file (the usual case) needs no per-row check
+    check_utf8 = not _valid_utf8(opener)  # a clean file (the usual case) needs no per-row check
     line = reader.line_num
     while True:
         try:
@@ -116,11 +125,11 @@ def _csv_rows(path: Path, reader: Any, header: list[str], parser: RowParser) -> 
                 yield first, Rejected(first, str(bad), clip_raw(",".join(row)))
 
 
-def _valid_utf8(path: Path) -> bool:
+def _valid_utf8(opener: Opener) -> bool:
     """Whether the whole file is valid UTF-8 (decoded in C, in 1 MiB steps)."""
     decoder = codecs.getincrementaldecoder("utf-8")()
     try:
-        with open(path, "rb") as handle:
+        with opener() as handle:
             while block := handle.read(1 << 20):
                 decoder.decode(block)
             decoder.decode(b"", final=True)
@@ -129,8 +138,8 @@ def _valid_utf8(path: Path) -> bool:
     return True
 
 
-def _read_jsonl(path: Path, parser: RowParser) -> Iterator[NumberedRow]:
-    with open(path, "rb") as handle:
+def _read_jsonl(path: PurePath, opener: Opener, parser: RowParser) -> Iterator[NumberedRow]:
+    with opener() as handle:
         for number, blob in enumerate(handle, start=1):
             try:
                 text = blob.decode("utf-8")
@@ -162,21 +171,22 @@ def _read_jsonl(path: Path, parser: RowParser) -> Iterator[NumberedRow]:
                 )
 
 
-def _read_parquet(path: Path, parser: RowParser) -> Iterator[NumberedRow]:
+def _read_parquet(path: PurePath, opener: Opener, parser: RowParser) -> Iterator[NumberedRow]:
     import pyarrow.parquet as pq
 
-    try:
-        parquet = pq.ParquetFile(path)
-    except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
-        raise IngestError(f"{path}: not a readable Parquet file ({exc})") from exc
-    number = 0
-    for batch in parquet.iter_batches(batch_size=10_000):
-        for value in batch.to_pylist():
-            number += 1
-            try:
-                yield number, parser.record(dict(_flatten(value)))
-            except BadRow as bad:
-                yield number, Rejected(number, str(bad), clip_raw(json.dumps(value, default=str)))
+    with opener() as handle:
+        try:
+            parquet = pq.ParquetFile(handle)
+        except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
+            raise IngestError(f"{path}: not a readable Parquet file ({exc})") from exc
+        number = 0
+        for batch in parquet.iter_batches(batch_size=10_000):
+            for value in batch.to_pylist():
+                number += 1
+                try:
+                    yield number, parser.record(dict(_flatten(value)))
+                except BadRow as bad:
+                    yield number, Rejected(number, str(bad), clip_raw(json.dumps(value, default=str)))
 
 
 def _flatten(value: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:

@@ -61,6 +61,10 @@ _CODE_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
 #: after the first send (less this margin), the document is counted as created by us.
 CLOCK_SKEW_SECONDS = 1.0
 
+#: Status codes that say Firestore is overloaded (RESOURCE_EXHAUSTED, ABORTED, UNAVAILABLE):
+#: the sender then tells ``on_overload`` (the ramp backs off) besides retrying.
+OVERLOAD_CODES = frozenset({8, 10, 14})
+
 #: How often one document may find its slot changed under it before it is reported.
 _MAX_RESOLUTIONS = 4
 
@@ -113,7 +117,16 @@ class BulkSender:
     Callbacks run in the calling thread: ``on_written`` with each finished batch's
     :class:`Written` documents, ``on_progress`` with their number, ``on_status`` with a
     line saying what the sender is waiting for (retries and their reason) or ``None`` once
-    it is not waiting.
+    it is not waiting. ``on_overload`` runs in a worker thread whenever Firestore answers
+    with one of :data:`OVERLOAD_CODES` (normally :meth:`RampLimiter.back_off
+    <tsstore.write.ramp.RampLimiter.back_off>`).
+
+    ``created_since`` (a wall-clock time, seconds since the epoch) says that every document
+    found with the same content and created at or after it was created by this run: a run
+    made of parts that may be retried whole (a Beam bundle) counts what its failed attempt
+    stored as created, not as already present. Without it only a document whose own request
+    failed as a whole, and was created after that request, counts so. No clock-skew margin
+    applies to it: a run started right after another would count the other's last documents.
     """
 
     def __init__(
@@ -131,6 +144,8 @@ class BulkSender:
         on_progress: Callable[[int], None] | None = None,
         on_written: Callable[[list[Written]], None] | None = None,
         on_status: Callable[[str | None], None] | None = None,
+        on_overload: Callable[[], object] | None = None,
+        created_since: float | None = None,
     ) -> None:
         self._send_fn = send
         self._lookup = lookup
@@ -145,6 +160,8 @@ class BulkSender:
         self._on_progress = on_progress
         self._on_written = on_written
         self._on_status = on_status
+        self._on_overload = on_overload
+        self._created_since = created_since
         self._in_flight: dict[Future[_Outcome], frozenset[str]] = {}  # batch -> its ids
         self._held: list[PreparedDoc] = []  # the batch being filled
         self._stopping = threading.Event()
@@ -283,6 +300,7 @@ class BulkSender:
                 for item in pending:
                     item.ambiguous = True
                 retry, last_error = pending, (_code(exc), str(exc))
+                self._overloaded(last_error[0])
             except gexc.GoogleAPICallError as exc:
                 if isinstance(exc, gexc.InvalidArgument) and len(pending) > 1:
                     # Firestore refuses the whole request for one bad document (e.g. one
@@ -308,6 +326,7 @@ class BulkSender:
                     elif code in RETRYABLE_CODES:
                         retry.append(item)
                         last_error = (code, message)
+                        self._overloaded(code)
                     else:
                         outcome.failures.append(_failure(item, code, message))
             again = self._resolve(conflicts, outcome, retry) if conflicts else []
@@ -329,6 +348,10 @@ class BulkSender:
                     self._stopping.wait(delay)
             pending = again + retry
         return outcome
+
+    def _overloaded(self, code: int) -> None:
+        if code in OVERLOAD_CODES and self._on_overload is not None:
+            self._on_overload()  # back-offs close together count once (RampLimiter.back_off)
 
     def _resolve(self, conflicts: list[_Item], outcome: _Outcome, retry: list[_Item]) -> list[_Item]:
         """Decide what each create refused with ALREADY_EXISTS is, from the stored content;
@@ -353,11 +376,10 @@ class BulkSender:
             assert isinstance(item.doc.data, dict)  # only creates are resolved
             mine = item.doc.content or fingerprint(item.doc.data, ignore=self._ignore)
             if fingerprint(found.data, ignore=self._ignore) == mine:
+                created = found.create_time.timestamp()
                 landed = (
-                    item.ambiguous
-                    and item.sent_at is not None
-                    and found.create_time.timestamp() >= item.sent_at - CLOCK_SKEW_SECONDS
-                )
+                    item.ambiguous and item.sent_at is not None and created >= item.sent_at - CLOCK_SKEW_SECONDS
+                ) or (self._created_since is not None and created >= self._created_since)
                 outcome.written.append(Written(item.doc, item.id, "created" if landed else "present"))
             elif self._policy == "keep" and item.doc.base is not None and item.id == item.doc.id and item.doc.at_slot:
                 # Another tick holds the slot: this one goes to its content id, beside it.

@@ -1,0 +1,344 @@
+"""tsstore on Apache Beam: the shared ramp (pure arithmetic), and on the emulator with the
+DirectRunner (two worker processes): backfills compared with ``tsstore ingest`` as the
+oracle, a bundle failing after it sent, ReadTicks at 3 and 40 shards, a Parquet export."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import functools
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.testing.util import assert_that, equal_to
+from google.cloud import firestore
+
+from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
+from tsstore.beam import PipelineRamp, ReadTicks, Target, WriteTicks, backfill, export, pipeline_options
+from tsstore.beam.jobs import metric_totals
+from tsstore.beam.read import slices
+from tsstore.beam.write import _Send
+from tsstore.demo import SPEC
+from tsstore.errors import ConfigError, QueryError
+from tsstore.ingest import Rejected, ingest_file
+from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
+from tsstore.write.ramp import ramp_rate
+
+from .test_ingest import MALFORMED, write_malformed
+
+FAST = WriteOptions(ramp=False, max_ops_per_second=100_000)
+TWO_WORKERS = pipeline_options(runner="DirectRunner", workers=2)
+
+# ---------------------------------------------------------------- the shared ramp, no Firestore
+
+
+class FakeClock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("workers", [1, 4, 32])
+def test_each_worker_gets_its_share_of_one_ramp_and_the_total_never_exceeds_500_per_shard(workers: int) -> None:
+    spec = SeriesSpec("t", shards=[f"s{i}" for i in range(6)])  # ceiling 3 000 writes/s
+    ramp = PipelineRamp.for_spec(spec, workers=workers, start=1_000_000.0)
+    assert ramp.ceiling == 3_000 and ramp.initial == 500
+    for minutes, total in [(0, 500), (4.9, 500), (5, 750), (10, 1125), (15, 1687.5), (20, 2531.25), (25, 3000)]:
+        at = ramp.start + minutes * 60
+        assert ramp.total_rate(at) == total == ramp_rate(minutes * 60, initial=500, ceiling=3000)
+        assert ramp.worker_rate(at) == pytest.approx(total / workers)
+    # Simulate every worker taking as fast as its limiter allows over 40 minutes: in each
+    # 10-second window the workers together get at most the ramp's integral plus one bucket each.
+    clock = FakeClock(ramp.start)
+    limiters = [ramp.limiter(clock=clock, sleep=lambda s: None) for _ in range(workers)]
+    step, window, taken = 0.1, 0.0, 0.0
+    windows = []
+    for _ in range(int(40 * 60 / step)):
+        clock.now += step
+        for limiter in limiters:
+            while limiter.try_take(1):
+                taken += 1
+        window += step
+        if window >= 10:
+            windows.append((clock.now, taken))
+            window, taken = 0.0, 0.0
+    for end, got in windows:
+        allowed = sum(ramp.total_rate(end - 10 + i * 0.05) * 0.05 for i in range(200))
+        assert got <= allowed + ramp.total_rate(end) + workers, (end, got, allowed)
+        assert got / 10 <= ramp.ceiling + ramp.ceiling / 10 + workers  # never far above 500 x shards
+    # once the ramp is at its ceiling, the workers together use it (each its share)
+    last_end, last = windows[-1]
+    assert last == pytest.approx(ramp.ceiling * 10, rel=0.02)
+
+
+def test_a_worker_joining_late_starts_at_the_pipelines_current_budget() -> None:
+    ramp = PipelineRamp.for_spec(SeriesSpec("t", shards=[f"s{i}" for i in range(90)]), workers=4, start=0.0)
+    clock = FakeClock(12 * 60)  # 12 minutes in: two steps, 1 125 ops/s for the pipeline
+    late = ramp.limiter(clock=clock, sleep=lambda s: None)
+    assert late.rate == pytest.approx(1125 / 4)
+    granted = 0
+    while late.try_take(1):
+        granted += 1
+    assert granted == int(1125 / 4)  # a full bucket at today's budget, not at 500 / 4
+    clock.now += 3 * 60  # 15 minutes: the next step, for the late one as for the others
+    assert late.rate == pytest.approx(1687.5 / 4)
+
+
+def test_the_ramp_backs_off_on_overload_and_grows_back() -> None:
+    ramp = PipelineRamp.for_spec(SeriesSpec("t", shards=["a", "b"]), workers=2, start=0.0)
+    clock = FakeClock(0.0)
+    limiter = ramp.limiter(clock=clock, sleep=lambda s: None)
+    assert limiter.rate == 250
+    assert limiter.back_off() == 125
+    clock.now = 300
+    assert limiter.rate == pytest.approx(187.5)  # grows by 50 % a step, as the ramp does
+    clock.now = 3600
+    assert limiter.rate == 500  # back on the ramp, at its ceiling (1 000 / 2 workers)
+
+
+def test_ramp_and_transform_refuse_what_cannot_work() -> None:
+    with pytest.raises(ConfigError, match="workers 0 is not allowed"):
+        PipelineRamp.for_spec(SPEC, workers=0)
+    target = Target("p")
+    with pytest.raises(ConfigError, match="no key_fields: ids would be random"):
+        WriteTicks(SeriesSpec("t"), target=target, workers=1)
+    with pytest.raises(ConfigError, match="keeps series counters"):
+        WriteTicks(SeriesSpec("t", key_fields=["k"], count_by=["k"]), target=target, workers=1)
+    with pytest.raises(ConfigError, match="on_duplicate='twice' is not allowed"):
+        WriteTicks(SPEC, target=target, workers=1, on_duplicate="twice")  # type: ignore[arg-type]
+    with pytest.raises(QueryError, match="unit_ticks 0"):
+        ReadTicks(SPEC, target=target, unit_ticks=0)
+    with pytest.raises(QueryError):
+        ReadTicks(SPEC, target=target, where={"note": "x"})  # no shape declares it
+
+
+def test_slices_cover_the_range_without_overlap() -> None:
+    start = dt.datetime(2019, 1, 2, tzinfo=dt.UTC)
+    parts = slices(start, start + dt.timedelta(seconds=10), 3)
+    assert parts[0][0] == start and parts[-1][1] == start + dt.timedelta(seconds=10)
+    assert all(a[1] == b[0] for a, b in zip(parts, parts[1:])) and len(parts) == 3
+    assert len(slices(start, start + dt.timedelta(microseconds=2), 5)) == 2  # never an empty slice
+
+
+# ---------------------------------------------------------------- backfill vs ingest, on the emulator
+
+
+def stored(client: firestore.Client, collection: str = "instruments") -> dict[str, dict[str, Any]]:
+    return {d.id: d.to_dict() or {} for d in client.collection(collection).stream()}
+
+
+def tick_files(folder: Path) -> list[Path]:
+    """Three files with good and bad rows: repeats within a file, a row repeated across files."""
+    folder.mkdir()
+    write_malformed(folder / "a.csv")
+    ticks = list(trading_day(300, seed=5))
+    with open(folder / "a.csv", "a", newline="") as handle:  # a row twice in one file: two ticks
+        writer = csv.DictWriter(handle, fieldnames=[*CSV_COLUMNS, "note"])
+        writer.writerows([flat_row(ticks[0]), flat_row(ticks[0])])
+    lines = [json.dumps({**t, "timestamp": t["timestamp"].isoformat()}) for t in ticks[:150]]
+    lines[10:10] = ["{not json", '["a list"]', json.dumps({"symbol": "NOTIME"})]
+    (folder / "b.jsonl").write_text("\n".join(lines) + "\n")  # ticks[0] again: the same tick as in a.csv
+    rows = [flat_row(t) for t in ticks[150:]]
+    rows[7]["symbol"] = "Y" * 2000  # too long to index
+    table = pa.table(
+        {
+            "timestamp": pa.array([t["timestamp"] for t in ticks[150:]], pa.timestamp("us", tz="UTC")),
+            **{c: [r[c] for r in rows] for c in CSV_COLUMNS if c != "timestamp"},
+        }
+    )
+    pq.write_table(table, folder / "c.parquet")
+    return [folder / "a.csv", folder / "b.jsonl", folder / "c.parquet"]
+
+
+def oracle(emulator: Any, files: list[Path]) -> tuple[dict[str, dict[str, Any]], set[tuple[str, int, str]]]:
+    """What ``tsstore ingest`` stores and rejects for the same files, one after another."""
+    client = emulator.client(database=f"oracle-{os.getpid()}-{len(files)}")
+    store = TimeSeriesStore(client, SPEC, write_options=FAST)
+    rejects: set[tuple[str, int, str]] = set()
+    for path in files:
+
+        def note(rejected: Rejected, path: Path = path) -> None:
+            rejects.add((str(path), rejected.line, rejected.reason))
+
+        ingest_file(store, path, strict=True, on_reject=note, checkpoint=path.parent.parent / f"{path.name}.ck")
+    docs = stored(client)
+    client.close()
+    return docs, rejects
+
+
+def read_rejects(path: Path) -> set[tuple[str, int, str]]:
+    with open(path, newline="") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0] == ["source", "line", "reason", "raw"]
+    return {(r[0], int(r[1]), r[2]) for r in rows[1:]}
+
+
+def test_backfill_stores_exactly_what_ingest_stores_and_a_rerun_adds_nothing(
+    emulator: Any, client: firestore.Client, tmp_path: Path
+) -> None:
+    files = tick_files(tmp_path / "in")
+    expected_docs, expected_rejects = oracle(emulator, files)
+    target = Target.of(client)
+    run = functools.partial(
+        backfill, [str(tmp_path / "in" / "*")], SPEC, target=target, options=TWO_WORKERS, workers=2, strict=True
+    )
+    first = run(ramp=False, rejects=str(tmp_path / "rejects.csv"))
+    docs = stored(client)
+    assert docs == expected_docs  # the same ids, the same content
+    assert len(docs) == 300 + 1 - 1 + 4  # a.csv's 4 good rows, ticks[0] twice there, ticks[0] again in b
+    assert read_rejects(tmp_path / "rejects.csv") == expected_rejects
+    assert len(expected_rejects) == len([r for _, r in MALFORMED[1:] if r]) + 3 + 1
+    total_rows = len(MALFORMED) - 1 + 2 + 153 + 150
+    assert (first.rows, first.created, first.present, first.rejected) == (
+        total_rows,
+        len(docs),
+        1,
+        len(expected_rejects),
+    )
+    assert first.created + first.present + first.replaced + first.rejected == first.rows
+    assert first.created == client.collection("instruments").count().get()[0][0].value
+
+    again = run(ramp=True, rejects=str(tmp_path / "rejects2.csv"))  # ramped, as on Google Cloud
+    assert (again.created, again.present, again.rejected) == (0, first.created + first.present, first.rejected)
+    assert stored(client) == docs
+    assert f"backfill of 3 file(s): {total_rows} rows read: 0 stored new, {len(docs) + 1} already present" in (
+        again.describe()
+    )
+
+
+class FailOnceSend(_Send):
+    """Sends its bundle, then fails it once (the marker file says it already did)."""
+
+    def __init__(self, *args: Any, marker: str) -> None:
+        super().__init__(*args)
+        self._marker = marker
+
+    def flush(self) -> Iterator[Any]:
+        outputs = list(super().flush())
+        try:
+            fd = os.open(self._marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return iter(outputs)
+        os.close(fd)
+        raise RuntimeError("failing the bundle after its documents were sent")
+
+
+class FailOnceWriteTicks(WriteTicks):
+    def __init__(self, *args: Any, marker: str, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self._marker = marker
+
+    def _send_dofn(self) -> beam.DoFn:
+        return FailOnceSend(self._spec, self._target, self.ramp, self._policy, self._max_attempts, marker=self._marker)
+
+
+def test_a_bundle_failing_after_it_sent_is_run_again_and_the_collection_stays_exact(
+    emulator: Any, client: firestore.Client, tmp_path: Path
+) -> None:
+    files = tick_files(tmp_path / "in")
+    expected_docs, expected_rejects = oracle(emulator, files)
+    marker = tmp_path / "failed-once"
+    write = functools.partial(FailOnceWriteTicks, marker=str(marker))
+    # The bundle-based DirectRunner runs a failed bundle again (up to 4 times), as Dataflow does.
+    summary = backfill(
+        [str(p) for p in files],
+        SPEC,
+        target=Target.of(client),
+        options=pipeline_options(runner="BundleBasedDirectRunner", workers=1),
+        workers=1,
+        strict=True,
+        ramp=False,
+        write=write,
+    )
+    assert marker.exists()  # it did fail once, after sending
+    assert stored(client) == expected_docs
+    # committed counts leave the failed attempt out, and what it stored counts as created
+    assert (summary.created, summary.present, summary.rejected) == (len(expected_docs), 1, len(expected_rejects))
+
+    # The multi-process DirectRunner does not run a bundle again: the pipeline fails, and
+    # running it again completes the collection without storing anything twice.
+    other = emulator.client(database=f"failing-{os.getpid()}")
+    marker.unlink()
+    options = dict(target=Target.of(other), options=TWO_WORKERS, workers=2, strict=True, ramp=False)
+    with pytest.raises(Exception, match="failing the bundle after its documents were sent"):
+        backfill([str(p) for p in files], SPEC, write=write, **options)  # type: ignore[arg-type]
+    partial = len(stored(other))
+    assert 0 < partial <= len(expected_docs)
+    rerun = backfill([str(p) for p in files], SPEC, **options)  # type: ignore[arg-type]
+    assert stored(other) == expected_docs
+    assert rerun.created == len(expected_docs) - partial
+    other.close()
+
+
+# ---------------------------------------------------------------- ReadTicks and export
+
+
+def sharded(shards: int) -> SeriesSpec:
+    return SeriesSpec(
+        "instruments",
+        shards=[f"s{i:02d}" for i in range(shards)],
+        shapes=SPEC.shapes,
+        key_fields=["symbol"],
+        columns=dict(SPEC.columns),
+    )
+
+
+@pytest.mark.parametrize("shards", [3, 40])
+def test_read_ticks_returns_exactly_the_ticks_of_the_range(client: firestore.Client, shards: int) -> None:
+    spec = sharded(shards)
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    ticks = list(trading_day(3_000, seed=shards))
+    ids = store.write(ticks).ids
+    start, end = ticks[500]["timestamp"], ticks[2_600]["timestamp"]
+    expected = [
+        (i, t["timestamp"], t["symbol"], t["price"]["micros"])
+        for i, t in zip(ids, ticks)
+        if start <= t["timestamp"] < end and t["exchange"] == "EXCHG1"
+    ]
+    whole = sorted(ids)
+    pipeline = beam.Pipeline(options=TWO_WORKERS)
+    target = Target.of(client)
+    ranged = pipeline | "Range" >> ReadTicks(
+        spec, target=target, where={"exchange": "EXCHG1"}, start=start, end=end, unit_ticks=100
+    )
+    assert_that(
+        ranged | beam.Map(lambda r: (r["document_id"], r["timestamp"], r["symbol"], r["price.micros"])),
+        equal_to(expected),
+        label="RangeRows",
+    )
+    everything = pipeline | "Everything" >> ReadTicks(spec, target=target, unit_ticks=700)  # bounds found
+    assert_that(everything | beam.Map(lambda r: r["document_id"]), equal_to(whole), label="AllIds")
+    result = pipeline.run()
+    result.wait_until_finish()
+    totals = metric_totals(result)
+    assert totals["documents_read"] == len(expected) + len(whole)
+    assert totals["units"] > 2 * (2 if shards == 40 else 1)  # several time slices per chunk
+    assert totals["billed_reads"] >= totals["documents_read"]
+
+
+def test_a_parquet_export_equals_query_frame(client: firestore.Client, tmp_path: Path) -> None:
+    store = TimeSeriesStore(client, SPEC, write_options=FAST)
+    ticks = list(trading_day(2_000, seed=3))
+    ticks[5]["volume"] = None  # a missing value stays missing
+    store.write(ticks)
+    start, end = ticks[100]["timestamp"], ticks[1_900]["timestamp"]
+    summary = export(
+        SPEC, target=Target.of(client), options=TWO_WORKERS, to=str(tmp_path / "out" / "part"), start=start, end=end
+    )
+    back = pd.concat([pd.read_parquet(f) for f in summary.files])
+    assert summary.rows == len(back) == 1_800 and summary.files
+    frame = store.query_frame(start=start, end=end, direction="asc", columns=[c for c, _ in SPEC.columns])
+    back = back.sort_values(["timestamp", "document_id"]).set_index("timestamp").drop(columns="document_id")
+    back = back.astype(frame.dtypes.to_dict())
+    back.index = back.index.as_unit("us")
+    pd.testing.assert_frame_equal(back, frame, check_freq=False)

@@ -1,0 +1,337 @@
+"""``WriteTicks``: the store's writer as a Beam transform, exact under bundle retries.
+
+Three steps, each a DoFn:
+
+1. **Prepare** (:class:`_Prepare`): each row goes through the store's own
+   :func:`~tsstore.write.prepare.prepare_records` (validation, naive-time policy, id, shard).
+   A row it refuses goes to the dead-letter output with its reason.
+2. **Identify** (:class:`_Identify`), after a ``GroupByKey`` on the slot id (key values and
+   time): the identity rule of :mod:`tsstore.write.identity` needs every row of one base
+   together, whatever bundle or worker read it. Rows are ordered by (source, line), so the
+   result does not depend on how Beam split the input, and numbered as one ingest of each
+   source would number them: a row repeated whole *k* + 1 times in one source is *k* + 1
+   ticks, and sources repeating each other store the tick once (the extra rows count as
+   already present). ``replace`` sends only the last row of a base (the others count as
+   replaced by it); ``error`` refuses a second row of a base in one source.
+3. **Send** (:class:`_Send`): the documents of a bundle go through the store's
+   :class:`~tsstore.write.sender.BulkSender` as creates, at the pace of the process's share
+   of the pipeline's ramp (:mod:`tsstore.beam.ramp`). Every id belongs to one group and so
+   to one bundle; when Beam runs a bundle again, its creates find their documents, and
+   those created since the pipeline started count as created (the sender's
+   ``created_since``), so the counts stay exact and nothing is stored twice. Documents
+   Firestore refuses after retries go to the dead-letter output.
+
+Counts are Beam metrics (namespace ``tsstore``: ``created``, ``present``, ``replaced``,
+``rejected``), for watching a run, and one dict of outcome counts per flush on the
+``written`` output, for summing exactly: runners discard the outputs of a failed bundle
+attempt, while the DirectRunner's bundle executor keeps the metrics of every attempt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.windowed_value import WindowedValue
+
+from tsstore.beam.ramp import PipelineRamp, process_limiter
+from tsstore.beam.target import Target
+from tsstore.errors import ConfigError, RecordError
+from tsstore.spec import SeriesSpec
+from tsstore.times import NAIVE_POLICIES, NaivePolicy
+from tsstore.wire import ALREADY_EXISTS, batch_write, get_documents
+from tsstore.write.identity import DuplicatePolicy, check_policy, content_digest, fingerprint, id_from_digest
+from tsstore.write.prepare import PreparedDoc, prepare_records
+from tsstore.write.sender import BulkSender
+
+#: The tags of :class:`WriteTicks`' outputs.
+WRITTEN, REJECTED = "written", "rejected"
+#: Metric namespace of every count a transform here reports.
+METRICS = "tsstore"
+#: Documents a send step holds before it sends them (and at the end of each bundle).
+FLUSH_DOCS = 5_000
+
+
+class Sourced(NamedTuple):
+    """A row with where it came from: its file (any name of the input it belongs to) and
+    line. Rows of one source are numbered as one ingest of that file numbers them."""
+
+    source: str
+    line: int
+    row: Mapping[str, Any]
+
+
+class DeadLetter(NamedTuple):
+    """A row that was not written: where it came from, why, and its text (line 0: a whole
+    file that could not be read, or a plain row, which has no line)."""
+
+    source: str
+    line: int
+    reason: str
+    raw: str
+
+
+def as_sourced(element: Any) -> Sourced:
+    """``element`` with its source: a :class:`Sourced` as is, a plain row as one of the input ``""``."""
+    return element if isinstance(element, Sourced) else Sourced("", 0, element)
+
+
+def raw_text(row: Any) -> str:
+    """A row as text for a dead letter (JSON where it can be)."""
+    try:
+        return json.dumps(row, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(row)
+
+
+class _Prepare(beam.DoFn):  # type: ignore[misc]
+    def __init__(self, spec: SeriesSpec, naive: NaivePolicy) -> None:
+        self._spec, self._naive = spec, naive
+
+    def setup(self) -> None:
+        self._rejected = Metrics.counter(METRICS, "rejected")
+
+    def process(self, element: Any) -> Iterator[Any]:
+        source, line, row = as_sourced(element)
+        try:
+            # "keep" fills in the content fingerprint that step 2 groups repeats by.
+            doc = next(prepare_records(self._spec, [row], naive=self._naive, on_duplicate="keep"))
+        except RecordError as error:
+            self._rejected.inc()
+            yield beam.pvalue.TaggedOutput(REJECTED, DeadLetter(source, line, error.reason, raw_text(row)))
+            return
+        yield doc.id, (source, line, doc)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Planned:
+    """One row after identity: the document to send, or the outcome it already has
+    (``"present"``, ``"replaced"``) because another row of the group carries its tick."""
+
+    source: str
+    line: int
+    doc: PreparedDoc
+    settled: str | None = None
+
+
+class _Identify(beam.DoFn):  # type: ignore[misc]
+    def __init__(self, spec: SeriesSpec, policy: DuplicatePolicy) -> None:
+        self._spec, self._policy = spec, policy
+
+    def setup(self) -> None:
+        self._rejected = Metrics.counter(METRICS, "rejected")
+
+    def process(self, group: tuple[str, Iterable[tuple[str, int, PreparedDoc]]]) -> Iterator[Any]:
+        _, items = group
+        ignore = self._spec.shard_field
+        rows = sorted(
+            ((source, line, doc, doc.content or fingerprint(_data(doc), ignore=ignore)) for source, line, doc in items),
+            key=lambda item: (item[0], item[1], item[3]),
+        )
+        planned = list(self._plan(rows))
+        for item in planned:
+            if isinstance(item, DeadLetter):
+                self._rejected.inc()
+                yield beam.pvalue.TaggedOutput(REJECTED, item)
+        yield [item for item in planned if isinstance(item, Planned)]
+
+    def _plan(self, rows: list[tuple[str, int, PreparedDoc, bytes]]) -> Iterator[Planned | DeadLetter]:
+        if self._policy == "replace":
+            *earlier, (source, line, last, content) = rows
+            for i, (src, ln, doc, fp) in enumerate(earlier):
+                following = rows[i + 1][3]
+                yield Planned(src, ln, doc, "present" if fp == following else "replaced")
+            yield Planned(source, line, last)
+            return
+        repeats: dict[tuple[str, bytes], int] = {}  # (source, content) -> rows so far
+        made: dict[bytes, int] = {}  # content -> documents planned (repeat numbers 0..n-1)
+        first_of_source: dict[str, PreparedDoc] = {}
+        for source, line, doc, content in rows:
+            if self._policy == "error" and source in first_of_source:
+                first = first_of_source[source]
+                assert first.base is not None
+                yield DeadLetter(
+                    source,
+                    line,
+                    f"has the same key {list(first.base[:-1])!r} and time as an earlier record of this input; "
+                    "on_duplicate='error' refuses it ('keep' stores both; a trade id in key_fields tells them apart)",
+                    raw_text(_data(doc)),
+                )
+                continue
+            first_of_source.setdefault(source, doc)
+            k = repeats.get((source, content), 0)
+            repeats[(source, content)] = k + 1
+            if k < made.get(content, 0):  # another source holds this repeat: it is one tick
+                yield Planned(source, line, doc, "present")
+                continue
+            made[content] = k + 1
+            if k and doc.base is not None:
+                doc = dataclasses.replace(
+                    doc, id=id_from_digest(content_digest(doc.base, content, k)), repeat=k, at_slot=False
+                )
+            yield Planned(source, line, doc)
+
+
+def _data(doc: PreparedDoc) -> dict[str, Any]:
+    assert isinstance(doc.data, dict)  # prepared rows are whole documents
+    return doc.data
+
+
+class _Send(beam.DoFn):  # type: ignore[misc]
+    """Sends the planned documents of a bundle (see the module doc)."""
+
+    def __init__(
+        self,
+        spec: SeriesSpec,
+        target: Target,
+        ramp: PipelineRamp,
+        policy: DuplicatePolicy,
+        max_attempts: int,
+    ) -> None:
+        self._spec, self._target, self._ramp = spec, target, ramp
+        self._policy, self._max_attempts = policy, max_attempts
+
+    def setup(self) -> None:
+        self._client = self._target.client()
+        self._collection = self._client.collection(self._spec.collection)
+        self._limiter = process_limiter(self._target.key(self._spec.collection), self._ramp)
+        self._counters = {name: Metrics.counter(METRICS, name) for name in ("created", "present", "replaced")}
+        self._rejected = Metrics.counter(METRICS, "rejected")
+
+    def teardown(self) -> None:
+        client = getattr(self, "_client", None)
+        if client is not None:
+            client.close()
+
+    def start_bundle(self) -> None:
+        self._held: list[Planned] = []
+        self._settled: dict[str, int] = {}
+
+    def process(self, planned: list[Planned]) -> Iterator[Any]:
+        for item in planned:
+            if item.settled is not None:
+                self._settled[item.settled] = self._settled.get(item.settled, 0) + 1
+                self._counters[item.settled].inc()
+            else:
+                self._held.append(item)
+        if len(self._held) >= FLUSH_DOCS:
+            yield from self.flush()
+
+    def finish_bundle(self) -> Iterator[Any]:
+        for output in self.flush():
+            value, tag = (output.value, output.tag) if isinstance(output, beam.pvalue.TaggedOutput) else (output, None)
+            windowed = WindowedValue(value, GlobalWindow().max_timestamp(), (GlobalWindow(),))
+            yield windowed if tag is None else beam.pvalue.TaggedOutput(tag, windowed)
+
+    def flush(self) -> Iterator[Any]:
+        """Send what is held; yield the counts and a dead letter per refused document."""
+        held, self._held = self._held, []
+        counts, self._settled = dict(self._settled), {}
+        if held:
+            sender = self.sender()
+            sender.send_all(dataclasses.replace(item.doc, index=i) for i, item in enumerate(held))
+            for outcome, n in sender.counts.items():
+                if n:
+                    counts[outcome] = counts.get(outcome, 0) + n
+                    self._counters[outcome].inc(n)
+            for failure in sender.failures:
+                item = held[failure.index]
+                self._rejected.inc()
+                # ALREADY_EXISTS is the duplicate policy's refusal, which words itself.
+                why = failure.message if failure.code == ALREADY_EXISTS else f"Firestore refused it: {failure.message}"
+                yield beam.pvalue.TaggedOutput(
+                    REJECTED, DeadLetter(item.source, item.line, why, raw_text(item.doc.data))
+                )
+        if counts:
+            yield counts
+
+    def sender(self) -> BulkSender:
+        return BulkSender(
+            send=functools.partial(batch_write, self._collection),
+            lookup=functools.partial(get_documents, self._collection),
+            take_tokens=self._limiter.take,
+            max_batch_docs=self._ramp.batch_docs,
+            max_attempts=self._max_attempts,
+            on_duplicate=self._policy,
+            ignore_field=self._spec.shard_field,
+            on_overload=self._limiter.back_off,
+            created_since=self._ramp.start,
+        )
+
+
+class WriteTicks(beam.PTransform):  # type: ignore[misc]
+    """Write rows (mappings, or :class:`Sourced` rows) to ``spec``'s collection.
+
+    Returns ``{"written": counts, "rejected": dead letters}``: one dict of outcome counts
+    (``created``, ``present``, ``replaced``) per flush, and a :class:`DeadLetter` for every
+    row not written (refused by the
+    preparation, a second row of a base under ``on_duplicate="error"``, or refused by
+    Firestore after ``max_attempts``). Rows equal ``created + present + replaced + rejected``
+    (also as Beam metrics, namespace :data:`METRICS`).
+
+    ``target`` is where the workers write (:class:`~tsstore.beam.target.Target`);
+    ``workers`` the number of processes that write at once, which divides the ramp
+    (:mod:`tsstore.beam.ramp`); ``start`` the wall-clock time the ramp is measured from
+    (default: when the transform is made, so every worker agrees); ``ramp=False`` starts at
+    the ceiling (an emulator). ``spec.key_fields`` are required: random ids would store a
+    tick twice whenever Beam runs a bundle again.
+    """
+
+    def __init__(
+        self,
+        spec: SeriesSpec,
+        *,
+        target: Target,
+        workers: int,
+        naive: NaivePolicy = "error",
+        on_duplicate: DuplicatePolicy | None = None,
+        ramp: bool = True,
+        max_ops_per_second: int | None = None,
+        start: float | None = None,
+        max_attempts: int = 15,
+    ) -> None:
+        super().__init__()
+        if not isinstance(spec, SeriesSpec):
+            raise ConfigError(f"spec must be a SeriesSpec, got {type(spec).__name__}")
+        if not spec.key_fields:
+            raise ConfigError(
+                f"the spec for {spec.collection!r} has no key_fields: ids would be random, so a bundle Beam runs "
+                "again would store its ticks twice; declare key_fields (e.g. ['symbol'])"
+            )
+        if spec.count_by:
+            raise ConfigError(
+                f"the spec for {spec.collection!r} keeps series counters (count_by {list(spec.count_by)}), whose "
+                "increments a bundle run again would repeat; write it with the store (tsstore ingest) instead"
+            )
+        if naive not in NAIVE_POLICIES:
+            raise ConfigError(f"naive={naive!r} is not allowed; use one of {NAIVE_POLICIES}")
+        try:
+            self._policy = check_policy(spec.on_duplicate if on_duplicate is None else on_duplicate)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ConfigError(f"max_attempts {max_attempts!r} is not allowed; give a positive integer")
+        self._spec, self._target, self._naive, self._max_attempts = spec, target, naive, max_attempts
+        self.ramp = PipelineRamp.for_spec(
+            spec, workers=workers, start=start, max_ops_per_second=max_ops_per_second, ramp=ramp
+        )
+
+    def expand(self, rows: beam.PCollection) -> dict[str, beam.PCollection]:
+        prepared = rows | "Prepare" >> beam.ParDo(_Prepare(self._spec, self._naive)).with_outputs(REJECTED, main="docs")
+        identified = (
+            prepared.docs
+            | "GroupBySlot" >> beam.GroupByKey()
+            | "Identify" >> beam.ParDo(_Identify(self._spec, self._policy)).with_outputs(REJECTED, main="planned")
+        )
+        sent = identified.planned | "Send" >> beam.ParDo(self._send_dofn()).with_outputs(REJECTED, main=WRITTEN)
+        rejected = (prepared[REJECTED], identified[REJECTED], sent[REJECTED]) | "Rejected" >> beam.Flatten()
+        return {WRITTEN: sent[WRITTEN], REJECTED: rejected}
+
+    def _send_dofn(self) -> beam.DoFn:
+        return _Send(self._spec, self._target, self.ramp, self._policy, self._max_attempts)
