@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
+from click.testing import CliRunner
 from google.cloud import firestore
 
 from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
@@ -26,9 +27,11 @@ from tsstore.beam import PipelineRamp, ReadTicks, Target, WriteTicks, backfill, 
 from tsstore.beam.jobs import metric_totals
 from tsstore.beam.read import slices
 from tsstore.beam.write import _Send
+from tsstore.cli import main
 from tsstore.demo import SPEC
 from tsstore.errors import ConfigError, QueryError
 from tsstore.ingest import Rejected, ingest_file
+from tsstore.local.emulator import DEFAULT_PROJECT
 from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
 from tsstore.write.ramp import ramp_rate
 
@@ -342,3 +345,32 @@ def test_a_parquet_export_equals_query_frame(client: firestore.Client, tmp_path:
     back = back.astype(frame.dtypes.to_dict())
     back.index = back.index.as_unit("us")
     pd.testing.assert_frame_equal(back, frame, check_freq=False)
+
+
+def test_the_backfill_and_export_commands(emulator: Any, tmp_path: Path) -> None:
+    """As a user runs them, on the emulator FIRESTORE_EMULATOR_HOST names; the printed counts
+    are what a count() of the collection says afterwards."""
+    files = tick_files(tmp_path / "in")
+    expected_docs, expected_rejects = oracle(emulator, files)
+    database = f"cli-{os.getpid()}"
+    env = {"FIRESTORE_EMULATOR_HOST": emulator.address, "GOOGLE_CLOUD_PROJECT": DEFAULT_PROJECT}
+    runner = CliRunner(env=env)
+    common = ["--database", database, "--workers", "2"]
+    rejects = str(tmp_path / "rejected.csv")
+    loaded = runner.invoke(main, ["backfill", str(tmp_path / "in" / "*"), "--strict", "--rejects", rejects, *common])
+    assert loaded.exit_code == 0, loaded.output
+    client = emulator.client(database=database)
+    count = client.collection("instruments").count().get()[0][0].value
+    assert count == len(expected_docs)
+    assert f"rows read: {count} stored new, 1 already present, {len(expected_rejects)} rejected" in loaded.stdout
+    assert read_rejects(Path(rejects)) == expected_rejects
+    out = tmp_path / "out" / "fx"
+    exported = runner.invoke(main, ["export", "--where", "exchange=FX", "--to", str(out), *common])
+    assert exported.exit_code == 0, exported.output
+    fx = TimeSeriesStore(client, SPEC).count(where={"exchange": "FX"})
+    assert f"exported {fx} ticks to 1 file(s)" in exported.stdout and fx > 0
+    back = pd.read_parquet(f"{out}-00000-of-00001.parquet")
+    assert set(back["document_id"]) == {i for i, d in expected_docs.items() if d["exchange"] == "FX"}
+    refused = runner.invoke(main, ["backfill", str(tmp_path / "none-*.csv"), *common])
+    assert refused.exit_code == 1 and "names no file" in refused.output
+    client.close()

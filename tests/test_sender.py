@@ -239,6 +239,39 @@ def test_a_conflict_with_identical_content_is_already_present_without_emulator()
     assert not sender.failures
 
 
+def test_overload_errors_back_the_ramp_off_and_others_do_not() -> None:
+    answers = iter([[(8, "quota")], [(14, "unavailable")], [(4, "deadline")], [(0, "")]])
+    backoffs: list[int] = []
+    sender = BulkSender(
+        send=lambda writes: next(answers),
+        lookup=lambda ids: {},
+        take_tokens=no_wait,
+        max_attempts=5,
+        on_overload=lambda: backoffs.append(1),
+    )
+    sender.send_all([doc(0, "x", {})])
+    assert sender.counts["created"] == 1
+    assert len(backoffs) == 2  # RESOURCE_EXHAUSTED and UNAVAILABLE; DEADLINE_EXCEEDED is retried only
+
+
+def test_created_since_counts_what_an_earlier_attempt_of_this_run_stored_as_created() -> None:
+    run_started = dt.datetime(2026, 1, 1, 12, tzinfo=dt.timezone.utc)
+    made = {"old": run_started - dt.timedelta(seconds=1), "new": run_started + dt.timedelta(seconds=5)}
+
+    def exists(writes: list[WriteOp]) -> list[tuple[int, str]]:
+        return [(6, "exists")] * len(writes)
+
+    def lookup(ids: list[str]) -> dict[str, Stored]:
+        return {i: Stored({"p": 1}, made[i]) for i in ids}
+
+    counts = []
+    for since in (None, run_started.timestamp()):
+        sender = BulkSender(send=exists, lookup=lookup, take_tokens=no_wait, max_attempts=2, created_since=since)
+        sender.send_all([doc(0, "old", {"p": 1}), doc(1, "new", {"p": 1})])
+        counts.append((sender.counts["created"], sender.counts["present"]))
+    assert counts == [(0, 2), (1, 1)]  # without it both were there already; with it "new" is this run's
+
+
 def test_ctrl_c_stops_taking_documents_and_waits_a_bounded_time() -> None:
     release = threading.Event()
 

@@ -38,7 +38,11 @@ def pipeline_options(*, runner: str, workers: int, extra: Sequence[str] = ()) ->
     processes; any other runner as ``extra`` (``--project``, ``--region``, ``--temp_location``…) say."""
     args = [f"--runner={runner}", *extra]
     if runner == "DirectRunner":
-        args += [f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing"]
+        args += [
+            f"--direct_num_workers={workers}",
+            "--direct_running_mode=multi_processing",
+            "--default_sdk_harness_log_level=WARNING",  # the worker processes' start-up chatter
+        ]
     return PipelineOptions(args)
 
 

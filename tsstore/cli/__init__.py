@@ -7,14 +7,15 @@ per command group: :mod:`~tsstore.cli.demo`, :mod:`~tsstore.cli.query` (query, c
 explain, purge), :mod:`~tsstore.cli.indexes`, :mod:`~tsstore.cli.counters`,
 :mod:`~tsstore.cli.ingest`, :mod:`~tsstore.cli.emulator`, :mod:`~tsstore.cli.layout`
 (shards, reshard, plan), :mod:`~tsstore.cli.live` (tail, watch), :mod:`~tsstore.cli.analytics`
-(aggregate, latest, bars, rollup); :mod:`~tsstore.cli.output` writes query results.
+(aggregate, latest, bars, rollup), :mod:`~tsstore.cli.beam` (backfill, export on Apache Beam);
+:mod:`~tsstore.cli.output` writes query results.
 """
 
 from __future__ import annotations
 
 import click
 
-from tsstore.cli import analytics, counters, demo, emulator, indexes, ingest, layout, live, query
+from tsstore.cli import analytics, beam, counters, demo, emulator, indexes, ingest, layout, live, query
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -40,6 +41,8 @@ for _command in (
     live.tail,
     live.watch,
     ingest.ingest,
+    beam.backfill,
+    beam.export,
     counters.counter,
     emulator.emulator,
 ):

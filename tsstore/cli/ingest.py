@@ -9,27 +9,50 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from tsstore.cli.common import Database, exit_interrupted, library_errors, series_options
+from tsstore.cli.common import Command, Database, exit_interrupted, library_errors, series_options
 from tsstore.errors import Interrupted
 from tsstore.ingest import DEFAULT_MAX_FIELD_BYTES, FORMATS, IngestSummary, ingest_file, write_rejects
 from tsstore.spec import SeriesSpec
 from tsstore.write.identity import DUPLICATE_POLICIES, DuplicatePolicy
 
 
+def parse_options(command: Command) -> Command:
+    """How rows are read, for every command that loads files (``ingest``, ``backfill``):
+    ``--format``, ``--naive``, ``--strict``, ``--max-field-bytes``, ``--on-duplicate``."""
+    for option in reversed(
+        [
+            click.option(
+                "--format", "fmt", type=click.Choice(sorted(FORMATS)), default=None, help="Default: from the suffix."
+            ),
+            click.option(
+                "--naive",
+                default="error",
+                show_default=True,
+                metavar="error|utc|ZONE",
+                help="Times without an offset: reject the row, or read them as UTC or in an IANA zone (Europe/Rome).",
+            ),
+            click.option("--strict", is_flag=True, help="Reject rows with values in undeclared columns."),
+            click.option(
+                "--max-field-bytes", type=click.IntRange(min=1), default=DEFAULT_MAX_FIELD_BYTES, show_default=True
+            ),
+            click.option(
+                "--on-duplicate",
+                type=click.Choice(DUPLICATE_POLICIES),
+                default=None,
+                help="A row whose key and time another tick with other content holds: keep both, replace it, "
+                "or reject the row. Default: the spec's (keep).",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
 @click.command("ingest")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @library_errors
 @series_options
-@click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), default=None, help="Default: from the suffix.")
-@click.option(
-    "--naive",
-    default="error",
-    show_default=True,
-    metavar="error|utc|ZONE",
-    help="Times without an offset: reject the row, or read them as UTC or in an IANA zone (Europe/Rome).",
-)
-@click.option("--strict", is_flag=True, help="Reject rows with values in undeclared columns.")
-@click.option("--max-field-bytes", type=click.IntRange(min=1), default=DEFAULT_MAX_FIELD_BYTES, show_default=True)
+@parse_options
 @click.option(
     "--rejects",
     "rejects_path",
@@ -42,13 +65,6 @@ from tsstore.write.identity import DUPLICATE_POLICIES, DuplicatePolicy
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
     help="Checkpoint file. Default: FILE.<target hash>.tsstore-checkpoint.json",
-)
-@click.option(
-    "--on-duplicate",
-    type=click.Choice(DUPLICATE_POLICIES),
-    default=None,
-    help="A row whose key and time another tick with other content holds: keep both, replace it, "
-    "or reject the row. Default: the spec's (keep).",
 )
 def ingest(
     *,

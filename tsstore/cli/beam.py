@@ -1,0 +1,192 @@
+"""``tsstore backfill`` and ``tsstore export``: the Beam pipelines of :mod:`tsstore.beam`
+from the command line, on the DirectRunner (several local processes) or Dataflow. Options
+the commands do not know (``--temp_location``, ``--region``, ``--max_num_workers``…) go to
+Beam as they are."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import click
+
+from tsstore.cli.common import (
+    Database,
+    library_errors,
+    parse_columns,
+    query_options,
+    series_options,
+)
+from tsstore.cli.ingest import parse_options
+from tsstore.errors import ConfigError
+from tsstore.read.query import Query
+from tsstore.spec import SeriesSpec
+from tsstore.write.identity import DuplicatePolicy
+
+_BEAM_ARGS = {"ignore_unknown_options": True, "allow_extra_args": True}
+_runner_option = click.option(
+    "--runner",
+    default="DirectRunner",
+    show_default=True,
+    help="Beam runner: DirectRunner (local processes) or DataflowRunner (then also --project, --region, "
+    "--temp_location…, passed to Beam).",
+)
+_workers_option = click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes working at once. DirectRunner: how many it starts (default: the CPUs here). Dataflow: "
+    "max_num_workers x SDK processes per worker (one per vCPU); the write ramp is divided by it.",
+)
+
+
+def _beam() -> Any:
+    try:
+        import tsstore.beam as beam
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    # Beam's own warnings (its workers' start-up, sinks replacing files) are not the user's.
+    logging.getLogger("apache_beam").setLevel(logging.ERROR)
+    return beam
+
+
+def _workers(runner: str, workers: int | None, extra: list[str]) -> int:
+    if workers is not None:
+        return workers
+    if runner == "DirectRunner":
+        return max(2, os.cpu_count() or 2)
+    for i, arg in enumerate(extra):
+        name, _, value = arg.partition("=")
+        if name == "--max_num_workers":
+            return int(value or (extra[i + 1] if i + 1 < len(extra) else 0)) or 1
+    raise click.UsageError(f"with --runner {runner}, say how many processes write at once: --workers N")
+
+
+def _target(database: Database) -> tuple[Any, bool]:
+    with database.connect() as (client, local):
+        return _beam().Target.of(client), local
+
+
+@click.command("backfill", context_settings=_BEAM_ARGS)
+@click.argument("patterns", nargs=-1, required=True)
+@library_errors
+@series_options
+@parse_options
+@click.option(
+    "--rejects",
+    default="tsstore-backfill.rejects.csv",
+    show_default=True,
+    help="Where rejected rows go (source,line,reason,raw); a gs:// path on Dataflow.",
+)
+@_runner_option
+@_workers_option
+@click.pass_context
+def backfill(
+    ctx: click.Context,
+    *,
+    patterns: tuple[str, ...],
+    spec: SeriesSpec,
+    database: Database,
+    fmt: str | None,
+    naive: str,
+    strict: bool,
+    max_field_bytes: int,
+    on_duplicate: DuplicatePolicy | None,
+    rejects: str,
+    runner: str,
+    workers: int | None,
+) -> None:
+    """Load tick files (CSV, JSON Lines, Parquet; patterns such as 'data/*.parquet' or
+    gs://bucket/ticks/*.csv) with Apache Beam.
+
+    Rows are parsed and rejected as `tsstore ingest` does (same reasons, same line numbers)
+    and written as it writes them: a tick already stored is found, never stored twice, so a
+    failed or repeated backfill is safe to run again. Each file is read by one worker; many
+    files are read at once. Needs `pip install 'tsstore[beam]'`.
+
+    \b
+    Example:
+      tsstore backfill 'ticks/*.parquet' --spec myapp.schema:TICKS
+      tsstore backfill 'gs://b/ticks/*.csv' --spec series.toml --project P --runner DataflowRunner \\
+        --region europe-west1 --temp_location gs://b/tmp --max_num_workers 10 --workers 40
+    """
+    beam = _beam()
+    extra = list(ctx.args)
+    count = _workers(runner, workers, extra)
+    target, local = _target(database)
+    click.echo(
+        f"tsstore: backfill on {runner} with {count} writing process(es); "
+        + ("no ramp (an emulator)" if local else f"ramp 500/50/5 up to {spec.max_write_rate} writes/s"),
+        err=True,
+    )
+    summary = beam.backfill(
+        list(patterns),
+        spec,
+        target=target,
+        options=beam.pipeline_options(runner=runner, workers=count, extra=extra),
+        workers=count,
+        fmt=fmt,
+        naive=naive,
+        strict=strict,
+        max_field_bytes=max_field_bytes,
+        on_duplicate=on_duplicate,
+        ramp=not local,
+        max_ops_per_second=100_000 if local else None,
+        rejects=rejects,
+    )
+    click.echo(summary.describe())
+    if summary.rejected or summary.unreadable:
+        click.echo(f"rejected rows (source, line, reason, raw) are in {rejects}", err=True)
+
+
+@click.command("export", context_settings=_BEAM_ARGS)
+@library_errors
+@series_options
+@query_options()
+@click.option("--columns", default=None, help="Comma-separated fields to export. Default: the declared columns.")
+@click.option("--to", "to", required=True, help="Output file prefix (out/part → out/part-00000-of-00002.parquet).")
+@click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl"]), default="parquet", show_default=True)
+@_runner_option
+@_workers_option
+@click.pass_context
+def export(
+    ctx: click.Context,
+    *,
+    spec: SeriesSpec,
+    database: Database,
+    query: Query,
+    columns: str | None,
+    to: str,
+    fmt: str,
+    runner: str,
+    workers: int | None,
+) -> None:
+    """Export a range of ticks to Parquet (or JSON Lines) files with Apache Beam.
+
+    The range is read at one snapshot, split into units of one shard chunk by one time
+    slice that workers read in parallel. Columns: the document id, the timestamp, then the
+    declared columns (or --columns). Needs `pip install 'tsstore[beam]'`.
+
+    \b
+    Example:
+      tsstore export --start 2019-01-02T00:00:00Z --end 2019-01-03T00:00:00Z --to out/day
+    """
+    beam = _beam()
+    extra = list(ctx.args)
+    count = _workers(runner, workers, extra)
+    target, _ = _target(database)
+    summary = beam.export(
+        spec,
+        target=target,
+        options=beam.pipeline_options(runner=runner, workers=count, extra=extra),
+        to=to,
+        fmt=fmt,
+        where=query.where or None,
+        start=query.start,
+        end=query.end,
+        columns=parse_columns(columns),
+    )
+    click.echo(summary.describe())
+    for path in summary.files:
+        click.echo(f"  {path}")
