@@ -49,14 +49,18 @@ def tail(
         database.open_store(spec) as store,
         store.tail(where=parse_where(where_items), since=since, lateness=behind) as live,
     ):
+        printed = {"ticks": 0, "late": 0}
         try:
-            write_frames(_frames(spec, live, max_ticks), fmt=fmt, output=None, flush=True)
+            write_frames(_frames(spec, live, max_ticks, printed), fmt=fmt, output=None, flush=True)
         except KeyboardInterrupt:
             pass
-    click.echo(f"tailed {live.delivered} tick(s), {live.late} late", err=True)
+    click.echo(f"tailed {printed['ticks']} tick(s), {printed['late']} late", err=True)
 
 
-def _frames(spec: SeriesSpec, live: LiveTail, limit: int | None) -> Iterator[pd.DataFrame]:
+def _frames(spec: SeriesSpec, live: LiveTail, limit: int | None, printed: dict[str, int]) -> Iterator[pd.DataFrame]:
+    """One frame per tick; ``printed`` counts those written: a frame is written once the
+    writer asks for the next (Ctrl-C may land after the tail handed a tick out, before its row
+    was written)."""
     for number, item in enumerate(live, start=1):
         frame = ticks_to_frame(spec, [item.tick])
         taken = [c for c in (ID_COLUMN, LATE_COLUMN) if c in frame.columns]
@@ -65,6 +69,8 @@ def _frames(spec: SeriesSpec, live: LiveTail, limit: int | None) -> Iterator[pd.
         frame.insert(0, LATE_COLUMN, item.late)
         frame.insert(0, ID_COLUMN, item.tick.id)
         yield frame
+        printed["ticks"] += 1
+        printed["late"] += item.late
         if number == limit:
             return
 
