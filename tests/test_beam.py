@@ -60,15 +60,17 @@ def test_each_worker_gets_its_share_of_one_ramp_and_the_total_never_exceeds_500_
         at = ramp.start + minutes * 60
         assert ramp.total_rate(at) == total == ramp_rate(minutes * 60, initial=500, ceiling=3000)
         assert ramp.worker_rate(at) == pytest.approx(total / workers)
-    # Simulate every worker taking as fast as its limiter allows over 40 minutes: in each
+    # Simulate every worker taking as fast as its limiter allows over 30 minutes: in each
     # 10-second window the workers together get at most the ramp's integral plus one bucket each.
     clock = FakeClock(ramp.start)
     limiters = [ramp.limiter(clock=clock, sleep=lambda s: None) for _ in range(workers)]
-    step, window, taken = 0.1, 0.0, 0.0
+    step, window, taken = 0.25, 0.0, 0.0
     windows = []
-    for _ in range(int(40 * 60 / step)):
+    for _ in range(int(30 * 60 / step)):
         clock.now += step
         for limiter in limiters:
+            while limiter.try_take(4):
+                taken += 4
             while limiter.try_take(1):
                 taken += 1
         window += step

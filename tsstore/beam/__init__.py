@@ -24,13 +24,14 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     raise ConfigError("tsstore.beam needs Apache Beam: pip install 'tsstore[beam]'") from exc
 
 from tsstore.beam.files import ReadTickFiles
-from tsstore.beam.jobs import BackfillSummary, ExportSummary, backfill, export, pipeline_options
+from tsstore.beam.jobs import LOCAL_RUNNERS, BackfillSummary, ExportSummary, backfill, export, pipeline_options
 from tsstore.beam.ramp import PipelineRamp
 from tsstore.beam.read import ReadTicks, arrow_schema
 from tsstore.beam.target import Target
 from tsstore.beam.write import DeadLetter, Sourced, WriteTicks
 
 __all__ = [
+    "LOCAL_RUNNERS",
     "BackfillSummary",
     "DeadLetter",
     "ExportSummary",

@@ -28,7 +28,7 @@ from tsstore.ingest.parse import DEFAULT_MAX_FIELD_BYTES
 from tsstore.spec import SeriesSpec
 from tsstore.write.identity import DuplicatePolicy
 
-#: Runners a command names without further set-up; any other is passed to Beam as is.
+#: Runners that run on this machine (no project, no staging).
 LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner")
 EXPORT_FORMATS = ("parquet", "jsonl")
 

@@ -51,16 +51,27 @@ def _beam() -> Any:
     return beam
 
 
-def _workers(runner: str, workers: int | None, extra: list[str]) -> int:
+def _workers(runner: str, workers: int | None) -> int:
     if workers is not None:
         return workers
-    if runner == "DirectRunner":
+    if runner in _beam().LOCAL_RUNNERS:
         return max(2, os.cpu_count() or 2)
-    for i, arg in enumerate(extra):
-        name, _, value = arg.partition("=")
-        if name == "--max_num_workers":
-            return int(value or (extra[i + 1] if i + 1 < len(extra) else 0)) or 1
-    raise click.UsageError(f"with --runner {runner}, say how many processes write at once: --workers N")
+    # No guess from --max_num_workers: each worker runs one process per vCPU, and a hint too
+    # small lets the pipeline exceed the ramp by that factor.
+    raise click.UsageError(
+        f"with --runner {runner}, say how many processes write at once: --workers N "
+        "(max_num_workers x vCPUs per worker)"
+    )
+
+
+def _beam_args(ctx: click.Context, database: Database, runner: str) -> list[str]:
+    """The options Beam gets: the ones tsstore does not know, and ``--project`` (tsstore's
+    Firestore project) as the job's project on a runner that needs one."""
+    extra = list(ctx.args)
+    named = any(arg.split("=")[0] == "--project" for arg in extra)
+    if database.project and runner not in _beam().LOCAL_RUNNERS and not named:
+        extra.append(f"--project={database.project}")
+    return extra
 
 
 def _target(database: Database) -> tuple[Any, bool]:
@@ -112,8 +123,8 @@ def backfill(
         --region europe-west1 --temp_location gs://b/tmp --max_num_workers 10 --workers 40
     """
     beam = _beam()
-    extra = list(ctx.args)
-    count = _workers(runner, workers, extra)
+    extra = _beam_args(ctx, database, runner)
+    count = _workers(runner, workers)
     target, local = _target(database)
     click.echo(
         f"tsstore: backfill on {runner} with {count} writing process(es); "
@@ -173,8 +184,8 @@ def export(
       tsstore export --start 2019-01-02T00:00:00Z --end 2019-01-03T00:00:00Z --to out/day
     """
     beam = _beam()
-    extra = list(ctx.args)
-    count = _workers(runner, workers, extra)
+    extra = _beam_args(ctx, database, runner)
+    count = _workers(runner, workers)
     target, _ = _target(database)
     summary = beam.export(
         spec,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
@@ -102,7 +103,11 @@ def _parquet(frames: Iterable[pd.DataFrame], output: Path) -> int:
     rows = 0
     try:
         for frame in _same_columns(frames):
-            table = pa.Table.from_pandas(frame.reset_index(), preserve_index=False)
+            with warnings.catch_warnings():
+                # pyarrow < 26 reads tz-aware columns through Series.values, which pandas 3.1
+                # deprecates; the UTC values and the column's zone are kept all the same.
+                warnings.filterwarnings("ignore", message="Series.values returning an ndarray that drops timezone")
+                table = pa.Table.from_pandas(frame.reset_index(), preserve_index=False)
             if writer is None:
                 schema = table.schema
                 writer = pq.ParquetWriter(output, schema)
