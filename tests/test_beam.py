@@ -26,13 +26,14 @@ from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.beam import PipelineRamp, ReadTicks, Target, WriteTicks, backfill, export, pipeline_options
 from tsstore.beam.jobs import metric_totals
 from tsstore.beam.read import slices
-from tsstore.beam.write import _Send
+from tsstore.beam.write import Planned, _Identify, _Send
 from tsstore.cli import main
 from tsstore.demo import SPEC
 from tsstore.errors import ConfigError, QueryError
 from tsstore.ingest import Rejected, ingest_file
 from tsstore.local.emulator import DEFAULT_PROJECT
 from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
+from tsstore.write.prepare import prepare_records
 from tsstore.write.ramp import ramp_rate
 
 from .test_ingest import MALFORMED, write_malformed
@@ -133,6 +134,44 @@ def test_slices_cover_the_range_without_overlap() -> None:
     assert parts[0][0] == start and parts[-1][1] == start + dt.timedelta(seconds=10)
     assert all(a[1] == b[0] for a, b in zip(parts, parts[1:])) and len(parts) == 3
     assert len(slices(start, start + dt.timedelta(microseconds=2), 5)) == 2  # never an empty slice
+
+
+# ---------------------------------------------------------------- identity across bundles, no Firestore
+
+
+def planned(policy: str, rows: list[tuple[str, int, dict[str, Any]]]) -> list[Any]:
+    """What ``WriteTicks``' identity step makes of rows sharing one slot, given in any order."""
+    prepared = [(src, line, next(prepare_records(SPEC, [row]))) for src, line, row in reversed(rows)]
+    return list(_Identify(SPEC, policy)._plan(_Identify.ordered(SPEC, prepared)))  # type: ignore[arg-type]
+
+
+def test_identity_numbers_repeats_per_source_as_one_ingest_would() -> None:
+    t = dt.datetime(2019, 1, 2, 9, tzinfo=dt.UTC)
+    a = {"symbol": "A", "timestamp": t, "volume": 1}
+    b = {"symbol": "A", "timestamp": t, "volume": 2}  # another tick in the same slot
+    rows = [("f1", 1, a), ("f1", 2, a), ("f1", 3, b), ("f2", 1, a), ("f2", 2, a), ("f2", 3, a)]
+    plan = planned("keep", rows)
+    sent = [p for p in plan if p.settled is None]
+    # f1 alone, as one input, is what prepare_records gives: the same ids
+    alone = [d.id for d in prepare_records(SPEC, [a, a, b])]
+    assert [p.doc.id for p in sent if p.source == "f1"] == alone
+    # f2 repeats f1's two copies of a (present) and adds a third (a new content id)
+    assert [(p.source, p.line, p.settled) for p in plan if p.settled] == [("f2", 1, "present"), ("f2", 2, "present")]
+    third = [d.id for d in prepare_records(SPEC, [a, a, a])][2]
+    assert [p.doc.id for p in sent if p.source == "f2"] == [third]
+
+    plan = planned("replace", rows)
+    assert [(p.source, p.line, p.settled) for p in plan] == [
+        ("f1", 1, "present"), ("f1", 2, "replaced"), ("f1", 3, "replaced"),
+        ("f2", 1, "present"), ("f2", 2, "present"), ("f2", 3, None),
+    ]  # fmt: skip
+
+    plan = planned("error", rows)
+    refused = [p for p in plan if not isinstance(p, Planned)]
+    assert [(r.source, r.line) for r in refused] == [("f1", 2), ("f1", 3), ("f2", 2), ("f2", 3)]
+    assert "on_duplicate='error' refuses it" in refused[0].reason and t.isoformat() in refused[0].reason
+    # the first row of each source is sent, once: f2's is the same tick as f1's
+    assert [(p.source, p.settled) for p in plan if isinstance(p, Planned)] == [("f1", None), ("f2", "present")]
 
 
 # ---------------------------------------------------------------- backfill vs ingest, on the emulator

@@ -11,8 +11,9 @@ Three steps, each a DoFn:
    result does not depend on how Beam split the input, and numbered as one ingest of each
    source would number them: a row repeated whole *k* + 1 times in one source is *k* + 1
    ticks, and sources repeating each other store the tick once (the extra rows count as
-   already present). ``replace`` sends only the last row of a base (the others count as
-   replaced by it); ``error`` refuses a second row of a base in one source.
+   already present). ``replace`` sends only the last row of a base by (source, line),
+   sources in name order (the others count as replaced by it); ``error`` refuses a second
+   row of a base in one source.
 3. **Send** (:class:`_Send`): the documents of a bundle go through the store's
    :class:`~tsstore.write.sender.BulkSender` as creates, at the pace of the process's share
    of the pipeline's ramp (:mod:`tsstore.beam.ramp`). Every id belongs to one group and so
@@ -44,9 +45,17 @@ from tsstore.beam.ramp import PipelineRamp, process_limiter
 from tsstore.beam.target import Target
 from tsstore.errors import ConfigError, RecordError
 from tsstore.spec import SeriesSpec
+from tsstore.ticks import get_path
 from tsstore.times import NAIVE_POLICIES, NaivePolicy
 from tsstore.wire import ALREADY_EXISTS, batch_write, get_documents
-from tsstore.write.identity import DuplicatePolicy, check_policy, content_digest, fingerprint, id_from_digest
+from tsstore.write.identity import (
+    DuplicatePolicy,
+    check_policy,
+    content_digest,
+    fingerprint,
+    id_from_digest,
+    repeated_base,
+)
 from tsstore.write.prepare import PreparedDoc, prepare_records
 from tsstore.write.sender import BulkSender
 
@@ -128,18 +137,24 @@ class _Identify(beam.DoFn):  # type: ignore[misc]
         self._rejected = Metrics.counter(METRICS, "rejected")
 
     def process(self, group: tuple[str, Iterable[tuple[str, int, PreparedDoc]]]) -> Iterator[Any]:
-        _, items = group
-        ignore = self._spec.shard_field
-        rows = sorted(
-            ((source, line, doc, doc.content or fingerprint(_data(doc), ignore=ignore)) for source, line, doc in items),
-            key=lambda item: (item[0], item[1], item[3]),
-        )
-        planned = list(self._plan(rows))
+        planned = list(self._plan(self.ordered(self._spec, group[1])))
         for item in planned:
             if isinstance(item, DeadLetter):
                 self._rejected.inc()
                 yield beam.pvalue.TaggedOutput(REJECTED, item)
         yield [item for item in planned if isinstance(item, Planned)]
+
+    @staticmethod
+    def ordered(
+        spec: SeriesSpec, items: Iterable[tuple[str, int, PreparedDoc]]
+    ) -> list[tuple[str, int, PreparedDoc, bytes]]:
+        """A group's rows with their content fingerprints, in (source, line, content) order:
+        the same whatever order Beam delivered them in."""
+        ignore = spec.shard_field
+        return sorted(
+            ((source, line, doc, doc.content or fingerprint(_data(doc), ignore=ignore)) for source, line, doc in items),
+            key=lambda item: (item[0], item[1], item[3]),
+        )
 
     def _plan(self, rows: list[tuple[str, int, PreparedDoc, bytes]]) -> Iterator[Planned | DeadLetter]:
         if self._policy == "replace":
@@ -156,13 +171,8 @@ class _Identify(beam.DoFn):  # type: ignore[misc]
             if self._policy == "error" and source in first_of_source:
                 first = first_of_source[source]
                 assert first.base is not None
-                yield DeadLetter(
-                    source,
-                    line,
-                    f"has the same key {list(first.base[:-1])!r} and time as an earlier record of this input; "
-                    "on_duplicate='error' refuses it ('keep' stores both; a trade id in key_fields tells them apart)",
-                    raw_text(_data(doc)),
-                )
+                when = get_path(_data(doc), self._spec.timestamp_field.split("."))
+                yield DeadLetter(source, line, repeated_base(first.base[:-1], when), raw_text(_data(doc)))
                 continue
             first_of_source.setdefault(source, doc)
             k = repeats.get((source, content), 0)

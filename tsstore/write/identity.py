@@ -85,6 +85,14 @@ def shard_for_id(doc_id: str, shards: tuple[str, ...]) -> str:
     return shard_from_digest(hashlib.sha256(doc_id.encode()).digest(), shards)
 
 
+def repeated_base(key: Iterable[Any], timestamp: dt.datetime) -> str:
+    """Why ``on_duplicate="error"`` refuses a second record of one base in one input."""
+    return (
+        f"has the same key {list(key)!r} and time {timestamp.isoformat()} as an earlier record of this input; "
+        "on_duplicate='error' refuses it ('keep' stores both; a trade id in key_fields tells them apart)"
+    )
+
+
 def check_policy(policy: object) -> DuplicatePolicy:
     if policy not in DUPLICATE_POLICIES:
         raise ValueError(f"on_duplicate={policy!r} is not allowed; use one of {', '.join(DUPLICATE_POLICIES)}")

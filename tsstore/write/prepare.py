@@ -32,6 +32,7 @@ from tsstore.write.identity import (
     content_digest,
     fingerprint,
     id_from_digest,
+    repeated_base,
     shard_from_digest,
     slot_digest,
 )
@@ -152,11 +153,7 @@ def prepare_records(
                 if repeat:  # a repeat never takes the slot: the first such row has it or passed it
                     doc_id = id_from_digest(content_digest(base, content, repeat))
             elif policy == "error" and repeats.observe(digest, b"")[0]:
-                raise RecordError(
-                    index,
-                    f"has the same key {key!r} and time {raw_ts.isoformat()} as an earlier record of this input; "
-                    "on_duplicate='error' refuses it ('keep' stores both; a trade id in key_fields tells them apart)",
-                )
+                raise RecordError(index, repeated_base(key, raw_ts))
         else:
             base, content, repeat = None, None, 0
             digest = secrets.token_bytes(ID_BYTES + 4)
