@@ -122,8 +122,10 @@ class _PlanUnits(beam.DoFn):  # type: ignore[misc]
             client.close()
 
     def _units(self, store: Any, stats: ReadStats) -> Iterator[Unit]:
-        read_time = self._read_time or store.server_time()
-        stats.query_done(0)  # the server's time: one read
+        read_time = self._read_time
+        if read_time is None:
+            read_time = store.server_time()
+            stats.query_done(0)  # reading a document that does not exist: one read
         bounds = {k: v for k, v in self._query.items() if k in ("where", "start", "end")}
         start, end = bounds["start"], bounds["end"]
         if start is None:
@@ -149,7 +151,7 @@ class _PlanUnits(beam.DoFn):  # type: ignore[misc]
             page = store.query(**bounds, limit=1, direction=direction, read_time=read_time)
         except QueryError:
             return dt.datetime.min.replace(tzinfo=dt.UTC) if direction == "asc" else _LATEST
-        stats.query_done(len(page.ticks))
+        stats.billed_reads += page.stats.billed_reads
         return page.ticks[0].timestamp if page.ticks else None
 
 
