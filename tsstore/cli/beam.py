@@ -67,9 +67,8 @@ def _workers(runner: str, workers: int | None) -> int:
 def _beam_args(ctx: click.Context, database: Database, runner: str) -> list[str]:
     """The options Beam gets: the ones tsstore does not know, and ``--project`` (tsstore's
     Firestore project) as the job's project on a runner that needs one."""
-    extra = list(ctx.args)
-    named = any(arg.split("=")[0] == "--project" for arg in extra)
-    if database.project and runner not in _beam().LOCAL_RUNNERS and not named:
+    extra = list(ctx.args)  # click keeps --project for itself, so it is never among them
+    if database.project and runner not in _beam().LOCAL_RUNNERS:
         extra.append(f"--project={database.project}")
     return extra
 
