@@ -414,4 +414,6 @@ def test_the_backfill_and_export_commands(emulator: Any, tmp_path: Path) -> None
     assert set(back["document_id"]) == {i for i, d in expected_docs.items() if d["exchange"] == "FX"}
     refused = runner.invoke(main, ["backfill", str(tmp_path / "none-*.csv"), *common])
     assert refused.exit_code == 1 and "names no file" in refused.output
+    unsized = runner.invoke(main, ["backfill", str(tmp_path / "in" / "*"), "--runner", "DataflowRunner"])
+    assert unsized.exit_code == 2 and "say how many processes write at once: --workers N" in unsized.output
     client.close()
