@@ -126,7 +126,8 @@ class BulkSender:
     made of parts that may be retried whole (a Beam bundle) counts what its failed attempt
     stored as created, not as already present. Without it only a document whose own request
     failed as a whole, and was created after that request, counts so. No clock-skew margin
-    applies to it: a run started right after another would count the other's last documents.
+    applies to it: with one, a run started within the margin after another would count the
+    other's last documents as its own.
     """
 
     def __init__(
