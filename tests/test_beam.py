@@ -29,7 +29,7 @@ from tsstore.beam.read import slices
 from tsstore.beam.write import Planned, _Identify, _Send
 from tsstore.cli import main
 from tsstore.demo import SPEC
-from tsstore.errors import ConfigError, QueryError
+from tsstore.errors import ConfigError, QueryError, SchemaError
 from tsstore.ingest import Rejected, ingest_file
 from tsstore.local.emulator import DEFAULT_PROJECT
 from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
@@ -126,6 +126,11 @@ def test_ramp_and_transform_refuse_what_cannot_work() -> None:
         ReadTicks(SPEC, target=target, unit_ticks=0)
     with pytest.raises(QueryError):
         ReadTicks(SPEC, target=target, where={"note": "x"})  # no shape declares it
+    clash = SeriesSpec("t", columns={"a.b": "string", "a_b": "Int64", "c": "object"})
+    with pytest.raises(SchemaError, match="columns 'a.b' and 'a_b' would both be 'a_b' in a schema"):
+        ReadTicks(clash, target=target, columns=["a.b", "a_b"], schema=True)
+    with pytest.raises(SchemaError, match="column 'c' has no declared type"):
+        ReadTicks(clash, target=target, columns=["c"], schema=True)
 
 
 def test_slices_cover_the_range_without_overlap() -> None:
@@ -362,10 +367,24 @@ def test_read_ticks_returns_exactly_the_ticks_of_the_range(client: firestore.Cli
     )
     everything = pipeline | "Everything" >> ReadTicks(spec, target=target, unit_ticks=700)  # bounds found
     assert_that(everything | beam.Map(lambda r: r["document_id"]), equal_to(whole), label="AllIds")
+    typed = pipeline | "Typed" >> ReadTicks(
+        spec, target=target, where={"exchange": "EXCHG1"}, start=start, end=end, schema=True
+    )
+    names = [name for name, _ in typed.element_type._fields]
+    assert names == ["document_id", "timestamp", "symbol", "exchange", "instrumentType"] + [
+        "price_currency",
+        "price_micros",
+        "volume",
+    ]
+    assert_that(
+        typed | beam.Map(lambda r: (r.document_id, r.timestamp.to_utc_datetime(has_tz=True), r.symbol, r.price_micros)),
+        equal_to(expected),
+        label="SchemaRows",
+    )
     result = pipeline.run()
     result.wait_until_finish()
     totals = metric_totals(result)
-    assert totals["documents_read"] == len(expected) + len(whole)
+    assert totals["documents_read"] == 2 * len(expected) + len(whole)
     assert totals["units"] > 2 * (2 if shards == 40 else 1)  # several time slices per chunk
     assert totals["billed_reads"] >= totals["documents_read"]
 

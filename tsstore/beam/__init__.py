@@ -26,7 +26,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 from tsstore.beam.files import ReadTickFiles
 from tsstore.beam.jobs import LOCAL_RUNNERS, BackfillSummary, ExportSummary, backfill, export, pipeline_options
 from tsstore.beam.ramp import PipelineRamp
-from tsstore.beam.read import ReadTicks, arrow_schema
+from tsstore.beam.read import ReadTicks, arrow_schema, beam_schema
 from tsstore.beam.target import Target
 from tsstore.beam.write import DeadLetter, Sourced, WriteTicks
 
@@ -42,6 +42,7 @@ __all__ = [
     "Target",
     "WriteTicks",
     "arrow_schema",
+    "beam_schema",
     "backfill",
     "export",
     "pipeline_options",

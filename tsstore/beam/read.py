@@ -14,7 +14,9 @@ every tick comes out exactly once, in no particular order.
 Rows are dicts: ``document_id``, the timestamp field (an aware UTC datetime), then the
 declared columns (or the ``columns`` asked for), named as in ``query_frame`` (dotted paths),
 ``None`` where a tick has no value. :func:`arrow_schema` is their schema for Beam's
-Parquet sink.
+Parquet sink. With ``schema=True`` they are ``beam.Row`` objects with a Beam schema
+(:func:`beam_schema`: dots become underscores, times are Beam ``Timestamp`` values), for
+schema-aware transforms and sinks such as BigQuery's.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -86,6 +88,44 @@ def arrow_schema(spec: SeriesSpec, columns: Sequence[str] | None = None) -> Any:
                 f"declare it in the spec's columns as one of {sorted(_ARROW_TYPES) + ['datetime']}"
             )
     return pa.schema(fields)
+
+
+def schema_name(column: str) -> str:
+    """A column's name in a Beam schema (and BigQuery): ``price.micros`` → ``price_micros``."""
+    return column.replace(".", "_")
+
+
+def beam_schema(spec: SeriesSpec, columns: Sequence[str] | None = None) -> Any:
+    """The Beam schema of ``ReadTicks(schema=True)``'s rows: the id, the timestamp (a Beam
+    ``Timestamp``), then each column, nullable. Columns of type ``object`` (or undeclared
+    ones) and two columns with one schema name are refused, naming them."""
+    from apache_beam.typehints.row_type import RowTypeConstraint
+    from apache_beam.utils.timestamp import Timestamp
+
+    kinds: dict[str, Any] = {"string": str, "Int64": int, "Float64": float, "boolean": bool, "datetime": Timestamp}
+    fields: list[tuple[str, Any]] = [(ID_COLUMN, str), (schema_name(spec.timestamp_field), Timestamp)]
+    named: dict[str, str] = {ID_COLUMN: ID_COLUMN, schema_name(spec.timestamp_field): spec.timestamp_field}
+    for name, kind in output_columns(spec, columns):
+        if kind not in kinds:
+            raise SchemaError(
+                f"column {name!r} has no declared type (or is declared 'object'), so it has no Beam schema type; "
+                f"declare it in the spec's columns as one of {sorted(kinds)}"
+            )
+        if schema_name(name) in named:
+            raise SchemaError(
+                f"columns {named[schema_name(name)]!r} and {name!r} would both be {schema_name(name)!r} in a schema"
+            )
+        named[schema_name(name)] = name
+        fields.append((schema_name(name), Optional[kinds[kind]]))
+    return RowTypeConstraint.from_fields(fields)
+
+
+def _as_schema_row(row: dict[str, Any]) -> Any:
+    from apache_beam.utils.timestamp import Timestamp
+
+    return beam.Row(
+        **{schema_name(k): Timestamp.from_utc_datetime(v) if isinstance(v, dt.datetime) else v for k, v in row.items()}
+    )
 
 
 def slices(start: dt.datetime, end: dt.datetime, parts: int) -> list[tuple[dt.datetime, dt.datetime]]:
@@ -198,9 +238,10 @@ class _ReadUnit(beam.DoFn):  # type: ignore[misc]
 
 class ReadTicks(beam.PTransform):  # type: ignore[misc]
     """The ticks of ``spec``'s collection matching ``where`` in ``[start, end)`` as rows
-    (see the module doc), read by units of one shard chunk × one time slice, all at one
-    ``read_time``. The query is checked when the transform is made (filters, columns, the
-    index serving it), before any worker starts."""
+    (see the module doc; ``schema=True``: ``beam.Row`` objects of :func:`beam_schema`), read by
+    units of one shard chunk × one time slice, all at one ``read_time``. The query is
+    checked when the transform is made (filters, columns, the index serving it), before any
+    worker starts."""
 
     def __init__(
         self,
@@ -213,6 +254,7 @@ class ReadTicks(beam.PTransform):  # type: ignore[misc]
         columns: Sequence[str] | None = None,
         read_time: dt.datetime | None = None,
         unit_ticks: int = DEFAULT_UNIT_TICKS,
+        schema: bool = False,
     ) -> None:
         super().__init__()
         if isinstance(unit_ticks, bool) or not isinstance(unit_ticks, int) or unit_ticks < 1:
@@ -223,14 +265,18 @@ class ReadTicks(beam.PTransform):  # type: ignore[misc]
         plan = read_plan(spec, query)  # refuses a bad query now, naming it
         query.update(start=plan.start, end=plan.end)  # as the planner parsed them
         self.spec, self.columns = spec, None if columns is None else tuple(columns)
+        self._schema = beam_schema(spec, columns) if schema else None
         self._plan_units = _PlanUnits(spec, target, query, read_time, unit_ticks)
         self._read_unit = _ReadUnit(spec, target, query)
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
-        return (
+        rows = (
             pbegin
             | "Start" >> beam.Create([None])
             | "PlanUnits" >> beam.ParDo(self._plan_units)
             | "Spread" >> beam.Reshuffle()
             | "ReadUnits" >> beam.ParDo(self._read_unit)
         )
+        if self._schema is None:
+            return rows
+        return rows | "SchemaRows" >> beam.Map(_as_schema_row).with_output_types(self._schema)
