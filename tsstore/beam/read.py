@@ -28,6 +28,8 @@ from typing import Any, NamedTuple, Optional
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+from apache_beam.typehints.row_type import RowTypeConstraint
+from apache_beam.utils.timestamp import Timestamp
 
 from tsstore.beam.target import Target
 from tsstore.beam.write import METRICS
@@ -99,9 +101,6 @@ def beam_schema(spec: SeriesSpec, columns: Sequence[str] | None = None) -> Any:
     """The Beam schema of ``ReadTicks(schema=True)``'s rows: the id, the timestamp (a Beam
     ``Timestamp``), then each column, nullable. Columns of type ``object`` (or undeclared
     ones) and two columns with one schema name are refused, naming them."""
-    from apache_beam.typehints.row_type import RowTypeConstraint
-    from apache_beam.utils.timestamp import Timestamp
-
     kinds: dict[str, Any] = {"string": str, "Int64": int, "Float64": float, "boolean": bool, "datetime": Timestamp}
     fields: list[tuple[str, Any]] = [(ID_COLUMN, str), (schema_name(spec.timestamp_field), Timestamp)]
     named: dict[str, str] = {ID_COLUMN: ID_COLUMN, schema_name(spec.timestamp_field): spec.timestamp_field}
@@ -121,8 +120,6 @@ def beam_schema(spec: SeriesSpec, columns: Sequence[str] | None = None) -> Any:
 
 
 def _as_schema_row(row: dict[str, Any]) -> Any:
-    from apache_beam.utils.timestamp import Timestamp
-
     return beam.Row(
         **{schema_name(k): Timestamp.from_utc_datetime(v) if isinstance(v, dt.datetime) else v for k, v in row.items()}
     )
