@@ -1,23 +1,32 @@
-"""A TCP proxy for tests that must cut a client's connections to the emulator mid-stream."""
+"""A TCP proxy for tests and benchmarks that must cut a client's connections to the emulator."""
 
 from __future__ import annotations
 
+import contextlib
+import random
 import socket
 import threading
+import time
+from collections.abc import Iterator
 
 
 class CuttingProxy:
-    """Forwards 127.0.0.1:<port> to ``upstream`` ("host:port"); :meth:`cut` closes every open
-    connection at once (new ones are accepted again right away)."""
+    """Forwards 127.0.0.1:<port> to ``upstream`` ("host:port"). :meth:`cut` closes every open
+    connection at once; for ``down`` seconds after a cut, new connections are closed as soon
+    as they are accepted (the network is down), then accepted again. :meth:`cutting` cuts
+    every ~``every`` seconds while its block runs."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, *, down: float = 0.0) -> None:
         host, port = upstream.rsplit(":", 1)
         self._upstream = (host, int(port))
         self._server = socket.create_server(("127.0.0.1", 0))
         self.address = f"127.0.0.1:{self._server.getsockname()[1]}"
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
+        self._down = down
+        self._down_until = 0.0
         self.cuts = 0
+        self.refused = 0  # connections closed at once while down
         self._closed = False
         threading.Thread(target=self._accept, daemon=True, name="proxy-accept").start()
 
@@ -27,7 +36,15 @@ class CuttingProxy:
                 client, _ = self._server.accept()
             except OSError:
                 return
-            upstream = socket.create_connection(self._upstream)
+            if time.monotonic() < self._down_until:
+                self.refused += 1
+                _close(client)
+                continue
+            try:
+                upstream = socket.create_connection(self._upstream)
+            except OSError:
+                _close(client)
+                continue
             with self._lock:
                 self._sockets += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
@@ -47,19 +64,45 @@ class CuttingProxy:
                 pass
 
     def cut(self) -> int:
-        """Close every open connection; returns how many sockets were closed."""
+        """Close every open connection (and refuse new ones for ``down`` seconds); returns
+        how many sockets were closed."""
+        self._down_until = time.monotonic() + self._down
         with self._lock:
             sockets, self._sockets = self._sockets, []
         for s in sockets:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
+            _close(s)
         self.cuts += 1
         return len(sockets)
+
+    @contextlib.contextmanager
+    def cutting(self, *, every: float = 1.0, seed: int = 0) -> Iterator[CuttingProxy]:
+        """Cut every ``every`` seconds (each pause drawn from 0.5–1.5 × ``every``) while the
+        block runs."""
+        stop = threading.Event()
+        pauses = random.Random(seed)
+
+        def run() -> None:
+            while not stop.wait(every * (0.5 + pauses.random())):
+                self.cut()
+
+        cutter = threading.Thread(target=run, daemon=True, name="proxy-cutter")
+        cutter.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            cutter.join()
+            self._down_until = 0.0
 
     def close(self) -> None:
         self._closed = True
         self._server.close()
         self.cut()
+
+
+def _close(s: socket.socket) -> None:
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    s.close()

@@ -22,6 +22,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from click.testing import CliRunner
 from google.cloud import firestore
 
+from tests.overload import FakeClock
 from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.beam import PipelineRamp, ReadTicks, Target, WriteTicks, backfill, export, pipeline_options
 from tsstore.beam.jobs import metric_totals
@@ -44,14 +45,6 @@ TWO_WORKERS = pipeline_options(runner="DirectRunner", workers=2)
 # ---------------------------------------------------------------- the shared ramp, no Firestore
 
 
-class FakeClock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.mark.parametrize("workers", [1, 4, 32])
 def test_each_worker_gets_its_share_of_one_ramp_and_the_total_never_exceeds_500_per_shard(workers: int) -> None:
     spec = SeriesSpec("t", shards=[f"s{i}" for i in range(6)])  # ceiling 3 000 writes/s
@@ -68,7 +61,7 @@ def test_each_worker_gets_its_share_of_one_ramp_and_the_total_never_exceeds_500_
     step, window, taken = 0.25, 0.0, 0.0
     windows = []
     for _ in range(int(30 * 60 / step)):
-        clock.now += step
+        clock.t += step
         for limiter in limiters:
             while limiter.try_take(4):
                 taken += 4
@@ -76,7 +69,7 @@ def test_each_worker_gets_its_share_of_one_ramp_and_the_total_never_exceeds_500_
                 taken += 1
         window += step
         if window >= 10:
-            windows.append((clock.now, taken))
+            windows.append((clock.t, taken))
             window, taken = 0.0, 0.0
     for end, got in windows:
         allowed = sum(ramp.total_rate(end - 10 + i * 0.05) * 0.05 for i in range(200))
@@ -96,20 +89,20 @@ def test_a_worker_joining_late_starts_at_the_pipelines_current_budget() -> None:
     while late.try_take(1):
         granted += 1
     assert granted == int(1125 / 4)  # a full bucket at today's budget, not at 500 / 4
-    clock.now += 3 * 60  # 15 minutes: the next step, for the late one as for the others
+    clock.t += 3 * 60  # 15 minutes: the next step, for the late one as for the others
     assert late.rate == pytest.approx(1687.5 / 4)
 
 
-def test_the_ramp_backs_off_on_overload_and_grows_back() -> None:
+def test_each_worker_throttles_on_its_own_refusals_within_its_share() -> None:
     ramp = PipelineRamp.for_spec(SeriesSpec("t", shards=["a", "b"]), workers=2, start=0.0)
     clock = FakeClock(0.0)
-    limiter = ramp.limiter(clock=clock, sleep=lambda s: None)
+    limiter = ramp.limiter(clock=clock, sleep=clock.sleep)
     assert limiter.rate == 250
-    assert limiter.back_off() == 125
-    clock.now = 300
-    assert limiter.rate == pytest.approx(187.5)  # grows by 50 % a step, as the ramp does
-    clock.now = 3600
-    assert limiter.rate == 500  # back on the ramp, at its ceiling (1 000 / 2 workers)
+    limiter.take(100)
+    limiter.answered(sent=100, refused=96)  # 4 accepted in the first second: the floor
+    assert limiter.rate == 25  # a tenth of this worker's share of 500
+    clock.t = 30.0  # the refusals have left the window: back on the pipeline's ramp
+    assert limiter.rate == 250
 
 
 def test_ramp_and_transform_refuse_what_cannot_work() -> None:

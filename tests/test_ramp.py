@@ -16,44 +16,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.overload import FakeClock, OverloadedServer, drive
 from tsstore.errors import ConfigError
 from tsstore.limits import RAMP_START_OPS_PER_SECOND
 from tsstore.write.ramp import (
-    BACK_OFF_HOLD_SECONDS,
-    MIN_BACK_OFF_OPS_PER_SECOND,
     RAMP_GROWTH,
     RAMP_STEP_SECONDS,
     RampLimiter,
     ramp_rate,
 )
+from tsstore.write.throttle import OVERLOAD_RATIO, WINDOW_SECONDS
 
 MINUTE = 60.0
 HOUR = 3600.0
 DAY = 86_400.0
 CEILING = 10_000
-
-
-class FakeClock:
-    """A clock that only moves when told to, or when someone sleeps on it."""
-
-    def __init__(self, t: float = 0.0) -> None:
-        self.t = t
-        self.sleeps: list[float] = []
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        with self._lock:
-            return self.t
-
-    def sleep(self, seconds: float) -> None:
-        assert seconds > 0, "the limiter must never busy-wait with a zero sleep"
-        with self._lock:
-            self.t += seconds
-            self.sleeps.append(seconds)
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self.t += seconds
 
 
 def limiter(clock: FakeClock, **kwargs: Any) -> RampLimiter:
@@ -405,78 +382,63 @@ def test_threads_blocking_in_take_never_get_more_than_the_rate_allows(fast_threa
         assert taken <= 500 + integral(0.0, when, initial=500, ceiling=CEILING) + 1e-6
 
 
-# ---------------------------------------------------------------- RampLimiter: back-off
+# ---------------------------------------------------------------- RampLimiter: throttling
 
 
-def test_back_off_lowers_the_rate_and_it_grows_back_to_the_ramp() -> None:
+def overload_run(capacity: int) -> tuple[list[float], list[float]]:
+    """5 000 writes/s (no ramp) to a server that takes ``capacity`` a second from 20 s to 60 s
+    and everything before and after: the rate and the accepted writes each second."""
+    clock = FakeClock()
+    lim = limiter(clock, initial=5000, ceiling=5000)
+    server = OverloadedServer(lambda second: capacity if 20 <= second < 60 else None)
+    seconds = drive(lim, clock, server, seconds=90, batch=50)
+    return [s.rate for s in seconds], [s.accepted for s in seconds]
+
+
+def test_under_refusals_the_rate_settles_near_what_the_server_accepts_and_comes_back_after() -> None:
+    rates, accepted = overload_run(1000)
+    assert all(r == 5000 for r in rates[:20])  # before: the ramp (here flat)
+    # During: the rate settles at K times what is accepted (the SRE book's client-side
+    # throttling), within one window of the first refusals, and stays there.
+    settled = rates[20 + int(WINDOW_SECONDS) + 2 : 60]
+    assert all(OVERLOAD_RATIO * 1000 * 0.9 <= r <= OVERLOAD_RATIO * 1000 * 1.1 for r in settled), settled
+    assert all(a == 1000 for a in accepted[22:60])  # the server's capacity is used in full
+    # After: back to the ramp within one window once the server accepts again.
+    back = rates[60 + int(WINDOW_SECONDS) + 1 :]
+    assert back and all(r == 5000 for r in back), back
+
+
+def test_the_throttle_never_takes_the_rate_below_its_floor() -> None:
+    rates, accepted = overload_run(5)  # a server that takes almost nothing
+    assert min(rates[20:60]) == 50  # a tenth of Firestore's 500 ops/s start
+    assert all(r == 5000 for r in rates[60 + int(WINDOW_SECONDS) + 1 :])
+
+
+def test_a_few_refusals_change_nothing() -> None:
     clock = FakeClock()
     lim = limiter(clock, initial=500, ceiling=1000)
-    assert lim.try_take(1)
-    clock.advance(100)
-    assert lim.back_off() == 250
-    expected = {
-        399: 250,  # the ramp stepped to 750 at 300 s, the back-off still holds
-        400: 375,  # one step after the back-off
-        700: 562.5,
-        1000: 843.75,
-        1300: 1000,  # caught up with the ramp (capped at the ceiling)
-        DAY * 3: 1000,
-    }
-    for t, rate in expected.items():
-        clock.t = t
-        assert lim.rate == rate, t
+    for _ in range(100):  # one write in 50 refused: retried, not throttled
+        lim.take(50)
+        lim.answered(sent=50, refused=1)
+    assert lim.throttled is None and lim.rate == ramp_rate(clock(), initial=500, ceiling=1000)
+    assert lim.refused == 100
 
 
-def test_a_back_off_recovers_on_the_ramp_schedule_never_above_the_ramp() -> None:
-    """The lowered rate grows by one factor a step from the back-off on, so with the same
-    growth it stays about ``factor`` below the ramp until both reach the ceiling."""
+def test_throttling_never_raises_the_rate_above_the_ramp() -> None:
     clock = FakeClock()
-    lim = limiter(clock, initial=500, ceiling=CEILING, start=0.0)
-    clock.advance(299)
-    assert lim.back_off(0.9) == 450
-    recovered = []
-    for t in range(299, 3 * 3600, 7):
-        clock.t = t
-        ramp = ramp_rate(t, initial=500, ceiling=CEILING)
-        expected = min(ramp, ramp_rate(t - 299, initial=450, ceiling=CEILING))
-        assert lim.rate == pytest.approx(expected) and lim.rate <= ramp
-        if lim.rate == CEILING:
-            recovered.append(t)
-    # The recovery reaches the ceiling 8 steps after the back-off (450 * 1.5**8 > 10 000).
-    assert recovered[0] == pytest.approx(299 + 8 * 300, abs=7)
+    lim = limiter(clock, initial=500, ceiling=CEILING)
+    clock.advance(1.0)
+    lim.answered(sent=100_000, refused=1)  # a huge accepted rate: a cap far above the ramp
+    assert lim.rate == 500 and lim.throttled is None
 
 
-def test_back_offs_close_together_count_once() -> None:
-    clock = FakeClock()
-    lim = limiter(clock)
-    assert lim.back_off() == 250
-    clock.advance(BACK_OFF_HOLD_SECONDS / 2)
-    assert lim.back_off() == 250
-    clock.advance(BACK_OFF_HOLD_SECONDS)
-    assert lim.back_off() == 125
-
-
-def test_back_off_has_a_floor() -> None:
-    clock = FakeClock()
-    lim = limiter(clock, share=0.01)  # 5 ops/s
-    rates = []
-    for _ in range(5):
-        rates.append(lim.back_off())
-        clock.advance(BACK_OFF_HOLD_SECONDS)
-    assert rates == [2.5, 1.25, MIN_BACK_OFF_OPS_PER_SECOND, MIN_BACK_OFF_OPS_PER_SECOND, MIN_BACK_OFF_OPS_PER_SECOND]
-    slow = limiter(FakeClock(), share=0.001)  # 0.5 ops/s: already below the floor, left as it is
-    assert slow.back_off() == 0.5
-
-
-def test_back_off_drops_tokens_above_the_smaller_bucket() -> None:
+def test_throttling_drops_tokens_above_the_smaller_bucket() -> None:
     clock = FakeClock()
     lim = limiter(clock)
     assert lim.try_take(1)  # full bucket: 499 left
-    lim.back_off()
-    assert not lim.try_take(251)
-    assert lim.try_take(250)
-    clock.advance(1.0)
-    assert lim.try_take(250) and not lim.try_take(1)
+    lim.answered(sent=400, refused=300)  # 100 accepted within 1 s: capped at 125 ops/s
+    assert lim.throttled == (125, 500)
+    assert not lim.try_take(126) and lim.try_take(125)
 
 
 def test_a_clock_going_backwards_adds_nothing() -> None:
@@ -533,9 +495,6 @@ def _method(name: str, *args: Any) -> Callable[[], object]:
         (_method("take", -1), ["n -1", "integer number of tokens >= 0"]),
         (_method("take", 1.5), ["n 1.5", "integer"]),
         (_method("try_take", True), ["n True", "integer"]),
-        (_method("back_off", 0), ["factor 0", "0 < factor < 1"]),
-        (_method("back_off", 1), ["factor 1", "0 < factor < 1"]),
-        (_method("back_off", math.nan), ["factor nan", "0 < factor < 1"]),
     ],
 )
 def test_bad_arguments_raise_config_error_naming_them(call: Callable[[], object], words: list[str]) -> None:

@@ -26,8 +26,19 @@ def doc(index: int, doc_id: str, data: dict[str, Any]) -> PreparedDoc:
     return PreparedDoc(index, doc_id, data, 100)
 
 
-def no_wait(_: int) -> None:
-    pass
+class Unpaced:
+    """A pace that never waits, and records what it heard."""
+
+    throttled = None
+
+    def __init__(self) -> None:
+        self.answers: list[tuple[int, int]] = []
+
+    def take(self, n: int) -> None:
+        pass
+
+    def answered(self, *, sent: int, refused: int) -> None:
+        self.answers.append((sent, refused))
 
 
 def sender_on(coll: Any, **options: Any) -> BulkSender:
@@ -35,7 +46,7 @@ def sender_on(coll: Any, **options: Any) -> BulkSender:
     return BulkSender(
         send=functools.partial(batch_write, coll),
         lookup=functools.partial(get_documents, coll),
-        take_tokens=no_wait,
+        pace=Unpaced(),
         **options,
     )
 
@@ -126,7 +137,7 @@ def test_a_create_that_landed_before_its_request_failed_counts_as_created(
         return statuses
 
     sender = BulkSender(
-        send=applied_then_lost, lookup=functools.partial(get_documents, coll), take_tokens=no_wait, max_attempts=5
+        send=applied_then_lost, lookup=functools.partial(get_documents, coll), pace=Unpaced(), max_attempts=5
     )
     sender.send_all([keyed(i, f"d{i}", {"i": i}) for i in range(20)])
     assert calls == 2 and not sender.failures
@@ -160,7 +171,7 @@ def test_a_whole_batch_refusal_names_every_document(error: type[gexc.GoogleAPICa
         sent.append(len(writes))
         raise error("refused as a whole")
 
-    sender = BulkSender(send=refuse, lookup=lambda ids: {}, take_tokens=no_wait, max_attempts=3, max_batch_docs=7)
+    sender = BulkSender(send=refuse, lookup=lambda ids: {}, pace=Unpaced(), max_attempts=3, max_batch_docs=7)
     docs = [doc(i, f"id{i}", {"i": i}) for i in range(23)]
     sender.send_all(docs)
     assert sender.written == 0
@@ -173,7 +184,7 @@ def test_a_whole_batch_refusal_names_every_document(error: type[gexc.GoogleAPICa
     assert sum(sent) >= 23 if error is gexc.InvalidArgument else sent == [7, 7, 7, 2]
 
 
-def test_retries_then_gives_up_naming_each_document_and_shows_why() -> None:
+def test_connection_faults_are_retried_for_the_budget_then_each_document_is_named() -> None:
     statuses: list[str | None] = []
     attempts = 0
     status_seen = threading.Event()
@@ -186,21 +197,44 @@ def test_retries_then_gives_up_naming_each_document_and_shows_why() -> None:
     def unavailable(writes: list[WriteOp]) -> list[tuple[int, str]]:
         nonlocal attempts
         attempts += 1
-        if attempts == 4:
-            # The main thread polls the status every half second; the back-offs of four
-            # attempts may sum to less. Hold the last attempt until the status was shown
-            # (5 s at most: the assertion below then fails) so the check does not hang on timing.
+        if attempts == 3:
+            # The main thread polls the status every half second; the pauses may sum to less.
+            # Hold one attempt until the status was shown (5 s at most: the assertion below
+            # then fails) so the check does not hang on timing.
             status_seen.wait(5)
-        raise gexc.ServiceUnavailable("the emulator went away")
+        raise gexc.ServiceUnavailable("Stream removed")
 
-    sender = BulkSender(send=unavailable, lookup=lambda ids: {}, take_tokens=no_wait, max_attempts=4, on_status=show)
+    pace = Unpaced()
+    started = time.monotonic()
+    sender = BulkSender(
+        send=unavailable, lookup=lambda ids: {}, pace=pace, max_attempts=2, on_status=show, fault_budget=1.5
+    )
     sender.send_all([doc(i, f"id{i}", {"i": i}) for i in range(5)])
-    assert attempts == 4
+    assert attempts > 2  # faults are not attempts: max_attempts=2 did not stop them
+    assert time.monotonic() - started >= 1.0  # the budget, not a count, ended them
     assert [(f.index, f.code) for f in sorted(sender.failures, key=lambda f: f.index)] == [(i, 14) for i in range(5)]
-    assert all("gave up after 4 attempts" in f.message for f in sender.failures)
+    assert all("s of connection faults" in f.message for f in sender.failures)
+    assert pace.answers == []  # no answer came back: the pace heard nothing
     shown = [s for s in statuses if s]
-    assert shown and all(s.startswith("retrying after UNAVAILABLE (attempt ") for s in shown)
+    assert shown and all(s.startswith("retrying after connection faults (UNAVAILABLE: Stream removed; ") for s in shown)
     assert statuses[-1] is None  # cleared once the sender stopped waiting
+
+
+def test_a_fault_between_answers_changes_nothing_but_the_time_taken() -> None:
+    calls = 0
+
+    def flaky(writes: list[WriteOp]) -> list[tuple[int, str]]:
+        nonlocal calls
+        calls += 1
+        if calls % 2:
+            raise gexc.ServiceUnavailable("Socket closed")
+        return [(0, "")] * len(writes)
+
+    pace = Unpaced()
+    sender = BulkSender(send=flaky, lookup=lambda ids: {}, pace=pace, max_attempts=1, max_batch_docs=10, workers=1)
+    sender.send_all([doc(i, f"id{i}", {"i": i}) for i in range(30)])
+    assert sender.counts["created"] == 30 and not sender.failures and calls == 6
+    assert pace.answers == [(10, 0)] * 3
 
 
 def test_per_document_statuses_are_retried_or_named() -> None:
@@ -218,7 +252,7 @@ def test_per_document_statuses_are_retried_or_named() -> None:
                 out.append((0, ""))
         return out
 
-    sender = BulkSender(send=mixed, lookup=lambda ids: {}, take_tokens=no_wait, max_attempts=5)
+    sender = BulkSender(send=mixed, lookup=lambda ids: {}, pace=Unpaced(), max_attempts=5)
     sender.send_all([doc(0, "ok", {}), doc(1, "denied", {}), doc(2, "flaky", {})])
     assert sender.counts["created"] == 2 and seen["flaky"] == 3
     assert [(f.index, f.document_id, f.code) for f in sender.failures] == [(1, "denied", 7)]
@@ -233,25 +267,36 @@ def test_a_conflict_with_identical_content_is_already_present_without_emulator()
     def lookup(ids: list[str]) -> dict[str, Stored]:
         return {i: Stored({"p": 1, "shard": "b"}, dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc)) for i in ids}
 
-    sender = BulkSender(send=exists, lookup=lookup, take_tokens=no_wait, max_attempts=2, ignore_field="shard")
+    sender = BulkSender(send=exists, lookup=lookup, pace=Unpaced(), max_attempts=2, ignore_field="shard")
     sender.send_all([PreparedDoc(0, "x", data, 10, base=base_of(["A"], dt.datetime.now(dt.timezone.utc)))])
     assert sender.counts == {"created": 0, "present": 1, "replaced": 0, "deleted": 0, "patched": 0}
     assert not sender.failures
 
 
-def test_overload_errors_back_the_ramp_off_and_others_do_not() -> None:
+def test_the_pace_hears_overload_refusals_and_not_other_failures() -> None:
     answers = iter([[(8, "quota")], [(14, "unavailable")], [(4, "deadline")], [(0, "")]])
-    backoffs: list[int] = []
-    sender = BulkSender(
-        send=lambda writes: next(answers),
-        lookup=lambda ids: {},
-        take_tokens=no_wait,
-        max_attempts=5,
-        on_overload=lambda: backoffs.append(1),
-    )
+    pace = Unpaced()
+    sender = BulkSender(send=lambda writes: next(answers), lookup=lambda ids: {}, pace=pace, max_attempts=5)
     sender.send_all([doc(0, "x", {})])
     assert sender.counts["created"] == 1
-    assert len(backoffs) == 2  # RESOURCE_EXHAUSTED and UNAVAILABLE; DEADLINE_EXCEEDED is retried only
+    # RESOURCE_EXHAUSTED and an answered UNAVAILABLE are refusals; DEADLINE_EXCEEDED is retried only.
+    assert pace.answers == [(1, 1), (1, 1), (1, 0), (1, 0)]
+
+
+def test_a_request_refused_as_a_whole_for_overload_is_a_refusal_of_each_write() -> None:
+    calls = 0
+
+    def exhausted(writes: list[WriteOp]) -> list[tuple[int, str]]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise gexc.ResourceExhausted("Quota exceeded")
+        return [(0, "")] * len(writes)
+
+    pace = Unpaced()
+    sender = BulkSender(send=exhausted, lookup=lambda ids: {}, pace=pace, max_attempts=2, max_batch_docs=4)
+    sender.send_all([doc(i, f"id{i}", {}) for i in range(4)])
+    assert sender.counts["created"] == 4 and pace.answers == [(4, 4), (4, 0)]
 
 
 def test_created_since_counts_what_an_earlier_attempt_of_this_run_stored_as_created() -> None:
@@ -266,7 +311,7 @@ def test_created_since_counts_what_an_earlier_attempt_of_this_run_stored_as_crea
 
     counts = []
     for since in (None, run_started.timestamp()):
-        sender = BulkSender(send=exists, lookup=lookup, take_tokens=no_wait, max_attempts=2, created_since=since)
+        sender = BulkSender(send=exists, lookup=lookup, pace=Unpaced(), max_attempts=2, created_since=since)
         sender.send_all([doc(0, "old", {"p": 1}), doc(1, "new", {"p": 1})])
         counts.append((sender.counts["created"], sender.counts["present"]))
     assert counts == [(0, 2), (1, 1)]  # without it both were there already; with it "new" is this run's
@@ -290,7 +335,7 @@ def test_ctrl_c_stops_taking_documents_and_waits_a_bounded_time() -> None:
             yield doc(i, f"id{i}", {"i": i})
 
     sender = BulkSender(
-        send=slow, lookup=lambda ids: {}, take_tokens=no_wait, max_attempts=3, max_batch_docs=100, stop_timeout=5
+        send=slow, lookup=lambda ids: {}, pace=Unpaced(), max_attempts=3, max_batch_docs=100, stop_timeout=5
     )
     began = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
@@ -316,7 +361,7 @@ def test_ctrl_c_with_a_request_that_never_answers_returns_after_the_stop_timeout
         raise KeyboardInterrupt
 
     sender = BulkSender(
-        send=hangs, lookup=lambda ids: {}, take_tokens=no_wait, max_attempts=3, max_batch_docs=10, stop_timeout=1
+        send=hangs, lookup=lambda ids: {}, pace=Unpaced(), max_attempts=3, max_batch_docs=10, stop_timeout=1
     )
     began = time.monotonic()
     with pytest.raises(KeyboardInterrupt):

@@ -307,7 +307,7 @@ def test_a_read_past_the_kept_snapshot_says_how_far_it_got(big: dict[str, Any]) 
 def test_an_expired_snapshot_mid_read_names_the_position_to_continue_from(big: dict[str, Any]) -> None:
     from google.api_core import exceptions as gexc
 
-    from tsstore.read.engine import name_expiry
+    from tsstore.read.engine import name_stops
 
     store, ticks = big["store"], big["ticks"]
     plan = store.plan(direction="asc")
@@ -318,7 +318,7 @@ def test_an_expired_snapshot_mid_read_names_the_position_to_continue_from(big: d
         raise gexc.FailedPrecondition("The requested 'read_time' is too old.")
 
     with pytest.raises(SnapshotExpiredError, match="after 250 ticks, the last at") as info:
-        list(name_expiry(plan, expires_after(250), store.server_time()))
+        list(name_stops(plan, expires_after(250), store.server_time()))
     assert info.value.returned == 250
     rest = list(store.iter_ticks(direction="asc", cursor=info.value.cursor))
     assert [t.id for t in ordered[:250] + rest] == [t.id for t in ordered]  # the cursor continues exactly

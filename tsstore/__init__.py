@@ -10,6 +10,7 @@ from tsstore.errors import (
     CounterError,
     CursorError,
     EmulatorError,
+    FaultError,
     IngestError,
     Interrupted,
     QueryError,
@@ -31,6 +32,7 @@ from tsstore.spec import Direction, QueryShape, RetiredShard, SeriesSpec, plan_s
 from tsstore.store import TimeSeriesStore
 from tsstore.store_base import PurgeResult, ReshardResult, WriteOptions, WriteResult
 from tsstore.ticks import Page, Tick
+from tsstore.wire import quick_reconnects
 
 __all__ = [
     "Aggregates",
@@ -62,6 +64,7 @@ __all__ = [
     "RecordError",
     "SchemaError",
     "SeriesSpec",
+    "FaultError",
     "SnapshotExpiredError",
     "SpecError",
     "Tick",
@@ -73,4 +76,5 @@ __all__ = [
     "WriteResult",
     "plan_query",
     "plan_shards",
+    "quick_reconnects",
 ]

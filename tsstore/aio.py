@@ -13,18 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import pandas as pd
 from google.cloud import firestore
 
+from tsstore import faults
 from tsstore.errors import ConfigError, TsstoreError
 from tsstore.frames import FrameBatcher, ticks_to_frame
 from tsstore.live.listen import LIVENESS_CHECK
 from tsstore.live.state import TailTick, WindowUpdate
 from tsstore.read.aggregate import Aggregates
-from tsstore.read.async_engine import AsyncFetch, amerge, aname_expiry, aread_page, chunk_ticks
+from tsstore.read.async_engine import AsyncFetch, amerge, aname_stops, aread_page, chunk_ticks
 from tsstore.read.census import Ask, FirstValue, ShardCensus
 from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
@@ -190,8 +191,8 @@ class AsyncTimeSeriesStore(StoreBase):
         cost.waited()
 
         async def run(job: tuple[int, Any]) -> tuple[int, dict[str, Any]]:
-            async with self._gate:
-                [results] = await job[1].get(read_time=snapshot)
+            what = f"aggregating chunk {job[0] + 1} of {len(plan.chunks)}"
+            [results] = await self._gated(lambda: job[1].get(read_time=snapshot, retry=None), what=what)
             return job[0], {r.alias: r.value for r in results}
 
         return self._aggregated(plan, request, list(await asyncio.gather(*(run(job) for job in jobs))), cost)
@@ -252,7 +253,10 @@ class AsyncTimeSeriesStore(StoreBase):
 
     async def server_time(self) -> dt.datetime:
         """The database's current time (one read of a document that does not exist)."""
-        snap = await self._collection.document(_CLOCK_PROBE_ID).get(field_paths=[self.spec.timestamp_field])
+        probe = self._collection.document(_CLOCK_PROBE_ID)
+        snap = await faults.acall(
+            lambda: probe.get(field_paths=[self.spec.timestamp_field], retry=None), what="reading the server's time"
+        )
         if snap.read_time is None:  # pragma: no cover - the API always sets it
             raise TsstoreError("Firestore returned no read time")
         return snap.read_time
@@ -274,9 +278,19 @@ class AsyncTimeSeriesStore(StoreBase):
         stats.waited()
         return await self.server_time()
 
+    async def _gated(self, call: Callable[[], Awaitable[T]], *, what: str) -> T:
+        """One call through the gate, tried again after faults (the gate is not held while
+        it pauses between attempts)."""
+
+        async def attempt() -> T:
+            async with self._gate:
+                return await call()
+
+        return await faults.acall(attempt, what=what)
+
     async def _count(self, query: Any, read_time: dt.datetime | None, cost: ReadStats) -> int:
-        async with self._gate:
-            [[result]] = await query.count().get(read_time=read_time)
+        aggregation = query.count()
+        [[result]] = await self._gated(lambda: aggregation.get(read_time=read_time, retry=None), what="counting ticks")
         cost.aggregation_done(int(result.value))
         return int(result.value)
 
@@ -284,8 +298,7 @@ class AsyncTimeSeriesStore(StoreBase):
         query: Any = self._census_query(ask)
         if not isinstance(ask, FirstValue):
             return await self._count(query, read_time, cost)
-        async with self._gate:
-            docs = await query.get(read_time=read_time)
+        docs = await self._gated(lambda: query.get(read_time=read_time, retry=None), what="reading the shard census")
         cost.query_done(len(docs))
         return docs[0].get(self.spec.shard_field) if docs else None
 
@@ -300,7 +313,7 @@ class AsyncTimeSeriesStore(StoreBase):
             chunk_ticks(fetch, cursor, self.server_time) for cursor in chunk_cursors(plan, after, snapshot, stats)
         ]
         returned = 0
-        async for tick in aname_expiry(plan, amerge(streams, descending=plan.descending), snapshot):
+        async for tick in aname_stops(plan, amerge(streams, descending=plan.descending), snapshot):
             yield tick
             returned += 1
             if returned == plan.limit:

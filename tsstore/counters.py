@@ -35,7 +35,9 @@ from google.api_core.exceptions import AlreadyExists, FailedPrecondition
 from google.cloud import firestore
 from google.cloud.firestore_v1 import Increment
 from google.cloud.firestore_v1.base_document import DocumentSnapshot
+from google.cloud.firestore_v1.document import DocumentReference
 
+from tsstore import faults
 from tsstore.errors import CounterError
 from tsstore.limits import DOCUMENT_WRITES_PER_SECOND
 
@@ -300,17 +302,44 @@ class ShardedCounter:
         return CounterValue(int(result.value or 0), result.read_time, live=True)
 
 
-def increment_counters(client: firestore.Client, amounts: Mapping[ShardedCounter, int]) -> None:
-    """One commit holding one increment per counter (each on a random shard of its own)."""
-    batch = client.batch()
-    for counter, amount in amounts.items():
-        if amount:
-            shard = random.randrange(counter._shard_count())
-            batch.set(
-                counter._shards_ref.document(str(shard)), {COUNT_FIELD: Increment(_check_amount(amount))}, merge=True
-            )
-    if len(batch):
-        batch.commit()
+def increment_counters(
+    client: firestore.Client, amounts: Mapping[ShardedCounter, int], *, receipt: DocumentReference | None = None
+) -> None:
+    """One commit holding one increment per counter (each on a random shard of its own).
+
+    An increment is not idempotent, and a commit cut off before its answer may have landed.
+    With ``receipt`` (a document that does not exist, e.g. a fresh random id) the commit also
+    creates it, atomically: a commit sent again after a fault then either lands once or is
+    refused with ALREADY_EXISTS, which says that the first one landed. So the increments are
+    applied exactly once however many faults it rides out (:func:`tsstore.faults.call`); the
+    receipt is deleted afterwards. Without ``receipt`` a fault is not retried.
+    """
+    increments = {
+        counter._shards_ref.document(str(random.randrange(counter._shard_count()))): _check_amount(amount)
+        for counter, amount in amounts.items()
+        if amount
+    }
+    if not increments:
+        return
+
+    def commit() -> None:
+        batch = client.batch()
+        for shard, amount in increments.items():
+            batch.set(shard, {COUNT_FIELD: Increment(amount)}, merge=True)
+        if receipt is not None:
+            batch.create(receipt, {})
+        try:
+            batch.commit(retry=None)
+        except AlreadyExists:
+            if receipt is None:
+                raise
+            # Only an earlier attempt of this commit can have made the receipt: it landed.
+
+    if receipt is None:
+        commit()
+        return
+    faults.call(commit, what="adding written ticks to the series counters")
+    faults.call(lambda: receipt.delete(retry=None), what="deleting a series counters' receipt")
 
 
 def _shard_count(snap: DocumentSnapshot, path: str) -> int:

@@ -54,6 +54,18 @@ class SnapshotExpiredError(TsstoreError):
         self.cursor = cursor
 
 
+class FaultError(TsstoreError):
+    """Firestore could not be reached, or kept refusing the work, for longer than tsstore
+    retries one call (:data:`tsstore.faults.FAULT_BUDGET_SECONDS` of trouble in a row).
+    ``returned`` ticks were delivered before it; ``cursor`` (``None`` if none were, or the
+    read has no order to continue in) continues right after the last of them."""
+
+    def __init__(self, message: str, *, returned: int = 0, cursor: str | None = None) -> None:
+        super().__init__(message)
+        self.returned = returned
+        self.cursor = cursor
+
+
 class CursorError(QueryError):
     """A pagination cursor is malformed or belongs to another query."""
 

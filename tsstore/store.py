@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import hashlib
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import pandas as pd
 from google.cloud import firestore
 
+from tsstore import faults
 from tsstore.bars import bar_start, bars_frame, iter_bars
 from tsstore.counters import ShardedCounter, increment_counters
 from tsstore.errors import ConfigError, QueryError, TsstoreError
@@ -35,7 +37,7 @@ from tsstore.read.engine import (
     Position,
     chunk_cursors,
     finish_page,
-    name_expiry,
+    name_stops,
     read_page,
 )
 from tsstore.read.latest import LatestRequest
@@ -52,6 +54,7 @@ from tsstore.store_base import (
     DEFAULT_HOLD,
     DEFAULT_LATENESS,
     DEFAULT_PAGE_SIZE,
+    RECEIPTS_SUFFIX,
     ProgressCallback,
     PurgeResult,
     ReshardResult,
@@ -187,7 +190,10 @@ class TimeSeriesStore(StoreBase):
         Reading a document that does not exist costs one read and returns the server's
         time; the client's clock may lag the server's and miss a write just committed.
         """
-        snap = self._collection.document(_CLOCK_PROBE_ID).get(field_paths=[self.spec.timestamp_field])
+        probe = self._collection.document(_CLOCK_PROBE_ID)
+        snap = faults.call(
+            lambda: probe.get(field_paths=[self.spec.timestamp_field], retry=None), what="reading the server's time"
+        )
         if snap.read_time is None:  # pragma: no cover - the API always sets it
             raise TsstoreError("Firestore returned no read time")
         return snap.read_time
@@ -235,7 +241,8 @@ class TimeSeriesStore(StoreBase):
         cost.waited()
 
         def run(job: tuple[int, Any]) -> tuple[int, dict[str, Any]]:
-            [results] = job[1].get(read_time=snapshot)
+            what = f"aggregating chunk {job[0] + 1} of {len(plan.chunks)}"
+            [results] = faults.call(lambda: job[1].get(read_time=snapshot, retry=None), what=what)
             return job[0], {r.alias: r.value for r in results}
 
         return self._aggregated(plan, request, list(self._pool.map(run, jobs)), cost)
@@ -307,7 +314,8 @@ class TimeSeriesStore(StoreBase):
         return census.result()
 
     def _count(self, query: Any, read_time: dt.datetime | None, cost: ReadStats) -> int:
-        [[result]] = query.count().get(read_time=read_time)
+        aggregation = query.count()
+        [[result]] = faults.call(lambda: aggregation.get(read_time=read_time, retry=None), what="counting ticks")
         counted = int(result.value)  # the emulator reports an empty count as 0.0
         cost.aggregation_done(counted)
         return counted
@@ -316,7 +324,7 @@ class TimeSeriesStore(StoreBase):
         query: Any = self._census_query(ask)
         if not isinstance(ask, FirstValue):
             return self._count(query, read_time, cost)
-        docs = query.get(read_time=read_time)
+        docs = faults.call(lambda: query.get(read_time=read_time, retry=None), what="reading the shard census")
         cost.query_done(len(docs))
         return docs[0].get(self.spec.shard_field) if docs else None
 
@@ -473,7 +481,7 @@ class TimeSeriesStore(StoreBase):
             source = rollup.source.collection
             raise ConfigError(f"roll-up {rollup.name!r} rolls up {source!r}, not this store's {self.spec.collection!r}")
         marks = self.client.collection(WATERMARKS).document(rollup.name)
-        stored = marks.get()
+        stored = faults.call(lambda: marks.get(retry=None), what=f"reading the watermark of roll-up {rollup.name!r}")
         watermark = rollup.check_watermark(stored.to_dict() if stored.exists else None)
         now = self.server_time()
         try:
@@ -505,7 +513,8 @@ class TimeSeriesStore(StoreBase):
         if on_progress is not None:
             on_progress(cost.documents % 1000)
         mark = end if watermark is None else max(end, watermark)
-        marks.set(rollup.watermark_document(mark))
+        document = rollup.watermark_document(mark)
+        faults.call(lambda: marks.set(document, retry=None), what=f"storing the watermark of roll-up {rollup.name!r}")
         return RollupResult(
             start, end, ticks=cost.documents, bars=written.count, created=written.created, replaced=written.replaced,
             present=written.present, skipped=builder.skipped, watermark=mark,
@@ -574,7 +583,9 @@ class TimeSeriesStore(StoreBase):
                     tally[key] = tally.get(key, 0) + 1
                     tally[old] = tally.get(old, 0) - 1
         if any(tally.values()):
-            increment_counters(self.client, {self._counter_for(k): n for k, n in tally.items() if n})
+            receipts = self.client.collection(f"{self.spec.collection}{COUNTERS_SUFFIX}{RECEIPTS_SUFFIX}")
+            increments = {self._counter_for(k): n for k, n in tally.items() if n}
+            increment_counters(self.client, increments, receipt=receipts.document(uuid.uuid4().hex))
 
     def _start(self, plan: QueryPlan, stats: ReadStats) -> tuple[Position | None, dt.datetime | None]:
         """Where the query's cursor continues, and the one snapshot every chunk reads at."""
@@ -596,7 +607,7 @@ class TimeSeriesStore(StoreBase):
             for cursor in chunk_cursors(plan, after, snapshot, stats)
         ]
         merged = take(merge_streams(streams, descending=plan.descending), plan.limit)
-        yield from name_expiry(plan, merged, snapshot)
+        yield from name_stops(plan, merged, snapshot)
 
     def _page(
         self, plan: QueryPlan, *, after: Position | None, rows: int, read_time: dt.datetime | None, stats: ReadStats

@@ -16,6 +16,7 @@ from google.cloud.firestore_v1.base_query import BaseQuery
 from tsstore.bars import BarBuilder, to_interval
 from tsstore.errors import (
     ConfigError,
+    FaultError,
     Interrupted,
     QueryError,
     RecordError,
@@ -53,6 +54,10 @@ DEFAULT_CONCURRENCY = 8
 
 #: Per-series counters live in the collection "<collection>_counts", one document per series.
 COUNTERS_SUFFIX = "_counts"
+#: A written batch's counter increments and a receipt in "<collection>_counts_receipts" are
+#: one commit, so a commit retried after a fault is applied once (see
+#: :func:`~tsstore.counters.increment_counters`); the receipt is deleted once it has landed.
+RECEIPTS_SUFFIX = "_receipts"
 
 #: A document id that is never written; reading it returns the server's current time.
 _CLOCK_PROBE_ID = "tsstore-read-time-probe"
@@ -175,6 +180,13 @@ class _Job(Generic[R]):
             sender.send_all(self.docs)
         except KeyboardInterrupt as stop:
             raise Interrupted(self.result(), f"{self.what} interrupted") from stop
+        except FaultError as exc:  # reading what to write met faults past the budget
+            raise FaultError(
+                f"{self.what} stopped after {sender.written} documents were written: {exc}; "
+                f"run the {self.what} again to finish it (what is done is not done twice)",
+                returned=exc.returned,
+                cursor=exc.cursor,
+            ) from exc
         if any(f.code not in self.tolerate for f in sender.failures):
             failures = sorted(sender.failures, key=lambda f: f.index)
             raise WriteError(failures, written=sender.written, result=self.result())
@@ -408,12 +420,11 @@ class StoreBase:
         return BulkSender(
             send=send,
             lookup=lookup,
-            take_tokens=self._limiter.take,
+            pace=self._limiter,
             max_batch_docs=self._batch_docs,
             max_attempts=self.write_options.max_attempts,
             on_duplicate=on_duplicate,
             ignore_field=self.spec.shard_field,
-            on_overload=self._limiter.back_off,
             **callbacks,
         )
 

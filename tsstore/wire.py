@@ -110,7 +110,52 @@ def sync_twin(client: Any) -> Any:
         client_options=client._client_options,
     )
     twin._emulator_host = client._emulator_host
-    return twin
+    return quick_reconnects(twin)
+
+
+#: gRPC's channel waits 1 s after a failed connection attempt, then 1.6 times longer after
+#: each further one, up to 2 minutes: on a network that drops now and then, a channel that
+#: tried to reconnect while the network was down waits longer and longer while every call
+#: fails at once. Measured here through a proxy that cuts every ~1 s and refuses connections
+#: for 0.3 s: 8 000 ticks took 12x the clean time with gRPC's defaults, 2.5x with these.
+QUICK_RECONNECT_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000))
+
+
+def quick_reconnects(client: Any) -> Any:
+    """``client`` (a ``firestore.Client`` or ``AsyncClient`` not used yet), with a channel that
+    tries to reconnect within a second after the network comes back (gRPC's own back-off
+    between connection attempts grows to 2 minutes). Builds the channel and the GAPIC client
+    as the client itself would on first use, with :data:`QUICK_RECONNECT_OPTIONS` added.
+    A client already in use, or one whose internals moved, is returned as it is."""
+    import grpc
+    from google.cloud.firestore_v1 import base_client
+    from google.cloud.firestore_v1.async_client import AsyncClient
+    from google.cloud.firestore_v1.services.firestore import async_client as gapic_async
+    from google.cloud.firestore_v1.services.firestore import client as gapic_sync
+    from google.cloud.firestore_v1.services.firestore.transports import grpc as grpc_sync
+    from google.cloud.firestore_v1.services.firestore.transports import grpc_asyncio
+
+    try:
+        if client._firestore_api_internal is not None:
+            return client
+        asynchronous = isinstance(client, AsyncClient)
+        transport: Any = (
+            grpc_asyncio.FirestoreGrpcAsyncIOTransport if asynchronous else grpc_sync.FirestoreGrpcTransport
+        )
+        if client._emulator_host is not None:
+            token = getattr(client._credentials, "id_token", None) or "owner"  # as the client does
+            options = [("Authorization", f"Bearer {token}"), *base_client._GRPC_MSG_SIZE_OPTIONS]
+            insecure = grpc.aio.insecure_channel if asynchronous else grpc.insecure_channel
+            channel = insecure(client._emulator_host, options=[*options, *QUICK_RECONNECT_OPTIONS])
+        else:
+            options = [*base_client._DEFAULT_CHANNEL_OPTIONS, *QUICK_RECONNECT_OPTIONS]
+            channel = transport.create_channel(client._target, credentials=client._credentials, options=options)
+        gapic: Any = gapic_async.FirestoreAsyncClient if asynchronous else gapic_sync.FirestoreClient
+        client._transport = transport(host=client._target, channel=channel)
+        client._firestore_api_internal = gapic(transport=client._transport, client_options=client._client_options)
+    except (AttributeError, TypeError, ImportError) as exc:  # client internals changed
+        log.warning("tsstore could not shorten the client's reconnect back-off (%s); using the client as it is", exc)
+    return client
 
 
 def database_id(client: Any) -> str:

@@ -13,9 +13,10 @@ The arithmetic (also in the README, "Beyond one machine"):
   same ``B(t) / W`` as the others at that moment, not 500 / W from the bottom.
 - All the DoFn instances of one process share its budget (:func:`process_limiter`): Beam may
   run many of them per process, and a budget per instance would multiply the total.
-- A process that meets RESOURCE_EXHAUSTED, ABORTED or UNAVAILABLE halves its own budget
-  and grows it back by 50 % every 5 minutes until it meets the ramp again
-  (:meth:`RampLimiter.back_off <tsstore.write.ramp.RampLimiter.back_off>`).
+- A process whose writes Firestore refuses as overload (RESOURCE_EXHAUSTED, ABORTED) caps
+  its own budget near what the server accepts from it, and lifts the cap within seconds
+  once the refusals stop (:mod:`tsstore.write.throttle`). A cut connection is a fault, not
+  an overload: the request is sent again and the budget stays (:mod:`tsstore.faults`).
 
 The hint must count the processes that write at once (on Dataflow: ``max_num_workers`` times
 the SDK processes per worker, one per vCPU by default). More processes than the hint exceed

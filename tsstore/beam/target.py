@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tsstore.wire import database_id, emulator_host
+from tsstore.wire import database_id, emulator_host, quick_reconnects
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Target:
             return emulator_client(self.emulator, project=self.project, database=self.database)
         from google.cloud import firestore
 
-        return firestore.Client(project=self.project, database=self.database)
+        return quick_reconnects(firestore.Client(project=self.project, database=self.database))
 
     def key(self, collection: str) -> str:
         """One collection of this database, named fully (process-wide limiters are keyed by it)."""

@@ -265,12 +265,11 @@ class _Send(beam.DoFn):  # type: ignore[misc]
         return BulkSender(
             send=functools.partial(batch_write, self._collection),
             lookup=functools.partial(get_documents, self._collection),
-            take_tokens=self._limiter.take,
+            pace=self._limiter,
             max_batch_docs=self._ramp.batch_docs,
             max_attempts=self._max_attempts,
             on_duplicate=self._policy,
             ignore_field=self._spec.shard_field,
-            on_overload=self._limiter.back_off,
             created_since=self._ramp.start,
         )
 

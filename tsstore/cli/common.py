@@ -30,6 +30,7 @@ from tsstore.read.query import Query
 from tsstore.rollup import Rollup
 from tsstore.spec import SeriesSpec
 from tsstore.store import TimeSeriesStore, WriteOptions
+from tsstore.wire import quick_reconnects
 
 EMULATOR_ENV = "FIRESTORE_EMULATOR_HOST"
 #: How fast the commands write to an emulator: no ramp and no production ceiling, since no one
@@ -86,7 +87,7 @@ def connect(*, project: str | None, database: str, ephemeral: bool = False) -> I
         running = supervisor.status() if emulator_host else None
         if running is not None and running.address == emulator_host and project == running.project:
             supervisor.remember_database(database)  # the local store, reached by address: keep it
-        client = firestore.Client(project=project, database=database)
+        client = quick_reconnects(firestore.Client(project=project, database=database))
         try:
             yield client, bool(emulator_host)
         finally:

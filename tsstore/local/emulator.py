@@ -42,6 +42,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from tsstore.errors import EmulatorError
+from tsstore.wire import quick_reconnects
 
 if TYPE_CHECKING:  # importing google.cloud.firestore costs ~0.5 s; only client() needs it
     from google.cloud import firestore
@@ -203,12 +204,13 @@ def emulator_client(
         previous = os.environ.get("FIRESTORE_EMULATOR_HOST")
         os.environ["FIRESTORE_EMULATOR_HOST"] = address
         try:
-            return kind(project=project, database=database, credentials=AnonymousCredentials())
+            client = kind(project=project, database=database, credentials=AnonymousCredentials())
         finally:
             if previous is None:
                 os.environ.pop("FIRESTORE_EMULATOR_HOST", None)
             else:
                 os.environ["FIRESTORE_EMULATOR_HOST"] = previous
+    return quick_reconnects(client)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

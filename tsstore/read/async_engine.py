@@ -16,7 +16,8 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 
-from tsstore.read.engine import RENEW, Chunk, ChunkCursor, PageRounds, Position, reraise_expired
+from tsstore.errors import FaultError
+from tsstore.read.engine import RENEW, Chunk, ChunkCursor, PageRounds, Position, reraise_stopped
 from tsstore.read.plan import QueryPlan
 from tsstore.ticks import Tick, sort_key
 
@@ -26,7 +27,7 @@ AsyncFetch = Callable[[Chunk, Position | None, int | None, dt.datetime | None], 
 async def aread_page(rounds: PageRounds, *, fetch: AsyncFetch) -> list[Tick]:
     """A page's rounds on the event loop: each cursor's chunk stream read to its end, a
     round's cursors gathered."""
-    with rounds.expiry():
+    with rounds.stops():
         cursors = rounds.first()
         while cursors:
             cursors = rounds.feed(await asyncio.gather(*(_collect(chunk_ticks(fetch, c)) for c in cursors)))
@@ -87,14 +88,15 @@ async def amerge(streams: Sequence[AsyncIterator[Tick]], *, descending: bool) ->
             heapq.heapreplace(heap, (order(following), i, following))
 
 
-async def aname_expiry(
+async def aname_stops(
     plan: QueryPlan, ticks: AsyncIterator[Tick], read_time: dt.datetime | None
 ) -> AsyncIterator[Tick]:
-    """``ticks``, with an expired snapshot turned into the engine's named error."""
+    """``ticks``, with an expired snapshot or faults past the budget turned into the engine's
+    named errors."""
     returned, last = 0, None
     try:
         async for last in ticks:
             yield last
             returned += 1
-    except gexc.FailedPrecondition as exc:
-        reraise_expired(plan, exc, returned=returned, last=last, read_time=read_time)
+    except (gexc.FailedPrecondition, FaultError) as exc:
+        reraise_stopped(plan, exc, returned=returned, last=last, read_time=read_time)

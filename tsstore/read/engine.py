@@ -10,12 +10,14 @@ to resume after, ``limit`` ``None`` for no limit. Everything else is here:
   :func:`read_page` runs the rounds on a thread pool, :mod:`tsstore.read.async_engine` on
   an event loop.
 - :class:`ChunkCursor`: where one chunk's stream stands and what to do when it breaks
-  (resume after its last tick on a transient error; continue at a newer snapshot when the
-  one it reads at expires and the caller did not fix ``read_time``).
+  (resume after its last tick after a fault or an overload, with the pauses of
+  :class:`tsstore.faults.Backoff`, for up to a minute of trouble in a row; continue at a
+  newer snapshot when the one it reads at expires and the caller did not fix ``read_time``).
   :class:`ChunkStream` is the thread-side stream over it (gRPC flow control delivers the
   chunk as it is consumed).
-- :func:`finish_page` and :func:`reraise_expired`: a page's cursor, and the error a read
-  that outlived its snapshot raises.
+- :func:`finish_page`, :func:`name_stops` and :func:`reraise_stopped`: a page's cursor, and
+  the error a read that outlived its snapshot, or met faults past the budget, raises (how
+  far it got, and a cursor to go on from).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from typing import NoReturn
 
 from google.api_core import exceptions as gexc
 
-from tsstore.errors import SnapshotExpiredError
+from tsstore.errors import FaultError, SnapshotExpiredError
+from tsstore.faults import Backoff, pause_or_raise
 from tsstore.read.cost import ReadStats, lean_asks, lean_refills, refill_asks
 from tsstore.read.cursor import encode_cursor
 from tsstore.read.merge import merge_streams, take
@@ -40,9 +43,6 @@ Chunk = tuple[str, ...]
 Position = tuple[dt.datetime, str]
 Fetch = Callable[[Chunk, Position | None, int | None, dt.datetime | None], Iterator[Tick]]
 
-#: Transient errors after which a chunk read resumes after the last tick it returned.
-TRANSIENT = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError, gexc.Aborted)
-READ_ATTEMPTS = 5
 #: Refill rounds that ask each chunk only its lean share of what may still be missing;
 #: the round after them asks for all of it, so a page never takes more than
 #: LEAN_REFILLS + 2 rounds (and usually one or two).
@@ -118,12 +118,13 @@ class PageRounds:
         return list(take(merge_streams(self._lists, descending=self._plan.descending), self._rows))
 
     @contextlib.contextmanager
-    def expiry(self) -> Iterator[None]:
-        """Turn the refusal of an expired snapshot while the rounds run into a named error."""
+    def stops(self) -> Iterator[None]:
+        """Turn an expired snapshot, or faults past the budget, while the rounds run into a
+        named error (a page is returned whole or not at all)."""
         try:
             yield
-        except gexc.FailedPrecondition as exc:
-            reraise_expired(self._plan, exc, returned=0, last=None, read_time=self._read_time)
+        except (gexc.FailedPrecondition, FaultError) as exc:
+            reraise_stopped(self._plan, exc, returned=0, last=None, read_time=self._read_time)
 
     def _round(self, requests: list[tuple[Chunk, Position | None, int]]) -> list[ChunkCursor]:
         """One cursor per request (chunk, where to continue, how many); a non-empty round is
@@ -140,7 +141,7 @@ class PageRounds:
 def read_page(rounds: PageRounds, *, fetch: Fetch, pool: Executor) -> list[Tick]:
     """A page's rounds run on ``pool``: each cursor a limited :class:`ChunkStream` read to its
     end (resumed after its last tick on transient errors), a round's cursors concurrently."""
-    with rounds.expiry():
+    with rounds.stops():
         cursors = rounds.first()
         while cursors:
             futures = [pool.submit(list, ChunkStream(fetch, cursor)) for cursor in cursors]
@@ -157,7 +158,8 @@ class ChunkCursor:
     """Where one chunk's stream stands (the last tick returned, how many are still wanted,
     the snapshot) and what a failure means; no I/O. The streams over it open the query with
     :meth:`query_args`, pass each tick through :meth:`returned`, and ask :meth:`failed`
-    what an exception means."""
+    what an exception means (``backoff`` holds its pauses and budget: a fresh
+    :class:`~tsstore.faults.Backoff` unless given)."""
 
     def __init__(
         self,
@@ -168,10 +170,12 @@ class ChunkCursor:
         read_time: dt.datetime | None,
         stats: ReadStats,
         renewable: bool = False,
+        backoff: Backoff | None = None,
     ) -> None:
         self.chunk, self.after, self.left, self.read_time = chunk, after, limit, read_time
         self._stats, self._renewable = stats, renewable
-        self._failures = 0
+        self._backoff = backoff or Backoff()
+        self._read = 0  # ticks returned by all its queries
         self._returned = 0  # by the query now open
         self.done = limit == 0
 
@@ -183,6 +187,9 @@ class ChunkCursor:
 
     def returned(self, tick: Tick) -> Tick:
         self._returned += 1
+        self._read += 1
+        if self._backoff.failures:
+            self._backoff.progress()  # it got somewhere: a new streak of failures starts
         self._stats.document_returned(first_of_query=self._returned == 1)
         self.after = (tick.timestamp, tick.id)
         if self.left is not None:
@@ -191,16 +198,14 @@ class ChunkCursor:
         return tick
 
     def failed(self, exc: Exception) -> float | str:
-        """After ``exc``: the pause before reopening (a transient error), or :data:`RENEW`
-        (the snapshot expired and may be renewed); otherwise ``exc`` is raised."""
-        if isinstance(exc, TRANSIENT):
-            self._failures += 1
-            if self._failures >= READ_ATTEMPTS:
-                raise exc
-            return 0.1 * 2 ** (self._failures - 1)
+        """After ``exc``: the pause before reopening after the last tick returned (a fault or
+        an overload, within :class:`~tsstore.faults.Backoff`'s budget), or :data:`RENEW` (the
+        snapshot expired and may be renewed). Otherwise ``exc`` is raised, or a
+        :class:`~tsstore.errors.FaultError` once the budget is spent."""
         if self._renewable and snapshot_expired(exc):
             return RENEW
-        raise exc
+        what = f"reading shard value(s) {', '.join(self.chunk)}"
+        return pause_or_raise(exc, self._backoff, what, done=f" after {self._read} of its ticks")
 
 
 class ChunkStream(Iterator[Tick]):
@@ -270,12 +275,14 @@ def finish_page(plan: QueryPlan, ticks: list[Tick], stats: ReadStats) -> Page:
     return Page(tuple(shown), cursor, stats)
 
 
-def reraise_expired(
+def reraise_stopped(
     plan: QueryPlan, exc: Exception, *, returned: int, last: Tick | None, read_time: dt.datetime | None
 ) -> NoReturn:
-    """Raise ``exc``, or, when it is Firestore's refusal of a snapshot grown too old, a
-    :class:`~tsstore.errors.SnapshotExpiredError` that says how far the read got and how to go on."""
-    if not snapshot_expired(exc):
+    """Raise ``exc``, or, when it is Firestore's refusal of a snapshot grown too old or a chunk's
+    :class:`~tsstore.errors.FaultError`, an error of the same kind that says how far the read
+    got (``returned``, ``last``) and carries a cursor to go on from."""
+    expired = snapshot_expired(exc)
+    if not expired and not isinstance(exc, FaultError):
         raise exc
     cursor = encode_cursor(plan, last.timestamp, last.id) if last is not None else None
     where = (
@@ -284,6 +291,8 @@ def reraise_expired(
         if last is not None
         else "before its first tick"
     )
+    if not expired:
+        raise FaultError(f"{exc}; the read stopped {where}", returned=returned, cursor=cursor) from exc
     stamp = read_time.isoformat() if read_time is not None else "its start"
     raise SnapshotExpiredError(
         f"the read at read_time {stamp} outlived the snapshot Firestore keeps (1 hour; 7 days with "
@@ -293,12 +302,13 @@ def reraise_expired(
     ) from exc
 
 
-def name_expiry(plan: QueryPlan, ticks: Iterator[Tick], read_time: dt.datetime | None) -> Iterator[Tick]:
-    """``ticks``, with an expired snapshot turned into :func:`reraise_expired`'s error."""
+def name_stops(plan: QueryPlan, ticks: Iterator[Tick], read_time: dt.datetime | None) -> Iterator[Tick]:
+    """``ticks``, with an expired snapshot or faults past the budget turned into
+    :func:`reraise_stopped`'s error."""
     returned, last = 0, None
     try:
         for last in ticks:
             yield last
             returned += 1
-    except gexc.FailedPrecondition as exc:
-        reraise_expired(plan, exc, returned=returned, last=last, read_time=read_time)
+    except (gexc.FailedPrecondition, FaultError) as exc:
+        reraise_stopped(plan, exc, returned=returned, last=last, read_time=read_time)

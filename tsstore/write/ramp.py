@@ -15,10 +15,12 @@ wrong from then on and one growth step is lost each day.) This module replaces i
   the same explicit ``start`` (so workers that join late land on the same step as the
   others), a ``share`` of the collection-wide rate (``1 / workers``), and an injectable
   clock (``time.time`` with a wall-clock start, to share one start across machines; the
-  default ``time.monotonic`` is only comparable within one host). :meth:`RampLimiter.back_off`
-  lowers this limiter's rate after RESOURCE_EXHAUSTED-type errors and lets it grow back on
-  the same 50 %-per-step schedule. Coordinated back-off across workers, and changing the
-  worker count while running, are not built yet.
+  default ``time.monotonic`` is only comparable within one host). :meth:`RampLimiter.answered`
+  hears how the server answered each request: while it refuses work as overload, the rate is
+  capped near what it accepts (:mod:`tsstore.write.throttle`), and the cap lifts within
+  seconds once it accepts again. A cut connection is not an answer and changes nothing.
+  Coordinated throttling across workers, and changing the worker count while running, are
+  not built yet (each worker throttles on what it hears itself).
 
 The rate grows with *time since start*, whether or not the traffic used its allowance (the
 client's class only grows after a phase with traffic). That is what lets many workers agree
@@ -40,11 +42,10 @@ from typing import TypeGuard
 
 from tsstore.errors import ConfigError
 from tsstore.limits import RAMP_START_OPS_PER_SECOND
+from tsstore.write.throttle import FLOOR_SHARE, Throttle
 
 __all__ = [
-    "BACK_OFF_HOLD_SECONDS",
     "BUCKET_SECONDS",
-    "MIN_BACK_OFF_OPS_PER_SECOND",
     "RAMP_GROWTH",
     "RAMP_STEP_SECONDS",
     "RampLimiter",
@@ -62,14 +63,6 @@ RAMP_STEP_SECONDS = 300.0
 #: (:meth:`RampLimiter.take` serves larger ones). At share 1 it holds ``initial`` tokens or
 #: more, so the writer's batches (at most ``initial`` documents) always fit.
 BUCKET_SECONDS = 1.0
-
-#: Back-offs closer together than this count as one: the errors of the requests in flight
-#: when Firestore pushed back arrive together and describe one overload, not several.
-BACK_OFF_HOLD_SECONDS = 1.0
-
-#: A back-off never lowers a limiter's rate below this (nor raises it to it), so the rate
-#: cannot decay towards zero however many errors arrive.
-MIN_BACK_OFF_OPS_PER_SECOND = 1.0
 
 #: Token arithmetic is in floats; a request this close to being covered is granted, so a
 #: waiter never loops on a rounding residue.
@@ -154,7 +147,7 @@ class RampLimiter:
     ``initial`` and ``ceiling`` are collection-wide ops/s; this limiter grants ``share``
     of them (``0 < share <= 1``; ``1 / workers`` when that many workers write to one
     collection, each with its own limiter). The ramp is measured from ``start``, a value of
-    ``clock``: by default the first :meth:`take`/:meth:`try_take`/:meth:`back_off`; give
+    ``clock``: by default the first :meth:`take`/:meth:`try_take`/:meth:`answered`; give
     the same explicit ``start`` to many limiters to put them on one schedule, so a worker
     that joins late starts on the current step rather than at the bottom. ``start`` and
     ``clock`` must agree: ``time.monotonic`` values are only comparable within one host,
@@ -174,7 +167,9 @@ class RampLimiter:
     (without the lock held) for every wait; a ``sleep`` that raises (for example to stop
     on Ctrl-C) abandons that :meth:`take`, which then leaves the line and takes nothing.
 
-    ``step_seconds`` and ``growth`` default to the 500/50/5 rule.
+    ``step_seconds`` and ``growth`` default to the 500/50/5 rule. While the server refuses
+    work as overload (:meth:`answered`), the rate is also capped near what it accepts, never
+    below a tenth of this limiter's share of 500 ops/s (:mod:`tsstore.write.throttle`).
     """
 
     def __init__(
@@ -218,8 +213,10 @@ class RampLimiter:
         self._last: float | None = None  # clock value up to which tokens were added; None before first use
         self._waiters: deque[tuple[int, int]] = deque()  # (ticket, n) of take() calls, in arrival order
         self._tickets = itertools.count()
-        self._recovery: tuple[float, float] | None = None  # (when, rate) of the last back-off, while it lasts
-        self._last_back_off: float | None = None
+        # The floor is a share of Firestore's starting rate even for a limiter that starts
+        # higher (ramp=False): how much an overloaded database takes does not depend on it.
+        self._throttle = Throttle(floor=min(self._initial, RAMP_START_OPS_PER_SECOND) * self._share * FLOOR_SHARE)
+        self._cap: float | None = None  # the throttle's cap as of the last refill or answer
 
     # ------------------------------------------------------------------ public
 
@@ -236,11 +233,30 @@ class RampLimiter:
 
     @property
     def rate(self) -> float:
-        """Ops/s this limiter grants now: its share of the ramp, lowered by any back-off."""
+        """Ops/s this limiter grants now: its share of the ramp, capped while throttled."""
         with self._lock:
             if self._start is None:
                 return self._initial * self._share
-            return self._rate_at(float(self._clock()))
+            now = float(self._clock())
+            self._cap = self._throttle.cap(now)
+            return self._rate_at(now)
+
+    @property
+    def throttled(self) -> tuple[float, float] | None:
+        """``(rate, ramp)`` while the throttle holds the rate below the ramp, else ``None``."""
+        with self._lock:
+            if self._start is None:
+                return None
+            now = float(self._clock())
+            self._cap = self._throttle.cap(now)
+            ramp = self._main_rate(now)
+            return None if self._cap is None or self._cap >= ramp else (self._cap, ramp)
+
+    @property
+    def refused(self) -> int:
+        """Writes the server has refused as overload so far (see :meth:`answered`)."""
+        with self._lock:
+            return self._throttle.refused_total
 
     def take(self, n: int) -> None:
         """Wait until ``n`` tokens are available, then take them (``n = 0`` returns at once)."""
@@ -281,32 +297,20 @@ class RampLimiter:
             self._tokens -= n
             return True
 
-    def back_off(self, factor: float = 0.5) -> float:
-        """Lower this limiter's rate to ``factor`` times its current rate; return the new rate.
-
-        Call it when Firestore answers RESOURCE_EXHAUSTED (or similar overload errors). The
-        lowered rate then grows back by ``growth`` every ``step_seconds`` (the same rule as
-        the ramp, since Firestore wants traffic raised gradually again) until it meets the
-        ramp, which it never exceeds. With the same growth it stays about ``factor`` below
-        the ramp until both reach the ceiling: a cut to 250 ops/s under a 10 000 ceiling
-        lasts 10 steps (50 minutes) at most. Tokens beyond the smaller bucket are dropped, so no
-        burst follows. Back-offs within :data:`BACK_OFF_HOLD_SECONDS` of the previous one
-        change nothing (the errors of the requests in flight arrive together), and the rate
-        never goes below :data:`MIN_BACK_OFF_OPS_PER_SECOND`.
-        """
-        if not _is_real(factor) or not 0 < factor < 1:
-            raise ConfigError(f"factor {factor!r} is not allowed; give a number with 0 < factor < 1")
+    def answered(self, *, sent: int, refused: int) -> None:
+        """The server answered a request of ``sent`` writes and refused ``refused`` of them as
+        overload (RESOURCE_EXHAUSTED, ABORTED contention). Refusals above a fifth of the
+        answers in the last seconds cap the rate near what was accepted; tokens beyond the
+        smaller bucket are dropped, so no burst follows. Never call it for a call that failed
+        without an answer (a cut connection): that says nothing about the server's load."""
+        _check_count(sent)
+        _check_count(refused)
         with self._lock:
             now = self._now()
             self._refill(now)
-            current = self._rate_at(now)
-            if self._last_back_off is not None and now - self._last_back_off < BACK_OFF_HOLD_SECONDS:
-                return current
-            lowered = max(current * factor, min(current, MIN_BACK_OFF_OPS_PER_SECOND))
-            self._recovery = (now, lowered)
-            self._last_back_off = now
-            self._tokens = min(self._tokens, self._capacity(lowered))
-            return lowered
+            self._throttle.answered(now, sent=sent, refused=refused)
+            self._cap = self._throttle.cap(now)
+            self._tokens = min(self._tokens, self._capacity(self._rate_at(now)))
 
     # ------------------------------------------------------------------ internals (lock held)
 
@@ -325,14 +329,9 @@ class RampLimiter:
         elapsed = max(0.0, t - self._start)
         return _ramp(elapsed, self._initial, self._ceiling, self._step, self._growth) * self._share
 
-    def _recovery_rate(self, t: float) -> float:
-        assert self._recovery is not None
-        since, lowered = self._recovery
-        return _ramp(max(0.0, t - since), lowered, self._ceiling * self._share, self._step, self._growth)
-
     def _rate_at(self, t: float) -> float:
         rate = self._main_rate(t)
-        return rate if self._recovery is None else min(rate, self._recovery_rate(t))
+        return rate if self._cap is None else min(rate, self._cap)
 
     def _capacity(self, rate: float) -> float:
         """One bucket at ``rate``, enlarged to the request first in line so it can be served."""
@@ -340,46 +339,40 @@ class RampLimiter:
         return max(rate * BUCKET_SECONDS, float(head))
 
     def _next_change(self, t: float) -> float:
-        """The first clock value after ``t`` at which the rate may change (``inf`` if never)."""
-        cap = self._ceiling * self._share
-        origins: list[float] = []
-        if self._main_rate(t) < cap:
-            assert self._start is not None
-            origins.append(self._start)
-        if self._recovery is not None and self._recovery_rate(t) < cap:
-            origins.append(self._recovery[0])
-        best = math.inf
-        for origin in origins:
-            boundary = origin + (math.floor(max(0.0, t - origin) / self._step) + 1) * self._step
-            best = min(best, boundary if boundary > t else math.nextafter(t, math.inf))
-        return best
+        """The first clock value after ``t`` at which the ramp steps (``inf`` if never)."""
+        if self._main_rate(t) >= self._ceiling * self._share:
+            return math.inf
+        assert self._start is not None
+        boundary = self._start + (math.floor(max(0.0, t - self._start) / self._step) + 1) * self._step
+        return boundary if boundary > t else math.nextafter(t, math.inf)
 
     def _refill(self, now: float) -> None:
         """Add the tokens the rate earned since the last refill, one constant-rate segment at a time.
 
-        Segments end where the ramp (or a back-off's recovery) steps, so a refill after a long
-        pause credits each step at its own rate. Their number is bounded by the steps still
-        below the ceiling, not by the length of the pause. A clock that went backwards adds
-        nothing until it passes the last refill again.
+        Segments end where the ramp steps, so a refill after a long pause credits each step at
+        its own rate. Their number is bounded by the steps still below the ceiling, not by the
+        length of the pause. A throttle's cap applies as it stood at the last refill (answers
+        arrive often while it matters) and is then brought up to date for ``now``. A clock
+        that went backwards adds nothing until it passes the last refill again.
         """
         assert self._last is not None
         t = self._last
         while t < now:
             end = min(now, self._next_change(t))
             mid = t + (end - t) / 2  # inside the segment: immune to rounding at its boundaries
-            if self._recovery is not None and self._recovery_rate(mid) >= self._main_rate(mid):
-                self._recovery = None  # the back-off has grown back to the ramp: it is over
-                continue
             rate = self._rate_at(mid)
             self._tokens = min(self._capacity(rate), self._tokens + rate * (end - t))
             t = end
         self._last = max(self._last, now)
+        self._cap = self._throttle.cap(now)
 
     def _delay(self, ticket: int, now: float) -> float:
         """How long the waiter ``ticket`` should sleep before looking again.
 
         Long enough for the tokens of everyone ahead of it and its own to accrue at the
-        current rate, but never past the next rate change (after which they accrue faster).
+        current rate, but never past the next rate change (after which they accrue faster):
+        a ramp step, or, while throttled, the moment the oldest answer leaves the throttle's
+        window.
         """
         demand = 0
         for waiting, n in self._waiters:
@@ -388,7 +381,10 @@ class RampLimiter:
                 break
         rate = self._rate_at(now)
         delay = (demand - self._tokens) / rate
-        return max(_MIN_SLEEP_SECONDS, min(delay, self._next_change(now) - now))
+        change = self._next_change(now)
+        if self._cap is not None:
+            change = min(change, self._throttle.next_change(now))
+        return max(_MIN_SLEEP_SECONDS, min(delay, change - now))
 
 
 def _check_count(n: object) -> None:

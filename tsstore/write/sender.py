@@ -1,9 +1,16 @@
 """Send prepared documents to Firestore in rate-limited, size-bounded bulk batches.
 
 Each batch is one non-atomic ``BatchWrite`` request (one status per document), sent by a
-*send* function (normally :func:`tsstore.wire.batch_write`) at the pace a *take tokens*
-function allows (normally the 500/50/5 ramp of :class:`tsstore.write.ramp.RampLimiter`). Both
-are given to the sender, so its bookkeeping is tested without Firestore.
+*send* function (normally :func:`tsstore.wire.batch_write`) at the pace a :class:`Pace`
+allows (normally the 500/50/5 ramp of :class:`tsstore.write.ramp.RampLimiter`, which also
+hears every answer and throttles while Firestore refuses work). Both are given to the
+sender, so its bookkeeping is tested without Firestore.
+
+Failures are told apart (:mod:`tsstore.faults`): a request that fails without an answer (a
+cut connection, a timeout) is sent again after a jittered pause, for up to
+:data:`~tsstore.faults.FAULT_BUDGET_SECONDS` of faults in a row, and the pace is not told;
+writes the server refuses as overload are retried (at most ``max_attempts`` times) and the
+pace hears of them.
 
 It does not use the client's ``BulkWriter``: ``BulkWriter.flush()`` waits on its batch
 futures without looking at their exceptions, so a ``BatchWrite`` call that fails as a
@@ -26,12 +33,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import grpc
 from google.api_core import exceptions as gexc
 
 from tsstore.errors import WriteFailure
+from tsstore.faults import FAULT_BUDGET_SECONDS, Backoff, describe, kind_of, status_kind
 from tsstore.wire import ALREADY_EXISTS, Patch, Stored, WriteOp, WriteStatus
 from tsstore.write.identity import DuplicatePolicy, content_digest, fingerprint, id_from_digest
 from tsstore.write.prepare import PreparedDoc
@@ -41,19 +49,6 @@ MAX_BATCH_DOCS = 500
 #: Firestore refuses requests over 10 MiB; stay clear of it with room for the request's framing.
 MAX_BATCH_BYTES = 9 * 1024 * 1024
 
-#: gRPC status codes worth another attempt: the write may succeed later.
-RETRYABLE_CODES = frozenset(
-    {1, 2, 4, 8, 10, 13, 14}
-)  # CANCELLED UNKNOWN DEADLINE RESOURCE_EXHAUSTED ABORTED INTERNAL UNAVAILABLE
-_RETRYABLE_ERRORS = (
-    gexc.ServiceUnavailable,
-    gexc.DeadlineExceeded,
-    gexc.ResourceExhausted,
-    gexc.Aborted,
-    gexc.InternalServerError,
-    gexc.Unknown,
-    gexc.Cancelled,
-)
 _CODE_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
 
 #: How far a client's clock may run ahead of Firestore's. A create whose request failed as
@@ -61,16 +56,26 @@ _CODE_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
 #: after the first send (less this margin), the document is counted as created by us.
 CLOCK_SKEW_SECONDS = 1.0
 
-#: Status codes that say Firestore is overloaded (RESOURCE_EXHAUSTED, ABORTED, UNAVAILABLE):
-#: the sender then tells ``on_overload`` (the ramp backs off) besides retrying.
-OVERLOAD_CODES = frozenset({8, 10, 14})
-
 #: How often one document may find its slot changed under it before it is reported.
 _MAX_RESOLUTIONS = 4
 
 Outcome = Literal["created", "present", "replaced", "deleted", "patched"]
 Send = Callable[[list[WriteOp]], list[WriteStatus]]
 Lookup = Callable[[list[str]], Mapping[str, Stored]]
+
+
+class Pace(Protocol):
+    """How fast a sender may go (:class:`~tsstore.write.ramp.RampLimiter` is one): ``take``
+    blocks until ``n`` writes may be sent; ``answered`` hears how many of a request's writes
+    the server refused as overload; ``throttled`` is ``(rate, ramp)`` while that holds the
+    rate below the ramp."""
+
+    def take(self, n: int) -> None: ...
+
+    def answered(self, *, sent: int, refused: int) -> None: ...
+
+    @property
+    def throttled(self) -> tuple[float, float] | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,10 +121,8 @@ class BulkSender:
 
     Callbacks run in the calling thread: ``on_written`` with each finished batch's
     :class:`Written` documents, ``on_progress`` with their number, ``on_status`` with a
-    line saying what the sender is waiting for (retries and their reason) or ``None`` once
-    it is not waiting. ``on_overload`` runs in a worker thread whenever Firestore answers
-    with one of :data:`OVERLOAD_CODES` (normally :meth:`RampLimiter.back_off
-    <tsstore.write.ramp.RampLimiter.back_off>`).
+    line saying what the sender is waiting for (a fault's retry, writes refused as
+    overload, the throttled rate) or ``None`` once it is not waiting.
 
     ``created_since`` (a wall-clock time, seconds since the epoch) says that every document
     found with the same content and created at or after it was created by this run: a run
@@ -128,6 +131,9 @@ class BulkSender:
     failed as a whole, and was created after that request, counts so. No clock-skew margin
     applies to it: with one, a run started within the margin after another would count the
     other's last documents as its own.
+
+    ``fault_budget`` is how many seconds of faults in a row (no answer) one batch rides out
+    before its documents are reported as not written.
     """
 
     def __init__(
@@ -135,7 +141,7 @@ class BulkSender:
         *,
         send: Send,
         lookup: Lookup,
-        take_tokens: Callable[[int], None],
+        pace: Pace,
         max_batch_docs: int = MAX_BATCH_DOCS,
         max_attempts: int,
         on_duplicate: DuplicatePolicy = "keep",
@@ -145,12 +151,12 @@ class BulkSender:
         on_progress: Callable[[int], None] | None = None,
         on_written: Callable[[list[Written]], None] | None = None,
         on_status: Callable[[str | None], None] | None = None,
-        on_overload: Callable[[], object] | None = None,
         created_since: float | None = None,
+        fault_budget: float = FAULT_BUDGET_SECONDS,
     ) -> None:
         self._send_fn = send
         self._lookup = lookup
-        self._take_tokens = take_tokens
+        self._pace = pace
         self._max_docs = max(1, min(MAX_BATCH_DOCS, max_batch_docs))
         self._max_attempts = max_attempts
         self._policy = on_duplicate
@@ -161,8 +167,8 @@ class BulkSender:
         self._on_progress = on_progress
         self._on_written = on_written
         self._on_status = on_status
-        self._on_overload = on_overload
         self._created_since = created_since
+        self._fault_budget = fault_budget
         self._in_flight: dict[Future[_Outcome], frozenset[str]] = {}  # batch -> its ids
         self._held: list[PreparedDoc] = []  # the batch being filled
         self._stopping = threading.Event()
@@ -261,6 +267,10 @@ class BulkSender:
     def _poll_status(self) -> None:
         with self._waiting_lock:
             reasons = sorted(set(self._waiting.values()))
+        throttled = self._pace.throttled
+        if throttled is not None:
+            rate, ramp = throttled
+            reasons.append(f"throttled to {rate:,.0f} writes/s (ramp {ramp:,.0f}) while Firestore refuses writes")
         self._show_status("; ".join(reasons) if reasons else None)
 
     def _show_status(self, text: str | None) -> None:
@@ -282,13 +292,14 @@ class BulkSender:
     def _send_items(self, items: list[_Item]) -> _Outcome:
         outcome = _Outcome()
         pending = items
-        attempt = 0
+        attempt = 0  # rounds in which the server refused or failed some writes
+        faults = Backoff(budget=self._fault_budget)  # requests that failed without an answer, in a row
         last_error = (2, "")
         while pending:
             if self._stopping.is_set():
                 outcome.not_sent += len(pending)
                 break
-            self._take_tokens(len(pending))
+            self._pace.take(len(pending))
             now = time.time()
             for item in pending:
                 if item.sent_at is None:
@@ -297,39 +308,37 @@ class BulkSender:
             conflicts: list[_Item] = []
             try:
                 statuses = self._send_fn([(i.id, i.doc.data, i.op == "create") for i in pending])
-            except _RETRYABLE_ERRORS as exc:
-                for item in pending:
-                    item.ambiguous = True
-                retry, last_error = pending, (_code(exc), str(exc))
-                self._overloaded(last_error[0])
             except gexc.GoogleAPICallError as exc:
-                if isinstance(exc, gexc.InvalidArgument) and len(pending) > 1:
-                    # Firestore refuses the whole request for one bad document (e.g. one
-                    # nested too deeply): split the batch until the culprit stands alone,
-                    # so only it is reported and every other document is written.
-                    middle = len(pending) // 2
-                    for part in (pending[:middle], pending[middle:]):
-                        sub = self._send_items(part)
-                        outcome.written += sub.written
-                        outcome.failures += sub.failures
-                        outcome.not_sent += sub.not_sent
-                    return outcome
-                # Other refusals (permissions, a missing database…) concern every document alike.
-                code = _code(exc)
-                outcome.failures += [_failure(i, code, exc.message) for i in pending]
-                return outcome
+                kind = kind_of(exc)
+                if kind is None:
+                    return self._refused(pending, exc, outcome)
+                for item in pending:
+                    item.ambiguous = True  # it may have landed: a retry's lookup decides
+                if kind == "fault":  # no answer: the same request again, the pace untouched
+                    pause = faults.pause()
+                    if pause is None:
+                        why = f"{exc.message} (gave up after {faults.elapsed:.0f} s of connection faults)"
+                        outcome.failures += [_failure(i, _code(exc), why) for i in pending]
+                        return outcome
+                    self._wait(f"retrying after connection faults ({describe(exc)}; {faults.failures} in a row)", pause)
+                    continue
+                self._pace.answered(sent=len(pending), refused=len(pending))
+                retry, last_error = pending, (_code(exc), exc.message)
             else:
+                faults.progress()
+                refused = 0
                 for item, (code, message) in zip(pending, statuses, strict=True):
                     if code == 0:
                         outcome.written.append(_written(item))
                     elif code == ALREADY_EXISTS and item.op == "create":
                         conflicts.append(item)
-                    elif code in RETRYABLE_CODES:
+                    elif status_kind(code) is not None:
                         retry.append(item)
                         last_error = (code, message)
-                        self._overloaded(code)
+                        refused += status_kind(code) == "overload"
                     else:
                         outcome.failures.append(_failure(item, code, message))
+                self._pace.answered(sent=len(pending), refused=refused)
             again = self._resolve(conflicts, outcome, retry) if conflicts else []
             if retry:
                 attempt += 1
@@ -342,24 +351,45 @@ class BulkSender:
                 else:
                     # Exponential back-off with jitter, capped: contention clears in seconds.
                     delay = min(0.05 * 2**attempt, 10.0) * (0.5 + random.random())
-                    with self._waiting_lock:
-                        self._waiting[threading.get_ident()] = (
-                            f"retrying after {code_name(last_error[0])} (attempt {attempt + 1} of {self._max_attempts})"
-                        )
-                    self._stopping.wait(delay)
+                    self._wait(
+                        f"retrying writes refused with {code_name(last_error[0])} "
+                        f"(attempt {attempt + 1} of {self._max_attempts})",
+                        delay,
+                    )
             pending = again + retry
         return outcome
 
-    def _overloaded(self, code: int) -> None:
-        if code in OVERLOAD_CODES and self._on_overload is not None:
-            self._on_overload()  # back-offs close together count once (RampLimiter.back_off)
+    def _refused(self, pending: list[_Item], exc: gexc.GoogleAPICallError, outcome: _Outcome) -> _Outcome:
+        """A request refused as a whole, for a reason a retry would meet again."""
+        if isinstance(exc, gexc.InvalidArgument) and len(pending) > 1:
+            # Firestore refuses the whole request for one bad document (e.g. one nested too
+            # deeply): split the batch until the culprit stands alone, so only it is
+            # reported and every other document is written.
+            middle = len(pending) // 2
+            for part in (pending[:middle], pending[middle:]):
+                sub = self._send_items(part)
+                outcome.written += sub.written
+                outcome.failures += sub.failures
+                outcome.not_sent += sub.not_sent
+            return outcome
+        # Other refusals (permissions, a missing database…) concern every document alike.
+        outcome.failures += [_failure(i, _code(exc), exc.message) for i in pending]
+        return outcome
+
+    def _wait(self, why: str, seconds: float) -> None:
+        """Sleep in a worker thread (woken by a stop), saying why in the status line."""
+        with self._waiting_lock:
+            self._waiting[threading.get_ident()] = why
+        self._stopping.wait(seconds)
 
     def _resolve(self, conflicts: list[_Item], outcome: _Outcome, retry: list[_Item]) -> list[_Item]:
         """Decide what each create refused with ALREADY_EXISTS is, from the stored content;
         return the items to send again (content slots, replaces); add lookup failures to ``retry``."""
         try:
             stored = self._lookup([i.id for i in conflicts])
-        except _RETRYABLE_ERRORS:
+        except gexc.GoogleAPICallError as exc:
+            if kind_of(exc) is None:
+                raise
             retry.extend(conflicts)
             return []
         again = []

@@ -1,0 +1,300 @@
+"""Faults are not overloads: what a failed call means, the pauses between attempts, and every
+verb through a proxy that cuts the connections to the emulator (down 0.3 s each time): every
+~1 s while writes and purges run, and in the middle of every read kind, giving exactly the
+answers and the stored set of a clean run."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+import pandas as pd
+import pytest
+from google.api_core import exceptions as gexc
+
+from tests.overload import FakeClock
+from tests.proxy import CuttingProxy
+from tsstore import AsyncTimeSeriesStore, FaultError, TimeSeriesStore, WriteOptions
+from tsstore.counters import ShardedCounter, increment_counters
+from tsstore.demo import SPEC
+from tsstore.faults import MAX_PAUSE_SECONDS, Backoff, call, kind_of, status_kind
+from tsstore.frames import ticks_to_frame
+from tsstore.local.emulator import emulator_client
+from tsstore.local.synthetic import trading_day
+from tsstore.read.cost import ReadStats
+from tsstore.read.cursor import encode_cursor
+from tsstore.read.engine import ChunkCursor, name_stops
+from tsstore.read.plan import plan_query
+from tsstore.store_base import COUNTERS_SUFFIX, RECEIPTS_SUFFIX
+from tsstore.ticks import Tick
+from tsstore.write.prepare import prepare_records
+
+FAST = WriteOptions(ramp=False)
+DAY = dt.datetime(2019, 1, 2, tzinfo=dt.UTC)
+
+# ---------------------------------------------------------------- what a failure means (no Firestore)
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind"),
+    [
+        (gexc.ServiceUnavailable("Stream removed"), "fault"),  # a cut connection
+        (gexc.ServiceUnavailable("failed to connect to all addresses"), "fault"),
+        (gexc.DeadlineExceeded("Deadline Exceeded"), "fault"),
+        (gexc.InternalServerError("RST_STREAM"), "fault"),
+        (gexc.Unknown("None"), "fault"),
+        (gexc.ResourceExhausted("Quota exceeded"), "overload"),
+        (gexc.Aborted("Too much contention"), "overload"),
+        (gexc.InvalidArgument("bad"), None),
+        (gexc.PermissionDenied("no"), None),
+        (gexc.FailedPrecondition("needs an index"), None),
+        (ValueError("a bug"), None),
+    ],
+)
+def test_what_a_failed_call_is(exc: Exception, kind: str | None) -> None:
+    assert kind_of(exc) == kind
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [(grpc.StatusCode.RESOURCE_EXHAUSTED, "overload"), (grpc.StatusCode.ABORTED, "overload")]
+    + [(grpc.StatusCode.UNAVAILABLE, "overload")]  # inside an answer: the server refused it
+    + [(grpc.StatusCode.DEADLINE_EXCEEDED, "fault"), (grpc.StatusCode.INTERNAL, "fault")]
+    + [(grpc.StatusCode.PERMISSION_DENIED, None), (grpc.StatusCode.ALREADY_EXISTS, None), (grpc.StatusCode.OK, None)],
+)
+def test_what_a_refused_write_in_an_answer_is(code: grpc.StatusCode, kind: str | None) -> None:
+    assert status_kind(code.value[0]) == kind
+
+
+def test_backoff_pauses_grow_jittered_and_capped_within_the_budget() -> None:
+    clock = FakeClock()
+    for jitter in (0.0, 0.999):
+        backoff = Backoff(budget=30, clock=clock, rand=lambda jitter=jitter: jitter)
+        pauses = []
+        while (pause := backoff.pause()) is not None:
+            pauses.append(pause)
+            clock.sleep(pause)
+        base = [min(MAX_PAUSE_SECONDS, 0.1 * 2**i) for i in range(len(pauses))]
+        assert all(b * (0.5 + jitter) == pytest.approx(p) or p == MAX_PAUSE_SECONDS for b, p in zip(base, pauses))
+        assert max(pauses) <= MAX_PAUSE_SECONDS and sum(pauses) <= 30 < sum(pauses) + MAX_PAUSE_SECONDS * 1.5
+    backoff = Backoff(budget=30, clock=clock, rand=lambda: 0.5)
+    for _ in range(5):
+        backoff.pause()
+    backoff.progress()  # it got somewhere: a new streak starts at the first pause
+    assert backoff.pause() == pytest.approx(0.1) and backoff.failures == 1
+
+
+def test_call_retries_faults_and_overloads_and_names_what_gave_up() -> None:
+    answers: Iterator[Any] = iter([gexc.ServiceUnavailable("cut"), gexc.ResourceExhausted("busy"), 42])
+
+    def flaky() -> int:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return int(answer)
+
+    slept: list[float] = []
+    assert call(flaky, what="counting", sleep=slept.append) == 42 and len(slept) == 2
+    with pytest.raises(gexc.PermissionDenied):  # trying again cannot help: raised as it is
+        call(lambda: (_ for _ in ()).throw(gexc.PermissionDenied("no")), what="counting", sleep=slept.append)
+    clock = FakeClock()
+    with pytest.raises(FaultError, match=r"counting failed: Firestore could not be reached for \d+ s .*UNAVAILABLE"):
+        call(
+            lambda: (_ for _ in ()).throw(gexc.ServiceUnavailable("cut")),
+            what="counting",
+            backoff=Backoff(budget=5, clock=clock),
+            sleep=clock.sleep,
+        )
+
+
+def test_a_chunk_read_that_keeps_failing_ends_in_a_fault_error_saying_how_far_it_got() -> None:
+    clock = FakeClock()
+    cursor = ChunkCursor(
+        ("s0", "s1"), after=None, limit=None, read_time=None, stats=ReadStats(), backoff=Backoff(budget=3, clock=clock)
+    )
+    cursor.returned(Tick("a", DAY, {}))
+    with pytest.raises(FaultError, match=r"reading shard value\(s\) s0, s1 failed: .* after 1 of its ticks"):
+        while True:
+            clock.sleep(float(cursor.failed(gexc.ServiceUnavailable("Stream removed"))))
+
+
+def test_a_merged_read_stopped_by_faults_says_how_far_it_got_and_where_to_go_on() -> None:
+    plan = plan_query(spec(3), None)
+    ticks = [Tick("b", DAY + dt.timedelta(seconds=2), {}), Tick("a", DAY + dt.timedelta(seconds=1), {})]
+
+    def stops() -> Iterator[Tick]:
+        yield from ticks
+        raise FaultError("reading shard value(s) s0 failed: Firestore could not be reached")
+
+    got: list[Tick] = []
+    with pytest.raises(FaultError, match="the read stopped after 2 ticks, the last at .* pass cursor=") as caught:
+        got.extend(name_stops(plan, stops(), None))
+    assert got == ticks and caught.value.returned == 2
+    assert caught.value.cursor == encode_cursor(plan, ticks[-1].timestamp, "a")
+
+
+# ---------------------------------------------------------------- every verb through cuts (emulator)
+
+
+def spec(shards: int) -> Any:
+    return dataclasses.replace(SPEC, collection=f"faults{shards}", shards=tuple(f"s{i}" for i in range(shards)))
+
+
+@pytest.fixture
+def cut(tsstore_emulator: Any, database_id: str) -> Iterator[dict[str, Any]]:
+    """A client straight to the emulator (the oracle) and one through a cutting proxy."""
+    proxy = CuttingProxy(tsstore_emulator.address, down=0.3)
+    yield {
+        "direct": tsstore_emulator.client(database=database_id),
+        "proxied": emulator_client(proxy.address, database=database_id),
+        "address": proxy.address,
+        "database": database_id,
+        "proxy": proxy,
+    }
+    proxy.close()
+
+
+def stored_ids(store: TimeSeriesStore) -> list[str]:
+    return sorted(t.id for t in store.query(columns=()))
+
+
+def cut_every(proxy: CuttingProxy, n: int) -> Callable[[int], None]:
+    """An ``on_progress`` that cuts the connections each time ``n`` more documents are done,
+    so faults hit calls in flight whatever the timing (the proxy also cuts every ~1 s)."""
+    done = 0
+
+    def progress(more: int) -> None:
+        nonlocal done
+        if (done + more) // n > done // n:
+            proxy.cut()
+        done += more
+
+    return progress
+
+
+def test_writes_and_purges_through_cuts_store_exactly_what_a_clean_run_stores(cut: dict[str, Any]) -> None:
+    layout = spec(3)
+    rows = list(trading_day(6000, seed=22))
+    expected = sorted({d.id for d in prepare_records(layout, rows)})
+    statuses: list[str] = []
+    proxy: CuttingProxy = cut["proxy"]
+    with TimeSeriesStore(cut["proxied"], layout, write_options=FAST) as store, proxy.cutting(every=1.0):
+        written = store.write(
+            rows, on_status=lambda s: statuses.append(s) if s else None, on_progress=cut_every(proxy, 1000)
+        )
+    oracle = TimeSeriesStore(cut["direct"], layout)
+    assert (written.count, written.created, written.present) == (6000, 6000, 0)
+    assert stored_ids(oracle) == expected and oracle.count() == 6000
+    assert any(s.startswith("retrying after connection faults") for s in statuses)
+    # Faults are retried without lowering the pace: the status never names a throttle.
+    assert not any("throttled" in s for s in statuses)
+    noon = DAY.replace(hour=12)
+    before = oracle.count(end=noon)
+    with TimeSeriesStore(cut["proxied"], layout, write_options=FAST) as store, proxy.cutting(every=1.0, seed=1):
+        purged = store.purge(before=noon, on_progress=cut_every(proxy, 1000))
+    assert (purged.matched, purged.deleted) == (before, before) and before > 2000
+    assert oracle.count() == 6000 - before and oracle.count(end=noon) == 0
+
+
+def faulty_reads(store: TimeSeriesStore, cut_now: Callable[[], object]) -> dict[str, Any]:
+    """Every read kind, with the connections cut in the middle of each (``cut_now``)."""
+    walk, page = [], store.query(limit=400, columns=())
+    while True:
+        walk += [t.id for t in page]
+        if page.cursor is None:
+            break
+        if len(walk) == 400:
+            cut_now()  # the next page starts on a dead connection
+        page = store.query(limit=400, columns=(), cursor=page.cursor)
+    streamed = []
+    for i, tick in enumerate(store.iter_ticks(start=DAY.replace(hour=9), end=DAY.replace(hour=15))):
+        if i == 300:
+            cut_now()  # every chunk's stream breaks off and resumes after its last tick
+        streamed.append(tick)
+    cut_now()
+    page50 = [(t.id, t.data) for t in store.query(where={"symbol": "AAA"}, limit=50)]
+    cut_now()
+    counted = store.count(start=DAY.replace(hour=10))
+    cut_now()
+    aggregates = store.aggregate(where={"exchange": "EXCHG1"}, sum=["volume"], avg=["volume"])
+    cut_now()
+    return {
+        "walk": walk,
+        "frame": ticks_to_frame(store.spec, streamed),
+        "page": page50,
+        "count": counted,
+        "aggregate": aggregates,
+        "frame_at_once": store.query_frame(where={"symbol": ["AAA", "BBB"]}),
+    }
+
+
+@pytest.mark.parametrize("shards", [3, 40])
+def test_reads_through_cuts_equal_a_clean_run(cut: dict[str, Any], shards: int) -> None:
+    layout = spec(shards)
+    TimeSeriesStore(cut["direct"], layout, write_options=FAST).write(trading_day(1500, seed=shards))
+    proxy: CuttingProxy = cut["proxy"]
+    clean = faulty_reads(TimeSeriesStore(cut["direct"], layout), lambda: None)
+    with TimeSeriesStore(cut["proxied"], layout) as store:
+        faulty = faulty_reads(store, proxy.cut)
+    assert proxy.cuts == 6
+    assert len(clean["walk"]) == 1500 and faulty["walk"] == clean["walk"]
+    assert faulty["page"] == clean["page"] and faulty["count"] == clean["count"]
+    assert faulty["aggregate"] == clean["aggregate"]
+    for frame in ("frame", "frame_at_once"):
+        pd.testing.assert_frame_equal(faulty[frame], clean[frame])
+
+
+def test_the_async_store_reads_through_cuts_too(cut: dict[str, Any]) -> None:
+    layout = spec(3)
+    TimeSeriesStore(cut["direct"], layout, write_options=FAST).write(trading_day(2000, seed=9))
+    clean = TimeSeriesStore(cut["direct"], layout)
+    proxy: CuttingProxy = cut["proxy"]
+
+    async def reads() -> tuple[list[Tick], int, Any]:
+        client = emulator_client(cut["address"], database=cut["database"], asynchronous=True)
+        store = AsyncTimeSeriesStore(client, layout)
+        streamed = []
+        async for tick in store.iter_ticks():
+            if len(streamed) == 300:
+                proxy.cut()
+            streamed.append(tick)
+        proxy.cut()
+        counted = await store.count(where={"symbol": "AAA"})
+        proxy.cut()
+        return streamed, counted, await store.aggregate(sum=["volume"])
+
+    streamed, counted, aggregates = asyncio.run(reads())
+    assert [t.id for t in streamed] == [t.id for t in clean.iter_ticks()]
+    assert counted == clean.count(where={"symbol": "AAA"}) and aggregates == clean.aggregate(sum=["volume"])
+
+
+def test_series_counters_count_each_tick_once_through_cuts(cut: dict[str, Any]) -> None:
+    """A counter increment cut off before its answer may have landed: its retry must not add
+    it twice (the receipt committed with it says it landed)."""
+    layout = dataclasses.replace(spec(3), count_by=("symbol",))
+    rows = list(trading_day(1500, seed=4))
+    proxy: CuttingProxy = cut["proxy"]
+    with TimeSeriesStore(cut["proxied"], layout, write_options=FAST) as store, proxy.cutting(every=1.0, seed=2):
+        assert store.write(rows, on_progress=cut_every(proxy, 500)).created == 1500
+    oracle = TimeSeriesStore(cut["direct"], layout)
+    symbols = {row["symbol"] for row in rows}
+    counted = {s: oracle.series_counter({"symbol": s}).value() for s in symbols}
+    assert counted == {s: oracle.count(where={"symbol": s}) for s in symbols}
+    assert sum(counted.values()) == 1500
+    receipts = cut["direct"].collection(f"{layout.collection}{COUNTERS_SUFFIX}{RECEIPTS_SUFFIX}")
+    assert list(receipts.limit(1).stream()) == []  # each receipt is deleted once it has landed
+
+
+def test_an_increment_whose_receipt_exists_already_landed_and_is_not_applied_again(client: Any) -> None:
+    counter = ShardedCounter(client, "faults_counts/AAA")
+    counter.create(shards=2)
+    increment_counters(client, {counter: 5}, receipt=client.document("faults_receipts/r1"))
+    assert counter.value() == 5 and not client.document("faults_receipts/r1").get().exists
+    # A retry of a commit that landed finds its receipt: it adds nothing, and cleans up.
+    client.document("faults_receipts/r2").create({})
+    increment_counters(client, {counter: 7}, receipt=client.document("faults_receipts/r2"))
+    assert counter.value() == 5 and not client.document("faults_receipts/r2").get().exists

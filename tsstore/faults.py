@@ -1,0 +1,202 @@
+"""What a failed Firestore call means, and how long to keep trying it.
+
+Two kinds of trouble look alike on the wire and call for opposite answers:
+
+* A **fault**: a connection cut or reset, a call that timed out, ``UNAVAILABLE`` raised for
+  a whole request (the client saw no answer from the server, or the server could not take
+  the call). Nothing says the server is busy: the one call is tried again after a short,
+  jittered, growing pause, and the rate every other call runs at is left alone. A laptop
+  on Wi-Fi or a Cloud Run instance meets such blips every day; treating each as overload
+  once made a writer fall from 100 000 to 49 ops/s in 50 s of cuts.
+* An **overload**: the server answered and refused the work (``RESOURCE_EXHAUSTED``, or
+  ``ABORTED`` contention, or ``UNAVAILABLE`` as the status of one write inside an answered
+  request). Writers then lower their rate (:mod:`tsstore.write.throttle`); reads, which
+  have no rate, pause and try again like after a fault.
+
+:class:`Backoff` is the pause rule both kinds use for the call that failed: exponential,
+jittered, capped at :data:`MAX_PAUSE_SECONDS`, for at most :data:`FAULT_BUDGET_SECONDS` of
+trouble in a row (the client's own default deadline is of that order). Progress starts a new
+streak. :func:`call` and :func:`acall` run one unary call (a count, an aggregation, a
+document read) under it, sync and async; the read engine's chunk cursors and the bulk sender
+use :class:`Backoff` directly. Nothing here knows what is being read or written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import Literal, TypeVar
+
+from google.api_core import exceptions as gexc
+
+from tsstore.errors import FaultError
+
+__all__ = [
+    "FAULT_BUDGET_SECONDS",
+    "FIRST_PAUSE_SECONDS",
+    "MAX_PAUSE_SECONDS",
+    "Backoff",
+    "Kind",
+    "acall",
+    "call",
+    "describe",
+    "gave_up",
+    "kind_of",
+    "pause_or_raise",
+    "status_kind",
+]
+
+#: The first pause after a failure; each further failure in a row doubles it (with jitter).
+FIRST_PAUSE_SECONDS = 0.1
+#: No pause is longer than this: a cut connection is back within a second or two, and a longer
+#: pause only delays the call that would have succeeded.
+MAX_PAUSE_SECONDS = 2.0
+#: How long a streak of failures of one call (no progress in between) is retried before it is
+#: reported: of the order of the client's own default deadline for a call.
+FAULT_BUDGET_SECONDS = 60.0
+
+Kind = Literal["fault", "overload"]
+
+#: Raised for a whole call: the connection or the server could not take it. Retried, never
+#: taken as the server's refusal of the work itself.
+_FAULTS: tuple[type[Exception], ...] = (
+    gexc.ServiceUnavailable,
+    gexc.DeadlineExceeded,
+    gexc.InternalServerError,
+    gexc.Unknown,
+    gexc.Cancelled,
+    gexc.RetryError,  # the client's own retry gave up (calls made with its default retry)
+    ConnectionError,
+    TimeoutError,
+)
+#: Raised for a whole call: the server refused the work as too much.
+_OVERLOADS: tuple[type[Exception], ...] = (gexc.ResourceExhausted, gexc.Aborted)
+
+#: Status codes of single writes in an answered BatchWrite: the server refused them as too
+#: much (RESOURCE_EXHAUSTED, ABORTED, UNAVAILABLE) or could not finish them (CANCELLED,
+#: UNKNOWN, DEADLINE_EXCEEDED, INTERNAL).
+_STATUS_OVERLOADS = frozenset({8, 10, 14})
+_STATUS_FAULTS = frozenset({1, 2, 4, 13})
+
+T = TypeVar("T")
+
+
+def kind_of(exc: BaseException) -> Kind | None:
+    """Whether an exception raised by a call is a fault, an overload, or neither (``None``:
+    trying again would fail the same way)."""
+    if isinstance(exc, _OVERLOADS):
+        return "overload"
+    if isinstance(exc, _FAULTS):
+        return "fault"
+    return None
+
+
+def status_kind(code: int) -> Kind | None:
+    """The same for the status code of one write inside an answered BatchWrite."""
+    if code in _STATUS_OVERLOADS:
+        return "overload"
+    if code in _STATUS_FAULTS:
+        return "fault"
+    return None
+
+
+def describe(exc: BaseException) -> str:
+    """A short name for what went wrong: ``UNAVAILABLE: Stream removed``."""
+    if isinstance(exc, gexc.GoogleAPICallError):
+        code = exc.grpc_status_code.name if exc.grpc_status_code is not None else type(exc).__name__
+        first = (exc.message or "").strip().splitlines()
+        return f"{code}: {first[0]}" if first else code
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+class Backoff:
+    """Pauses between the attempts of one call that keeps failing (no I/O: the caller sleeps).
+
+    :meth:`pause` after each failure returns how long to wait before the next attempt,
+    ``min(MAX_PAUSE_SECONDS, first * 2 ** (n - 1))`` times a jitter factor in [0.5, 1.5),
+    capped again, or ``None`` once the streak has lasted ``budget`` seconds (the caller
+    then reports the failure). :meth:`progress` (the call got somewhere: a document came
+    back) starts a new streak. ``clock`` and ``rand`` are injectable for tests.
+    """
+
+    def __init__(
+        self,
+        *,
+        budget: float = FAULT_BUDGET_SECONDS,
+        first: float = FIRST_PAUSE_SECONDS,
+        cap: float = MAX_PAUSE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.budget, self._first, self._cap = budget, first, cap
+        self._clock, self._rand = clock, rand
+        self.failures = 0  # in the current streak
+        self._since: float | None = None
+
+    def pause(self) -> float | None:
+        """The pause before the next attempt, or ``None``: the budget is spent."""
+        now = self._clock()
+        if self._since is None:
+            self._since = now
+        self.failures += 1
+        delay = min(self._cap, self._first * 2 ** min(self.failures - 1, 30)) * (0.5 + self._rand())
+        delay = min(self._cap, delay)
+        if now + delay - self._since > self.budget:
+            return None
+        return delay
+
+    def progress(self) -> None:
+        """The call got somewhere: the next failure starts a new streak."""
+        self.failures, self._since = 0, None
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the current streak's first failure (0 without one)."""
+        return 0.0 if self._since is None else self._clock() - self._since
+
+
+def call(
+    fn: Callable[[], T], *, what: str, backoff: Backoff | None = None, sleep: Callable[[float], object] = time.sleep
+) -> T:
+    """``fn()``, tried again after faults and overloads within the backoff's budget; then a
+    :class:`~tsstore.errors.FaultError` naming ``what`` was being done. ``fn`` should make
+    its call without the client's own retry (``retry=None``), so the pauses are these."""
+    backoff = backoff or Backoff()
+    while True:
+        try:
+            return fn()
+        except Exception as exc:
+            sleep(pause_or_raise(exc, backoff, what))
+
+
+async def acall(fn: Callable[[], Awaitable[T]], *, what: str, backoff: Backoff | None = None) -> T:
+    """:func:`call` for a coroutine function."""
+    backoff = backoff or Backoff()
+    while True:
+        try:
+            return await fn()
+        except Exception as exc:
+            await asyncio.sleep(pause_or_raise(exc, backoff, what))
+
+
+def pause_or_raise(exc: Exception, backoff: Backoff, what: str, *, done: str = "") -> float:
+    """The pause before trying again after ``exc``; raises ``exc`` itself when trying again
+    cannot help, and :func:`gave_up`'s error when the budget is spent."""
+    if kind_of(exc) is None:
+        raise exc
+    pause = backoff.pause()
+    if pause is None:
+        raise gave_up(exc, backoff, what, done=done) from exc
+    return pause
+
+
+def gave_up(exc: BaseException, backoff: Backoff, what: str, *, done: str = "") -> FaultError:
+    """The error for a call that kept failing for the backoff's whole budget."""
+    return FaultError(
+        f"{what} failed: Firestore could not be reached for {backoff.elapsed:.0f} s "
+        f"({backoff.failures} attempts; last: {describe(exc)}){done}. Check the network and the "
+        "database, then run it again"
+    )
