@@ -17,8 +17,7 @@ class CuttingProxy:
     every ~``every`` seconds while its block runs."""
 
     def __init__(self, upstream: str, *, down: float = 0.0) -> None:
-        host, port = upstream.rsplit(":", 1)
-        self._upstream = (host, int(port))
+        self._upstream = _host_port(upstream)
         self._server = socket.create_server(("127.0.0.1", 0))
         self.address = f"127.0.0.1:{self._server.getsockname()[1]}"
         self._sockets: list[socket.socket] = []
@@ -35,6 +34,9 @@ class CuttingProxy:
             try:
                 client, _ = self._server.accept()
             except OSError:
+                return
+            if self._closed:
+                _close(client)
                 return
             if time.monotonic() < self._down_until:
                 self.refused += 1
@@ -95,9 +97,19 @@ class CuttingProxy:
             self._down_until = 0.0
 
     def close(self) -> None:
+        """Stop for good: nothing gets through afterwards."""
         self._closed = True
+        # A thread blocked in accept() keeps the socket listening until that call returns: one
+        # connection of our own wakes it, and it then sees that the proxy is closed.
+        with contextlib.suppress(OSError), socket.create_connection(_host_port(self.address), timeout=1.0):
+            pass
         self._server.close()
         self.cut()
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    host, port = address.rsplit(":", 1)
+    return host, int(port)
 
 
 def _close(s: socket.socket) -> None:

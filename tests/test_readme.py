@@ -50,6 +50,17 @@ def test_identity_example_runs_as_written(client: Any, collection_name: str) -> 
     assert lines[1].startswith("another tick with the same key and time is stored there with different content")
 
 
+def test_quick_reconnects_example_runs_as_written(tsstore_emulator: Any, monkeypatch: Any) -> None:
+    import datetime as dt
+
+    monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", tsstore_emulator.address)  # "my-project" on the emulator
+    names: dict[str, Any] = {"__name__": "readme"}
+    exec(compile(block_after("quick-reconnects"), "README quick reconnects", "exec"), names)
+    store = names["store"]
+    tick = {"symbol": "AAA", "timestamp": dt.datetime(2026, 11, 24, tzinfo=dt.timezone.utc)}
+    assert store.write([tick]).created == 1 and store.count() >= 1
+
+
 def test_ci_runs_the_readme_test_command() -> None:
     command = block_after("test-command").strip()
     assert command.endswith("pytest") and "\n" not in command

@@ -205,13 +205,11 @@ def test_connection_faults_are_retried_for_the_budget_then_each_document_is_name
         raise gexc.ServiceUnavailable("Stream removed")
 
     pace = Unpaced()
-    started = time.monotonic()
     sender = BulkSender(
         send=unavailable, lookup=lambda ids: {}, pace=pace, max_attempts=2, on_status=show, fault_budget=1.5
     )
     sender.send_all([doc(i, f"id{i}", {"i": i}) for i in range(5)])
     assert attempts > 2  # faults are not attempts: max_attempts=2 did not stop them
-    assert time.monotonic() - started >= 1.0  # the budget, not a count, ended them
     assert [(f.index, f.code) for f in sorted(sender.failures, key=lambda f: f.index)] == [(i, 14) for i in range(5)]
     assert all("s of connection faults" in f.message for f in sender.failures)
     assert pace.answers == []  # no answer came back: the pace heard nothing

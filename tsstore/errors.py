@@ -55,8 +55,9 @@ class SnapshotExpiredError(TsstoreError):
 
 
 class FaultError(TsstoreError):
-    """Firestore could not be reached, or kept refusing the work, for longer than tsstore
-    retries one call (:data:`tsstore.faults.FAULT_BUDGET_SECONDS` of trouble in a row).
+    """Every attempt of one call failed before Firestore answered (or Firestore kept refusing
+    the work) for longer than tsstore retries a call (:data:`tsstore.faults.FAULT_BUDGET_SECONDS`
+    of trouble in a row).
     ``returned`` ticks were delivered before it; ``cursor`` (``None`` if none were, or the
     read has no order to continue in) continues right after the last of them."""
 

@@ -196,7 +196,7 @@ def pause_or_raise(exc: Exception, backoff: Backoff, what: str, *, done: str = "
 def gave_up(exc: BaseException, backoff: Backoff, what: str, *, done: str = "") -> FaultError:
     """The error for a call that kept failing for the backoff's whole budget."""
     return FaultError(
-        f"{what} failed: Firestore could not be reached for {backoff.elapsed:.0f} s "
-        f"({backoff.failures} attempts; last: {describe(exc)}){done}. Check the network and the "
-        "database, then run it again"
+        f"{what} failed: every attempt for {backoff.elapsed:.0f} s failed before Firestore answered "
+        f"({backoff.failures} attempts; last: {describe(exc)}){done}. Check the network (a connection "
+        "that drops more often than a query takes cannot finish it) and the database, then run it again"
     )

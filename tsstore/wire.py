@@ -73,9 +73,14 @@ def fast_path_problems(client: Any) -> list[str]:
     would not). The test suite asserts this is empty, so a client upgrade that moves the
     internals fails loudly instead of silently slowing tsstore down."""
     problems = []
-    for name in ("_firestore_api", "_rpc_metadata", "_database_string"):
+    for name in ("_firestore_api", "_rpc_metadata", "_database_string", "_firestore_api_internal", "_target"):
         if not hasattr(client, name):
             problems.append(f"the client has no {name}")
+    from google.cloud.firestore_v1 import base_client
+
+    for name in ("_DEFAULT_CHANNEL_OPTIONS", "_GRPC_MSG_SIZE_OPTIONS"):
+        if not isinstance(getattr(base_client, name, None), list):
+            problems.append(f"google.cloud.firestore_v1.base_client has no list {name}")
     api = getattr(client, "_firestore_api", None)
     for method in ("run_query", "batch_write"):
         if api is not None and not callable(getattr(api, method, None)):
@@ -124,37 +129,39 @@ QUICK_RECONNECT_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 100), ("grpc.ma
 def quick_reconnects(client: Any) -> Any:
     """``client`` (a ``firestore.Client`` or ``AsyncClient`` not used yet), with a channel that
     tries to reconnect within a second after the network comes back (gRPC's own back-off
-    between connection attempts grows to 2 minutes). Builds the channel and the GAPIC client
-    as the client itself would on first use, with :data:`QUICK_RECONNECT_OPTIONS` added.
-    A client already in use, or one whose internals moved, is returned as it is."""
+    between connection attempts grows to 2 minutes). The client still builds its channel and
+    GAPIC client on first use (an ``AsyncClient``'s must be built in the event loop that
+    uses it), as it would, with :data:`QUICK_RECONNECT_OPTIONS` added. A client already in
+    use, or one whose internals moved, is returned as it is."""
     import grpc
     from google.cloud.firestore_v1 import base_client
-    from google.cloud.firestore_v1.async_client import AsyncClient
-    from google.cloud.firestore_v1.services.firestore import async_client as gapic_async
-    from google.cloud.firestore_v1.services.firestore import client as gapic_sync
-    from google.cloud.firestore_v1.services.firestore.transports import grpc as grpc_sync
-    from google.cloud.firestore_v1.services.firestore.transports import grpc_asyncio
 
     try:
         if client._firestore_api_internal is not None:
             return client
-        asynchronous = isinstance(client, AsyncClient)
-        transport: Any = (
-            grpc_asyncio.FirestoreGrpcAsyncIOTransport if asynchronous else grpc_sync.FirestoreGrpcTransport
-        )
-        if client._emulator_host is not None:
-            token = getattr(client._credentials, "id_token", None) or "owner"  # as the client does
-            options = [("Authorization", f"Bearer {token}"), *base_client._GRPC_MSG_SIZE_OPTIONS]
-            insecure = grpc.aio.insecure_channel if asynchronous else grpc.insecure_channel
-            channel = insecure(client._emulator_host, options=[*options, *QUICK_RECONNECT_OPTIONS])
-        else:
-            options = [*base_client._DEFAULT_CHANNEL_OPTIONS, *QUICK_RECONNECT_OPTIONS]
-            channel = transport.create_channel(client._target, credentials=client._credentials, options=options)
-        gapic: Any = gapic_async.FirestoreAsyncClient if asynchronous else gapic_sync.FirestoreClient
-        client._transport = transport(host=client._target, channel=channel)
-        client._firestore_api_internal = gapic(transport=client._transport, client_options=client._client_options)
-    except (AttributeError, TypeError, ImportError) as exc:  # client internals changed
+        build = client._firestore_api_helper
+    except AttributeError as exc:  # client internals changed
         log.warning("tsstore could not shorten the client's reconnect back-off (%s); using the client as it is", exc)
+        return client
+
+    def helper(transport: Any, client_class: Any, client_module: Any) -> Any:
+        if client._firestore_api_internal is None:
+            asynchronous = "GrpcAsyncIOTransport" in transport.__name__  # as the client tells them apart
+            if client._emulator_host is not None:
+                token = getattr(client._credentials, "id_token", None) or "owner"  # as the client does
+                options = [("Authorization", f"Bearer {token}"), *base_client._GRPC_MSG_SIZE_OPTIONS]
+                insecure = grpc.aio.insecure_channel if asynchronous else grpc.insecure_channel
+                channel = insecure(client._emulator_host, options=[*options, *QUICK_RECONNECT_OPTIONS])
+            else:
+                options = [*base_client._DEFAULT_CHANNEL_OPTIONS, *QUICK_RECONNECT_OPTIONS]
+                channel = transport.create_channel(client._target, credentials=client._credentials, options=options)
+            client._transport = transport(host=client._target, channel=channel)
+            client._firestore_api_internal = client_class(
+                transport=client._transport, client_options=client._client_options
+            )
+        return build(transport, client_class, client_module)  # sets what else the client sets
+
+    client._firestore_api_helper = helper
     return client
 
 
