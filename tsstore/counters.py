@@ -303,16 +303,16 @@ class ShardedCounter:
 
 
 def increment_counters(
-    client: firestore.Client, amounts: Mapping[ShardedCounter, int], *, receipt: DocumentReference | None = None
+    client: firestore.Client, amounts: Mapping[ShardedCounter, int], *, receipt: DocumentReference
 ) -> None:
     """One commit holding one increment per counter (each on a random shard of its own).
 
     An increment is not idempotent, and a commit cut off before its answer may have landed.
-    With ``receipt`` (a document that does not exist, e.g. a fresh random id) the commit also
-    creates it, atomically: a commit sent again after a fault then either lands once or is
-    refused with ALREADY_EXISTS, which says that the first one landed. So the increments are
+    So the commit also creates ``receipt`` (a document that does not exist, e.g. a fresh
+    random id), atomically: a commit sent again after a fault then either lands once or is
+    refused with ALREADY_EXISTS, which says that the first one landed. The increments are
     applied exactly once however many faults it rides out (:func:`tsstore.faults.call`); the
-    receipt is deleted afterwards. Without ``receipt`` a fault is not retried.
+    receipt is deleted afterwards.
     """
     increments = {
         counter._shards_ref.document(str(random.randrange(counter._shard_count()))): _check_amount(amount)
@@ -326,18 +326,12 @@ def increment_counters(
         batch = client.batch()
         for shard, amount in increments.items():
             batch.set(shard, {COUNT_FIELD: Increment(amount)}, merge=True)
-        if receipt is not None:
-            batch.create(receipt, {})
+        batch.create(receipt, {})
         try:
             batch.commit(retry=None)
         except AlreadyExists:
-            if receipt is None:
-                raise
-            # Only an earlier attempt of this commit can have made the receipt: it landed.
+            pass  # only an earlier attempt of this commit can have made the receipt: it landed
 
-    if receipt is None:
-        commit()
-        return
     faults.call(commit, what="adding written ticks to the series counters")
     faults.call(lambda: receipt.delete(retry=None), what="deleting a series counters' receipt")
 

@@ -383,7 +383,7 @@ class RampLimiter:
         delay = (demand - self._tokens) / rate
         change = self._next_change(now)
         if self._cap is not None:
-            change = min(change, self._throttle.next_change(now))
+            change = min(change, self._throttle.next_change())
         return max(_MIN_SLEEP_SECONDS, min(delay, change - now))
 
 

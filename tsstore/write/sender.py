@@ -332,10 +332,10 @@ class BulkSender:
                         outcome.written.append(_written(item))
                     elif code == ALREADY_EXISTS and item.op == "create":
                         conflicts.append(item)
-                    elif status_kind(code) is not None:
+                    elif (kind := status_kind(code)) is not None:
                         retry.append(item)
                         last_error = (code, message)
-                        refused += status_kind(code) == "overload"
+                        refused += kind == "overload"
                     else:
                         outcome.failures.append(_failure(item, code, message))
                 self._pace.answered(sent=len(pending), refused=refused)

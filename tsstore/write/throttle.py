@@ -78,7 +78,7 @@ class Throttle:
         span = max(_MIN_SPAN_SECONDS, now - self._answers[0][0])
         return max(self.floor, self._ratio * accepted / span)
 
-    def next_change(self, now: float) -> float:
+    def next_change(self) -> float:
         """When the cap may change without a new answer (the oldest answer leaves the window)."""
         return self._answers[0][0] + self._window if self._answers else float("inf")
 
