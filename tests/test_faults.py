@@ -6,9 +6,11 @@ answers and the stored set of a clean run."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Iterator
+import unittest.mock
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 import grpc
@@ -21,16 +23,17 @@ from tests.proxy import CuttingProxy
 from tsstore import AsyncTimeSeriesStore, FaultError, TimeSeriesStore, WriteOptions
 from tsstore.counters import ShardedCounter, increment_counters
 from tsstore.demo import SPEC
-from tsstore.faults import MAX_PAUSE_SECONDS, Backoff, call, kind_of, status_kind
+from tsstore.faults import MAX_PAUSE_SECONDS, SPLIT_AFTER, Backoff, call, call_split, kind_of, status_kind
 from tsstore.frames import ticks_to_frame
 from tsstore.local.emulator import emulator_client
 from tsstore.local.synthetic import trading_day
+from tsstore.read.async_engine import chunk_ticks
 from tsstore.read.cost import ReadStats
 from tsstore.read.cursor import encode_cursor
-from tsstore.read.engine import ChunkCursor, name_stops
+from tsstore.read.engine import Chunk, ChunkCursor, ChunkStream, name_stops, sweep_cursor
 from tsstore.read.plan import plan_query
 from tsstore.store_base import COUNTERS_SUFFIX, RECEIPTS_SUFFIX
-from tsstore.ticks import Tick
+from tsstore.ticks import Tick, sort_key
 from tsstore.write.prepare import prepare_records
 
 FAST = WriteOptions(ramp=False)
@@ -114,7 +117,13 @@ def test_call_retries_faults_and_overloads_and_names_what_gave_up() -> None:
 def test_a_chunk_read_that_keeps_failing_ends_in_a_fault_error_saying_how_far_it_got() -> None:
     clock = FakeClock()
     cursor = ChunkCursor(
-        ("s0", "s1"), after=None, limit=None, read_time=None, stats=ReadStats(), backoff=Backoff(budget=3, clock=clock)
+        ("s0", "s1"),
+        after=None,
+        limit=None,
+        read_time=None,
+        stats=ReadStats(),
+        descending=False,
+        backoff=Backoff(budget=3, clock=clock),
     )
     cursor.returned(Tick("a", DAY, {}))
     with pytest.raises(FaultError, match=r"reading shard value\(s\) s0, s1 failed: .* after 1 of its ticks"):
@@ -135,6 +144,121 @@ def test_a_merged_read_stopped_by_faults_says_how_far_it_got_and_where_to_go_on(
         got.extend(name_stops(plan, stops(), None))
     assert got == ticks and caught.value.returned == 2
     assert caught.value.cursor == encode_cursor(plan, ticks[-1].timestamp, "a")
+
+
+def test_a_call_that_keeps_failing_whole_is_asked_in_parts_that_answer() -> None:
+    asked: list[tuple[int, ...]] = []
+
+    def total(parts: Sequence[int]) -> int:  # answers for at most two values, like a short query
+        asked.append(tuple(parts))
+        if len(parts) > 2:
+            raise gexc.ServiceUnavailable("Stream removed")
+        return sum(parts)
+
+    slept: list[float] = []
+    answers = call_split(total, range(1, 8), what="counting", sleep=slept.append)
+    assert sum(answers) == 28 and len(answers) == 4  # [1, 2], [3, 4], [5, 6], [7]
+    assert asked[: SPLIT_AFTER + 1] == [tuple(range(1, 8))] * SPLIT_AFTER + [(1, 2, 3, 4)]
+    assert [p for p in asked if len(p) <= 2] == [(1, 2), (3, 4), (5, 6), (7,)]
+    clock = FakeClock()
+    with pytest.raises(FaultError, match="counting failed"):  # not divisible: tried whole until the budget ends
+        call_split(
+            total,
+            range(1, 8),
+            what="counting",
+            divisible=False,
+            backoff=Backoff(budget=5, clock=clock),
+            sleep=clock.sleep,
+        )
+
+
+def short_queries_only(ticks: dict[str, list[Tick]], opened: list[Chunk]) -> Callable[..., Iterator[Tick]]:
+    """A chunk fetch over ``ticks`` (by shard value) whose query over more than one value
+    always breaks off before its first tick, as a query slower than the connection stays up."""
+
+    def fetch(chunk: Chunk, after: Any, limit: int | None, read_time: Any) -> Iterator[Tick]:
+        opened.append(chunk)
+        if len(chunk) > 1:
+            raise gexc.ServiceUnavailable("Stream removed")
+        got = sorted(ticks[chunk[0]], key=sort_key)
+        got = [t for t in got if after is None or sort_key(t) > after]
+        return iter(got[:limit])
+
+    return fetch
+
+
+def by_value(n: int) -> dict[str, list[Tick]]:
+    return {
+        f"s{v}": [Tick(f"{v}-{i}", DAY + dt.timedelta(seconds=(i * 7 + v * 3) % 50), {}) for i in range(6)]
+        for v in range(n)
+    }
+
+
+@pytest.mark.parametrize("limit", [None, 7])
+def test_a_chunk_whose_query_keeps_failing_is_read_as_halves_merged_in_order(limit: int | None) -> None:
+    ticks, opened = by_value(5), []
+    everything = sorted((t for ts in ticks.values() for t in ts), key=sort_key)
+    stats = ReadStats()
+    cursor = ChunkCursor(tuple(ticks), after=None, limit=limit, read_time=DAY, stats=stats, descending=False)
+    fetch = short_queries_only(ticks, opened)
+    with mock_sleep():
+        got = list(ChunkStream(fetch, cursor))
+    assert got == everything[:limit]
+    assert opened[:SPLIT_AFTER] == [tuple(ticks)] * SPLIT_AFTER and {c for c in opened if len(c) == 1} <= {
+        (v,) for v in ticks
+    }
+    # Each tick is billed once, by the half that returned it; the merge holds at most one
+    # tick of each of the (5 single-value) streams ahead of the limit.
+    assert len(got) <= stats.documents <= len(got) + (0 if limit is None else len(ticks))
+
+
+def test_the_async_engine_reads_failing_chunks_as_halves_too() -> None:
+    ticks, opened = by_value(4), []
+    everything = sorted((t for ts in ticks.values() for t in ts), key=sort_key)
+    sync_fetch = short_queries_only(ticks, opened)
+
+    async def fetch(*args: Any) -> AsyncIterator[Tick]:
+        async def ticks_of(it: Iterator[Tick]) -> AsyncIterator[Tick]:
+            for tick in it:
+                yield tick
+
+        return ticks_of(sync_fetch(*args))
+
+    async def read() -> list[Tick]:
+        cursor = ChunkCursor(tuple(ticks), after=None, limit=None, read_time=DAY, stats=ReadStats(), descending=False)
+        return [t async for t in chunk_ticks(fetch, cursor)]
+
+    with mock_sleep():
+        assert asyncio.run(read()) == everything
+
+
+def test_halves_are_not_read_without_one_snapshot_unless_no_snapshot_is_kept() -> None:
+    ticks = by_value(3)
+    plan = plan_query(spec(3), None)
+    clock = FakeClock()
+    at_no_time = ChunkCursor(
+        tuple(ticks), after=None, limit=None, read_time=None, stats=ReadStats(), descending=False,
+        backoff=Backoff(budget=5, clock=clock),
+    )  # fmt: skip
+    with mock_sleep(clock), pytest.raises(FaultError, match="reading shard value"):
+        list(ChunkStream(short_queries_only(ticks, []), at_no_time))
+    with mock_sleep():  # a purge's sweep keeps no snapshot: its halves may each read at their own time
+        swept = list(ChunkStream(short_queries_only(ticks, []), sweep_cursor(tuple(ticks), plan, ReadStats())))
+    assert sorted(t.id for t in swept) == sorted(t.id for ts in ticks.values() for t in ts)
+
+
+@contextlib.contextmanager
+def mock_sleep(clock: FakeClock | None = None) -> Iterator[None]:
+    """The engine's pauses pass on ``clock`` (or not at all), not on the wall."""
+    with (
+        unittest.mock.patch("tsstore.read.engine.time.sleep", clock.sleep if clock else lambda s: None),
+        unittest.mock.patch("tsstore.read.async_engine.asyncio.sleep", _no_wait),
+    ):
+        yield
+
+
+async def _no_wait(seconds: float) -> None:
+    return None
 
 
 # ---------------------------------------------------------------- every verb through cuts (emulator)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import pandas as pd
@@ -30,7 +30,7 @@ from tsstore.read.census import Ask, FirstValue, ShardCensus
 from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
 from tsstore.read.cursor import decode_cursor
-from tsstore.read.engine import ChunkCursor, Position, chunk_cursors, finish_page
+from tsstore.read.engine import ChunkCursor, Position, chunk_cursors, finish_page, sweep_cursor
 from tsstore.read.latest import LatestRequest
 from tsstore.read.plan import QueryPlan
 from tsstore.read.query import Query
@@ -41,11 +41,13 @@ from tsstore.store_base import (
     COUNT_OPTIONS,
     DEFAULT_CONCURRENCY,
     DEFAULT_PAGE_SIZE,
+    Part,
     PurgeResult,
     StoreBase,
     WriteOptions,
     WriteResult,
     _Job,
+    whole,
 )
 from tsstore.ticks import Page, Tick
 from tsstore.wire import Stored, WriteOp, WriteStatus, abatch_write, aget_documents, astream_ticks, sync_twin
@@ -114,9 +116,7 @@ class AsyncTimeSeriesStore(StoreBase):
             fetch, stats = self._fetcher(plan), ReadStats()
             for chunk in plan.chunks:
                 i = 0
-                async for tick in chunk_ticks(
-                    fetch, ChunkCursor(chunk, after=None, limit=None, read_time=None, stats=stats)
-                ):
+                async for tick in chunk_ticks(fetch, sweep_cursor(chunk, plan, stats)):
                     yield PreparedDoc(i, tick.id, None, 0)
                     i += 1
 
@@ -167,10 +167,10 @@ class AsyncTimeSeriesStore(StoreBase):
         plan.query.only(COUNT_OPTIONS, "count")
         cost = stats if stats is not None else ReadStats()
         cost.chunks = len(plan.chunks)
-        queries = self._count_queries(plan)
-        snapshot = await self._snapshot(plan, cost, parts=len(queries))
+        jobs = self._count_queries(plan)
+        snapshot = await self._snapshot(plan, cost, parts=len(jobs))
         cost.waited()
-        return self._counted(plan, list(await asyncio.gather(*(self._count(q, snapshot, cost) for q in queries))))
+        return self._counted(plan, list(await asyncio.gather(*(self._count(job, snapshot, cost) for job in jobs))))
 
     async def aggregate(
         self,
@@ -190,12 +190,18 @@ class AsyncTimeSeriesStore(StoreBase):
         snapshot = await self._snapshot(plan, cost, parts=len(jobs))
         cost.waited()
 
-        async def run(job: tuple[int, Any]) -> tuple[int, dict[str, Any]]:
-            what = f"aggregating chunk {job[0] + 1} of {len(plan.chunks)}"
-            [results] = await self._gated(lambda: job[1].get(read_time=snapshot, retry=None), what=what)
-            return job[0], {r.alias: r.value for r in results}
+        async def run(job: Part) -> list[dict[str, Any]]:
+            values, aggregation = job
 
-        return self._aggregated(plan, request, list(await asyncio.gather(*(run(job) for job in jobs))), cost)
+            async def ask(part: Sequence[str]) -> dict[str, Any]:
+                [results] = await aggregation(part).get(read_time=snapshot, retry=None)
+                return {r.alias: r.value for r in results}
+
+            what = f"aggregating shard value(s) {', '.join(values)}"
+            return await self._gated_parts(ask, values, what=what, divisible=snapshot is not None)
+
+        answers = await asyncio.gather(*(run(job) for job in jobs))
+        return self._aggregated(request, (a for parts in answers for a in parts), cost)
 
     async def latest(
         self,
@@ -281,23 +287,36 @@ class AsyncTimeSeriesStore(StoreBase):
     async def _gated(self, call: Callable[[], Awaitable[T]], *, what: str) -> T:
         """One call through the gate, tried again after faults (the gate is not held while
         it pauses between attempts)."""
+        [answer] = await self._gated_parts(lambda _values: call(), (), what=what, divisible=False)
+        return answer
 
-        async def attempt() -> T:
+    async def _gated_parts(
+        self, call: Callable[[Sequence[str]], Awaitable[T]], values: Sequence[str], *, what: str, divisible: bool
+    ) -> list[T]:
+        """``call(values)`` through the gate, tried again after faults, and asked in parts
+        when it keeps failing (:func:`tsstore.faults.acall_split`)."""
+
+        async def attempt(part: Sequence[str]) -> T:
             async with self._gate:
-                return await call()
+                return await call(part)
 
-        return await faults.acall(attempt, what=what)
+        return await faults.acall_split(attempt, values, what=what, divisible=divisible)
 
-    async def _count(self, query: Any, read_time: dt.datetime | None, cost: ReadStats) -> int:
-        aggregation = query.count()
-        [[result]] = await self._gated(lambda: aggregation.get(read_time=read_time, retry=None), what="counting ticks")
-        cost.aggregation_done(int(result.value))
-        return int(result.value)
+    async def _count(self, job: Part, read_time: dt.datetime | None, cost: ReadStats) -> int:
+        """The count of ``job``'s query (summed over its parts when the whole kept failing)."""
+        values, query = job
+
+        async def count(part: Sequence[str]) -> int:
+            [[result]] = await query(part).count().get(read_time=read_time, retry=None)
+            cost.aggregation_done(int(result.value))
+            return int(result.value)
+
+        return sum(await self._gated_parts(count, values, what="counting ticks", divisible=read_time is not None))
 
     async def _answer(self, ask: Ask, read_time: dt.datetime, cost: ReadStats) -> int | str | None:
         query: Any = self._census_query(ask)
         if not isinstance(ask, FirstValue):
-            return await self._count(query, read_time, cost)
+            return await self._count(whole(query), read_time, cost)
         docs = await self._gated(lambda: query.get(read_time=read_time, retry=None), what="reading the shard census")
         cost.query_done(len(docs))
         return docs[0].get(self.spec.shard_field) if docs else None

@@ -16,9 +16,11 @@ Two kinds of trouble look alike on the wire and call for opposite answers:
 :class:`Backoff` is the pause rule both kinds use for the call that failed: exponential,
 jittered, capped at :data:`MAX_PAUSE_SECONDS`, for at most :data:`FAULT_BUDGET_SECONDS` of
 trouble in a row (the client's own default deadline is of that order). Progress starts a new
-streak. :func:`call` and :func:`acall` run one unary call (a count, an aggregation, a
-document read) under it, sync and async; the read engine's chunk cursors and the bulk sender
-use :class:`Backoff` directly. Nothing here knows what is being read or written.
+streak. :func:`call` and :func:`acall` run one unary call (a document read) under it, sync
+and async; :func:`call_split` and :func:`acall_split` one over shard values (a count, an
+aggregation), asked in halves when it keeps failing whole (:class:`PartedCall` decides); the
+read engine's chunk cursors and the bulk sender use :class:`Backoff` directly. Nothing here
+knows what is being read or written.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable
-from typing import Literal, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, Literal, TypeVar
 
 from google.api_core import exceptions as gexc
 
@@ -39,8 +41,12 @@ __all__ = [
     "MAX_PAUSE_SECONDS",
     "Backoff",
     "Kind",
+    "PartedCall",
+    "SPLIT_AFTER",
     "acall",
+    "acall_split",
     "call",
+    "call_split",
     "describe",
     "gave_up",
     "kind_of",
@@ -56,6 +62,13 @@ MAX_PAUSE_SECONDS = 2.0
 #: How long a streak of failures of one call (no progress in between) is retried before it is
 #: reported: of the order of the client's own default deadline for a call.
 FAULT_BUDGET_SECONDS = 60.0
+#: A query over several shard values that fails this many times in a row before it answers
+#: is split in two halves, each its own query (and split again the same way, down to one
+#: value): a query that takes longer than the connection stays up never answers whole, and
+#: its halves may (on the emulator, which scans the collection per value, a 30-value chunk
+#: takes seconds before its first result and one value a twentieth of that). The answers are
+#: the same, at one more query's minimum read per split.
+SPLIT_AFTER = 2
 
 Kind = Literal["fault", "overload"]
 
@@ -81,6 +94,7 @@ _STATUS_OVERLOADS = frozenset({8, 10, 14})
 _STATUS_FAULTS = frozenset({1, 2, 4, 13})
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 
 def kind_of(exc: BaseException) -> Kind | None:
@@ -158,28 +172,90 @@ class Backoff:
         return 0.0 if self._since is None else self._clock() - self._since
 
 
+class PartedCall(Generic[P, T]):
+    """The attempts of one call over ``parts`` (shard values), without I/O: :meth:`next` is what
+    to ask next, :meth:`answered` and :meth:`failed` take what happened. Faults and overloads
+    are tried again within the backoff's budget; after :data:`SPLIT_AFTER` failures in a row
+    the part is asked as two halves instead (each split again the same way), unless the call
+    is not ``divisible`` (its halves would not answer at one snapshot, or it has no parts).
+    :attr:`answers` holds one answer per part that answered, in the order of ``parts``."""
+
+    def __init__(self, parts: Sequence[P], *, what: str, divisible: bool, backoff: Backoff | None) -> None:
+        self._todo: list[Sequence[P]] = [parts]
+        self._what, self._divisible = what, divisible
+        self._backoff = backoff or Backoff()
+        self._failed = 0  # attempts at the next part, in a row
+        self.answers: list[T] = []
+
+    def next(self) -> Sequence[P] | None:
+        """The part to ask next (``None``: every part answered)."""
+        return self._todo[0] if self._todo else None
+
+    def answered(self, answer: T) -> None:
+        self._todo.pop(0)
+        self.answers.append(answer)
+        self._failed = 0
+        self._backoff.progress()
+
+    def failed(self, exc: Exception) -> float:
+        """The pause before the next attempt (see :func:`pause_or_raise`)."""
+        pause = pause_or_raise(exc, self._backoff, self._what)
+        self._failed += 1
+        part = self._todo[0]
+        if self._divisible and self._failed >= SPLIT_AFTER and len(part) > 1:
+            half = (len(part) + 1) // 2
+            self._todo[0:1] = [part[:half], part[half:]]
+            self._failed = 0
+        return pause
+
+
+def call_split(
+    fn: Callable[[Sequence[P]], T],
+    parts: Sequence[P],
+    *,
+    what: str,
+    divisible: bool = True,
+    backoff: Backoff | None = None,
+    sleep: Callable[[float], object] = time.sleep,
+) -> list[T]:
+    """``fn(parts)``, tried again after faults and overloads, or asked in parts when it keeps
+    failing (:class:`PartedCall`): the answers, one per part asked. ``fn`` should make its
+    call without the client's own retry (``retry=None``), so the pauses are these."""
+    run: PartedCall[P, T] = PartedCall(parts, what=what, divisible=divisible, backoff=backoff)
+    while (part := run.next()) is not None:
+        try:
+            run.answered(fn(part))
+        except Exception as exc:
+            sleep(run.failed(exc))
+    return run.answers
+
+
+async def acall_split(
+    fn: Callable[[Sequence[P]], Awaitable[T]], parts: Sequence[P], *, what: str, divisible: bool = True
+) -> list[T]:
+    """:func:`call_split` for a coroutine function."""
+    run: PartedCall[P, T] = PartedCall(parts, what=what, divisible=divisible, backoff=None)
+    while (part := run.next()) is not None:
+        try:
+            run.answered(await fn(part))
+        except Exception as exc:
+            await asyncio.sleep(run.failed(exc))
+    return run.answers
+
+
 def call(
     fn: Callable[[], T], *, what: str, backoff: Backoff | None = None, sleep: Callable[[float], object] = time.sleep
 ) -> T:
     """``fn()``, tried again after faults and overloads within the backoff's budget; then a
-    :class:`~tsstore.errors.FaultError` naming ``what`` was being done. ``fn`` should make
-    its call without the client's own retry (``retry=None``), so the pauses are these."""
-    backoff = backoff or Backoff()
-    while True:
-        try:
-            return fn()
-        except Exception as exc:
-            sleep(pause_or_raise(exc, backoff, what))
+    :class:`~tsstore.errors.FaultError` naming ``what`` was being done."""
+    [answer] = call_split(lambda _: fn(), (), what=what, divisible=False, backoff=backoff, sleep=sleep)
+    return answer
 
 
-async def acall(fn: Callable[[], Awaitable[T]], *, what: str, backoff: Backoff | None = None) -> T:
+async def acall(fn: Callable[[], Awaitable[T]], *, what: str) -> T:
     """:func:`call` for a coroutine function."""
-    backoff = backoff or Backoff()
-    while True:
-        try:
-            return await fn()
-        except Exception as exc:
-            await asyncio.sleep(pause_or_raise(exc, backoff, what))
+    [answer] = await acall_split(lambda _: fn(), (), what=what, divisible=False)
+    return answer
 
 
 def pause_or_raise(exc: Exception, backoff: Backoff, what: str, *, done: str = "") -> float:

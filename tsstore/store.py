@@ -39,6 +39,7 @@ from tsstore.read.engine import (
     finish_page,
     name_stops,
     read_page,
+    sweep_cursor,
 )
 from tsstore.read.latest import LatestRequest
 from tsstore.read.merge import merge_streams, take
@@ -55,6 +56,7 @@ from tsstore.store_base import (
     DEFAULT_LATENESS,
     DEFAULT_PAGE_SIZE,
     RECEIPTS_SUFFIX,
+    Part,
     ProgressCallback,
     PurgeResult,
     ReshardResult,
@@ -62,6 +64,7 @@ from tsstore.store_base import (
     WriteOptions,
     WriteResult,
     _Job,
+    whole,
 )
 from tsstore.ticks import Page, Tick, get_path
 from tsstore.times import to_utc
@@ -181,7 +184,9 @@ class TimeSeriesStore(StoreBase):
         """The ticks of one chunk of ``plan`` (the shard values ``chunk`` lists), in order, from
         one streaming query at ``read_time``, resumed after its last tick on transient errors:
         the unit a read split over many workers reads (:mod:`tsstore.beam`)."""
-        cursor = ChunkCursor(chunk, after=None, limit=plan.limit, read_time=read_time, stats=stats)
+        cursor = ChunkCursor(
+            chunk, after=None, limit=plan.limit, read_time=read_time, stats=stats, descending=plan.descending
+        )
         return ChunkStream(self._fetcher(plan), cursor)
 
     def server_time(self) -> dt.datetime:
@@ -211,10 +216,10 @@ class TimeSeriesStore(StoreBase):
         plan.query.only(COUNT_OPTIONS, "count")
         cost = stats if stats is not None else ReadStats()
         cost.chunks = len(plan.chunks)
-        queries = self._count_queries(plan)
-        snapshot = self._snapshot(plan, cost, parts=len(queries))
+        jobs = self._count_queries(plan)
+        snapshot = self._snapshot(plan, cost, parts=len(jobs))
         cost.waited()
-        return self._counted(plan, list(self._pool.map(lambda q: self._count(q, snapshot, cost), queries)))
+        return self._counted(plan, list(self._pool.map(lambda job: self._count(job, snapshot, cost), jobs)))
 
     def aggregate(
         self,
@@ -240,12 +245,17 @@ class TimeSeriesStore(StoreBase):
         snapshot = self._snapshot(plan, cost, parts=len(jobs))
         cost.waited()
 
-        def run(job: tuple[int, Any]) -> tuple[int, dict[str, Any]]:
-            what = f"aggregating chunk {job[0] + 1} of {len(plan.chunks)}"
-            [results] = faults.call(lambda: job[1].get(read_time=snapshot, retry=None), what=what)
-            return job[0], {r.alias: r.value for r in results}
+        def run(job: Part) -> list[dict[str, Any]]:
+            values, aggregation = job
 
-        return self._aggregated(plan, request, list(self._pool.map(run, jobs)), cost)
+            def ask(part: Sequence[str]) -> dict[str, Any]:
+                [results] = aggregation(part).get(read_time=snapshot, retry=None)
+                return {r.alias: r.value for r in results}
+
+            what = f"aggregating shard value(s) {', '.join(values)}"
+            return faults.call_split(ask, values, what=what, divisible=snapshot is not None)
+
+        return self._aggregated(request, (a for answers in self._pool.map(run, jobs) for a in answers), cost)
 
     def latest(
         self,
@@ -313,17 +323,22 @@ class TimeSeriesStore(StoreBase):
             asks = census.feed(list(self._pool.map(lambda a: self._answer(a, snapshot, stats), asks)))
         return census.result()
 
-    def _count(self, query: Any, read_time: dt.datetime | None, cost: ReadStats) -> int:
-        aggregation = query.count()
-        [[result]] = faults.call(lambda: aggregation.get(read_time=read_time, retry=None), what="counting ticks")
-        counted = int(result.value)  # the emulator reports an empty count as 0.0
-        cost.aggregation_done(counted)
-        return counted
+    def _count(self, job: Part, read_time: dt.datetime | None, cost: ReadStats) -> int:
+        """The count of ``job``'s query (summed over its parts when the whole kept failing)."""
+        values, query = job
+
+        def count(part: Sequence[str]) -> int:
+            [[result]] = query(part).count().get(read_time=read_time, retry=None)
+            counted = int(result.value)  # the emulator reports an empty count as 0.0
+            cost.aggregation_done(counted)
+            return counted
+
+        return sum(faults.call_split(count, values, what="counting ticks", divisible=read_time is not None))
 
     def _answer(self, ask: Ask, read_time: dt.datetime, cost: ReadStats) -> int | str | None:
         query: Any = self._census_query(ask)
         if not isinstance(ask, FirstValue):
-            return self._count(query, read_time, cost)
+            return self._count(whole(query), read_time, cost)
         docs = faults.call(lambda: query.get(read_time=read_time, retry=None), what="reading the shard census")
         cost.query_done(len(docs))
         return docs[0].get(self.spec.shard_field) if docs else None
@@ -367,7 +382,7 @@ class TimeSeriesStore(StoreBase):
             # last tick on an error, so a purge may outlast read_time's hour.
             fetch, stats = self._fetcher(plan), ReadStats()
             for chunk in plan.chunks:
-                stream = ChunkStream(fetch, ChunkCursor(chunk, after=None, limit=None, read_time=None, stats=stats))
+                stream = ChunkStream(fetch, sweep_cursor(chunk, plan, stats))
                 for i, tick in enumerate(stream):
                     yield PreparedDoc(i, tick.id, None, 0)
 
@@ -525,11 +540,7 @@ class TimeSeriesStore(StoreBase):
     ) -> ReshardResult:
         sender = self._sender(on_progress=on_progress)
         fetch, stats = self._fetcher(plan), ReadStats()
-        cursors = (
-            ChunkCursor((value,), after=None, limit=None, read_time=None, stats=stats)
-            for value, left in before.remaining.items()
-            if left
-        )
+        cursors = (sweep_cursor((value,), plan, stats) for value, left in before.remaining.items() if left)
         ticks = (tick for cursor in cursors for tick in ChunkStream(fetch, cursor))
 
         def result(remaining: Mapping[str, int] = before.remaining) -> ReshardResult:
@@ -544,7 +555,7 @@ class TimeSeriesStore(StoreBase):
         queries = [chunk_query(self._collection, plan, (value,), None, None) for value in values]
         stats = ReadStats()
         snapshot = self._probe(stats) if len(queries) > 1 else None
-        return dict(zip(values, self._pool.map(lambda q: self._count(q, snapshot, stats), queries)))
+        return dict(zip(values, self._pool.map(lambda q: self._count(whole(q), snapshot, stats), queries)))
 
     # ------------------------------------------------------------------ internals
 

@@ -26,7 +26,7 @@ from tsstore.errors import (
 )
 from tsstore.frames import frame_to_records
 from tsstore.limits import RAMP_START_OPS_PER_SECOND
-from tsstore.read.aggregate import AggregateRequest, Aggregates
+from tsstore.read.aggregate import AggregateRequest, Aggregates, Aggregation
 from tsstore.read.census import Ask, Census
 from tsstore.read.chunks import census_query, chunk_query
 from tsstore.read.cost import ReadStats
@@ -41,6 +41,17 @@ from tsstore.write.identity import DuplicatePolicy, shard_for_id
 from tsstore.write.prepare import PreparedDoc, prepare_records
 from tsstore.write.ramp import RampLimiter
 from tsstore.write.sender import BulkSender, Written
+
+#: One aggregation a read runs: the shard values it covers, and its query for any part of them
+#: (parts are asked on their own when the whole keeps failing: :func:`tsstore.faults.call_split`).
+Part = tuple[tuple[str, ...], Callable[[Sequence[str]], Any]]
+
+
+def whole(query: Any) -> Part:
+    """An aggregation over no shard values of its own (the whole collection, one value's
+    census), asked as it is."""
+    return (), lambda _values: query
+
 
 #: The largest ``limit`` an iteration reads as one lean page; above it (and without a
 #: limit) each chunk is one streaming query, resumed after its last tick if it breaks off.
@@ -240,14 +251,17 @@ class StoreBase:
         size = self._page_size if plan.limit is None else min(plan.limit + 1, self._page_size)
         return [chunk_query(self._collection, plan, chunk, None, size) for chunk in plan.chunks]
 
-    def _count_queries(self, plan: QueryPlan) -> list[BaseQuery]:
+    def _count_queries(self, plan: QueryPlan) -> list[Part]:
         """A count's aggregation queries: one per chunk, plus the whole collection's when the
         count covers every tick, so that documents under shard values the declaration does
         not list are noticed (:meth:`_counted`)."""
-        queries = [chunk_query(self._collection, plan, chunk, None, None) for chunk in plan.chunks]
+        parts: list[Part] = [
+            (chunk, lambda values: chunk_query(self._collection, plan, tuple(values), None, None))
+            for chunk in plan.chunks
+        ]
         if not plan.filters and plan.start is None and plan.end is None:
-            queries.append(self._collection)
-        return queries
+            parts.append(whole(self._collection))
+        return parts
 
     def _counted(self, plan: QueryPlan, counts: list[int]) -> int:
         """The sum of the chunks' counts; warns (:class:`UndeclaredShardsWarning`) when the
@@ -266,34 +280,36 @@ class StoreBase:
 
     def _aggregate_jobs(
         self, query: Query | None, options: Mapping[str, Any], *, count: Any, sum: Any, avg: Any
-    ) -> tuple[QueryPlan, AggregateRequest, list[tuple[int, Any]]]:
-        """An aggregate's plan, its checked request, and its aggregation queries: (chunk
-        number, query) for every chunk and every request of at most 5 aggregations."""
+    ) -> tuple[QueryPlan, AggregateRequest, list[Part]]:
+        """An aggregate's plan, its checked request, and its aggregation queries: one for
+        every chunk and every request of at most 5 aggregations."""
         bounds = Query.of(query, options)
         bounds.only(COUNT_OPTIONS, "aggregate")
         plan = self._oldest_first(bounds)  # the direction the measures' indexes are declared in
         request = AggregateRequest.checked(self.spec, count=count, sum=sum, avg=avg)
-        jobs = []
-        for i, chunk in enumerate(plan.chunks):
-            for measure, asks in request.requests():
-                aggregation: Any = chunk_query(self._collection, plan, chunk, None, None, also_by=measure)
+
+        def asking(measure: str | None, asks: list[Aggregation]) -> Callable[[Sequence[str]], Any]:
+            def aggregation(values: Sequence[str]) -> Any:
+                built: Any = chunk_query(self._collection, plan, tuple(values), None, None, also_by=measure)
                 for kind, alias, field in asks:
-                    aggregation = getattr(aggregation, kind)(*(() if field is None else (field,)), alias=alias)
-                jobs.append((i, aggregation))
+                    built = getattr(built, kind)(*(() if field is None else (field,)), alias=alias)
+                return built
+
+            return aggregation
+
+        jobs = [(chunk, asking(measure, asks)) for chunk in plan.chunks for measure, asks in request.requests()]
         return plan, request, jobs
 
     @staticmethod
-    def _aggregated(
-        plan: QueryPlan, request: AggregateRequest, answers: list[tuple[int, dict[str, Any]]], cost: ReadStats
-    ) -> Aggregates:
-        """Combine the answers of :meth:`_aggregate_jobs`' queries, and bill each by the index
+    def _aggregated(request: AggregateRequest, answers: Iterable[dict[str, Any]], cost: ReadStats) -> Aggregates:
+        """Combine the answers of :meth:`_aggregate_jobs`' queries (any number per request,
+        a request split in parts answering once per part), and bill each by the index
         entries it went over (the count it returned)."""
-        chunks: list[dict[str, Any]] = [{} for _ in plan.chunks]
-        for i, answer in answers:
-            chunks[i].update(answer)
+        answered = list(answers)
+        for answer in answered:
             counted = next(v for k, v in answer.items() if k == "count" or k.startswith("count_"))
             cost.aggregation_done(int(counted or 0))
-        return request.combine(chunks)
+        return request.combine(answered)
 
     def _bars_request(
         self,

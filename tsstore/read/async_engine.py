@@ -42,7 +42,8 @@ async def chunk_ticks(
     fetch: AsyncFetch, cursor: ChunkCursor, renew: Callable[[], Awaitable[dt.datetime]] | None = None
 ) -> AsyncIterator[Tick]:
     """One chunk's ticks as one streaming query, reopened after its last tick when it breaks
-    off (see :meth:`~tsstore.read.engine.ChunkCursor.failed`)."""
+    off (see :meth:`~tsstore.read.engine.ChunkCursor.failed`), or read on as the merge of its
+    halves' streams once it keeps breaking off before a tick."""
     while not cursor.done:
         try:
             async for tick in await fetch(*cursor.query_args()):
@@ -55,8 +56,15 @@ async def chunk_ticks(
             if pause == RENEW:
                 assert renew is not None
                 cursor.read_time = await renew()
-            else:
-                await asyncio.sleep(float(pause))
+                continue
+            await asyncio.sleep(float(pause))
+            if halves := cursor.split():
+                streams = [chunk_ticks(fetch, half, renew) for half in halves]
+                async for tick in amerge(streams, descending=cursor.descending):
+                    yield cursor.returned(tick)
+                    if cursor.done:
+                        return
+                return
 
 
 class _Descending:

@@ -11,8 +11,9 @@ to resume after, ``limit`` ``None`` for no limit. Everything else is here:
   an event loop.
 - :class:`ChunkCursor`: where one chunk's stream stands and what to do when it breaks
   (resume after its last tick after a fault or an overload, with the pauses of
-  :class:`tsstore.faults.Backoff`, for up to a minute of trouble in a row; continue at a
-  newer snapshot when the one it reads at expires and the caller did not fix ``read_time``).
+  :class:`tsstore.faults.Backoff`, for up to a minute of trouble in a row; read on as two
+  halves when its query keeps failing before a tick; continue at a newer snapshot when the
+  one it reads at expires and the caller did not fix ``read_time``).
   :class:`ChunkStream` is the thread-side stream over it (gRPC flow control delivers the
   chunk as it is consumed).
 - :func:`finish_page`, :func:`name_stops` and :func:`reraise_stopped`: a page's cursor, and
@@ -32,7 +33,7 @@ from typing import NoReturn
 from google.api_core import exceptions as gexc
 
 from tsstore.errors import FaultError, SnapshotExpiredError
-from tsstore.faults import Backoff, pause_or_raise
+from tsstore.faults import SPLIT_AFTER, Backoff, pause_or_raise
 from tsstore.read.cost import ReadStats, lean_asks, lean_refills, refill_asks
 from tsstore.read.cursor import encode_cursor
 from tsstore.read.merge import merge_streams, take
@@ -131,9 +132,9 @@ class PageRounds:
         one round trip of waiting, its queries concurrent."""
         if requests:
             self._stats.waited()
-        stats, read_time = self._stats, self._read_time
+        stats, read_time, descending = self._stats, self._read_time, self._plan.descending
         return [
-            ChunkCursor(chunk, after=after, limit=ask, read_time=read_time, stats=stats)
+            ChunkCursor(chunk, after=after, limit=ask, read_time=read_time, stats=stats, descending=descending)
             for chunk, after, ask in requests
         ]
 
@@ -159,7 +160,15 @@ class ChunkCursor:
     the snapshot) and what a failure means; no I/O. The streams over it open the query with
     :meth:`query_args`, pass each tick through :meth:`returned`, and ask :meth:`failed`
     what an exception means (``backoff`` holds its pauses and budget: a fresh
-    :class:`~tsstore.faults.Backoff` unless given)."""
+    :class:`~tsstore.faults.Backoff` unless given).
+
+    A chunk whose query fails :data:`~tsstore.faults.SPLIT_AFTER` times in a row before its
+    next tick is read on as two halves instead: after the pause, :meth:`split` gives their
+    cursors (from the same position, sharing the budget), and the stream merges their ticks
+    in the query's order (``descending``) and passes them through :meth:`returned` as before.
+    Halves read at the cursor's ``read_time``, so one that reads at none (each query at its
+    own time) is only split when it was made ``consistent=False`` (a purge: no snapshot to
+    keep)."""
 
     def __init__(
         self,
@@ -169,14 +178,19 @@ class ChunkCursor:
         limit: int | None,
         read_time: dt.datetime | None,
         stats: ReadStats,
+        descending: bool,
         renewable: bool = False,
+        consistent: bool = True,
         backoff: Backoff | None = None,
     ) -> None:
         self.chunk, self.after, self.left, self.read_time = chunk, after, limit, read_time
-        self._stats, self._renewable = stats, renewable
+        self.descending = descending
+        self._stats, self._renewable, self._consistent = stats, renewable, consistent
         self._backoff = backoff or Backoff()
         self._read = 0  # ticks returned by all its queries
         self._returned = 0  # by the query now open
+        self._fruitless = 0  # queries failed in a row before a tick
+        self._halved = False  # its halves' streams read for it now
         self.done = limit == 0
 
     def query_args(self) -> tuple[Chunk, Position | None, int | None, dt.datetime | None]:
@@ -186,11 +200,13 @@ class ChunkCursor:
         return self.chunk, self.after, self.left, self.read_time
 
     def returned(self, tick: Tick) -> Tick:
-        self._returned += 1
         self._read += 1
-        if self._backoff.failures:
-            self._backoff.progress()  # it got somewhere: a new streak of failures starts
-        self._stats.document_returned(first_of_query=self._returned == 1)
+        if not self._halved:  # the halves' cursors count their own queries
+            self._returned += 1
+            self._fruitless = 0
+            if self._backoff.failures:
+                self._backoff.progress()  # it got somewhere: a new streak of failures starts
+            self._stats.document_returned(first_of_query=self._returned == 1)
         self.after = (tick.timestamp, tick.id)
         if self.left is not None:
             self.left -= 1
@@ -201,11 +217,39 @@ class ChunkCursor:
         """After ``exc``: the pause before reopening after the last tick returned (a fault or
         an overload, within :class:`~tsstore.faults.Backoff`'s budget), or :data:`RENEW` (the
         snapshot expired and may be renewed). Otherwise ``exc`` is raised, or a
-        :class:`~tsstore.errors.FaultError` once the budget is spent."""
+        :class:`~tsstore.errors.FaultError` once the budget is spent (and whatever a split
+        cursor's halves raise: they had their own tries)."""
+        if self._halved:
+            raise exc
         if self._renewable and snapshot_expired(exc):
             return RENEW
         what = f"reading shard value(s) {', '.join(self.chunk)}"
-        return pause_or_raise(exc, self._backoff, what, done=f" after {self._read} of its ticks")
+        pause = pause_or_raise(exc, self._backoff, what, done=f" after {self._read} of its ticks")
+        self._fruitless += 1
+        return pause
+
+    def split(self) -> list[ChunkCursor]:
+        """The cursors of the two halves to read on with, after :meth:`failed`'s pause, or
+        none (it opens its own query again)."""
+        if self._fruitless < SPLIT_AFTER or len(self.chunk) < 2 or (self.read_time is None and self._consistent):
+            return []
+        self._halved = True
+        half = (len(self.chunk) + 1) // 2
+        self._stats.chunks += 1
+        return [
+            ChunkCursor(
+                part,
+                after=self.after,
+                limit=self.left,
+                read_time=self.read_time,
+                stats=self._stats,
+                descending=self.descending,
+                renewable=self._renewable,
+                consistent=self._consistent,
+                backoff=self._backoff,
+            )
+            for part in (self.chunk[:half], self.chunk[half:])
+        ]
 
 
 class ChunkStream(Iterator[Tick]):
@@ -247,8 +291,11 @@ class ChunkStream(Iterator[Tick]):
                 if pause == RENEW:
                     assert self._renew is not None
                     cursor.read_time = self._renew()
-                else:
-                    time.sleep(float(pause))
+                    continue
+                time.sleep(float(pause))
+                if halves := cursor.split():
+                    streams = [ChunkStream(self._fetch, half, renew=self._renew) for half in halves]
+                    self._it = merge_streams(streams, descending=cursor.descending)
         raise StopIteration
 
 
@@ -261,9 +308,25 @@ def chunk_cursors(
     stats.waited()  # every chunk's query is in flight together: one wait for their first results
     renewable = plan.query.read_time is None
     return [
-        ChunkCursor(chunk, after=after, limit=plan.limit, read_time=read_time, stats=stats, renewable=renewable)
+        ChunkCursor(
+            chunk,
+            after=after,
+            limit=plan.limit,
+            read_time=read_time,
+            stats=stats,
+            descending=plan.descending,
+            renewable=renewable,
+        )
         for chunk in plan.chunks
     ]
+
+
+def sweep_cursor(chunk: Chunk, plan: QueryPlan, stats: ReadStats) -> ChunkCursor:
+    """A cursor over every tick of ``chunk`` that reads each query at its own time (a purge or
+    a reshard keeps no snapshot, and may outlast the hour one is kept), so its halves may too."""
+    return ChunkCursor(
+        chunk, after=None, limit=None, read_time=None, stats=stats, descending=plan.descending, consistent=False
+    )
 
 
 def finish_page(plan: QueryPlan, ticks: list[Tick], stats: ReadStats) -> Page:

@@ -81,7 +81,11 @@ class LatestRequest:
     def cursors(self, read_time: dt.datetime | None, stats: ReadStats) -> list[tuple[int, QueryPlan, ChunkCursor]]:
         """(series number, its plan, a limit-1 cursor) for every series and chunk."""
         return [
-            (i, plan, ChunkCursor(chunk, after=None, limit=1, read_time=read_time, stats=stats))
+            (
+                i,
+                plan,
+                ChunkCursor(chunk, after=None, limit=1, read_time=read_time, stats=stats, descending=plan.descending),
+            )
             for i, plan in enumerate(self.plans)
             for chunk in plan.chunks
         ]
