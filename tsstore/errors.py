@@ -39,6 +39,17 @@ class QueryError(TsstoreError, ValueError):
     """A query asks for something tsstore or Firestore cannot serve."""
 
 
+class OptionError(QueryError, TypeError):
+    """A verb was given a keyword option it does not take (a ``TypeError``, as Python's own
+    for a wrong keyword, and a :class:`QueryError`); the message names the verb and the
+    options it takes."""
+
+    def __init__(self, verb: str, unknown: list[str], allowed: list[str]) -> None:
+        super().__init__(
+            f"{verb}() got unknown option(s) {', '.join(unknown)}; it takes {', '.join(allowed) or 'none'}"
+        )
+
+
 class CounterError(TsstoreError, ValueError):
     """A sharded counter was used wrongly (bad path, shard count or increment)."""
 

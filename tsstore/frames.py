@@ -22,7 +22,7 @@ object      ``object``             ``None``
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 
 import pandas as pd
@@ -43,25 +43,38 @@ _DTYPES = {
 
 def ticks_to_frame(spec: SeriesSpec, ticks: Iterable[Tick]) -> pd.DataFrame:
     """One DataFrame of ``ticks``, in their order (see the module doc for the schema)."""
-    index_values: list[dt.datetime] = []
-    columns: dict[str, list[Any]] = {}
-    ts_field = spec.timestamp_field
-    row = 0
+    builder = FrameBuilder(spec)
     for tick in ticks:
-        index_values.append(tick.timestamp)
-        _flatten_into(tick.data, "", columns, row)
-        row += 1
-    columns.pop(ts_field, None)
-    for values in columns.values():
-        if len(values) < row:
-            values.extend([None] * (row - len(values)))
-    data: dict[str, Any] = {}
-    for name, kind in spec.columns:
-        data[name] = _series(name, columns.pop(name, [None] * row), kind)
-    for name in sorted(columns):
-        data[name] = _series(name, columns[name], _infer(columns[name]))
-    index = pd.DatetimeIndex(pd.to_datetime(index_values, utc=True), name=ts_field).as_unit("us")
-    return pd.DataFrame(data, index=index)
+        builder.add(tick)
+    return builder.frame()
+
+
+class FrameBuilder:
+    """Ticks in (:meth:`add`, as they stream), one DataFrame out (:meth:`frame`): columns are
+    built as lists in one pass, no tick is kept."""
+
+    def __init__(self, spec: SeriesSpec) -> None:
+        self._spec = spec
+        self._index: list[dt.datetime] = []
+        self._columns: dict[str, list[Any]] = {}
+
+    def add(self, tick: Tick) -> None:
+        _flatten_into(tick.data, "", self._columns, len(self._index))
+        self._index.append(tick.timestamp)
+
+    def frame(self) -> pd.DataFrame:
+        spec, columns, row = self._spec, self._columns, len(self._index)
+        columns.pop(spec.timestamp_field, None)
+        for values in columns.values():
+            if len(values) < row:
+                values.extend([None] * (row - len(values)))
+        data: dict[str, Any] = {}
+        for name, kind in spec.columns:
+            data[name] = _series(name, columns.pop(name, [None] * row), kind)
+        for name in sorted(columns):
+            data[name] = _series(name, columns[name], _infer(columns[name]))
+        index = pd.DatetimeIndex(pd.to_datetime(self._index, utc=True), name=spec.timestamp_field).as_unit("us")
+        return pd.DataFrame(data, index=index)
 
 
 def check_frame_rows(rows: object) -> None:
@@ -96,6 +109,16 @@ def frames(spec: SeriesSpec, ticks: Iterable[Tick], *, rows: int) -> Iterator[pd
     last = batcher.rest()
     if last is not None:
         yield last
+
+
+async def aframes(spec: SeriesSpec, ticks: AsyncIterator[Tick], *, rows: int) -> AsyncIterator[pd.DataFrame]:
+    """:func:`frames` of an async stream of ticks."""
+    batcher = FrameBatcher(spec, rows)
+    async for tick in ticks:
+        if (frame := batcher.add(tick)) is not None:
+            yield frame
+    if (frame := batcher.rest()) is not None:
+        yield frame
 
 
 def _flatten_into(data: Mapping[str, Any], prefix: str, columns: dict[str, list[Any]], row: int) -> None:

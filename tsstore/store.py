@@ -13,50 +13,32 @@ import hashlib
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 from google.cloud import firestore
 
 from tsstore import faults
-from tsstore.bars import bar_start, bars_frame, iter_bars
+from tsstore.bars import bar_start, iter_bars
 from tsstore.counters import ShardedCounter, increment_counters
-from tsstore.errors import ConfigError, QueryError, TsstoreError
-from tsstore.frames import check_frame_rows, frames, ticks_to_frame
+from tsstore.errors import ConfigError, QueryError
+from tsstore.frames import frames
 from tsstore.live.listen import LiveTail, LiveWatch, decoder
 from tsstore.live.state import TailState
-from tsstore.read.aggregate import Aggregates
-from tsstore.read.census import Ask, FirstValue, ShardCensus
 from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
-from tsstore.read.cursor import decode_cursor
-from tsstore.read.engine import (
-    ChunkCursor,
-    ChunkStream,
-    Fetch,
-    Position,
-    chunk_cursors,
-    finish_page,
-    name_stops,
-    read_page,
-    sweep_cursor,
-)
-from tsstore.read.latest import LatestRequest
-from tsstore.read.merge import merge_streams, take
+from tsstore.read.engine import ChunkStream, Fetch, TickRead, read_ticks, sweep_cursor
 from tsstore.read.plan import QueryPlan
 from tsstore.read.query import Query
 from tsstore.rollup import WATERMARKS, Rollup, RollupResult
 from tsstore.spec import Direction, SeriesSpec
 from tsstore.store_base import (
-    _CLOCK_PROBE_ID,
-    COUNT_OPTIONS,
     COUNTERS_SUFFIX,
     DEFAULT_CONCURRENCY,
     DEFAULT_HOLD,
     DEFAULT_LATENESS,
     DEFAULT_PAGE_SIZE,
     RECEIPTS_SUFFIX,
-    Part,
     ProgressCallback,
     PurgeResult,
     ReshardResult,
@@ -64,16 +46,32 @@ from tsstore.store_base import (
     WriteOptions,
     WriteResult,
     _Job,
-    whole,
 )
-from tsstore.ticks import Page, Tick, get_path
+from tsstore.ticks import Tick, get_path
 from tsstore.times import to_utc
+from tsstore.verbs import layout, reading
+from tsstore.verbs.analytics import bars_plan, oldest_first
+from tsstore.verbs.request import (
+    Aggregation,
+    Collect,
+    Documents,
+    Feed,
+    Reading,
+    Request,
+    ThreadDriver,
+    TickStream,
+    Unary,
+    answer,
+)
 from tsstore.wire import NOT_FOUND, Stored, WriteOp, WriteStatus, batch_write, get_documents, stream_ticks
 from tsstore.write.prepare import PreparedDoc
 from tsstore.write.sender import Written
 
+R = TypeVar("R")
+T = TypeVar("T")
 
-class TimeSeriesStore(StoreBase):
+
+class TimeSeriesStore(StoreBase, ThreadDriver):
     """Write and query one sharded time-series collection.
 
     >>> store = TimeSeriesStore(client, SeriesSpec("instruments", shapes=["exchange"]))
@@ -92,9 +90,9 @@ class TimeSeriesStore(StoreBase):
         fast_wire: bool = True,
         lean: bool = True,
     ) -> None:
-        super().__init__(spec, write_options=write_options, page_size=page_size, lean=lean)
+        super().__init__(spec, client, write_options=write_options, page_size=page_size,
+                         lean=lean)  # fmt: skip
         self.client = client
-        self._collection = client.collection(spec.collection)
         self._fast = fast_wire
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tsstore-read")
         self._counters: dict[tuple[Any, ...], ShardedCounter] = {}
@@ -137,211 +135,6 @@ class TimeSeriesStore(StoreBase):
         the result so far once the batches in flight are settled (or 10 s have passed).
         """
         return self._write_job(records, **options).run()
-
-    # ------------------------------------------------------------------ reading
-
-    def query(self, query: Query | None = None, /, **options: Any) -> Page:
-        """One page of ticks in time order (newest first by default).
-
-        ``where`` holds equality and ``in`` filters on declared fields, as a mapping
-        (``{"exchange": "EXCHG1", "symbol": ["AAA", "BBB"]}``) or ``(field, op, value)``
-        triples; ``start`` is inclusive and ``end`` exclusive. With a ``limit`` the page holds
-        at most that many ticks and ``page.cursor`` continues after the last one (``None``
-        when nothing follows); without one the page holds every match.
-        """
-        plan = self.plan(query, **options)
-        stats = ReadStats()
-        if plan.limit is None:
-            return Page(tuple(self._run(plan, stats)), None, stats)
-        after, snapshot = self._start(plan, stats)
-        # One more than the limit tells whether a next page exists.
-        ticks = self._page(plan, after=after, rows=plan.limit + 1, read_time=snapshot, stats=stats)
-        return finish_page(plan, ticks, stats)
-
-    def iter_ticks(self, query: Query | None = None, /, **options: Any) -> TickStream:
-        """Every matching tick, lazily, in time order: one streaming query per chunk, all at
-        one snapshot, merged as they arrive (a ``limit`` up to the store's page size is read
-        as one lean page instead). Its ``stats`` say what it has cost so far."""
-        plan = self.plan(query, **options)
-        stats = ReadStats()
-        return TickStream(self._run(plan, stats), stats)
-
-    def query_frame(self, query: Query | None = None, /, **options: Any) -> pd.DataFrame:
-        """The query's ticks as one DataFrame (see :mod:`tsstore.frames` for the schema)."""
-        return ticks_to_frame(self.spec, self.iter_ticks(query, **options))
-
-    def stream_frames(
-        self, query: Query | None = None, /, *, rows: int = 10_000, **options: Any
-    ) -> Iterator[pd.DataFrame]:
-        """The query's ticks as DataFrames of at most ``rows`` rows, streamed so memory stays
-        bounded by about one frame plus what gRPC buffers per chunk."""
-        check_frame_rows(rows)
-        return frames(self.spec, self.iter_ticks(query, **options), rows=rows)
-
-    def stream_chunk(
-        self, plan: QueryPlan, chunk: tuple[str, ...], *, read_time: dt.datetime | None, stats: ReadStats
-    ) -> Iterator[Tick]:
-        """The ticks of one chunk of ``plan`` (the shard values ``chunk`` lists), in order, from
-        one streaming query at ``read_time``, resumed after its last tick on transient errors:
-        the unit a read split over many workers reads (:mod:`tsstore.beam`)."""
-        cursor = ChunkCursor(
-            chunk, after=None, limit=plan.limit, read_time=read_time, stats=stats, descending=plan.descending
-        )
-        return ChunkStream(self._fetcher(plan), cursor)
-
-    def server_time(self) -> dt.datetime:
-        """The database's current time, for a ``read_time`` that sees every committed write.
-
-        Reading a document that does not exist costs one read and returns the server's
-        time; the client's clock may lag the server's and miss a write just committed.
-        """
-        probe = self._collection.document(_CLOCK_PROBE_ID)
-        snap = faults.call(
-            lambda: probe.get(field_paths=[self.spec.timestamp_field], retry=None), what="reading the server's time"
-        )
-        if snap.read_time is None:  # pragma: no cover - the API always sets it
-            raise TsstoreError("Firestore returned no read time")
-        return snap.read_time
-
-    # ------------------------------------------------------------------ counting
-
-    def count(self, query: Query | None = None, /, *, stats: ReadStats | None = None, **options: Any) -> int:
-        """How many ticks match (``where``, ``start``, ``end``, ``read_time`` as in
-        :meth:`query`): one ``count()`` aggregation per shard chunk, run concurrently at one
-        snapshot, summed. Billed one read per 1 000 index entries counted, per chunk; pass a
-        ``ReadStats`` as ``stats`` to have the cost added to it. A count of everything also
-        counts the whole collection, and warns (:class:`~tsstore.errors.UndeclaredShardsWarning`)
-        if it holds documents under shard values the declaration does not list."""
-        plan = self.plan(query, **options)
-        plan.query.only(COUNT_OPTIONS, "count")
-        cost = stats if stats is not None else ReadStats()
-        cost.chunks = len(plan.chunks)
-        jobs = self._count_queries(plan)
-        snapshot = self._snapshot(plan, cost, parts=len(jobs))
-        cost.waited()
-        return self._counted(plan, list(self._pool.map(lambda job: self._count(job, snapshot, cost), jobs)))
-
-    def aggregate(
-        self,
-        query: Query | None = None,
-        /,
-        *,
-        count: bool = True,
-        sum: Iterable[str] = (),
-        avg: Iterable[str] = (),
-        stats: ReadStats | None = None,
-        **options: Any,
-    ) -> Aggregates:
-        """The count of the ticks that match (``where``, ``start``, ``end``, ``read_time``),
-        and the sum and average of numeric fields over them, computed by Firestore:
-        ``store.aggregate(where={"symbol": "AAA"}, sum=["volume"], avg=["price.micros"])``.
-        ``sum`` and ``avg`` take the spec's measures. Per chunk, one ``count()`` request and one
-        request per measure (its count, ``sum()`` and ``avg()``), all concurrent at one
-        snapshot, combined exactly (see :mod:`tsstore.read.aggregate`); each billed one read
-        per 1 000 ticks it scans."""
-        plan, request, jobs = self._aggregate_jobs(query, options, count=count, sum=sum, avg=avg)
-        cost = stats if stats is not None else ReadStats()
-        cost.chunks = len(plan.chunks)
-        snapshot = self._snapshot(plan, cost, parts=len(jobs))
-        cost.waited()
-
-        def run(job: Part) -> list[dict[str, Any]]:
-            values, aggregation = job
-
-            def ask(part: Sequence[str]) -> dict[str, Any]:
-                [results] = aggregation(part).get(read_time=snapshot, retry=None)
-                return {r.alias: r.value for r in results}
-
-            what = f"aggregating shard value(s) {', '.join(values)}"
-            return faults.call_split(ask, values, what=what, divisible=snapshot is not None)
-
-        return self._aggregated(request, (a for answers in self._pool.map(run, jobs) for a in answers), cost)
-
-    def latest(
-        self,
-        query: Query | None = None,
-        /,
-        *,
-        by: str,
-        values: Iterable[Any],
-        stats: ReadStats | None = None,
-        **options: Any,
-    ) -> pd.DataFrame:
-        """The newest tick of each series: ``store.latest(by="symbol", values=["AAA", "BBB"])``
-        is a DataFrame indexed by ``symbol`` in the order given, one row per value (missing
-        values where a series has no tick), with its ``timestamp`` and fields. Takes ``where``
-        (other filters), ``before`` (exclusive; or ``end``), ``columns`` and ``read_time``;
-        ``by`` must be a declared query shape's field (newest first). One limit-1 query per
-        series and shard chunk, all concurrent at one snapshot (see :mod:`tsstore.read.latest`)."""
-        request = LatestRequest.planned(self.spec, self.plan, by=by, values=values, query=query, options=options)
-        cost = stats if stats is not None else ReadStats()
-        cost.chunks = request.queries
-        snapshot = self._snapshot(request.plans[0], cost, parts=request.queries)
-        cost.waited()
-        running = [
-            (i, self._pool.submit(list, ChunkStream(self._fetcher(plan), cursor)))
-            for i, plan, cursor in request.cursors(snapshot, cost)
-        ]
-        return request.frame([(i, future.result()) for i, future in running])
-
-    def bars(
-        self,
-        query: Query | None = None,
-        /,
-        *,
-        interval: object,
-        price: str,
-        by: str | Sequence[str] | None = None,
-        volume: str | None = None,
-        stats: ReadStats | None = None,
-        **options: Any,
-    ) -> pd.DataFrame:
-        """OHLCV bars of the matching ticks (``where``, ``start``, ``end``, ``read_time``):
-        ``store.bars(interval="1min", by="symbol", price="price.micros", volume="volume",
-        start=..., end=...)`` is a DataFrame indexed by the ``by`` fields and the bar start
-        (UTC, aligned to multiples of ``interval`` since the epoch), with ``open``, ``high``,
-        ``low``, ``close``, ``count`` and ``volume``. Bars cover the ticks in ``[start, end)``;
-        intervals without ticks have no row. Computed while the ticks stream (projected to the
-        fields the bars need), so memory holds one interval's bars, not the ticks; billed one
-        read per tick read (see :mod:`tsstore.bars`)."""
-        plan, builder, fields = self._bars_request(query, options, interval=interval, by=by, price=price, volume=volume)
-        cost = stats if stats is not None else ReadStats()
-        bars = list(iter_bars(builder, self._run(plan, cost)))
-        return bars_frame(bars, by=fields, timestamp_field=self.spec.timestamp_field, volume=volume)
-
-    def shard_census(self, *, since: object = None, read_time: dt.datetime | None = None) -> ShardCensus:
-        """How many ticks each shard value holds, which values documents carry that the
-        declaration does not list, and how evenly the active values share ticks (since
-        ``since``, when given, e.g. the last layout change). All at one snapshot, by count
-        aggregations and limit-1 queries: see :mod:`tsstore.read.census`."""
-        stats = ReadStats()
-        snapshot = read_time or self._probe(stats)
-        census = self._census(since=since, read_time=snapshot, stats=stats)
-        asks = census.first()
-        while asks:
-            stats.waited()
-            asks = census.feed(list(self._pool.map(lambda a: self._answer(a, snapshot, stats), asks)))
-        return census.result()
-
-    def _count(self, job: Part, read_time: dt.datetime | None, cost: ReadStats) -> int:
-        """The count of ``job``'s query (summed over its parts when the whole kept failing)."""
-        values, query = job
-
-        def count(part: Sequence[str]) -> int:
-            [[result]] = query(part).count().get(read_time=read_time, retry=None)
-            counted = int(result.value)  # the emulator reports an empty count as 0.0
-            cost.aggregation_done(counted)
-            return counted
-
-        return sum(faults.call_split(count, values, what="counting ticks", divisible=read_time is not None))
-
-    def _answer(self, ask: Ask, read_time: dt.datetime, cost: ReadStats) -> int | str | None:
-        query: Any = self._census_query(ask)
-        if not isinstance(ask, FirstValue):
-            return self._count(whole(query), read_time, cost)
-        docs = faults.call(lambda: query.get(read_time=read_time, retry=None), what="reading the shard census")
-        cost.query_done(len(docs))
-        return docs[0].get(self.spec.shard_field) if docs else None
 
     def series_counter(self, key: Mapping[str, Any]) -> ShardedCounter:
         """The sharded counter the writer keeps for one series (``spec.count_by`` fields →
@@ -442,7 +235,7 @@ class TimeSeriesStore(StoreBase):
         except ValueError as exc:
             raise QueryError(str(exc)) from None
         state = TailState(since=start, lateness=lateness)
-        base = self._oldest_first(q.replace(columns=None, start=state.bound()))
+        base = oldest_first(self.seat, q.replace(columns=None, start=state.bound()))
 
         def query_from(chunk: int, bound: dt.datetime) -> Any:
             plan = self.plan(base.query.replace(start=bound), direction=base.direction)
@@ -511,14 +304,14 @@ class TimeSeriesStore(StoreBase):
         if start is None or bar_start(start, rollup.interval) >= end:
             return RollupResult(None, None, watermark=watermark)
         start = bar_start(start, rollup.interval)
-        plan, builder, _ = self._bars_request(
-            None, {"start": start, "end": end}, interval=rollup.interval, by=rollup.by, price=rollup.price,
+        plan, builder, _ = bars_plan(
+            self.seat, Query(start=start, end=end), interval=rollup.interval, by=rollup.by, price=rollup.price,
             volume=rollup.volume,
         )  # fmt: skip
         cost = ReadStats()
 
         def ticks() -> Iterator[Tick]:
-            for n, tick in enumerate(self._run(plan, cost), 1):
+            for n, tick in enumerate(self._ticks(self._run(reading.read(self.seat, plan, cost))), 1):
                 yield tick
                 if on_progress is not None and n % 1000 == 0:
                     on_progress(1000)
@@ -551,11 +344,48 @@ class TimeSeriesStore(StoreBase):
         return result(self._remaining(plan, tuple(before.remaining)))
 
     def _remaining(self, plan: QueryPlan, values: tuple[str, ...]) -> dict[str, int]:
-        """Ticks under each of ``values``, at one snapshot."""
-        queries = [chunk_query(self._collection, plan, (value,), None, None) for value in values]
-        stats = ReadStats()
-        snapshot = self._probe(stats) if len(queries) > 1 else None
-        return dict(zip(values, self._pool.map(lambda q: self._count(whole(q), snapshot, stats), queries)))
+        return self._run(layout.remaining(self.seat, plan, values))
+
+    # ------------------------------------------------------------------ the driver
+
+    def _run(self, request: Request[R]) -> R:
+        """Run a verb's request, answering its asks on this thread and the reader threads."""
+        return answer(request, self._answer)
+
+    def _answer(self, ask: Any) -> Any:
+        match ask:
+            case list():  # concurrently, on the reader threads
+                return list(self._pool.map(self._answer, ask))
+            case Aggregation(read_time=read_time):
+
+                def aggregate(values: Sequence[str]) -> Any:
+                    return ask.answered(ask.query(values).get(read_time=read_time, retry=None))
+
+                answers = faults.call_split(aggregate, ask.values, what=ask.what, divisible=ask.divisible)
+                return ask.total(answers)
+            case Documents(query=query, read_time=read_time):
+                return ask.answered(faults.call(lambda: query.get(read_time=read_time, retry=None), what=ask.what))
+            case Collect(read=read):
+                return list(self._ticks(read))
+            case Feed(read=read, sink=sink):
+                for tick in self._ticks(read):
+                    sink(tick)
+                return None
+            case Unary(call=call, what=what):
+                return faults.call(lambda: call(self.client), what=what)
+        raise TypeError(f"no answer for {ask!r}")  # pragma: no cover - every ask is answered above
+
+    def _stream(self, reading: Reading[T]) -> TickStream[T]:
+        def items() -> Iterator[Any]:
+            opening = reading.opening
+            ticks = self._ticks(opening if isinstance(opening, TickRead) else self._run(opening))
+            yield from ticks if reading.rows is None else frames(reading.spec, ticks, rows=reading.rows)
+
+        return TickStream(items(), reading.stats)
+
+    def _ticks(self, read: TickRead) -> Iterator[Tick]:
+        renew = functools.partial(self._run, reading.server_time(self.seat))
+        return read_ticks(read, fetch=self._fetcher(read.plan), pool=self._pool, renew=renew)
 
     # ------------------------------------------------------------------ internals
 
@@ -598,48 +428,6 @@ class TimeSeriesStore(StoreBase):
             increments = {self._counter_for(k): n for k, n in tally.items() if n}
             increment_counters(self.client, increments, receipt=receipts.document(uuid.uuid4().hex))
 
-    def _start(self, plan: QueryPlan, stats: ReadStats) -> tuple[Position | None, dt.datetime | None]:
-        """Where the query's cursor continues, and the one snapshot every chunk reads at."""
-        cursor = plan.query.cursor
-        return (decode_cursor(plan, cursor) if cursor is not None else None), self._snapshot(plan, stats)
-
-    def _run(self, plan: QueryPlan, stats: ReadStats) -> Iterator[Tick]:
-        """The plan's ticks, lazily (nothing is sent before the first one is asked for)."""
-        after, snapshot = self._start(plan, stats)
-        if plan.limit is not None and plan.limit <= self._page_size:
-            yield from self._page(plan, after=after, rows=plan.limit, read_time=snapshot, stats=stats)
-            return
-        # A snapshot chosen here may be renewed when a long read outlives it; one the
-        # caller chose may not (the read then stops with SnapshotExpiredError).
-        renew = self.server_time if plan.query.read_time is None else None
-        fetch = self._fetcher(plan)
-        streams = [
-            ChunkStream(fetch, cursor, renew=renew, pool=self._pool)
-            for cursor in chunk_cursors(plan, after, snapshot, stats)
-        ]
-        merged = take(merge_streams(streams, descending=plan.descending), plan.limit)
-        yield from name_stops(plan, merged, snapshot)
-
-    def _page(
-        self, plan: QueryPlan, *, after: Position | None, rows: int, read_time: dt.datetime | None, stats: ReadStats
-    ) -> list[Tick]:
-        rounds = self._page_rounds(plan, after=after, rows=rows, read_time=read_time, stats=stats)
-        return read_page(rounds, fetch=self._fetcher(plan), pool=self._pool)
-
-    def _snapshot(self, plan: QueryPlan, stats: ReadStats, *, parts: int | None = None) -> dt.datetime | None:
-        """One snapshot for every chunk (or every one of ``parts`` queries): the caller's, or
-        the server's time now (the client's clock may lag the server's and miss a write just
-        committed). One query needs none."""
-        read_time = plan.query.read_time
-        if read_time is not None or (parts or len(plan.chunks)) == 1:
-            return read_time
-        return self._probe(stats)
-
-    def _probe(self, stats: ReadStats) -> dt.datetime:
-        stats.query_done(0)  # reading a document that does not exist: one billed read
-        stats.waited()
-        return self.server_time()
-
     def _fetcher(self, plan: QueryPlan) -> Fetch:
         def fetch(
             chunk: tuple[str, ...],
@@ -651,18 +439,6 @@ class TimeSeriesStore(StoreBase):
             return stream_ticks(query, timestamp_field=self.spec.timestamp_field, read_time=read_time, fast=self._fast)
 
         return fetch
-
-
-class TickStream(Iterator[Tick]):
-    """The ticks of :meth:`TimeSeriesStore.iter_ticks`, and ``stats``: what reading them has
-    cost so far (a :class:`~tsstore.read.cost.ReadStats`)."""
-
-    def __init__(self, ticks: Iterator[Tick], stats: ReadStats) -> None:
-        self._ticks = ticks
-        self.stats = stats
-
-    def __next__(self) -> Tick:
-        return next(self._ticks)
 
 
 def series_document_id(values: tuple[Any, ...]) -> str:

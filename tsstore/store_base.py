@@ -5,53 +5,34 @@ transport: :mod:`tsstore.store` threads, :mod:`tsstore.aio` an event loop."""
 from __future__ import annotations
 
 import datetime as dt
-import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import pandas as pd
-from google.cloud.firestore_v1.base_query import BaseQuery
 
-from tsstore.bars import BarBuilder, to_interval
 from tsstore.errors import (
     ConfigError,
     FaultError,
     Interrupted,
     QueryError,
     RecordError,
-    SpecError,
-    UndeclaredShardsWarning,
     WriteError,
 )
 from tsstore.frames import frame_to_records
 from tsstore.limits import RAMP_START_OPS_PER_SECOND
-from tsstore.read.aggregate import AggregateRequest, Aggregates, Aggregation
-from tsstore.read.census import Ask, Census
-from tsstore.read.chunks import census_query, chunk_query
-from tsstore.read.cost import ReadStats
-from tsstore.read.engine import PageRounds, Position
-from tsstore.read.explain import Explanation, explain
-from tsstore.read.plan import QueryPlan, plan_query
+from tsstore.read.plan import QueryPlan
 from tsstore.read.query import Query
-from tsstore.spec import Direction, SeriesSpec, check_field_path
-from tsstore.times import NaivePolicy, to_utc
+from tsstore.spec import SeriesSpec
+from tsstore.times import NaivePolicy
+from tsstore.verbs import Verbs
+from tsstore.verbs.analytics import oldest_first
+from tsstore.verbs.request import Seat
 from tsstore.wire import Patch, Stored, WriteOp, WriteStatus
 from tsstore.write.identity import DuplicatePolicy, shard_for_id
 from tsstore.write.prepare import PreparedDoc, prepare_records
 from tsstore.write.ramp import RampLimiter
 from tsstore.write.sender import BulkSender, Written
-
-#: One aggregation a read runs: the shard values it covers, and its query for any part of them
-#: (parts are asked on their own when the whole keeps failing: :func:`tsstore.faults.call_split`).
-Part = tuple[tuple[str, ...], Callable[[Sequence[str]], Any]]
-
-
-def whole(query: Any) -> Part:
-    """An aggregation over no shard values of its own (the whole collection, one value's
-    census), asked as it is."""
-    return (), lambda _values: query
-
 
 #: The largest ``limit`` an iteration reads as one lean page; above it (and without a
 #: limit) each chunk is one streaming query, resumed after its last tick if it breaks off.
@@ -69,11 +50,6 @@ COUNTERS_SUFFIX = "_counts"
 #: one commit, so a commit retried after a fault is applied once (see
 #: :func:`~tsstore.counters.increment_counters`); the receipt is deleted once it has landed.
 RECEIPTS_SUFFIX = "_receipts"
-
-#: A document id that is never written; reading it returns the server's current time.
-_CLOCK_PROBE_ID = "tsstore-read-time-probe"
-#: The query fields count() uses.
-COUNT_OPTIONS = ("where", "start", "end", "read_time")
 
 ProgressCallback = Callable[[int], None]
 
@@ -204,14 +180,13 @@ class _Job(Generic[R]):
         return self.result()
 
 
-class StoreBase:
+class StoreBase(Verbs):
     """The parts of a store that do not depend on how Firestore is reached."""
-
-    _collection: Any
 
     def __init__(
         self,
         spec: SeriesSpec,
+        client: Any,
         *,
         write_options: WriteOptions,
         page_size: int,
@@ -222,9 +197,10 @@ class StoreBase:
         if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
             raise ConfigError(f"page_size {page_size!r} is not allowed; give a positive integer")
         self.spec = spec
+        self.client = client
+        self._collection = client.collection(spec.collection)
+        self.seat = Seat(spec, self._collection, page_size, lean)
         self.write_options = write_options
-        self._page_size = page_size
-        self._lean = lean
         ceiling = write_options.max_ops_per_second or spec.max_write_rate
         initial = ceiling if not write_options.ramp else min(write_options.initial_ops_per_second, ceiling)
         # One ramp for every write and purge of this store: its traffic to the collection is
@@ -232,132 +208,11 @@ class StoreBase:
         self._limiter = RampLimiter(initial=initial, ceiling=ceiling)
         self._batch_docs = initial  # a batch never needs more tokens than the slowest second holds
 
-    def plan(self, query: Query | None = None, /, **options: Any) -> QueryPlan:
-        """The validated plan a query runs (no Firestore call). Every read verb takes a
-        :class:`~tsstore.read.query.Query`, or its fields as keyword options: ``where``,
-        ``start`` (inclusive), ``end`` (exclusive), ``direction``, ``limit``, ``columns``,
-        ``cursor``, ``read_time``."""
-        return plan_query(self.spec, query, **options)
-
-    def explain(self, query: Query | None = None, /, **options: Any) -> Explanation:
-        """What a query would send and cost, without touching Firestore: its chunk queries,
-        the composite index serving them, the reads a page takes lean and eager
-        (``print(store.explain(...).describe())``)."""
-        return explain(self.plan(query, **options))
-
-    def firestore_queries(self, plan: QueryPlan) -> list[BaseQuery]:
-        """The Firestore query each chunk of ``plan`` starts with, as sent (no Firestore call):
-        for inspecting what tsstore asks of Firestore, e.g. which index serves it."""
-        size = self._page_size if plan.limit is None else min(plan.limit + 1, self._page_size)
-        return [chunk_query(self._collection, plan, chunk, None, size) for chunk in plan.chunks]
-
-    def _count_queries(self, plan: QueryPlan) -> list[Part]:
-        """A count's aggregation queries: one per chunk, plus the whole collection's when the
-        count covers every tick, so that documents under shard values the declaration does
-        not list are noticed (:meth:`_counted`)."""
-        parts: list[Part] = [
-            (chunk, lambda values: chunk_query(self._collection, plan, tuple(values), None, None))
-            for chunk in plan.chunks
-        ]
-        if not plan.filters and plan.start is None and plan.end is None:
-            parts.append(whole(self._collection))
-        return parts
-
-    def _counted(self, plan: QueryPlan, counts: list[int]) -> int:
-        """The sum of the chunks' counts; warns (:class:`UndeclaredShardsWarning`) when the
-        whole collection's count, if it was asked for, holds more."""
-        counted = sum(counts[: len(plan.chunks)])
-        if len(counts) > len(plan.chunks) and counts[-1] > counted:
-            warnings.warn(
-                UndeclaredShardsWarning(
-                    f"{self.spec.collection!r} holds {counts[-1]} documents but its declared shard values only "
-                    f"{counted}: {counts[-1] - counted} are under values the declaration does not list and no read "
-                    "sees them; store.shard_census() (tsstore shards) names them, then declare them as retired"
-                ),
-                stacklevel=3,
-            )
-        return counted
-
-    def _aggregate_jobs(
-        self, query: Query | None, options: Mapping[str, Any], *, count: Any, sum: Any, avg: Any
-    ) -> tuple[QueryPlan, AggregateRequest, list[Part]]:
-        """An aggregate's plan, its checked request, and its aggregation queries: one for
-        every chunk and every request of at most 5 aggregations."""
-        bounds = Query.of(query, options)
-        bounds.only(COUNT_OPTIONS, "aggregate")
-        plan = self._oldest_first(bounds)  # the direction the measures' indexes are declared in
-        request = AggregateRequest.checked(self.spec, count=count, sum=sum, avg=avg)
-
-        def asking(measure: str | None, asks: list[Aggregation]) -> Callable[[Sequence[str]], Any]:
-            def aggregation(values: Sequence[str]) -> Any:
-                built: Any = chunk_query(self._collection, plan, tuple(values), None, None, also_by=measure)
-                for kind, alias, field in asks:
-                    built = getattr(built, kind)(*(() if field is None else (field,)), alias=alias)
-                return built
-
-            return aggregation
-
-        jobs = [(chunk, asking(measure, asks)) for chunk in plan.chunks for measure, asks in request.requests()]
-        return plan, request, jobs
-
-    @staticmethod
-    def _aggregated(request: AggregateRequest, answers: Iterable[dict[str, Any]], cost: ReadStats) -> Aggregates:
-        """Combine the answers of :meth:`_aggregate_jobs`' queries (any number per request,
-        a request split in parts answering once per part), and bill each by the index
-        entries it went over (the count it returned)."""
-        answered = list(answers)
-        for answer in answered:
-            counted = next(v for k, v in answer.items() if k == "count" or k.startswith("count_"))
-            cost.aggregation_done(int(counted or 0))
-        return request.combine(answered)
-
-    def _bars_request(
-        self,
-        query: Query | None,
-        options: Mapping[str, Any],
-        *,
-        interval: object,
-        by: str | Sequence[str] | None,
-        price: str,
-        volume: str | None,
-    ) -> tuple[QueryPlan, BarBuilder, tuple[str, ...]]:
-        """A bars read: its plan (oldest first where declared, reading only the fields the
-        bars need), the builder for the plan's order, and the ``by`` fields."""
-        bounds = Query.of(query, options)
-        bounds.only(COUNT_OPTIONS, "bars")
-        fields = (by,) if isinstance(by, str) else tuple(by or ())
-        try:
-            for name, what in [*((f, "by field") for f in fields), (price, "price"), (volume, "volume")]:
-                if name is not None:
-                    check_field_path(name, what=what)
-        except SpecError as exc:
-            raise QueryError(str(exc)) from None
-        step = to_interval(interval)
-        columns = tuple(dict.fromkeys((*fields, price, *(() if volume is None else (volume,)))))
-        plan = self._oldest_first(bounds.replace(columns=columns))
-        return plan, BarBuilder(step, by=fields, price=price, volume=volume, descending=plan.descending), fields
-
-    def _census(self, *, since: object, read_time: dt.datetime | None, stats: ReadStats) -> Census:
-        try:
-            since_t = None if since is None else to_utc(since, name="since")
-        except ValueError as exc:
-            raise QueryError(str(exc)) from None
-        return Census(self.spec, since=since_t, read_time=read_time, stats=stats)
-
     def _moves(self, ticks: Iterable[Any]) -> Iterator[PreparedDoc]:
         """Each tick of a retired value as a patch of its shard field only, onto the active
         value its id picks (:func:`~tsstore.write.identity.shard_for_id`)."""
         for i, tick in enumerate(ticks):
             yield PreparedDoc(i, tick.id, Patch({self.spec.shard_field: shard_for_id(tick.id, self.spec.shards)}), 0)
-
-    def _census_query(self, ask: Ask) -> BaseQuery:
-        return census_query(self._collection, self.spec, ask)
-
-    def _page_rounds(
-        self, plan: QueryPlan, *, after: Position | None, rows: int, read_time: dt.datetime | None, stats: ReadStats
-    ) -> PageRounds:
-        """The rounds of one page of ``plan``, lean unless the store was made ``lean=False``."""
-        return PageRounds(plan, rows=rows, after=after, read_time=read_time, stats=stats, lean=self._lean)
 
     def _write_job(
         self,
@@ -421,15 +276,7 @@ class StoreBase:
             bounds = bounds.replace(end=before)
         if bounds.start is None and bounds.end is None:
             raise QueryError("purge needs a time bound: before=, or start=/end=; refusing to delete everything")
-        return PurgeRequest(self._oldest_first(bounds.replace(columns=())), bounds, bool(dry_run), on_progress)
-
-    def _oldest_first(self, query: Query) -> QueryPlan:
-        """The plan of ``query`` oldest first where an index for that is declared, else newest
-        first: for reads that take every match, whose order is only cosmetic."""
-        try:
-            return self.plan(query, direction=Direction.ASC)
-        except QueryError:
-            return self.plan(query, direction=Direction.DESC)
+        return PurgeRequest(oldest_first(self.seat, bounds.replace(columns=())), bounds, bool(dry_run), on_progress)
 
     def _sender(self, *, on_duplicate: DuplicatePolicy = "keep", **callbacks: Any) -> BulkSender:
         send, lookup = self._transport()

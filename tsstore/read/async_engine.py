@@ -17,11 +17,28 @@ from typing import Any
 from google.api_core import exceptions as gexc
 
 from tsstore.errors import FaultError
-from tsstore.read.engine import RENEW, Chunk, ChunkCursor, PageRounds, Position, reraise_stopped
+from tsstore.read.engine import RENEW, Chunk, ChunkCursor, PageRounds, Position, TickRead, reraise_stopped
 from tsstore.read.plan import QueryPlan
 from tsstore.ticks import Tick, sort_key
 
 AsyncFetch = Callable[[Chunk, Position | None, int | None, dt.datetime | None], Awaitable[AsyncIterator[Tick]]]
+
+
+async def aread_ticks(
+    read: TickRead, *, fetch: AsyncFetch, renew: Callable[[], Awaitable[dt.datetime]]
+) -> AsyncIterator[Tick]:
+    """The ticks of ``read`` on the event loop: a page's rounds gathered; streams merged."""
+    if read.rounds is not None:
+        for tick in await aread_page(read.rounds, fetch=fetch):
+            yield tick
+        return
+    streams = [chunk_ticks(fetch, cursor, renew) for cursor in read.cursors]
+    returned = 0
+    async for tick in aname_stops(read.plan, amerge(streams, descending=read.plan.descending), read.read_time):
+        yield tick
+        returned += 1
+        if returned == read.plan.limit:
+            return
 
 
 async def aread_page(rounds: PageRounds, *, fetch: AsyncFetch) -> list[Tick]:

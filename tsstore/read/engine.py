@@ -28,6 +28,7 @@ import datetime as dt
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future
+from dataclasses import dataclass
 from typing import NoReturn
 
 from google.api_core import exceptions as gexc
@@ -297,6 +298,29 @@ class ChunkStream(Iterator[Tick]):
                     streams = [ChunkStream(self._fetch, half, renew=self._renew) for half in halves]
                     self._it = merge_streams(streams, descending=cursor.descending)
         raise StopIteration
+
+
+@dataclass(frozen=True)
+class TickRead:
+    """Ticks of ``plan`` to read: a page's ``rounds``, or ``cursors`` (one stream per chunk,
+    merged in the plan's order, at most ``plan.limit``, at ``read_time``; a cursor may move
+    to a newer snapshot, from ``renew``, when the caller did not choose it)."""
+
+    plan: QueryPlan
+    rounds: PageRounds | None = None
+    cursors: Sequence[ChunkCursor] = ()
+    read_time: dt.datetime | None = None
+
+
+def read_ticks(read: TickRead, *, fetch: Fetch, pool: Executor, renew: Callable[[], dt.datetime]) -> Iterator[Tick]:
+    """The ticks of ``read`` on threads: a page's rounds on ``pool``; streams opened on
+    ``pool`` together (one cursor: in the caller's thread), merged as they are consumed."""
+    if read.rounds is not None:
+        return iter(read_page(read.rounds, fetch=fetch, pool=pool))
+    many = pool if len(read.cursors) > 1 else None
+    streams = [ChunkStream(fetch, c, renew=renew, pool=many) for c in read.cursors]
+    merged = take(merge_streams(streams, descending=read.plan.descending), read.plan.limit)
+    return name_stops(read.plan, merged, read.read_time)
 
 
 def chunk_cursors(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from tsstore.errors import QueryError
 from tsstore.spec import Direction
@@ -59,3 +59,22 @@ class Query:
 
 
 FIELDS = frozenset(f.name for f in dataclasses.fields(Query))
+
+
+class RangeOptions(TypedDict, total=False):
+    """The query fields a verb over a time range takes as keyword options (``count``,
+    ``aggregate``, ``bars``): see :class:`Query`."""
+
+    where: Where
+    start: object
+    end: object
+    read_time: dt.datetime | None
+
+
+class QueryOptions(RangeOptions, total=False):
+    """Every query field, as keyword options of the reads that return ticks."""
+
+    direction: Direction | str
+    limit: int | None
+    columns: Iterable[str] | None
+    cursor: str | None

@@ -1,0 +1,62 @@
+"""The public verbs of both stores, each declared once.
+
+A verb is a request (:mod:`tsstore.verbs.request`) written in the room it belongs to
+(:mod:`~tsstore.verbs.reading`, :mod:`~tsstore.verbs.analytics`,
+:mod:`~tsstore.verbs.layout`); :class:`Verbs` lists them. The sync store runs each on its
+threads and returns the result; the async store awaits the same request on its loop. So the
+two stores have the same verbs, options and answers by construction.
+"""
+
+from __future__ import annotations
+
+from typing import Unpack
+
+from google.cloud.firestore_v1.base_query import BaseQuery
+
+from tsstore.read.chunks import chunk_query
+from tsstore.read.explain import Explanation, explain
+from tsstore.read.plan import QueryPlan, plan_query
+from tsstore.read.query import Query, QueryOptions
+from tsstore.verbs import analytics, layout, reading
+from tsstore.verbs.request import Seat, stream, verb
+
+
+class Verbs:
+    """Every public verb, declared once for :class:`~tsstore.store.TimeSeriesStore` and
+    :class:`~tsstore.aio.AsyncTimeSeriesStore`."""
+
+    seat: Seat
+
+    # reading
+    query = verb(reading.query)
+    iter_ticks = stream(reading.iter_ticks)
+    query_frame = verb(reading.query_frame)
+    stream_frames = stream(reading.stream_frames)
+    stream_chunk = stream(reading.stream_chunk)
+    count = verb(reading.count)
+    server_time = verb(reading.server_time)
+    # analytics
+    aggregate = verb(analytics.aggregate)
+    latest = verb(analytics.latest)
+    bars = verb(analytics.bars)
+    # layout
+    shard_census = verb(layout.shard_census)
+
+    def plan(self, query: Query | None = None, /, **options: Unpack[QueryOptions]) -> QueryPlan:
+        """The validated plan a query runs (no Firestore call). Every read verb takes a
+        :class:`~tsstore.read.query.Query`, or its fields as keyword options: ``where``,
+        ``start`` (inclusive), ``end`` (exclusive), ``direction``, ``limit``, ``columns``,
+        ``cursor``, ``read_time``."""
+        return plan_query(self.seat.spec, query, **options)
+
+    def explain(self, query: Query | None = None, /, **options: Unpack[QueryOptions]) -> Explanation:
+        """What a query would send and cost, without touching Firestore: its chunk queries,
+        the composite index serving them, the reads a page takes lean and eager
+        (``print(store.explain(...).describe())``)."""
+        return explain(self.plan(query, **options))
+
+    def firestore_queries(self, plan: QueryPlan) -> list[BaseQuery]:
+        """The Firestore query each chunk of ``plan`` starts with, as sent (no Firestore call):
+        for inspecting what tsstore asks of Firestore, e.g. which index serves it."""
+        size = self.seat.page_size if plan.limit is None else min(plan.limit + 1, self.seat.page_size)
+        return [chunk_query(self.seat.collection, plan, chunk, None, size) for chunk in plan.chunks]

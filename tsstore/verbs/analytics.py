@@ -1,0 +1,160 @@
+"""Analytics as requests: aggregates computed by Firestore, the newest tick of each series,
+OHLCV bars built while ticks stream. The arithmetic lives in :mod:`tsstore.read.aggregate`,
+:mod:`tsstore.read.latest` and :mod:`tsstore.bars`; this module says what each verb asks."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Unpack
+
+import pandas as pd
+
+from tsstore.bars import Bar, BarBuilder, bars_frame, to_interval
+from tsstore.errors import QueryError, SpecError
+from tsstore.read.aggregate import AggregateRequest, Aggregates, Aggregation
+from tsstore.read.chunks import chunk_query
+from tsstore.read.cost import ReadStats
+from tsstore.read.engine import TickRead
+from tsstore.read.latest import LatestRequest
+from tsstore.read.plan import QueryPlan, plan_query
+from tsstore.read.query import Query, RangeOptions, Where
+from tsstore.spec import Direction, check_field_path
+from tsstore.verbs.reading import COUNT_OPTIONS, read, snapshot_of
+from tsstore.verbs.request import Aggregate, Collect, Feed, Part, Request, Seat
+
+
+def aggregate(
+    seat: Seat,
+    query: Query | None = None,
+    /,
+    *,
+    count: bool = True,
+    sum: Iterable[str] = (),
+    avg: Iterable[str] = (),
+    stats: ReadStats | None = None,
+    **options: Unpack[RangeOptions],
+) -> Request[Aggregates]:
+    """The count of the ticks that match (``where``, ``start``, ``end``, ``read_time``),
+    and the sum and average of numeric fields over them, computed by Firestore:
+    ``store.aggregate(where={"symbol": "AAA"}, sum=["volume"], avg=["price.micros"])``.
+    ``sum`` and ``avg`` take the spec's measures. Per chunk, one ``count()`` request and one
+    request per measure (its count, ``sum()`` and ``avg()``), all concurrent at one
+    snapshot, combined exactly (see :mod:`tsstore.read.aggregate`); each billed one read
+    per 1 000 ticks it scans."""
+    bounds = Query.of(query, options)
+    bounds.only(COUNT_OPTIONS, "aggregate")
+    plan = oldest_first(seat, bounds)  # the direction the measures' indexes are declared in
+    request = AggregateRequest.checked(seat.spec, count=count, sum=sum, avg=avg)
+
+    def asking(measure: str | None, asks: list[Aggregation]) -> Callable[[Sequence[str]], Any]:
+        def aggregation(values: Sequence[str]) -> Any:
+            built: Any = chunk_query(seat.collection, plan, tuple(values), None, None, also_by=measure)
+            for kind, alias, field in asks:
+                built = getattr(built, kind)(*(() if field is None else (field,)), alias=alias)
+            return built
+
+        return aggregation
+
+    parts: list[Part] = [(chunk, asking(m, asks)) for chunk in plan.chunks for m, asks in request.requests()]
+    cost = stats if stats is not None else ReadStats()
+    cost.chunks = len(plan.chunks)
+    snapshot = yield from snapshot_of(seat, plan, cost, parts=len(parts))
+    cost.waited()
+    answers: list[list[dict[str, Any]]] = yield [Aggregate(part, snapshot) for part in parts]
+    answered = [answer for split in answers for answer in split]  # a part asked in halves answers twice
+    for answer in answered:  # each billed by the index entries it went over: the count it returned
+        counted = next(v for k, v in answer.items() if k == "count" or k.startswith("count_"))
+        cost.aggregation_done(int(counted or 0))
+    return request.combine(answered)
+
+
+def latest(
+    seat: Seat,
+    query: Query | None = None,
+    /,
+    *,
+    by: str,
+    values: Iterable[Any],
+    where: Where = None,
+    before: object = None,
+    end: object = None,
+    columns: Iterable[str] | None = None,
+    read_time: dt.datetime | None = None,
+    stats: ReadStats | None = None,
+) -> Request[pd.DataFrame]:
+    """The newest tick of each series: ``store.latest(by="symbol", values=["AAA", "BBB"])``
+    is a DataFrame indexed by ``symbol`` in the order given, one row per value (missing
+    values where a series has no tick), with its ``timestamp`` and fields. Takes ``where``
+    (other filters), ``before`` (exclusive; or ``end``), ``columns`` and ``read_time``;
+    ``by`` must be a declared query shape's field (newest first). One limit-1 query per
+    series and shard chunk, all concurrent at one snapshot (see :mod:`tsstore.read.latest`)."""
+    given = {"where": where, "end": end, "columns": columns, "read_time": read_time}
+    options = {k: v for k, v in given.items() if v is not None} | ({} if before is None else {"before": before})
+    request = LatestRequest.planned(
+        seat.spec, lambda q: plan_query(seat.spec, q), by=by, values=values, query=query, options=options
+    )
+    cost = stats if stats is not None else ReadStats()
+    cost.chunks = request.queries
+    snapshot = yield from snapshot_of(seat, request.plans[0], cost, parts=request.queries)
+    cost.waited()
+    jobs = request.cursors(snapshot, cost)
+    found = yield [Collect(TickRead(plan, cursors=[cursor], read_time=snapshot)) for _, plan, cursor in jobs]
+    return request.frame([(i, ticks) for (i, _, _), ticks in zip(jobs, found)])
+
+
+def bars(
+    seat: Seat,
+    query: Query | None = None,
+    /,
+    *,
+    interval: object,
+    price: str,
+    by: str | Sequence[str] | None = None,
+    volume: str | None = None,
+    stats: ReadStats | None = None,
+    **options: Unpack[RangeOptions],
+) -> Request[pd.DataFrame]:
+    """OHLCV bars of the matching ticks (``where``, ``start``, ``end``, ``read_time``):
+    ``store.bars(interval="1min", by="symbol", price="price.micros", volume="volume",
+    start=..., end=...)`` is a DataFrame indexed by the ``by`` fields and the bar start
+    (UTC, aligned to multiples of ``interval`` since the epoch), with ``open``, ``high``,
+    ``low``, ``close``, ``count`` and ``volume``. Bars cover the ticks in ``[start, end)``;
+    intervals without ticks have no row. Computed while the ticks stream (projected to the
+    fields the bars need), so memory holds one interval's bars, not the ticks; billed one
+    read per tick read (see :mod:`tsstore.bars`)."""
+    bounds = Query.of(query, options)
+    bounds.only(COUNT_OPTIONS, "bars")
+    plan, builder, fields = bars_plan(seat, bounds, interval=interval, by=by, price=price, volume=volume)
+    done: list[Bar] = []
+    ticks = yield from read(seat, plan, stats if stats is not None else ReadStats())
+    yield Feed(ticks, lambda tick: done.extend(builder.add(tick)))
+    done.extend(builder.rest())
+    return bars_frame(done, by=fields, timestamp_field=seat.spec.timestamp_field, volume=volume)
+
+
+def bars_plan(
+    seat: Seat, bounds: Query, *, interval: object, by: str | Sequence[str] | None, price: str, volume: str | None
+) -> tuple[QueryPlan, BarBuilder, tuple[str, ...]]:
+    """A bars read: its plan (oldest first where declared, reading only the fields the bars
+    need), the builder for the plan's order, and the ``by`` fields."""
+    fields = (by,) if isinstance(by, str) else tuple(by or ())
+    try:
+        for name, what in [*((f, "by field") for f in fields), (price, "price"), (volume, "volume")]:
+            if name is not None:
+                check_field_path(name, what=what)
+    except SpecError as exc:
+        raise QueryError(str(exc)) from None
+    step = to_interval(interval)
+    columns = tuple(dict.fromkeys((*fields, price, *(() if volume is None else (volume,)))))
+    plan = oldest_first(seat, bounds.replace(columns=columns))
+    return plan, BarBuilder(step, by=fields, price=price, volume=volume, descending=plan.descending), fields
+
+
+def oldest_first(seat: Seat, query: Query) -> QueryPlan:
+    """The plan of ``query`` oldest first where an index for that is declared, else newest
+    first: for reads that take every match, whose order is only cosmetic."""
+    try:
+        return plan_query(seat.spec, query, direction=Direction.ASC)
+    except QueryError:
+        return plan_query(seat.spec, query, direction=Direction.DESC)

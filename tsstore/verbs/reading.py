@@ -1,0 +1,183 @@
+"""Reading ticks: pages, streams, frames, counts and the server's time, as requests.
+
+Each function is one public verb of both stores (see :mod:`tsstore.verbs.request`); its
+docstring is the verb's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import warnings
+from typing import Unpack
+
+import pandas as pd
+
+from tsstore.errors import TsstoreError, UndeclaredShardsWarning
+from tsstore.frames import FrameBuilder, check_frame_rows
+from tsstore.read.chunks import chunk_query
+from tsstore.read.cost import ReadStats
+from tsstore.read.cursor import decode_cursor
+from tsstore.read.engine import ChunkCursor, PageRounds, Position, TickRead, chunk_cursors, finish_page
+from tsstore.read.plan import QueryPlan, plan_query
+from tsstore.read.query import Query, QueryOptions, RangeOptions
+from tsstore.ticks import Page
+from tsstore.verbs.request import Collect, Count, Feed, Part, Reading, Request, Seat, Unary, whole
+
+#: A document id that is never written; reading it returns the server's current time.
+CLOCK_PROBE_ID = "tsstore-read-time-probe"
+
+#: The query fields count() uses.
+COUNT_OPTIONS = ("where", "start", "end", "read_time")
+
+
+def server_time(seat: Seat) -> Request[dt.datetime]:
+    """The database's current time, for a ``read_time`` that sees every committed write.
+
+    Reading a document that does not exist costs one read and returns the server's time;
+    the client's clock may lag the server's and miss a write just committed."""
+    probe = seat.collection.document(CLOCK_PROBE_ID)
+    fields = [seat.spec.timestamp_field]
+    snap = yield Unary(lambda _client: probe.get(field_paths=fields, retry=None), "reading the server's time")
+    if snap.read_time is None:  # pragma: no cover - the API always sets it
+        raise TsstoreError("Firestore returned no read time")
+    read_time: dt.datetime = snap.read_time
+    return read_time
+
+
+def query(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOptions]) -> Request[Page]:
+    """One page of ticks in time order (newest first by default).
+
+    ``where`` holds equality and ``in`` filters on declared fields, as a mapping
+    (``{"exchange": "EXCHG1", "symbol": ["AAA", "BBB"]}``) or ``(field, op, value)``
+    triples; ``start`` is inclusive and ``end`` exclusive. With a ``limit`` the page holds
+    at most that many ticks and ``page.cursor`` continues after the last one (``None``
+    when nothing follows); without one the page holds every match."""
+    plan = plan_query(seat.spec, query, **options)
+    stats = ReadStats()
+    if plan.limit is None:
+        ticks = yield Collect((yield from read(seat, plan, stats)))
+        return Page(tuple(ticks), None, stats)
+    after, snapshot = start_after(plan), (yield from snapshot_of(seat, plan, stats))
+    # One more than the limit tells whether a next page exists.
+    rounds = page_rounds(seat, plan, after=after, rows=plan.limit + 1, read_time=snapshot, stats=stats)
+    return finish_page(plan, (yield Collect(TickRead(plan, rounds=rounds))), stats)
+
+
+def iter_ticks(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOptions]) -> Reading:
+    """Every matching tick, lazily, in time order: one streaming query per chunk, all at one
+    snapshot, merged as they arrive (a ``limit`` up to the store's page size is read as one
+    lean page instead). The stream's ``stats`` say what it has cost so far."""
+    plan = plan_query(seat.spec, query, **options)
+    stats = ReadStats()
+    return Reading(read(seat, plan, stats), stats, seat.spec)
+
+
+def query_frame(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOptions]) -> Request[pd.DataFrame]:
+    """The query's ticks as one DataFrame (see :mod:`tsstore.frames` for the schema), built
+    as they stream."""
+    plan = plan_query(seat.spec, query, **options)
+    builder = FrameBuilder(seat.spec)
+    yield Feed((yield from read(seat, plan, ReadStats())), builder.add)
+    return builder.frame()
+
+
+def stream_frames(
+    seat: Seat, query: Query | None = None, /, *, rows: int = 10_000, **options: Unpack[QueryOptions]
+) -> Reading:
+    """The query's ticks as DataFrames of at most ``rows`` rows, streamed so memory stays
+    bounded by about one frame plus what gRPC buffers per chunk."""
+    check_frame_rows(rows)
+    plan = plan_query(seat.spec, query, **options)
+    stats = ReadStats()
+    return Reading(read(seat, plan, stats), stats, seat.spec, rows=rows)
+
+
+def stream_chunk(
+    seat: Seat, plan: QueryPlan, chunk: tuple[str, ...], *, read_time: dt.datetime | None, stats: ReadStats
+) -> Reading:
+    """The ticks of one chunk of ``plan`` (the shard values ``chunk`` lists), in order, from
+    one streaming query at ``read_time``, resumed after its last tick on transient errors:
+    the unit a read split over many workers reads (:mod:`tsstore.beam`)."""
+    cursor = ChunkCursor(
+        chunk, after=None, limit=plan.limit, read_time=read_time, stats=stats, descending=plan.descending
+    )
+    return Reading(TickRead(plan, cursors=[cursor], read_time=read_time), stats, seat.spec)
+
+
+def count(
+    seat: Seat, query: Query | None = None, /, *, stats: ReadStats | None = None, **options: Unpack[RangeOptions]
+) -> Request[int]:
+    """How many ticks match (``where``, ``start``, ``end``, ``read_time`` as in
+    :meth:`query`): one ``count()`` aggregation per shard chunk, run concurrently at one
+    snapshot, summed. Billed one read per 1 000 index entries counted, per chunk; pass a
+    ``ReadStats`` as ``stats`` to have the cost added to it. A count of everything also
+    counts the whole collection, and warns (:class:`~tsstore.errors.UndeclaredShardsWarning`)
+    if it holds documents under shard values the declaration does not list."""
+    plan = plan_query(seat.spec, query, **options)
+    plan.query.only(COUNT_OPTIONS, "count")
+    cost = stats if stats is not None else ReadStats()
+    cost.chunks = len(plan.chunks)
+    parts: list[Part] = [
+        (chunk, lambda values: chunk_query(seat.collection, plan, tuple(values), None, None)) for chunk in plan.chunks
+    ]
+    everything = not plan.filters and plan.start is None and plan.end is None
+    if everything:  # documents under values the declaration does not list are noticed
+        parts.append(whole(seat.collection))
+    snapshot = yield from snapshot_of(seat, plan, cost, parts=len(parts))
+    cost.waited()
+    counts: list[int] = yield [Count(part, snapshot, cost) for part in parts]
+    counted = sum(counts[: len(plan.chunks)])
+    if everything and counts[-1] > counted:
+        warnings.warn(
+            UndeclaredShardsWarning(
+                f"{seat.spec.collection!r} holds {counts[-1]} documents but its declared shard values only "
+                f"{counted}: {counts[-1] - counted} are under values the declaration does not list and no read "
+                "sees them; store.shard_census() (tsstore shards) names them, then declare them as retired"
+            ),
+            stacklevel=4,
+        )
+    return counted
+
+
+# ---------------------------------------------------------------------------- shared steps
+
+
+def read(seat: Seat, plan: QueryPlan, stats: ReadStats) -> Request[TickRead]:
+    """How ``plan``'s ticks are read: one lean page when its ``limit`` fits the store's page
+    size, else one stream per chunk, all at one snapshot."""
+    after, snapshot = start_after(plan), (yield from snapshot_of(seat, plan, stats))
+    if plan.limit is not None and plan.limit <= seat.page_size:
+        rounds = page_rounds(seat, plan, after=after, rows=plan.limit, read_time=snapshot, stats=stats)
+        return TickRead(plan, rounds=rounds)
+    return TickRead(plan, cursors=chunk_cursors(plan, after, snapshot, stats), read_time=snapshot)
+
+
+def start_after(plan: QueryPlan) -> Position | None:
+    """Where the query's cursor continues."""
+    return decode_cursor(plan, plan.query.cursor) if plan.query.cursor is not None else None
+
+
+def snapshot_of(
+    seat: Seat, plan: QueryPlan, stats: ReadStats, *, parts: int | None = None
+) -> Request[dt.datetime | None]:
+    """One snapshot for every chunk (or every one of ``parts`` queries): the caller's, or
+    the server's time now (the client's clock may lag the server's and miss a write just
+    committed). One query needs none."""
+    read_time = plan.query.read_time
+    if read_time is not None or (parts or len(plan.chunks)) == 1:
+        return read_time
+    return (yield from probe(seat, stats))
+
+
+def probe(seat: Seat, stats: ReadStats) -> Request[dt.datetime]:
+    """The server's time, billed into ``stats`` (one read, one wait)."""
+    stats.query_done(0)
+    stats.waited()
+    return (yield from server_time(seat))
+
+
+def page_rounds(
+    seat: Seat, plan: QueryPlan, *, after: Position | None, rows: int, read_time: dt.datetime | None, stats: ReadStats
+) -> PageRounds:
+    """The rounds of one page of ``plan``, lean unless the store was made ``lean=False``."""
+    return PageRounds(plan, rows=rows, after=after, read_time=read_time, stats=stats, lean=seat.lean)

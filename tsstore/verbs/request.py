@@ -1,0 +1,405 @@
+"""What a verb is: a request that decides, run by a driver that does the I/O.
+
+Every public verb of the stores is written once, as a generator (a *request*) that yields
+what it needs from Firestore (an *ask*: a document, a count, an aggregation, a read
+of ticks, a bulk send) and receives the answer; what it returns is the verb's result. A
+request does no I/O itself: it plans, builds query objects (no call) and combines answers.
+
+Two drivers answer the asks: :class:`~tsstore.store.TimeSeriesStore` on its reader threads,
+:class:`~tsstore.aio.AsyncTimeSeriesStore` on its event loop. A list of asks is answered
+concurrently, in order. The descriptors here (:class:`verb`, :class:`stream`) give each
+store its public methods from the same request: the sync store returns the result, the async
+store an awaitable (or an async iterator), so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+import inspect
+import typing
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+
+from tsstore.errors import OptionError
+from tsstore.read.cost import ReadStats
+from tsstore.read.engine import TickRead
+from tsstore.read.query import Query
+from tsstore.spec import SeriesSpec
+from tsstore.ticks import Tick
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Seat:
+    """What a request may know of its store: the declaration, the collection it builds its
+    queries on (a sync or async ``CollectionReference``: building a query is no call), and
+    how the store reads."""
+
+    spec: SeriesSpec
+    collection: Any
+    page_size: int
+    lean: bool
+
+
+# ---------------------------------------------------------------------------- the asks
+
+
+#: A query over some shard values: the values, and its query for any part of them (a part is
+#: asked on its own when the whole keeps failing: :func:`tsstore.faults.call_split`).
+Part = tuple[tuple[str, ...], Callable[[Sequence[str]], Any]]
+
+
+def whole(query: Any) -> Part:
+    """A query over no shard values of its own (the whole collection, one value's census),
+    asked as it is."""
+    return (), lambda _values: query
+
+
+class Aggregation:
+    """An aggregation query over the shard values of ``part``, at ``read_time``. A driver
+    sends :meth:`query` for all of them (or, when that keeps failing and the read has a
+    snapshot, for parts of them: ``divisible``), gives each answer to :meth:`answered` and
+    the list of those to :meth:`total`."""
+
+    part: Part
+    read_time: dt.datetime | None
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        return self.part[0]
+
+    @property
+    def divisible(self) -> bool:
+        return self.read_time is not None
+
+    @property
+    def what(self) -> str:
+        return f"aggregating shard value(s) {', '.join(self.values)}"
+
+    def query(self, values: Sequence[str]) -> Any:
+        return self.part[1](values)
+
+    def answered(self, results: Any) -> Any:
+        [row] = results
+        return {r.alias: r.value for r in row}
+
+    def total(self, answers: list[Any]) -> Any:
+        return answers
+
+
+@dataclass(frozen=True)
+class Aggregate(Aggregation):
+    """The aggregations ``part``'s query asks for: a list of ``{alias: value}``, one per
+    part it was asked in."""
+
+    part: Part
+    read_time: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class Count(Aggregation):
+    """The ``count()`` of ``part``'s query, billed into ``stats``: an int."""
+
+    part: Part
+    read_time: dt.datetime | None
+    stats: ReadStats
+
+    @property
+    def what(self) -> str:
+        return "counting ticks"
+
+    def query(self, values: Sequence[str]) -> Any:
+        return self.part[1](values).count()
+
+    def answered(self, results: Any) -> int:
+        [[result]] = results
+        counted = int(result.value)  # the emulator reports an empty count as 0.0
+        self.stats.aggregation_done(counted)
+        return counted
+
+    def total(self, answers: list[Any]) -> int:
+        return sum(answers)
+
+
+@dataclass(frozen=True)
+class Documents:
+    """The documents ``query`` returns at ``read_time`` (small queries: limit 1), billed."""
+
+    query: Any
+    read_time: dt.datetime | None
+    stats: ReadStats
+    what = "reading documents"
+
+    def answered(self, docs: list[Any]) -> list[Any]:
+        self.stats.query_done(len(docs))
+        return docs
+
+
+@dataclass(frozen=True)
+class Collect:
+    """All the ticks of ``read``, as a list. In a list of asks, only reads of one cursor
+    (the stores run a list's asks on their reader threads, which a merge needs itself)."""
+
+    read: TickRead
+
+
+@dataclass(frozen=True)
+class Feed:
+    """Every tick of ``read`` given to ``sink`` as it streams (memory stays flat); answers
+    ``None``."""
+
+    read: TickRead
+    sink: Callable[[Tick], None]
+
+
+@dataclass(frozen=True)
+class Unary:
+    """One call of the client (``call(client)``: a document's get or set), tried again after
+    faults; ``what`` names it in the error when every attempt failed."""
+
+    call: Callable[[Any], Any]
+    what: str
+
+
+@dataclass(frozen=True)
+class Send(Generic[R]):
+    """Documents through the store's bulk sender, at its ramped rate: ``docs`` given the
+    ticks of ``read`` (as a thread-side iterator; none when ``read`` is None), into
+    ``spec``'s collection (default: the store's); answers ``result(sender)``. The sender's
+    options (``on_duplicate``, callbacks) are ``options``; ``tolerate``: refusal codes that are
+    an answer, not a failure; ``what`` names the job in errors."""
+
+    docs: Callable[[Iterator[Tick]], Iterable[Any]]
+    result: Callable[[Any], R]
+    what: str
+    read: TickRead | None = None
+    spec: SeriesSpec | None = None
+    tolerate: frozenset[int] = frozenset()
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+Ask = Aggregation | Documents | Collect | Feed | Unary | Send[Any] | list[Any]
+
+#: A request: yields asks, receives their answers, returns the verb's result.
+Request = Generator[Any, Any, R]
+
+
+def step(request: Request[Any], reply: Any) -> tuple[bool, Any]:
+    """Give ``request`` the answer to its last ask: (False, its next ask) or (True, its result)."""
+    try:
+        return False, request.send(reply)
+    except StopIteration as done:
+        return True, done.value
+
+
+def answer(request: Request[R], respond: Callable[[Any], Any]) -> R:
+    """Run ``request`` to its result, each ask answered by ``respond`` (the thread driver)."""
+    done, value = step(request, None)
+    while not done:
+        done, value = step(request, respond(value))
+    return typing.cast(R, value)
+
+
+async def aanswer(request: Request[R], respond: Callable[[Any], Awaitable[Any]]) -> R:
+    """Run ``request`` to its result, each ask answered by ``await respond(ask)`` (the
+    event-loop driver)."""
+    done, value = step(request, None)
+    while not done:
+        done, value = step(request, await respond(value))
+    return typing.cast(R, value)
+
+
+# ---------------------------------------------------------------------------- reads that stream
+
+
+@dataclass
+class Reading(Generic[T]):
+    """A read handed to the caller as a stream: ``opening`` (the read, or a request whose
+    result is the read; it runs when the first tick is asked for), what the read has cost so
+    far (``stats``), and ``rows``: ticks as they come (None) or DataFrames of at most that
+    many rows (built by ``spec``)."""
+
+    opening: Request[TickRead] | TickRead
+    stats: ReadStats
+    spec: SeriesSpec
+    rows: int | None = None
+
+
+class TickStream(Iterator[T]):
+    """What a streaming verb of :class:`~tsstore.store.TimeSeriesStore` returns: its ticks
+    (or frames), and ``stats``, what reading them has cost so far (a
+    :class:`~tsstore.read.cost.ReadStats`)."""
+
+    def __init__(self, items: Iterator[T], stats: ReadStats) -> None:
+        self._items = items
+        self.stats = stats
+
+    def __next__(self) -> T:
+        return next(self._items)
+
+
+class AsyncTickStream(AsyncIterator[T]):
+    """What a streaming verb of :class:`~tsstore.aio.AsyncTimeSeriesStore` returns (``async
+    for``), and ``stats``: what reading it has cost so far."""
+
+    def __init__(self, items: AsyncIterator[T], stats: ReadStats) -> None:
+        self._items = items
+        self.stats = stats
+
+    async def __anext__(self) -> T:
+        return await anext(self._items)
+
+
+# ---------------------------------------------------------------------------- the two drivers
+
+
+class ThreadDriver:
+    """A store that answers asks on threads (:class:`~tsstore.store.TimeSeriesStore`)."""
+
+    seat: Seat
+
+    def _run(self, request: Request[R]) -> R:
+        raise NotImplementedError
+
+    def _stream(self, reading: Reading[T]) -> TickStream[T]:
+        raise NotImplementedError
+
+
+class LoopDriver:
+    """A store that answers asks on an event loop (:class:`~tsstore.aio.AsyncTimeSeriesStore`)."""
+
+    seat: Seat
+
+    async def _run(self, request: Request[R]) -> R:
+        raise NotImplementedError
+
+    def _stream(self, reading: Reading[T]) -> AsyncTickStream[T]:
+        raise NotImplementedError
+
+
+# ---------------------------------------------------------------------------- declaring a verb
+
+
+class _Declared(Generic[P, R]):
+    """A public verb made from one request function ``make(seat, ...)``: its name, signature
+    (options expanded) and docstring are the request's, and a keyword it does not take is an
+    :class:`~tsstore.errors.OptionError` (a ``TypeError``) naming the verb."""
+
+    def __init__(self, make: Callable[Concatenate[Seat, P], Any]) -> None:
+        self._make = make
+        self.__doc__ = make.__doc__
+        self.__name__ = make.__name__
+        self._signature: inspect.Signature | None = None
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.__name__ = name
+
+    @property
+    def signature(self) -> inspect.Signature:
+        """The verb's signature as a user sees it: without the seat, each option of an
+        ``**options: Unpack[SomeOptions]`` listed as a keyword-only parameter."""
+        if self._signature is None:
+            self._signature = public_signature(self._make)
+        return self._signature
+
+    def _request(self, store: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        self._check(kwargs)
+        return self._make(store.seat, *args, **kwargs)
+
+    def _check(self, kwargs: dict[str, Any]) -> None:
+        params = self.signature.parameters
+        unknown = sorted(k for k in kwargs if k not in params or params[k].kind is inspect.Parameter.POSITIONAL_ONLY)
+        if unknown:
+            allowed = [p.name for p in params.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+            raise OptionError(self.__name__, unknown, allowed)
+
+    def _bound(self, call: Callable[..., Any], signature: inspect.Signature | None = None) -> Callable[..., Any]:
+        functools.update_wrapper(call, self._make)
+        call.__name__ = call.__qualname__ = self.__name__
+        call.__signature__ = signature or self.signature  # type: ignore[attr-defined]
+        del call.__wrapped__  # help() and inspect show the public signature, not the request's
+        return call
+
+    def _unbound(self) -> Callable[..., Any]:
+        """The verb as the class shows it (``help(TimeSeriesStore)``, the API reference): a
+        function of the store and the verb's own parameters."""
+        name = self.__name__
+        store = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+        signature = self.signature.replace(parameters=[store, *self.signature.parameters.values()])
+        return self._bound(lambda store, *args, **kwargs: getattr(store, name)(*args, **kwargs), signature)
+
+
+class verb(_Declared[P, R]):
+    """A verb that returns a result: the sync store's method returns it, the async store's
+    is awaited."""
+
+    def __init__(self, make: Callable[Concatenate[Seat, P], Request[R]]) -> None:
+        super().__init__(make)
+
+    @overload
+    def __get__(self, store: None, owner: type) -> Callable[Concatenate[Any, P], Any]: ...
+    @overload
+    def __get__(self, store: ThreadDriver, owner: type) -> Callable[P, R]: ...
+    @overload
+    def __get__(self, store: LoopDriver, owner: type) -> Callable[P, Awaitable[R]]: ...
+    def __get__(self, store: Any, owner: type) -> Any:
+        if store is None:
+            return self._unbound()
+        if isinstance(store, LoopDriver):
+
+            async def awaited(*args: Any, **kwargs: Any) -> Any:
+                return await store._run(self._request(store, args, kwargs))
+
+            return self._bound(awaited)
+        return self._bound(lambda *args, **kwargs: store._run(self._request(store, args, kwargs)))
+
+
+class stream(_Declared[P, R]):
+    """A verb that returns a stream of ticks or frames (its request function returns a
+    :class:`Reading`): a :class:`TickStream` from the sync store, an
+    :class:`AsyncTickStream` from the async one."""
+
+    def __init__(self, make: Callable[Concatenate[Seat, P], Reading[R]]) -> None:
+        super().__init__(make)
+
+    @overload
+    def __get__(self, store: None, owner: type) -> Callable[Concatenate[Any, P], Any]: ...
+    @overload
+    def __get__(self, store: ThreadDriver, owner: type) -> Callable[P, TickStream[R]]: ...
+    @overload
+    def __get__(self, store: LoopDriver, owner: type) -> Callable[P, AsyncTickStream[R]]: ...
+    def __get__(self, store: Any, owner: type) -> Any:
+        if store is None:
+            return self._unbound()
+        return self._bound(lambda *args, **kwargs: store._stream(self._request(store, args, kwargs)))
+
+
+def public_signature(make: Callable[..., Any]) -> inspect.Signature:
+    """``make``'s signature as its verb shows it: without its first parameter (the seat),
+    ``**options: Unpack[SomeOptions]`` expanded into one keyword-only parameter per option
+    (with :class:`~tsstore.read.query.Query`'s default), and a request's result as the
+    return annotation."""
+    signature = inspect.signature(make)
+    hints = typing.get_type_hints(make)
+    params: list[inspect.Parameter] = []
+    for param in list(signature.parameters.values())[1:]:
+        if param.kind is not inspect.Parameter.VAR_KEYWORD:
+            params.append(param.replace(annotation=hints.get(param.name, param.annotation)))
+            continue
+        [options] = typing.get_args(hints[param.name])
+        for name, kind in typing.get_type_hints(options).items():
+            default = QUERY_DEFAULTS[name]
+            params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind))
+    returns = hints.get("return", signature.return_annotation)
+    if typing.get_origin(returns) is Generator:
+        returns = typing.get_args(returns)[2]
+    return signature.replace(parameters=params, return_annotation=returns)
+
+
+QUERY_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Query)}
