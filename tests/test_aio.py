@@ -144,7 +144,25 @@ def test_async_write_and_purge_account_like_the_sync_store(tsstore_emulator: Any
     assert sync.count() == 350 and sync.query(limit=1, direction="asc")[0].data["v"] == 250
 
 
-def test_async_store_refuses_series_counters_by_name(tsstore_emulator: Any) -> None:
-    spec = SeriesSpec("c", key_fields=["symbol"], count_by=["symbol"])
-    with pytest.raises(ConfigError, match="count_by.*use TimeSeriesStore"):
-        AsyncTimeSeriesStore(tsstore_emulator.async_client(database="c"), spec)
+def test_async_series_counters_count_what_the_async_writer_created(tsstore_emulator: Any) -> None:
+    database = f"c-{random.Random().randrange(10**9)}"
+    spec = SeriesSpec("c", key_fields=["symbol"], count_by=["symbol"], counter_shards=4)
+    base = dt.datetime(2026, 1, 5, tzinfo=dt.timezone.utc)
+    rows = [{"symbol": "AB"[i % 2], "timestamp": base + dt.timedelta(seconds=i), "v": i} for i in range(60)]
+
+    async def run() -> tuple[Any, Any, int, int]:
+        astore = AsyncTimeSeriesStore(
+            tsstore_emulator.async_client(database=database), spec, write_options=WriteOptions(ramp=False)
+        )
+        first = await astore.write(rows)
+        again = await astore.write(rows[:10])  # present already: counted nothing
+        counter = await astore.series_counter({"symbol": "A"})
+        with pytest.raises(ConfigError, match="must name exactly the count_by fields"):
+            await astore.series_counter({"exchange": "X"})
+        return first, again, await counter.value(), await astore.count()
+
+    first, again, a_count, total = asyncio.run(run())
+    assert (first.created, again.present, total) == (60, 10, 60)
+    assert a_count == 30
+    sync = TimeSeriesStore(tsstore_emulator.client(database=database), spec)
+    assert sync.series_counter({"symbol": "B"}).value() == 30  # the same counters, read by the sync store

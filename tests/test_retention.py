@@ -111,7 +111,9 @@ def test_purge_needs_a_bound(client: firestore.Client, collection_name: str) -> 
         store.purge(where={"exchange": "EXCHG1"})
     with pytest.raises(QueryError, match="either before or end"):
         store.purge(before=OPEN, end=OPEN)
-    with pytest.raises(QueryError, match=r"unknown purge option\(s\) after; allowed: before, dry_run, end"):
+    with pytest.raises(
+        QueryError, match=r"purge\(\) got unknown option\(s\) after; it takes before, start, end, where, dry_run"
+    ):
         store.purge(after=OPEN)
     with pytest.raises(QueryError, match="purge does not take limit"):
         store.purge(Query(limit=5), before=OPEN)

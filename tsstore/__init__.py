@@ -13,6 +13,7 @@ from tsstore.errors import (
     FaultError,
     IngestError,
     Interrupted,
+    OptionError,
     QueryError,
     RecordError,
     SchemaError,
@@ -27,12 +28,13 @@ from tsstore.read.aggregate import Aggregates
 from tsstore.read.census import ShardCensus
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query
+from tsstore.results import PurgeResult, ReshardResult, WriteResult
 from tsstore.rollup import Rollup, RollupResult
 from tsstore.spec import Direction, QueryShape, RetiredShard, SeriesSpec, plan_shards
 from tsstore.store import TimeSeriesStore
-from tsstore.store_base import PurgeResult, ReshardResult, WriteOptions, WriteResult
 from tsstore.ticks import Page, Tick
 from tsstore.wire import quick_reconnects
+from tsstore.write.options import WriteOptions
 
 __all__ = [
     "Aggregates",
@@ -56,6 +58,7 @@ __all__ = [
     "EmulatorError",
     "IngestError",
     "Interrupted",
+    "OptionError",
     "Page",
     "Query",
     "QueryError",

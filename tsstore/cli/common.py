@@ -29,8 +29,9 @@ from tsstore.local.emulator import DEFAULT_PROJECT, emulator_client, start_emula
 from tsstore.read.query import Query
 from tsstore.rollup import Rollup
 from tsstore.spec import SeriesSpec
-from tsstore.store import TimeSeriesStore, WriteOptions
+from tsstore.store import TimeSeriesStore
 from tsstore.wire import quick_reconnects
+from tsstore.write.options import WriteOptions
 
 EMULATOR_ENV = "FIRESTORE_EMULATOR_HOST"
 #: How fast the commands write to an emulator: no ramp and no production ceiling, since no one

@@ -32,6 +32,11 @@ async def aread_ticks(
         for tick in await aread_page(read.rounds, fetch=fetch):
             yield tick
         return
+    if read.sweep:
+        for cursor in read.cursors:
+            async for tick in chunk_ticks(fetch, cursor):
+                yield tick
+        return
     streams = [chunk_ticks(fetch, cursor, renew) for cursor in read.cursors]
     returned = 0
     async for tick in aname_stops(read.plan, amerge(streams, descending=read.plan.descending), read.read_time):

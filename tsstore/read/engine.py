@@ -304,12 +304,15 @@ class ChunkStream(Iterator[Tick]):
 class TickRead:
     """Ticks of ``plan`` to read: a page's ``rounds``, or ``cursors`` (one stream per chunk,
     merged in the plan's order, at most ``plan.limit``, at ``read_time``; a cursor may move
-    to a newer snapshot, from ``renew``, when the caller did not choose it)."""
+    to a newer snapshot, from ``renew``, when the caller did not choose it). A ``sweep``
+    reads its cursors one after another instead (a purge's or a reshard's: order does not
+    matter there, and one stream at a time is enough)."""
 
     plan: QueryPlan
     rounds: PageRounds | None = None
     cursors: Sequence[ChunkCursor] = ()
     read_time: dt.datetime | None = None
+    sweep: bool = False
 
 
 def read_ticks(read: TickRead, *, fetch: Fetch, pool: Executor, renew: Callable[[], dt.datetime]) -> Iterator[Tick]:
@@ -317,6 +320,8 @@ def read_ticks(read: TickRead, *, fetch: Fetch, pool: Executor, renew: Callable[
     ``pool`` together (one cursor: in the caller's thread), merged as they are consumed."""
     if read.rounds is not None:
         return iter(read_page(read.rounds, fetch=fetch, pool=pool))
+    if read.sweep:
+        return (tick for cursor in read.cursors for tick in ChunkStream(fetch, cursor))
     many = pool if len(read.cursors) > 1 else None
     streams = [ChunkStream(fetch, c, renew=renew, pool=many) for c in read.cursors]
     merged = take(merge_streams(streams, descending=read.plan.descending), read.plan.limit)

@@ -2,7 +2,8 @@
 
 A verb is a request (:mod:`tsstore.verbs.request`) written in the room it belongs to
 (:mod:`~tsstore.verbs.reading`, :mod:`~tsstore.verbs.analytics`,
-:mod:`~tsstore.verbs.layout`); :class:`Verbs` lists them. The sync store runs each on its
+:mod:`~tsstore.verbs.writing`, :mod:`~tsstore.verbs.retention`, :mod:`~tsstore.verbs.layout`,
+:mod:`~tsstore.verbs.live`); :class:`Verbs` lists them. The sync store runs each on its
 threads and returns the result; the async store awaits the same request on its loop. So the
 two stores have the same verbs, options and answers by construction.
 """
@@ -17,8 +18,9 @@ from tsstore.read.chunks import chunk_query
 from tsstore.read.explain import Explanation, explain
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query, QueryOptions
-from tsstore.verbs import analytics, layout, reading
-from tsstore.verbs.request import Seat, stream, verb
+from tsstore.verbs import analytics, layout, reading, retention, writing
+from tsstore.verbs import live as live_reads
+from tsstore.verbs.request import Seat, live, stream, verb
 
 
 class Verbs:
@@ -39,8 +41,17 @@ class Verbs:
     aggregate = verb(analytics.aggregate)
     latest = verb(analytics.latest)
     bars = verb(analytics.bars)
+    rollup = verb(analytics.rollup)
+    # writing, retention
+    write = verb(writing.write)
+    series_counter = verb(writing.series_counter)
+    purge = verb(retention.purge)
     # layout
     shard_census = verb(layout.shard_census)
+    reshard = verb(layout.reshard)
+    # live
+    watch = live(live_reads.watch)
+    tail = live(live_reads.tail)
 
     def plan(self, query: Query | None = None, /, **options: Unpack[QueryOptions]) -> QueryPlan:
         """The validated plan a query runs (no Firestore call). Every read verb takes a

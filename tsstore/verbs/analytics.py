@@ -5,13 +5,13 @@ OHLCV bars built while ticks stream. The arithmetic lives in :mod:`tsstore.read.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Unpack
 
 import pandas as pd
 
-from tsstore.bars import Bar, BarBuilder, bars_frame, to_interval
-from tsstore.errors import QueryError, SpecError
+from tsstore.bars import Bar, BarBuilder, bar_start, bars_frame, iter_bars, to_interval
+from tsstore.errors import ConfigError, QueryError, SpecError
 from tsstore.read.aggregate import AggregateRequest, Aggregates, Aggregation
 from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
@@ -19,9 +19,14 @@ from tsstore.read.engine import TickRead
 from tsstore.read.latest import LatestRequest
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query, RangeOptions, Where
+from tsstore.rollup import WATERMARKS, Rollup, RollupResult
 from tsstore.spec import Direction, check_field_path
-from tsstore.verbs.reading import COUNT_OPTIONS, read, snapshot_of
-from tsstore.verbs.request import Aggregate, Collect, Feed, Part, Request, Seat
+from tsstore.ticks import Tick
+from tsstore.times import to_utc
+from tsstore.verbs.reading import COUNT_OPTIONS, query, read, server_time, snapshot_of
+from tsstore.verbs.request import Aggregate, Collect, Feed, Part, Request, Seat, Send, Unary
+from tsstore.verbs.writing import ProgressCallback, written_result
+from tsstore.write.prepare import PreparedDoc, prepare_records
 
 
 def aggregate(
@@ -131,6 +136,73 @@ def bars(
     yield Feed(ticks, lambda tick: done.extend(builder.add(tick)))
     done.extend(builder.rest())
     return bars_frame(done, by=fields, timestamp_field=seat.spec.timestamp_field, volume=volume)
+
+
+def rollup(
+    seat: Seat,
+    rollup: Rollup,
+    *,
+    since: object = None,
+    until: object = None,
+    on_progress: ProgressCallback | None = None,
+) -> Request[RollupResult]:
+    """Compute and store the bars of ``rollup`` (declared on this store's series) for
+    every closed interval: from ``since`` (aligned down to the interval), else from the
+    stored watermark, else from the oldest tick; up to ``until`` or now, aligned down, so
+    an interval still open is left for a later run. Bars are written through the writer
+    with the roll-up spec's identity, replacing a stored bar that changed: a re-run stores
+    nothing twice, and a run with ``since`` before late ticks corrects their bars. The
+    watermark advances only once every bar is written, so an interrupted run is repeated
+    whole by the next. ``on_progress`` gets the number of ticks read as they stream."""
+    spec = seat.spec
+    if rollup.source.collection != spec.collection:
+        source = rollup.source.collection
+        raise ConfigError(f"roll-up {rollup.name!r} rolls up {source!r}, not this store's {spec.collection!r}")
+    what = f"the watermark of roll-up {rollup.name!r}"
+    stored = yield Unary(lambda client: client.collection(WATERMARKS).document(rollup.name).get(retry=None), what)
+    watermark = rollup.check_watermark(stored.to_dict() if stored.exists else None)
+    now = yield from server_time(seat)
+    try:
+        limit = now if until is None else min(now, to_utc(until, name="until"))
+        start = to_utc(since, name="since") if since is not None else watermark
+    except ValueError as exc:
+        raise QueryError(str(exc)) from None
+    end = bar_start(limit, rollup.interval)
+    if start is None:
+        oldest = yield from query(seat, direction=Direction.ASC, limit=1, columns=())
+        start = oldest[0].timestamp if len(oldest) else None
+    if start is None or bar_start(start, rollup.interval) >= end:
+        return RollupResult(None, None, watermark=watermark)
+    start = bar_start(start, rollup.interval)
+    bounds = Query(start=start, end=end)
+    plan, builder, _ = bars_plan(
+        seat, bounds, interval=rollup.interval, by=rollup.by, price=rollup.price, volume=rollup.volume
+    )
+    cost = ReadStats()
+
+    policy = rollup.spec.on_duplicate
+
+    def bars_of(ticks: Iterator[Tick]) -> Iterator[PreparedDoc]:
+        def counted() -> Iterator[Tick]:
+            for n, tick in enumerate(ticks, 1):
+                yield tick
+                if on_progress is not None and n % 1000 == 0:
+                    on_progress(1000)
+
+        return prepare_records(rollup.spec, rollup.records(iter_bars(builder, counted())), on_duplicate=policy)
+
+    ticks = yield from read(seat, plan, cost)
+    written = yield Send(bars_of, lambda sender: written_result(sender, {}), "roll-up", read=ticks, spec=rollup.spec,
+                         options={"on_duplicate": policy})  # fmt: skip
+    if on_progress is not None:
+        on_progress(cost.documents % 1000)
+    mark = end if watermark is None else max(end, watermark)
+    document = rollup.watermark_document(mark)
+    yield Unary(lambda client: client.collection(WATERMARKS).document(rollup.name).set(document, retry=None), what)
+    return RollupResult(
+        start, end, ticks=cost.documents, bars=written.count, created=written.created, replaced=written.replaced,
+        present=written.present, skipped=builder.skipped, watermark=mark,
+    )  # fmt: skip
 
 
 def bars_plan(

@@ -1,19 +1,31 @@
 """The shard layout as requests: the census of shard values (the rounds are
-:class:`tsstore.read.census.Census`'s; this module turns its asks into Firestore's)."""
+:class:`tsstore.read.census.Census`'s; this module turns its asks into Firestore's), and the
+move of ticks off retired values."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+from collections.abc import Iterator
 from typing import Any
 
 from tsstore.errors import QueryError
 from tsstore.read.census import Ask, Census, FirstValue, ShardCensus
 from tsstore.read.chunks import census_query, chunk_query
 from tsstore.read.cost import ReadStats
-from tsstore.read.plan import QueryPlan
+from tsstore.read.engine import TickRead, sweep_cursor
+from tsstore.read.plan import QueryPlan, plan_query
+from tsstore.results import ReshardResult
+from tsstore.spec import Direction
+from tsstore.ticks import Tick
 from tsstore.times import to_utc
 from tsstore.verbs.reading import probe
-from tsstore.verbs.request import Count, Documents, Request, Seat, whole
+from tsstore.verbs.request import Count, Documents, Request, Seat, Send, whole
+from tsstore.verbs.writing import ProgressCallback
+from tsstore.wire import NOT_FOUND, Patch
+from tsstore.write.identity import shard_for_id
+from tsstore.write.prepare import PreparedDoc
+from tsstore.write.sender import BulkSender
 
 
 def shard_census(seat: Seat, *, since: object = None, read_time: dt.datetime | None = None) -> Request[ShardCensus]:
@@ -56,3 +68,44 @@ def remaining(seat: Seat, plan: QueryPlan, values: tuple[str, ...]) -> Request[d
     queries = [chunk_query(seat.collection, plan, (value,), None, None) for value in values]
     counts = yield [Count(whole(query), snapshot, stats) for query in queries]
     return dict(zip(values, counts))
+
+
+def reshard(seat: Seat, *, on_progress: ProgressCallback | None = None, max_passes: int = 3) -> Request[ReshardResult]:
+    """Move every tick under a retired shard value onto the active values, so the retired
+    values can leave the declaration. Safe to run while others read and write:
+
+    - each tick keeps its id and content; only its shard field changes, in one
+      single-document update (an update of the field, on the condition that the
+      document exists), so at any snapshot a tick sits under exactly one shard value, and
+      every read covers active and retired values alike: no read misses or repeats it;
+    - the target value comes from the id (:func:`~tsstore.write.identity.shard_for_id`),
+      so a resumed or repeated run agrees with itself, and a run after a finished one
+      moves nothing; a run killed half-way is resumed by running it again;
+    - writes go through the writer's bulk sender, at this store's ramped, bounded rate,
+      with its retries; ``on_progress`` is called with each batch's size.
+
+    A pass streams each retired value oldest first (ids only) and moves what it finds;
+    ticks that old writers still add meanwhile are caught by a further pass, up to
+    ``max_passes``. A tick deleted during the move (a purge, TTL) is counted as vanished."""
+    spec = seat.spec
+    retired = tuple(r.value for r in spec.retired)
+    plan = plan_query(spec, direction=Direction.ASC, columns=())
+    done = ReshardResult(0, 0, (yield from remaining(seat, plan, retired)), 0)
+    while any(done.remaining.values()) and done.passes < max_passes:
+        before, stats = done, ReadStats()
+        cursors = [sweep_cursor((value,), plan, stats) for value, left in before.remaining.items() if left]
+
+        def moves(ticks: Iterator[Tick]) -> Iterator[PreparedDoc]:
+            """Each tick as a patch of its shard field only, onto the active value its id picks."""
+            for i, tick in enumerate(ticks):
+                yield PreparedDoc(i, tick.id, Patch({spec.shard_field: shard_for_id(tick.id, spec.shards)}), 0)
+
+        def result(sender: BulkSender, before: ReshardResult = before) -> ReshardResult:
+            moved, vanished = before.moved + sender.counts["patched"], before.vanished + len(sender.failures)
+            return ReshardResult(moved, vanished, before.remaining, before.passes + 1)
+
+        read = TickRead(plan, cursors=cursors, sweep=True)
+        options = {"on_progress": on_progress}
+        passed = yield Send(moves, result, "reshard", read=read, tolerate=frozenset({NOT_FOUND}), options=options)
+        done = dataclasses.replace(passed, remaining=(yield from remaining(seat, plan, tuple(before.remaining))))
+    return done

@@ -24,11 +24,14 @@ from dataclasses import dataclass, field
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from tsstore.errors import OptionError
+from tsstore.live.aio import AsyncLive
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
+from tsstore.write.prepare import PreparedDoc
+from tsstore.write.sender import BulkSender
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -169,22 +172,33 @@ class Unary:
 
 @dataclass(frozen=True)
 class Send(Generic[R]):
-    """Documents through the store's bulk sender, at its ramped rate: ``docs`` given the
-    ticks of ``read`` (as a thread-side iterator; none when ``read`` is None), into
-    ``spec``'s collection (default: the store's); answers ``result(sender)``. The sender's
-    options (``on_duplicate``, callbacks) are ``options``; ``tolerate``: refusal codes that are
-    an answer, not a failure; ``what`` names the job in errors."""
+    """A bulk job (:class:`~tsstore.write.job.Job`) through the store's sender at its ramped
+    rate: ``docs`` made from the ticks of ``read`` (a thread-side iterator; empty when
+    ``read`` is None), into ``spec``'s collection (default: the store's). Answers
+    ``result(sender)``, which is also what Ctrl-C or a refusal reports as done.
 
-    docs: Callable[[Iterator[Tick]], Iterable[Any]]
-    result: Callable[[Any], R]
+    ``options`` go to the :class:`~tsstore.write.sender.BulkSender` (``on_duplicate``,
+    callbacks); ``counted``: the batches settled go to the series counters too;
+    ``tolerate``: refusal codes that are an answer, not a failure; ``what`` names the job."""
+
+    docs: Callable[[Iterator[Tick]], Iterable[PreparedDoc]]
+    result: Callable[[BulkSender], R]
     what: str
     read: TickRead | None = None
     spec: SeriesSpec | None = None
+    counted: bool = False
     tolerate: frozenset[int] = frozenset()
     options: dict[str, Any] = field(default_factory=dict)
 
 
-Ask = Aggregation | Documents | Collect | Feed | Unary | Send[Any] | list[Any]
+@dataclass(frozen=True)
+class CounterFor:
+    """The sharded counter of one series (``spec.count_by`` values), made on first use."""
+
+    values: tuple[Any, ...]
+
+
+Ask = Aggregation | Documents | Collect | Feed | Unary | Send[Any] | CounterFor | list[Any]
 
 #: A request: yields asks, receives their answers, returns the verb's result.
 Request = Generator[Any, Any, R]
@@ -256,6 +270,19 @@ class AsyncTickStream(AsyncIterator[T]):
         return await anext(self._items)
 
 
+L = TypeVar("L")
+
+
+@dataclass
+class Listening(Generic[L, T]):
+    """A live read: ``opening``, a request whose result starts the listeners when given a
+    sync collection (listeners exist on the sync client only) and returns the live object
+    (``L``); ``step``, the live object's method that waits for its next item (``T``)."""
+
+    opening: Request[Callable[[Any], L]]
+    step: str
+
+
 # ---------------------------------------------------------------------------- the two drivers
 
 
@@ -270,6 +297,9 @@ class ThreadDriver:
     def _stream(self, reading: Reading[T]) -> TickStream[T]:
         raise NotImplementedError
 
+    def _listen(self, listening: Listening[L, Any]) -> L:
+        raise NotImplementedError
+
 
 class LoopDriver:
     """A store that answers asks on an event loop (:class:`~tsstore.aio.AsyncTimeSeriesStore`)."""
@@ -280,6 +310,9 @@ class LoopDriver:
         raise NotImplementedError
 
     def _stream(self, reading: Reading[T]) -> AsyncTickStream[T]:
+        raise NotImplementedError
+
+    def _listen(self, listening: Listening[Any, T]) -> AsyncLive[T]:
         raise NotImplementedError
 
 
@@ -378,6 +411,26 @@ class stream(_Declared[P, R]):
         if store is None:
             return self._unbound()
         return self._bound(lambda *args, **kwargs: store._stream(self._request(store, args, kwargs)))
+
+
+class live(_Declared[P, Any], Generic[P, L, T]):
+    """A live verb (its request function returns a :class:`Listening`): the listeners' own
+    object from the sync store (iterate it, ``close()`` it), an :class:`AsyncLive` over it
+    from the async one."""
+
+    def __init__(self, make: Callable[Concatenate[Seat, P], Listening[L, T]]) -> None:
+        super().__init__(make)
+
+    @overload
+    def __get__(self, store: None, owner: type) -> Callable[Concatenate[Any, P], Any]: ...
+    @overload
+    def __get__(self, store: ThreadDriver, owner: type) -> Callable[P, L]: ...
+    @overload
+    def __get__(self, store: LoopDriver, owner: type) -> Callable[P, AsyncLive[T]]: ...
+    def __get__(self, store: Any, owner: type) -> Any:
+        if store is None:
+            return self._unbound()
+        return self._bound(lambda *args, **kwargs: store._listen(self._request(store, args, kwargs)))
 
 
 def public_signature(make: Callable[..., Any]) -> inspect.Signature:

@@ -1,0 +1,53 @@
+"""Live reads from asyncio: :class:`AsyncLive` over the listeners' thread-side objects."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+from tsstore.live.listen import LIVENESS_CHECK
+
+T = TypeVar("T")
+
+
+class AsyncLive(AsyncIterator[T]):
+    """A live watch or tail as an async iterator: ``start`` (awaited on first use) starts the
+    listeners and returns the live object; each ``step`` (its method that waits for the next
+    item) waits in a worker thread (listeners exist on the sync client only), so the event
+    loop never blocks. ``async with`` or :meth:`close` stops every listener."""
+
+    def __init__(self, start: Callable[[], Awaitable[Any]], step: str) -> None:
+        self._start = start
+        self._step = step
+        self._live: Any = None
+        self._closed = False
+
+    async def next(self, timeout: float | None = None) -> T | None:
+        """The next item, or ``None`` after ``timeout`` seconds without one or once closed."""
+        if self._live is None:
+            self._live = await self._start()
+            if self._closed:
+                self._live.close()
+        result: T | None = await asyncio.to_thread(getattr(self._live, self._step), timeout)
+        return result
+
+    async def __anext__(self) -> T:
+        while not self._closed:
+            item = await self.next(LIVENESS_CHECK)
+            if item is not None:
+                return item
+            if self._live.closed:
+                break
+        raise StopAsyncIteration
+
+    def close(self) -> None:
+        self._closed = True
+        if self._live is not None:
+            self._live.close()
+
+    async def __aenter__(self) -> AsyncLive[T]:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,57 @@
+"""What the writing verbs return: public result types, in one place (the reads' results
+live beside what builds them: :class:`~tsstore.ticks.Page`,
+:class:`~tsstore.read.aggregate.Aggregates`, :class:`~tsstore.read.census.ShardCensus`,
+:class:`~tsstore.rollup.RollupResult`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a write did with the records it sent, in input order.
+
+    ``count`` records are now stored: ``created`` new documents, ``present`` ticks that were
+    already stored with the same content (a re-run, a retried write), ``replaced`` ticks that
+    overwrote another with the same key and time (``on_duplicate="replace"``). ``ids`` are
+    their document ids (empty when asked not to keep them). ``unsettled`` records were not
+    confirmed when Ctrl-C stopped the write (a re-run settles them).
+    """
+
+    count: int
+    ids: tuple[str, ...]
+    created: int = 0
+    present: int = 0
+    replaced: int = 0
+    unsettled: int = 0
+
+
+@dataclass(frozen=True)
+class PurgeResult:
+    """What a purge matched (counted first) and deleted; a dry run deletes nothing."""
+
+    matched: int
+    deleted: int
+    dry_run: bool
+
+
+@dataclass(frozen=True)
+class ReshardResult:
+    """What a reshard did: ``moved`` ticks rewritten from retired shard values onto active
+    ones (same ids and content), ``vanished`` ticks deleted meanwhile (a purge, TTL) and so
+    not moved, and ``remaining`` ticks under each retired value when it finished (0 each when
+    done: the value can then leave the declaration), after ``passes`` passes."""
+
+    moved: int
+    vanished: int
+    remaining: Mapping[str, int]
+    passes: int
+
+    def describe(self) -> str:
+        left = sum(self.remaining.values())
+        state = "they now hold no tick" if not left else f"{left} ticks remain under them (run it again)"
+        values = ", ".join(self.remaining) or "none"
+        gone = f"; {self.vanished} were deleted meanwhile" if self.vanished else ""
+        return f"moved {self.moved} ticks off retired shard values {values}{gone}; {state}"

@@ -1,0 +1,114 @@
+"""Live reads as requests: a window of the newest ticks kept current, and a tail of every
+tick as it is written. Listeners exist on the sync client only: a request's result starts
+them on a sync collection (the async store gives its client's sync twin's)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from tsstore.errors import ConfigError, QueryError
+from tsstore.live.listen import LiveTail, LiveWatch, decoder
+from tsstore.live.state import TailState, TailTick, WindowUpdate
+from tsstore.read.chunks import chunk_query
+from tsstore.read.plan import plan_query
+from tsstore.read.query import Query, Where
+from tsstore.spec import Direction
+from tsstore.times import to_utc
+from tsstore.verbs.analytics import oldest_first
+from tsstore.verbs.reading import server_time
+from tsstore.verbs.request import Listening, Request, Seat
+
+#: How far behind the newest delivered tick a tail still sees a tick, and how many documents
+#: a tail's chunk listener holds before it moves on (see :func:`tail`). A tail holds about
+#: write rate x lateness documents (plus ``hold`` per chunk at most before it moves on): 30 s
+#: at 1 000 ticks/s is 30 000.
+DEFAULT_LATENESS = dt.timedelta(seconds=30)
+DEFAULT_HOLD = 10_000
+
+
+def watch(
+    seat: Seat,
+    query: Query | None = None,
+    /,
+    *,
+    limit: int,
+    where: Where = None,
+    columns: Iterable[str] | None = None,
+) -> Listening[LiveWatch, WindowUpdate]:
+    """The newest ``limit`` ticks matching ``where`` (projected to ``columns``), kept
+    current: iterate for a :class:`~tsstore.live.state.WindowUpdate` each time the window
+    changes (``window``, ``entered``, ``left``, each chunk's ``read_times``).
+
+    One listener per shard chunk, on the chunk's query limited to ``limit`` newest first;
+    the window merges the chunks' reports by (timestamp, id). Snapshots that arrive
+    together on several chunks make one update. Each chunk's part of a window is as of its
+    own snapshot time, and each chunk's time only moves forward. ``close()`` (or ``with``)
+    stops every listener."""
+    given = {k: v for k, v in {"where": where, "columns": columns}.items() if v is not None}
+    q = Query.of(query, {"limit": limit, **given})
+    q.only(("where", "limit", "columns"), "watch")
+    shown = plan_query(seat.spec, q).columns
+    plan = plan_query(seat.spec, q.replace(columns=None), direction=Direction.DESC)
+
+    def start(collection: Any) -> LiveWatch:
+        queries = [chunk_query(collection, plan, chunk, None, limit, listen=True) for chunk in plan.chunks]
+        return LiveWatch(queries, limit, decoder(seat.spec.timestamp_field, shown))
+
+    return Listening(ready(start), "next_update")
+
+
+def tail(
+    seat: Seat,
+    query: Query | None = None,
+    /,
+    *,
+    since: object = None,
+    lateness: dt.timedelta = DEFAULT_LATENESS,
+    hold: int = DEFAULT_HOLD,
+    where: Where = None,
+    columns: Iterable[str] | None = None,
+) -> Listening[LiveTail, TailTick]:
+    """Every tick matching ``where`` that is written from ``since`` (default: the server's
+    time now) on, once each, in the order they arrive, as
+    :class:`~tsstore.live.state.TailTick` values (``tick``, ``late``, ``created``).
+
+    A tick is seen when its timestamp is at most ``lateness`` older than the newest tick
+    delivered; an older one is marked ``late``. Each chunk's listener reads from that
+    moving bound on and is restarted from it once it holds more than ``hold`` documents,
+    so memory stays bounded however long the tail runs. Reconnections are the client's
+    (its listeners resume); a tick reported again is not delivered again. ``close()``
+    stops every listener."""
+    q = Query.of(query, {k: v for k, v in {"where": where, "columns": columns}.items() if v is not None})
+    q.only(("where", "columns"), "tail")
+    if not isinstance(lateness, dt.timedelta) or lateness < dt.timedelta(0):
+        raise ConfigError(f"lateness {lateness!r} is not allowed; give a timedelta of zero or more")
+    if isinstance(hold, bool) or not isinstance(hold, int) or hold < 1:
+        raise ConfigError(f"hold {hold!r} is not allowed; give a positive number of documents")
+    shown = plan_query(seat.spec, q).columns
+    try:
+        given = None if since is None else to_utc(since, name="since")
+    except ValueError as exc:
+        raise QueryError(str(exc)) from None
+
+    def opening() -> Request[Callable[[Any], LiveTail]]:
+        state = TailState(since=given if given is not None else (yield from server_time(seat)), lateness=lateness)
+        base = oldest_first(seat, q.replace(columns=None, start=state.bound()))
+
+        def start(collection: Any) -> LiveTail:
+            def query_from(chunk: int, bound: dt.datetime) -> Any:
+                plan = plan_query(seat.spec, base.query.replace(start=bound), direction=base.direction)
+                return chunk_query(collection, plan, base.chunks[chunk], None, None, listen=True)
+
+            return LiveTail(len(base.chunks), query_from, state, decoder(seat.spec.timestamp_field, shown), hold=hold)
+
+        return start
+
+    return Listening(opening(), "next_tick")
+
+
+def ready(start: Callable[[Any], Any]) -> Request[Callable[[Any], Any]]:
+    """A request that asks nothing and returns ``start``."""
+    return start
+    yield  # a generator: the drivers run it like any request

@@ -1,0 +1,100 @@
+"""Writing ticks and the series counters the writer keeps, as requests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import pandas as pd
+
+from tsstore.counters import ShardedCounter
+from tsstore.errors import RecordError
+from tsstore.frames import frame_to_records
+from tsstore.results import WriteResult
+from tsstore.times import NaivePolicy
+from tsstore.verbs.request import CounterFor, Request, Seat, Send
+from tsstore.write.counting import SeriesCounters
+from tsstore.write.identity import DuplicatePolicy
+from tsstore.write.prepare import prepare_records
+from tsstore.write.sender import BulkSender, Written
+
+ProgressCallback = Callable[[int], None]
+
+
+def write(
+    seat: Seat,
+    records: Iterable[Mapping[str, Any]] | pd.DataFrame,
+    /,
+    *,
+    naive: NaivePolicy = "error",
+    on_duplicate: DuplicatePolicy | None = None,
+    on_progress: ProgressCallback | None = None,
+    on_reject: Callable[[RecordError], None] | None = None,
+    on_written: Callable[[list[int]], None] | None = None,
+    on_status: Callable[[str | None], None] | None = None,
+    skip_first: int = 0,
+    keep_ids: bool = True,
+) -> Request[WriteResult]:
+    """Write ticks (mappings, or a DataFrame with dotted column names) and return what was
+    stored. Every record is validated before it is queued; a bad record raises
+    :class:`~tsstore.errors.RecordError` naming its position, after the records before it
+    have been sent (a re-run of the same input stores nothing twice). Firestore refusals
+    that persist after retries raise :class:`~tsstore.errors.WriteError` naming each
+    refused record; every other record is written.
+
+    Ticks sharing key fields and timestamp are handled by ``on_duplicate`` (default: the
+    spec's, ``"keep"``); see :mod:`tsstore.write.identity`. ``naive`` says what a time
+    without a zone means (``"error"``, or ``"utc"``). ``on_progress`` is called with the
+    number of documents confirmed since the last call, ``on_status`` with what the writer
+    is waiting for (retries and why) or ``None``. With ``spec.count_by``, each written batch
+    adds its newly created ticks to each series' counter in one commit, so a re-written tick
+    is never counted twice (see :meth:`series_counter`).
+
+    ``on_reject``, if given, receives each invalid record's :class:`RecordError` and the
+    write goes on without it (the result then holds only what was written);
+    ``on_written`` receives the input positions of the records each batch settled. The
+    first ``skip_first`` records were written by an earlier run (a resumed ingest): they
+    are numbered for identity but not sent. ``keep_ids=False`` returns no ids, keeping
+    memory flat for huge inputs. Ctrl-C raises :class:`~tsstore.errors.Interrupted` with
+    the result so far once the batches in flight are settled (or 10 s have passed)."""
+    spec = seat.spec
+    rows = frame_to_records(spec, records) if isinstance(records, pd.DataFrame) else records
+    policy = spec.on_duplicate if on_duplicate is None else on_duplicate
+    final_ids: dict[int, str] = {}
+
+    def written(batch: list[Written]) -> None:
+        if keep_ids:
+            for item in batch:
+                final_ids[item.doc.index] = item.id
+        if on_written is not None:
+            on_written([item.doc.index for item in batch])
+
+    docs = prepare_records(spec, rows, naive=naive, on_duplicate=policy, on_reject=on_reject, skip_first=skip_first)
+    options = {"on_duplicate": policy, "on_progress": on_progress, "on_written": written, "on_status": on_status}
+    send = Send(lambda _: docs, lambda sender: written_result(sender, final_ids), "write", counted=bool(spec.count_by),
+                options=options)  # fmt: skip
+    return (yield send)
+
+
+def written_result(sender: BulkSender, ids: Mapping[int, str]) -> WriteResult:
+    """What a write's sender stored; ``ids`` by input position."""
+    counts = sender.counts
+    return WriteResult(
+        count=sender.written,
+        ids=tuple(ids[i] for i in sorted(ids)),
+        created=counts["created"],
+        present=counts["present"],
+        replaced=counts["replaced"],
+        unsettled=sender.unsettled,
+    )
+
+
+def series_counter(seat: Seat, key: Mapping[str, Any]) -> Request[ShardedCounter]:
+    """The sharded counter the writer keeps for one series (``spec.count_by`` fields →
+    values), e.g. ``store.series_counter({"symbol": "AAA"}).read(live=True)``.
+
+    Counters count the ticks the writer created: writing the same tick again counts
+    nothing. Purges do not decrement them, and a process killed between a batch and its
+    counter increment leaves that batch uncounted; :meth:`count` is the exact figure. The
+    async store's counter has the same methods, awaited."""
+    return (yield CounterFor(SeriesCounters.key_of(seat.spec, key)))

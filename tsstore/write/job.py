@@ -1,0 +1,49 @@
+"""A bulk job: documents for the sender, run to the end, and what to report.
+
+Writes, purges, reshards and roll-ups are all one :class:`Job`: the documents to send (as an
+iterator: a prepared input, or ticks streamed from a read), a :class:`~tsstore.write.sender.
+BulkSender` on the store's transport and ramp, and the job's result so far. Ctrl-C, faults
+past the budget and refusals end a job with the error that says what was done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from tsstore.errors import FaultError, Interrupted, WriteError
+from tsstore.write.prepare import PreparedDoc
+from tsstore.write.sender import BulkSender
+
+R = TypeVar("R")
+
+
+@dataclass
+class Job(Generic[R]):
+    """Documents for a bulk sender, and what to report: :meth:`run` sends them all (in the
+    caller's thread) and returns the result, or raises what a write or purge raises."""
+
+    sender: BulkSender
+    docs: Iterable[PreparedDoc]
+    result: Callable[[], R]
+    what: str
+    tolerate: frozenset[int] = frozenset()  # refusal codes that are an answer, not a failure
+
+    def run(self) -> R:
+        sender = self.sender
+        try:
+            sender.send_all(self.docs)
+        except KeyboardInterrupt as stop:
+            raise Interrupted(self.result(), f"{self.what} interrupted") from stop
+        except FaultError as exc:  # reading what to write met faults past the budget
+            raise FaultError(
+                f"{self.what} stopped after {sender.written} documents were written: {exc}; "
+                f"run the {self.what} again to finish it (what is done is not done twice)",
+                returned=exc.returned,
+                cursor=exc.cursor,
+            ) from exc
+        if any(f.code not in self.tolerate for f in sender.failures):
+            failures = sorted(sender.failures, key=lambda f: f.index)
+            raise WriteError(failures, written=sender.written, result=self.result())
+        return self.result()

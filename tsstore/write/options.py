@@ -1,0 +1,33 @@
+"""How fast a store's writer may go: :class:`WriteOptions`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tsstore.errors import ConfigError
+from tsstore.limits import RAMP_START_OPS_PER_SECOND
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """How fast the writer may go.
+
+    New traffic should start at 500 ops/s and grow by 50 % every 5 minutes ("500/50/5");
+    google-cloud-firestore's ``RateLimiter`` does exactly that between
+    ``initial_ops_per_second`` and ``max_ops_per_second``. BulkWriter's default ceiling is
+    also 500, which would cap a sharded collection at the rate sharding was meant to
+    lift, so the ceiling here defaults to the spec's capacity, 500 writes/s per shard
+    value. ``ramp=False`` starts at the ceiling (for the local emulator or a database no
+    one else uses). ``max_attempts`` bounds the tries per document on retryable errors.
+    """
+
+    initial_ops_per_second: int = RAMP_START_OPS_PER_SECOND
+    max_ops_per_second: int | None = None
+    ramp: bool = True
+    max_attempts: int = 15
+
+    def __post_init__(self) -> None:
+        for name in ("initial_ops_per_second", "max_ops_per_second", "max_attempts"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ConfigError(f"{name} {value!r} is not allowed; give a positive integer")
