@@ -30,12 +30,12 @@ from tsstore import (
     WriteOptions,
     plan_shards,
 )
-from tsstore.bars import Bar, BarBuilder, bar_start, iter_bars, to_interval
+from tsstore.analytics.aggregate import MAX_AGGREGATIONS, AggregateRequest
+from tsstore.analytics.bars import Bar, BarBuilder, bar_start, iter_bars, to_interval
+from tsstore.analytics.rollup import Rollup, interval_label
 from tsstore.declaration import load_declaration, load_specs
 from tsstore.indexes.build import declared_indexes
-from tsstore.read.aggregate import MAX_AGGREGATIONS, AggregateRequest
 from tsstore.read.cost import ReadStats
-from tsstore.rollup import Rollup, interval_label
 from tsstore.ticks import Tick
 
 UTC = dt.timezone.utc
@@ -479,7 +479,7 @@ def test_without_matplotlib_a_chart_says_how_to_get_it(tmp_path: Any) -> None:
 
     script = (
         "import sys; sys.modules['matplotlib'] = None\n"
-        "import pandas as pd\nfrom tsstore.plot import plot_lines, PlotError\n"
+        "import pandas as pd\nfrom tsstore.analytics.plot import plot_lines, PlotError\n"
         "frame = pd.DataFrame({'p': [1, 2]}, index=pd.date_range('2026-01-01', periods=2, tz='UTC'))\n"
         "try:\n    plot_lines(frame, 'x.png', y='p')\nexcept PlotError as e:\n    print(e)\n"
     )

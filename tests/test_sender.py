@@ -16,8 +16,9 @@ from google.cloud import firestore
 
 from tests.test_wire import too_deep
 from tsstore.errors import WriteFailure
-from tsstore.wire import Stored, WriteOp, batch_write, get_documents
+from tsstore.wire import batch_write, get_documents
 from tsstore.write.identity import base_of
+from tsstore.write.ops import Stored, WriteOp
 from tsstore.write.prepare import PreparedDoc
 from tsstore.write.sender import BulkSender, Written
 

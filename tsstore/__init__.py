@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from tsstore.aio import AsyncTimeSeriesStore
-from tsstore.capacity import CapacityPlan, Prices, plan_capacity
+from tsstore.analytics.aggregate import Aggregates
+from tsstore.analytics.rollup import Rollup, RollupResult
 from tsstore.counters import CounterValue, ShardedCounter
 from tsstore.errors import (
     ConfigError,
@@ -24,12 +25,11 @@ from tsstore.errors import (
     WriteError,
     WriteFailure,
 )
-from tsstore.read.aggregate import Aggregates
-from tsstore.read.census import ShardCensus
+from tsstore.layout.capacity import CapacityPlan, Prices, plan_capacity
+from tsstore.layout.census import ShardCensus
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query
 from tsstore.results import PurgeResult, ReshardResult, WriteResult
-from tsstore.rollup import Rollup, RollupResult
 from tsstore.spec import Direction, QueryShape, RetiredShard, SeriesSpec, plan_shards
 from tsstore.store import TimeSeriesStore
 from tsstore.ticks import Page, Tick

@@ -69,6 +69,12 @@ class AsyncTimeSeriesStore(StoreBase, asks.LoopDriver):
         # every chunk's stream open at once, and must not wait on itself.
         self._gate = asyncio.Semaphore(max_concurrency)
 
+    def close(self) -> None:
+        """Close the sync client made for listeners and counters, if one was (the async
+        client stays open: it is the caller's)."""
+        if "_twin" in self.__dict__:
+            self._twin.close()
+
     @functools.cached_property
     def _twin(self) -> firestore.Client:
         """A sync client on this client's database, for listeners and counters."""

@@ -1,10 +1,10 @@
 """Load the application's series declaration: one source for the application and the CLI.
 
 A declaration is either an import path, ``package.module:NAME``, where ``NAME`` is a
-:class:`~tsstore.spec.SeriesSpec` or a list of specs and :class:`~tsstore.rollup.Rollup`
+:class:`~tsstore.spec.SeriesSpec` or a list of specs and :class:`~tsstore.analytics.rollup.Rollup`
 values (the application's own objects), or a TOML/JSON file with a ``series`` list of tables
 (see :func:`~tsstore.spec.spec_from_mapping`) and optionally a ``rollup`` list (see
-:func:`~tsstore.rollup.rollup_from_mapping`). A roll-up's own spec counts among the specs, so
+:func:`~tsstore.analytics.rollup.rollup_from_mapping`). A roll-up's own spec counts among the specs, so
 its indexes are generated and the read verbs reach it by its collection.
 """
 
@@ -17,8 +17,8 @@ import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 
+from tsstore.analytics.rollup import Rollup, rollup_from_mapping
 from tsstore.errors import SpecError
-from tsstore.rollup import Rollup, rollup_from_mapping
 from tsstore.spec import SeriesSpec, spec_from_mapping
 
 

@@ -8,7 +8,7 @@ CLI's ``--spec`` means by default.
 
 from __future__ import annotations
 
-from tsstore.rollup import Rollup
+from tsstore.analytics.rollup import Rollup
 from tsstore.spec import QueryShape, SeriesSpec
 
 _BOTH = ("desc", "asc")

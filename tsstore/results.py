@@ -1,7 +1,7 @@
 """What the writing verbs return: public result types, in one place (the reads' results
 live beside what builds them: :class:`~tsstore.ticks.Page`,
-:class:`~tsstore.read.aggregate.Aggregates`, :class:`~tsstore.read.census.ShardCensus`,
-:class:`~tsstore.rollup.RollupResult`)."""
+:class:`~tsstore.analytics.aggregate.Aggregates`, :class:`~tsstore.layout.census.ShardCensus`,
+:class:`~tsstore.analytics.rollup.RollupResult`)."""
 
 from __future__ import annotations
 

@@ -14,11 +14,23 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Literal
 
 from tsstore.errors import SpecError
 from tsstore.limits import SEQUENTIAL_WRITES_PER_SECOND
 from tsstore.times import to_duration, to_utc
-from tsstore.write.identity import DuplicatePolicy, check_policy
+
+#: What the writer does with a tick whose key fields and timestamp are already stored
+#: (see :mod:`tsstore.write.identity`): keep the stored one, replace it, or refuse.
+DuplicatePolicy = Literal["keep", "replace", "error"]
+DUPLICATE_POLICIES: tuple[DuplicatePolicy, ...] = ("keep", "replace", "error")
+
+
+def check_policy(policy: object) -> DuplicatePolicy:
+    if policy not in DUPLICATE_POLICIES:
+        raise ValueError(f"on_duplicate={policy!r} is not allowed; use one of {', '.join(DUPLICATE_POLICIES)}")
+    return policy  # type: ignore[return-value]
+
 
 #: A field path tsstore can use in filters and index definitions without quoting:
 #: dot-separated segments of letters, digits and underscores, not starting with a digit.

@@ -13,9 +13,9 @@ from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
 from tsstore.verbs import Verbs
 from tsstore.verbs.request import Seat, Send
-from tsstore.wire import Stored, WriteOp, WriteStatus
 from tsstore.write.counting import SeriesCounters
 from tsstore.write.job import Job
+from tsstore.write.ops import Stored, WriteOp, WriteStatus
 from tsstore.write.options import WriteOptions
 from tsstore.write.ramp import RampLimiter
 from tsstore.write.sender import BulkSender, Written

@@ -18,7 +18,6 @@ import datetime as dt
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from google.cloud.firestore_v1 import _helpers
@@ -30,6 +29,7 @@ from google.cloud.firestore_v1.types import firestore as firestore_types
 from tsstore.ticks import Tick, get_path
 from tsstore.times import EPOCH as _EPOCH
 from tsstore.times import plain_datetime
+from tsstore.write.ops import Patch, Stored, WriteOp, WriteStatus
 
 log = logging.getLogger(__name__)
 
@@ -258,26 +258,6 @@ def _plain_time(value: Any) -> dt.datetime:
 
 # ---------------------------------------------------------------------------- writing
 
-#: (gRPC status code, message) of one write in a BatchWrite response; code 0 is success.
-WriteStatus = tuple[int, str]
-
-
-@dataclass(frozen=True)
-class Patch:
-    """Change only these fields (dotted paths to values) of a document that must exist
-    (Firestore refuses it with NOT_FOUND otherwise); the rest of the document stays."""
-
-    fields: dict[str, Any]
-
-
-#: One write: document id, data (``None`` deletes the document, a :class:`Patch` changes
-#: some fields of an existing one), and whether it may only create the document (Firestore
-#: then refuses it with ALREADY_EXISTS if the id is taken).
-WriteOp = tuple[str, "dict[str, Any] | Patch | None", bool]
-
-#: gRPC status codes of a create whose document exists, and of a patch whose document does not.
-ALREADY_EXISTS, NOT_FOUND = 6, 5
-
 
 def batch_write(
     collection: BaseCollectionReference,
@@ -350,14 +330,6 @@ def _batch_write_request(collection: BaseCollectionReference, writes: list[Write
         for key, value in data.items():
             _encode_value(value, fields[key])
     return firestore_types.BatchWriteRequest.wrap(request), client
-
-
-@dataclass(frozen=True)
-class Stored:
-    """A document as it is stored: its data and when it was created."""
-
-    data: dict[str, Any]
-    create_time: dt.datetime
 
 
 def get_documents(collection: BaseCollectionReference, ids: list[str]) -> dict[str, Stored]:

@@ -25,8 +25,7 @@ from tsstore.beam.target import Target
 from tsstore.beam.write import METRICS, REJECTED, WRITTEN, DeadLetter, WriteTicks
 from tsstore.errors import ConfigError, IngestError
 from tsstore.ingest.parse import DEFAULT_MAX_FIELD_BYTES
-from tsstore.spec import SeriesSpec
-from tsstore.write.identity import DuplicatePolicy
+from tsstore.spec import DuplicatePolicy, SeriesSpec
 
 #: Runners that run on this machine (no project, no staging).
 LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner")

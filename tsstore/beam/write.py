@@ -44,18 +44,17 @@ from apache_beam.utils.windowed_value import WindowedValue
 from tsstore.beam.ramp import PipelineRamp, process_limiter
 from tsstore.beam.target import Target
 from tsstore.errors import ConfigError, RecordError
-from tsstore.spec import SeriesSpec
+from tsstore.spec import DuplicatePolicy, SeriesSpec, check_policy
 from tsstore.ticks import get_path
 from tsstore.times import NAIVE_POLICIES, NaivePolicy
-from tsstore.wire import ALREADY_EXISTS, batch_write, get_documents
+from tsstore.wire import batch_write, get_documents
 from tsstore.write.identity import (
-    DuplicatePolicy,
-    check_policy,
     content_digest,
     fingerprint,
     id_from_digest,
     repeated_base,
 )
+from tsstore.write.ops import ALREADY_EXISTS
 from tsstore.write.prepare import PreparedDoc, prepare_records
 from tsstore.write.sender import BulkSender
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
+from tsstore.analytics.plot import plot_bars
 from tsstore.cli.common import (
     Database,
     declaration_options,
@@ -25,7 +26,6 @@ from tsstore.cli.output import write_frames
 from tsstore.cli.query import stats_option
 from tsstore.declaration import load_declaration
 from tsstore.errors import TsstoreError
-from tsstore.plot import plot_bars
 from tsstore.read.cost import ReadStats
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec

@@ -21,8 +21,7 @@ from tsstore.cli.common import (
 from tsstore.cli.ingest import parse_options
 from tsstore.errors import ConfigError
 from tsstore.read.query import Query
-from tsstore.spec import SeriesSpec
-from tsstore.write.identity import DuplicatePolicy
+from tsstore.spec import DuplicatePolicy, SeriesSpec
 
 _BEAM_ARGS = {"ignore_unknown_options": True, "allow_extra_args": True}
 _runner_option = click.option(

@@ -22,12 +22,12 @@ from typing import Any, NoReturn
 
 import click
 
+from tsstore.analytics.rollup import Rollup
 from tsstore.declaration import load_declaration
 from tsstore.errors import TsstoreError, UndeclaredShardsWarning
 from tsstore.local import supervisor
 from tsstore.local.emulator import DEFAULT_PROJECT, emulator_client, start_emulator
 from tsstore.read.query import Query
-from tsstore.rollup import Rollup
 from tsstore.spec import SeriesSpec
 from tsstore.store import TimeSeriesStore
 from tsstore.wire import quick_reconnects

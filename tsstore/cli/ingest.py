@@ -12,8 +12,7 @@ from tqdm import tqdm
 from tsstore.cli.common import Command, Database, exit_interrupted, library_errors, series_options
 from tsstore.errors import Interrupted
 from tsstore.ingest import DEFAULT_MAX_FIELD_BYTES, FORMATS, IngestSummary, ingest_file, write_rejects
-from tsstore.spec import SeriesSpec
-from tsstore.write.identity import DUPLICATE_POLICIES, DuplicatePolicy
+from tsstore.spec import DUPLICATE_POLICIES, DuplicatePolicy, SeriesSpec
 
 
 def parse_options(command: Command) -> Command:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import click
 from tqdm import tqdm
 
-from tsstore.capacity import plan_capacity
 from tsstore.cli.common import Database, exit_interrupted, library_errors, pick_spec, series_options
 from tsstore.errors import Interrupted, TsstoreError
+from tsstore.layout.capacity import plan_capacity
 from tsstore.spec import SeriesSpec
 from tsstore.times import to_duration
 

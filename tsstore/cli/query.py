@@ -11,6 +11,7 @@ import click
 import pandas as pd
 from tqdm import tqdm
 
+from tsstore.analytics.plot import plot_lines
 from tsstore.cli.common import (
     Command,
     Database,
@@ -26,7 +27,6 @@ from tsstore.cli.output import write_frames
 from tsstore.errors import Interrupted, TsstoreError
 from tsstore.frames import frames as frames_of
 from tsstore.frames import ticks_to_frame
-from tsstore.plot import plot_lines
 from tsstore.read.cost import ReadStats
 from tsstore.read.explain import explain as explain_plan
 from tsstore.read.plan import plan_query

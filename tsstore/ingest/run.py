@@ -15,10 +15,10 @@ from tsstore.ingest.checkpoint import CHECKPOINT_VERSION, Checkpoint, Watermark,
 from tsstore.ingest.parse import DEFAULT_MAX_FIELD_BYTES, RowParser
 from tsstore.ingest.readers import detect_format, read_rows
 from tsstore.ingest.rejects import Rejected
+from tsstore.spec import DuplicatePolicy
 from tsstore.store import TimeSeriesStore
 from tsstore.times import naive_zone
 from tsstore.wire import database_id
-from tsstore.write.identity import DuplicatePolicy
 
 
 @dataclass

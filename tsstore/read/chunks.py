@@ -8,9 +8,7 @@ from google.cloud.firestore_v1.base_collection import BaseCollectionReference
 from google.cloud.firestore_v1.base_query import BaseQuery, FieldFilter
 from google.cloud.firestore_v1.field_path import FieldPath
 
-from tsstore.indexes.build import SHARD_ORDER
-from tsstore.read.census import Ask, CountAll, CountValue, FirstValue
-from tsstore.read.plan import QueryPlan, plan_query
+from tsstore.read.plan import QueryPlan
 from tsstore.spec import SeriesSpec
 
 Chunk = tuple[str, ...]
@@ -59,23 +57,3 @@ def chunk_query(
             {spec.timestamp_field: after[0], FieldPath.document_id(): collection.document(after[1])}
         )
     return query if size is None else query.limit(size)
-
-
-def census_query(collection: BaseCollectionReference, spec: SeriesSpec, ask: Ask) -> BaseQuery:
-    """The query of one census ask (see :mod:`tsstore.read.census`): a count is run on it with
-    ``count()``, a :class:`~tsstore.layout.FirstValue` as it is."""
-    if isinstance(ask, CountAll):
-        return collection  # type: ignore[return-value]  # a collection is a query of everything
-    if isinstance(ask, CountValue):
-        plan = plan_query(spec, start=ask.since)
-        return chunk_query(collection, plan, (ask.value,), None, None)
-    query: Any = collection
-    if ask.low is not None:
-        query = query.where(filter=FieldFilter(spec.shard_field, ">", ask.low))
-    if ask.high is not None:
-        query = query.where(filter=FieldFilter(spec.shard_field, "<", ask.high))
-    # The order of the plain time range's index, newest first: (shard desc, timestamp desc).
-    query = query.order_by(spec.shard_field, direction=SHARD_ORDER).order_by(
-        spec.timestamp_field, direction="DESCENDING"
-    )
-    return query.select([spec.shard_field]).limit(1) if isinstance(ask, FirstValue) else query

@@ -1,6 +1,6 @@
 """Analytics as requests: aggregates computed by Firestore, the newest tick of each series,
-OHLCV bars built while ticks stream. The arithmetic lives in :mod:`tsstore.read.aggregate`,
-:mod:`tsstore.read.latest` and :mod:`tsstore.bars`; this module says what each verb asks."""
+OHLCV bars built while ticks stream. The arithmetic lives in :mod:`tsstore.analytics.aggregate`,
+:mod:`tsstore.analytics.latest` and :mod:`tsstore.analytics.bars`; this module says what each verb asks."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ from typing import Any, Unpack
 
 import pandas as pd
 
-from tsstore.bars import Bar, BarBuilder, bar_start, bars_frame, iter_bars, to_interval
+from tsstore.analytics.aggregate import AggregateRequest, Aggregates, Aggregation
+from tsstore.analytics.bars import Bar, BarBuilder, bar_start, bars_frame, iter_bars, to_interval
+from tsstore.analytics.latest import LatestRequest
+from tsstore.analytics.rollup import WATERMARKS, Rollup, RollupResult
 from tsstore.errors import ConfigError, QueryError, SpecError
-from tsstore.read.aggregate import AggregateRequest, Aggregates, Aggregation
 from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
-from tsstore.read.latest import LatestRequest
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query, RangeOptions, Where
-from tsstore.rollup import WATERMARKS, Rollup, RollupResult
 from tsstore.spec import Direction, check_field_path
 from tsstore.ticks import Tick
 from tsstore.times import to_utc
@@ -45,7 +45,7 @@ def aggregate(
     ``store.aggregate(where={"symbol": "AAA"}, sum=["volume"], avg=["price.micros"])``.
     ``sum`` and ``avg`` take the spec's measures. Per chunk, one ``count()`` request and one
     request per measure (its count, ``sum()`` and ``avg()``), all concurrent at one
-    snapshot, combined exactly (see :mod:`tsstore.read.aggregate`); each billed one read
+    snapshot, combined exactly (see :mod:`tsstore.analytics.aggregate`); each billed one read
     per 1 000 ticks it scans."""
     bounds = Query.of(query, options)
     bounds.only(COUNT_OPTIONS, "aggregate")
@@ -93,7 +93,7 @@ def latest(
     values where a series has no tick), with its ``timestamp`` and fields. Takes ``where``
     (other filters), ``before`` (exclusive; or ``end``), ``columns`` and ``read_time``;
     ``by`` must be a declared query shape's field (newest first). One limit-1 query per
-    series and shard chunk, all concurrent at one snapshot (see :mod:`tsstore.read.latest`)."""
+    series and shard chunk, all concurrent at one snapshot (see :mod:`tsstore.analytics.latest`)."""
     given = {"where": where, "end": end, "columns": columns, "read_time": read_time}
     options = {k: v for k, v in given.items() if v is not None} | ({} if before is None else {"before": before})
     request = LatestRequest.planned(
@@ -127,7 +127,7 @@ def bars(
     ``low``, ``close``, ``count`` and ``volume``. Bars cover the ticks in ``[start, end)``;
     intervals without ticks have no row. Computed while the ticks stream (projected to the
     fields the bars need), so memory holds one interval's bars, not the ticks; billed one
-    read per tick read (see :mod:`tsstore.bars`)."""
+    read per tick read (see :mod:`tsstore.analytics.bars`)."""
     bounds = Query.of(query, options)
     bounds.only(COUNT_OPTIONS, "bars")
     plan, builder, fields = bars_plan(seat, bounds, interval=interval, by=by, price=price, volume=volume)

@@ -1,5 +1,5 @@
 """The shard layout as requests: the census of shard values (the rounds are
-:class:`tsstore.read.census.Census`'s; this module turns its asks into Firestore's), and the
+:class:`tsstore.layout.census.Census`'s; this module turns its asks into Firestore's), and the
 move of ticks off retired values."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from tsstore.errors import QueryError
-from tsstore.read.census import Ask, Census, FirstValue, ShardCensus
-from tsstore.read.chunks import census_query, chunk_query
+from tsstore.layout.census import Ask, Census, FirstValue, ShardCensus, census_query
+from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead, sweep_cursor
 from tsstore.read.plan import QueryPlan, plan_query
@@ -22,8 +22,8 @@ from tsstore.times import to_utc
 from tsstore.verbs.reading import probe
 from tsstore.verbs.request import Count, Documents, Request, Seat, Send, whole
 from tsstore.verbs.writing import ProgressCallback
-from tsstore.wire import NOT_FOUND, Patch
 from tsstore.write.identity import shard_for_id
+from tsstore.write.ops import NOT_FOUND, Patch
 from tsstore.write.prepare import PreparedDoc
 from tsstore.write.sender import BulkSender
 
@@ -32,7 +32,7 @@ def shard_census(seat: Seat, *, since: object = None, read_time: dt.datetime | N
     """How many ticks each shard value holds, which values documents carry that the
     declaration does not list, and how evenly the active values share ticks (since
     ``since``, when given, e.g. the last layout change). All at one snapshot, by count
-    aggregations and limit-1 queries: see :mod:`tsstore.read.census`."""
+    aggregations and limit-1 queries: see :mod:`tsstore.layout.census`."""
     try:
         since_t = None if since is None else to_utc(since, name="since")
     except ValueError as exc:

@@ -11,10 +11,10 @@ from tsstore.counters import ShardedCounter
 from tsstore.errors import RecordError
 from tsstore.frames import frame_to_records
 from tsstore.results import WriteResult
+from tsstore.spec import DuplicatePolicy
 from tsstore.times import NaivePolicy
 from tsstore.verbs.request import CounterFor, Request, Seat, Send
 from tsstore.write.counting import SeriesCounters
-from tsstore.write.identity import DuplicatePolicy
 from tsstore.write.prepare import prepare_records
 from tsstore.write.sender import BulkSender, Written
 

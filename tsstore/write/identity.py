@@ -37,15 +37,12 @@ import datetime as dt
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 from google.cloud.firestore_v1 import GeoPoint
 from google.cloud.firestore_v1.vector import Vector
 
 from tsstore.times import to_micros
-
-DuplicatePolicy = Literal["keep", "replace", "error"]
-DUPLICATE_POLICIES: tuple[DuplicatePolicy, ...] = ("keep", "replace", "error")
 
 #: Canonical text of (key values…, timestamp µs[, n]) that slot ids hash: compact JSON.
 _KEY_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
@@ -91,12 +88,6 @@ def repeated_base(key: Iterable[Any], timestamp: dt.datetime) -> str:
         f"has the same key {list(key)!r} and time {timestamp.isoformat()} as an earlier record of this input; "
         "on_duplicate='error' refuses it ('keep' stores both; a trade id in key_fields tells them apart)"
     )
-
-
-def check_policy(policy: object) -> DuplicatePolicy:
-    if policy not in DUPLICATE_POLICIES:
-        raise ValueError(f"on_duplicate={policy!r} is not allowed; use one of {', '.join(DUPLICATE_POLICIES)}")
-    return policy  # type: ignore[return-value]
 
 
 class Repeats:

@@ -20,15 +20,12 @@ from google.cloud.firestore_v1.vector import Vector
 
 from tsstore.errors import ConfigError, RecordError
 from tsstore.limits import MAX_DOCUMENT_BYTES, MAX_FIELD_DEPTH, MAX_INT64, MIN_INT64
-from tsstore.spec import SeriesSpec
+from tsstore.spec import DuplicatePolicy, SeriesSpec, check_policy
 from tsstore.times import NAIVE_POLICIES, NaivePolicy, to_utc
-from tsstore.wire import Patch
 from tsstore.write.identity import (
     ID_BYTES,
-    DuplicatePolicy,
     Repeats,
     base_of,
-    check_policy,
     content_digest,
     fingerprint,
     id_from_digest,
@@ -36,6 +33,7 @@ from tsstore.write.identity import (
     shard_from_digest,
     slot_digest,
 )
+from tsstore.write.ops import Patch
 
 
 @dataclass(frozen=True, slots=True)

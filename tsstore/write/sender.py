@@ -40,8 +40,9 @@ from google.api_core import exceptions as gexc
 
 from tsstore.errors import WriteFailure
 from tsstore.faults import FAULT_BUDGET_SECONDS, Backoff, describe, kind_of, status_kind
-from tsstore.wire import ALREADY_EXISTS, Patch, Stored, WriteOp, WriteStatus
-from tsstore.write.identity import DuplicatePolicy, content_digest, fingerprint, id_from_digest
+from tsstore.spec import DuplicatePolicy
+from tsstore.write.identity import content_digest, fingerprint, id_from_digest
+from tsstore.write.ops import ALREADY_EXISTS, Patch, Stored, WriteOp, WriteStatus
 from tsstore.write.prepare import PreparedDoc
 
 #: Documents per BatchWrite request. The request is also capped at MAX_BATCH_BYTES.

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tsstore.bars import Bar, to_interval
+from tsstore.analytics.bars import Bar, to_interval
 from tsstore.errors import QueryError, SpecError
 from tsstore.spec import NUMERIC_TYPES, QueryShape, SeriesSpec, check_field_path, plan_shards
 

@@ -19,9 +19,15 @@ from __future__ import annotations
 import datetime as dt
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
+from google.cloud.firestore_v1.base_collection import BaseCollectionReference
+from google.cloud.firestore_v1.base_query import BaseQuery, FieldFilter
+
+from tsstore.indexes.build import SHARD_ORDER
+from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
+from tsstore.read.plan import plan_query
 from tsstore.spec import SeriesSpec
 
 #: How many undeclared values a census names at most (the rest are counted, not named).
@@ -260,3 +266,23 @@ class Census:
 
 def _int(answer: int | str | None) -> int:
     return int(answer or 0)
+
+
+def census_query(collection: BaseCollectionReference, spec: SeriesSpec, ask: Ask) -> BaseQuery:
+    """The query of one census ask : a count is run on it with
+    ``count()``, a :class:`FirstValue` as it is."""
+    if isinstance(ask, CountAll):
+        return collection  # type: ignore[return-value]  # a collection is a query of everything
+    if isinstance(ask, CountValue):
+        plan = plan_query(spec, start=ask.since)
+        return chunk_query(collection, plan, (ask.value,), None, None)
+    query: Any = collection
+    if ask.low is not None:
+        query = query.where(filter=FieldFilter(spec.shard_field, ">", ask.low))
+    if ask.high is not None:
+        query = query.where(filter=FieldFilter(spec.shard_field, "<", ask.high))
+    # The order of the plain time range's index, newest first: (shard desc, timestamp desc).
+    query = query.order_by(spec.shard_field, direction=SHARD_ORDER).order_by(
+        spec.timestamp_field, direction="DESCENDING"
+    )
+    return query.select([spec.shard_field]).limit(1) if isinstance(ask, FirstValue) else query

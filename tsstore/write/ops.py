@@ -1,0 +1,37 @@
+"""The writer's vocabulary: one write (:data:`WriteOp`, a :class:`Patch`), its answer
+(:data:`WriteStatus`) and a stored document (:class:`Stored`). The sender speaks it; the
+transport (:mod:`tsstore.wire`) encodes and decodes it."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+#: (gRPC status code, message) of one write in a BatchWrite response; code 0 is success.
+WriteStatus = tuple[int, str]
+
+
+@dataclass(frozen=True)
+class Patch:
+    """Change only these fields (dotted paths to values) of a document that must exist
+    (Firestore refuses it with NOT_FOUND otherwise); the rest of the document stays."""
+
+    fields: dict[str, Any]
+
+
+#: One write: document id, data (``None`` deletes the document, a :class:`Patch` changes
+#: some fields of an existing one), and whether it may only create the document (Firestore
+#: then refuses it with ALREADY_EXISTS if the id is taken).
+WriteOp = tuple[str, "dict[str, Any] | Patch | None", bool]
+
+#: gRPC status codes of a create whose document exists, and of a patch whose document does not.
+ALREADY_EXISTS, NOT_FOUND = 6, 5
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A document as it is stored: its data and when it was created."""
+
+    data: dict[str, Any]
+    create_time: dt.datetime
