@@ -78,7 +78,8 @@ class AsyncTimeSeriesStore(StoreBase, asks.LoopDriver):
     @functools.cached_property
     def _twin(self) -> firestore.Client:
         """A sync client on this client's database, for listeners and counters."""
-        return sync_twin(self.client)
+        twin: firestore.Client = sync_twin(self.client)
+        return twin
 
     # ------------------------------------------------------------------ the driver
 

@@ -133,7 +133,7 @@ class ShardedCounter:
         """
         _check_shard_count(shards)
 
-        def decide(snap: DocumentSnapshot) -> _Decision[int]:
+        def decide(snap: DocumentSnapshot[DocumentReference]) -> _Decision[int]:
             if snap.exists:
                 return _shard_count(snap, self.path), None
             return shards, {SHARDS_FIELD: shards}
@@ -189,7 +189,7 @@ class ShardedCounter:
         """
         live = self._live()
 
-        def decide(snap: DocumentSnapshot) -> _Decision[CounterValue]:
+        def decide(snap: DocumentSnapshot[DocumentReference]) -> _Decision[CounterValue]:
             if not snap.exists:
                 # Writing the total alone would leave a counter document without a shard
                 # count, which create() would then refuse; a roll-up needs a counter.
@@ -229,7 +229,7 @@ class ShardedCounter:
         if snap.exists:  # shards below the count read exist already; never make any past ``shards``
             self._ensure_shard_docs(min(_shard_count(snap, self.path), shards), shards)
 
-        def decide(snap: DocumentSnapshot) -> _Decision[int]:
+        def decide(snap: DocumentSnapshot[DocumentReference]) -> _Decision[int]:
             if not snap.exists:
                 raise CounterError(f"counter {self.path!r} does not exist; create it first")
             current = _shard_count(snap, self.path)
@@ -247,7 +247,11 @@ class ShardedCounter:
     # -------------------------------------------------------------------- internals
 
     def _write_counter_doc(
-        self, decide: Callable[[DocumentSnapshot], _Decision[_T]], *, verb: str, attempts: int = WRITE_ATTEMPTS
+        self,
+        decide: Callable[[DocumentSnapshot[DocumentReference]], _Decision[_T]],
+        *,
+        verb: str,
+        attempts: int = WRITE_ATTEMPTS,
     ) -> _T:
         """Read the counter document, let ``decide`` choose, and write its fields conditionally.
 
@@ -336,7 +340,7 @@ def increment_counters(
     faults.call(lambda: receipt.delete(retry=None), what="deleting a series counters' receipt")
 
 
-def _shard_count(snap: DocumentSnapshot, path: str) -> int:
+def _shard_count(snap: DocumentSnapshot[DocumentReference], path: str) -> int:
     data: dict[str, Any] = snap.to_dict() or {}
     value = data.get(SHARDS_FIELD)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -344,7 +348,7 @@ def _shard_count(snap: DocumentSnapshot, path: str) -> int:
     return value
 
 
-def _stored(snap: DocumentSnapshot) -> CounterValue | None:
+def _stored(snap: DocumentSnapshot[DocumentReference]) -> CounterValue | None:
     data: dict[str, Any] = snap.to_dict() or {}
     if TOTAL_FIELD not in data or AS_OF_FIELD not in data:
         return None

@@ -156,7 +156,7 @@ class Backoff:
         if self._since is None:
             self._since = now
         self.failures += 1
-        delay = min(self._cap, self._first * 2 ** min(self.failures - 1, 30)) * (0.5 + self._rand())
+        delay: float = min(self._cap, self._first * 2 ** min(self.failures - 1, 30)) * (0.5 + self._rand())
         delay = min(self._cap, delay)
         if now + delay - self._since > self.budget:
             return None

@@ -29,7 +29,7 @@ DUPLICATE_POLICIES: tuple[DuplicatePolicy, ...] = ("keep", "replace", "error")
 def check_policy(policy: object) -> DuplicatePolicy:
     if policy not in DUPLICATE_POLICIES:
         raise ValueError(f"on_duplicate={policy!r} is not allowed; use one of {', '.join(DUPLICATE_POLICIES)}")
-    return policy  # type: ignore[return-value]
+    return policy
 
 
 #: A field path tsstore can use in filters and index definitions without quoting:

@@ -143,7 +143,8 @@ def to_duration(value: object, *, name: str) -> dt.timedelta:
         return dt.timedelta(seconds=value)
     if isinstance(value, str):
         try:
-            return pd.Timedelta(value).to_pytimedelta()
+            delta: dt.timedelta = pd.Timedelta(value).to_pytimedelta()
+            return delta
         except ValueError:
             pass
     raise ValueError(f"{name} {value!r} is not a duration; give seconds or a string such as '30 days' or 'P30D'")

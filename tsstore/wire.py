@@ -18,7 +18,7 @@ import datetime as dt
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
 from google.cloud.firestore_v1 import _helpers
 from google.cloud.firestore_v1.base_collection import BaseCollectionReference
@@ -50,7 +50,7 @@ def stream_ticks(
 
 
 def _public_stream(query: BaseQuery, *, timestamp_field: str, read_time: dt.datetime | None) -> Iterator[Tick]:
-    snapshots: Iterator[Any] = query.stream(read_time=read_time)  # type: ignore[attr-defined,assignment]
+    snapshots = cast("Iterator[Any]", query.stream(read_time=read_time))  # a sync query here
     for snap in snapshots:
         data = snap.to_dict() or {}
         yield Tick(snap.id, _plain_time(get_path(data, timestamp_field.split("."))), data)
@@ -60,7 +60,7 @@ def _run_query(query: BaseQuery, read_time: dt.datetime | None) -> tuple[Callabl
     """The RunQuery call for ``query`` on the client's GAPIC API (not made yet: only looked
     up), the client, and the prefix of the result documents' names."""
     client = query._client
-    request, expected_prefix, kwargs = query._prep_stream(  # type: ignore[attr-defined]
+    request, expected_prefix, kwargs = query._prep_stream(
         transaction=None, retry=None, timeout=None, explain_options=None, read_time=read_time
     )
     api = client._firestore_api
@@ -260,7 +260,7 @@ def _plain_time(value: Any) -> dt.datetime:
 
 
 def batch_write(
-    collection: BaseCollectionReference,
+    collection: BaseCollectionReference[Any],
     writes: list[WriteOp],
     *,
     fast: bool = True,
@@ -294,7 +294,7 @@ def batch_write(
 
 
 async def abatch_write(
-    collection: BaseCollectionReference, writes: list[WriteOp], *, timeout: float = 60.0
+    collection: BaseCollectionReference[Any], writes: list[WriteOp], *, timeout: float = 60.0
 ) -> list[WriteStatus]:
     """:func:`batch_write` for an ``AsyncClient``'s collection (the fast path only)."""
     request, client = _batch_write_request(collection, writes)
@@ -303,7 +303,7 @@ async def abatch_write(
     return [(st.code, st.message) for st in response.status]
 
 
-def _batch_write_request(collection: BaseCollectionReference, writes: list[WriteOp]) -> tuple[Any, Any]:
+def _batch_write_request(collection: BaseCollectionReference[Any], writes: list[WriteOp]) -> tuple[Any, Any]:
     client = collection._client
     prefix = collection.document("x")._document_path[:-1]
     request = _BATCH_WRITE_PB(database=client._database_string)
@@ -332,16 +332,16 @@ def _batch_write_request(collection: BaseCollectionReference, writes: list[Write
     return firestore_types.BatchWriteRequest.wrap(request), client
 
 
-def get_documents(collection: BaseCollectionReference, ids: list[str]) -> dict[str, Stored]:
+def get_documents(collection: BaseCollectionReference[Any], ids: list[str]) -> dict[str, Stored]:
     """The documents of ``collection`` with these ids that exist (one batched read)."""
     refs = [collection.document(doc_id) for doc_id in ids]
-    return _stored(collection._client.get_all(refs))  # type: ignore[attr-defined]
+    return _stored(collection._client.get_all(refs))
 
 
-async def aget_documents(collection: BaseCollectionReference, ids: list[str]) -> dict[str, Stored]:
+async def aget_documents(collection: BaseCollectionReference[Any], ids: list[str]) -> dict[str, Stored]:
     """:func:`get_documents` for an ``AsyncClient``'s collection."""
     refs = [collection.document(doc_id) for doc_id in ids]
-    return _stored([snap async for snap in collection._client.get_all(refs)])  # type: ignore[attr-defined]
+    return _stored([snap async for snap in collection._client.get_all(refs)])
 
 
 def _stored(snapshots: Iterable[Any]) -> dict[str, Stored]:

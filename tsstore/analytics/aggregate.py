@@ -137,7 +137,7 @@ def _whole(value: Any) -> int:
 
 
 def _number(value: Any) -> Number:
-    return 0 if value is None else value  # type: ignore[no-any-return]
+    return 0 if value is None else value
 
 
 def _holding(chunk_sum: Number, chunk_avg: Any, count: int) -> int:
@@ -146,4 +146,5 @@ def _holding(chunk_sum: Number, chunk_avg: Any, count: int) -> int:
         return 0
     if chunk_avg == 0 or math.isclose(chunk_avg * count, chunk_sum, rel_tol=1e-9, abs_tol=1e-9):
         return count
-    return round(chunk_sum / chunk_avg)
+    holding: int = round(chunk_sum / chunk_avg)
+    return holding

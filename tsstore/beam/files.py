@@ -24,7 +24,7 @@ from tsstore.times import naive_zone
 ROWS = "rows"
 
 
-class _ReadFile(beam.DoFn):  # type: ignore[misc]
+class _ReadFile(beam.DoFn):
     def __init__(self, spec: SeriesSpec, fmt: str | None, naive: str, strict: bool, max_field_bytes: int) -> None:
         self._spec, self._fmt, self._naive = spec, fmt, naive
         self._strict, self._max_field_bytes = strict, max_field_bytes
@@ -53,7 +53,7 @@ class _ReadFile(beam.DoFn):  # type: ignore[misc]
             yield beam.pvalue.TaggedOutput(REJECTED, DeadLetter(path, 0, f"the file cannot be read: {exc}", ""))
 
 
-class ReadTickFiles(beam.PTransform):  # type: ignore[misc]
+class ReadTickFiles(beam.PTransform[beam.pvalue.PBegin, dict[str, beam.PCollection[Any]]]):
     """The rows of every file ``paths`` name (patterns as Beam's file systems read them:
     local paths, ``gs://``…), parsed for ``spec`` as ``tsstore ingest`` parses them.
 
@@ -80,7 +80,7 @@ class ReadTickFiles(beam.PTransform):  # type: ignore[misc]
         self._paths = list(paths)
         self._dofn = _ReadFile(spec, fmt, naive, strict, max_field_bytes)
 
-    def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
+    def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection[Any]]:
         parsed = (
             pbegin
             | "Patterns" >> beam.Create(self._paths)

@@ -74,7 +74,7 @@ class _Totals:
         folder = options.view_as(GoogleCloudOptions).temp_location or tempfile.mkdtemp(prefix="tsstore-beam-")
         self.path = FileSystems.join(folder, f"tsstore-totals-{uuid.uuid4().hex}.json")
 
-    def write(self, parts: Sequence[beam.PCollection]) -> None:
+    def write(self, parts: Sequence[beam.PCollection[Any]]) -> None:
         (
             parts
             | "AllCounts" >> beam.Flatten()

@@ -139,7 +139,7 @@ def _store(spec: SeriesSpec, client: Any) -> Any:
     return TimeSeriesStore(client, spec, max_workers=2)
 
 
-class _PlanUnits(beam.DoFn):  # type: ignore[misc]
+class _PlanUnits(beam.DoFn):
     def __init__(self, spec: SeriesSpec, target: Target, query: Mapping[str, Any], read_time: Any, unit_ticks: int):
         self._spec, self._target, self._query = spec, target, dict(query)
         self._read_time, self._unit_ticks = read_time, unit_ticks
@@ -196,7 +196,7 @@ class _PlanUnits(beam.DoFn):  # type: ignore[misc]
 _LATEST = dt.datetime(9999, 12, 31, 23, 59, 59, 999998, tzinfo=dt.UTC)
 
 
-class _ReadUnit(beam.DoFn):  # type: ignore[misc]
+class _ReadUnit(beam.DoFn):
     def __init__(self, spec: SeriesSpec, target: Target, query: Mapping[str, Any]) -> None:
         self._spec, self._target, self._query = spec, target, dict(query)
         self._columns = [(name, name.split(".")) for name, _ in output_columns(spec, query.get("columns"))]
@@ -233,7 +233,7 @@ class _ReadUnit(beam.DoFn):  # type: ignore[misc]
         return row
 
 
-class ReadTicks(beam.PTransform):  # type: ignore[misc]
+class ReadTicks(beam.PTransform[beam.pvalue.PBegin, beam.PCollection[Any]]):
     """The ticks of ``spec``'s collection matching ``where`` in ``[start, end)`` as rows
     (see the module doc; ``schema=True``: ``beam.Row`` objects of :func:`beam_schema`), read by
     units of one shard chunk × one time slice, all at one ``read_time``. The query is
@@ -266,8 +266,8 @@ class ReadTicks(beam.PTransform):  # type: ignore[misc]
         self._plan_units = _PlanUnits(spec, target, query, read_time, unit_ticks)
         self._read_unit = _ReadUnit(spec, target, query)
 
-    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
-        rows = (
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection[Any]:
+        rows: beam.PCollection[Any] = (
             pbegin
             | "Start" >> beam.Create([None])
             | "PlanUnits" >> beam.ParDo(self._plan_units)
@@ -276,4 +276,7 @@ class ReadTicks(beam.PTransform):  # type: ignore[misc]
         )
         if self._schema is None:
             return rows
-        return rows | "SchemaRows" >> beam.Map(_as_schema_row).with_output_types(self._schema)
+        schema_rows: beam.PCollection[Any] = rows | "SchemaRows" >> beam.Map(_as_schema_row).with_output_types(
+            self._schema
+        )
+        return schema_rows

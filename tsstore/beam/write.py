@@ -98,7 +98,7 @@ def raw_text(row: Any) -> str:
         return repr(row)
 
 
-class _Prepare(beam.DoFn):  # type: ignore[misc]
+class _Prepare(beam.DoFn):
     def __init__(self, spec: SeriesSpec, naive: NaivePolicy) -> None:
         self._spec, self._naive = spec, naive
 
@@ -128,7 +128,7 @@ class Planned:
     settled: str | None = None
 
 
-class _Identify(beam.DoFn):  # type: ignore[misc]
+class _Identify(beam.DoFn):
     def __init__(self, spec: SeriesSpec, policy: DuplicatePolicy) -> None:
         self._spec, self._policy = spec, policy
 
@@ -192,7 +192,7 @@ def _data(doc: PreparedDoc) -> dict[str, Any]:
     return doc.data
 
 
-class _Send(beam.DoFn):  # type: ignore[misc]
+class _Send(beam.DoFn):
     """Sends the planned documents of a bundle (see the module doc)."""
 
     def __init__(
@@ -273,7 +273,7 @@ class _Send(beam.DoFn):  # type: ignore[misc]
         )
 
 
-class WriteTicks(beam.PTransform):  # type: ignore[misc]
+class WriteTicks(beam.PTransform[beam.PCollection[Any], dict[str, beam.PCollection[Any]]]):
     """Write rows (mappings, or :class:`Sourced` rows) to ``spec``'s collection.
 
     Returns ``{"written": counts, "rejected": dead letters}``: one dict of outcome counts
@@ -330,7 +330,7 @@ class WriteTicks(beam.PTransform):  # type: ignore[misc]
             spec, workers=workers, start=start, max_ops_per_second=max_ops_per_second, ramp=ramp
         )
 
-    def expand(self, rows: beam.PCollection) -> dict[str, beam.PCollection]:
+    def expand(self, rows: beam.PCollection[Any]) -> dict[str, beam.PCollection[Any]]:
         prepared = rows | "Prepare" >> beam.ParDo(_Prepare(self._spec, self._naive)).with_outputs(REJECTED, main="docs")
         identified = (
             prepared.docs

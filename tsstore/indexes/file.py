@@ -80,6 +80,7 @@ def plan_index_file(path: Path, specs: Sequence[SeriesSpec], *, keep_stale: bool
 def _has_comments(text: str, parsed: Any) -> bool:
     """Whether ``text`` is more than the JSON it parses to (comments or trailing commas)."""
     try:
-        return json.loads(text) != parsed
+        differs: bool = json.loads(text) != parsed
+        return differs
     except ValueError:
         return True

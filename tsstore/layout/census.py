@@ -268,7 +268,7 @@ def _int(answer: int | str | None) -> int:
     return int(answer or 0)
 
 
-def census_query(collection: BaseCollectionReference, spec: SeriesSpec, ask: Ask) -> BaseQuery:
+def census_query(collection: BaseCollectionReference[Any], spec: SeriesSpec, ask: Ask) -> BaseQuery:
     """The query of one census ask : a count is run on it with
     ``count()``, a :class:`FirstValue` as it is."""
     if isinstance(ask, CountAll):
@@ -285,4 +285,5 @@ def census_query(collection: BaseCollectionReference, spec: SeriesSpec, ask: Ask
     query = query.order_by(spec.shard_field, direction=SHARD_ORDER).order_by(
         spec.timestamp_field, direction="DESCENDING"
     )
-    return query.select([spec.shard_field]).limit(1) if isinstance(ask, FirstValue) else query
+    asked: BaseQuery = query.select([spec.shard_field]).limit(1) if isinstance(ask, FirstValue) else query
+    return asked

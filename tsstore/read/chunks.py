@@ -15,7 +15,7 @@ Chunk = tuple[str, ...]
 
 
 def chunk_query(
-    collection: BaseCollectionReference,
+    collection: BaseCollectionReference[Any],
     plan: QueryPlan,
     chunk: Chunk,
     after: Any,
@@ -56,4 +56,5 @@ def chunk_query(
         query = query.start_after(
             {spec.timestamp_field: after[0], FieldPath.document_id(): collection.document(after[1])}
         )
-    return query if size is None else query.limit(size)
+    chunked: BaseQuery = query if size is None else query.limit(size)
+    return chunked

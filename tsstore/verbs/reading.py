@@ -20,7 +20,7 @@ from tsstore.read.cursor import decode_cursor
 from tsstore.read.engine import ChunkCursor, PageRounds, Position, TickRead, chunk_cursors, finish_page
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query, QueryOptions, RangeOptions
-from tsstore.ticks import Page
+from tsstore.ticks import Page, Tick
 from tsstore.verbs.request import Collect, Count, Feed, Part, Reading, Request, Seat, Unary, whole
 
 #: A document id that is never written; reading it returns the server's current time.
@@ -63,7 +63,7 @@ def query(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOpti
     return finish_page(plan, (yield Collect(TickRead(plan, rounds=rounds))), stats)
 
 
-def iter_ticks(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOptions]) -> Reading:
+def iter_ticks(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOptions]) -> Reading[Tick]:
     """Every matching tick, lazily, in time order: one streaming query per chunk, all at one
     snapshot, merged as they arrive (a ``limit`` up to the store's page size is read as one
     lean page instead). The stream's ``stats`` say what it has cost so far."""
@@ -83,7 +83,7 @@ def query_frame(seat: Seat, query: Query | None = None, /, **options: Unpack[Que
 
 def stream_frames(
     seat: Seat, query: Query | None = None, /, *, rows: int = 10_000, **options: Unpack[QueryOptions]
-) -> Reading:
+) -> Reading[pd.DataFrame]:
     """The query's ticks as DataFrames of at most ``rows`` rows, streamed so memory stays
     bounded by about one frame plus what gRPC buffers per chunk."""
     check_frame_rows(rows)
@@ -94,7 +94,7 @@ def stream_frames(
 
 def stream_chunk(
     seat: Seat, plan: QueryPlan, chunk: tuple[str, ...], *, read_time: dt.datetime | None, stats: ReadStats
-) -> Reading:
+) -> Reading[Tick]:
     """The ticks of one chunk of ``plan`` (the shard values ``chunk`` lists), in order, from
     one streaming query at ``read_time``, resumed after its last tick on transient errors:
     the unit a read split over many workers reads (:mod:`tsstore.beam`)."""

@@ -353,10 +353,10 @@ class _Declared(Generic[P, R]):
             raise OptionError(self.__name__, unknown, allowed)
 
     def _bound(self, call: Callable[..., Any], signature: inspect.Signature | None = None) -> Callable[..., Any]:
-        functools.update_wrapper(call, self._make)
+        wrapper = functools.update_wrapper(call, self._make)  # ``call`` itself, typed as a wrapper
         call.__name__ = call.__qualname__ = self.__name__
         call.__signature__ = signature or self.signature  # type: ignore[attr-defined]
-        del call.__wrapped__  # help() and inspect show the public signature, not the request's
+        del wrapper.__wrapped__  # help() and inspect show the public signature, not the request's
         return call
 
     def _unbound(self) -> Callable[..., Any]:

@@ -62,4 +62,5 @@ def purge(
     def result(sender: BulkSender) -> PurgeResult:
         return PurgeResult(matched=matched, deleted=sender.counts["deleted"], dry_run=False)
 
-    return (yield Send(doomed, result, "purge", read=sweep, options={"on_progress": on_progress}))
+    purged: PurgeResult = yield Send(doomed, result, "purge", read=sweep, options={"on_progress": on_progress})
+    return purged

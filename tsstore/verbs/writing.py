@@ -73,7 +73,8 @@ def write(
     options = {"on_duplicate": policy, "on_progress": on_progress, "on_written": written, "on_status": on_status}
     send = Send(lambda _: docs, lambda sender: written_result(sender, final_ids), "write", counted=bool(spec.count_by),
                 options=options)  # fmt: skip
-    return (yield send)
+    result: WriteResult = yield send
+    return result
 
 
 def written_result(sender: BulkSender, ids: Mapping[int, str]) -> WriteResult:
@@ -97,4 +98,5 @@ def series_counter(seat: Seat, key: Mapping[str, Any]) -> Request[ShardedCounter
     nothing. Purges do not decrement them, and a process killed between a batch and its
     counter increment leaves that batch uncounted; :meth:`count` is the exact figure. The
     async store's counter has the same methods, awaited."""
-    return (yield CounterFor(SeriesCounters.key_of(seat.spec, key)))
+    counter: ShardedCounter = yield CounterFor(SeriesCounters.key_of(seat.spec, key))
+    return counter

@@ -50,7 +50,7 @@ MAX_BATCH_DOCS = 500
 #: Firestore refuses requests over 10 MiB; stay clear of it with room for the request's framing.
 MAX_BATCH_BYTES = 9 * 1024 * 1024
 
-_CODE_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
+_CODE_NAMES: dict[int, str] = {code.value[0]: code.name for code in grpc.StatusCode}
 
 #: How far a client's clock may run ahead of Firestore's. A create whose request failed as
 #: a whole may still have landed; if its retry then finds the same content, created at or
