@@ -140,3 +140,15 @@ def test_the_check_finds_an_upward_import_a_file_loop_and_a_wing_loop() -> None:
     assert problems({"tsstore.nowhere": set()}, floors) == [
         "nowhere.py (tsstore.nowhere) is on no floor of ARCHITECTURE.md"
     ]
+
+
+def test_no_class_outgrows_a_room() -> None:
+    """The stores stay drivers (at most 250 lines each); no class passes 300 lines."""
+    sizes = {
+        f"{path.relative_to(ROOT)}:{node.name}": (node.end_lineno or node.lineno) - node.lineno + 1
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef)
+    }
+    assert sizes["tsstore/store.py:TimeSeriesStore"] <= 250 and sizes["tsstore/aio.py:AsyncTimeSeriesStore"] <= 250
+    assert {name: size for name, size in sizes.items() if size > 300} == {}

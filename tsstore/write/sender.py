@@ -396,40 +396,53 @@ class BulkSender:
         again = []
         for item in conflicts:
             item.resolutions += 1
-            found = stored.get(item.id)
             if item.resolutions > _MAX_RESOLUTIONS:
-                outcome.failures.append(
-                    _failure(item, ALREADY_EXISTS, "the document kept changing while tsstore wrote it; not written")
-                )
-                continue
-            if found is None:  # deleted since: create it again
-                again.append(item)
-                continue
-            assert isinstance(item.doc.data, dict)  # only creates are resolved
-            mine = item.doc.content or fingerprint(item.doc.data, ignore=self._ignore)
-            if fingerprint(found.data, ignore=self._ignore) == mine:
-                created = found.create_time.timestamp()
-                landed = (
-                    item.ambiguous and item.sent_at is not None and created >= item.sent_at - CLOCK_SKEW_SECONDS
-                ) or (self._created_since is not None and created >= self._created_since)
-                outcome.written.append(Written(item.doc, item.id, "created" if landed else "present"))
-            elif self._policy == "keep" and item.doc.base is not None and item.id == item.doc.id and item.doc.at_slot:
-                # Another tick holds the slot: this one goes to its content id, beside it.
-                item.id = id_from_digest(content_digest(item.doc.base, mine, item.doc.repeat))
-                item.sent_at, item.ambiguous = None, False  # a new document: its own first send
-                again.append(item)
-            elif self._policy == "replace":
-                item.op, item.previous = "set", found.data
-                again.append(item)
-            else:
-                why = (
-                    "another tick with the same key and time is stored there with different content; "
-                    "on_duplicate='error' refuses to replace it ('keep' stores both, 'replace' overwrites)"
-                    if self._policy == "error"
-                    else "its document id is taken by a document with other content"
-                )
+                why = "the document kept changing while tsstore wrote it; not written"
                 outcome.failures.append(_failure(item, ALREADY_EXISTS, why))
+            elif _settle(item, stored.get(item.id), self._policy, self._ignore, self._created_since, outcome):
+                again.append(item)
         return again
+
+
+def _settle(
+    item: _Item,
+    found: Stored | None,
+    policy: DuplicatePolicy,
+    ignore: str | None,
+    created_since: float | None,
+    outcome: _Outcome,
+) -> bool:
+    """What a create refused with ALREADY_EXISTS is, from what is stored (``found``): the
+    same content (written: created by this write or present before it), another tick in the
+    slot (``keep``: sent again to its content id), one to overwrite (``replace``), or a
+    failure. True when the item is to be sent again."""
+    if found is None:  # deleted since: create it again
+        return True
+    assert isinstance(item.doc.data, dict)  # only creates are resolved
+    mine = item.doc.content or fingerprint(item.doc.data, ignore=ignore)
+    if fingerprint(found.data, ignore=ignore) == mine:
+        created = found.create_time.timestamp()
+        landed = (item.ambiguous and item.sent_at is not None and created >= item.sent_at - CLOCK_SKEW_SECONDS) or (
+            created_since is not None and created >= created_since
+        )
+        outcome.written.append(Written(item.doc, item.id, "created" if landed else "present"))
+        return False
+    if policy == "keep" and item.doc.base is not None and item.id == item.doc.id and item.doc.at_slot:
+        # Another tick holds the slot: this one goes to its content id, beside it.
+        item.id = id_from_digest(content_digest(item.doc.base, mine, item.doc.repeat))
+        item.sent_at, item.ambiguous = None, False  # a new document: its own first send
+        return True
+    if policy == "replace":
+        item.op, item.previous = "set", found.data
+        return True
+    why = (
+        "another tick with the same key and time is stored there with different content; "
+        "on_duplicate='error' refuses to replace it ('keep' stores both, 'replace' overwrites)"
+        if policy == "error"
+        else "its document id is taken by a document with other content"
+    )
+    outcome.failures.append(_failure(item, ALREADY_EXISTS, why))
+    return False
 
 
 def _op(doc: PreparedDoc) -> Literal["create", "delete", "patch"]:
