@@ -36,7 +36,7 @@ from _common import emulator
 from google.api_core.exceptions import Cancelled, DeadlineExceeded, ServiceUnavailable
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions, plan_shards
+from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions, shards_for
 
 UTC = dt.timezone.utc
 
@@ -56,7 +56,7 @@ def percentiles(values: list[float]) -> tuple[float, float]:
 
 def latency(emu: Any, seconds: float, rate: int) -> None:
     client = emu.client(database="bench-live")
-    specs = {n: SeriesSpec(f"live{n}", shards=plan_shards(n * 500), key_fields=["n"]) for n in (3, 40)}
+    specs = {n: SeriesSpec(f"live{n}", shards=shards_for(n * 500), key_fields=["n"]) for n in (3, 40)}
     stores = {n: TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False)) for n, spec in specs.items()}
     received: dict[str, dict[int, float]] = {"tail 3": {}, "tail 40": {}, "plain listener": {}}
     sent: dict[int, float] = {}
@@ -128,7 +128,7 @@ def memory(
     keep: int,
 ) -> None:
     client = emu.client(database="bench-live-memory")
-    spec = SeriesSpec("mem", shards=plan_shards(shards * 500))
+    spec = SeriesSpec("mem", shards=shards_for(shards * 500))
     store = TimeSeriesStore(client, spec)
     chunks = len(store.plan().chunks)
     tail = store.tail(hold=hold, lateness=dt.timedelta(seconds=lateness))

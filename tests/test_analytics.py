@@ -28,7 +28,7 @@ from tsstore import (
     SpecError,
     TimeSeriesStore,
     WriteOptions,
-    plan_shards,
+    shards_for,
 )
 from tsstore.analytics.aggregate import MAX_AGGREGATIONS, AggregateRequest
 from tsstore.analytics.bars import Bar, BarBuilder, bar_start, iter_bars, to_interval
@@ -46,7 +46,7 @@ SYMBOLS = ["AAA", "BBB", "CCC", "DDD"]
 def spec(collection: str, shards: int, **options: Any) -> SeriesSpec:
     return SeriesSpec(
         collection,
-        shards=plan_shards(shards * 500),
+        shards=shards_for(shards * 500),
         shapes=[QueryShape("symbol", ("desc", "asc")), QueryShape("exchange"), QueryShape(("exchange", "symbol"))],
         key_fields=["symbol", "n"],
         measures=["price.micros", "volume"],

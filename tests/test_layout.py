@@ -29,8 +29,8 @@ from tsstore import (
     TimeSeriesStore,
     UndeclaredShardsWarning,
     WriteOptions,
-    plan_capacity,
-    plan_shards,
+    capacity_for,
+    shards_for,
 )
 from tsstore.local.synthetic import trading_day
 from tsstore.read.explain import explain
@@ -71,9 +71,9 @@ def pages(store: TimeSeriesStore, direction: str, limit: int, **options: Any) ->
 
 
 def test_planned_names_stay_when_the_count_grows() -> None:
-    assert plan_shards(10 * 500) == tuple(f"s{i}" for i in range(10))
-    assert plan_shards(20 * 500)[:10] == plan_shards(10 * 500)
-    assert plan_shards(90 * 500)[:20] == plan_shards(20 * 500)
+    assert shards_for(10 * 500) == tuple(f"s{i}" for i in range(10))
+    assert shards_for(20 * 500)[:10] == shards_for(10 * 500)
+    assert shards_for(90 * 500)[:20] == shards_for(20 * 500)
 
 
 def test_retired_values_are_declared_in_python_and_in_files_alike(tmp_path: Any) -> None:
@@ -99,15 +99,15 @@ def test_retired_values_are_declared_in_python_and_in_files_alike(tmp_path: Any)
 
 
 LAYOUTS = {
-    "grow 10 to 20": dict(shards=plan_shards(10_000)),
-    "shrink 10 to 3": dict(shards=plan_shards(1_500), retired=plan_shards(5_000)[3:]),
-    "rename": dict(shards=["x", "y", "z"], retired=plan_shards(5_000)),
+    "grow 10 to 20": dict(shards=shards_for(10_000)),
+    "shrink 10 to 3": dict(shards=shards_for(1_500), retired=shards_for(5_000)[3:]),
+    "rename": dict(shards=["x", "y", "z"], retired=shards_for(5_000)),
 }
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=list(LAYOUTS))
 def test_every_read_verb_sees_every_tick_after_a_layout_change(database: Any, layout: str) -> None:
-    before = TimeSeriesStore(database, spec("ticks", shards=plan_shards(5_000)), write_options=FAST)
+    before = TimeSeriesStore(database, spec("ticks", shards=shards_for(5_000)), write_options=FAST)
     before.write(trading_day(600, day=DAY, seed=4))
     after = TimeSeriesStore(database, spec("ticks", **LAYOUTS[layout]), write_options=FAST)
     after.write(trading_day(150, day=DAY, seed=5))  # new ticks go to the new active values
@@ -129,10 +129,10 @@ def test_every_read_verb_sees_every_tick_after_a_layout_change(database: Any, la
 
 
 def test_a_layout_that_forgets_old_values_warns_when_it_counts_everything(database: Any) -> None:
-    TimeSeriesStore(database, spec("ticks", shards=plan_shards(5_000)), write_options=FAST).write(
+    TimeSeriesStore(database, spec("ticks", shards=shards_for(5_000)), write_options=FAST).write(
         trading_day(300, day=DAY, seed=6)
     )
-    forgetful = TimeSeriesStore(database, spec("ticks", shards=plan_shards(1_500)))
+    forgetful = TimeSeriesStore(database, spec("ticks", shards=shards_for(1_500)))
     with pytest.warns(UndeclaredShardsWarning, match=r"holds 300 documents but its declared shard values only \d+"):
         partial = forgetful.count()
     assert 0 < partial < 300
@@ -142,9 +142,9 @@ def test_a_layout_that_forgets_old_values_warns_when_it_counts_everything(databa
 
 
 def test_reads_from_a_retirement_time_on_skip_the_retired_values(database: Any) -> None:
-    old = TimeSeriesStore(database, spec("ticks", shards=plan_shards(45_000)), write_options=FAST)  # 90: 3 chunks
+    old = TimeSeriesStore(database, spec("ticks", shards=shards_for(45_000)), write_options=FAST)  # 90: 3 chunks
     old.write(trading_day(400, day=DAY, seed=7))
-    new_spec = spec("ticks", shards=["x", "y", "z"], retired=[RetiredShard(v, AFTER) for v in plan_shards(45_000)])
+    new_spec = spec("ticks", shards=["x", "y", "z"], retired=[RetiredShard(v, AFTER) for v in shards_for(45_000)])
     new = TimeSeriesStore(database, new_spec, write_options=FAST)
     new.write(trading_day(200, day=AFTER.date(), seed=8))
     oracle = stored(database, "ticks")
@@ -161,7 +161,7 @@ def test_reads_from_a_retirement_time_on_skip_the_retired_values(database: Any) 
 
 @pytest.mark.parametrize("declared", [3, 40, 90])
 def test_the_census_finds_undeclared_values_and_counts_each_value_exactly(database: Any, declared: int) -> None:
-    values = plan_shards(declared * 500)
+    values = shards_for(declared * 500)
     undeclared = ["a", "s1x", "zz"]  # before, between and after the declared values
     writer = TimeSeriesStore(database, spec("ticks", shards=values + tuple(undeclared)), write_options=FAST)
     writer.write(trading_day(900, day=DAY, seed=declared))
@@ -201,7 +201,7 @@ def test_the_census_reports_retired_ticks_after_until_and_an_uneven_spread(datab
 
 
 def test_the_planner_agrees_with_the_store_on_shards_and_reads_per_page(database: Any) -> None:
-    plan = plan_capacity(20_000, headroom=1.25, limits=(10, 100))
+    plan = capacity_for(20_000, headroom=1.25, limits=(10, 100))
     layout = spec("ticks", shards=plan.shards)
     assert plan.shards == SeriesSpec.for_write_rate("t", writes_per_second=25_000).shards and len(plan.shards) == 50
     store = TimeSeriesStore(database, layout, write_options=FAST)
@@ -216,24 +216,24 @@ def test_the_planner_agrees_with_the_store_on_shards_and_reads_per_page(database
                 assert page.stats.billed_reads == planned
                 checked += 1
     assert checked >= 4
-    advice = plan.advice(spec("t", shards=plan_shards(5_000)))
+    advice = plan.advice(spec("t", shards=shards_for(5_000)))
     assert advice and "grow from 10 to 50 active shards" in advice[0]
     assert plan.advice(layout) == []
 
 
 def test_the_planner_refuses_bad_inputs_by_name() -> None:
     with pytest.raises(SpecError, match="writes_per_second -1"):
-        plan_capacity(-1)
+        capacity_for(-1)
     with pytest.raises(SpecError, match="headroom 0.5"):
-        plan_capacity(100, headroom=0.5)
+        capacity_for(100, headroom=0.5)
     with pytest.raises(SpecError, match="retention"):
-        plan_capacity(100, retention=dt.timedelta(0))
+        capacity_for(100, retention=dt.timedelta(0))
 
 
 def test_the_shards_count_and_plan_commands(tsstore_emulator: Any, tmp_path: Path) -> None:
     name = f"layout-cli-{random.randrange(10**9)}"
     client = tsstore_emulator.client(database=name)
-    TimeSeriesStore(client, spec("ticks", shards=plan_shards(5_000)), write_options=FAST).write(
+    TimeSeriesStore(client, spec("ticks", shards=shards_for(5_000)), write_options=FAST).write(
         trading_day(300, day=DAY, seed=11)
     )
     base = '[[series]]\ncollection = "ticks"\nkey_fields = ["symbol"]\nwrites_per_second = 1500\n'
@@ -260,7 +260,7 @@ def test_the_shards_count_and_plan_commands(tsstore_emulator: Any, tmp_path: Pat
     assert "no problems" in fixed.stdout and "ticks: 300 documents" in fixed.stdout
     recount = cli("count", "--spec", "retired.toml")
     assert recount.stdout.strip() == "300" and "warning" not in recount.stderr
-    planned = run_cli("plan", "--writes-per-second", "4000", "--spec", "retired.toml", emulator=None, cwd=tmp_path)
+    planned = run_cli("capacity", "--writes-per-second", "4000", "--spec", "retired.toml", emulator=None, cwd=tmp_path)
     assert planned.returncode == 0 and "grow from 3 to 10 active shards" in planned.stdout
     assert "make retired s3, s4 … s9 active again" in planned.stdout
     client.close()
@@ -274,10 +274,10 @@ def moved_state(client: Any, collection: str) -> dict[str, dict[str, Any]]:
 
 
 def test_reshard_moves_every_tick_once_while_readers_see_each_exactly_once(database: Any) -> None:
-    old = TimeSeriesStore(database, spec("ticks", shards=plan_shards(5_000)), write_options=FAST)
+    old = TimeSeriesStore(database, spec("ticks", shards=shards_for(5_000)), write_options=FAST)
     old.write(trading_day(1500, day=DAY, seed=12))
     before = moved_state(database, "ticks")
-    layout = spec("ticks", shards=plan_shards(1_500), retired=plan_shards(5_000)[3:])
+    layout = spec("ticks", shards=shards_for(1_500), retired=shards_for(5_000)[3:])
     to_move = sum(data["shard"] in layout.read_shards[3:] for _, _, data in stored(database, "ticks"))
     slow = TimeSeriesStore(database, layout, write_options=WriteOptions(ramp=False, max_ops_per_second=300))
     reader = TimeSeriesStore(database, layout)
@@ -297,7 +297,7 @@ def test_reshard_moves_every_tick_once_while_readers_see_each_exactly_once(datab
     finally:
         stop.set()
         thread.join()
-    assert result.remaining == {v: 0 for v in plan_shards(5_000)[3:]} and result.vanished == 0
+    assert result.remaining == {v: 0 for v in shards_for(5_000)[3:]} and result.vanished == 0
     assert result.moved == sum(progress) == to_move > 900 and result.passes == 1
     assert len(seen) >= 2 and set(seen) == {(1500, 1500)}  # no read missed or doubled a tick during the move
     after = moved_state(database, "ticks")
@@ -310,11 +310,11 @@ def test_reshard_moves_every_tick_once_while_readers_see_each_exactly_once(datab
 def test_reshard_command_resumes_after_sigkill_exactly(tsstore_emulator: Any, tmp_path: Path) -> None:
     name = f"reshard-cli-{random.randrange(10**9)}"
     client = tsstore_emulator.client(database=name)
-    TimeSeriesStore(client, spec("ticks", shards=plan_shards(5_000)), write_options=FAST).write(
+    TimeSeriesStore(client, spec("ticks", shards=shards_for(5_000)), write_options=FAST).write(
         trading_day(8000, day=DAY, seed=13)
     )
     before = moved_state(client, "ticks")
-    retired = plan_shards(5_000)[3:]
+    retired = shards_for(5_000)[3:]
     (tmp_path / "spec.toml").write_text(
         '[[series]]\ncollection = "ticks"\nkey_fields = ["symbol"]\nwrites_per_second = 1500\n'
         f"retired = {list(retired)!r}\n".replace("'", '"')
@@ -339,7 +339,7 @@ def test_reshard_command_resumes_after_sigkill_exactly(tsstore_emulator: Any, tm
     assert "census: retired values hold 0, active values 8000, collection 8000" in second.stdout
     assert "moving" in second.stderr  # the progress bar
     assert moved_state(client, "ticks") == before
-    assert {d.get("shard") for d in client.collection("ticks").stream()} <= set(plan_shards(1_500))
+    assert {d.get("shard") for d in client.collection("ticks").stream()} <= set(shards_for(1_500))
     again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert "moved 0 ticks" in again.stdout and "census: retired values hold 0" in again.stdout
     client.close()

@@ -22,14 +22,14 @@ from typing import Any
 import pytest
 
 from tests.proxy import CuttingProxy
-from tsstore import ConfigError, Query, QueryError, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions, plan_shards
+from tsstore import ConfigError, Query, QueryError, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions, shards_for
 from tsstore.live.state import TailState, WindowState
 from tsstore.local.emulator import emulator_client
 from tsstore.ticks import Tick
 
 UTC = dt.timezone.utc
 SPEC = SeriesSpec(
-    "live", shards=plan_shards(20_000), shapes=[QueryShape("symbol", ("desc", "asc"))], key_fields=["symbol", "n"]
+    "live", shards=shards_for(20_000), shapes=[QueryShape("symbol", ("desc", "asc"))], key_fields=["symbol", "n"]
 )  # 40 shards: 2 chunks; with an `in` of 2 symbols, 3 chunks
 SYMBOLS = ["AAA", "BBB", "CCC"]
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from tests.test_analytics import T0, oracle_bars, spec, ticks
-from tsstore import AsyncTimeSeriesStore, OptionError, Rollup, SeriesSpec, TimeSeriesStore, WriteOptions, plan_shards
+from tsstore import AsyncTimeSeriesStore, OptionError, Rollup, SeriesSpec, TimeSeriesStore, WriteOptions, shards_for
 from tsstore.local.synthetic import trading_day
 
 FAST = WriteOptions(ramp=False)
@@ -97,10 +97,10 @@ def test_an_async_rollup_stores_the_sync_stores_bars(tsstore_emulator: Any) -> N
 def test_an_async_reshard_moves_every_tick_once(tsstore_emulator: Any) -> None:
     database = f"areshard-{random.randrange(10**9)}"
     client = tsstore_emulator.client(database=database)
-    old = TimeSeriesStore(client, SeriesSpec("ticks", shards=plan_shards(5_000)), write_options=FAST)
+    old = TimeSeriesStore(client, SeriesSpec("ticks", shards=shards_for(5_000)), write_options=FAST)
     old.write(trading_day(600, day=dt.date(2026, 3, 2), seed=3))
     before = {d.id: {k: v for k, v in d.to_dict().items() if k != "shard"} for d in client.collection("ticks").stream()}
-    layout = SeriesSpec("ticks", shards=plan_shards(1_500), retired=plan_shards(5_000)[3:])
+    layout = SeriesSpec("ticks", shards=shards_for(1_500), retired=shards_for(5_000)[3:])
 
     async def run() -> Any:
         astore = AsyncTimeSeriesStore(tsstore_emulator.async_client(database=database), layout, write_options=FAST)
@@ -108,6 +108,6 @@ def test_an_async_reshard_moves_every_tick_once(tsstore_emulator: Any) -> None:
 
     result, counted = asyncio.run(run())
     after = {d.id: d.to_dict() for d in client.collection("ticks").stream()}
-    assert result.remaining == {v: 0 for v in plan_shards(5_000)[3:]} and result.moved > 200 and counted == 600
+    assert result.remaining == {v: 0 for v in shards_for(5_000)[3:]} and result.moved > 200 and counted == 600
     assert {i: {k: v for k, v in d.items() if k != "shard"} for i, d in after.items()} == before
-    assert {d["shard"] for d in after.values()} <= set(plan_shards(1_500))
+    assert {d["shard"] for d in after.values()} <= set(shards_for(1_500))

@@ -148,7 +148,7 @@ def test_layout_example_and_the_planner_output_match_the_code() -> None:
     assert shrunk.shards == ("s0", "s1", "s2") and len(shrunk.read_shards) == 10
     assert renamed.shards == ("x", "y", "z") and len(renamed.read_shards) == 13
     out = io.StringIO()
-    args = ["plan", "--writes-per-second", "1200", "--retention", "90 days", "--spec", "tsstore.demo:SPEC"]
+    args = ["capacity", "--writes-per-second", "1200", "--retention", "90 days", "--spec", "tsstore.demo:SPEC"]
     with contextlib.redirect_stdout(out):
         try:
             main.main(args, prog_name="tsstore", standalone_mode=False)

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from tsstore import Direction, QueryShape, SeriesSpec, SpecError, TsstoreError, plan_shards
+from tsstore import Direction, QueryShape, SeriesSpec, SpecError, TsstoreError, shards_for
 
 
 @pytest.mark.parametrize(
@@ -64,7 +64,7 @@ def test_shapes_merge_directions_and_sort_fields() -> None:
     [(1, 1, "s0", "s0"), (500, 1, "s0", "s0"), (501, 2, "s0", "s1"), (1500, 3, "s0", "s2"), (20_000, 40, "s0", "s39")],
 )
 def test_plan_shards_from_write_rate(rate: float, count: int, first: str, last: str) -> None:
-    shards = plan_shards(rate)
+    shards = shards_for(rate)
     assert (len(shards), shards[0], shards[-1]) == (count, first, last)
     assert shards == tuple(f"s{i}" for i in range(count))  # unpadded: a larger plan keeps these names
     assert SeriesSpec.for_write_rate("t", writes_per_second=rate).shards == shards
@@ -73,4 +73,4 @@ def test_plan_shards_from_write_rate(rate: float, count: int, first: str, last: 
 @pytest.mark.parametrize("rate", [0, -1, float("inf"), float("nan"), True, "10"])
 def test_plan_shards_refuses_bad_rates(rate: object) -> None:
     with pytest.raises(SpecError, match="writes_per_second"):
-        plan_shards(rate)  # type: ignore[arg-type]
+        shards_for(rate)  # type: ignore[arg-type]

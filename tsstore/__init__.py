@@ -25,21 +25,26 @@ from tsstore.errors import (
     WriteError,
     WriteFailure,
 )
-from tsstore.layout.capacity import CapacityPlan, Prices, plan_capacity
+from tsstore.layout.capacity import Capacity, Prices, capacity_for
 from tsstore.layout.census import ShardCensus
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query
 from tsstore.results import PurgeResult, ReshardResult, WriteResult
-from tsstore.spec import Direction, QueryShape, RetiredShard, SeriesSpec, plan_shards
+from tsstore.spec import Direction, QueryShape, RetiredShard, SeriesSpec, shards_for
 from tsstore.store import TimeSeriesStore
 from tsstore.ticks import Page, Tick
 from tsstore.wire import quick_reconnects
 from tsstore.write.options import WriteOptions
 
+# Earlier names, kept so that existing imports keep working ("plan" now means a query plan only).
+plan_shards = shards_for
+plan_capacity = capacity_for
+CapacityPlan = Capacity
+
 __all__ = [
     "Aggregates",
     "AsyncTimeSeriesStore",
-    "CapacityPlan",
+    "Capacity",
     "Prices",
     "ReshardResult",
     "Rollup",
@@ -47,7 +52,7 @@ __all__ = [
     "RetiredShard",
     "ShardCensus",
     "UndeclaredShardsWarning",
-    "plan_capacity",
+    "capacity_for",
     "ConfigError",
     "CounterError",
     "CounterValue",
@@ -78,6 +83,6 @@ __all__ = [
     "WriteOptions",
     "WriteResult",
     "plan_query",
-    "plan_shards",
+    "shards_for",
     "quick_reconnects",
 ]

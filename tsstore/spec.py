@@ -324,7 +324,7 @@ class SeriesSpec:
     @classmethod
     def for_write_rate(cls, collection: str, *, writes_per_second: float, **options: object) -> "SeriesSpec":
         """A spec with ⌈writes_per_second / 500⌉ shards named ``s0``, ``s1``, …"""
-        return cls(collection, shards=plan_shards(writes_per_second), **options)  # type: ignore[arg-type]
+        return cls(collection, shards=shards_for(writes_per_second), **options)  # type: ignore[arg-type]
 
     @property
     def read_shards(self) -> tuple[str, ...]:
@@ -374,7 +374,7 @@ def _merge_shapes(shapes: Iterable[QueryShape]) -> tuple[QueryShape, ...]:
     return tuple(QueryShape(fields, tuple(dirs)) for fields, dirs in merged.items())
 
 
-def plan_shards(writes_per_second: float) -> tuple[str, ...]:
+def shards_for(writes_per_second: float) -> tuple[str, ...]:
     """Shard values for a target sustained write rate: ⌈rate / 500⌉ of them.
 
     Names are ``s0``…``s{n-1}``, not padded, so a plan for more shards keeps every name of a

@@ -25,7 +25,7 @@ from typing import Any
 
 from tsstore.analytics.bars import Bar, to_interval
 from tsstore.errors import QueryError, SpecError
-from tsstore.spec import NUMERIC_TYPES, QueryShape, SeriesSpec, check_field_path, plan_shards
+from tsstore.spec import NUMERIC_TYPES, QueryShape, SeriesSpec, check_field_path, shards_for
 
 #: The collection holding each roll-up's watermark document (id: the roll-up's collection).
 WATERMARKS = "tsstore_rollups"
@@ -83,7 +83,7 @@ class Rollup:
             columns["volume"] = declared[volume]
         spec = SeriesSpec(
             collection or f"{source.collection}_{interval_label(step)}",
-            shards=plan_shards(writes_per_second),
+            shards=shards_for(writes_per_second),
             timestamp_field=source.timestamp_field,
             shard_field=source.shard_field,
             shapes=[QueryShape(fields, ("desc", "asc"))] if fields else [],

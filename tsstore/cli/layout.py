@@ -1,5 +1,5 @@
 """``tsstore shards`` (the shard census), ``tsstore reshard`` (moving ticks off retired shard
-values) and ``tsstore plan`` (the capacity planner)."""
+values) and ``tsstore capacity`` (the capacity planner)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from tqdm import tqdm
 
 from tsstore.cli.common import Database, exit_interrupted, library_errors, pick_spec, series_options
 from tsstore.errors import Interrupted, TsstoreError
-from tsstore.layout.capacity import plan_capacity
+from tsstore.layout.capacity import capacity_for
 from tsstore.spec import SeriesSpec
 from tsstore.times import to_duration
 
@@ -70,7 +70,7 @@ def reshard(*, spec: SeriesSpec, database: Database, max_rate: int | None) -> No
     )
 
 
-@click.command("plan")
+@click.command("capacity")
 @library_errors
 @click.option("--writes-per-second", "rate", type=float, required=True, help="Sustained write rate to plan for.")
 @click.option("--retention", default=None, help="How long ticks are kept (e.g. '30 days'); storage at steady state.")
@@ -87,12 +87,12 @@ def capacity(
 
     \b
     Example:
-      tsstore plan --writes-per-second 20000 --retention '90 days' --spec spec.toml
+      tsstore capacity --writes-per-second 20000 --retention '90 days' --spec spec.toml
     """
     spec = None if declaration is None else pick_spec(declaration, collection=collection)
     try:
         kept = None if retention is None else to_duration(retention, name="--retention")
     except ValueError as exc:
         raise TsstoreError(str(exc)) from None
-    plan = plan_capacity(rate, retention=kept, spec=spec, headroom=headroom, pages_per_day=pages_per_day)
+    plan = capacity_for(rate, retention=kept, spec=spec, headroom=headroom, pages_per_day=pages_per_day)
     click.echo(plan.describe(spec))

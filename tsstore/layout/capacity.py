@@ -2,7 +2,7 @@
 reads per page, index entries, storage and monthly cost of one sharded collection.
 
 Every figure comes from the code the store runs: shard names from
-:func:`~tsstore.spec.plan_shards`, chunks from the query planner, reads per page from the
+:func:`~tsstore.spec.shards_for`, chunks from the query planner, reads per page from the
 read engine's cost model (:func:`~tsstore.read.explain.explain`), index entries from the
 index generator. Sizes follow Firestore's published storage-size rules; prices come from one
 dated table (:data:`PRICES`) that a caller may replace.
@@ -22,7 +22,7 @@ from tsstore.indexes.build import declared_indexes, field_overrides
 from tsstore.limits import SEQUENTIAL_WRITES_PER_SECOND
 from tsstore.read.explain import explain
 from tsstore.read.plan import plan_query
-from tsstore.spec import Direction, QueryShape, SeriesSpec, plan_shards
+from tsstore.spec import Direction, QueryShape, SeriesSpec, shards_for
 from tsstore.ticks import get_path
 from tsstore.write.identity import ID_BYTES
 
@@ -73,7 +73,7 @@ class ShapeCost:
 
 
 @dataclass(frozen=True)
-class CapacityPlan:
+class Capacity:
     """What a write rate needs and costs; :meth:`describe` prints it, :meth:`advice` compares
     it with a declaration."""
 
@@ -171,7 +171,7 @@ class CapacityPlan:
         return "\n".join(lines)
 
 
-def plan_capacity(
+def capacity_for(
     writes_per_second: float,
     *,
     retention: dt.timedelta | None = None,
@@ -182,10 +182,10 @@ def plan_capacity(
     page_limit: int = 100,
     tick: Mapping[str, Any] | None = None,
     prices: Prices = PRICES,
-) -> CapacityPlan:
+) -> Capacity:
     """Plan a collection for a sustained ``writes_per_second``: ⌈rate·headroom/500⌉ shards,
-    named as :func:`~tsstore.spec.plan_shards` names them. ``spec`` supplies the collection,
-    query shapes and fields (its shards are ignored; compare with :meth:`CapacityPlan.advice`);
+    named as :func:`~tsstore.spec.shards_for` names them. ``spec`` supplies the collection,
+    query shapes and fields (its shards are ignored; compare with :meth:`Capacity.advice`);
     ``tick`` is a sample tick for sizes (default :data:`SAMPLE_TICK`). Reads cost
     ``pages_per_day`` pages of ``page_limit`` on the plain time range, newest first."""
     if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not headroom >= 1:
@@ -196,7 +196,7 @@ def plan_capacity(
     if bad or not limits:
         raise SpecError(f"limits {list(limits)!r} are not allowed; give positive page sizes such as 10, 100, 1000")
     try:
-        needed = plan_shards(writes_per_second * headroom)
+        needed = shards_for(writes_per_second * headroom)
     except SpecError:
         raise SpecError(
             f"writes_per_second {writes_per_second!r} is not allowed; give a positive finite number"
@@ -210,7 +210,7 @@ def plan_capacity(
         for direction in shape.directions
     )
     doc_bytes, entries, entry_bytes = _sizes(planned, sample)
-    plan = CapacityPlan(
+    plan = Capacity(
         writes_per_second=writes_per_second,
         headroom=float(headroom),
         shards=needed,
