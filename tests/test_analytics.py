@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from tests.cli import Ran, tsstore
 from tsstore import (
     AsyncTimeSeriesStore,
     QueryError,
@@ -236,14 +237,11 @@ def test_the_aggregate_command(stores: dict[int, Any], tsstore_emulator: Any, tm
         'shapes = [{ fields = ["symbol"], directions = ["desc", "asc"] }, "exchange", ["exchange", "symbol"]]\n'
         'measures = ["price.micros", "volume"]\n'
     )
-    env = dict(os.environ, FIRESTORE_EMULATOR_HOST=tsstore_emulator.address)
+    env = {"FIRESTORE_EMULATOR_HOST": tsstore_emulator.address}
     common = ["--spec", "spec.toml", "--database", store.client._database]
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "tsstore", "aggregate", *common, *args],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+    def run(*args: str) -> Ran:
+        return tsstore("aggregate", *common, *args, cwd=tmp_path, env=env)
 
     done = run(
         "--where", "symbol=AAA", "--where", "symbol=DDD", "--sum", "volume", "--avg", "volume", "--json", "--stats"
@@ -328,10 +326,9 @@ def test_the_latest_command(stores: dict[int, Any], tsstore_emulator: Any, tmp_p
         'shapes = [{ fields = ["symbol"], directions = ["desc", "asc"] }, "exchange", ["exchange", "symbol"]]\n'
     )
     env = dict(os.environ, FIRESTORE_EMULATOR_HOST=tsstore_emulator.address)
-    done = subprocess.run(
-        [sys.executable, "-m", "tsstore", "latest", "--spec", "spec.toml", "--database", store.client._database,
-         "--by", "symbol", "CCC", "NOPE", "--where", "exchange=X2", "--format", "jsonl", "--stats"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    done = tsstore(
+        "latest", "--spec", "spec.toml", "--database", store.client._database, "--by", "symbol", "CCC", "NOPE",
+        "--where", "exchange=X2", "--format", "jsonl", "--stats", cwd=tmp_path, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     ccc, nope = (json.loads(line) for line in done.stdout.splitlines())
@@ -446,11 +443,8 @@ def test_charts_of_bars_and_ticks_hold_one_trace_per_series(tsstore_emulator: An
     env = dict(os.environ, FIRESTORE_EMULATOR_HOST=tsstore_emulator.address)
     common = ["--spec", "spec.toml", "--database", client._database]
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "tsstore", *args, *common], cwd=tmp_path, env=env, capture_output=True, text=True,
-            timeout=120,
-        )  # fmt: skip
+    def run(*args: str) -> Ran:
+        return tsstore(*args, *common, cwd=tmp_path, env=env)
 
     def series_in(svg: str) -> set[str]:
         return set(re.findall(r'id="series:([^"]+)"', svg))

@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from tests.cli import Ran
+from tests.cli import tsstore as run_tsstore
 from tsstore.local.emulator import emulator_client
 from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
 
 
-def tsstore(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("FIRESTORE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
-    env["TSSTORE_HOME"] = str(home)
-    return subprocess.run(
-        [sys.executable, "-m", "tsstore", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
-    )
+def tsstore(*args: str, home: Path, cwd: Path) -> Ran:
+    env = {"FIRESTORE_EMULATOR_HOST": None, "GOOGLE_CLOUD_PROJECT": None, "TSSTORE_HOME": str(home)}
+    return run_tsstore(*args, env=env, cwd=cwd)
 
 
 def test_local_store_keeps_its_data_and_query_writes_files(tmp_path: Path) -> None:

@@ -8,10 +8,7 @@ rows that repeat (origin, destination, minute) with other values, or repeat whol
 from __future__ import annotations
 
 import datetime as dt
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from google.cloud import firestore
 
+from tests.cli import Ran, tsstore
 from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.ingest import IngestSummary, Rejected, ingest_file
 from tsstore.local.emulator import Emulator
@@ -206,17 +204,9 @@ def test_write_reports_what_it_stored(client: firestore.Client) -> None:
     assert store.count() == 300
 
 
-def cli(emulator: Emulator, database: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "GOOGLE_CLOUD_PROJECT"}
-    env["FIRESTORE_EMULATOR_HOST"] = emulator.address
-    return subprocess.run(
-        [sys.executable, "-m", "tsstore", *args, "--database", database],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def cli(emulator: Emulator, database: str, *args: str, cwd: Path) -> Ran:
+    env = {"GOOGLE_CLOUD_PROJECT": None, "FIRESTORE_EMULATOR_HOST": emulator.address}
+    return tsstore(*args, "--database", database, env=env, cwd=cwd)
 
 
 def test_cli_summary_equals_the_count(emulator: Emulator, database_id: str, tmp_path: Path) -> None:

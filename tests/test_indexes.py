@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +10,8 @@ import pytest
 from google.cloud import firestore
 from google.cloud.firestore_v1.types import StructuredQuery
 
+from tests.cli import Ran
+from tests.cli import tsstore as run_tsstore
 from tests.conftest import firebase_validate
 from tsstore import QueryError, QueryShape, SeriesSpec, SpecError, TimeSeriesStore
 from tsstore.declaration import load_specs
@@ -304,11 +303,8 @@ def test_firebase_tools_rejects_broken_files(
 # --- the CLI, as a user runs it ----------------------------------------------------------------
 
 
-def tsstore(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(cwd))
-    return subprocess.run(
-        [sys.executable, "-m", "tsstore", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
-    )
+def tsstore(*args: str, cwd: Path) -> Ran:
+    return run_tsstore(*args, cwd=cwd)
 
 
 def test_cli_writes_checks_and_prints(tmp_path: Path) -> None:

@@ -18,6 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 from google.cloud import firestore
 
+from tests.cli import Ran
+from tests.cli import tsstore as run_tsstore
 from tsstore import TimeSeriesStore, WriteOptions
 from tsstore.demo import SPEC
 from tsstore.ingest import IngestError, Rejected, ingest_file
@@ -180,10 +182,9 @@ def test_interrupted_ingest_resumes_without_duplicates(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("FIRESTORE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
     env.update(TSSTORE_HOME=str(tmp_path / "home"))
 
-    def tsstore(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "tsstore", *args], env=env, capture_output=True, text=True, timeout=timeout
-        )
+    def tsstore(*args: str) -> Ran:
+        home = {"FIRESTORE_EMULATOR_HOST": None, "GOOGLE_CLOUD_PROJECT": None, "TSSTORE_HOME": env["TSSTORE_HOME"]}
+        return run_tsstore(*args, env=home)
 
     assert tsstore("emulator", "start").returncode == 0
     try:

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.cli import Ran
+from tests.cli import tsstore as run_tsstore
 from tsstore.local.emulator import Emulator
 from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
 
@@ -29,15 +31,8 @@ def env_for(emulator: Emulator) -> dict[str, str]:
     return env
 
 
-def tsstore(emulator: Emulator, database: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tsstore", *args, "--database", database],
-        env=env_for(emulator),
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def tsstore(emulator: Emulator, database: str, *args: str, cwd: Path) -> Ran:
+    return run_tsstore(*args, "--database", database, env={**env_for(emulator), "GOOGLE_CLOUD_PROJECT": None}, cwd=cwd)
 
 
 # (line text, expected reject reason or None for a good row); lines end in CRLF, the file

@@ -18,6 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.cli import Ran
+from tests.cli import tsstore as run_tsstore
 from tsstore import QueryShape, SeriesSpec, Tick, TimeSeriesStore, WriteOptions, plan_query
 from tsstore.read.cost import ReadStats, lean_asks, lean_refills, refill_asks
 from tsstore.read.engine import LEAN_REFILLS
@@ -192,16 +194,13 @@ def test_page_stats_count_what_came_back(skewed: dict[str, Any]) -> None:
 
 def test_cli_explains_and_prints_costs(tsstore_emulator: Any, tmp_path: Any) -> None:
     import os
-    import subprocess
-    import sys
 
     env = {k: v for k, v in os.environ.items() if k != "GOOGLE_CLOUD_PROJECT"}
     env["FIRESTORE_EMULATOR_HOST"] = tsstore_emulator.address
     database = f"cli-cost-{random.randrange(10**9)}"
 
-    def tsstore(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "tsstore", *args, "--database", database]
-        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    def tsstore(*args: str) -> Ran:
+        return run_tsstore(*args, "--database", database, env={**env, "GOOGLE_CLOUD_PROJECT": None}, cwd=tmp_path)
 
     explained = tsstore("explain", "--where", "symbol=AAA", "--where", "symbol=BBB", "--limit", "20")
     assert explained.returncode == 0, explained.stderr

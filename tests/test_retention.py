@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
-import os
 import random
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,6 +12,7 @@ from typing import Any
 import pytest
 from google.cloud import firestore
 
+from tests.cli import Ran, tsstore
 from tests.conftest import firebase_validate
 from tsstore import Query, QueryError, QueryShape, SeriesSpec, SpecError, TimeSeriesStore, WriteOptions
 from tsstore.indexes.build import generate, render
@@ -165,19 +163,9 @@ def test_series_counters_count_each_batch_once(client: firestore.Client, collect
 # --- the CLI, as a user runs it -----------------------------------------------------------------
 
 
-def run_cli(*args: str, emulator: Any, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(cwd))
-    if emulator is not None:
-        env["FIRESTORE_EMULATOR_HOST"] = emulator.address
-    return subprocess.run(
-        [sys.executable, "-m", "tsstore", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        input=stdin,
-        timeout=120,
-    )
+def run_cli(*args: str, emulator: Any, cwd: Path, stdin: str | None = None) -> Ran:
+    env = {} if emulator is None else {"FIRESTORE_EMULATOR_HOST": emulator.address}
+    return tsstore(*args, env=env, cwd=cwd, stdin=stdin)
 
 
 def test_counter_count_and_purge_commands(emulator: Any, tmp_path: Path) -> None:

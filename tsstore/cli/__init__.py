@@ -6,7 +6,7 @@ errors into clean click errors) is in :mod:`tsstore.cli.common`, written once. O
 per command group: :mod:`~tsstore.cli.demo`, :mod:`~tsstore.cli.query` (query, count,
 explain, purge), :mod:`~tsstore.cli.indexes`, :mod:`~tsstore.cli.counters`,
 :mod:`~tsstore.cli.ingest`, :mod:`~tsstore.cli.emulator`, :mod:`~tsstore.cli.layout`
-(shards, reshard, plan), :mod:`~tsstore.cli.live` (tail, watch), :mod:`~tsstore.cli.analytics`
+(shards, reshard, capacity), :mod:`~tsstore.cli.live` (tail, watch), :mod:`~tsstore.cli.analytics`
 (aggregate, latest, bars, rollup), :mod:`~tsstore.cli.beam` (backfill, export on Apache Beam);
 :mod:`~tsstore.cli.output` writes query results.
 """

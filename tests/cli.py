@@ -1,0 +1,55 @@
+"""Running the ``tsstore`` command in the test process, as a user's shell would run it.
+
+A command run here sees the environment given (variables set to ``None`` are unset), runs
+in ``cwd``, reads ``stdin``, and answers like a finished process: ``returncode``, ``stdout``
+and ``stderr`` apart. A Python exception that escapes the command fails the test with its
+traceback (a process would print it and exit 1), so "no traceback" is checked by the test
+failing. Commands that must be killed or interrupted still run as processes, and so do
+``tsstore emulator ...`` commands: they leave a background process running, as they should,
+which a test process would report as a leaked child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from tsstore.cli import main
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What a finished command left: its exit code and its two streams."""
+
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def tsstore(*args: str, env: Mapping[str, str | None] | None = None, cwd: Path | None = None,
+            stdin: str | None = None) -> Ran:  # fmt: skip
+    """``tsstore ARGS`` run in this process (``emulator`` commands: in a process of their own)."""
+    if args[:1] == ("emulator",):
+        environ = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
+        done = subprocess.run([sys.executable, "-m", "tsstore", *args], env=environ, cwd=cwd, input=stdin,
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        return Ran(tuple(args), done.returncode, done.stdout, done.stderr)
+    runner = CliRunner()
+    where, path, modules = Path(cwd or os.getcwd()).resolve(), list(sys.path), set(sys.modules)
+    try:
+        with contextlib.chdir(where):
+            result = runner.invoke(main, list(args), env=dict(env or {}), input=stdin, catch_exceptions=False)
+    finally:  # a declaration imported from cwd (module:NAME) is the command's, as in its own process
+        sys.path[:] = path
+        for name in set(sys.modules) - modules:
+            if str(getattr(sys.modules[name], "__file__", None) or "").startswith(str(where)):
+                del sys.modules[name]
+    return Ran(tuple(args), result.exit_code, result.stdout, result.stderr)
