@@ -137,6 +137,14 @@ class IngestError(TsstoreError, ValueError):
     ingest option is not allowed; a bad row is a reject, never this."""
 
 
+class LiveError(TsstoreError):
+    """A listener stopped on an error the client does not recover from."""
+
+
+class PlotError(TsstoreError):
+    """A chart could not be drawn: the extra is missing, or the request is not drawable."""
+
+
 class UndeclaredShardsWarning(UserWarning):
     """A read found documents under shard values the declaration does not list: they are out
     of view until they are declared (``retired``). ``store.shard_census()`` names them."""

@@ -16,16 +16,12 @@ from typing import Any
 
 import pandas as pd
 
-from tsstore.errors import TsstoreError
+from tsstore.errors import PlotError
 
 #: The file formats a chart is written in (by suffix).
 CHART_FORMATS = (".png", ".svg", ".pdf")
 #: Series drawn at most in one chart (panels or lines); more would be unreadable.
 MAX_SERIES = 12
-
-
-class PlotError(TsstoreError):
-    """A chart could not be drawn: the extra is missing, or the request is not drawable."""
 
 
 def plot_bars(bars: pd.DataFrame, path: str | Path, *, title: str = "", by: Sequence[str] = ()) -> int:

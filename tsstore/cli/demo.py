@@ -12,9 +12,10 @@ import click
 import pandas as pd
 from tqdm import tqdm
 
-from tsstore.analytics.plot import PlotError, plot_bars
+from tsstore.analytics.plot import plot_bars
 from tsstore.cli.common import Database, database_options, library_errors
 from tsstore.demo import SPEC as DEMO_SPEC
+from tsstore.errors import PlotError
 from tsstore.local.synthetic import SEED_INSTRUMENTS, trading_day
 from tsstore.read.cost import ReadStats
 from tsstore.read.query import Query

@@ -19,7 +19,7 @@ from typing import Any, Self
 
 from google.cloud.firestore_v1.watch import ChangeType
 
-from tsstore.errors import TsstoreError
+from tsstore.errors import LiveError
 from tsstore.live.state import TailState, TailTick, WindowState, WindowUpdate
 from tsstore.ticks import Tick, get_path
 from tsstore.times import plain_datetime
@@ -37,10 +37,6 @@ STALL_TIMEOUT = 15.0
 RELISTENS_PER_MINUTE = 3
 
 Event = tuple[Hashable, list[Any], list[Any], dt.datetime]
-
-
-class LiveError(TsstoreError):
-    """A listener stopped on an error the client does not recover from."""
 
 
 class Listeners:

@@ -13,12 +13,12 @@ import datetime as dt
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from tsstore.errors import QueryError, SpecError
 from tsstore.indexes.build import CompositeIndex, declared_indexes, required_index
 from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES
-from tsstore.read.query import Query, Where
+from tsstore.read.query import Query, QueryOptions, Where
 from tsstore.spec import Direction, SeriesSpec, check_field_path
 from tsstore.times import to_utc
 
@@ -181,7 +181,7 @@ def plan_query(
     /,
     *,
     max_chunk: int | None = None,
-    **options: Any,
+    **options: Unpack[QueryOptions],
 ) -> QueryPlan:
     """Validate a query (a :class:`~tsstore.read.query.Query`, or its fields as keyword
     options) and plan its shard chunks.
