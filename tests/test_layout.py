@@ -324,7 +324,7 @@ def test_reshard_command_resumes_after_sigkill_exactly(tsstore_emulator: Any, tm
     initial = on_retired.count(start=early)
     env = dict(os.environ, FIRESTORE_EMULATOR_HOST=tsstore_emulator.address)
     command = [sys.executable, "-m", "tsstore", "reshard", "--spec", "spec.toml", "--database", name]
-    first = subprocess.Popen([*command, "--max-rate", "1500"], cwd=tmp_path, env=env, stderr=subprocess.DEVNULL)
+    first = subprocess.Popen([*command, "--max-rate", "500"], cwd=tmp_path, env=env, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while on_retired.count(start=early) > initial - 500 and time.monotonic() < deadline:
         time.sleep(0.1)
