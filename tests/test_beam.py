@@ -339,9 +339,9 @@ def sharded(shards: int) -> SeriesSpec:
 def test_read_ticks_returns_exactly_the_ticks_of_the_range(client: firestore.Client, shards: int) -> None:
     spec = sharded(shards)
     store = TimeSeriesStore(client, spec, write_options=FAST)
-    ticks = list(trading_day(3_000, seed=shards))
+    ticks = list(trading_day(1_500, seed=shards))
     ids = store.write(ticks).ids
-    start, end = ticks[500]["timestamp"], ticks[2_600]["timestamp"]
+    start, end = ticks[250]["timestamp"], ticks[1_300]["timestamp"]
     expected = [
         (i, t["timestamp"], t["symbol"], t["price"]["micros"])
         for i, t in zip(ids, ticks)
