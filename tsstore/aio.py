@@ -30,7 +30,7 @@ from tsstore.read.plan import QueryPlan
 from tsstore.spec import SeriesSpec
 from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, Transport
 from tsstore.ticks import Tick
-from tsstore.verbs import reading
+from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.wire import abatch_write, aget_documents, astream_ticks, sync_twin
 from tsstore.write.counting import SeriesCounters
@@ -40,7 +40,7 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
-class AsyncTimeSeriesStore(StoreBase, asks.LoopDriver):
+class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
     """Write and query one sharded time-series collection from asyncio.
 
     >>> store = AsyncTimeSeriesStore(firestore.AsyncClient(), SeriesSpec("instruments"))
@@ -119,16 +119,16 @@ class AsyncTimeSeriesStore(StoreBase, asks.LoopDriver):
                 return AsyncCounter(await asyncio.to_thread(counters.counter, values))
         raise TypeError(f"no answer for {ask!r}")  # pragma: no cover - every ask is answered above
 
-    def _stream(self, reading: asks.Reading[T]) -> asks.AsyncTickStream[T]:
+    def _stream(self, reading: declare.Reading[T]) -> declare.AsyncTickStream[T]:
         async def items() -> AsyncIterator[Any]:
             opening = reading.opening
             ticks = self._ticks(opening if isinstance(opening, TickRead) else await self._run(opening))
             async for item in ticks if reading.rows is None else aframes(reading.spec, ticks, rows=reading.rows):
                 yield item
 
-        return asks.AsyncTickStream(items(), reading.stats)
+        return declare.AsyncTickStream(items(), reading.stats)
 
-    def _listen(self, listening: asks.Listening[Any, T]) -> AsyncLive[T]:
+    def _listen(self, listening: declare.Listening[Any, T]) -> AsyncLive[T]:
         async def start() -> Any:
             begin = await self._run(listening.opening)
             return await asyncio.to_thread(begin, self._twin.collection(self.spec.collection))

@@ -25,7 +25,7 @@ from tsstore.read.plan import QueryPlan
 from tsstore.spec import SeriesSpec
 from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, Transport
 from tsstore.ticks import Tick
-from tsstore.verbs import reading
+from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.wire import batch_write, get_documents, stream_ticks
 from tsstore.write.counting import SeriesCounters
@@ -36,7 +36,7 @@ T = TypeVar("T")
 L = TypeVar("L")
 
 
-class TimeSeriesStore(StoreBase, asks.ThreadDriver):
+class TimeSeriesStore(StoreBase, declare.ThreadDriver):
     """Write and query one sharded time-series collection.
 
     >>> store = TimeSeriesStore(client, SeriesSpec("instruments", shapes=["exchange"]))
@@ -103,15 +103,15 @@ class TimeSeriesStore(StoreBase, asks.ThreadDriver):
                 return self._series_counters().counter(values)
         raise TypeError(f"no answer for {ask!r}")  # pragma: no cover - every ask is answered above
 
-    def _stream(self, reading: asks.Reading[T]) -> asks.TickStream[T]:
+    def _stream(self, reading: declare.Reading[T]) -> declare.TickStream[T]:
         def items() -> Iterator[Any]:
             opening = reading.opening
             ticks = self._ticks(opening if isinstance(opening, TickRead) else self._run(opening))
             yield from ticks if reading.rows is None else frames(reading.spec, ticks, rows=reading.rows)
 
-        return asks.TickStream(items(), reading.stats)
+        return declare.TickStream(items(), reading.stats)
 
-    def _listen(self, listening: asks.Listening[L, Any]) -> L:
+    def _listen(self, listening: declare.Listening[L, Any]) -> L:
         return self._run(listening.opening)(self._collection)
 
     def _ticks(self, read: TickRead) -> Iterator[Tick]:

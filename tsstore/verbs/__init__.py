@@ -20,7 +20,8 @@ from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query, QueryOptions
 from tsstore.verbs import analytics, layout, reading, retention, writing
 from tsstore.verbs import live as live_reads
-from tsstore.verbs.request import Seat, live, stream, verb
+from tsstore.verbs.declare import live, stream, verb
+from tsstore.verbs.request import Seat
 
 
 class Verbs:

@@ -17,8 +17,9 @@ from tsstore.read.query import Query, Where
 from tsstore.spec import Direction
 from tsstore.times import to_utc
 from tsstore.verbs.analytics import oldest_first
+from tsstore.verbs.declare import Listening
 from tsstore.verbs.reading import server_time
-from tsstore.verbs.request import Listening, Request, Seat
+from tsstore.verbs.request import Request, Seat
 
 #: How far behind the newest delivered tick a tail still sees a tick, and how many documents
 #: a tail's chunk listener holds before it moves on (see :func:`tail`). A tail holds about

@@ -21,7 +21,8 @@ from tsstore.read.engine import ChunkCursor, PageRounds, Position, TickRead, chu
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query, QueryOptions, RangeOptions
 from tsstore.ticks import Page, Tick
-from tsstore.verbs.request import Collect, Count, Feed, Part, Reading, Request, Seat, Unary, whole
+from tsstore.verbs.declare import Reading
+from tsstore.verbs.request import Collect, Count, Feed, Part, Request, Seat, Unary, whole
 
 #: A document id that is never written; reading it returns the server's current time.
 CLOCK_PROBE_ID = "tsstore-read-time-probe"

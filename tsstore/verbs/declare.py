@@ -1,0 +1,257 @@
+"""How a request becomes a public verb of both stores.
+
+The descriptors here (:class:`verb`, :class:`stream`, :class:`live`) give each store its
+method from the same request function: the sync store (a :class:`ThreadDriver`) returns the
+result (a :class:`TickStream`, the listeners), the async store (a :class:`LoopDriver`) an
+awaitable (an :class:`AsyncTickStream`, an :class:`~tsstore.live.aio.AsyncLive`), so the two
+cannot drift apart. The method shows the request's docstring and signature (options expanded)
+and refuses a keyword the request does not take by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import typing
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
+from dataclasses import dataclass
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+
+from tsstore.errors import OptionError
+from tsstore.live.aio import AsyncLive
+from tsstore.read.cost import ReadStats
+from tsstore.read.engine import TickRead
+from tsstore.read.query import Query
+from tsstore.spec import SeriesSpec
+from tsstore.verbs.request import Request, Seat
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+@dataclass
+class Reading(Generic[T]):
+    """A read handed to the caller as a stream: ``opening`` (the read, or a request whose
+    result is the read; it runs when the first tick is asked for), what the read has cost so
+    far (``stats``), and ``rows``: ticks as they come (None) or DataFrames of at most that
+    many rows (built by ``spec``)."""
+
+    opening: Request[TickRead] | TickRead
+    stats: ReadStats
+    spec: SeriesSpec
+    rows: int | None = None
+
+
+class TickStream(Iterator[T]):
+    """What a streaming verb of :class:`~tsstore.store.TimeSeriesStore` returns: its ticks
+    (or frames), and ``stats``, what reading them has cost so far (a
+    :class:`~tsstore.read.cost.ReadStats`)."""
+
+    def __init__(self, items: Iterator[T], stats: ReadStats) -> None:
+        self._items = items
+        self.stats = stats
+
+    def __next__(self) -> T:
+        return next(self._items)
+
+
+class AsyncTickStream(AsyncIterator[T]):
+    """What a streaming verb of :class:`~tsstore.aio.AsyncTimeSeriesStore` returns (``async
+    for``), and ``stats``: what reading it has cost so far."""
+
+    def __init__(self, items: AsyncIterator[T], stats: ReadStats) -> None:
+        self._items = items
+        self.stats = stats
+
+    async def __anext__(self) -> T:
+        return await anext(self._items)
+
+
+L = TypeVar("L")
+
+
+@dataclass
+class Listening(Generic[L, T]):
+    """A live read: ``opening``, a request whose result starts the listeners when given a
+    sync collection (listeners exist on the sync client only) and returns the live object
+    (``L``); ``step``, the live object's method that waits for its next item (``T``)."""
+
+    opening: Request[Callable[[Any], L]]
+    step: str
+
+
+# ---------------------------------------------------------------------------- the two drivers
+
+
+class ThreadDriver:
+    """A store that answers asks on threads (:class:`~tsstore.store.TimeSeriesStore`)."""
+
+    seat: Seat
+
+    def _run(self, request: Request[R]) -> R:
+        raise NotImplementedError
+
+    def _stream(self, reading: Reading[T]) -> TickStream[T]:
+        raise NotImplementedError
+
+    def _listen(self, listening: Listening[L, Any]) -> L:
+        raise NotImplementedError
+
+
+class LoopDriver:
+    """A store that answers asks on an event loop (:class:`~tsstore.aio.AsyncTimeSeriesStore`)."""
+
+    seat: Seat
+
+    async def _run(self, request: Request[R]) -> R:
+        raise NotImplementedError
+
+    def _stream(self, reading: Reading[T]) -> AsyncTickStream[T]:
+        raise NotImplementedError
+
+    def _listen(self, listening: Listening[Any, T]) -> AsyncLive[T]:
+        raise NotImplementedError
+
+
+# ---------------------------------------------------------------------------- declaring a verb
+
+
+class _Declared(Generic[P, R]):
+    """A public verb made from one request function ``make(seat, ...)``: its name, signature
+    (options expanded) and docstring are the request's, and a keyword it does not take is an
+    :class:`~tsstore.errors.OptionError` (a ``TypeError``) naming the verb."""
+
+    def __init__(self, make: Callable[Concatenate[Seat, P], Any]) -> None:
+        self._make = make
+        self.__doc__ = make.__doc__
+        self.__name__ = make.__name__
+        self._signature: inspect.Signature | None = None
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.__name__ = name
+
+    @property
+    def signature(self) -> inspect.Signature:
+        """The verb's signature as a user sees it: without the seat, each option of an
+        ``**options: Unpack[SomeOptions]`` listed as a keyword-only parameter."""
+        if self._signature is None:
+            self._signature = public_signature(self._make)
+        return self._signature
+
+    def _request(self, store: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        self._check(kwargs)
+        return self._make(store.seat, *args, **kwargs)
+
+    def _check(self, kwargs: dict[str, Any]) -> None:
+        params = self.signature.parameters
+        unknown = sorted(k for k in kwargs if k not in params or params[k].kind is inspect.Parameter.POSITIONAL_ONLY)
+        if unknown:
+            allowed = [p.name for p in params.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+            raise OptionError(self.__name__, unknown, allowed)
+
+    def _bound(self, call: Callable[..., Any], signature: inspect.Signature | None = None) -> Callable[..., Any]:
+        wrapper = functools.update_wrapper(call, self._make)  # ``call`` itself, typed as a wrapper
+        call.__name__ = call.__qualname__ = self.__name__
+        call.__signature__ = signature or self.signature  # type: ignore[attr-defined]
+        del wrapper.__wrapped__  # help() and inspect show the public signature, not the request's
+        return call
+
+    def _unbound(self) -> Callable[..., Any]:
+        """The verb as the class shows it (``help(TimeSeriesStore)``, the API reference): a
+        function of the store and the verb's own parameters."""
+        name = self.__name__
+        store = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+        signature = self.signature.replace(parameters=[store, *self.signature.parameters.values()])
+        return self._bound(lambda store, *args, **kwargs: getattr(store, name)(*args, **kwargs), signature)
+
+
+class verb(_Declared[P, R]):
+    """A verb that returns a result: the sync store's method returns it, the async store's
+    is awaited."""
+
+    def __init__(self, make: Callable[Concatenate[Seat, P], Request[R]]) -> None:
+        super().__init__(make)
+
+    @overload
+    def __get__(self, store: None, owner: type) -> Callable[Concatenate[Any, P], Any]: ...
+    @overload
+    def __get__(self, store: ThreadDriver, owner: type) -> Callable[P, R]: ...
+    @overload
+    def __get__(self, store: LoopDriver, owner: type) -> Callable[P, Awaitable[R]]: ...
+    def __get__(self, store: Any, owner: type) -> Any:
+        if store is None:
+            return self._unbound()
+        if isinstance(store, LoopDriver):
+
+            async def awaited(*args: Any, **kwargs: Any) -> Any:
+                return await store._run(self._request(store, args, kwargs))
+
+            return self._bound(awaited)
+        return self._bound(lambda *args, **kwargs: store._run(self._request(store, args, kwargs)))
+
+
+class stream(_Declared[P, R]):
+    """A verb that returns a stream of ticks or frames (its request function returns a
+    :class:`Reading`): a :class:`TickStream` from the sync store, an
+    :class:`AsyncTickStream` from the async one."""
+
+    def __init__(self, make: Callable[Concatenate[Seat, P], Reading[R]]) -> None:
+        super().__init__(make)
+
+    @overload
+    def __get__(self, store: None, owner: type) -> Callable[Concatenate[Any, P], Any]: ...
+    @overload
+    def __get__(self, store: ThreadDriver, owner: type) -> Callable[P, TickStream[R]]: ...
+    @overload
+    def __get__(self, store: LoopDriver, owner: type) -> Callable[P, AsyncTickStream[R]]: ...
+    def __get__(self, store: Any, owner: type) -> Any:
+        if store is None:
+            return self._unbound()
+        return self._bound(lambda *args, **kwargs: store._stream(self._request(store, args, kwargs)))
+
+
+class live(_Declared[P, Any], Generic[P, L, T]):
+    """A live verb (its request function returns a :class:`Listening`): the listeners' own
+    object from the sync store (iterate it, ``close()`` it), an :class:`AsyncLive` over it
+    from the async one."""
+
+    def __init__(self, make: Callable[Concatenate[Seat, P], Listening[L, T]]) -> None:
+        super().__init__(make)
+
+    @overload
+    def __get__(self, store: None, owner: type) -> Callable[Concatenate[Any, P], Any]: ...
+    @overload
+    def __get__(self, store: ThreadDriver, owner: type) -> Callable[P, L]: ...
+    @overload
+    def __get__(self, store: LoopDriver, owner: type) -> Callable[P, AsyncLive[T]]: ...
+    def __get__(self, store: Any, owner: type) -> Any:
+        if store is None:
+            return self._unbound()
+        return self._bound(lambda *args, **kwargs: store._listen(self._request(store, args, kwargs)))
+
+
+def public_signature(make: Callable[..., Any]) -> inspect.Signature:
+    """``make``'s signature as its verb shows it: without its first parameter (the seat),
+    ``**options: Unpack[SomeOptions]`` expanded into one keyword-only parameter per option
+    (with :class:`~tsstore.read.query.Query`'s default), and a request's result as the
+    return annotation."""
+    signature = inspect.signature(make)
+    hints = typing.get_type_hints(make)
+    params: list[inspect.Parameter] = []
+    for param in list(signature.parameters.values())[1:]:
+        if param.kind is not inspect.Parameter.VAR_KEYWORD:
+            params.append(param.replace(annotation=hints.get(param.name, param.annotation)))
+            continue
+        [options] = typing.get_args(hints[param.name])
+        for name, kind in typing.get_type_hints(options).items():
+            default = QUERY_DEFAULTS[name]
+            params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind))
+    returns = hints.get("return", signature.return_annotation)
+    if typing.get_origin(returns) is Generator:
+        returns = typing.get_args(returns)[2]
+    return signature.replace(parameters=params, return_annotation=returns)
+
+
+QUERY_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Query)}
