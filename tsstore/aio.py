@@ -33,7 +33,6 @@ from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.wire import abatch_write, aget_documents, astream_ticks, sync_twin
-from tsstore.write.counting import SeriesCounters
 from tsstore.write.options import WriteOptions
 
 R = TypeVar("R")
@@ -81,6 +80,9 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         twin: firestore.Client = sync_twin(self.client)
         return twin
 
+    def _sync_client(self) -> firestore.Client:
+        return self._twin
+
     # ------------------------------------------------------------------ the driver
 
     async def _run(self, request: asks.Request[R]) -> R:
@@ -113,10 +115,9 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
             case asks.Send(read=read):
                 loop = asyncio.get_running_loop()
                 ticks = _pulled(self._ticks(read), loop) if read is not None else iter(())
-                return await asyncio.to_thread(self._job(ask, ticks, self._twin).run)
+                return await asyncio.to_thread(self._job(ask, ticks).run)
             case asks.CounterFor(values=values):
-                counters = self._counters.setdefault(self.spec.collection, SeriesCounters(self._twin, self.spec))
-                return AsyncCounter(await asyncio.to_thread(counters.counter, values))
+                return AsyncCounter(await asyncio.to_thread(self._series(self.spec).counter, values))
         raise TypeError(f"no answer for {ask!r}")  # pragma: no cover - every ask is answered above
 
     def _stream(self, reading: declare.Reading[T]) -> declare.AsyncTickStream[T]:

@@ -28,7 +28,6 @@ from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.wire import batch_write, get_documents, stream_ticks
-from tsstore.write.counting import SeriesCounters
 from tsstore.write.options import WriteOptions
 
 R = TypeVar("R")
@@ -98,9 +97,9 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
             case asks.Unary(call=call, what=what):
                 return faults.call(lambda: call(self.client), what=what)
             case asks.Send(read=read):
-                return self._job(ask, self._ticks(read) if read is not None else iter(()), self.client).run()
+                return self._job(ask, self._ticks(read) if read is not None else iter(())).run()
             case asks.CounterFor(values=values):
-                return self._series_counters().counter(values)
+                return self._series(self.spec).counter(values)
         raise TypeError(f"no answer for {ask!r}")  # pragma: no cover - every ask is answered above
 
     def _stream(self, reading: declare.Reading[T]) -> declare.TickStream[T]:
@@ -133,5 +132,5 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
     def _transport(self, collection: Any) -> Transport:
         return functools.partial(batch_write, collection, fast=self._fast), functools.partial(get_documents, collection)
 
-    def _series_counters(self) -> SeriesCounters:
-        return self._counters.setdefault(self.spec.collection, SeriesCounters(self.client, self.spec))
+    def _sync_client(self) -> firestore.Client:
+        return self.client

@@ -56,15 +56,19 @@ class StoreBase(Verbs):
         self._limiters: dict[str, tuple[RampLimiter, int]] = {}
         self._counters: dict[str, SeriesCounters] = {}
 
-    def _job(self, ask: Send[R], ticks: Iterator[Tick], counters_client: Any) -> Job[R]:
+    def _series(self, spec: SeriesSpec) -> SeriesCounters:
+        """The series counters of ``spec``'s collection, on the sync client (made once)."""
+        if spec.collection not in self._counters:
+            self._counters[spec.collection] = SeriesCounters(self._sync_client(), spec)
+        return self._counters[spec.collection]
+
+    def _job(self, ask: Send[R], ticks: Iterator[Tick]) -> Job[R]:
         """The job that runs ``ask`` over ``ticks`` (the sender on this driver's transport;
-        batches counted into the series counters on ``counters_client`` when asked)."""
+        batches counted into the series counters when asked)."""
         spec = ask.spec or self.spec
         options = dict(ask.options)
         if ask.counted:
-            counters = self._counters.get(spec.collection)
-            if counters is None:
-                counters = self._counters[spec.collection] = SeriesCounters(counters_client, spec)
+            counters = self._series(spec)
             on_written: Callable[[list[Written]], None] | None = options.get("on_written")
 
             def written(batch: list[Written], count: Callable[[list[Written]], None] = counters.count_written) -> None:
@@ -98,6 +102,10 @@ class StoreBase(Verbs):
             initial = ceiling if not options.ramp else min(options.initial_ops_per_second, ceiling)
             self._limiters[spec.collection] = (RampLimiter(initial=initial, ceiling=ceiling), initial)
         return self._limiters[spec.collection]
+
+    def _sync_client(self) -> Any:
+        """A sync ``firestore.Client`` on this store's database (counters use its transactions)."""
+        raise NotImplementedError
 
     def _transport(self, collection: Any) -> Transport:
         """The bulk sender's send and lookup functions on ``collection`` (called from its
