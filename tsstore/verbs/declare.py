@@ -151,6 +151,15 @@ class _Declared(Generic[P, R]):
             allowed = [p.name for p in params.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
             raise OptionError(self.__name__, unknown, allowed)
 
+    def _get(self, store: Any, bind: Callable[[Any], Callable[..., Any]]) -> Any:
+        """What ``store.<verb>`` is: the class's view without a store; else ``bind(store)``,
+        made once per store (kept in its ``__dict__``, where later lookups find it first:
+        this descriptor defines no ``__set__``)."""
+        if store is None:
+            return self._unbound()
+        bound = store.__dict__[self.__name__] = self._bound(bind(store))
+        return bound
+
     def _bound(self, call: Callable[..., Any], signature: inspect.Signature | None = None) -> Callable[..., Any]:
         wrapper = functools.update_wrapper(call, self._make)  # ``call`` itself, typed as a wrapper
         call.__name__ = call.__qualname__ = self.__name__
@@ -181,15 +190,16 @@ class verb(_Declared[P, R]):
     @overload
     def __get__(self, store: LoopDriver, owner: type) -> Callable[P, Awaitable[R]]: ...
     def __get__(self, store: Any, owner: type) -> Any:
-        if store is None:
-            return self._unbound()
-        if isinstance(store, LoopDriver):
+        return self._get(store, self._awaited if isinstance(store, LoopDriver) else self._returned)
 
-            async def awaited(*args: Any, **kwargs: Any) -> Any:
-                return await store._run(self._request(store, args, kwargs))
+    def _returned(self, store: Any) -> Callable[..., Any]:
+        return lambda *args, **kwargs: store._run(self._request(store, args, kwargs))
 
-            return self._bound(awaited)
-        return self._bound(lambda *args, **kwargs: store._run(self._request(store, args, kwargs)))
+    def _awaited(self, store: Any) -> Callable[..., Any]:
+        async def awaited(*args: Any, **kwargs: Any) -> Any:
+            return await store._run(self._request(store, args, kwargs))
+
+        return awaited
 
 
 class stream(_Declared[P, R]):
@@ -207,9 +217,7 @@ class stream(_Declared[P, R]):
     @overload
     def __get__(self, store: LoopDriver, owner: type) -> Callable[P, AsyncTickStream[R]]: ...
     def __get__(self, store: Any, owner: type) -> Any:
-        if store is None:
-            return self._unbound()
-        return self._bound(lambda *args, **kwargs: store._stream(self._request(store, args, kwargs)))
+        return self._get(store, lambda store: lambda *args, **kwargs: store._stream(self._request(store, args, kwargs)))
 
 
 class live(_Declared[P, Any], Generic[P, L, T]):
@@ -227,9 +235,7 @@ class live(_Declared[P, Any], Generic[P, L, T]):
     @overload
     def __get__(self, store: LoopDriver, owner: type) -> Callable[P, AsyncLive[T]]: ...
     def __get__(self, store: Any, owner: type) -> Any:
-        if store is None:
-            return self._unbound()
-        return self._bound(lambda *args, **kwargs: store._listen(self._request(store, args, kwargs)))
+        return self._get(store, lambda store: lambda *args, **kwargs: store._listen(self._request(store, args, kwargs)))
 
 
 def public_signature(make: Callable[..., Any]) -> inspect.Signature:
