@@ -61,6 +61,12 @@ class Query:
 FIELDS = frozenset(f.name for f in dataclasses.fields(Query))
 
 
+def given(**options: Any) -> dict[str, Any]:
+    """The options a caller gave: ``None`` is "not given", so a :class:`Query` passed beside
+    them keeps its own value."""
+    return {name: value for name, value in options.items() if value is not None}
+
+
 class RangeOptions(TypedDict, total=False):
     """The query fields a verb over a time range takes as keyword options (``count``,
     ``aggregate``, ``bars``): see :class:`Query`."""

@@ -19,7 +19,7 @@ from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
 from tsstore.read.plan import QueryPlan, plan_query
-from tsstore.read.query import Query, RangeOptions, Where
+from tsstore.read.query import Query, RangeOptions, Where, given
 from tsstore.spec import Direction, check_field_path
 from tsstore.ticks import Tick
 from tsstore.times import to_utc
@@ -94,8 +94,7 @@ def latest(
     (other filters), ``before`` (exclusive; or ``end``), ``columns`` and ``read_time``;
     ``by`` must be a declared query shape's field (newest first). One limit-1 query per
     series and shard chunk, all concurrent at one snapshot (see :mod:`tsstore.analytics.latest`)."""
-    given = {"where": where, "end": end, "columns": columns, "read_time": read_time}
-    options = {k: v for k, v in given.items() if v is not None} | ({} if before is None else {"before": before})
+    options = given(where=where, end=end, columns=columns, read_time=read_time, before=before)
     request = LatestRequest.planned(
         seat.spec, lambda q: plan_query(seat.spec, q), by=by, values=values, query=query, options=options
     )

@@ -13,7 +13,7 @@ from tsstore.live.listen import LiveTail, LiveWatch, decoder
 from tsstore.live.state import TailState, TailTick, WindowUpdate
 from tsstore.read.chunks import chunk_query
 from tsstore.read.plan import plan_query
-from tsstore.read.query import Query, Where
+from tsstore.read.query import Query, Where, given
 from tsstore.spec import Direction
 from tsstore.times import to_utc
 from tsstore.verbs.analytics import oldest_first
@@ -47,8 +47,7 @@ def watch(
     together on several chunks make one update. Each chunk's part of a window is as of its
     own snapshot time, and each chunk's time only moves forward. ``close()`` (or ``with``)
     stops every listener."""
-    given = {k: v for k, v in {"where": where, "columns": columns}.items() if v is not None}
-    q = Query.of(query, {"limit": limit, **given})
+    q = Query.of(query, {"limit": limit, **given(where=where, columns=columns)})
     q.only(("where", "limit", "columns"), "watch")
     shown = plan_query(seat.spec, q).columns
     plan = plan_query(seat.spec, q.replace(columns=None), direction=Direction.DESC)
@@ -81,7 +80,7 @@ def tail(
     so memory stays bounded however long the tail runs. Reconnections are the client's
     (its listeners resume); a tick reported again is not delivered again. ``close()``
     stops every listener."""
-    q = Query.of(query, {k: v for k, v in {"where": where, "columns": columns}.items() if v is not None})
+    q = Query.of(query, given(where=where, columns=columns))
     q.only(("where", "columns"), "tail")
     if not isinstance(lateness, dt.timedelta) or lateness < dt.timedelta(0):
         raise ConfigError(f"lateness {lateness!r} is not allowed; give a timedelta of zero or more")
@@ -89,12 +88,12 @@ def tail(
         raise ConfigError(f"hold {hold!r} is not allowed; give a positive number of documents")
     shown = plan_query(seat.spec, q).columns
     try:
-        given = None if since is None else to_utc(since, name="since")
+        since_t = None if since is None else to_utc(since, name="since")
     except ValueError as exc:
         raise QueryError(str(exc)) from None
 
     def opening() -> Request[Callable[[Any], LiveTail]]:
-        state = TailState(since=given if given is not None else (yield from server_time(seat)), lateness=lateness)
+        state = TailState(since=since_t if since_t is not None else (yield from server_time(seat)), lateness=lateness)
         base = oldest_first(seat, q.replace(columns=None, start=state.bound()))
 
         def start(collection: Any) -> LiveTail:

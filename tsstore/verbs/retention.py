@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from tsstore.errors import QueryError
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead, sweep_cursor
-from tsstore.read.query import Query, Where
+from tsstore.read.query import Query, Where, given
 from tsstore.results import PurgeResult
 from tsstore.ticks import Tick
 from tsstore.verbs.analytics import oldest_first
@@ -38,8 +38,7 @@ def purge(
     after its last tick if it breaks off, at no shared snapshot), and its ticks are deleted
     with the writer's bulk batches at its bounded, ramped rate. A purge needs at least one
     time bound."""
-    given = {"where": where, "start": start, "end": end}
-    bounds = Query.of(query, {k: v for k, v in given.items() if v is not None})
+    bounds = Query.of(query, given(where=where, start=start, end=end))
     bounds.only(("where", "start", "end"), "purge")
     if before is not None:
         if bounds.end is not None:
