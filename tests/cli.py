@@ -5,8 +5,8 @@ in ``cwd``, reads ``stdin``, and answers like a finished process: ``returncode``
 and ``stderr`` apart. A Python exception that escapes the command fails the test with its
 traceback (a process would print it and exit 1), so "no traceback" is checked by the test
 failing. Commands that must be killed or interrupted still run as processes, and so do
-``tsstore emulator ...`` commands: they leave a background process running, as they should,
-which a test process would report as a leaked child.
+``tsstore emulator start``: it leaves a background process running, as it should, which a
+test process would report as a leaked child.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ class Ran:
 
 def tsstore(*args: str, env: Mapping[str, str | None] | None = None, cwd: Path | None = None,
             stdin: str | None = None) -> Ran:  # fmt: skip
-    """``tsstore ARGS`` run in this process (``emulator`` commands: in a process of their own)."""
-    if args[:1] == ("emulator",):
+    """``tsstore ARGS`` run in this process (``emulator start``: in a process of its own)."""
+    if args[:2] == ("emulator", "start"):
         environ = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
         done = subprocess.run([sys.executable, "-m", "tsstore", *args], env=environ, cwd=cwd, input=stdin,
                               capture_output=True, text=True, timeout=300)  # fmt: skip

@@ -166,10 +166,10 @@ def test_csv_jsonl_and_parquet_give_the_same_documents(emulator: Any, tmp_path: 
 
 
 def test_interrupted_ingest_resumes_without_duplicates(tmp_path: Path) -> None:
-    """20 000 rows into the local store (as `tsstore ingest` uses it with no emulator or
+    """10 000 rows into the local store (as `tsstore ingest` uses it with no emulator or
     project configured), killed with SIGKILL midway, then run again."""
     path = tmp_path / "day.csv"
-    total = 20_000
+    total = 10_000
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
         writer.writeheader()

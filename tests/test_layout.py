@@ -311,7 +311,7 @@ def test_reshard_command_resumes_after_sigkill_exactly(tsstore_emulator: Any, tm
     name = f"reshard-cli-{random.randrange(10**9)}"
     client = tsstore_emulator.client(database=name)
     TimeSeriesStore(client, spec("ticks", shards=shards_for(5_000)), write_options=FAST).write(
-        trading_day(8000, day=DAY, seed=13)
+        trading_day(3000, day=DAY, seed=13)
     )
     before = moved_state(client, "ticks")
     retired = shards_for(5_000)[3:]
@@ -336,7 +336,7 @@ def test_reshard_command_resumes_after_sigkill_exactly(tsstore_emulator: Any, tm
     second = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stderr
     assert f"moved {left} ticks off retired shard values {', '.join(retired)}; they now hold no tick" in second.stdout
-    assert "census: retired values hold 0, active values 8000, collection 8000" in second.stdout
+    assert "census: retired values hold 0, active values 3000, collection 3000" in second.stdout
     assert "moving" in second.stderr  # the progress bar
     assert moved_state(client, "ticks") == before
     assert {d.get("shard") for d in client.collection("ticks").stream()} <= set(shards_for(1_500))

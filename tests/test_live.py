@@ -10,6 +10,7 @@ import datetime as dt
 import json
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -231,7 +232,12 @@ def test_tail_and_watch_commands(live: dict[str, Any], tsstore_emulator: Any, tm
         [*base, "tail", *common, "--format", "csv"], cwd=tmp_path, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    out, err = run_until_done(stopped, stop=lambda: time.monotonic() - started > 8)
+
+    # Ctrl-C once its first ticks are out (header and rows come together), or after 8 s at most
+    def printed() -> bool:
+        return bool(select.select([stopped.stdout], [], [], 0)[0]) or time.monotonic() - started > 8
+
+    out, err = run_until_done(stopped, stop=printed)
     lines = out.splitlines()
     assert stopped.returncode == 0, err
     assert lines[0].startswith("timestamp,_id,_late,") and len(lines) > 1

@@ -63,7 +63,7 @@ def test_quick_reconnects_example_runs_as_written(tsstore_emulator: Any, monkeyp
 
 def test_ci_runs_the_readme_test_command() -> None:
     command = block_after("test-command").strip()
-    assert command.split(" && ")[-1] in (".venv/bin/pytest", ".venv/bin/pytest -n 2") and "\n" not in command
+    assert command.split(" && ")[-1].startswith(".venv/bin/pytest") and "\n" not in command
     assert ".venv/bin/mypy --strict tsstore" in command  # the types are checked too
     ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
     assert "test-command" in ci

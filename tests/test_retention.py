@@ -43,7 +43,7 @@ def stored_rows(client: firestore.Client, collection: str) -> dict[str, dict[str
 def counted(emulator: Any) -> Any:
     client = emulator.client(database=f"count-{uuid.uuid4().hex[:10]}")
     store = TimeSeriesStore(client, forty_shard_spec("ticks"), write_options=FAST)
-    store.write(trading_day(2500, day=DAY, seed=21, symbols=8))
+    store.write(trading_day(1500, day=DAY, seed=21, symbols=8))
     yield store, list(stored_rows(client, "ticks").values())
     store.close()
     client.close()

@@ -28,11 +28,12 @@ from tsstore.read.chunks import chunk_query
 from tsstore.read.engine import Position, TickRead
 from tsstore.read.plan import QueryPlan
 from tsstore.spec import SeriesSpec
-from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, Transport
+from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase
 from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.wire import abatch_write, aget_documents, astream_ticks, sync_twin
+from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
 
 R = TypeVar("R")

@@ -10,7 +10,6 @@ client (which already knows the project, the database and ``FIRESTORE_EMULATOR_H
 from __future__ import annotations
 
 import datetime as dt
-import functools
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -23,11 +22,12 @@ from tsstore.read.chunks import chunk_query
 from tsstore.read.engine import Fetch, TickRead, read_ticks
 from tsstore.read.plan import QueryPlan
 from tsstore.spec import SeriesSpec
-from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, Transport
+from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase
 from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
-from tsstore.wire import batch_write, get_documents, stream_ticks
+from tsstore.wire import stream_ticks, transport
+from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
 
 R = TypeVar("R")
@@ -130,7 +130,7 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
         return fetch
 
     def _transport(self, collection: Any) -> Transport:
-        return functools.partial(batch_write, collection, fast=self._fast), functools.partial(get_documents, collection)
+        return transport(collection, fast=self._fast)
 
     def _sync_client(self) -> firestore.Client:
         return self.client

@@ -14,11 +14,11 @@ from tsstore.ticks import Tick
 from tsstore.verbs import Verbs
 from tsstore.verbs.request import Seat, Send
 from tsstore.write.counting import SeriesCounters
-from tsstore.write.job import Job
-from tsstore.write.ops import Stored, WriteOp, WriteStatus
+from tsstore.write.job import Job, bulk_sender
+from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
 from tsstore.write.ramp import RampLimiter
-from tsstore.write.sender import BulkSender, Written
+from tsstore.write.sender import Written
 
 R = TypeVar("R")
 
@@ -31,8 +31,6 @@ DEFAULT_PAGE_SIZE = 2000
 #: keeps many concurrent callers from swamping the server (the emulator fails requests with
 #: UNKNOWN after minutes when some hundred heavy queries arrive together).
 DEFAULT_CONCURRENCY = 8
-
-Transport = tuple[Callable[[list[WriteOp]], list[WriteStatus]], Callable[[list[str]], dict[str, Stored]]]
 
 
 class StoreBase(Verbs):
@@ -77,17 +75,14 @@ class StoreBase(Verbs):
                     on_written(batch)
 
             options["on_written"] = written
-        send, lookup = self._transport(
-            self._collection if spec is self.spec else self.client.collection(spec.collection)
-        )
+        transport = self._transport(self._collection if spec is self.spec else self.client.collection(spec.collection))
         limiter, batch_docs = self._limiter(spec)
-        sender = BulkSender(
-            send=send,
-            lookup=lookup,
+        sender = bulk_sender(
+            transport,
+            spec,
             pace=limiter,
-            max_batch_docs=batch_docs,
+            batch_docs=batch_docs,
             max_attempts=self.write_options.max_attempts,
-            ignore_field=spec.shard_field,
             **options,
         )
         return Job(sender, ask.docs(ticks), lambda: ask.result(sender), ask.what, ask.tolerate)

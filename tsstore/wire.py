@@ -29,7 +29,7 @@ from google.cloud.firestore_v1.types import firestore as firestore_types
 from tsstore.ticks import Tick, get_path
 from tsstore.times import EPOCH as _EPOCH
 from tsstore.times import plain_datetime
-from tsstore.write.ops import Patch, Stored, WriteOp, WriteStatus
+from tsstore.write.ops import Patch, Stored, Transport, WriteOp, WriteStatus
 
 log = logging.getLogger(__name__)
 
@@ -336,6 +336,12 @@ def get_documents(collection: BaseCollectionReference[Any], ids: list[str]) -> d
     """The documents of ``collection`` with these ids that exist (one batched read)."""
     refs = [collection.document(doc_id) for doc_id in ids]
     return _stored(collection._client.get_all(refs))
+
+
+def transport(collection: BaseCollectionReference[Any], *, fast: bool = True) -> Transport:
+    """The sync client's :data:`~tsstore.write.ops.Transport` on ``collection``: its batch
+    writes (the fast path unless ``fast=False``) and its batched reads."""
+    return functools.partial(batch_write, collection, fast=fast), functools.partial(get_documents, collection)
 
 
 async def aget_documents(collection: BaseCollectionReference[Any], ids: list[str]) -> dict[str, Stored]:

@@ -31,7 +31,6 @@ attempt, while the DirectRunner's bundle executor keeps the metrics of every att
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
@@ -47,13 +46,14 @@ from tsstore.errors import ConfigError, RecordError
 from tsstore.spec import DuplicatePolicy, SeriesSpec, check_policy
 from tsstore.ticks import get_path
 from tsstore.times import NAIVE_POLICIES, NaivePolicy
-from tsstore.wire import batch_write, get_documents
+from tsstore.wire import transport
 from tsstore.write.identity import (
     content_digest,
     fingerprint,
     id_from_digest,
     repeated_base,
 )
+from tsstore.write.job import bulk_sender
 from tsstore.write.ops import ALREADY_EXISTS
 from tsstore.write.prepare import PreparedDoc, prepare_records
 from tsstore.write.sender import BulkSender
@@ -261,16 +261,9 @@ class _Send(beam.DoFn):
             yield counts
 
     def sender(self) -> BulkSender:
-        return BulkSender(
-            send=functools.partial(batch_write, self._collection),
-            lookup=functools.partial(get_documents, self._collection),
-            pace=self._limiter,
-            max_batch_docs=self._ramp.batch_docs,
-            max_attempts=self._max_attempts,
-            on_duplicate=self._policy,
-            ignore_field=self._spec.shard_field,
-            created_since=self._ramp.start,
-        )
+        return bulk_sender(transport(self._collection), self._spec, pace=self._limiter,
+                           batch_docs=self._ramp.batch_docs, max_attempts=self._max_attempts,
+                           on_duplicate=self._policy, created_since=self._ramp.start)  # fmt: skip
 
 
 class WriteTicks(beam.PTransform[beam.PCollection[Any], dict[str, beam.PCollection[Any]]]):

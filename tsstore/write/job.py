@@ -10,13 +10,28 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from tsstore.errors import FaultError, Interrupted, WriteError
+from tsstore.spec import SeriesSpec
+from tsstore.write.ops import Transport
 from tsstore.write.prepare import PreparedDoc
-from tsstore.write.sender import BulkSender
+from tsstore.write.sender import BulkSender, Pace
 
 R = TypeVar("R")
+
+
+def bulk_sender(
+    transport: Transport, spec: SeriesSpec, *, pace: Pace, batch_docs: int, max_attempts: int, **options: Any
+) -> BulkSender:
+    """The one recipe for a sender of ``spec``'s documents, for the stores' jobs and Beam's
+    workers alike: ``transport``'s calls, paced by ``pace`` in batches of at most
+    ``batch_docs``, each document tried ``max_attempts`` times, the shard field left out of
+    content comparisons (a re-sent tick may land on another shard); ``options`` go to
+    :class:`~tsstore.write.sender.BulkSender`."""
+    send, lookup = transport
+    return BulkSender(send=send, lookup=lookup, pace=pace, max_batch_docs=batch_docs, max_attempts=max_attempts,
+                      ignore_field=spec.shard_field, **options)  # fmt: skip
 
 
 @dataclass

@@ -1,10 +1,12 @@
 """The writer's vocabulary: one write (:data:`WriteOp`, a :class:`Patch`), its answer
-(:data:`WriteStatus`) and a stored document (:class:`Stored`). The sender speaks it; the
-transport (:mod:`tsstore.wire`) encodes and decodes it."""
+(:data:`WriteStatus`), a stored document (:class:`Stored`) and the two calls a sender is
+given (:data:`Transport`). The sender speaks it; the transport (:mod:`tsstore.wire`) encodes
+and decodes it."""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,3 +37,8 @@ class Stored:
 
     data: dict[str, Any]
     create_time: dt.datetime
+
+
+#: What a sender sends on: a batch of writes -> one status per write, and ids -> the stored
+#: documents among them (one driver's client, sync or async).
+Transport = tuple[Callable[[list[WriteOp]], list[WriteStatus]], Callable[[list[str]], "dict[str, Stored]"]]
