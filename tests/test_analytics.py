@@ -465,7 +465,7 @@ def test_charts_of_bars_and_ticks_hold_one_trace_per_series(tsstore_emulator: An
     assert done.returncode == 0, done.stderr
     assert series_in((tmp_path / "lines.svg").read_text()) == set(SYMBOLS) and "drew 4 series" in done.stderr
     refused = run("bars", "--interval", "1h", "--plot", "chart.html")
-    assert refused.returncode != 0 and "give a file ending in .png, .svg, .pdf" in refused.stderr
+    assert refused.returncode == 2 and "chart.html: give a .png, .svg, .pdf file" in refused.stderr
     client.close()
 
 

@@ -329,7 +329,7 @@ def test_cli_writes_checks_and_prints(tmp_path: Path) -> None:
     stale = tsstore("indexes", "myschema:TICKS", "--check", cwd=tmp_path)
     assert stale.returncode == 1
     assert '+          "fieldPath": "symbol",' in stale.stdout and '-          "fieldPath": "exchange",' in stale.stdout
-    assert "is not what myschema:TICKS yields; run: tsstore indexes myschema:TICKS" in stale.stderr
+    assert "is not what myschema:TICKS yields; run: tsstore indexes --spec myschema:TICKS" in stale.stderr
 
 
 def test_cli_reports_stale_indexes_and_bad_declarations(tmp_path: Path) -> None:
@@ -343,7 +343,7 @@ def test_cli_reports_stale_indexes_and_bad_declarations(tmp_path: Path) -> None:
     assert "warning: stale index instruments (exchange ASCENDING, timestamp DESCENDING)" in done.stderr
     assert "comments and trailing commas" in done.stderr
     bad = tsstore("indexes", "nosuchmodule:X", cwd=tmp_path)
-    assert bad.returncode == 1 and "cannot import 'nosuchmodule'" in bad.stderr
+    assert bad.returncode == 2 and "cannot import 'nosuchmodule'" in bad.stderr
 
 
 def test_repository_index_file_matches_the_demo_declaration() -> None:

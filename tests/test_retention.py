@@ -107,7 +107,7 @@ def test_purge_needs_a_bound(client: firestore.Client, collection_name: str) -> 
         store.purge()
     with pytest.raises(QueryError, match="purge needs a time bound"):
         store.purge(where={"exchange": "EXCHG1"})
-    with pytest.raises(QueryError, match="either before or end"):
+    with pytest.raises(QueryError, match="either before .everything older. or start/end"):
         store.purge(before=OPEN, end=OPEN)
     with pytest.raises(
         QueryError, match=r"purge\(\) got unknown option\(s\) after; it takes before, start, end, where, dry_run"
@@ -189,7 +189,9 @@ def test_counter_count_and_purge_commands(emulator: Any, tmp_path: Path) -> None
     got = run_cli("counter", "get", "counters/likes", *common, emulator=emulator, cwd=tmp_path)
     assert got.stdout.startswith("12 (as of ") and "roll-up" in got.stdout
     bad = run_cli("counter", "create", "counters", "--shards", "0", *common, emulator=emulator, cwd=tmp_path)
-    assert bad.returncode == 1 and "has 1 segments" in bad.stderr
+    assert bad.returncode == 2 and "0 is not in the range 1<=x<=10000" in bad.stderr
+    bad = run_cli("counter", "create", "counters", "--shards", "2", *common, emulator=emulator, cwd=tmp_path)
+    assert bad.returncode == 2 and "has 1 segments" in bad.stderr
 
     (tmp_path / "schema.py").write_text(
         "from tsstore import SeriesSpec\nTICKS = SeriesSpec('ticks', shapes=['exchange'], key_fields=['symbol'])\n"
@@ -217,5 +219,5 @@ def test_counter_count_and_purge_commands(emulator: Any, tmp_path: Path) -> None
     assert done.stdout.strip() == f"deleted {older} tick(s)" and "deleting" in done.stderr  # the progress bar
     assert run_cli("count", *spec_args, emulator=emulator, cwd=tmp_path).stdout.strip() == str(400 - older)
     unbounded = run_cli("purge", *spec_args, "--yes", emulator=emulator, cwd=tmp_path)
-    assert unbounded.returncode == 1 and "purge needs a time bound" in unbounded.stderr
+    assert unbounded.returncode == 2 and "purge needs a time bound" in unbounded.stderr
     client.close()

@@ -39,7 +39,7 @@ from google.cloud.firestore_v1.document import DocumentReference
 
 from tsstore import faults
 from tsstore.errors import CounterError
-from tsstore.limits import DOCUMENT_WRITES_PER_SECOND
+from tsstore.limits import DOCUMENT_WRITES_PER_SECOND, MAX_INT64, MIN_INT64
 
 log = logging.getLogger(__name__)
 
@@ -97,15 +97,22 @@ def check_counter_path(path: object) -> str:
     return "/".join(segments)
 
 
+#: Most shards a counter may have: each is a document that a live count reads, and 10 000
+#: shards already take 10 000 increments a second; a busier count wants several counters.
+MAX_COUNTER_SHARDS = 10_000
+
+
 def _check_shard_count(shards: object) -> int:
-    if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
-        raise CounterError(f"shard count {shards!r} is not allowed; give a positive integer")
+    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_COUNTER_SHARDS:
+        raise CounterError(f"shard count {shards!r} is not allowed; give an integer from 1 to {MAX_COUNTER_SHARDS}")
     return shards
 
 
 def _check_amount(by: object) -> int:
     if isinstance(by, bool) or not isinstance(by, int):
         raise CounterError(f"increment {by!r} is a {type(by).__name__}; increments are integers (negative allowed)")
+    if not MIN_INT64 <= by <= MAX_INT64:
+        raise CounterError(f"increment {by} does not fit Firestore's 64-bit integers ({MIN_INT64} to {MAX_INT64})")
     return by
 
 

@@ -13,6 +13,9 @@ SEQUENTIAL_WRITES_PER_SECOND = 500
 #: Sustained writes/s one document takes (why hot counters are sharded).
 DOCUMENT_WRITES_PER_SECOND = 1
 
+#: Largest ``limit`` a query takes (a signed 32-bit integer on the wire).
+MAX_QUERY_LIMIT = 2**31 - 1
+
 #: Most values one ``in`` filter may list.
 MAX_IN_VALUES = 30
 

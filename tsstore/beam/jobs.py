@@ -17,7 +17,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, _BeamArgumentParser
 
 from tsstore.beam.files import ROWS, ReadTickFiles
 from tsstore.beam.read import ReadTicks, arrow_schema
@@ -35,6 +35,12 @@ EXPORT_FORMATS = ("parquet", "jsonl")
 def pipeline_options(*, runner: str, workers: int, extra: Sequence[str] = ()) -> PipelineOptions:
     """Beam options for ``runner``: the DirectRunner in multi-process mode with ``workers``
     processes; any other runner as ``extra`` (``--project``, ``--region``, ``--temp_location``…) say."""
+    unknown = unknown_options(extra)
+    if unknown:
+        raise ConfigError(
+            f"unknown option(s) {' '.join(unknown)}: neither tsstore's nor Apache Beam's "
+            "(see --help, and Beam's pipeline options)"
+        )
     args = [f"--runner={runner}", *extra]
     if runner == "DirectRunner":
         args += [
@@ -43,6 +49,16 @@ def pipeline_options(*, runner: str, workers: int, extra: Sequence[str] = ()) ->
             "--default_sdk_harness_log_level=WARNING",  # the worker processes' start-up chatter
         ]
     return PipelineOptions(args)
+
+
+def unknown_options(args: Sequence[str]) -> list[str]:
+    """The options among ``args`` no Beam options class declares (a typo such as
+    ``--wokers``), as Beam's own parser reads them."""
+    parser = _BeamArgumentParser(allow_abbrev=False)
+    for cls in {str(c): c for c in PipelineOptions.__subclasses__()}.values():  # as Beam gathers them
+        cls._add_argparse_args(parser)
+    _, unknown = parser.parse_known_args(list(args))
+    return [a for a in unknown if a.startswith("-")]
 
 
 def matched_files(patterns: Sequence[str]) -> list[str]:

@@ -16,12 +16,20 @@ from __future__ import annotations
 import click
 
 from tsstore.cli import analytics, beam, counters, demo, emulator, indexes, ingest, layout, live, query
+from tsstore.cli.exits import Group
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="tsstore")
 def main() -> None:
-    """tsstore: high-rate time series in Firestore with sharded timestamps."""
+    """tsstore: high-rate time series in Firestore with sharded timestamps.
+
+    \b
+    Exit codes: 0 done, 1 a failure, 2 a usage error, 130 Ctrl-C.
+    Environment: TSSTORE_SPEC, TSSTORE_PROJECT and TSSTORE_DATABASE stand for
+    --spec, --project and --database. Commands that print figures or rows take
+    --format json. Times are ISO-8601 with an offset (or add --naive utc|ZONE).
+    """
 
 
 for _command in (

@@ -2,43 +2,42 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 from tqdm import tqdm
 
-from tsstore.analytics.plot import plot_bars
+from tsstore.analytics.plot import CHART_FORMATS, plot_bars
 from tsstore.cli.common import (
     Database,
     declaration_options,
     echo_cost,
-    library_errors,
-    parse_columns,
-    parse_value,
-    parse_where,
+    library_warnings,
     pick_declared,
     query_options,
     series_options,
+    warn_if_no_collection,
     where_option,
 )
-from tsstore.cli.output import write_frames
+from tsstore.cli.exits import usage
+from tsstore.cli.output import echo_figures, figures_format, rows_format, write_frames
 from tsstore.cli.query import stats_option
+from tsstore.cli.values import OutputFile, cli_time, naive_option, parse_columns, parse_value, parse_where
 from tsstore.declaration import load_declaration
-from tsstore.errors import TsstoreError
 from tsstore.read.cost import ReadStats
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
 
 
 @click.command("aggregate")
-@library_errors
+@library_warnings
 @series_options
 @query_options()
 @click.option("--count/--no-count", default=True, show_default=True, help="Count the matching ticks.")
 @click.option("--sum", "sums", multiple=True, metavar="MEASURE", help="Sum this measure (repeat for more).")
 @click.option("--avg", "avgs", multiple=True, metavar="MEASURE", help="Average this measure (repeat for more).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of lines.")
+@click.option("--json", "as_json", is_flag=True, help="The same as --format json.")
+@figures_format
 @stats_option
 def aggregate(
     *,
@@ -49,6 +48,7 @@ def aggregate(
     sums: tuple[str, ...],
     avgs: tuple[str, ...],
     as_json: bool,
+    fmt: str,
     show_stats: bool,
 ) -> None:
     """Count, sum and average the matching ticks with Firestore's aggregations, combined
@@ -63,25 +63,25 @@ def aggregate(
     stats = ReadStats()
     with database.open_store(spec) as store:
         result = store.aggregate(query, count=count, sum=sums, avg=avgs, stats=stats)
+        if result.count == 0:
+            warn_if_no_collection(store)
     values = result.as_dict()
-    if as_json:
-        click.echo(json.dumps(values))
-    else:
-        width = max(len(name) for name in values)
-        for name, value in values.items():
-            click.echo(f"{name:<{width}}  {'none' if value is None else value}")
+    width = max(len(name) for name in values)
+    text = "\n".join(f"{name:<{width}}  {'none' if value is None else value}" for name, value in values.items())
+    echo_figures("json" if as_json else fmt, text, values)
     echo_cost(stats, show_stats)
 
 
 @click.command("latest")
-@library_errors
+@library_warnings
 @series_options
 @click.argument("values", nargs=-1, required=True)
 @click.option("--by", required=True, help="The series key field (a declared query shape's field).")
 @where_option(help="Other equality filters; repeat a field for 'in'.")
 @click.option("--before", default=None, help="Only ticks older than this time (exclusive).")
+@naive_option
 @click.option("--columns", default=None, help="Comma-separated fields to read (projection).")
-@click.option("--format", "fmt", type=click.Choice(("table", "csv", "jsonl")), default="table", show_default=True)
+@rows_format
 @stats_option
 def latest(
     *,
@@ -91,6 +91,7 @@ def latest(
     by: str,
     where_items: tuple[str, ...],
     before: str | None,
+    naive: str | None,
     columns: str | None,
     fmt: str,
     show_stats: bool,
@@ -103,26 +104,26 @@ def latest(
       tsstore latest --by symbol AAA BBB CCC --where exchange=EXCHG1 --stats
     """
     stats = ReadStats()
+    keys = [parse_value(v, field=by, spec=spec) for v in values]
+    where, until = parse_where(where_items, spec=spec), cli_time(before, option="--before", naive=naive)
     with database.open_store(spec) as store:
-        frame = store.latest(
-            by=by, values=[parse_value(v) for v in values], where=parse_where(where_items), before=before,
-            columns=parse_columns(columns), stats=stats,
-        )  # fmt: skip
+        frame = store.latest(by=by, values=keys, where=where, before=until, columns=parse_columns(columns, spec=spec),
+                             stats=stats)  # fmt: skip
     write_frames([frame], fmt=fmt, output=None)
     echo_cost(stats, show_stats)
 
 
 @click.command("bars")
-@library_errors
+@library_warnings
 @series_options
 @query_options()
 @click.option("--interval", required=True, help="Bar length: 1min, 15min, 1h, 1D ... (aligned to UTC).")
 @click.option("--by", "by_fields", multiple=True, help="Series key field(s): one set of bars per value.")
 @click.option("--price", default="price.micros", show_default=True, help="The price field.")
 @click.option("--volume", default=None, help="A volume field to sum per bar.")
-@click.option("--format", "fmt", type=click.Choice(("table", "csv", "jsonl")), default="table", show_default=True)
+@rows_format
 @click.option(
-    "--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    "--plot", "plot_path", type=OutputFile(suffixes=CHART_FORMATS), default=None,
     help="Also draw candlesticks (with volume) to this .png, .svg or .pdf file (needs tsstore[plot]).",
 )  # fmt: skip
 @stats_option
@@ -150,6 +151,8 @@ def bars(
     stats = ReadStats()
     with database.open_store(spec) as store:
         frame = store.bars(query, interval=interval, by=by_fields, price=price, volume=volume, stats=stats)
+        if frame.empty:
+            warn_if_no_collection(store)
     if plot_path is not None:
         drawn = plot_bars(frame, plot_path, by=by_fields, title=f"{spec.collection}: {price}, {interval} bars")
         click.echo(f"drew {drawn} series of bars to {plot_path}", err=True)
@@ -159,11 +162,13 @@ def bars(
 
 
 @click.command("rollup")
-@library_errors
+@library_warnings
 @declaration_options
 @click.option("--rollup", "name", default=None, help="The roll-up's collection (default: the series' only roll-up).")
 @click.option("--since", default=None, help="Recompute from this time (aligned down), e.g. after late ticks.")
 @click.option("--until", default=None, help="Only intervals ending by this time (default: every closed one).")
+@naive_option
+@figures_format
 def rollup(
     *,
     database: Database,
@@ -172,6 +177,8 @@ def rollup(
     name: str | None,
     since: str | None,
     until: str | None,
+    naive: str | None,
+    fmt: str,
 ) -> None:
     """Compute the declared roll-up's bars for every closed interval since its watermark and
     store them (re-running stores nothing twice; --since recomputes and replaces changed bars).
@@ -185,11 +192,15 @@ def rollup(
     spec = pick_declared(declaration, loaded, collection=collection)
     declared = [r for r in loaded[1] if r.source.collection == spec.collection]
     chosen = [r for r in declared if name is None or r.name == name]
+    if not declared:
+        raise usage(f"{declaration} declares no roll-up of {spec.collection!r}; declare one first "
+                    "([[rollup]] in a declaration file, or Rollup(...) in Python)")  # fmt: skip
     if len(chosen) != 1:
-        names = ", ".join(r.name for r in declared) or "none"
+        names = ", ".join(r.name for r in declared)
         what = f"no roll-up {name!r}" if name else "several roll-ups; pick one with --rollup"
-        raise TsstoreError(f"{declaration} declares {what} of {spec.collection!r} (roll-ups: {names})")
+        raise usage(f"{declaration} declares {what} of {spec.collection!r} (roll-ups: {names})")
+    start, end = cli_time(since, option="--since", naive=naive), cli_time(until, option="--until", naive=naive)
     with database.open_store(spec) as store:
         with tqdm(unit="tick", desc="rolling up", dynamic_ncols=True) as bar:
-            result = store.rollup(chosen[0], since=since, until=until, on_progress=bar.update)
-    click.echo(result.describe())
+            result = store.rollup(chosen[0], since=start, until=end, on_progress=bar.update)
+    echo_figures(fmt, result.describe(), result)

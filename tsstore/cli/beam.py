@@ -13,12 +13,12 @@ import click
 
 from tsstore.cli.common import (
     Database,
-    library_errors,
-    parse_columns,
+    library_warnings,
     query_options,
     series_options,
 )
 from tsstore.cli.ingest import parse_options
+from tsstore.cli.values import parse_columns
 from tsstore.errors import ConfigError
 from tsstore.read.query import Query
 from tsstore.spec import DuplicatePolicy, SeriesSpec
@@ -79,7 +79,7 @@ def _target(database: Database) -> tuple[Any, bool]:
 
 @click.command("backfill", context_settings=_BEAM_ARGS)
 @click.argument("patterns", nargs=-1, required=True)
-@library_errors
+@library_warnings
 @series_options
 @parse_options
 @click.option(
@@ -150,7 +150,7 @@ def backfill(
 
 
 @click.command("export", context_settings=_BEAM_ARGS)
-@library_errors
+@library_warnings
 @series_options
 @query_options()
 @click.option("--columns", default=None, help="Comma-separated fields to export. Default: the declared columns.")

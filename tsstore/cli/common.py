@@ -10,21 +10,19 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import json
 import os
-import shlex
-import sys
-import threading
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
 from tsstore.analytics.rollup import Rollup
+from tsstore.cli.exits import usage
+from tsstore.cli.values import LIMIT, cli_time, naive_option, parse_columns, parse_where
 from tsstore.declaration import load_declaration
-from tsstore.errors import TsstoreError, UndeclaredShardsWarning
+from tsstore.errors import UndeclaredShardsWarning
 from tsstore.local import supervisor
 from tsstore.local.emulator import DEFAULT_PROJECT, emulator_client, start_emulator
 from tsstore.read.query import Query
@@ -42,11 +40,10 @@ LOCAL_WRITE_OPTIONS = WriteOptions(ramp=False, max_ops_per_second=100_000)
 Command = Callable[..., Any]
 
 
-def library_errors(command: Command) -> Command:
-    """End ``command`` with a clean click error (``Error: <message>``, exit 1) when the library
-    refuses something: :class:`~tsstore.errors.TsstoreError` and every subclass, such as
-    :class:`~tsstore.errors.IngestError`; library warnings become ``warning: <message>``
-    lines on stderr. Goes right below ``@click.command``."""
+def library_warnings(command: Command) -> Command:
+    """Print the library's warnings as ``warning: <message>`` lines on stderr (others as
+    Python shows them). Goes right below ``@click.command``; how errors end a command is
+    :mod:`tsstore.cli.exits`'s."""
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -54,9 +51,7 @@ def library_errors(command: Command) -> Command:
             warnings.simplefilter("always", UndeclaredShardsWarning)
             try:
                 return command(*args, **kwargs)
-            except TsstoreError as exc:
-                raise click.ClickException(str(exc)) from exc
-            finally:  # the library's warnings as one clean line each; others as Python shows them
+            finally:
                 for w in caught:
                     if issubclass(w.category, UndeclaredShardsWarning):
                         click.echo(f"warning: {w.message}", err=True)
@@ -145,16 +140,28 @@ class Database:
                 yield store
 
 
+#: The environment variables that stand for the options every command repeats.
+SPEC_ENV, PROJECT_ENV, DATABASE_ENV = "TSSTORE_SPEC", "TSSTORE_PROJECT", "TSSTORE_DATABASE"
+
 _project_option = click.option(
-    "--project", default=None, help="Use this Google Cloud project instead of the local emulator."
+    "--project",
+    default=None,
+    envvar=PROJECT_ENV,
+    show_envvar=True,
+    help="Use this Google Cloud project instead of the local emulator.",
 )
-_database_option = click.option("--database", default="(default)", show_default=True)
+_database_option = click.option(
+    "--database", default="(default)", envvar=DATABASE_ENV, show_envvar=True, show_default=True
+)
+SPEC_HELP = "The series declaration (module:NAME or a .toml/.json file)."
 _spec_option = click.option(
     "--spec",
     "declaration",
     default="tsstore.demo:DECLARATION",
+    envvar=SPEC_ENV,
+    show_envvar=True,
     show_default=True,
-    help="The series declaration (module:NAME or a .toml/.json file).",
+    help=SPEC_HELP,
 )
 _collection_option = click.option(
     "--collection", default=None, help="Which declared series, when the declaration holds several."
@@ -209,44 +216,17 @@ def pick_declared(
     if collection is None:
         if len(series) > 1:
             names = ", ".join(s.collection for s in series)
-            raise TsstoreError(f"{declaration} declares several series ({names}); pick one with --collection")
+            raise usage(f"{declaration} declares several series ({names}); pick one with --collection")
         return series[0]
     for spec in specs:
         if spec.collection == collection:
             return spec
-    raise TsstoreError(
-        f"{declaration} declares no series {collection!r} (declared: {', '.join(s.collection for s in specs)})"
-    )
+    raise usage(f"{declaration} declares no series {collection!r} (declared: {', '.join(s.collection for s in specs)})")
 
 
 def where_option(*, help: str) -> Callable[[Command], Command]:
     """``--where FIELD=VALUE``, repeatable; :func:`parse_where` reads what it collects."""
     return click.option("--where", "where_items", multiple=True, metavar="FIELD=VALUE", help=help)
-
-
-def parse_value(raw: str) -> Any:
-    """A value typed on the command line: JSON when it parses as JSON (numbers, true/false,
-    null, "quoted"), else the plain string."""
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
-
-
-def parse_where(items: tuple[str, ...]) -> dict[str, Any]:
-    """``field=value`` pairs; a field given twice becomes ``in``; values are JSON when they parse
-    as JSON (numbers, true/false, null, "quoted"), else plain strings."""
-    where: dict[str, Any] = {}
-    for item in items:
-        field, sep, raw = item.partition("=")
-        if not sep or not field:
-            raise click.BadParameter(f"{item!r} is not field=value", param_hint="--where")
-        value = parse_value(raw)
-        if field in where:
-            where[field] = [*where[field], value] if isinstance(where[field], list) else [where[field], value]
-        else:
-            where[field] = value
-    return where
 
 
 def query_options(*, page: bool = False, limit_help: str = "", cursor: bool = False) -> Callable[[Command], Command]:
@@ -258,12 +238,18 @@ def query_options(*, page: bool = False, limit_help: str = "", cursor: bool = Fa
 
     def decorate(command: Command) -> Command:
         @functools.wraps(command)
-        def run(*args: Any, where_items: tuple[str, ...], start: str | None, end: str | None, **kwargs: Any) -> Any:
-            fields: dict[str, Any] = {"where": parse_where(where_items), "start": start, "end": end}
+        def run(*args: Any, where_items: tuple[str, ...], start: str | None, end: str | None, naive: str | None,
+                **kwargs: Any) -> Any:  # fmt: skip
+            spec = kwargs.get("spec")
+            fields: dict[str, Any] = {
+                "where": parse_where(where_items, spec=spec),
+                "start": cli_time(start, option="--start", naive=naive),
+                "end": cli_time(end, option="--end", naive=naive),
+            }
             if page:
                 fields["direction"] = kwargs.pop("direction")
                 fields["limit"] = kwargs.pop("limit")
-                fields["columns"] = parse_columns(kwargs.pop("columns"))
+                fields["columns"] = parse_columns(kwargs.pop("columns"), spec=spec)
             if cursor:
                 fields["cursor"] = kwargs.pop("cursor")
             return command(*args, query=Query(**fields), **kwargs)
@@ -272,32 +258,29 @@ def query_options(*, page: bool = False, limit_help: str = "", cursor: bool = Fa
             run = click.option("--cursor", default=None, help="Continue after the page that printed this cursor.")(run)
         if page:
             run = click.option("--columns", default=None, help="Comma-separated fields to read (projection).")(run)
-            run = click.option("--limit", type=click.IntRange(min=1), default=None, help=limit_help)(run)
+            run = click.option("--limit", type=LIMIT, default=None, help=limit_help)(run)
             run = click.option("--direction", type=click.Choice(["desc", "asc"]), default="desc", show_default=True)(
                 run
             )
-        run = click.option("--end", default=None, help="Exclusive end time (ISO-8601 with offset).")(run)
-        run = click.option("--start", default=None, help="Inclusive start time (ISO-8601 with offset).")(run)
-        return where_option(help="Equality filter; repeat a field for 'in'.")(run)
+        run = naive_option(run)
+        run = click.option("--end", default=None, help="Exclusive end time (ISO-8601 with offset, or a date).")(run)
+        run = click.option("--start", default=None, help="Inclusive start time (ISO-8601 with offset, or a date).")(run)
+        return where_option(help="Equality filter; repeat a field for 'in'. Typed as the spec declares the field.")(run)
 
     return decorate
 
 
-def parse_columns(columns: str | None) -> list[str] | None:
-    """``--columns a,b`` as a list of field names (``None``: every field)."""
-    return [c.strip() for c in columns.split(",") if c.strip()] if columns else None
-
-
-def exit_interrupted(advice: str) -> NoReturn:
-    """After Ctrl-C stopped a command that reported what it had done: say on stderr what to do
-    (``advice``) and the command that does it, then exit with 130 (the shell's code for Ctrl-C).
-
-    Writer threads still waiting on a request Firestore has not answered would hold the
-    interpreter's exit for up to a request timeout; what they carry is unconfirmed and already
-    reported, so leave without them."""
-    click.echo(f"interrupted: {advice}:\n  {shlex.join(['tsstore', *sys.argv[1:]])}", err=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if any(t.name.startswith("tsstore-write") and t.is_alive() for t in threading.enumerate()):
-        os._exit(130)
-    raise SystemExit(130)
+def warn_if_no_collection(store: TimeSeriesStore) -> None:
+    """After a read that found nothing: when the collection holds no document at all (a
+    name with a typo reads as an empty series), say so on stderr and name the collections
+    the database has. Costs one read, and only then."""
+    client = store.client
+    if list(client.collection(store.spec.collection).select([]).limit(1).stream()):
+        return
+    names = sorted(c.id for c in client.collections())
+    there = f"collections here: {', '.join(names)}" if names else "the database has no collections"
+    click.echo(
+        f"warning: collection {store.spec.collection!r} holds no documents in database {client._database!r}; "
+        f"is the name right? ({there})",
+        err=True,
+    )

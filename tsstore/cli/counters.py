@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from typing import Any
 
 import click
 
-from tsstore.cli.common import Database, database_options, library_errors
-from tsstore.counters import ShardedCounter
+from tsstore.cli.common import Database, database_options, library_warnings
+from tsstore.cli.output import figures_format
+from tsstore.counters import MAX_COUNTER_SHARDS, ShardedCounter
+from tsstore.limits import MAX_INT64, MIN_INT64
+
+SHARDS = click.IntRange(1, MAX_COUNTER_SHARDS)
 
 
 @click.group("counter")
@@ -36,13 +41,13 @@ def _counter_command(name: str) -> Callable[[Callable[..., str]], click.Command]
             with database.connect() as (client, _):
                 click.echo(command(ShardedCounter(client, path), **options))
 
-        return counter.command(name)(library_errors(click.argument("path")(database_options(run))))
+        return counter.command(name)(library_warnings(click.argument("path")(database_options(run))))
 
     return register
 
 
 @_counter_command("create")
-@click.option("--shards", type=int, required=True, help="Number of shard documents.")
+@click.option("--shards", type=SHARDS, required=True, help="Number of shard documents.")
 def counter_create(sharded: ShardedCounter, *, shards: int) -> str:
     """Create a counter (idempotent: an existing one is left as it is).
 
@@ -54,7 +59,8 @@ def counter_create(sharded: ShardedCounter, *, shards: int) -> str:
 
 
 @_counter_command("incr")
-@click.option("--by", type=int, default=1, show_default=True, help="Amount (negative allowed).")
+@click.option("--by", type=click.IntRange(MIN_INT64, MAX_INT64), default=1, show_default=True,
+              help="Amount (negative allowed).")  # fmt: skip
 def counter_incr(sharded: ShardedCounter, *, by: int) -> str:
     """Add to a counter (on a random shard).
 
@@ -68,7 +74,8 @@ def counter_incr(sharded: ShardedCounter, *, by: int) -> str:
 
 @_counter_command("get")
 @click.option("--live", is_flag=True, help="Sum the shards now instead of reading the last roll-up.")
-def counter_get(sharded: ShardedCounter, *, live: bool) -> str:
+@figures_format
+def counter_get(sharded: ShardedCounter, *, live: bool, fmt: str) -> str:
     """Print a counter's value and when it was true.
 
     \b
@@ -76,6 +83,8 @@ def counter_get(sharded: ShardedCounter, *, live: bool) -> str:
       tsstore counter get counters/likes --live
     """
     v = sharded.read(live=live)
+    if fmt == "json":
+        return json.dumps({"path": sharded.path, "value": v.value, "as_of": v.as_of.isoformat(), "live": v.live})
     return f"{v.value} (as of {v.as_of.isoformat()}, {'live sum' if v.live else 'roll-up'})"
 
 
@@ -91,7 +100,7 @@ def counter_rollup(sharded: ShardedCounter) -> str:
 
 
 @_counter_command("grow")
-@click.option("--shards", type=int, required=True, help="New (larger) number of shards.")
+@click.option("--shards", type=SHARDS, required=True, help="New (larger) number of shards.")
 def counter_grow(sharded: ShardedCounter, *, shards: int) -> str:
     """Raise a counter's shard count; counts are kept.
 

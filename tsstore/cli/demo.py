@@ -13,7 +13,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from tsstore.analytics.plot import plot_bars
-from tsstore.cli.common import Database, database_options, library_errors
+from tsstore.cli.common import Database, database_options, library_warnings
 from tsstore.demo import SPEC as DEMO_SPEC
 from tsstore.errors import PlotError
 from tsstore.local.synthetic import SEED_INSTRUMENTS, trading_day
@@ -23,7 +23,7 @@ from tsstore.store import TimeSeriesStore
 
 
 @click.command("demo")
-@library_errors
+@library_warnings
 @click.option(
     "--ticks",
     default=20_000,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tsstore.cli.common import library_errors
+from tsstore.cli.common import library_warnings
 from tsstore.local import supervisor
 
 
@@ -21,7 +21,7 @@ def emulator() -> None:
 
 
 @emulator.command("start")
-@library_errors
+@library_warnings
 def emulator_start() -> None:
     """Start the local store in the background (no-op if it runs).
 
@@ -36,7 +36,7 @@ def emulator_start() -> None:
 
 
 @emulator.command("stop")
-@library_errors
+@library_warnings
 def emulator_stop() -> None:
     """Stop the local store, saving its data for the next start.
 

@@ -6,14 +6,16 @@ from pathlib import Path
 
 import click
 
-from tsstore.cli.common import library_errors
+from tsstore.cli.common import SPEC_ENV, SPEC_HELP, library_warnings
+from tsstore.cli.exits import usage
 from tsstore.declaration import load_specs
 from tsstore.indexes.file import DEFAULT_INDEX_FILE, plan_index_file
 
 
 @click.command("indexes")
-@library_errors
-@click.argument("declaration")
+@library_warnings
+@click.argument("positional", metavar="[DECLARATION]", required=False)
+@click.option("--spec", "declaration", default=None, envvar=SPEC_ENV, show_envvar=True, help=SPEC_HELP)
 @click.option(
     "--file",
     "path",
@@ -27,20 +29,26 @@ from tsstore.indexes.file import DEFAULT_INDEX_FILE, plan_index_file
 )
 @click.option("--stdout", "to_stdout", is_flag=True, help="Print the file instead of writing it.")
 @click.option("--keep-stale", is_flag=True, help="Keep composite indexes with the timestamp but not the shard.")
-def indexes(*, declaration: str, path: Path, check: bool, to_stdout: bool, keep_stale: bool) -> None:
+def indexes(
+    *, positional: str | None, declaration: str | None, path: Path, check: bool, to_stdout: bool, keep_stale: bool
+) -> None:
     """Write or update firestore.indexes.json from the application's series declaration.
 
-    DECLARATION is an import path to a SeriesSpec or a list of them (``myapp.schema:TICKS``),
-    or a .toml/.json file with a [[series]] list. Entries for other collections are kept;
+    The declaration (--spec, $TSSTORE_SPEC, or DECLARATION as the first argument) is an
+    import path to a SeriesSpec or a list of them (``myapp.schema:TICKS``), or a .toml/.json
+    file with a [[series]] list. Entries for other collections are kept;
     this collection's are replaced; stale timestamp indexes without the shard are removed
     (they bring the 500 writes/s hotspot back) unless --keep-stale.
 
     \b
     Example:
-      tsstore indexes myapp.schema:TICKS
-      tsstore indexes series.toml --check      # in CI: fails when the file is stale
+      tsstore indexes --spec myapp.schema:TICKS
+      tsstore indexes --spec series.toml --check      # in CI: fails when the file is stale
       cd indexes && firebase deploy --only firestore:indexes --project my-project
     """
+    declaration = positional or declaration  # the argument, as before --spec existed
+    if declaration is None:
+        raise usage(f"which declaration? give --spec (e.g. --spec myapp.schema:TICKS) or set {SPEC_ENV}")
     update = plan_index_file(path, load_specs(declaration), keep_stale=keep_stale)
     for stale in update.report.stale:
         verb = "kept (--keep-stale)" if keep_stale else "removed"
@@ -53,7 +61,9 @@ def indexes(*, declaration: str, path: Path, check: bool, to_stdout: bool, keep_
     if check:
         if update.changed:
             click.echo(update.diff() if update.old_text is not None else f"{path} does not exist", nl=False)
-            raise click.ClickException(f"{path} is not what {declaration} yields; run: tsstore indexes {declaration}")
+            raise click.ClickException(
+                f"{path} is not what {declaration} yields; run: tsstore indexes --spec {declaration}"
+            )
         click.echo(f"{path} is up to date with {declaration}")
         return
     if update.dropped_comments:

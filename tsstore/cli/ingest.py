@@ -9,10 +9,21 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from tsstore.cli.common import Command, Database, exit_interrupted, library_errors, series_options
+from tsstore.cli.common import Command, Database, library_warnings, series_options
+from tsstore.cli.exits import exit_interrupted
+from tsstore.cli.output import echo_figures
 from tsstore.errors import Interrupted
 from tsstore.ingest import DEFAULT_MAX_FIELD_BYTES, FORMATS, IngestSummary, ingest_file, write_rejects
 from tsstore.spec import DUPLICATE_POLICIES, DuplicatePolicy, SeriesSpec
+from tsstore.times import naive_zone
+
+
+def _zone(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    try:
+        naive_zone(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
 
 
 def parse_options(command: Command) -> Command:
@@ -27,6 +38,7 @@ def parse_options(command: Command) -> Command:
                 "--naive",
                 default="error",
                 show_default=True,
+                callback=_zone,
                 metavar="error|utc|ZONE",
                 help="Times without an offset: reject the row, or read them as UTC or in an IANA zone (Europe/Rome).",
             ),
@@ -49,7 +61,7 @@ def parse_options(command: Command) -> Command:
 
 @click.command("ingest")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@library_errors
+@library_warnings
 @series_options
 @parse_options
 @click.option(
@@ -65,6 +77,7 @@ def parse_options(command: Command) -> Command:
     default=None,
     help="Checkpoint file. Default: FILE.<target hash>.tsstore-checkpoint.json",
 )
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 def ingest(
     *,
     file: Path,
@@ -77,6 +90,7 @@ def ingest(
     rejects_path: Path | None,
     checkpoint: Path | None,
     on_duplicate: DuplicatePolicy | None,
+    as_json: bool,
 ) -> None:
     """Load ticks from a CSV, JSON Lines or Parquet file.
 
@@ -120,7 +134,7 @@ def ingest(
         )
     finally:
         close()
-    click.echo(summary.describe())
+    echo_figures("json" if as_json else "text", summary.describe(), summary)
     if summary.rejected:
         click.echo(f"rejected rows (line, reason, raw) are in {rejects_file}", err=True)
 

@@ -3,24 +3,33 @@ values) and ``tsstore capacity`` (the capacity planner)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 from tqdm import tqdm
 
-from tsstore.cli.common import Database, exit_interrupted, library_errors, pick_spec, series_options
-from tsstore.errors import Interrupted, TsstoreError
+from tsstore.cli.common import Database, library_warnings, pick_spec, series_options, warn_if_no_collection
+from tsstore.cli.exits import exit_interrupted, usage
+from tsstore.cli.output import echo_figures, figures_format
+from tsstore.cli.values import cli_time, naive_option
+from tsstore.errors import Interrupted
 from tsstore.layout.capacity import capacity_for
 from tsstore.spec import SeriesSpec
 from tsstore.times import to_duration
 
 
 @click.command("shards")
-@library_errors
+@library_warnings
 @series_options
 @click.option(
     "--since", default=None, help="Judge the spread over ticks from this time on (e.g. the last layout change)."
 )
+@naive_option
 @click.option("--check", is_flag=True, help="Exit with status 1 when the census finds a problem.")
-def shards(*, spec: SeriesSpec, database: Database, since: str | None, check: bool) -> None:
+@figures_format
+def shards(
+    *, spec: SeriesSpec, database: Database, since: str | None, naive: str | None, check: bool, fmt: str
+) -> None:
     """The shard census: ticks per shard value (active, retired, and values the declaration
     does not list), the spread over the active values, and what needs attention. Count
     aggregations and limit-1 queries only; no tick is read.
@@ -30,17 +39,20 @@ def shards(*, spec: SeriesSpec, database: Database, since: str | None, check: bo
       tsstore shards --spec spec.toml --since 2026-11-01T00:00:00Z --check
     """
     with database.open_store(spec) as store:
-        census = store.shard_census(since=since)
-    click.echo(census.describe())
+        census = store.shard_census(since=cli_time(since, option="--since", naive=naive))
+        if not census.total:
+            warn_if_no_collection(store)
+    echo_figures(fmt, census.describe(), census)
     if check and census.problems():
         raise SystemExit(1)
 
 
 @click.command("reshard")
-@library_errors
+@library_warnings
 @series_options
 @click.option("--max-rate", type=click.IntRange(min=1), default=None, help="Cap on writes per second.")
-def reshard(*, spec: SeriesSpec, database: Database, max_rate: int | None) -> None:
+@figures_format
+def reshard(*, spec: SeriesSpec, database: Database, max_rate: int | None, fmt: str) -> None:
     """Move every tick under a retired shard value onto the active values (same ids and
     content; only the shard field changes), at the writer's ramped rate, with progress.
     Readers never miss nor repeat a tick meanwhile; a killed run resumes when run again. The
@@ -52,7 +64,7 @@ def reshard(*, spec: SeriesSpec, database: Database, max_rate: int | None) -> No
       tsstore reshard --spec spec.toml && tsstore shards --spec spec.toml
     """
     if not spec.retired:
-        raise TsstoreError(f"{spec.collection!r} declares no retired shard values: there is nothing to move")
+        raise usage(f"{spec.collection!r} declares no retired shard values: there is nothing to move")
     try:
         with database.open_store(spec, max_rate=max_rate) as store:
             before = store.shard_census()
@@ -63,24 +75,24 @@ def reshard(*, spec: SeriesSpec, database: Database, max_rate: int | None) -> No
     except Interrupted as stop:
         click.echo(f"moved {stop.partial.moved} tick(s) before the interrupt")  # type: ignore[attr-defined]
         exit_interrupted("run the same command to move the rest")
-    click.echo(result.describe())
-    click.echo(
-        f"census: retired values hold {after.ticks('retired')}, active values {after.ticks('active')}, "
-        f"collection {after.total}"
-    )
+    census = {"retired": after.ticks("retired"), "active": after.ticks("active"), "collection": after.total}
+    text = (f"{result.describe()}\ncensus: retired values hold {census['retired']}, active values "
+            f"{census['active']}, collection {census['collection']}")  # fmt: skip
+    echo_figures(fmt, text, {**dataclasses.asdict(result), "census": census})
 
 
 @click.command("capacity")
-@library_errors
+@library_warnings
 @click.option("--writes-per-second", "rate", type=float, required=True, help="Sustained write rate to plan for.")
 @click.option("--retention", default=None, help="How long ticks are kept (e.g. '30 days'); storage at steady state.")
 @click.option("--headroom", type=float, default=1.25, show_default=True, help="Spare capacity factor.")
 @click.option("--pages-per-day", type=float, default=0.0, help="Pages of 100 ticks read a day, for the read cost.")
 @click.option("--spec", "declaration", default=None, help="Compare with this declaration (module:NAME or a file).")
 @click.option("--collection", default=None, help="Which declared series, when the declaration holds several.")
+@figures_format
 def capacity(
     *, rate: float, retention: str | None, headroom: float, pages_per_day: float, declaration: str | None,
-    collection: str | None,
+    collection: str | None, fmt: str,
 ) -> None:  # fmt: skip
     """Plan shards, chunks, reads per page, index entries, storage and monthly cost for a
     write rate; with --spec, say what to change in that declaration. Nothing is sent.
@@ -93,6 +105,6 @@ def capacity(
     try:
         kept = None if retention is None else to_duration(retention, name="--retention")
     except ValueError as exc:
-        raise TsstoreError(str(exc)) from None
+        raise usage(str(exc)) from None
     plan = capacity_for(rate, retention=kept, spec=spec, headroom=headroom, pages_per_day=pages_per_day)
-    click.echo(plan.describe(spec))
+    echo_figures(fmt, plan.describe(spec), plan)

@@ -9,8 +9,10 @@ from collections.abc import Iterator
 import click
 import pandas as pd
 
-from tsstore.cli.common import Database, library_errors, parse_where, series_options, where_option
-from tsstore.cli.output import write_frames
+from tsstore.cli.common import Database, library_warnings, series_options, where_option
+from tsstore.cli.exits import exit_interrupted, usage
+from tsstore.cli.output import rows_format, write_frames
+from tsstore.cli.values import cli_time, naive_option, parse_where
 from tsstore.errors import TsstoreError
 from tsstore.frames import ticks_to_frame
 from tsstore.live.listen import LiveTail
@@ -22,19 +24,20 @@ ID_COLUMN, LATE_COLUMN = "_id", "_late"
 
 
 @click.command("tail")
-@library_errors
+@library_warnings
 @series_options
 @where_option(help="Only ticks with FIELD=VALUE (repeat a field for 'in').")
-@click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "csv"]), default="table", show_default=True)
+@rows_format
 @click.option("--since", default=None, help="Deliver ticks created from this time on (default: now).")
+@naive_option
 @click.option("--lateness", default="30s", show_default=True, help="How far behind the newest tick one is seen.")
 @click.option("--max-ticks", type=click.IntRange(min=1), default=None, help="Stop after this many ticks.")
 def tail(
     *, spec: SeriesSpec, database: Database, where_items: tuple[str, ...], fmt: str, since: str | None,
-    lateness: str, max_ticks: int | None,
+    naive: str | None, lateness: str, max_ticks: int | None,
 ) -> None:  # fmt: skip
     """Print ticks as they are written, across every shard, until Ctrl-C (or --max-ticks),
-    then a one-line summary on stderr. Each row carries its document id ('_id') and whether
+    then a one-line summary on stderr (exit 130 after Ctrl-C). Each row carries its document id ('_id') and whether
     it is late ('_late': older than a tick printed before it).
 
     \b
@@ -44,16 +47,14 @@ def tail(
     try:
         behind = to_duration(lateness, name="--lateness")
     except ValueError as exc:
-        raise TsstoreError(str(exc)) from None
-    with (
-        database.open_store(spec) as store,
-        store.tail(where=parse_where(where_items), since=since, lateness=behind) as live,
-    ):
-        printed = {"ticks": 0, "late": 0}
-        try:
+        raise usage(str(exc)) from None
+    where, start = parse_where(where_items, spec=spec), cli_time(since, option="--since", naive=naive)
+    printed = {"ticks": 0, "late": 0}
+    try:
+        with database.open_store(spec) as store, store.tail(where=where, since=start, lateness=behind) as live:
             write_frames(_frames(spec, live, max_ticks, printed), fmt=fmt, output=None, flush=True)
-        except KeyboardInterrupt:
-            pass
+    except KeyboardInterrupt:
+        exit_interrupted(f"tailed {printed['ticks']} tick(s), {printed['late']} late", show_command=False)
     click.echo(f"tailed {printed['ticks']} tick(s), {printed['late']} late", err=True)
 
 
@@ -76,28 +77,27 @@ def _frames(spec: SeriesSpec, live: LiveTail, limit: int | None, printed: dict[s
 
 
 @click.command("watch")
-@library_errors
+@library_warnings
 @series_options
 @where_option(help="Only ticks with FIELD=VALUE (repeat a field for 'in').")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="How many newest ticks.")
 @click.option("--once", is_flag=True, help="Print the first window and exit.")
 def watch(*, spec: SeriesSpec, database: Database, where_items: tuple[str, ...], limit: int, once: bool) -> None:
-    """Show the newest ticks across every shard, redrawn each time they change, until Ctrl-C.
+    """Show the newest ticks across every shard, redrawn each time they change, until Ctrl-C
+    (exit 130).
 
     \b
     Example:
       tsstore watch --spec spec.toml --where exchange=EXCHG1 --limit 15
     """
-    with database.open_store(spec) as store, store.watch(where=parse_where(where_items), limit=limit) as live:
-        try:
-            for update in live:
-                if not once:
-                    click.clear()
-                frame = ticks_to_frame(spec, update.window)
-                click.echo(frame.to_string() if len(frame) else "(no ticks yet)")
-                stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-                click.echo(f"{stamp}: {len(update.entered)} entered, {len(update.left)} left", err=True)
-                if once:
-                    return
-        except KeyboardInterrupt:
-            pass
+    where = parse_where(where_items, spec=spec)
+    with database.open_store(spec) as store, store.watch(where=where, limit=limit) as live:
+        for update in live:
+            if not once:
+                click.clear()
+            frame = ticks_to_frame(spec, update.window)
+            click.echo(frame.to_string() if len(frame) else "(no ticks yet)")
+            stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+            click.echo(f"{stamp}: {len(update.entered)} entered, {len(update.left)} left", err=True)
+            if once:
+                return

@@ -1,17 +1,61 @@
-"""Writing query results: a terminal table, CSV, JSON Lines or Parquet, frame by frame."""
+"""Writing what a command found: rows as a terminal table, CSV, JSON Lines (``jsonl``, or
+``json``) or Parquet, frame by frame; figures (counts, summaries) as text or, with
+``--format json``, as one JSON object."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+import click
 import pandas as pd
 
 from tsstore.errors import TsstoreError
+
+#: Row formats: every command that prints rows takes these (``json`` is JSON Lines, one
+#: object per row).
+ROW_FORMATS = ("table", "csv", "jsonl", "json")
+
+#: Figure formats: every command that prints counts or a summary takes these.
+FIGURE_FORMATS = ("text", "json")
+
+
+def rows_format(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--format table|csv|jsonl|json`` for a command that prints rows."""
+    return click.option("--format", "fmt", type=click.Choice(ROW_FORMATS), default="table", show_default=True,
+                        help="How rows are printed (json: one JSON object per row).")(command)  # fmt: skip
+
+
+def figures_format(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--format text|json`` for a command that prints figures."""
+    return click.option("--format", "fmt", type=click.Choice(FIGURE_FORMATS), default="text", show_default=True,
+                        help="How the figures are printed (json: one JSON object).")(command)  # fmt: skip
+
+
+def echo_figures(fmt: str, text: str, value: Any) -> None:
+    """Print ``text``, or with ``--format json`` ``value`` (a dataclass or a dict) as one
+    JSON object."""
+    if fmt != "json":
+        click.echo(text)
+        return
+    click.echo(json.dumps(_plain(value), ensure_ascii=False, default=_json_default))
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON's types: a dataclass as an object of its public fields, mappings and
+    sequences item by item; anything else as :func:`_json_default` writes it."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value) if not f.name.startswith("_")}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def write_frames(frames: Iterable[pd.DataFrame], *, fmt: str, output: Path | None, flush: bool = False) -> int:
@@ -34,7 +78,7 @@ def write_frames(frames: Iterable[pd.DataFrame], *, fmt: str, output: Path | Non
                 stream.write(text + "\n")
             elif fmt == "csv":
                 frame.to_csv(stream, header=number == 0, date_format="%Y-%m-%dT%H:%M:%S.%f%z")
-            elif fmt == "jsonl":
+            elif fmt in ("jsonl", "json"):
                 for record in _records(frame):
                     stream.write(json.dumps(record, ensure_ascii=False, default=_json_default) + "\n")
             else:
@@ -85,6 +129,8 @@ def _records(frame: pd.DataFrame) -> Iterable[dict[str, Any]]:
 
 
 def _json_default(value: Any) -> Any:
+    if hasattr(value, "total_seconds"):
+        return value.total_seconds()  # a duration, in seconds
     if hasattr(value, "isoformat"):
         return value.isoformat()
     if hasattr(value, "item"):

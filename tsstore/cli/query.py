@@ -11,20 +11,21 @@ import click
 import pandas as pd
 from tqdm import tqdm
 
-from tsstore.analytics.plot import plot_lines
+from tsstore.analytics.plot import CHART_FORMATS, plot_lines
 from tsstore.cli.common import (
     Command,
     Database,
     echo_cost,
-    exit_interrupted,
-    library_errors,
-    parse_where,
+    library_warnings,
     query_options,
     series_options,
+    warn_if_no_collection,
     where_option,
 )
-from tsstore.cli.output import write_frames
-from tsstore.errors import Interrupted, TsstoreError
+from tsstore.cli.exits import exit_interrupted, usage
+from tsstore.cli.output import ROW_FORMATS, echo_figures, figures_format, write_frames
+from tsstore.cli.values import OutputFile, cli_time, naive_option, parse_where
+from tsstore.errors import Interrupted
 from tsstore.frames import frames as frames_of
 from tsstore.frames import ticks_to_frame
 from tsstore.read.cost import ReadStats
@@ -33,7 +34,7 @@ from tsstore.read.plan import plan_query
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
 
-OUTPUT_FORMATS = ("table", "csv", "jsonl", "parquet")
+OUTPUT_FORMATS = (*ROW_FORMATS, "parquet")
 
 stats_option = click.option(
     "--stats",
@@ -56,18 +57,16 @@ def _parquet_needs_output(command: Command) -> Command:
 
 
 @click.command("query")
-@library_errors
+@library_warnings
 @_parquet_needs_output
 @series_options
 @query_options(page=True, limit_help="At most this many rows (then a cursor).", cursor=True)
 @click.option("--format", "fmt", type=click.Choice(OUTPUT_FORMATS), default="table", show_default=True)
-@click.option(
-    "--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None, help="File (default: stdout)."
-)
+@click.option("--output", "-o", type=OutputFile(), default=None, help="File (default: stdout).")
 @click.option(
     "--plot",
     "plot_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputFile(suffixes=CHART_FORMATS),
     default=None,
     help="Also draw a line per series to this .png, .svg or .pdf file (needs tsstore[plot]).",
 )
@@ -104,7 +103,7 @@ def query_ticks(
             next_cursor, stats = page.cursor, page.stats
         else:
             if query.cursor is not None:
-                raise TsstoreError("--cursor continues a page: give --limit too")
+                raise usage("--cursor continues a page: give --limit too")
             ticks = store.iter_ticks(query)
             frames, next_cursor, stats = frames_of(spec, ticks, rows=10_000), None, ticks.stats
         kept: list[pd.DataFrame] = []
@@ -112,6 +111,8 @@ def query_ticks(
             kept = list(frames)
             frames = iter(kept)
         rows = write_frames(frames, fmt=fmt, output=output)
+        if not rows:
+            warn_if_no_collection(store)
     if plot_path is not None:
         whole = pd.concat(kept) if kept else ticks_to_frame(spec, [])
         series = plot_by or spec.key_fields
@@ -125,11 +126,12 @@ def query_ticks(
 
 
 @click.command("count")
-@library_errors
+@library_warnings
 @series_options
 @query_options()
+@figures_format
 @stats_option
-def count(*, spec: SeriesSpec, database: Database, query: Query, show_stats: bool) -> None:
+def count(*, spec: SeriesSpec, database: Database, query: Query, fmt: str, show_stats: bool) -> None:
     """Count the ticks that match, with count() aggregations over the shard chunks.
 
     \b
@@ -138,12 +140,15 @@ def count(*, spec: SeriesSpec, database: Database, query: Query, show_stats: boo
     """
     stats = ReadStats()
     with database.open_store(spec) as store:
-        click.echo(store.count(query, stats=stats))
+        counted = store.count(query, stats=stats)
+        if not counted:
+            warn_if_no_collection(store)
+    echo_figures(fmt, str(counted), {"count": counted})
     echo_cost(stats, show_stats)
 
 
 @click.command("explain")
-@library_errors
+@library_warnings
 @series_options
 @query_options(page=True, limit_help="The page size to cost.")
 def explain(*, spec: SeriesSpec, database: Database, query: Query) -> None:
@@ -159,14 +164,16 @@ def explain(*, spec: SeriesSpec, database: Database, query: Query) -> None:
 
 
 @click.command("purge")
-@library_errors
+@library_warnings
 @series_options
 @click.option("--before", default=None, help="Delete ticks older than this time (exclusive).")
 @click.option("--start", default=None, help="Or: inclusive start of the range to delete.")
 @click.option("--end", default=None, help="Or: exclusive end of the range to delete.")
+@naive_option
 @where_option(help="Only ticks matching this filter.")
 @click.option("--dry-run", is_flag=True, help="Only count what would be deleted.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@figures_format
 def purge(
     *,
     spec: SeriesSpec,
@@ -174,9 +181,11 @@ def purge(
     before: str | None,
     start: str | None,
     end: str | None,
+    naive: str | None,
     where_items: tuple[str, ...],
     dry_run: bool,
     yes: bool,
+    fmt: str,
 ) -> None:
     """Delete old ticks (retention) at a bounded, ramped rate, with progress.
 
@@ -185,18 +194,24 @@ def purge(
       tsstore purge --spec myapp.schema:TICKS --before 2024-01-01T00:00:00Z --dry-run
       tsstore purge --spec myapp.schema:TICKS --before 2024-01-01T00:00:00Z --yes
     """
-    where = parse_where(where_items)
+    where = parse_where(where_items, spec=spec)
+    bounds: dict[str, Any] = {name: cli_time(text, option=f"--{name}", naive=naive)
+                              for name, text in (("before", before), ("start", start), ("end", end))}  # fmt: skip
     try:
         with database.open_store(spec) as store:
-            counted = store.purge(dry_run=True, before=before, start=start, end=end, where=where)
+            try:
+                counted = store.purge(dry_run=True, where=where, **bounds)
+            except KeyboardInterrupt:
+                click.echo("deleted 0 tick(s): interrupted while counting what to delete")
+                exit_interrupted("nothing was deleted; run the same command to start again")
             if dry_run:
-                click.echo(f"dry run: {counted.matched} tick(s) would be deleted")
+                echo_figures(fmt, f"dry run: {counted.matched} tick(s) would be deleted", counted)
                 return
             if counted.matched and not yes:
                 click.confirm(f"delete {counted.matched} tick(s) from {spec.collection!r}?", abort=True)
             with tqdm(total=counted.matched, unit="tick", desc="deleting", dynamic_ncols=True) as bar:
-                result = store.purge(before=before, start=start, end=end, where=where, on_progress=bar.update)
-            click.echo(f"deleted {result.deleted} tick(s)")
+                result = store.purge(where=where, on_progress=bar.update, **bounds)
+            echo_figures(fmt, f"deleted {result.deleted} tick(s)", result)
     except Interrupted as stop:
         click.echo(f"deleted {stop.partial.deleted} tick(s) before the interrupt")  # type: ignore[attr-defined]
         exit_interrupted("run the same command to delete the rest")

@@ -73,6 +73,10 @@ class Checkpoint:
         os.replace(tmp, self.path)  # atomic: a kill never leaves half a checkpoint
         self.saved_line, self.saved_at = line, time.perf_counter()
 
+    def remove(self) -> None:
+        """The file is done: forget it, so a later ingest of it reads every row again."""
+        self.path.unlink(missing_ok=True)
+
 
 class Watermark:
     """The last line up to which every row is done, while batches finish out of order, and

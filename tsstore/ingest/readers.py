@@ -71,20 +71,39 @@ def _read_csv(path: PurePath, opener: Opener, parser: RowParser) -> Iterator[Num
     previous_limit = csv.field_size_limit(_CSV_FIELD_LIMIT)
     try:
         with io.TextIOWrapper(opener(), encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:
-            reader = csv.reader(handle, strict=True)
+            lines = _Lines(handle)
+            reader = csv.reader(lines, strict=True)
             try:
                 header = next(reader)
             except StopIteration:
                 return
             except csv.Error as exc:
                 raise IngestError(f"{path}: line 1 (the header) is not valid CSV: {exc}") from None
-            yield from _csv_rows(path, reader, header, parser, opener)
+            yield from _csv_rows(path, reader, lines, header, parser, opener)
     finally:
         csv.field_size_limit(previous_limit)
 
 
+class _Lines:
+    """The file's lines as the CSV reader takes them, keeping those of the current record:
+    a record that spans lines and is malformed (one unclosed quote swallows the lines after
+    it) is read again line by line."""
+
+    def __init__(self, handle: Iterator[str]) -> None:
+        self._handle = handle
+        self.taken: list[str] = []
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self._handle)
+        self.taken.append(line)
+        return line
+
+
 def _csv_rows(
-    path: PurePath, reader: Any, header: list[str], parser: RowParser, opener: Opener
+    path: PurePath, reader: Any, lines: _Lines, header: list[str], parser: RowParser, opener: Opener
 ) -> Iterator[NumberedRow]:
     if _SURROGATE.search("".join(header)):
         raise IngestError(f"{path}: line 1 (the header) is not valid UTF-8")
@@ -98,31 +117,54 @@ def _csv_rows(
     width = len(names)
     check_utf8 = not _valid_utf8(opener)  # a clean file (the usual case) needs no per-row check
     line = reader.line_num
-    while True:
+
+    def one(first: int, row: list[str]) -> NumberedRow:
+        if not row:
+            return first, Rejected(first, "empty line", "")
+        if check_utf8 and _SURROGATE.search(",".join(row)):
+            text = ",".join(row).encode("utf-8", "surrogateescape").decode("latin-1")
+            return first, Rejected(first, "invalid UTF-8", clip_raw(text))
+        if row == header:
+            return first, Rejected(first, "repeated header row", ",".join(row))
+        if len(row) != width:
+            return first, Rejected(first, f"has {len(row)} fields, the header has {width}", clip_raw(",".join(row)))
         try:
-            row = next(reader)
+            return first, build(row)
+        except BadRow as bad:
+            return first, Rejected(first, str(bad), clip_raw(",".join(row)))
+
+    while True:
+        lines.taken.clear()
+        try:
+            row: list[str] | None = next(reader)
+            error = ""
         except StopIteration:
             return
         except csv.Error as exc:
-            first, line = line + 1, reader.line_num
-            span = f"line {first}" if line <= first else f"lines {first}-{line}"
-            yield first, Rejected(first, f"malformed CSV ({exc}) in {span}; a stray or unclosed quote?", "")
-            continue
+            row, error = None, str(exc)
         first, line = line + 1, reader.line_num  # a quoted field may span lines
-        if not row:
-            yield first, Rejected(first, "empty line", "")
-        elif check_utf8 and _SURROGATE.search(",".join(row)):
-            text = ",".join(row).encode("utf-8", "surrogateescape").decode("latin-1")
-            yield first, Rejected(first, "invalid UTF-8", clip_raw(text))
-        elif row == header:
-            yield first, Rejected(first, "repeated header row", ",".join(row))
-        elif len(row) != width:
-            yield first, Rejected(first, f"has {len(row)} fields, the header has {width}", clip_raw(",".join(row)))
-        else:
-            try:
-                yield first, build(row)
-            except BadRow as bad:
-                yield first, Rejected(first, str(bad), clip_raw(",".join(row)))
+        if len(lines.taken) > 1 and (row is None or len(row) != width):
+            # A quote left open swallowed the lines after it: only its own line is bad.
+            taken = list(lines.taken)
+            why = "a quote opened on this line is not closed" + (f" (malformed CSV: {error})" if error else "")
+            yield (
+                first,
+                Rejected(first, f"{why}; the lines after it are read on their own", clip_raw(taken[0].rstrip("\r\n"))),
+            )
+            for number, text in enumerate(taken[1:], start=first + 1):
+                try:
+                    again = next(csv.reader([text], strict=True), [])
+                except csv.Error as exc:
+                    yield number, Rejected(number, f"malformed CSV ({exc}); a stray or unclosed quote?",
+                                           clip_raw(text.rstrip("\r\n")))  # fmt: skip
+                    continue
+                yield one(number, again)
+            continue
+        if row is None:
+            yield first, Rejected(first, f"malformed CSV ({error}); a stray or unclosed quote?",
+                                  clip_raw("".join(lines.taken).rstrip("\r\n")))  # fmt: skip
+            continue
+        yield one(first, row)
 
 
 def _valid_utf8(opener: Opener) -> bool:

@@ -3,6 +3,7 @@ keep the checkpoint and count what happened (:class:`IngestSummary`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -14,7 +15,7 @@ from tsstore.errors import IngestError, Interrupted, RecordError, WriteError
 from tsstore.ingest.checkpoint import CHECKPOINT_VERSION, Checkpoint, Watermark, default_checkpoint, file_identity
 from tsstore.ingest.parse import DEFAULT_MAX_FIELD_BYTES, RowParser
 from tsstore.ingest.readers import detect_format, read_rows
-from tsstore.ingest.rejects import Rejected
+from tsstore.ingest.rejects import Rejected, clip_raw
 from tsstore.spec import DuplicatePolicy
 from tsstore.store import TimeSeriesStore
 from tsstore.times import naive_zone
@@ -42,6 +43,7 @@ class IngestSummary:
     resumed_from_line: int = 0
     checkpoint_line: int = 0
     interrupted: bool = False
+    checkpoint_removed: bool = False
 
     @property
     def written(self) -> int:
@@ -61,9 +63,10 @@ class IngestSummary:
             if self.resumed_from_line
             else ""
         )
+        done = "; the file is done (checkpoint removed)" if self.checkpoint_removed else ""
         return (
             f"{self.path}: {self.rows} rows read: {', '.join(parts)}{resumed}; "
-            f"in {self.seconds:.1f} s ({rate:,.0f} rows/s)"
+            f"in {self.seconds:.1f} s ({rate:,.0f} rows/s){done}"
         )
 
     def settle(self, result: Any) -> None:
@@ -140,11 +143,17 @@ def ingest_file(
         if on_reject is not None:
             on_reject(rejected)
 
+    # Rows handed to the writer and not yet settled, by the writer's record index: a row the
+    # writer or Firestore refuses goes to the reject file with its content.
+    in_flight: dict[int, dict[str, Any]] = {}
+
     def records() -> Iterator[dict[str, Any]]:
+        index = 0
         for line, row in read_rows(kind, source, parser):
             if line <= resume:
                 summary.skipped += 1
                 if not isinstance(row, Rejected):
+                    index += 1
                     yield row  # numbered for identity by the writer, not sent again
                 continue
             summary.rows += 1
@@ -154,15 +163,23 @@ def ingest_file(
                 finished(1)
                 continue
             tracker.sent(line)
+            in_flight[index] = row
+            index += 1
             yield row
+
+    def raw_of(index: int) -> str:
+        row = in_flight.pop(index, None)
+        return "" if row is None else clip_raw(json.dumps(row, default=str, ensure_ascii=False))
 
     def record_rejected(error: RecordError) -> None:
         line = tracker.line_of(error.index)
-        reject(Rejected(line, error.reason, ""))
+        reject(Rejected(line, error.reason, raw_of(error.index)))
         tracker.confirm([error.index])
         finished(1)
 
     def written(indexes: list[int]) -> None:
+        for index in indexes:
+            in_flight.pop(index, None)
         tracker.confirm(indexes)
         finished(len(indexes))
 
@@ -186,7 +203,8 @@ def ingest_file(
         # stays before them, so the next run tries them again.
         summary.settle(error.result)
         for failure in error.failures:
-            reject(Rejected(tracker.line_of(failure.index), f"Firestore refused it: {failure.message}", ""))
+            reject(Rejected(tracker.line_of(failure.index), f"Firestore refused it: {failure.message}",
+                            raw_of(failure.index)))  # fmt: skip
     except KeyboardInterrupt as stop:  # the writer's Interrupted, or a Ctrl-C before it began
         if isinstance(stop, Interrupted):
             summary.settle(stop.partial)
@@ -196,5 +214,11 @@ def ingest_file(
         raise Interrupted(summary, f"ingest of {source} interrupted") from stop
     else:
         summary.settle(result)
+        if not summary.unsettled:  # done: a later ingest of this file reads it all again
+            summary.seconds = time.perf_counter() - started
+            summary.checkpoint_line = tracker.line
+            marker.remove()
+            summary.checkpoint_removed = True
+            return summary
     close()
     return summary

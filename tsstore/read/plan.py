@@ -17,7 +17,7 @@ from typing import Any, Unpack
 
 from tsstore.errors import QueryError, SpecError
 from tsstore.indexes.build import CompositeIndex, declared_indexes, required_index
-from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES
+from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_QUERY_LIMIT
 from tsstore.read.query import Query, QueryOptions, Where
 from tsstore.spec import Direction, SeriesSpec, check_field_path
 from tsstore.times import to_utc
@@ -204,8 +204,12 @@ def plan_query(
         raise QueryError(str(exc)) from None
     if start_t is not None and end_t is not None and start_t >= end_t:
         raise QueryError(f"empty time range: start {start_t.isoformat()} is not before end {end_t.isoformat()}")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
-        raise QueryError(f"limit {limit!r} is not allowed; give a positive integer or None for no limit")
+    if limit is not None and (
+        isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= MAX_QUERY_LIMIT
+    ):
+        raise QueryError(
+            f"limit {limit!r} is not allowed; give an integer from 1 to {MAX_QUERY_LIMIT}, or None for no limit"
+        )
     projection: tuple[str, ...] | None = None
     if columns is not None:
         if isinstance(columns, str):

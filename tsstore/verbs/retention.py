@@ -41,8 +41,8 @@ def purge(
     bounds = Query.of(query, given(where=where, start=start, end=end))
     bounds.only(("where", "start", "end"), "purge")
     if before is not None:
-        if bounds.end is not None:
-            raise QueryError("give either before or end, not both (before is end)")
+        if bounds.end is not None or bounds.start is not None:
+            raise QueryError("give either before (everything older) or start/end (a range), not both")
         bounds = bounds.replace(end=before)
     if bounds.start is None and bounds.end is None:
         raise QueryError("purge needs a time bound: before=, or start=/end=; refusing to delete everything")

@@ -181,7 +181,20 @@ def prepare_records(
 
 
 class _Bad(Exception):
-    pass
+    """A value Firestore would refuse. A message about one field says ``{field}`` where the
+    field's name goes: its whole dotted path, known once the maps around it are unwound."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message, self.path = message, list[str]()
+
+    def within(self, key: str) -> _Bad:
+        """The same refusal, one map further out (inside the field ``key``)."""
+        self.path.insert(0, key)
+        return self
+
+    def __str__(self) -> str:
+        return self.message.replace("{field}", repr(".".join(self.path)))
 
 
 _MISSING: Any = object()
@@ -250,11 +263,13 @@ def _clean_map(record: Mapping[Any, Any], naive: NaivePolicy, depth: int) -> tup
         elif kind is int and MIN_INT64 <= value <= MAX_INT64:
             out[key] = value
             size += 8
-        elif kind is dict:
-            out[key], vsize = _clean_map(value, naive, depth + 1)
-            size += vsize
         else:
-            out[key], vsize = _clean_value(value, naive, key, depth)
+            try:
+                out[key], vsize = (
+                    _clean_map(value, naive, depth + 1) if kind is dict else _clean_value(value, naive, key, depth)
+                )
+            except _Bad as bad:
+                raise bad.within(key) from None
             size += vsize
     return out, size
 
@@ -268,7 +283,7 @@ def _clean_value(value: Any, naive: NaivePolicy, name: str, depth: int, *, in_ar
     if isinstance(value, (int, np.integer)):
         number = int(value)
         if not MIN_INT64 <= number <= MAX_INT64:
-            raise _Bad(f"field {name!r} holds {number}, outside Firestore's 64-bit integer range")
+            raise _Bad(f"field {{field}} holds {number}, outside Firestore's 64-bit integer range")
         return number, 8
     if isinstance(value, (float, np.floating)):
         return float(value), 8
@@ -278,14 +293,14 @@ def _clean_value(value: Any, naive: NaivePolicy, name: str, depth: int, *, in_ar
         try:
             return to_utc(value, name=f"field {name!r}", naive=naive), 8
         except ValueError as exc:
-            raise _Bad(str(exc)) from None
+            raise _Bad(str(exc).replace(f"field {name!r}", "field {field}")) from None
     if value is None:
         return None, 1
     if isinstance(value, Mapping):
         return _clean_map(value, naive, depth + 1)
     if isinstance(value, (list, tuple)):
         if in_array:
-            raise _Bad(f"field {name!r} holds an array inside an array, which Firestore does not store")
+            raise _Bad("field {field} holds an array inside an array, which Firestore does not store")
         if depth + 1 > MAX_FIELD_DEPTH:
             raise _Bad(f"nests maps or arrays more than {MAX_FIELD_DEPTH} levels deep, which Firestore refuses")
         items = [_clean_value(v, naive, name, depth + 1, in_array=True) for v in value]
@@ -297,6 +312,6 @@ def _clean_value(value: Any, naive: NaivePolicy, name: str, depth: int, *, in_ar
     if isinstance(value, Vector):
         return value, 8 * len(value) + 40
     raise _Bad(
-        f"field {name!r} holds {type(value).__name__} {value!r}; allowed: str, int, float, bool, None, "
+        f"field {{field}} holds {type(value).__name__} {value!r}; allowed: str, int, float, bool, None, "
         "datetime, bytes, list, dict, GeoPoint, Vector"
     )

@@ -1,0 +1,316 @@
+"""The bad-input census: every door a user can knock on with a wrong value answers with one
+short message that names the value, the right exit code, and no traceback.
+
+CLI cases run through click's runner in this process (``tests/cli.py``): an exception that
+escapes a command fails the test with its traceback, so "no traceback" is checked by the
+test passing. Library cases call the Python API. Exit codes: 2 for usage errors, 1 for
+runtime failures (see ``tsstore.cli.exits``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.cloud import firestore
+
+from tests.cli import tsstore
+from tsstore import CursorError, OptionError, QueryError, RecordError, SeriesSpec, SpecError, TimeSeriesStore
+from tsstore.counters import ShardedCounter
+from tsstore.errors import CounterError
+from tsstore.write.options import WriteOptions
+
+UTC = dt.timezone.utc
+T = "2019-01-02T09:00:00Z"
+
+PLAIN = """
+[[series]]
+collection = "plain"
+key_fields = ["symbol"]
+columns = { symbol = "string", "price.micros" = "Int64" }
+shapes = [{ fields = ["symbol"], directions = ["desc", "asc"] }]
+"""
+
+#: (arguments, exit code, words the one-line message must hold). "{tmp}" is the test's
+#: folder; "plain.toml" (above) declares no roll-up and no retired shard values.
+CLI_CASES: list[tuple[tuple[str, ...], int, str]] = [
+    (("query", "--limit", "99999999999999999999"), 2, "99999999999999999999"),
+    (("query", "--limit", "0"), 2, "0 is not in the range"),
+    (("query", "--limit", "ten"), 2, "'ten' is not a valid integer"),
+    (("query", "--start", "2018-12-31T12:00:00"), 2, "--start 2018-12-31T12:00:00 has no UTC offset"),
+    (("query", "--end", "yesterday"), 2, "--end 'yesterday' is not a time"),
+    (("query", "--naive", "Mars/Olympus", "--start", "2018-12-31T12:00:00"), 2, "--naive 'Mars/Olympus'"),
+    (("query", "--start", "2019-13-40"), 2, "--start '2019-13-40' is not a time"),
+    (("query", "--where", "symbolAAA"), 2, "--where 'symbolAAA' is not FIELD=VALUE"),
+    (("query", "--where", "=AAA"), 2, "--where '=AAA' is not FIELD=VALUE"),
+    (("query", "--where", "shard=x"), 2, "'shard' is tsstore's shard field"),
+    (("query", "--where", "price.micros=abc"), 2, "'abc' is not a number"),
+    (("query", "--where", "nosuch=1"), 2, "nosuch"),
+    (("query", "--columns", "nosuch"), 2, "--columns nosuch: not declared"),
+    (("query", "--format", "csv", "-o", "{tmp}/missing/dir/x.csv"), 2, "missing/dir does not exist"),
+    (("query", "--format", "csv", "-o", "{tmp}"), 2, "is a folder"),
+    (("query", "--format", "parquet"), 2, "--format parquet needs --output FILE"),
+    (("query", "--format", "xml"), 2, "'xml' is not one of"),
+    (("query", "--plot", "{tmp}/chart.txt"), 2, "give a .png, .svg, .pdf file"),
+    (("query", "--plot", "{tmp}/missing/chart.png"), 2, "missing does not exist"),
+    (("query", "--direction", "sideways"), 2, "'sideways' is not one of"),
+    (("query", "--limit", "5", "--cursor", "garbage"), 2, "cursor"),
+    (("query", "--cursor", "garbage"), 2, "--cursor continues a page: give --limit too"),
+    (("query", "--spec", "{tmp}/nosuch.toml"), 2, "nosuch.toml"),
+    (("query", "--spec", "tsstore.demo:NOPE"), 2, "NOPE"),
+    (("query", "--collection", "nosuch"), 2, "declares no series 'nosuch'"),
+    (("query", "--where", "exchange=X", "--where", "symbol=AAA"), 2, "exchange"),
+    (("count", "--limit", "5"), 2, "No such option '--limit'"),
+    (("count", "--start", "2019-01-02T10:00:00Z", "--end", "2019-01-02T09:00:00Z"), 2, "start"),
+    (("explain", "--where", "instrumentType=etf", "--where", "exchange=X"), 2, "index"),
+    (("bars", "--interval", "7"), 2, "interval '7' has no unit"),
+    (("bars", "--interval", "-1min"), 2, "interval"),
+    (("bars", "--interval", "soon"), 2, "soon"),
+    (("bars", "--interval", "1min", "--plot", "{tmp}/bars.txt"), 2, "bars.txt"),
+    (("rollup", "--spec", "{tmp}/plain.toml"), 2, "declares no roll-up of 'plain'"),
+    (("rollup", "--rollup", "nosuch"), 2, "declares no roll-up 'nosuch'"),
+    (("rollup", "--since", "2019-01-02T09:00"), 2, "--since 2019-01-02T09:00 has no UTC offset"),
+    (("latest",), 2, "Missing argument 'VALUES...'"),
+    (("latest", "--by", "nosuch", "AAA"), 2, "nosuch"),
+    (("latest", "--by", "symbol", "AAA", "--before", "noon"), 2, "--before 'noon' is not a time"),
+    (("latest", "--by", "symbol", "AAA", "--columns", "nosuch"), 2, "--columns nosuch"),
+    (("purge", "--before", T, "--start", T), 2, "either before (everything older) or start/end"),
+    (("purge", "--yes"), 2, "purge needs a time bound"),
+    (("purge", "--before", "2019-01-02T00:00:00"), 2, "--before 2019-01-02T00:00:00 has no UTC offset"),
+    (("aggregate", "--sum", "nosuch"), 2, "nosuch"),
+    (("aggregate", "--avg", "symbol"), 2, "symbol"),
+    (("counter", "create", "counters/c", "--shards", "100000000"), 2, "100000000 is not in the range"),
+    (("counter", "create", "counters/c", "--shards", "0"), 2, "0 is not in the range"),
+    (("counter", "create", "badpath", "--shards", "2"), 2, "'badpath'"),
+    (("counter", "incr", "counters/c", "--by", "99999999999999999999"), 2, "99999999999999999999"),
+    (("counter", "grow", "counters/c", "--shards", "-1"), 2, "-1 is not in the range"),
+    (("tail", "--lateness", "soon"), 2, "soon"),
+    (("tail", "--since", "then"), 2, "--since 'then' is not a time"),
+    (("watch", "--limit", "0"), 2, "0 is not in the range"),
+    (("shards", "--since", "2019-01-02 09:00"), 2, "has no UTC offset"),
+    (("reshard",), 2, "declares no retired shard values"),
+    (("reshard", "--max-rate", "0"), 2, "0 is not in the range"),
+    (("capacity", "--writes-per-second", "100", "--retention", "forever"), 2, "forever"),
+    (("capacity",), 2, "Missing option '--writes-per-second'"),
+    (("indexes",), 2, "which declaration? give --spec"),
+    (("indexes", "--spec", "{tmp}/nosuch.toml"), 2, "nosuch.toml"),
+    (("ingest", "{tmp}/nosuch.csv"), 2, "nosuch.csv"),
+    (("ingest", "{tmp}/ticks.txt"), 1, "cannot tell the format"),
+    (("ingest", "{tmp}/ticks.csv", "--max-field-bytes", "0"), 2, "0 is not in the range"),
+    (("ingest", "{tmp}/ticks.csv", "--naive", "Mars/Olympus"), 2, "Mars/Olympus"),
+    (("ingest", "{tmp}/ticks.csv", "--on-duplicate", "merge"), 2, "'merge' is not one of"),
+    (("emulator", "restart"), 2, "No such command 'restart'"),
+    (("nosuchcommand",), 2, "No such command 'nosuchcommand'"),
+]
+
+
+@pytest.fixture
+def doors(emulator: Any, database_id: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    (tmp_path / "plain.toml").write_text(PLAIN)
+    (tmp_path / "ticks.txt").write_text("symbol,timestamp\nAAA,2019-01-02T09:00:00Z\n")
+    (tmp_path / "ticks.csv").write_text("symbol,timestamp\nAAA,2019-01-02T09:00:00Z\n")
+    # TSSTORE_DATABASE stands for --database on every command.
+    env = {"FIRESTORE_EMULATOR_HOST": emulator.address, "TSSTORE_DATABASE": database_id, "TSSTORE_SPEC": None}
+    client = emulator.client(database=database_id)
+    yield {"env": env, "tmp": tmp_path, "client": client}
+    client.close()
+
+
+def run(doors: dict[str, Any], *args: str, env: dict[str, str | None] | None = None) -> Any:
+    args = tuple(a.replace("{tmp}", str(doors["tmp"])) for a in args)
+    return tsstore(*args, env={**doors["env"], **(env or {})}, cwd=doors["tmp"])
+
+
+def one_error(ran: Any) -> str:
+    """The command's error: its last stderr line, which must be one ``Error:`` line."""
+    assert "Traceback" not in ran.stderr, ran.stderr
+    lines = [line for line in ran.stderr.splitlines() if line.strip()]
+    assert lines and lines[-1].startswith("Error: "), ran.stderr
+    return lines[-1]
+
+
+@pytest.mark.parametrize(("args", "code", "words"), CLI_CASES, ids=[" ".join(c[0]) for c in CLI_CASES])
+def test_a_bad_command_line_gets_one_line_naming_the_value(
+    doors: dict[str, Any], args: tuple[str, ...], code: int, words: str
+) -> None:
+    ran = run(doors, *args)
+    assert ran.returncode == code, (ran.returncode, ran.stdout, ran.stderr)
+    error = one_error(ran)
+    assert words.replace("{tmp}", str(doors["tmp"])) in error, error
+    assert len(error) < 400  # one line a person reads, not a dump
+
+
+def test_a_project_without_credentials_says_how_to_log_in(doors: dict[str, Any], tmp_path: Path) -> None:
+    nowhere = {"FIRESTORE_EMULATOR_HOST": None, "GOOGLE_APPLICATION_CREDENTIALS": None,
+               "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"), "NO_GCE_CHECK": "True"}  # fmt: skip
+    for args in (("query", "--project", "my-project"), ("count",), ("counter", "get", "counters/c")):
+        ran = run(doors, *args, env={**nowhere, "TSSTORE_PROJECT": "my-project"})
+        assert ran.returncode == 1
+        assert "gcloud auth application-default login" in one_error(ran)
+
+
+def test_typed_values_and_dates_the_cli_accepts(doors: dict[str, Any]) -> None:
+    # A ticker code that looks like a number stays a string where the column is a string.
+    plan = run(doors, "explain", "--where", "symbol=7203", "--limit", "5")
+    assert plan.returncode == 0 and "'7203'" in plan.stdout, plan.stdout
+    quoted = run(doors, "explain", "--where", 'symbol="7203"', "--limit", "5")
+    assert "'7203'" in quoted.stdout
+    # A bare date is midnight UTC, or midnight in the --naive zone.
+    bare = run(doors, "explain", "--start", "2018-12-31", "--limit", "5")
+    assert bare.returncode == 0 and "timestamp >= 2018-12-31T00:00:00+00:00" in bare.stdout, bare.stdout
+    zoned = run(doors, "explain", "--start", "2018-12-31T09:00:00", "--naive", "Asia/Tokyo", "--limit", "5")
+    assert zoned.returncode == 0 and "timestamp >= 2018-12-31T00:00:00+00:00" in zoned.stdout, zoned.stdout
+
+
+def test_a_collection_name_with_a_typo_is_warned_about(doors: dict[str, Any]) -> None:
+    doors["client"].collection("instruments").document("x").set({"symbol": "AAA"})
+    (doors["tmp"] / "typo.toml").write_text(PLAIN.replace('"plain"', '"instrumnets"'))
+    for args in (("count",), ("query", "--limit", "5"), ("shards",)):
+        ran = run(doors, *args, "--spec", "typo.toml")
+        assert ran.returncode == 0, ran.stderr
+        assert "warning: collection 'instrumnets' holds no documents" in ran.stderr
+        assert "collections here: instruments" in ran.stderr
+
+
+def test_a_finished_ingest_leaves_no_checkpoint_so_a_later_one_reads_every_row(doors: dict[str, Any]) -> None:
+    source = doors["tmp"] / "day.csv"
+    source.write_text("symbol,timestamp,price.micros\nAAA,2019-01-02T09:00:00Z,1\nBBB,2019-01-02T09:00:01Z,2\n")
+    first = run(doors, "ingest", str(source), "--spec", "plain.toml")
+    assert "2 stored new" in first.stdout and "checkpoint removed" in first.stdout, first.stdout
+    assert not list(doors["tmp"].glob("*.tsstore-checkpoint.json"))
+    again = run(doors, "ingest", str(source), "--spec", "plain.toml")
+    assert "2 rows read: 0 stored new, 2 already present" in again.stdout, again.stdout
+
+
+def test_an_unclosed_quote_rejects_its_own_line_only(doors: dict[str, Any]) -> None:
+    source = doors["tmp"] / "quote.csv"
+    lines = [f"S{i},2019-01-02T09:00:0{i}Z,{i}" for i in range(8)]
+    lines[2] = '"' + lines[2]  # opened, never closed
+    source.write_text("symbol,timestamp,price.micros\n" + "\n".join(lines) + "\n")
+    ran = run(doors, "ingest", str(source), "--spec", "plain.toml")
+    assert "8 rows read: 7 stored new, 0 already present, 1 rejected" in ran.stdout, ran.stdout
+    rejects = (doors["tmp"] / "quote.csv.rejects.csv").read_text()
+    assert "4,a quote opened on this line is not closed" in rejects and '""S2,2019' in rejects
+
+
+def test_a_writer_refusal_names_the_whole_field_and_keeps_the_row(doors: dict[str, Any]) -> None:
+    source = doors["tmp"] / "huge.jsonl"
+    good = '{"symbol": "A", "timestamp": "2019-01-02T09:00:00Z", "price": {"micros": 5}}'
+    bad = '{"symbol": "B", "timestamp": "2019-01-02T09:00:00Z", "price": {"big": 100000000000000000000}}'
+    source.write_text(good + "\n" + bad + "\n")
+    ran = run(doors, "ingest", str(source), "--spec", "plain.toml")
+    assert "1 rejected" in ran.stdout, ran.stdout
+    rejects = (doors["tmp"] / "huge.jsonl.rejects.csv").read_text()
+    assert "field 'price.big'" in rejects and "100000000000000000000" in rejects.split("\n", 2)[1]
+
+
+# ------------------------------------------------------------------------- the Python API
+
+AT = dt.datetime(2019, 1, 2, 9, tzinfo=UTC)
+
+
+def nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {"leaf": 1}
+    for _ in range(depth):
+        value = {"n": value}
+    return value
+
+
+LIBRARY_CASES: list[tuple[str, Any, type[Exception], str]] = [
+    ("naive time", lambda s: s.write([{"symbol": "A", "timestamp": dt.datetime(2019, 1, 2)}]), RecordError, "naive"),
+    ("NaN time", lambda s: s.write([{"symbol": "A", "timestamp": math.nan}]), RecordError, "timestamp"),
+    ("NaT time", lambda s: s.write([{"symbol": "A", "timestamp": __import__("pandas").NaT}]), RecordError, "NaT"),
+    (
+        "2 MiB document",
+        lambda s: s.write([{"symbol": "A", "timestamp": AT, "blob": "x" * (2 << 20)}]),
+        RecordError,
+        "1048576",
+    ),  # fmt: skip
+    ("21 levels", lambda s: s.write([{"symbol": "A", "timestamp": AT, "deep": nested(21)}]), RecordError, "20 levels"),
+    (
+        "int over 64 bits",
+        lambda s: s.write([{"symbol": "A", "timestamp": AT, "price": {"micros": 2**70}}]),
+        RecordError,
+        "field 'price.micros' holds 1180591620717411303424",
+    ),  # fmt: skip
+    ("missing key", lambda s: s.write([{"timestamp": AT}]), RecordError, "key field 'symbol' is missing"),
+    ("dotted name", lambda s: s.write([{"symbol": "A", "timestamp": AT, "a.b": 1}]), RecordError, "'a.b'"),
+    ("unknown keyword", lambda s: s.query(limt=5), OptionError, "limt"),
+    ("unknown write keyword", lambda s: s.write([], on_dup="keep"), OptionError, "on_dup"),
+    ("limit too big", lambda s: s.query(limit=2**40), QueryError, str(2**40)),
+    ("limit a string", lambda s: s.query(limit="5"), QueryError, "'5'"),
+    ("count with a limit", lambda s: s.count(limit=5), QueryError, "limit"),
+    ("bad time text", lambda s: s.query(start="yesterday"), QueryError, "yesterday"),
+    ("naive start", lambda s: s.query(start=dt.datetime(2019, 1, 2)), QueryError, "naive"),
+    ("purge before and start", lambda s: s.purge(before=AT, start=AT), QueryError, "not both"),
+    ("purge everything", lambda s: s.purge(), QueryError, "time bound"),
+    ("interval without unit", lambda s: s.bars(interval="7", price="p"), QueryError, "'7' has no unit"),
+    ("undeclared shape", lambda s: s.query(where={"exchange": "X"}), QueryError, "exchange"),
+    ("filter on the shard", lambda s: s.query(where={"shard": "x"}), QueryError, "shard"),
+    ("unknown direction", lambda s: s.query(direction="up"), QueryError, "'up'"),
+    ("bad column type", lambda s: SeriesSpec("x", columns={"a": "text"}), SpecError, "'text'"),
+]
+
+
+@pytest.fixture
+def store(client: firestore.Client, collection_name: str) -> Any:
+    spec = SeriesSpec(collection_name, key_fields=["symbol"], shapes=["symbol"])
+    with TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False)) as opened:
+        yield opened
+
+
+@pytest.mark.parametrize(("name", "call", "error", "words"), LIBRARY_CASES, ids=[c[0] for c in LIBRARY_CASES])
+def test_a_bad_library_call_raises_one_error_naming_the_value(
+    store: TimeSeriesStore, name: str, call: Any, error: type[Exception], words: str
+) -> None:
+    with pytest.raises(error) as raised:
+        call(store)
+    assert words in str(raised.value), str(raised.value)
+    assert store.count(start=dt.datetime(1970, 1, 1, tzinfo=UTC)) == 0  # nothing half-written
+
+
+def test_a_cursor_from_another_query_is_refused(store: TimeSeriesStore) -> None:
+    store.write([{"symbol": s, "timestamp": AT + dt.timedelta(seconds=i)} for i, s in enumerate("ABABAB")])
+    page = store.query(where={"symbol": "A"}, limit=1)
+    assert page.cursor is not None
+    with pytest.raises(CursorError, match="belongs to a different query"):
+        store.query(where={"symbol": "B"}, limit=1, cursor=page.cursor)
+
+
+def test_a_counter_with_too_many_shards_is_refused_before_anything_is_written(client: firestore.Client) -> None:
+    counter = ShardedCounter(client, "counters/huge")
+    with pytest.raises(CounterError, match="100000000 is not allowed; give an integer from 1 to 10000"):
+        counter.create(shards=100_000_000)
+    assert not client.document("counters/huge").get().exists
+
+
+def test_every_command_that_prints_figures_or_rows_prints_json(doors: dict[str, Any]) -> None:
+    source = doors["tmp"] / "day.csv"
+    source.write_text("symbol,timestamp,price.micros\nAAA,2019-01-02T09:00:00Z,1\nBBB,2019-01-02T09:00:01Z,2\n")
+    # TSSTORE_SPEC stands for --spec, as TSSTORE_DATABASE does for --database.
+    env = {"TSSTORE_SPEC": "plain.toml"}
+    ingested = json.loads(run(doors, "ingest", str(source), "--json", env=env).stdout)
+    assert (ingested["rows"], ingested["created"], ingested["rejected"]) == (2, 2, 0)
+    assert json.loads(run(doors, "count", "--format", "json", env=env).stdout) == {"count": 2}
+    rows = [json.loads(line) for line in run(doors, "query", "--format", "json", env=env).stdout.splitlines()]
+    assert [r["symbol"] for r in rows] == ["BBB", "AAA"] and rows[0]["price"]["micros"] == 2
+    census = json.loads(run(doors, "shards", "--format", "json", env=env).stdout)
+    assert census["total"] == 2
+    dry = json.loads(run(doors, "purge", "--before", "2019-01-02T09:00:01Z", "--dry-run", "--format", "json",
+                         env=env).stdout)  # fmt: skip
+    assert (dry["matched"], dry["deleted"], dry["dry_run"]) == (1, 0, True)
+    plan = json.loads(run(doors, "capacity", "--writes-per-second", "2000", "--format", "json").stdout)
+    assert len(plan["shards"]) == 5 and plan["writes_per_second"] == 2000
+    aggregate = json.loads(run(doors, "aggregate", "--format", "json").stdout)  # the demo's declaration
+    assert aggregate == {"count": 0}
+    run(doors, "counter", "create", "counters/c", "--shards", "2")
+    run(doors, "counter", "incr", "counters/c", "--by", "3")
+    got = json.loads(run(doors, "counter", "get", "counters/c", "--live", "--format", "json").stdout)
+    assert (got["value"], got["live"]) == (3, True)
+    latest = run(doors, "latest", "--by", "symbol", "AAA", "--format", "json", env=env)
+    assert json.loads(latest.stdout)["price"]["micros"] == 1

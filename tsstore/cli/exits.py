@@ -1,0 +1,110 @@
+"""How a ``tsstore`` command ends: one set of exit codes, one line per failure, and Ctrl-C.
+
+* 0: done. 1: a runtime failure (Firestore refused, a fault outlasted its budget, a file
+  could not be written, no credentials). 2: a usage error (a bad option value, a query the
+  declaration cannot serve, a bad declaration). 130: interrupted by Ctrl-C.
+* A failure prints ``Error: <what, and what to do>`` on stderr: never a traceback. Errors the
+  library raises carry their own words; errors of the layers below (google-auth, the
+  Firestore client, the file system) are worded here, once, for every command.
+* Ctrl-C ends a command with exit 130 and a line saying it was interrupted. Commands that
+  change data settle what is in flight first and print their own summary
+  (:func:`exit_interrupted`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import threading
+from typing import Any, NoReturn
+
+import click
+
+from tsstore.errors import ConfigError, CounterError, QueryError, SpecError, TsstoreError
+
+OK, FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
+
+#: Library errors that mean the command was asked for something it cannot do as asked.
+USAGE_ERRORS = (SpecError, ConfigError, QueryError, CounterError)
+
+
+class Failure(click.ClickException):
+    """``Error: <message>`` on stderr and exit 1."""
+
+    exit_code = FAILED
+
+
+class UsageFailure(Failure):
+    """``Error: <message>`` on stderr and exit 2: the command was asked for something it
+    cannot do as asked."""
+
+    exit_code = USAGE
+
+
+def usage(message: str) -> UsageFailure:
+    """A usage error worded by tsstore: one ``Error:`` line, exit 2."""
+    return UsageFailure(message)
+
+
+def failure_of(exc: BaseException) -> Failure | None:
+    """The one-line failure ``exc`` ends a command with, or ``None`` if it is not one the
+    commands expect (a bug: it keeps its traceback)."""
+    if isinstance(exc, TsstoreError):
+        return UsageFailure(str(exc)) if isinstance(exc, USAGE_ERRORS) else Failure(str(exc))
+    from google.api_core import exceptions as gexc
+    from google.auth import exceptions as auth
+
+    if isinstance(exc, auth.DefaultCredentialsError):
+        return Failure(
+            "no Google credentials found: run `gcloud auth application-default login` (or set "
+            "GOOGLE_APPLICATION_CREDENTIALS to a service account key file), or leave out --project "
+            "to use the local emulator"
+        )
+    if isinstance(exc, auth.GoogleAuthError):
+        return Failure(f"Google credentials were refused ({exc}); run `gcloud auth application-default login` again")
+    if isinstance(exc, (gexc.PermissionDenied, gexc.Unauthenticated)):
+        return Failure(f"Firestore refused access ({exc.message}); check the project and the account's roles")
+    if isinstance(exc, gexc.NotFound):
+        return Failure(f"Firestore found no such database or project ({exc.message}); check --project and --database")
+    if isinstance(exc, gexc.GoogleAPICallError):
+        return Failure(f"Firestore refused the request: {exc}")
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return Failure(f"cannot use {exc.filename}: {exc.strerror or exc}")
+    return None
+
+
+class Group(click.Group):
+    """The ``tsstore`` group: every command under it ends as this module says."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (KeyboardInterrupt, click.Abort) as stop:
+            if isinstance(stop, click.Abort) and not isinstance(stop.__cause__, KeyboardInterrupt):
+                raise  # a question answered "no": click says "Aborted!"
+            command = ctx.invoked_subcommand or "command"
+            exit_interrupted(f"tsstore {command} stopped before it finished", show_command=False)
+        except click.ClickException:
+            raise
+        except Exception as exc:
+            failure = failure_of(exc)
+            if failure is None:
+                raise
+            raise failure from exc
+
+
+def exit_interrupted(advice: str, *, show_command: bool = True) -> NoReturn:
+    """After Ctrl-C: say on stderr what to do (``advice``), with the command that does it
+    unless ``show_command`` is false, and exit 130 (the shell's code for Ctrl-C).
+
+    Threads still waiting on a request Firestore has not answered (a writer's batch, a
+    query's chunk) would hold the interpreter's exit, and a second Ctrl-C would print their
+    traceback; what they carry is unconfirmed and already reported, so leave without them."""
+    again = f":\n  {shlex.join(['tsstore', *sys.argv[1:]])}" if show_command else ""
+    click.echo(f"interrupted: {advice}{again}", err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if any(t is not threading.main_thread() and t.is_alive() and not t.daemon for t in threading.enumerate()):
+        os._exit(INTERRUPTED)
+    raise SystemExit(INTERRUPTED)

@@ -1,0 +1,153 @@
+"""Values typed on the command line, read once for every command: times (``--start``,
+``--before``, ... with ``--naive``), ``--where`` values typed by the declaration,
+``--columns`` checked against it, and the files a command will write.
+
+Each refuses a bad value before anything is read or written, with one line naming the
+value and what is allowed (a :func:`~tsstore.cli.exits.usage` error, exit 2).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tsstore.cli.exits import usage
+from tsstore.limits import MAX_QUERY_LIMIT
+from tsstore.spec import SeriesSpec
+from tsstore.times import naive_zone, parse_iso
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+#: ``--limit``: Firestore's limit is a 32-bit integer.
+LIMIT = click.IntRange(min=1, max=MAX_QUERY_LIMIT)
+
+NAIVE_HELP = (
+    "Read times written without a UTC offset in this zone: utc, or an IANA name such as "
+    "America/New_York (without it they are refused). A bare date is midnight in it (UTC by default)."
+)
+
+
+def naive_option(command: Any) -> Any:
+    """``--naive ZONE``, for a command that takes times."""
+    return click.option("--naive", default=None, metavar="utc|ZONE", help=NAIVE_HELP)(command)
+
+
+def cli_time(text: str | None, *, option: str, naive: str | None) -> dt.datetime | None:
+    """A time typed for ``option``: ISO-8601 with an offset (``2019-01-02T09:30:00Z``), a
+    bare date (midnight in the ``--naive`` zone, UTC without it), or a time without an
+    offset read in the ``--naive`` zone; ``None`` when not given."""
+    if text is None:
+        return None
+    zone: dt.tzinfo | None = None
+    if naive is not None:
+        try:
+            zone = naive_zone(naive)
+        except ValueError:
+            raise usage(f"--naive {naive!r} is not utc or an IANA time zone such as Europe/London") from None
+    try:
+        parsed = parse_iso(text.strip())
+    except ValueError as exc:
+        raise usage(f"{option} {text!r} is not a time ({exc}): write ISO-8601 such as 2019-01-02T09:30:00Z, "
+                    "or a date such as 2019-01-02") from None  # fmt: skip
+    if parsed.tzinfo is not None:
+        return parsed
+    if _DATE.fullmatch(text.strip()):
+        return parsed.replace(tzinfo=zone or dt.timezone.utc)
+    if zone is None:
+        raise usage(f"{option} {text} has no UTC offset: write it with one ({text}Z for UTC) "
+                    "or add --naive utc (or --naive Europe/London) to read such times in that zone")  # fmt: skip
+    return parsed.replace(tzinfo=zone)
+
+
+def parse_value(raw: str, *, field: str | None = None, spec: SeriesSpec | None = None) -> Any:
+    """A value typed on the command line for ``field``. A field the declaration types is read
+    as that type (a string column keeps ``7203`` a string; an Int64 column wants an
+    integer); any other field is JSON when it parses as JSON (numbers, true/false, null),
+    else the plain string. Double quotes (``'"5"'``) always make a string."""
+    if raw.startswith('"') and raw.endswith('"') and len(raw) >= 2:
+        return json.loads(raw) if _json_ok(raw) else raw[1:-1]
+    kind = dict(spec.columns).get(field) if spec is not None and field is not None else None
+    if kind == "string":
+        return raw
+    if kind in ("Int64", "Float64"):
+        try:
+            return int(raw) if kind == "Int64" else float(raw)
+        except ValueError:
+            raise usage(f"--where {field}={raw}: {field} is declared {kind}, and {raw!r} is not a number") from None
+    if kind == "boolean":
+        if raw.lower() not in ("true", "false"):
+            raise usage(f"--where {field}={raw}: {field} is declared boolean; give true or false")
+        return raw.lower() == "true"
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def _json_ok(raw: str) -> bool:
+    try:
+        json.loads(raw)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_where(items: tuple[str, ...], *, spec: SeriesSpec | None = None) -> dict[str, Any]:
+    """``field=value`` pairs (see :func:`parse_value`); a field given twice becomes ``in``."""
+    where: dict[str, Any] = {}
+    for item in items:
+        field, sep, raw = item.partition("=")
+        field = field.strip()
+        if not sep or not field:
+            raise usage(f"--where {item!r} is not FIELD=VALUE (e.g. --where symbol=AAA)")
+        if spec is not None and field == spec.shard_field:
+            raise usage(f"--where {item}: {field!r} is tsstore's shard field, not a filter; every read already "
+                        "covers every shard value (filter on the series' own fields)")  # fmt: skip
+        value = parse_value(raw, field=field, spec=spec)
+        if field in where:
+            where[field] = [*where[field], value] if isinstance(where[field], list) else [where[field], value]
+        else:
+            where[field] = value
+    return where
+
+
+def parse_columns(columns: str | None, *, spec: SeriesSpec | None = None) -> list[str] | None:
+    """``--columns a,b`` as a list of field names (``None``: every field). When the
+    declaration lists its columns, a name it does not know is refused."""
+    if not columns:
+        return None
+    names = [c.strip() for c in columns.split(",") if c.strip()]
+    if spec is not None and spec.columns:
+        known = {*dict(spec.columns), *spec.key_fields, spec.timestamp_field, *spec.measures,
+                 *(f for shape in spec.shapes for f in shape.fields)}  # fmt: skip
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise usage(f"--columns {', '.join(unknown)}: not declared in {spec.collection!r} "
+                        f"(declared: {', '.join(sorted(known))})")  # fmt: skip
+    return names
+
+
+class OutputFile(click.ParamType):  # type: ignore[type-arg]
+    """A file a command will write: its folder must exist, and it must not be a folder;
+    ``suffixes`` (when given) are the kinds of file allowed. Checked before any work."""
+
+    name = "file"
+
+    def __init__(self, *, suffixes: tuple[str, ...] = ()) -> None:
+        self.suffixes = suffixes
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        path = Path(value)
+        if path.is_dir():
+            self.fail(f"{value} is a folder; give a file name", param, ctx)
+        folder = path.parent
+        if not folder.is_dir():
+            self.fail(f"cannot write {value}: the folder {folder} does not exist", param, ctx)
+        if self.suffixes and path.suffix.lower() not in self.suffixes:
+            self.fail(f"{value}: give a {', '.join(self.suffixes)} file", param, ctx)
+        return path
