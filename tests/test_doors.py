@@ -104,6 +104,9 @@ CLI_CASES: list[tuple[tuple[str, ...], int, str]] = [
     (("ingest", "{tmp}/ticks.csv", "--max-field-bytes", "0"), 2, "0 is not in the range"),
     (("ingest", "{tmp}/ticks.csv", "--naive", "Mars/Olympus"), 2, "Mars/Olympus"),
     (("ingest", "{tmp}/ticks.csv", "--on-duplicate", "merge"), 2, "'merge' is not one of"),
+    (("backfill", "{tmp}/ticks.csv", "--wokers", "40"), 2, "unknown option(s) --wokers"),
+    (("export", "--to", "{tmp}/out", "--region", "eu", "--wokers", "4"), 2, "unknown option(s) --wokers"),
+    (("shards", "--check", "--collection", "instruments_1min"), 1, "shards --check"),
     (("emulator", "restart"), 2, "No such command 'restart'"),
     (("nosuchcommand",), 2, "No such command 'nosuchcommand'"),
 ]
@@ -160,6 +163,8 @@ def test_typed_values_and_dates_the_cli_accepts(doors: dict[str, Any]) -> None:
     assert plan.returncode == 0 and "'7203'" in plan.stdout, plan.stdout
     quoted = run(doors, "explain", "--where", 'symbol="7203"', "--limit", "5")
     assert "'7203'" in quoted.stdout
+    none = run(doors, "query", "--where", "symbol=7203")
+    assert none.returncode == 0 and none.stdout == "(no rows)\n"
     # A bare date is midnight UTC, or midnight in the --naive zone.
     bare = run(doors, "explain", "--start", "2018-12-31", "--limit", "5")
     assert bare.returncode == 0 and "timestamp >= 2018-12-31T00:00:00+00:00" in bare.stdout, bare.stdout

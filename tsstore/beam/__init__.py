@@ -24,7 +24,16 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     raise ConfigError("tsstore.beam needs Apache Beam: pip install 'tsstore[beam]'") from exc
 
 from tsstore.beam.files import ReadTickFiles
-from tsstore.beam.jobs import LOCAL_RUNNERS, BackfillSummary, ExportSummary, backfill, export, pipeline_options
+from tsstore.beam.jobs import (
+    LOCAL_RUNNERS,
+    BackfillSummary,
+    ExportSummary,
+    backfill,
+    export,
+    pipeline_options,
+    split_options,
+    unknown_options,
+)
 from tsstore.beam.ramp import PipelineRamp
 from tsstore.beam.read import ReadTicks, arrow_schema, beam_schema
 from tsstore.beam.target import Target
@@ -46,4 +55,6 @@ __all__ = [
     "backfill",
     "export",
     "pipeline_options",
+    "split_options",
+    "unknown_options",
 ]

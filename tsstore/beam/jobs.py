@@ -51,14 +51,41 @@ def pipeline_options(*, runner: str, workers: int, extra: Sequence[str] = ()) ->
     return PipelineOptions(args)
 
 
+def _beam_parser() -> _BeamArgumentParser:
+    """Beam's parser of its pipeline options, gathered as Beam gathers them."""
+    parser = _BeamArgumentParser(allow_abbrev=False)
+    for cls in {str(c): c for c in PipelineOptions.__subclasses__()}.values():
+        cls._add_argparse_args(parser)
+    return parser
+
+
 def unknown_options(args: Sequence[str]) -> list[str]:
     """The options among ``args`` no Beam options class declares (a typo such as
     ``--wokers``), as Beam's own parser reads them."""
-    parser = _BeamArgumentParser(allow_abbrev=False)
-    for cls in {str(c): c for c in PipelineOptions.__subclasses__()}.values():  # as Beam gathers them
-        cls._add_argparse_args(parser)
-    _, unknown = parser.parse_known_args(list(args))
+    _, unknown = _beam_parser().parse_known_args(list(args))
     return [a for a in unknown if a.startswith("-")]
+
+
+def split_options(tokens: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``tokens`` (file patterns mixed with Beam options, as a command line gives them) as
+    (options with their values, the rest). An option without ``=`` takes the next token as
+    its value when Beam's parser says it takes one (or, for an unknown option, when the next
+    token is not an option)."""
+    actions = _beam_parser()._option_string_actions
+    options: list[str] = []
+    rest: list[str] = []
+    taking = False
+    for token in tokens:
+        if taking:
+            options.append(token)
+            taking = False
+        elif token.startswith("-"):
+            options.append(token)
+            action = actions.get(token) if "=" not in token else None
+            taking = "=" not in token and (action is None or action.nargs != 0)
+        else:
+            rest.append(token)
+    return options, rest
 
 
 def matched_files(patterns: Sequence[str]) -> list[str]:

@@ -17,6 +17,7 @@ from tsstore.cli.common import (
     query_options,
     series_options,
 )
+from tsstore.cli.exits import usage
 from tsstore.cli.ingest import parse_options
 from tsstore.cli.values import parse_columns
 from tsstore.errors import ConfigError
@@ -121,7 +122,12 @@ def backfill(
         --region europe-west1 --temp_location gs://b/tmp --max_num_workers 10 --workers 40
     """
     beam = _beam()
-    extra = _beam_args(ctx, database, runner)
+    # click hands the options it does not know (Beam's, or a typo) to the patterns
+    options_given, files = beam.split_options(patterns)
+    extra = [*options_given, *_beam_args(ctx, database, runner)]
+    unknown = beam.unknown_options(extra)
+    if unknown:
+        raise usage(f"unknown option(s) {' '.join(unknown)}: neither tsstore's nor Apache Beam's (see --help)")
     count = _workers(runner, workers)
     target, local = _target(database)
     click.echo(
@@ -130,7 +136,7 @@ def backfill(
         err=True,
     )
     summary = beam.backfill(
-        list(patterns),
+        files,
         spec,
         target=target,
         options=beam.pipeline_options(runner=runner, workers=count, extra=extra),

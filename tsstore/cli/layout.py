@@ -9,7 +9,7 @@ import click
 from tqdm import tqdm
 
 from tsstore.cli.common import Database, library_warnings, pick_spec, series_options, warn_if_no_collection
-from tsstore.cli.exits import exit_interrupted, usage
+from tsstore.cli.exits import Failure, exit_interrupted, usage
 from tsstore.cli.output import echo_figures, figures_format
 from tsstore.cli.values import cli_time, naive_option
 from tsstore.errors import Interrupted
@@ -31,7 +31,8 @@ def shards(
     *, spec: SeriesSpec, database: Database, since: str | None, naive: str | None, check: bool, fmt: str
 ) -> None:
     """The shard census: ticks per shard value (active, retired, and values the declaration
-    does not list), the spread over the active values, and what needs attention. Count
+    does not list), the spread over the active values, and what needs attention (with
+    --check, exit 1 then, or when the collection holds no tick at all). Count
     aggregations and limit-1 queries only; no tick is read.
 
     \b
@@ -43,8 +44,10 @@ def shards(
         if not census.total:
             warn_if_no_collection(store)
     echo_figures(fmt, census.describe(), census)
-    if check and census.problems():
-        raise SystemExit(1)
+    if check and (census.problems() or not census.total):
+        found = len(census.problems())
+        raise Failure(f"shards --check: {found} problem(s) found (above)" if found else
+                      f"shards --check: {spec.collection!r} holds no tick")  # fmt: skip
 
 
 @click.command("reshard")

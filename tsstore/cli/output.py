@@ -85,6 +85,8 @@ def write_frames(frames: Iterable[pd.DataFrame], *, fmt: str, output: Path | Non
                 raise ValueError(f"unknown output format {fmt!r}")
             if flush:
                 stream.flush()
+        if fmt == "table" and not rows and not flush:
+            stream.write("(no rows)\n")  # a table says so; CSV and JSON Lines stay empty
     finally:
         if output:
             stream.close()
