@@ -172,7 +172,7 @@ def stores(tsstore_emulator: Any) -> Iterator[dict[int, tuple[TimeSeriesStore, l
     out = {}
     for shards in (3, 40, 90):
         store = TimeSeriesStore(client, spec(f"agg{shards}", shards), write_options=WriteOptions(ramp=False))
-        rows = ticks(1500, seed=shards)
+        rows = ticks(800, seed=shards)
         store.write(rows)
         out[shards] = (store, rows)
     yield out

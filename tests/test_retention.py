@@ -73,16 +73,16 @@ def test_counts_equal_the_oracle(counted: Any) -> None:
 
 def test_purge_removes_exactly_the_ticks_before_the_cutoff(client: firestore.Client, collection_name: str) -> None:
     store = TimeSeriesStore(client, forty_shard_spec(collection_name), write_options=FAST)
-    store.write(trading_day(3_000, day=DAY, seed=5))
+    store.write(trading_day(1_500, day=DAY, seed=5))
     written = stored_rows(client, collection_name)
-    assert len(written) == 3_000
+    assert len(written) == 1_500
     cutoff = OPEN + dt.timedelta(hours=3, minutes=7)
     doomed = {i for i, r in written.items() if r["timestamp"] < cutoff}
-    assert 0 < len(doomed) < 3_000
+    assert 0 < len(doomed) < 1_500
 
     dry = store.purge(before=cutoff, dry_run=True)
     assert (dry.matched, dry.deleted, dry.dry_run) == (len(doomed), 0, True)
-    assert len(stored_rows(client, collection_name)) == 3_000  # the dry run deleted nothing
+    assert len(stored_rows(client, collection_name)) == 1_500  # the dry run deleted nothing
 
     progress: list[int] = []
     result = store.purge(before=cutoff, on_progress=progress.append)
