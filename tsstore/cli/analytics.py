@@ -19,11 +19,12 @@ from tsstore.cli.common import (
     warn_if_no_collection,
     where_option,
 )
-from tsstore.cli.exits import usage
+from tsstore.cli.exits import exit_interrupted, usage
 from tsstore.cli.output import echo_figures, figures_format, rows_format, write_frames
 from tsstore.cli.query import stats_option
 from tsstore.cli.values import OutputFile, cli_time, naive_option, parse_columns, parse_value, parse_where
 from tsstore.declaration import load_declaration
+from tsstore.errors import Interrupted
 from tsstore.read.cost import ReadStats
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
@@ -200,7 +201,10 @@ def rollup(
         what = f"no roll-up {name!r}" if name else "several roll-ups; pick one with --rollup"
         raise usage(f"{declaration} declares {what} of {spec.collection!r} (roll-ups: {names})")
     start, end = cli_time(since, option="--since", naive=naive), cli_time(until, option="--until", naive=naive)
-    with database.open_store(spec) as store:
-        with tqdm(unit="tick", desc="rolling up", dynamic_ncols=True) as bar:
+    try:
+        with database.open_store(spec) as store, tqdm(unit="tick", desc="rolling up", dynamic_ncols=True) as bar:
             result = store.rollup(chosen[0], since=start, until=end, on_progress=bar.update)
+    except Interrupted as stop:
+        click.echo(f"{stop.partial.describe()} (before the interrupt)")  # type: ignore[attr-defined]
+        exit_interrupted("run the same command to finish (a bar already stored is not stored twice)")
     echo_figures(fmt, result.describe(), result)
