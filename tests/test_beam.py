@@ -418,10 +418,11 @@ def test_the_backfill_and_export_commands(emulator: Any, tmp_path: Path) -> None
     assert f"rows read: {count} stored new, 1 already present, {len(expected_rejects)} rejected" in loaded.stdout
     assert read_rejects(Path(rejects)) == expected_rejects
     out = tmp_path / "out" / "fx"
-    exported = runner.invoke(main, ["export", "--where", "exchange=FX", "--to", str(out), *common])
+    exported = runner.invoke(main, ["export", "--where", "exchange=FX", "--to", str(out), "--json", *common])
     assert exported.exit_code == 0, exported.output
     fx = TimeSeriesStore(client, SPEC).count(where={"exchange": "FX"})
-    assert f"exported {fx} ticks to 1 file(s)" in exported.stdout and fx > 0
+    summary = json.loads(exported.stdout)
+    assert summary["rows"] == fx > 0 and summary["files"] == [f"{out}-00000-of-00001.parquet"]
     back = pd.read_parquet(f"{out}-00000-of-00001.parquet")
     assert set(back["document_id"]) == {i for i, d in expected_docs.items() if d["exchange"] == "FX"}
     refused = runner.invoke(main, ["backfill", str(tmp_path / "none-*.csv"), *common])

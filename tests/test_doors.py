@@ -309,6 +309,8 @@ def test_every_command_that_prints_figures_or_rows_prints_json(doors: dict[str, 
     dry = json.loads(run(doors, "purge", "--before", "2019-01-02T09:00:01Z", "--dry-run", "--format", "json",
                          env=env).stdout)  # fmt: skip
     assert (dry["matched"], dry["deleted"], dry["dry_run"]) == (1, 0, True)
+    explained = json.loads(run(doors, "explain", "--limit", "10", "--format", "json", env=env).stdout)
+    assert explained["chunks"] == 1 and explained["lean_reads"] == 11 and "plain (shard DESC" in explained["index"]
     plan = json.loads(run(doors, "capacity", "--writes-per-second", "2000", "--format", "json").stdout)
     assert len(plan["shards"]) == 5 and plan["writes_per_second"] == 2000
     aggregate = json.loads(run(doors, "aggregate", "--format", "json").stdout)  # the demo's declaration

@@ -19,6 +19,7 @@ from tsstore.cli.common import (
 )
 from tsstore.cli.exits import usage
 from tsstore.cli.ingest import parse_options
+from tsstore.cli.output import echo_figures
 from tsstore.cli.values import parse_columns
 from tsstore.errors import ConfigError
 from tsstore.read.query import Query
@@ -39,6 +40,8 @@ _workers_option = click.option(
     help="Processes working at once. DirectRunner: how many it starts (default: the CPUs here). Dataflow: "
     "max_num_workers x SDK processes per worker (one per vCPU); the write ramp is divided by it.",
 )
+
+_json_option = click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 
 
 def _beam() -> Any:
@@ -91,6 +94,7 @@ def _target(database: Database) -> tuple[Any, bool]:
 )
 @_runner_option
 @_workers_option
+@_json_option
 @click.pass_context
 def backfill(
     ctx: click.Context,
@@ -106,6 +110,7 @@ def backfill(
     rejects: str,
     runner: str,
     workers: int | None,
+    as_json: bool,
 ) -> None:
     """Load tick files (CSV, JSON Lines, Parquet; patterns such as 'data/*.parquet' or
     gs://bucket/ticks/*.csv) with Apache Beam.
@@ -150,7 +155,7 @@ def backfill(
         max_ops_per_second=100_000 if local else None,
         rejects=rejects,
     )
-    click.echo(summary.describe())
+    echo_figures("json" if as_json else "text", summary.describe(), summary)
     if summary.rejected or summary.unreadable:
         click.echo(f"rejected rows (source, line, reason, raw) are in {rejects}", err=True)
 
@@ -164,6 +169,7 @@ def backfill(
 @click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl"]), default="parquet", show_default=True)
 @_runner_option
 @_workers_option
+@_json_option
 @click.pass_context
 def export(
     ctx: click.Context,
@@ -176,6 +182,7 @@ def export(
     fmt: str,
     runner: str,
     workers: int | None,
+    as_json: bool,
 ) -> None:
     """Export a range of ticks to Parquet (or JSON Lines) files with Apache Beam.
 
@@ -202,6 +209,6 @@ def export(
         end=query.end,
         columns=parse_columns(columns),
     )
-    click.echo(summary.describe())
-    for path in summary.files:
+    echo_figures("json" if as_json else "text", summary.describe(), summary)
+    for path in [] if as_json else summary.files:  # the JSON object lists them
         click.echo(f"  {path}")

@@ -151,7 +151,8 @@ def count(*, spec: SeriesSpec, database: Database, query: Query, fmt: str, show_
 @library_warnings
 @series_options
 @query_options(page=True, limit_help="The page size to cost.")
-def explain(*, spec: SeriesSpec, database: Database, query: Query) -> None:
+@figures_format
+def explain(*, spec: SeriesSpec, database: Database, query: Query, fmt: str) -> None:
     """Show what a query would send and cost, without running it: its chunk queries, the
     composite index that serves them, and the documents a page reads lean and eager.
 
@@ -160,7 +161,16 @@ def explain(*, spec: SeriesSpec, database: Database, query: Query) -> None:
       tsstore explain --spec myapp.schema:TICKS --where symbol=AAA --where symbol=BBB --limit 100
     """
     del database  # accepted like every data command's; explain touches no database
-    click.echo(explain_plan(plan_query(spec, query)).describe())
+    told = explain_plan(plan_query(spec, query))
+    figures = {
+        "chunks": len(told.plan.chunks),
+        "queries": told.queries,
+        "index": told.index,
+        "lean_reads": told.lean_reads,
+        "eager_reads": told.eager_reads,
+        "snapshot_reads": told.snapshot_reads,
+    }
+    echo_figures(fmt, told.describe(), figures)
 
 
 @click.command("purge")
