@@ -250,6 +250,20 @@ def test_tail_and_watch_commands(live: dict[str, Any], tsstore_emulator: Any, tm
     assert once.returncode == 0, once.stderr
     assert len(once.stdout.splitlines()) == 2 + 5 and "5 entered, 0 left" in once.stderr  # two header lines
 
+    # Ctrl-C while watching (listener threads alive): exit 130, one line, no thread traceback.
+    watching = subprocess.Popen(
+        [*base, "watch", *common, "--limit", "3"], cwd=tmp_path, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert watching.stderr is not None
+    deadline = time.monotonic() + 60
+    while "entered" not in (line := watching.stderr.readline()) and line and time.monotonic() < deadline:
+        pass
+    watching.send_signal(signal.SIGINT)
+    _, err = watching.communicate(timeout=30)
+    assert watching.returncode == 130 and "interrupted: tsstore watch stopped before it finished" in err, err
+    assert "Traceback" not in err
+
 
 def test_async_watch_and_tail_run_the_same_engine(live: dict[str, Any], tsstore_emulator: Any) -> None:
     from tsstore import AsyncTimeSeriesStore
