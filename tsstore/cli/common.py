@@ -28,7 +28,7 @@ from tsstore.local.emulator import DEFAULT_PROJECT, emulator_client, start_emula
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
 from tsstore.store import TimeSeriesStore
-from tsstore.wire import quick_reconnects
+from tsstore.wire import database_id, quick_reconnects
 from tsstore.write.options import WriteOptions
 
 EMULATOR_ENV = "FIRESTORE_EMULATOR_HOST"
@@ -280,7 +280,7 @@ def warn_if_no_collection(store: TimeSeriesStore) -> None:
     names = sorted(c.id for c in client.collections())
     there = f"collections here: {', '.join(names)}" if names else "the database has no collections"
     click.echo(
-        f"warning: collection {store.spec.collection!r} holds no documents in database {client._database!r}; "
+        f"warning: collection {store.spec.collection!r} holds no documents in database {database_id(client)!r}; "
         f"is the name right? ({there})",
         err=True,
     )
