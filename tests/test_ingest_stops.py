@@ -96,7 +96,7 @@ def checkpoint_line(folder: Path) -> int:
 def test_ctrl_c_prints_what_was_done_and_the_same_command_resumes(
     emulator: Emulator, database_id: str, tmp_path: Path
 ) -> None:
-    total = 40_000
+    total = 20_000
     path = tmp_path / "day.csv"
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
