@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from importlib import metadata as _metadata
+
 from tsstore.aio import AsyncTimeSeriesStore
 from tsstore.analytics.aggregate import Aggregates
 from tsstore.analytics.rollup import Rollup, RollupResult
@@ -43,7 +45,13 @@ plan_shards = shards_for
 plan_capacity = capacity_for
 CapacityPlan = Capacity
 
+try:
+    __version__ = _metadata.version("tsstore")  # the installed distribution's, one source: pyproject.toml
+except _metadata.PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
+
 __all__ = [
+    "__version__",
     "Aggregates",
     "AsyncTimeSeriesStore",
     "Capacity",
