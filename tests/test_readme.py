@@ -95,7 +95,8 @@ def test_demo_runs_on_the_embedded_emulator(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "starting a temporary local emulator" in done.stderr
-    assert "wrote 2003 ticks" in done.stdout
+    assert "wrote 2,003 ticks (the seed's 3 instruments and 2,000 synthetic)" in done.stdout
+    assert "scan of the collection" in done.stdout  # says why the emulator is slower than Firestore
     sections = done.stdout.split("\n--- ")
     assert [s.split(":")[0] for s in sections[1:4]] == [
         "queryCommonStock",
@@ -109,10 +110,13 @@ def test_demo_runs_on_the_embedded_emulator(tmp_path: Path) -> None:
     assert sections[4].startswith("time range") and rows and 1 <= int(rows.group(1)) <= 10
     assert [s.split(" (")[0] for s in sections[5:8]] == [
         "latest tick per symbol",
-        "aggregates of the synthetic day, no tick downloaded",
+        "the synthetic day per currency, no tick downloaded",
         "30-minute bars of AAA, CCC, EEE",
     ]
-    assert "count 2000  sum(volume) " in sections[6]  # the day's 2 000 synthetic ticks
+    per_currency = re.findall(r"^  ([A-Z]{3}): +([\d,]+) ticks, volume +[\d,]+, average price [\d,.]+ \1$",
+                              sections[6], re.M)  # fmt: skip
+    assert sum(int(n.replace(",", "")) for _, n in per_currency) == 2000  # the day's 2 000 synthetic ticks
+    assert "shard" not in sections[1].splitlines()[1]  # tsstore's own field is not shown
     chart = tmp_path / "tsstore-demo-chart.png"
     assert "chart of 3 symbols' bars written to tsstore-demo-chart.png" in done.stdout
     assert chart.read_bytes().startswith(b"\x89PNG") and chart.stat().st_size > 20_000

@@ -59,6 +59,7 @@ def plot_bars(bars: pd.DataFrame, path: str | Path, *, title: str = "", by: Sequ
             volume_axes.set_ylabel("volume")
     if title:
         axes[0][0].set_title(title)
+    _time_axis(axes[-1][0])
     figure.autofmt_xdate()
     figure.tight_layout()
     figure.savefig(target)
@@ -90,11 +91,20 @@ def plot_lines(frame: pd.DataFrame, path: str | Path, *, y: str, by: Sequence[st
         axes.legend(loc="best", fontsize="small")
     if title:
         axes.set_title(title)
+    _time_axis(axes)
     figure.autofmt_xdate()
     figure.tight_layout()
     figure.savefig(target)
     plt.close(figure)
     return len(groups)
+
+
+def _time_axis(axes: Any) -> None:
+    """Times on the x axis with their date and year, in UTC, and said to be UTC."""
+    from matplotlib import dates
+
+    axes.xaxis.set_major_formatter(dates.DateFormatter("%Y-%m-%d %H:%M", tz=dt.timezone.utc))
+    axes.set_xlabel("time (UTC)")
 
 
 def _pyplot(path: str | Path) -> tuple[Any, Path]:
