@@ -192,6 +192,15 @@ def test_fast_decoder_matches_public_client_path(big: dict[str, Any], emulator: 
     public.close()
 
 
+def test_frames_leave_the_shard_out_unless_the_columns_name_it(big: dict[str, Any]) -> None:
+    store = big["store"]
+    assert "shard" not in store.query_frame(limit=5).columns
+    assert "shard" not in next(iter(store.stream_frames(rows=100, limit=200))).columns
+    asked = store.query_frame(limit=5, columns=["shard", "symbol"])
+    assert asked["shard"].str.match(r"s\d\d").all() and list(asked.columns)[-1] == "shard"
+    assert "shard" in next(iter(store.stream_frames(rows=100, limit=200, columns=["shard"]))).columns
+
+
 def test_projection_returns_only_the_asked_columns(big: dict[str, Any]) -> None:
     page = big["store"].query(limit=20, columns=["price.micros"])
     assert all(set(t.data) == {"timestamp", "price"} and set(t.data["price"]) == {"micros"} for t in page)

@@ -125,7 +125,9 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         async def items() -> AsyncIterator[Any]:
             opening = reading.opening
             ticks = self._ticks(opening if isinstance(opening, TickRead) else await self._run(opening))
-            async for item in ticks if reading.rows is None else aframes(reading.spec, ticks, rows=reading.rows):
+            async for item in (
+                ticks if reading.rows is None else aframes(reading.spec, ticks, rows=reading.rows, shard=reading.shard)
+            ):
                 yield item
 
         return declare.AsyncTickStream(items(), reading.stats)

@@ -2,8 +2,9 @@
 
 A frame has one row per tick in query order, a tz-aware UTC ``DatetimeIndex`` named after
 the timestamp field, and one column per leaf field with nested maps flattened to dotted
-names (``price.currency``). Columns are built directly as lists in one pass over the
-ticks; no per-row ``json_normalize``.
+names (``price.currency``). tsstore's own shard field is left out unless asked for
+(``shard=True``; the read verbs ask for it when the query's ``columns`` name it). Columns
+are built directly as lists in one pass over the ticks; no per-row ``json_normalize``.
 
 Dtypes (declared columns use their declared type; others are inferred from the values):
 
@@ -41,9 +42,15 @@ _DTYPES = {
 }
 
 
-def ticks_to_frame(spec: SeriesSpec, ticks: Iterable[Tick]) -> pd.DataFrame:
+def shows_shard(spec: SeriesSpec, columns: Iterable[str] | None) -> bool:
+    """Whether a frame of a read that projects ``columns`` keeps the shard field: only when
+    they name it."""
+    return columns is not None and spec.shard_field in columns
+
+
+def ticks_to_frame(spec: SeriesSpec, ticks: Iterable[Tick], *, shard: bool = False) -> pd.DataFrame:
     """One DataFrame of ``ticks``, in their order (see the module doc for the schema)."""
-    builder = FrameBuilder(spec)
+    builder = FrameBuilder(spec, shard=shard)
     for tick in ticks:
         builder.add(tick)
     return builder.frame()
@@ -53,8 +60,8 @@ class FrameBuilder:
     """Ticks in (:meth:`add`, as they stream), one DataFrame out (:meth:`frame`): columns are
     built as lists in one pass, no tick is kept."""
 
-    def __init__(self, spec: SeriesSpec) -> None:
-        self._spec = spec
+    def __init__(self, spec: SeriesSpec, *, shard: bool = False) -> None:
+        self._spec, self._shard = spec, shard
         self._index: list[dt.datetime] = []
         self._columns: dict[str, list[Any]] = {}
 
@@ -65,6 +72,8 @@ class FrameBuilder:
     def frame(self) -> pd.DataFrame:
         spec, columns, row = self._spec, self._columns, len(self._index)
         columns.pop(spec.timestamp_field, None)
+        if not self._shard:
+            columns.pop(spec.shard_field, None)
         for values in columns.values():
             if len(values) < row:
                 values.extend([None] * (row - len(values)))
@@ -86,9 +95,9 @@ def check_frame_rows(rows: object) -> None:
 class FrameBatcher:
     """Ticks in, a frame out every ``rows`` ticks (:meth:`add`) and for the rest (:meth:`rest`)."""
 
-    def __init__(self, spec: SeriesSpec, rows: int) -> None:
+    def __init__(self, spec: SeriesSpec, rows: int, *, shard: bool = False) -> None:
         check_frame_rows(rows)
-        self._spec, self._rows = spec, rows
+        self._spec, self._rows, self._shard = spec, rows, shard
         self._batch: list[Tick] = []
 
     def add(self, tick: Tick) -> pd.DataFrame | None:
@@ -97,12 +106,12 @@ class FrameBatcher:
 
     def rest(self) -> pd.DataFrame | None:
         batch, self._batch = self._batch, []
-        return ticks_to_frame(self._spec, batch) if batch else None
+        return ticks_to_frame(self._spec, batch, shard=self._shard) if batch else None
 
 
-def frames(spec: SeriesSpec, ticks: Iterable[Tick], *, rows: int) -> Iterator[pd.DataFrame]:
+def frames(spec: SeriesSpec, ticks: Iterable[Tick], *, rows: int, shard: bool = False) -> Iterator[pd.DataFrame]:
     """Frames of at most ``rows`` ticks each, built as the ticks arrive (bounded memory)."""
-    batcher = FrameBatcher(spec, rows)
+    batcher = FrameBatcher(spec, rows, shard=shard)
     for frame in map(batcher.add, ticks):
         if frame is not None:
             yield frame
@@ -111,9 +120,11 @@ def frames(spec: SeriesSpec, ticks: Iterable[Tick], *, rows: int) -> Iterator[pd
         yield last
 
 
-async def aframes(spec: SeriesSpec, ticks: AsyncIterator[Tick], *, rows: int) -> AsyncIterator[pd.DataFrame]:
+async def aframes(
+    spec: SeriesSpec, ticks: AsyncIterator[Tick], *, rows: int, shard: bool = False
+) -> AsyncIterator[pd.DataFrame]:
     """:func:`frames` of an async stream of ticks."""
-    batcher = FrameBatcher(spec, rows)
+    batcher = FrameBatcher(spec, rows, shard=shard)
     async for tick in ticks:
         if (frame := batcher.add(tick)) is not None:
             yield frame

@@ -106,7 +106,9 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
         def items() -> Iterator[Any]:
             opening = reading.opening
             ticks = self._ticks(opening if isinstance(opening, TickRead) else self._run(opening))
-            yield from ticks if reading.rows is None else frames(reading.spec, ticks, rows=reading.rows)
+            yield from (
+                ticks if reading.rows is None else frames(reading.spec, ticks, rows=reading.rows, shard=reading.shard)
+            )
 
         return declare.TickStream(items(), reading.stats)
 

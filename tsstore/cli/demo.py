@@ -101,8 +101,7 @@ def _show(store: TimeSeriesStore, title: str, query: Query) -> None:
     ms = (time.perf_counter() - began) * 1000
     chunks = len(store.plan(query).chunks)
     click.echo(f"\n--- {title}  ({len(frame)} rows, {chunks} chunk quer{'y' if chunks == 1 else 'ies'}, {ms:.0f} ms)")
-    shown = frame.drop(columns=store.spec.shard_field, errors="ignore")  # tsstore's own field
-    click.echo(shown.to_string() if len(shown) else "(no rows)")
+    click.echo(frame.to_string() if len(frame) else "(no rows)")
 
 
 def _analytics(store: TimeSeriesStore, *, chart: Path | None) -> None:
@@ -112,7 +111,7 @@ def _analytics(store: TimeSeriesStore, *, chart: Path | None) -> None:
     stats = ReadStats()
     latest = store.latest(by="symbol", values=symbols, stats=stats)
     click.echo(f"\n--- latest tick per symbol ({stats.billed_reads} billed reads)")
-    click.echo(latest.drop(columns=store.spec.shard_field, errors="ignore").to_string())
+    click.echo(latest.to_string())
     stats = ReadStats()
     lines = []
     for currency in ("USD", "EUR", "JPY", "GBP"):  # prices add up only within one currency
