@@ -65,6 +65,7 @@ def test_ci_runs_the_readme_test_command() -> None:
     command = block_after("test-command").strip()
     assert command.split(" && ")[-1].startswith(".venv/bin/pytest") and "\n" not in command
     assert ".venv/bin/mypy --strict tsstore" in command  # the types are checked too
+    assert ".venv/bin/sphinx-build -W " in command  # and the docs build without a warning
     ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
     assert "test-command" in ci
 

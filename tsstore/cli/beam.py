@@ -112,8 +112,8 @@ def backfill(
     workers: int | None,
     as_json: bool,
 ) -> None:
-    """Load tick files (CSV, JSON Lines, Parquet; patterns such as 'data/*.parquet' or
-    gs://bucket/ticks/*.csv) with Apache Beam.
+    """Load tick files (CSV, JSON Lines, Parquet) with Apache Beam: PATTERNS are globs of
+    local files or of gs:// objects (see the examples).
 
     Rows are parsed and rejected as `tsstore ingest` does (same reasons, same line numbers)
     and written as it writes them: a tick already stored is found, never stored twice, so a
