@@ -208,7 +208,7 @@ def test_tail_and_watch_commands(live: dict[str, Any], tsstore_emulator: Any, tm
     common = ["--spec", "spec.toml", "--database", database]
     written: set[str] = set()
 
-    def run_until_done(process: subprocess.Popen[str], *, stop: Any = None) -> tuple[str, str]:
+    def run_until_done(process: subprocess.Popen[Any], *, stop: Any = None) -> tuple[Any, Any]:
         deadline = time.monotonic() + 60
         while process.poll() is None and time.monotonic() < deadline:
             written.update(r["id"] for r in write_steadily(writer, batches=2, per_batch=5, late_every=2))
@@ -229,15 +229,20 @@ def test_tail_and_watch_commands(live: dict[str, Any], tsstore_emulator: Any, tm
 
     started = time.monotonic()
     stopped = subprocess.Popen(
-        [*base, "tail", *common, "--format", "csv"], cwd=tmp_path, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [*base, "tail", *common, "--format", "csv"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )  # fmt: skip
+    assert stopped.stdout is not None
+    early: list[bytes] = []  # what it printed before the Ctrl-C
 
-    # Ctrl-C once its first ticks are out (header and rows come together), or after 8 s at most
+    # Ctrl-C once the header and a first row are out, or after 8 s at most
     def printed() -> bool:
-        return bool(select.select([stopped.stdout], [], [], 0)[0]) or time.monotonic() - started > 8
+        while select.select([stopped.stdout], [], [], 0)[0] and (chunk := os.read(stopped.stdout.fileno(), 65536)):
+            early.append(chunk)
+        return b"".join(early).count(b"\n") >= 2 or time.monotonic() - started > 8
 
-    out, err = run_until_done(stopped, stop=printed)
+    rest, err_bytes = run_until_done(stopped, stop=printed)
+    out, err = (b"".join(early) + rest).decode(), err_bytes.decode()
     lines = out.splitlines()
     assert stopped.returncode == 130, err  # Ctrl-C's code, after the summary
     assert lines[0].startswith("timestamp,_id,_late,") and len(lines) > 1
