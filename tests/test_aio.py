@@ -73,11 +73,11 @@ def test_async_streams_frames_and_counts_equal_the_oracle(skewed: dict[str, Any]
     assert stats.documents == len(want) and stats.chunks == len(astore.plan(where={"symbol": ["AAA", "TWO"]}).chunks)
 
 
-def test_thirty_concurrent_async_queries_share_one_loop_without_a_thread_each(
+def test_twenty_concurrent_async_queries_share_one_loop_without_a_thread_each(
     skewed: dict[str, Any], astore: AsyncTimeSeriesStore
 ) -> None:
     symbols = ["AAA", "BBB", "CCC", "HOT", "TWO"]
-    wheres = [{"symbol": random.Random(i).sample(symbols, 2)} for i in range(30)]
+    wheres = [{"symbol": random.Random(i).sample(symbols, 2)} for i in range(20)]
     threads: list[int] = []
 
     async def run() -> list[Any]:
