@@ -76,7 +76,7 @@ def test_async_streams_frames_and_counts_equal_the_oracle(skewed: dict[str, Any]
 def test_twenty_concurrent_async_queries_share_one_loop_without_a_thread_each(
     skewed: dict[str, Any], astore: AsyncTimeSeriesStore
 ) -> None:
-    symbols = ["AAA", "BBB", "CCC", "HOT", "TWO"]
+    symbols = ["AAA", "BBB", "CCC"]  # spread evenly: the skewed plans are the oracle tests' work
     wheres = [{"symbol": random.Random(i).sample(symbols, 2)} for i in range(20)]
     threads: list[int] = []
 
