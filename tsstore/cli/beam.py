@@ -17,7 +17,6 @@ from tsstore.cli.common import (
     query_options,
     series_options,
 )
-from tsstore.cli.exits import usage
 from tsstore.cli.ingest import parse_options
 from tsstore.cli.output import echo_figures
 from tsstore.cli.values import parse_columns
@@ -130,10 +129,8 @@ def backfill(
     # click hands the options it does not know (Beam's, or a typo) to the patterns
     options_given, files = beam.split_options(patterns)
     extra = [*options_given, *_beam_args(ctx, database, runner)]
-    unknown = beam.unknown_options(extra)
-    if unknown:
-        raise usage(f"unknown option(s) {' '.join(unknown)}: neither tsstore's nor Apache Beam's (see --help)")
     count = _workers(runner, workers)
+    options = beam.pipeline_options(runner=runner, workers=count, extra=extra)  # refuses unknown options first
     target, local = _target(database)
     click.echo(
         f"tsstore: backfill on {runner} with {count} writing process(es); "
@@ -144,7 +141,7 @@ def backfill(
         files,
         spec,
         target=target,
-        options=beam.pipeline_options(runner=runner, workers=count, extra=extra),
+        options=options,
         workers=count,
         fmt=fmt,
         naive=naive,
@@ -197,11 +194,12 @@ def export(
     beam = _beam()
     extra = _beam_args(ctx, database, runner)
     count = _workers(runner, workers)
+    options = beam.pipeline_options(runner=runner, workers=count, extra=extra)  # refuses unknown options first
     target, _ = _target(database)
     summary = beam.export(
         spec,
         target=target,
-        options=beam.pipeline_options(runner=runner, workers=count, extra=extra),
+        options=options,
         to=to,
         fmt=fmt,
         where=query.where or None,

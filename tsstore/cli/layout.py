@@ -44,8 +44,8 @@ def shards(
         if not census.total:
             warn_if_no_collection(store)
     echo_figures(fmt, census.describe(), census)
-    if check and (census.problems() or not census.total):
-        found = len(census.problems())
+    found = len(census.problems()) if check else 0
+    if check and (found or not census.total):
         raise Failure(f"shards --check: {found} problem(s) found (above)" if found else
                       f"shards --check: {spec.collection!r} holds no tick")  # fmt: skip
 

@@ -70,7 +70,7 @@ def parse_value(raw: str, *, field: str | None = None, spec: SeriesSpec | None =
     integer); any other field is JSON when it parses as JSON (numbers, true/false, null),
     else the plain string. Double quotes (``'"5"'``) always make a string."""
     if raw.startswith('"') and raw.endswith('"') and len(raw) >= 2:
-        return json.loads(raw) if _json_ok(raw) else raw[1:-1]
+        return _json_or(raw, raw[1:-1])
     kind = dict(spec.columns).get(field) if spec is not None and field is not None else None
     if kind == "string":
         return raw
@@ -83,18 +83,15 @@ def parse_value(raw: str, *, field: str | None = None, spec: SeriesSpec | None =
         if raw.lower() not in ("true", "false"):
             raise usage(f"--where {field}={raw}: {field} is declared boolean; give true or false")
         return raw.lower() == "true"
+    return _json_or(raw, raw)
+
+
+def _json_or(raw: str, otherwise: Any) -> Any:
+    """``raw`` read as JSON, or ``otherwise`` when it is not JSON."""
     try:
         return json.loads(raw)
     except ValueError:
-        return raw
-
-
-def _json_ok(raw: str) -> bool:
-    try:
-        json.loads(raw)
-    except ValueError:
-        return False
-    return True
+        return otherwise
 
 
 def parse_where(items: tuple[str, ...], *, spec: SeriesSpec | None = None) -> dict[str, Any]:

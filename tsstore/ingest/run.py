@@ -183,10 +183,16 @@ def ingest_file(
         tracker.confirm(indexes)
         finished(len(indexes))
 
-    def close() -> None:
+    def close(*, done: bool = False) -> None:
+        """Settle the time taken and the checkpoint: saved at the watermark, or removed once
+        the file is done (a later ingest of it then reads every row again)."""
         summary.seconds = time.perf_counter() - started
-        marker.save(identity, tracker.line, tracker.records)
         summary.checkpoint_line = tracker.line
+        if done:
+            marker.remove()
+            summary.checkpoint_removed = True
+        else:
+            marker.save(identity, tracker.line, tracker.records)
 
     try:
         result = store.write(
@@ -214,11 +220,7 @@ def ingest_file(
         raise Interrupted(summary, f"ingest of {source} interrupted") from stop
     else:
         summary.settle(result)
-        if not summary.unsettled:  # done: a later ingest of this file reads it all again
-            summary.seconds = time.perf_counter() - started
-            summary.checkpoint_line = tracker.line
-            marker.remove()
-            summary.checkpoint_removed = True
-            return summary
+        close(done=not summary.unsettled)
+        return summary
     close()
     return summary
