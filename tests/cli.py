@@ -46,7 +46,8 @@ def tsstore(*args: str, env: Mapping[str, str | None] | None = None, cwd: Path |
     where, path, modules = Path(cwd or os.getcwd()).resolve(), list(sys.path), set(sys.modules)
     try:
         with contextlib.chdir(where):
-            result = runner.invoke(main, list(args), env=dict(env or {}), input=stdin, catch_exceptions=False)
+            result = runner.invoke(main, list(args), env=dict(env or {}), input=stdin, catch_exceptions=False,
+                                   prog_name="tsstore")  # fmt: skip
     finally:  # a declaration imported from cwd (module:NAME) is the command's, as in its own process
         sys.path[:] = path
         for name in set(sys.modules) - modules:

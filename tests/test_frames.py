@@ -50,14 +50,23 @@ def test_declared_columns_first_then_others_sorted_with_nullable_dtypes() -> Non
         "flag": "boolean",
         "when": "datetime64[us, UTC]",
     }
-    asked = ticks_to_frame(DECLARED, TICKS, shard=True)
-    assert list(asked.columns) == [*frame.columns[:6], "shard", "when"] and str(asked["shard"].dtype) == "string"
+    asked = ticks_to_frame(DECLARED, TICKS, columns=["shard", "symbol"])
+    assert list(asked.columns) == ["symbol", "shard"] and str(asked["shard"].dtype) == "string"
     assert isinstance(frame.index, pd.DatetimeIndex) and str(frame.index.tz) == "UTC"
     assert frame.index.name == "timestamp"
     assert list(frame.index) == [tk.timestamp for tk in TICKS]  # query order kept
     assert frame["price.micros"].isna().tolist() == [False, True, True]
     assert frame["volume"].isna().all()
     assert frame.loc[frame.index[1], "extra"] == 1.5
+
+
+def test_a_projection_is_what_the_frame_holds() -> None:
+    """A read of some columns gets those (a map's name brings its leaves; declared ones keep
+    their type and come first, even when no tick holds them), not every declared column."""
+    frame = ticks_to_frame(DECLARED, TICKS, columns=["price", "extra", "volume"])
+    assert list(frame.columns) == ["price.currency", "price.micros", "volume", "extra"]
+    assert str(frame["price.micros"].dtype) == "Int64" and frame["volume"].isna().all()
+    assert list(ticks_to_frame(DECLARED, [], columns=["symbol"]).columns) == ["symbol"]
 
 
 def test_empty_result_has_the_declared_columns_and_dtypes() -> None:

@@ -205,8 +205,8 @@ def test_projection_returns_only_the_asked_columns(big: dict[str, Any]) -> None:
     page = big["store"].query(limit=20, columns=["price.micros"])
     assert all(set(t.data) == {"timestamp", "price"} and set(t.data["price"]) == {"micros"} for t in page)
     frame = big["store"].query_frame(limit=20, columns=["price.micros"])
-    assert list(frame.columns) == ["symbol", "price.currency", "price.micros"]  # declared columns stay
-    assert frame["symbol"].isna().all() and frame["price.micros"].notna().all()
+    assert list(frame.columns) == ["price.micros"] and str(frame["price.micros"].dtype) == "Int64"
+    assert frame["price.micros"].notna().all() and len(frame) == 20
 
 
 def test_frames_match_ticks_and_stream_in_bounded_pieces(big: dict[str, Any]) -> None:

@@ -75,6 +75,12 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         if "_twin" in self.__dict__:
             self._twin.close()
 
+    async def __aenter__(self) -> AsyncTimeSeriesStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
     @functools.cached_property
     def _twin(self) -> firestore.Client:
         """A sync client on this client's database, for listeners and counters."""
@@ -126,7 +132,9 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
             opening = reading.opening
             ticks = self._ticks(opening if isinstance(opening, TickRead) else await self._run(opening))
             async for item in (
-                ticks if reading.rows is None else aframes(reading.spec, ticks, rows=reading.rows, shard=reading.shard)
+                ticks
+                if reading.rows is None
+                else aframes(reading.spec, ticks, rows=reading.rows, columns=reading.columns)
             ):
                 yield item
 

@@ -2,9 +2,9 @@
 
 A frame has one row per tick in query order, a tz-aware UTC ``DatetimeIndex`` named after
 the timestamp field, and one column per leaf field with nested maps flattened to dotted
-names (``price.currency``). tsstore's own shard field is left out unless asked for
-(``shard=True``; the read verbs ask for it when the query's ``columns`` name it). Columns
-are built directly as lists in one pass over the ticks; no per-row ``json_normalize``.
+names (``price.currency``). A read that projects ``columns`` gets those columns only (a
+map's name brings its leaves); tsstore's own shard field is left out unless they name it.
+Columns are built directly as lists in one pass over the ticks; no per-row ``json_normalize``.
 
 Dtypes (declared columns use their declared type; others are inferred from the values):
 
@@ -23,7 +23,7 @@ object      ``object``             ``None``
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 import pandas as pd
@@ -42,15 +42,14 @@ _DTYPES = {
 }
 
 
-def shows_shard(spec: SeriesSpec, columns: Iterable[str] | None) -> bool:
-    """Whether a frame of a read that projects ``columns`` keeps the shard field: only when
-    they name it."""
-    return columns is not None and spec.shard_field in columns
+def _projected(name: str, columns: Collection[str]) -> bool:
+    return any(name == c or name.startswith(c + ".") for c in columns)
 
 
-def ticks_to_frame(spec: SeriesSpec, ticks: Iterable[Tick], *, shard: bool = False) -> pd.DataFrame:
-    """One DataFrame of ``ticks``, in their order (see the module doc for the schema)."""
-    builder = FrameBuilder(spec, shard=shard)
+def ticks_to_frame(spec: SeriesSpec, ticks: Iterable[Tick], *, columns: Iterable[str] | None = None) -> pd.DataFrame:
+    """One DataFrame of ``ticks``, in their order, of the projected ``columns`` if given
+    (see the module doc for the schema)."""
+    builder = FrameBuilder(spec, columns=columns)
     for tick in ticks:
         builder.add(tick)
     return builder.frame()
@@ -60,8 +59,8 @@ class FrameBuilder:
     """Ticks in (:meth:`add`, as they stream), one DataFrame out (:meth:`frame`): columns are
     built as lists in one pass, no tick is kept."""
 
-    def __init__(self, spec: SeriesSpec, *, shard: bool = False) -> None:
-        self._spec, self._shard = spec, shard
+    def __init__(self, spec: SeriesSpec, *, columns: Iterable[str] | None = None) -> None:
+        self._spec, self._projection = spec, None if columns is None else tuple(columns)
         self._index: list[dt.datetime] = []
         self._columns: dict[str, list[Any]] = {}
 
@@ -71,17 +70,19 @@ class FrameBuilder:
 
     def frame(self) -> pd.DataFrame:
         spec, columns, row = self._spec, self._columns, len(self._index)
+        projection = self._projection
         columns.pop(spec.timestamp_field, None)
-        if not self._shard:
+        if projection is None or spec.shard_field not in projection:
             columns.pop(spec.shard_field, None)
         for values in columns.values():
             if len(values) < row:
                 values.extend([None] * (row - len(values)))
         data: dict[str, Any] = {}
-        for name, kind in spec.columns:
-            data[name] = _series(name, columns.pop(name, [None] * row), kind)
-        for name in sorted(columns):
-            data[name] = _series(name, columns[name], _infer(columns[name]))
+        declared = [(name, columns.pop(name, [None] * row), kind) for name, kind in spec.columns]
+        others = [(name, columns[name], _infer(columns[name])) for name in sorted(columns)]
+        for name, values, kind in declared + others:
+            if projection is None or _projected(name, projection):
+                data[name] = _series(name, values, kind)
         index = pd.DatetimeIndex(pd.to_datetime(self._index, utc=True), name=spec.timestamp_field).as_unit("us")
         return pd.DataFrame(data, index=index)
 
@@ -95,9 +96,10 @@ def check_frame_rows(rows: object) -> None:
 class FrameBatcher:
     """Ticks in, a frame out every ``rows`` ticks (:meth:`add`) and for the rest (:meth:`rest`)."""
 
-    def __init__(self, spec: SeriesSpec, rows: int, *, shard: bool = False) -> None:
+    def __init__(self, spec: SeriesSpec, rows: int, *, columns: Iterable[str] | None = None) -> None:
         check_frame_rows(rows)
-        self._spec, self._rows, self._shard = spec, rows, shard
+        self._spec, self._rows = spec, rows
+        self._columns = None if columns is None else tuple(columns)
         self._batch: list[Tick] = []
 
     def add(self, tick: Tick) -> pd.DataFrame | None:
@@ -106,12 +108,14 @@ class FrameBatcher:
 
     def rest(self) -> pd.DataFrame | None:
         batch, self._batch = self._batch, []
-        return ticks_to_frame(self._spec, batch, shard=self._shard) if batch else None
+        return ticks_to_frame(self._spec, batch, columns=self._columns) if batch else None
 
 
-def frames(spec: SeriesSpec, ticks: Iterable[Tick], *, rows: int, shard: bool = False) -> Iterator[pd.DataFrame]:
+def frames(
+    spec: SeriesSpec, ticks: Iterable[Tick], *, rows: int, columns: Iterable[str] | None = None
+) -> Iterator[pd.DataFrame]:
     """Frames of at most ``rows`` ticks each, built as the ticks arrive (bounded memory)."""
-    batcher = FrameBatcher(spec, rows, shard=shard)
+    batcher = FrameBatcher(spec, rows, columns=columns)
     for frame in map(batcher.add, ticks):
         if frame is not None:
             yield frame
@@ -121,10 +125,10 @@ def frames(spec: SeriesSpec, ticks: Iterable[Tick], *, rows: int, shard: bool = 
 
 
 async def aframes(
-    spec: SeriesSpec, ticks: AsyncIterator[Tick], *, rows: int, shard: bool = False
+    spec: SeriesSpec, ticks: AsyncIterator[Tick], *, rows: int, columns: Iterable[str] | None = None
 ) -> AsyncIterator[pd.DataFrame]:
     """:func:`frames` of an async stream of ticks."""
-    batcher = FrameBatcher(spec, rows, shard=shard)
+    batcher = FrameBatcher(spec, rows, columns=columns)
     async for tick in ticks:
         if (frame := batcher.add(tick)) is not None:
             yield frame

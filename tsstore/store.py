@@ -107,7 +107,9 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
             opening = reading.opening
             ticks = self._ticks(opening if isinstance(opening, TickRead) else self._run(opening))
             yield from (
-                ticks if reading.rows is None else frames(reading.spec, ticks, rows=reading.rows, shard=reading.shard)
+                ticks
+                if reading.rows is None
+                else frames(reading.spec, ticks, rows=reading.rows, columns=reading.columns)
             )
 
         return declare.TickStream(items(), reading.stats)

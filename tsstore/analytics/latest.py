@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from tsstore.errors import QueryError
-from tsstore.frames import shows_shard, ticks_to_frame
+from tsstore.frames import ticks_to_frame
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import ChunkCursor
 from tsstore.read.plan import QueryPlan, normalize_where
@@ -100,7 +100,8 @@ class LatestRequest:
                 if i not in newest or sort_key(tick) > sort_key(newest[i]):
                     newest[i] = tick
         held = [i for i in range(len(self.values)) if i in newest]
-        shard = shows_shard(self.spec, self.plans[0].columns if self.plans else None)
-        frame = ticks_to_frame(self.spec, [newest[i] for i in held], shard=shard).reset_index()
+        frame = ticks_to_frame(
+            self.spec, [newest[i] for i in held], columns=self.plans[0].columns if self.plans else None
+        ).reset_index()
         frame.index = pd.Index([self.values[i] for i in held], name=self.by)
         return frame.drop(columns=[self.by], errors="ignore").reindex(pd.Index(self.values, name=self.by))

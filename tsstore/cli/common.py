@@ -24,14 +24,14 @@ from tsstore.cli.values import LIMIT, cli_time, naive_option, parse_columns, par
 from tsstore.declaration import load_declaration
 from tsstore.errors import UndeclaredShardsWarning
 from tsstore.local import supervisor
-from tsstore.local.emulator import DEFAULT_PROJECT, emulator_client, start_emulator
+from tsstore.local.connect import EMULATOR_ENV, emulator_project
+from tsstore.local.emulator import emulator_client, start_emulator
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
 from tsstore.store import TimeSeriesStore
 from tsstore.wire import database_id, quick_reconnects
 from tsstore.write.options import WriteOptions
 
-EMULATOR_ENV = "FIRESTORE_EMULATOR_HOST"
 #: How fast the commands write to an emulator: no ramp and no production ceiling, since no one
 #: else shares it (a real project gets the default ramped, spec-bounded rate).
 LOCAL_WRITE_OPTIONS = WriteOptions(ramp=False, max_ops_per_second=100_000)
@@ -77,7 +77,7 @@ def connect(*, project: str | None, database: str, ephemeral: bool = False) -> I
     if emulator_host or project:
         if emulator_host and not project:
             # The same project the local store uses, so both see the same data.
-            project = os.environ.get("GOOGLE_CLOUD_PROJECT") or DEFAULT_PROJECT
+            project = emulator_project()
         target = f"emulator at {emulator_host}, project {project}" if emulator_host else f"project {project}"
         click.echo(f"tsstore: using {target}, database {database}", err=True)
         running = supervisor.status() if emulator_host else None

@@ -32,7 +32,10 @@ def emulator_start() -> None:
     store, started = supervisor.start()
     verb = "started" if started else "already running"
     click.echo(f"local store {verb} at {store.address} (pid {store.pid}), data in {store.data_dir}")
-    click.echo(f"  other tools can use it with: export FIRESTORE_EMULATOR_HOST={store.address}")
+    click.echo(
+        "  other tools can use it with: "
+        f"export FIRESTORE_EMULATOR_HOST={store.address} GOOGLE_CLOUD_PROJECT={store.project}"
+    )
 
 
 @emulator.command("stop")

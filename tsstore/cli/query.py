@@ -27,7 +27,7 @@ from tsstore.cli.output import ROW_FORMATS, echo_figures, figures_format, write_
 from tsstore.cli.values import OutputFile, cli_time, naive_option, parse_where
 from tsstore.errors import Interrupted
 from tsstore.frames import frames as frames_of
-from tsstore.frames import shows_shard, ticks_to_frame
+from tsstore.frames import ticks_to_frame
 from tsstore.read.cost import ReadStats
 from tsstore.read.explain import explain as explain_plan
 from tsstore.read.plan import plan_query
@@ -96,17 +96,16 @@ def query_ticks(
       tsstore query --start 2019-01-02T09:00:00Z --end 2019-01-02T10:00:00Z --format parquet -o hour.parquet
       tsstore query --where symbol=AAA --where symbol=BBB --start 2018-12-31T12:00:00Z --plot prices.png
     """
-    shard = shows_shard(spec, query.columns)
     with database.open_store(spec) as store:
         if query.limit is not None:
             page = store.query(query)
-            frames: Iterator[pd.DataFrame] = iter([ticks_to_frame(spec, page, shard=shard)])
+            frames: Iterator[pd.DataFrame] = iter([ticks_to_frame(spec, page, columns=query.columns)])
             next_cursor, stats = page.cursor, page.stats
         else:
             if query.cursor is not None:
                 raise usage("--cursor continues a page: give --limit too")
             ticks = store.iter_ticks(query)
-            frames, next_cursor, stats = frames_of(spec, ticks, rows=10_000, shard=shard), None, ticks.stats
+            frames, next_cursor, stats = frames_of(spec, ticks, rows=10_000, columns=query.columns), None, ticks.stats
         kept: list[pd.DataFrame] = []
         if plot_path is not None:  # kept to be drawn after they are written
             kept = list(frames)

@@ -1,1 +1,9 @@
-"""The local wing: the Firestore emulator, its supervisor, the pytest plugin, synthetic ticks."""
+"""The local wing: the Firestore emulator, its supervisor, the pytest plugin, synthetic ticks.
+
+:func:`local_client` is the one name most users want from here: a client on the emulator,
+the way the CLI finds it.
+"""
+
+from tsstore.local.connect import local_client
+
+__all__ = ["local_client"]

@@ -36,13 +36,13 @@ class Reading(Generic[T]):
     """A read handed to the caller as a stream: ``opening`` (the read, or a request whose
     result is the read; it runs when the first tick is asked for), what the read has cost so
     far (``stats``), and ``rows``: ticks as they come (None) or DataFrames of at most that
-    many rows (built by ``spec``, with the shard field when ``shard``)."""
+    many rows (built by ``spec``, of the projected ``columns`` if given)."""
 
     opening: Request[TickRead] | TickRead
     stats: ReadStats
     spec: SeriesSpec
     rows: int | None = None
-    shard: bool = False
+    columns: tuple[str, ...] | None = None
 
 
 class TickStream(Iterator[T]):

@@ -13,7 +13,7 @@ from typing import Unpack
 import pandas as pd
 
 from tsstore.errors import TsstoreError, UndeclaredShardsWarning
-from tsstore.frames import FrameBuilder, check_frame_rows, shows_shard
+from tsstore.frames import FrameBuilder, check_frame_rows
 from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
 from tsstore.read.cursor import decode_cursor
@@ -77,7 +77,7 @@ def query_frame(seat: Seat, query: Query | None = None, /, **options: Unpack[Que
     """The query's ticks as one DataFrame (see :mod:`tsstore.frames` for the schema), built
     as they stream."""
     plan = plan_query(seat.spec, query, **options)
-    builder = FrameBuilder(seat.spec, shard=shows_shard(seat.spec, plan.columns))
+    builder = FrameBuilder(seat.spec, columns=plan.columns)
     yield Feed((yield from read(seat, plan, ReadStats())), builder.add)
     return builder.frame()
 
@@ -90,7 +90,7 @@ def stream_frames(
     check_frame_rows(rows)
     plan = plan_query(seat.spec, query, **options)
     stats = ReadStats()
-    return Reading(read(seat, plan, stats), stats, seat.spec, rows=rows, shard=shows_shard(seat.spec, plan.columns))
+    return Reading(read(seat, plan, stats), stats, seat.spec, rows=rows, columns=plan.columns)
 
 
 def stream_chunk(
