@@ -80,7 +80,7 @@ CLI_CASES: list[tuple[tuple[str, ...], int, str]] = [
     (("latest", "--by", "symbol", "AAA", "--before", "noon"), 2, "--before 'noon' is not a time"),
     (("latest", "--by", "symbol", "AAA", "--columns", "nosuch"), 2, "--columns nosuch"),
     (("purge", "--before", T, "--start", T), 2, "either before (everything older) or start/end"),
-    (("purge", "--yes"), 2, "purge needs a time bound"),
+    (("purge", "--yes"), 2, "give --before T, or --start T and/or --end T"),
     (("purge", "--before", "2019-01-02T00:00:00"), 2, "--before 2019-01-02T00:00:00 has no UTC offset"),
     (("aggregate", "--sum", "nosuch"), 2, "nosuch"),
     (("aggregate", "--avg", "symbol"), 2, "symbol"),

@@ -4,8 +4,8 @@ The same verbs as :class:`~tsstore.store.TimeSeriesStore` (:class:`~tsstore.verb
 each one request), answered on the event loop: a list of asks is gathered, a chunk query
 is awaited through :mod:`tsstore.wire` (no thread per query; at most ``max_concurrency``
 wait on the server at once). A bulk send runs the sender in one worker thread whose batches
-are sent on the loop. What exists on the sync client only (listeners, the series counters'
-transactions) runs on its sync twin (:func:`~tsstore.wire.sync_twin`), in worker threads.
+are sent on the loop. What the sync client alone serves (listeners, and the counters' conditional writes,
+which tsstore runs through the sync client) runs on its sync twin (:func:`~tsstore.wire.sync_twin`), in worker threads.
 """
 
 from __future__ import annotations
@@ -178,8 +178,8 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
 
 class AsyncCounter:
     """A series counter from the async store: :class:`~tsstore.counters.ShardedCounter`'s
-    methods, awaited (each runs in a worker thread: counters use the sync client's
-    transactions)."""
+    methods, awaited (each runs in a worker thread: counters run on the sync
+    client)."""
 
     def __init__(self, counter: ShardedCounter) -> None:
         self.counter = counter

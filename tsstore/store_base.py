@@ -99,7 +99,7 @@ class StoreBase(Verbs):
         return self._limiters[spec.collection]
 
     def _sync_client(self) -> Any:
-        """A sync ``firestore.Client`` on this store's database (counters use its transactions)."""
+        """A sync ``firestore.Client`` on this store's database (counters and listeners run on it)."""
         raise NotImplementedError
 
     def _transport(self, collection: Any) -> Transport:

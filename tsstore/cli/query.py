@@ -207,6 +207,10 @@ def purge(
     where = parse_where(where_items, spec=spec)
     bounds: dict[str, Any] = {name: cli_time(text, option=f"--{name}", naive=naive)
                               for name, text in (("before", before), ("start", start), ("end", end))}  # fmt: skip
+    if before is None and start is None and end is None:
+        raise usage(
+            "give --before T, or --start T and/or --end T: a purge without a time bound would delete everything"
+        )
     try:
         with database.open_store(spec) as store:
             try:

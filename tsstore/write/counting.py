@@ -4,7 +4,8 @@ incremented with each batch the writer settles.
 Counters live in the collection ``<collection>_counts``, one document per series. A batch's
 increments and a receipt in ``<collection>_counts_receipts`` are one commit, so a commit
 retried after a fault is applied once (:func:`~tsstore.counters.increment_counters`).
-Counters use the sync client's transactions; the async store gives its client's sync twin.
+Counters run on the sync client (conditional writes, no transactions); the async store gives
+its client's sync twin.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ class WriteOptions:
     """How fast the writer may go.
 
     New traffic should start at 500 ops/s and grow by 50 % every 5 minutes ("500/50/5");
-    google-cloud-firestore's ``RateLimiter`` does exactly that between
+    tsstore's :class:`~tsstore.write.ramp.RampLimiter` does that between
     ``initial_ops_per_second`` and ``max_ops_per_second``. BulkWriter's default ceiling is
     also 500, which would cap a sharded collection at the rate sharding was meant to
     lift, so the ceiling here defaults to the spec's capacity, 500 writes/s per shard
