@@ -7,6 +7,7 @@ import csv
 import datetime as dt
 import io
 import json
+import os
 import tempfile
 import time
 import uuid
@@ -114,7 +115,9 @@ class _Totals:
     in the pipeline's ``temp_location`` (``gs://…`` on Dataflow), or a local scratch folder."""
 
     def __init__(self, options: PipelineOptions) -> None:
-        folder = options.view_as(GoogleCloudOptions).temp_location or tempfile.mkdtemp(prefix="tsstore-beam-")
+        given = options.view_as(GoogleCloudOptions).temp_location
+        self._scratch = None if given else tempfile.mkdtemp(prefix="tsstore-beam-")  # ours to remove
+        folder = str(given or self._scratch)
         self.path = FileSystems.join(folder, f"tsstore-totals-{uuid.uuid4().hex}.json")
 
     def write(self, parts: Sequence[beam.PCollection[Any]]) -> None:
@@ -130,6 +133,8 @@ class _Totals:
         with FileSystems.open(self.path) as handle:
             totals: dict[str, int] = json.loads(handle.read().decode())
         FileSystems.delete([self.path])
+        if self._scratch is not None:
+            os.rmdir(self._scratch)
         return totals
 
 

@@ -29,8 +29,8 @@ _runner_option = click.option(
     "--runner",
     default="DirectRunner",
     show_default=True,
-    help="Beam runner: DirectRunner (local processes) or DataflowRunner (then also --project, --region, "
-    "--temp_location…, passed to Beam).",
+    help="Beam runner: DirectRunner (local processes), BundleBasedDirectRunner (in this process) or "
+    "DataflowRunner (then also --project, --region, --temp_location…, passed to Beam).",
 )
 _workers_option = click.option(
     "--workers",
@@ -56,6 +56,8 @@ def _beam() -> Any:
 def _workers(runner: str, workers: int | None) -> int:
     if workers is not None:
         return workers
+    if runner == "BundleBasedDirectRunner":
+        return 1  # runs in this process
     if runner in _beam().LOCAL_RUNNERS:
         return max(2, os.cpu_count() or 2)
     # No guess from --max_num_workers: each worker runs one process per vCPU, and a hint too
@@ -205,7 +207,7 @@ def export(
         where=query.where or None,
         start=query.start,
         end=query.end,
-        columns=parse_columns(columns),
+        columns=parse_columns(columns, spec=spec),
     )
     echo_figures("json" if as_json else "text", summary.describe(), summary)
     for path in [] if as_json else summary.files:  # the JSON object lists them

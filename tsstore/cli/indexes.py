@@ -60,7 +60,7 @@ def indexes(
         return
     if check:
         if update.changed:
-            click.echo(update.diff() if update.old_text is not None else f"{path} does not exist", nl=False)
+            click.echo(update.diff() if update.old_text is not None else f"{path} does not exist\n", nl=False)
             raise click.ClickException(
                 f"{path} is not what {declaration} yields; run: tsstore indexes --spec {declaration}"
             )

@@ -26,9 +26,10 @@ class Explanation:
 
     def describe(self) -> str:
         plan = self.plan
+        values = sum(len(c) for c in plan.chunks)
         lines = [
             f"{plan.spec.collection}: {len(plan.chunks)} chunk quer{'y' if len(plan.chunks) == 1 else 'ies'} "
-            f"over {sum(len(c) for c in plan.chunks)} shard values, served by the index {self.index}"
+            f"over {values} shard value{'' if values == 1 else 's'}, served by the index {self.index}"
         ]
         lines += [f"  chunk {i + 1}: {text}" for i, text in enumerate(self.queries)]
         if plan.skipped:
