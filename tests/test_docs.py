@@ -239,3 +239,17 @@ def test_the_harness_compares_output_and_reads_commands() -> None:
         ("tsstore count  --where symbol=AAA", "3"),
         ("export A=B", ""),
     ]
+
+
+def test_the_examples_in_docstrings_run() -> None:
+    """The API reference is made of docstrings: their ``>>>`` examples run too."""
+    import doctest
+    import importlib
+
+    package = DOCS.parent / "tsstore"
+    with_examples = [p for p in package.rglob("*.py") if ">>>" in p.read_text()]
+    assert with_examples
+    for path in with_examples:
+        name = ".".join(path.relative_to(DOCS.parent).with_suffix("").parts)
+        result = doctest.testmod(importlib.import_module(name))
+        assert result.attempted and not result.failed, name

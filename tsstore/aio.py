@@ -41,13 +41,10 @@ T = TypeVar("T")
 
 
 class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
-    """Write and query one sharded time-series collection from asyncio.
-
-    >>> store = AsyncTimeSeriesStore(firestore.AsyncClient(), SeriesSpec("instruments"))
-    >>> page = await store.query(limit=10)                 # doctest: +SKIP
-    >>> async for tick in store.iter_ticks(start=...):     # doctest: +SKIP
-    ...     ...
-    """
+    """Write and query one sharded time-series collection from asyncio: every verb of
+    :class:`~tsstore.store.TimeSeriesStore` with the same options, awaited
+    (``await store.query(limit=10)``), streams as async iterators (``async for tick in
+    store.iter_ticks(start=...)``), over a ``firestore.AsyncClient``."""
 
     client: firestore.AsyncClient
 

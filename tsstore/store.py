@@ -36,12 +36,9 @@ L = TypeVar("L")
 
 
 class TimeSeriesStore(StoreBase, declare.ThreadDriver):
-    """Write and query one sharded time-series collection.
-
-    >>> store = TimeSeriesStore(client, SeriesSpec("instruments", shapes=["exchange"]))
-    >>> store.write(ticks)                       # doctest: +SKIP
-    >>> store.query(where={"exchange": "EXCHG1"}, limit=5)   # doctest: +SKIP
-    """
+    """Write and query one sharded time-series collection over a ``firestore.Client``:
+    ``TimeSeriesStore(client, spec).write(ticks)``, then ``store.query(where={"exchange":
+    "EXCHG1"}, limit=5)`` (the tutorials walk through it)."""
 
     client: firestore.Client
 
