@@ -63,6 +63,7 @@ def indexes(
             click.echo(update.diff() if update.old_text is not None else f"{path} does not exist\n", nl=False)
             raise click.ClickException(
                 f"{path} is not what {declaration} yields; run: tsstore indexes --spec {declaration}"
+                + ("" if path == Path(DEFAULT_INDEX_FILE) else f" --file {path}")
             )
         click.echo(f"{path} is up to date with {declaration}")
         return

@@ -12,8 +12,9 @@ T = TypeVar("T")
 
 
 class AsyncLive(AsyncIterator[T]):
-    """A live watch or tail as an async iterator: ``start`` (awaited on first use) starts the
-    listeners and returns the live object; each ``step`` (its method that waits for the next
+    """A live watch or tail as an async iterator: ``start`` starts the listeners and returns
+    the live object, awaited by ``async with`` (so ticks written inside the block are seen), by
+    :meth:`started` or else on first use; each ``step`` (its method that waits for the next
     item) waits in a worker thread (listeners exist on the sync client only), so the event
     loop never blocks. ``async with`` or :meth:`close` stops every listener."""
 
@@ -23,12 +24,17 @@ class AsyncLive(AsyncIterator[T]):
         self._live: Any = None
         self._closed = False
 
-    async def next(self, timeout: float | None = None) -> T | None:
-        """The next item, or ``None`` after ``timeout`` seconds without one or once closed."""
+    async def started(self) -> AsyncLive[T]:
+        """Start listening now (once); a tail sees what is written from here on."""
         if self._live is None:
             self._live = await self._start()
             if self._closed:
                 self._live.close()
+        return self
+
+    async def next(self, timeout: float | None = None) -> T | None:
+        """The next item, or ``None`` after ``timeout`` seconds without one or once closed."""
+        await self.started()
         result: T | None = await asyncio.to_thread(getattr(self._live, self._step), timeout)
         return result
 
@@ -47,7 +53,7 @@ class AsyncLive(AsyncIterator[T]):
             self._live.close()
 
     async def __aenter__(self) -> AsyncLive[T]:
-        return self
+        return await self.started()
 
     async def __aexit__(self, *exc: object) -> None:
         self.close()
