@@ -34,3 +34,12 @@ def test_missing_columns_in_later_frames_stay_aligned(tmp_path: Path) -> None:
     assert write_frames(iter(parts), fmt="csv", output=out) == 2
     lines = out.read_text().splitlines()
     assert lines[0] == "timestamp,symbol,x" and lines[1].endswith(",A,1") and lines[2].endswith(",B,")
+
+
+def test_a_live_table_prints_one_header_and_rows_that_line_up(capsys: pytest.CaptureFixture[str]) -> None:
+    parts = [frame({"symbol": "AAA", "x": 10}), frame({"symbol": "BBBB", "x": 2}), frame({"symbol": "C", "x": 300})]
+    write_frames(iter(parts), fmt="table", output=None, flush=True)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and lines[0].split() == ["timestamp", "symbol", "x"]
+    assert len({len(line) for line in lines}) == 1  # every row as wide as the header: the columns line up
+    assert [line.split()[-2:] for line in lines[1:]] == [["AAA", "10"], ["BBBB", "2"], ["C", "300"]]

@@ -63,19 +63,21 @@ def write_frames(frames: Iterable[pd.DataFrame], *, fmt: str, output: Path | Non
     stdout and return the number of rows. CSV keeps the dotted column names ``tsstore
     ingest`` reads back; JSON Lines nests them again; Parquet needs a file. ``flush`` sends
     each frame on at once (for output that follows live data); a table then prints its
-    header only above the first frame."""
+    header once, above rows aligned as they come."""
     if fmt == "parquet":
         if output is None:
             raise ValueError("Parquet output needs a file")
         return _parquet(frames, output)
     stream: TextIO = open(output, "w", encoding="utf-8", newline="") if output else sys.stdout
     rows = 0
+    live = _LiveTable()
     try:
         for number, frame in enumerate(_same_columns(frames)):
             rows += len(frame)
-            if fmt == "table":
-                text = frame.to_string(header=not flush or number == 0) if len(frame) else "(no rows)"
-                stream.write(text + "\n")
+            if fmt == "table" and flush:
+                stream.write(live.lines(frame))
+            elif fmt == "table":
+                stream.write((frame.to_string() if len(frame) else "(no rows)") + "\n")
             elif fmt == "csv":
                 frame.to_csv(stream, header=number == 0, date_format="%Y-%m-%dT%H:%M:%S.%f%z")
             elif fmt in ("jsonl", "json"):
@@ -91,6 +93,35 @@ def write_frames(frames: Iterable[pd.DataFrame], *, fmt: str, output: Path | Non
         if output:
             stream.close()
     return rows
+
+
+_LIVE_WIDTH = 10  # room for later values longer than the first ones (prices grow a digit)
+
+
+class _LiveTable:
+    """A table printed as its rows arrive: one header, and every later row in the columns the
+    first rows set (at least 10 wide; a cell wider than its column widens it from then on)."""
+
+    def __init__(self) -> None:
+        self._widths: list[int] | None = None
+
+    def lines(self, frame: pd.DataFrame) -> str:
+        names = [str(frame.index.name or ""), *map(str, frame.columns)]
+        cells = [
+            [str(i), *("<NA>" if pd.isna(v) else str(v) for v in row)] for i, row in zip(frame.index, frame.values)
+        ]
+        out = []
+        if self._widths is None:
+            self._widths = [max(_LIVE_WIDTH, *map(len, column)) for column in zip(names, *cells)]
+            out.append(self._row(names))
+        out += [self._row(row) for row in cells]
+        return "".join(line + "\n" for line in out)
+
+    def _row(self, cells: list[str]) -> str:
+        assert self._widths is not None
+        self._widths = [max(w, len(c)) for w, c in zip(self._widths, cells)]
+        first, *rest = cells
+        return "  ".join([first.ljust(self._widths[0]), *(c.rjust(w) for c, w in zip(rest, self._widths[1:]))])
 
 
 def _same_columns(frames: Iterable[pd.DataFrame]) -> Iterable[pd.DataFrame]:
