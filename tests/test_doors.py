@@ -81,6 +81,7 @@ CLI_CASES: list[tuple[tuple[str, ...], int, str]] = [
     (("latest", "--by", "symbol", "AAA", "--columns", "nosuch"), 2, "--columns nosuch"),
     (("purge", "--before", T, "--start", T), 2, "either before (everything older) or start/end"),
     (("purge", "--yes"), 2, "give --before T, or --start T and/or --end T"),
+    (("count", "--database", "bad_db_name!"), 2, "'bad_db_name!' is not a database id"),
     (("purge", "--before", "2019-01-02T00:00:00"), 2, "--before 2019-01-02T00:00:00 has no UTC offset"),
     (("aggregate", "--sum", "nosuch"), 2, "nosuch"),
     (("aggregate", "--avg", "symbol"), 2, "symbol"),

@@ -41,3 +41,8 @@ MIN_INT64 = -(2**63)
 #: The ramp-up rule for new traffic ("500/50/5"): start at 500 ops/s and grow by 50 %
 #: every 5 minutes. google-cloud-firestore's BulkWriter implements exactly this growth.
 RAMP_START_OPS_PER_SECOND = 500
+
+#: A named database's id: 4-63 characters of lowercase letters, digits and hyphens, a letter
+#: first, no hyphen last (and not shaped like a UUID); ``(default)`` is the default database.
+DATABASE_ID_PATTERN = r"[a-z][a-z0-9-]{2,61}[a-z0-9]"
+DEFAULT_DATABASE_ID = "(default)"

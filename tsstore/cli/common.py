@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import re
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from tsstore.cli.exits import usage
 from tsstore.cli.values import LIMIT, cli_time, naive_option, parse_columns, parse_where
 from tsstore.declaration import load_declaration
 from tsstore.errors import UndeclaredShardsWarning
+from tsstore.limits import DATABASE_ID_PATTERN, DEFAULT_DATABASE_ID
 from tsstore.local import supervisor
 from tsstore.local.connect import EMULATOR_ENV, emulator_project
 from tsstore.local.emulator import emulator_client, start_emulator
@@ -150,8 +152,24 @@ _project_option = click.option(
     show_envvar=True,
     help="Use this Google Cloud project instead of the local emulator.",
 )
+
+
+def _database_id(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if value != DEFAULT_DATABASE_ID and not re.fullmatch(DATABASE_ID_PATTERN, value):
+        raise click.BadParameter(
+            f"{value!r} is not a database id: give (default) or 4-63 lowercase letters, digits and hyphens, "
+            "starting with a letter and not ending with a hyphen"
+        )
+    return value
+
+
 _database_option = click.option(
-    "--database", default="(default)", envvar=DATABASE_ENV, show_envvar=True, show_default=True
+    "--database",
+    default=DEFAULT_DATABASE_ID,
+    envvar=DATABASE_ENV,
+    show_envvar=True,
+    show_default=True,
+    callback=_database_id,
 )
 SPEC_HELP = "The series declaration (module:NAME or a .toml/.json file)."
 _spec_option = click.option(

@@ -19,9 +19,10 @@ from collections.abc import Iterator
 import pytest
 from google.cloud import firestore
 
+from tsstore.limits import DATABASE_ID_PATTERN
 from tsstore.local.emulator import Emulator, start_emulator
 
-_DATABASE_ID = re.compile(r"[a-z][a-z0-9-]{2,61}[a-z0-9]")
+_DATABASE_ID = re.compile(DATABASE_ID_PATTERN)
 
 
 def unique_database_id(hint: str = "t") -> str:
