@@ -91,6 +91,12 @@ class WriteFailure:
     code: int
     message: str
 
+    @property
+    def reason(self) -> str:
+        """Why the record is not stored, for a reject line: the duplicate policy's refusal
+        (ALREADY_EXISTS, 6) words itself; anything else is Firestore's."""
+        return self.message if self.code == 6 else f"Firestore refused it: {self.message}"
+
 
 class WriteError(TsstoreError):
     """Firestore refused some documents after all retries; nothing was dropped silently.

@@ -54,7 +54,6 @@ from tsstore.write.identity import (
     repeated_base,
 )
 from tsstore.write.job import bulk_sender
-from tsstore.write.ops import ALREADY_EXISTS
 from tsstore.write.prepare import PreparedDoc, prepare_records
 from tsstore.write.sender import BulkSender
 
@@ -252,10 +251,8 @@ class _Send(beam.DoFn):
             for failure in sender.failures:
                 item = held[failure.index]
                 self._rejected.inc()
-                # ALREADY_EXISTS is the duplicate policy's refusal, which words itself.
-                why = failure.message if failure.code == ALREADY_EXISTS else f"Firestore refused it: {failure.message}"
                 yield beam.pvalue.TaggedOutput(
-                    REJECTED, DeadLetter(item.source, item.line, why, raw_text(item.doc.data))
+                    REJECTED, DeadLetter(item.source, item.line, failure.reason, raw_text(item.doc.data))
                 )
         if counts:
             yield counts

@@ -20,6 +20,7 @@ from tsstore.spec import DuplicatePolicy
 from tsstore.store import TimeSeriesStore
 from tsstore.times import naive_zone
 from tsstore.wire import database_id
+from tsstore.write.ops import ALREADY_EXISTS
 
 
 @dataclass
@@ -205,12 +206,19 @@ def ingest_file(
             keep_ids=False,
         )
     except WriteError as error:
-        # Firestore refused these after retries: they are rejects too, and the checkpoint
-        # stays before them, so the next run tries them again.
+        # Refused records are rejects too. The duplicate policy's refusals are final, so the
+        # checkpoint may pass them; it stays before any that Firestore refused after retries,
+        # so the next run tries those again.
         summary.settle(error.result)
+        final = [f.index for f in error.failures if f.code == ALREADY_EXISTS]
         for failure in error.failures:
-            reject(Rejected(tracker.line_of(failure.index), f"Firestore refused it: {failure.message}",
+            reject(Rejected(tracker.line_of(failure.index), failure.reason,
                             raw_of(failure.index)))  # fmt: skip
+        tracker.confirm(final)
+        finished(len(final))
+        if len(final) == len(error.failures):
+            close(done=not summary.unsettled)
+            return summary
     except KeyboardInterrupt as stop:  # the writer's Interrupted, or a Ctrl-C before it began
         if isinstance(stop, Interrupted):
             summary.settle(stop.partial)

@@ -17,8 +17,9 @@ class WriteOptions:
     ``initial_ops_per_second`` and ``max_ops_per_second``. BulkWriter's default ceiling is
     also 500, which would cap a sharded collection at the rate sharding was meant to
     lift, so the ceiling here defaults to the spec's capacity, 500 writes/s per shard
-    value. ``ramp=False`` starts at the ceiling (for the local emulator or a database no
-    one else uses). ``max_attempts`` bounds the tries per document on retryable errors.
+    value. ``ramp=False`` starts at the ceiling: for the local emulator only (Firestore
+    asks all new traffic to ramp, a new database's included). ``max_attempts`` bounds the
+    tries per document on retryable errors.
     """
 
     initial_ops_per_second: int = RAMP_START_OPS_PER_SECOND
