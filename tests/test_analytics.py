@@ -172,7 +172,7 @@ def stores(tsstore_emulator: Any) -> Iterator[dict[int, tuple[TimeSeriesStore, l
     out = {}
     for shards in (3, 40, 90):
         store = TimeSeriesStore(client, spec(f"agg{shards}", shards), write_options=WriteOptions(ramp=False))
-        rows = ticks(800, seed=shards)
+        rows = ticks(400, seed=shards)
         store.write(rows)
         out[shards] = (store, rows)
     yield out
@@ -404,8 +404,8 @@ def oracle_bars(rows: list[dict[str, Any]], ids: tuple[str, ...], interval: str,
 def test_bars_equal_pandas_resample_ohlc_on_the_same_ticks(tsstore_emulator: Any, shards: int) -> None:
     client = tsstore_emulator.client(database=f"bars-{random.randrange(10**9)}")
     store = TimeSeriesStore(client, spec(f"bars{shards}", shards), write_options=WriteOptions(ramp=False))
-    rows = ticks(2000, seed=100 + shards)
-    for k, row in enumerate(rows[:300]):  # ties: many ticks exactly on minute boundaries, some at one instant
+    rows = ticks(1000, seed=100 + shards)
+    for k, row in enumerate(rows[:150]):  # ties: many ticks exactly on minute boundaries, some at one instant
         row["timestamp"] = T0 + dt.timedelta(minutes=k % 40)
     ids = store.write(rows).ids
     start, end = T0 + dt.timedelta(minutes=3), T0 + dt.timedelta(minutes=95)
@@ -536,7 +536,7 @@ def test_a_rollup_stores_each_bar_once_corrects_late_ticks_and_resumes(tsstore_e
     client = tsstore_emulator.client(database=database)
     source_spec = spec("ticks", 3)
     store = TimeSeriesStore(client, source_spec, write_options=WriteOptions(ramp=False))
-    rows = ticks(3000, seed=9)
+    rows = ticks(1500, seed=9)
     store.write(rows)
     bars = Rollup(source_spec, interval="1min", by="symbol", volume="volume")
     until = T0 + dt.timedelta(hours=3)

@@ -1,6 +1,12 @@
 """tsstore on Apache Beam: the shared ramp (pure arithmetic), and on the emulator with the
 DirectRunner (two worker processes): backfills compared with ``tsstore ingest`` as the
-oracle, a bundle failing after it sent, ReadTicks at 3 and 40 shards, a Parquet export."""
+oracle, a bundle failing after it sent, ReadTicks at 3 and 40 shards, a Parquet export.
+
+Starting worker processes costs seconds per pipeline, so runs whose point is not the
+processes use two worker threads of the same runner (the transforms are pickled and run by
+its workers all the same): each transform still runs in worker processes somewhere here
+(WriteTicks in the first backfill and in the failing one, ReadTicks at 40 shards, export and
+backfill as commands)."""
 
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 from click.testing import CliRunner
 from google.cloud import firestore
@@ -41,6 +48,9 @@ from .test_ingest import MALFORMED, write_malformed
 
 FAST = WriteOptions(ramp=False, max_ops_per_second=100_000)
 TWO_WORKERS = pipeline_options(runner="DirectRunner", workers=2)
+TWO_THREADS = PipelineOptions(
+    ["--runner=DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_threading"]
+)
 
 # ---------------------------------------------------------------- the shared ramp, no Firestore
 
@@ -250,7 +260,7 @@ def test_backfill_stores_exactly_what_ingest_stores_and_a_rerun_adds_nothing(
     assert first.created + first.present + first.replaced + first.rejected == first.rows
     assert first.created == client.collection("instruments").count().get()[0][0].value
 
-    again = run(ramp=True, rejects=str(tmp_path / "rejects2.csv"))  # ramped, as on Google Cloud
+    again = run(ramp=True, rejects=str(tmp_path / "rejects2.csv"), options=TWO_THREADS)  # ramped, as on Google Cloud
     assert (again.created, again.present, again.rejected) == (0, first.created + first.present, first.rejected)
     assert stored(client) == docs
     assert f"backfill of 3 file(s): {total_rows} rows read: 0 stored new, {len(docs) + 1} already present" in (
@@ -316,7 +326,7 @@ def test_a_bundle_failing_after_it_sent_is_run_again_and_the_collection_stays_ex
         backfill([str(p) for p in files], SPEC, write=write, **options)  # type: ignore[arg-type]
     partial = len(stored(other))
     assert 0 < partial <= len(expected_docs)
-    rerun = backfill([str(p) for p in files], SPEC, **options)  # type: ignore[arg-type]
+    rerun = backfill([str(p) for p in files], SPEC, **{**options, "options": TWO_THREADS})  # type: ignore[arg-type]
     assert stored(other) == expected_docs
     assert rerun.created == len(expected_docs) - partial
     other.close()
@@ -348,7 +358,7 @@ def test_read_ticks_returns_exactly_the_ticks_of_the_range(client: firestore.Cli
         if start <= t["timestamp"] < end and t["exchange"] == "EXCHG1"
     ]
     whole = sorted(ids)
-    pipeline = beam.Pipeline(options=TWO_WORKERS)
+    pipeline = beam.Pipeline(options=TWO_WORKERS if shards == 40 else TWO_THREADS)  # 40: processes
     target = Target.of(client)
     ranged = pipeline | "Range" >> ReadTicks(
         spec, target=target, where={"exchange": "EXCHG1"}, start=start, end=end, unit_ticks=100
@@ -389,8 +399,8 @@ def test_a_parquet_export_equals_query_frame(client: firestore.Client, tmp_path:
     store.write(ticks)
     start, end = ticks[100]["timestamp"], ticks[1_900]["timestamp"]
     summary = export(
-        SPEC, target=Target.of(client), options=TWO_WORKERS, to=str(tmp_path / "out" / "part"), start=start, end=end
-    )
+        SPEC, target=Target.of(client), options=TWO_THREADS, to=str(tmp_path / "out" / "part"), start=start, end=end
+    )  # the export command below runs it in worker processes
     back = pd.concat([pd.read_parquet(f) for f in summary.files])
     assert summary.rows == len(back) == 1_800 and summary.files
     frame = store.query_frame(start=start, end=end, direction="asc", columns=[c for c, _ in SPEC.columns])

@@ -21,7 +21,7 @@ def tsstore(*args: str, home: Path, cwd: Path) -> Ran:
 
 def test_local_store_keeps_its_data_and_query_writes_files(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    rows = [flat_row(t) for t in trading_day(1200, seed=31)]
+    rows = [flat_row(t) for t in trading_day(400, seed=31)]
     source = tmp_path / "ticks.csv"
     with open(source, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
@@ -40,7 +40,7 @@ def test_local_store_keeps_its_data_and_query_writes_files(tmp_path: Path) -> No
         ingested = tsstore("ingest", str(source), home=home, cwd=tmp_path)
         assert ingested.returncode == 0, ingested.stderr
         assert "using the local store at" in ingested.stderr  # says where, in one line
-        assert "1200 rows read: 1200 stored new, 0 already present, 0 rejected" in ingested.stdout
+        assert "400 rows read: 400 stored new, 0 already present, 0 rejected" in ingested.stdout
 
         # another tool, pointed at the store by address, writes to the default database
         address = started.stdout.split("FIRESTORE_EMULATOR_HOST=")[1].split()[0]
@@ -53,7 +53,7 @@ def test_local_store_keeps_its_data_and_query_writes_files(tmp_path: Path) -> No
         assert tsstore("emulator", "status", home=home, cwd=tmp_path).returncode == 3
         assert tsstore("emulator", "start", home=home, cwd=tmp_path).returncode == 0
         counted = tsstore("count", home=home, cwd=tmp_path)
-        assert counted.stdout.strip() == "1200", counted.stderr  # the data survived the restart
+        assert counted.stdout.strip() == "400", counted.stderr  # the data survived the restart
         status = tsstore("emulator", "status", home=home, cwd=tmp_path)
         other = emulator_client(status.stdout.split("running at ")[1].split()[0])
         assert other.collection("notes").document("n1").get().get("text") == "kept"
@@ -61,7 +61,7 @@ def test_local_store_keeps_its_data_and_query_writes_files(tmp_path: Path) -> No
 
         # a finished ingest leaves no checkpoint: a re-run reads it all again and stores nothing twice
         rerun = tsstore("ingest", str(source), home=home, cwd=tmp_path)
-        assert "1200 rows read: 0 stored new, 1200 already present, 0 rejected" in rerun.stdout
+        assert "400 rows read: 0 stored new, 400 already present, 0 rejected" in rerun.stdout
 
         table = tsstore("query", "--where", "symbol=AAA", "--limit", "5", home=home, cwd=tmp_path)
         assert table.returncode == 0 and table.stdout.count(" AAA ") == 5
@@ -82,7 +82,7 @@ def test_local_store_keeps_its_data_and_query_writes_files(tmp_path: Path) -> No
         )
         with open(out_csv, newline="") as handle:
             read_back = list(csv.DictReader(handle))
-        assert len(read_back) == 1200
+        assert len(read_back) == 400
         got = sorted((r["symbol"], int(r["price.micros"]), int(r["volume"])) for r in read_back)
         assert got == sorted((r["symbol"], r["price.micros"], r["volume"]) for r in rows)
         stamps = [r["timestamp"] for r in read_back]
@@ -107,7 +107,7 @@ def test_local_store_keeps_its_data_and_query_writes_files(tmp_path: Path) -> No
         )
         assert done.returncode == 0, done.stderr
         table_pq = pq.read_table(out_parquet)
-        assert table_pq.num_rows == 1200 and {"timestamp", "symbol", "price.micros"} <= set(table_pq.column_names)
+        assert table_pq.num_rows == 400 and {"timestamp", "symbol", "price.micros"} <= set(table_pq.column_names)
 
         refused = tsstore("query", "--format", "parquet", home=home, cwd=tmp_path)
         assert refused.returncode == 2 and "needs --output" in refused.stderr

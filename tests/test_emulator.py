@@ -146,7 +146,9 @@ def test_a_port_taken_between_choice_and_bind_is_retried(
     )
     with start_emulator(timeout=30) as started:
         assert started.port != own_emulator.port
-        assert started.is_running()
+        assert started.is_running() and started.address == f"127.0.0.1:{started.port}"
+    with pytest.raises(ProcessLookupError):  # leaving the with block stopped its JVM
+        os.kill(started.pid, 0)
     assert own_emulator.is_running()
 
 
@@ -164,14 +166,6 @@ def test_stop_ends_the_jvm_and_is_idempotent() -> None:
     assert "shutting down" in started.log_tail()
     started.stop()  # second call: no error, nothing signalled
     assert not started.is_running()
-
-
-def test_context_manager_stops() -> None:
-    with start_emulator() as started:
-        pid = started.pid
-        assert started.address == f"127.0.0.1:{started.port}"
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
 
 
 def test_data_dir_survives_stop_and_start(tmp_path: Path) -> None:

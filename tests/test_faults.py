@@ -302,26 +302,26 @@ def cut_every(proxy: CuttingProxy, n: int) -> Callable[[int], None]:
 
 def test_writes_and_purges_through_cuts_store_exactly_what_a_clean_run_stores(cut: dict[str, Any]) -> None:
     layout = spec(3)
-    rows = list(trading_day(6000, seed=22))
+    rows = list(trading_day(3000, seed=22))
     expected = sorted({d.id for d in prepare_records(layout, rows)})
     statuses: list[str] = []
     proxy: CuttingProxy = cut["proxy"]
     with TimeSeriesStore(cut["proxied"], layout, write_options=FAST) as store, proxy.cutting(every=1.0):
         written = store.write(
-            rows, on_status=lambda s: statuses.append(s) if s else None, on_progress=cut_every(proxy, 1000)
+            rows, on_status=lambda s: statuses.append(s) if s else None, on_progress=cut_every(proxy, 500)
         )
     oracle = TimeSeriesStore(cut["direct"], layout)
-    assert (written.count, written.created, written.present) == (6000, 6000, 0)
-    assert stored_ids(oracle) == expected and oracle.count() == 6000
+    assert (written.count, written.created, written.present) == (3000, 3000, 0)
+    assert stored_ids(oracle) == expected and oracle.count() == 3000
     assert any(s.startswith("retrying after connection faults") for s in statuses)
     # Faults are retried without lowering the pace: the status never names a throttle.
     assert not any("throttled" in s for s in statuses)
     noon = DAY.replace(hour=12)
     before = oracle.count(end=noon)
     with TimeSeriesStore(cut["proxied"], layout, write_options=FAST) as store, proxy.cutting(every=1.0, seed=1):
-        purged = store.purge(before=noon, on_progress=cut_every(proxy, 1000))
-    assert (purged.matched, purged.deleted) == (before, before) and before > 2000
-    assert oracle.count() == 6000 - before and oracle.count(end=noon) == 0
+        purged = store.purge(before=noon, on_progress=cut_every(proxy, 500))
+    assert (purged.matched, purged.deleted) == (before, before) and before > 1000
+    assert oracle.count() == 3000 - before and oracle.count(end=noon) == 0
 
 
 def faulty_reads(store: TimeSeriesStore, cut_now: Callable[[], object]) -> dict[str, Any]:

@@ -112,9 +112,7 @@ def test_ctrl_c_prints_what_was_done_and_the_same_command_resumes(
         time.sleep(0.05)
     assert first.poll() is None, "the run finished before it could be interrupted"
     first.send_signal(signal.SIGINT)
-    stopped = time.monotonic()
-    out, err = first.communicate(timeout=60)
-    assert time.monotonic() - stopped < 15  # a bounded wait for the batches in flight
+    out, err = first.communicate(timeout=60)  # a guard against a hang, not a speed check
     assert first.returncode == 130, err
     assert "Traceback" not in err and "Aborted!" not in err
     summary = out.strip().splitlines()[-1]
@@ -134,18 +132,12 @@ def test_ctrl_c_prints_what_was_done_and_the_same_command_resumes(
     if not unconfirmed:
         assert line - 1 == read
 
-    second = subprocess.run(command, env=env_for(emulator), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    second = tsstore(emulator, database_id, "ingest", str(path), cwd=tmp_path)  # the same command, run to its end
     assert second.returncode == 0, second.stderr
     resumed = second.stdout.strip().splitlines()[-1]
     assert f"{line - 1} rows up to line {line} skipped" in resumed
     created_again = int(resumed.split(" rows read: ")[1].split(" stored new")[0])
     # Nothing lost, nothing twice: the two runs created exactly the file's rows.
     assert numbers["stored new"] + created_again == total
-    counted = subprocess.run(
-        [sys.executable, "-m", "tsstore", "count", "--database", database_id],
-        env=env_for(emulator),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    counted = tsstore(emulator, database_id, "count", cwd=tmp_path)
     assert counted.stdout.strip() == str(total), counted.stderr

@@ -275,7 +275,7 @@ def moved_state(client: Any, collection: str) -> dict[str, dict[str, Any]]:
 
 def test_reshard_moves_every_tick_once_while_readers_see_each_exactly_once(database: Any) -> None:
     old = TimeSeriesStore(database, spec("ticks", shards=shards_for(5_000)), write_options=FAST)
-    old.write(trading_day(1500, day=DAY, seed=12))
+    old.write(trading_day(750, day=DAY, seed=12))  # ~525 to move at 300/s: readers overlap the move
     before = moved_state(database, "ticks")
     layout = spec("ticks", shards=shards_for(1_500), retired=shards_for(5_000)[3:])
     to_move = sum(data["shard"] in layout.read_shards[3:] for _, _, data in stored(database, "ticks"))
@@ -298,12 +298,12 @@ def test_reshard_moves_every_tick_once_while_readers_see_each_exactly_once(datab
         stop.set()
         thread.join()
     assert result.remaining == {v: 0 for v in shards_for(5_000)[3:]} and result.vanished == 0
-    assert result.moved == sum(progress) == to_move > 900 and result.passes == 1
-    assert len(seen) >= 2 and set(seen) == {(1500, 1500)}  # no read missed or doubled a tick during the move
+    assert result.moved == sum(progress) == to_move > 450 and result.passes == 1
+    assert len(seen) >= 2 and set(seen) == {(750, 750)}  # no read missed or doubled a tick during the move
     after = moved_state(database, "ticks")
     assert after == before  # the same ids with the same content: only the shard field changed
     census = reader.shard_census()
-    assert census.ticks("retired") == 0 and census.ticks("active") == 1500 == census.total
+    assert census.ticks("retired") == 0 and census.ticks("active") == 750 == census.total
     assert slow.reshard() == ReshardResult(0, 0, result.remaining, 0)  # idempotent: nothing left to move
 
 
@@ -311,7 +311,7 @@ def test_reshard_command_resumes_after_sigkill_exactly(tsstore_emulator: Any, tm
     name = f"reshard-cli-{random.randrange(10**9)}"
     client = tsstore_emulator.client(database=name)
     TimeSeriesStore(client, spec("ticks", shards=shards_for(5_000)), write_options=FAST).write(
-        trading_day(3000, day=DAY, seed=13)
+        trading_day(1500, day=DAY, seed=13)
     )
     before = moved_state(client, "ticks")
     retired = shards_for(5_000)[3:]
@@ -326,7 +326,7 @@ def test_reshard_command_resumes_after_sigkill_exactly(tsstore_emulator: Any, tm
     command = [sys.executable, "-m", "tsstore", "reshard", "--spec", "spec.toml", "--database", name]
     first = subprocess.Popen([*command, "--max-rate", "500"], cwd=tmp_path, env=env, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while on_retired.count(start=early) > initial - 500 and time.monotonic() < deadline:
+    while on_retired.count(start=early) > initial - 300 and time.monotonic() < deadline:  # of ~1 050 at 500/s
         time.sleep(0.1)
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=30)
@@ -336,10 +336,10 @@ def test_reshard_command_resumes_after_sigkill_exactly(tsstore_emulator: Any, tm
     second = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stderr
     assert f"moved {left} ticks off retired shard values {', '.join(retired)}; they now hold no tick" in second.stdout
-    assert "census: retired values hold 0, active values 3000, collection 3000" in second.stdout
+    assert "census: retired values hold 0, active values 1500, collection 1500" in second.stdout
     assert "moving" in second.stderr  # the progress bar
     assert moved_state(client, "ticks") == before
     assert {d.get("shard") for d in client.collection("ticks").stream()} <= set(shards_for(1_500))
-    again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert "moved 0 ticks" in again.stdout and "census: retired values hold 0" in again.stdout
+    again = run_cli(*command[3:], emulator=tsstore_emulator, cwd=tmp_path)  # nothing to kill: in this process
+    assert again.returncode == 0 and "moved 0 ticks" in again.stdout and "census: retired values hold 0" in again.stdout
     client.close()

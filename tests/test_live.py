@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli import tsstore as run_tsstore
 from tests.proxy import CuttingProxy
 from tsstore import ConfigError, Query, QueryError, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions, shards_for
 from tsstore.live.state import TailState, WindowState
@@ -109,16 +110,27 @@ def ours() -> int:
     return sum(not t.name.startswith("proxy") for t in threading.enumerate())
 
 
-def drain(tail: Any, until: set[str], *, timeout: float = 60) -> list[Any]:
+def drain(tail: Any, until: set[str], *, timeout: float = 60, settle: float = 2) -> list[Any]:
     got: list[Any] = []
     deadline = time.monotonic() + timeout
     while not until <= {t.tick.id for t in got} and time.monotonic() < deadline:
         item = tail.next_tick(timeout=1)
         if item is not None:
             got.append(item)
-    while (item := tail.next_tick(timeout=2)) is not None:  # anything delivered twice would show up now
+    while settle and (item := tail.next_tick(timeout=settle)) is not None:  # anything delivered twice shows up now
         got.append(item)
     return got
+
+
+def settled_window(watch: Any, want: list[str], *, timeout: float = 60) -> Any:
+    """The watch's last update once its window is ``want`` (or ``timeout`` passed), after a
+    second with no further update (a window that moved on from ``want`` would show up now)."""
+    last = None
+    deadline = time.monotonic() + timeout
+    while (last is None or [t.id for t in last.window] != want) and time.monotonic() < deadline:
+        update = watch.next_update(timeout=1)
+        last = update or last
+    return watch.next_update(timeout=1) or last
 
 
 @pytest.mark.parametrize("where", [None, {"symbol": ["AAA", "BBB"]}], ids=["2-chunks", "3-chunks"])
@@ -127,8 +139,8 @@ def test_tail_delivers_every_tick_written_after_it_started_exactly_once(live: di
     writer.write([{"symbol": "AAA", "n": -1, "timestamp": dt.datetime.now(UTC)}])  # before the tail: not delivered
     chunks = len(store.plan(where=where).chunks)
     assert chunks == (2 if where is None else 3)
-    with store.tail(where=where, hold=60) as tail:  # a small hold: listeners move on several times
-        rows = write_steadily(writer, batches=30, per_batch=10, late_every=5)
+    with store.tail(where=where, hold=20) as tail:  # a small hold: listeners move on several times
+        rows = write_steadily(writer, batches=10, per_batch=10, late_every=5)
         wanted = {r["id"] for r in rows if where is None or r["symbol"] in where["symbol"]}
         got = drain(tail, wanted)
         restarts = tail.restarts
@@ -143,24 +155,22 @@ def test_watch_window_equals_the_newest_stored_ticks_once_the_writer_stops(live:
     store, writer, client = live["store"], live["writer"], live["client"]
     for where, limit in ((None, 25), ({"symbol": ["AAA", "BBB"]}, 7)):
         with store.watch(where=where, limit=limit) as watch:
-            write_steadily(writer, batches=10, per_batch=8, late_every=4)
-            last = None
-            while (update := watch.next_update(timeout=3)) is not None:
-                last = update
+            write_steadily(writer, batches=6, per_batch=8, late_every=4)
+            docs = [d.to_dict() | {"id": d.id} for d in client.collection("live").stream()]  # the writer stopped
+            kept = [d for d in docs if where is None or d["symbol"] in where["symbol"]]
+            oracle = sorted(kept, key=lambda d: (d["timestamp"], d["id"]), reverse=True)[:limit]
+            last = settled_window(watch, [d["id"] for d in oracle])
         assert last is not None and len(last.read_times) == len(store.plan(where=where).chunks)
-        docs = [d.to_dict() | {"id": d.id} for d in client.collection("live").stream()]
-        kept = [d for d in docs if where is None or d["symbol"] in where["symbol"]]
-        oracle = sorted(kept, key=lambda d: (d["timestamp"], d["id"]), reverse=True)[:limit]
         assert [t.id for t in last.window] == [d["id"] for d in oracle]
 
 
 def test_a_cut_connection_loses_and_repeats_nothing(live: dict[str, Any]) -> None:
     store, writer, proxy = live["store"], live["writer"], live["proxy"]
     with store.tail() as tail:
-        first = write_steadily(writer, batches=5, per_batch=10, late_every=99)
-        got = drain(tail, {r["id"] for r in first}, timeout=30)
+        first = write_steadily(writer, batches=3, per_batch=10, late_every=99)
+        got = drain(tail, {r["id"] for r in first}, timeout=30, settle=0)  # a repeat shows up in the second
         assert proxy.cut() > 0  # every connection of the reading client, listeners included
-        second = write_steadily(writer, batches=5, per_batch=10, late_every=99)
+        second = write_steadily(writer, batches=3, per_batch=10, late_every=99)
         got += drain(tail, {r["id"] for r in first + second} - {t.tick.id for t in got}, timeout=90)
     ids = [t.tick.id for t in got]
     assert len(ids) == len(set(ids)) == len(first) + len(second)
@@ -218,14 +228,14 @@ def test_tail_and_watch_commands(live: dict[str, Any], tsstore_emulator: Any, tm
         return process.communicate(timeout=30)
 
     limited = subprocess.Popen(
-        [*base, "tail", *common, "--format", "jsonl", "--max-ticks", "25", "--where", "symbol=AAA"],
+        [*base, "tail", *common, "--format", "jsonl", "--max-ticks", "10", "--where", "symbol=AAA"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     out, err = run_until_done(limited)
     rows = [json.loads(line) for line in out.splitlines()]
     assert limited.returncode == 0, err
-    assert len(rows) == 25 and all(r["symbol"] == "AAA" for r in rows) and {r["_id"] for r in rows} <= written
-    assert len({r["_id"] for r in rows}) == 25 and f"tailed 25 tick(s), {sum(r['_late'] for r in rows)} late" in err
+    assert len(rows) == 10 and all(r["symbol"] == "AAA" for r in rows) and {r["_id"] for r in rows} <= written
+    assert len({r["_id"] for r in rows}) == 10 and f"tailed 10 tick(s), {sum(r['_late'] for r in rows)} late" in err
 
     started = time.monotonic()
     stopped = subprocess.Popen(
@@ -248,10 +258,8 @@ def test_tail_and_watch_commands(live: dict[str, Any], tsstore_emulator: Any, tm
     assert lines[0].startswith("timestamp,_id,_late,") and len(lines) > 1
     assert f"tailed {len(lines) - 1} tick(s)" in err
 
-    once = subprocess.run(
-        [*base, "watch", *common, "--limit", "5", "--once"], cwd=tmp_path, env=env, capture_output=True, text=True,
-        timeout=120,
-    )  # fmt: skip
+    host = {"FIRESTORE_EMULATOR_HOST": tsstore_emulator.address}
+    once = run_tsstore("watch", *common, "--limit", "5", "--once", env=host, cwd=tmp_path)  # ends by itself
     assert once.returncode == 0, once.stderr
     assert len(once.stdout.splitlines()) == 2 + 5 and "5 entered, 0 left" in once.stderr  # two header lines
 
@@ -292,21 +300,24 @@ def test_async_watch_and_tail_run_the_same_engine(live: dict[str, Any], tsstore_
                     break
             while (extra := await tail.next(timeout=2)) is not None:
                 got.append(extra)
+            stored = await asyncio.to_thread(lambda: list(live["client"].collection("live").stream()))  # all written
+            newest = [d.id for d in sorted(stored, key=lambda d: (d.get("timestamp"), d.id), reverse=True)[:6]]
             last = None
-            while (update := await watch.next(timeout=3)) is not None:
-                last = update
-        return got, (wanted, last)
+            deadline = time.monotonic() + 60
+            while (last is None or [t.id for t in last.window] != newest) and time.monotonic() < deadline:
+                last = await watch.next(timeout=1) or last
+            last = await watch.next(timeout=1) or last  # a window that moved on from it would show up now
+        return got, (wanted, newest, last)
 
     threads: list[int] = []
-    got, (wanted, last) = asyncio.run(run())
+    got, (wanted, newest, last) = asyncio.run(run())
     ids = [t.tick.id for t in got]
     assert len(ids) == len(set(ids)) and set(ids) == wanted
     deadline = time.monotonic() + 10
     while ours() > threads[0] and time.monotonic() < deadline:
         time.sleep(0.1)
     assert ours() <= threads[0], [t.name for t in threading.enumerate()]  # every listener's thread is gone
-    docs = sorted(((d.get("timestamp"), d.id) for d in live["client"].collection("live").stream()), reverse=True)
-    assert last is not None and [t.id for t in last.window] == [i for _, i in docs[:6]]
+    assert last is not None and [t.id for t in last.window] == newest
 
 
 DYING_WATCH = """

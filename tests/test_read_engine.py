@@ -32,6 +32,9 @@ UTC = dt.timezone.utc
 PAGES = 4  # pages followed per case (the emulator scans the collection once per `in` value)
 SHARDS = [f"s{i:02d}" for i in range(40)]  # 2 chunks of 20; 4 of 10 with an `in` of 3
 SPEC = SeriesSpec("skew", shards=SHARDS, shapes=[QueryShape("symbol", ("desc", "asc"))], key_fields=["symbol", "n"])
+# The emulator scans the collection for every query (once per `in` value), so the skewed data
+# is small: 600 ticks in 100 ms, ~120 per symbol (a page of 100 HOT ticks still fits).
+TICKS, MILLISECONDS = 600, 100
 
 
 def test_lean_asks_are_the_expected_share_plus_slack() -> None:
@@ -83,12 +86,12 @@ def skewed(tsstore_emulator: Any) -> Iterator[dict[str, Any]]:
     rng = random.Random(3)
     base = dt.datetime(2024, 1, 2, 9, tzinfo=UTC)
     rows: list[dict[str, Any]] = []
-    for n in range(1200):
+    for n in range(TICKS):
         symbol = rng.choice(["AAA", "BBB", "CCC", "HOT", "TWO"])
         row: dict[str, Any] = {
             "symbol": symbol,
             "n": n,
-            "timestamp": base + dt.timedelta(milliseconds=rng.randrange(200)),
+            "timestamp": base + dt.timedelta(milliseconds=rng.randrange(MILLISECONDS)),
         }
         if symbol == "HOT":
             row["shard"] = "s07"  # every HOT tick in one shard: one chunk holds them all
@@ -97,7 +100,7 @@ def skewed(tsstore_emulator: Any) -> Iterator[dict[str, Any]]:
         rows.append(row)
     store.write(rows)
     ticks = list(store.iter_ticks())
-    assert len(ticks) == 1200 and len({t.timestamp for t in ticks}) <= 200  # ~6 ticks share each ms
+    assert len(ticks) == TICKS and len({t.timestamp for t in ticks}) <= MILLISECONDS  # ~6 ticks share each ms
     yield {"store": store, "ticks": ticks}
     store.close()
     client.close()
@@ -186,10 +189,15 @@ def test_page_stats_count_what_came_back(skewed: dict[str, Any]) -> None:
     assert [t.id for t in eager] == [t.id for t in page] and eager.cursor == page.cursor
     assert eager.stats.documents == 4 * 51 > stats.documents  # 4 chunks of 10 shards, each asked for 51
     counted = ReadStats()
-    assert store.count(stats=counted) == 1200
+    assert store.count(stats=counted) == TICKS
     # the time read, 2 chunk aggregations, and the whole collection's (a count of everything checks
-    # for shard values the declaration does not list): 1 read each at 1 200 entries or fewer
-    assert (counted.chunks, counted.queries, counted.billed_reads) == (2, 4, 1 + 2 + 2)
+    # for shard values the declaration does not list): 1 read each at 1 000 entries or fewer
+    assert (counted.chunks, counted.queries, counted.billed_reads) == (2, 4, 1 + 2 + 1)
+    # past 1 000 entries an aggregation bills a read per 1 000 begun (the data above is smaller)
+    over = ReadStats()
+    over.aggregation_done(1200)
+    over.aggregation_done(1000)
+    assert (over.queries, over.billed_reads) == (2, 2 + 1)
 
 
 def test_cli_explains_and_prints_costs(tsstore_emulator: Any, tmp_path: Any) -> None:
