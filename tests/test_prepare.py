@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tsstore import RecordError, SeriesSpec, TsstoreError
+from tsstore import ConfigError, RecordError, SeriesSpec, TsstoreError
 from tsstore.write.prepare import prepare_records
 
 UTC = dt.timezone.utc
@@ -73,9 +73,17 @@ def test_refusal_names_the_position_of_the_bad_record() -> None:
     assert info.value.index == 2
 
 
-def test_naive_times_become_utc_only_when_asked() -> None:
+def test_naive_times_are_read_in_the_zone_asked_for_and_refused_otherwise() -> None:
     [doc] = prepare_records(SPEC, [tick(timestamp=dt.datetime(2024, 1, 1, 12))], naive="utc")
     assert doc.data["timestamp"] == dt.datetime(2024, 1, 1, 12, tzinfo=UTC)
+    winter, summer = dt.datetime(2024, 1, 15, 10), dt.datetime(2024, 7, 15, 10)
+    rome = list(prepare_records(SPEC, [tick(timestamp=winter), tick(timestamp=summer)], naive="Europe/Rome"))
+    assert [d.data["timestamp"].hour for d in rome] == [9, 8]  # CET, then CEST (daylight saving)
+    assert all(d.data["timestamp"].tzinfo == UTC for d in rome)
+    with pytest.raises(RecordError, match=r"is naive \(no timezone\); .*naive='Europe/Rome'"):
+        list(prepare_records(SPEC, [tick(timestamp=winter)]))
+    with pytest.raises(ConfigError, match=r"naive='Mars/Base': timezone policy 'Mars/Base' is not allowed"):
+        list(prepare_records(SPEC, [tick()], naive="Mars/Base"))
 
 
 def test_keyed_ids_are_stable_and_distinct() -> None:

@@ -298,7 +298,9 @@ def test_bad_options_name_the_value(client: firestore.Client, collection_name: s
     store = TimeSeriesStore(client, spec)
     with pytest.raises(QueryError, match=r"rows 0 is not allowed"):
         store.stream_frames(rows=0)
-    with pytest.raises(ConfigError, match=r"naive='local' is not allowed; use one of \('error', 'utc'\)"):
+    with pytest.raises(
+        ConfigError, match=r"naive='local': timezone policy 'local' is not allowed; use 'error', 'utc' or an IANA zone"
+    ):
         store.write([{"timestamp": dt.datetime(2024, 1, 1, tzinfo=UTC)}], naive="local")  # type: ignore[arg-type]
     assert list(client.collection(collection_name).stream()) == []
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import datetime as dt
 import re
 import zoneinfo
-from typing import Literal
 
 import pandas as pd
 
-NaivePolicy = Literal["error", "utc"]
-NAIVE_POLICIES: tuple[NaivePolicy, ...] = ("error", "utc")
+#: What a time without a timezone means: ``"error"`` (refuse it), ``"utc"``, or an IANA zone
+#: name such as ``"Europe/Rome"`` (daylight saving included): see :func:`naive_zone`.
+NaivePolicy = str
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -24,12 +24,14 @@ _LEAP_SECOND = re.compile(r"\d\d:\d\d:60")
 _FRACTION = re.compile(r"[.,](\d+)")
 
 
-def to_utc(value: object, *, name: str, naive: NaivePolicy = "error") -> dt.datetime:
+def to_utc(value: object, *, name: str, naive: NaivePolicy = "error", naive_option: bool = False) -> dt.datetime:
     """Return ``value`` as an aware UTC ``datetime`` or raise ``ValueError`` naming ``name``.
 
     Accepts ``datetime`` (including pandas ``Timestamp`` and Firestore's
     ``DatetimeWithNanoseconds``) and ISO-8601 strings. A naive value is an error unless
-    ``naive="utc"``; a value with nanoseconds that are not whole microseconds is an error.
+    ``naive`` names a zone to read it in (``"utc"`` or an IANA zone; the message mentions the
+    option when the caller has one, ``naive_option``); a value with nanoseconds that are not
+    whole microseconds is an error.
     """
     if type(value) is dt.datetime and value.tzinfo is dt.timezone.utc:
         return value  # already what Firestore stores: the common case, kept cheap
@@ -52,12 +54,14 @@ def to_utc(value: object, *, name: str, naive: NaivePolicy = "error") -> dt.date
             "Firestore keeps microseconds, so round it first"
         )
     if value.tzinfo is None or value.utcoffset() is None:
-        if naive != "utc":
+        zone = naive_zone(naive)
+        if zone is None:
+            option = " or say in which zone to read naive times (naive='utc' or naive='Europe/Rome')"
             raise ValueError(
-                f"{name} {value.isoformat()} is naive (no timezone); pass an aware datetime "
-                "or opt in to treating naive times as UTC (naive='utc')"
+                f"{name} {value.isoformat()} is naive (no timezone); pass an aware datetime"
+                + (option if naive_option else "")
             )
-        value = value.replace(tzinfo=dt.timezone.utc)
+        value = value.replace(tzinfo=zone)
     moment: dt.datetime = value.to_pydatetime() if isinstance(value, pd.Timestamp) else value
     try:
         return plain_datetime(moment).astimezone(dt.timezone.utc)
@@ -97,6 +101,8 @@ def naive_zone(policy: str) -> dt.tzinfo | None:
         return None
     if policy == "utc":
         return dt.timezone.utc
+    if not isinstance(policy, str):
+        raise ValueError(f"timezone policy {policy!r} is not allowed; use 'error', 'utc' or an IANA zone name")
     try:
         return zoneinfo.ZoneInfo(policy)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):

@@ -45,7 +45,7 @@ from tsstore.beam.target import Target
 from tsstore.errors import ConfigError, RecordError
 from tsstore.spec import DuplicatePolicy, SeriesSpec, check_policy
 from tsstore.ticks import get_path
-from tsstore.times import NAIVE_POLICIES, NaivePolicy
+from tsstore.times import NaivePolicy, naive_zone
 from tsstore.wire import transport
 from tsstore.write.identity import (
     content_digest,
@@ -307,8 +307,10 @@ class WriteTicks(beam.PTransform[beam.PCollection[Any], dict[str, beam.PCollecti
                 f"the spec for {spec.collection!r} keeps series counters (count_by {list(spec.count_by)}), whose "
                 "increments a bundle run again would repeat; write it with the store (tsstore ingest) instead"
             )
-        if naive not in NAIVE_POLICIES:
-            raise ConfigError(f"naive={naive!r} is not allowed; use one of {NAIVE_POLICIES}")
+        try:
+            naive_zone(naive)
+        except ValueError as exc:
+            raise ConfigError(f"naive={naive!r}: {exc}") from None
         try:
             self._policy = check_policy(spec.on_duplicate if on_duplicate is None else on_duplicate)
         except ValueError as exc:

@@ -44,7 +44,8 @@ def write(
 
     Ticks sharing key fields and timestamp are handled by ``on_duplicate`` (default: the
     spec's, ``"keep"``); see :mod:`tsstore.write.identity`. ``naive`` says what a time
-    without a zone means (``"error"``, or ``"utc"``). ``on_progress`` is called with the
+    without a zone means: ``"error"``, ``"utc"``, or an IANA zone such as ``"Europe/Rome"``
+    (as ``tsstore ingest --naive``). ``on_progress`` is called with the
     number of documents confirmed since the last call, ``on_status`` with what the writer
     is waiting for (retries and why) or ``None``. With ``spec.count_by``, each written batch
     adds its newly created ticks to each series' counter in one commit, so a re-written tick

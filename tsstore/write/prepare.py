@@ -21,7 +21,7 @@ from google.cloud.firestore_v1.vector import Vector
 from tsstore.errors import ConfigError, RecordError
 from tsstore.limits import MAX_DOCUMENT_BYTES, MAX_FIELD_DEPTH, MAX_INT64, MIN_INT64
 from tsstore.spec import DuplicatePolicy, SeriesSpec, check_policy
-from tsstore.times import NAIVE_POLICIES, NaivePolicy, to_utc
+from tsstore.times import NaivePolicy, naive_zone, to_utc
 from tsstore.write.identity import (
     ID_BYTES,
     Repeats,
@@ -82,8 +82,10 @@ def prepare_records(
     written by an earlier run: they are numbered like the rest but not yielded, and their
     errors are not reported again.
     """
-    if naive not in NAIVE_POLICIES:
-        raise ConfigError(f"naive={naive!r} is not allowed; use one of {NAIVE_POLICIES}")
+    try:
+        naive_zone(naive)
+    except ValueError as exc:
+        raise ConfigError(f"naive={naive!r}: {exc}") from None
     try:
         policy = check_policy(on_duplicate)
     except ValueError as exc:
@@ -291,7 +293,7 @@ def _clean_value(value: Any, naive: NaivePolicy, name: str, depth: int, *, in_ar
         if isinstance(value, np.datetime64):
             value = pd.Timestamp(value)
         try:
-            return to_utc(value, name=f"field {name!r}", naive=naive), 8
+            return to_utc(value, name=f"field {name!r}", naive=naive, naive_option=True), 8
         except ValueError as exc:
             raise _Bad(str(exc).replace(f"field {name!r}", "field {field}")) from None
     if value is None:
