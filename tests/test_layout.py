@@ -343,3 +343,15 @@ def test_reshard_command_resumes_after_sigkill_exactly(tsstore_emulator: Any, tm
     again = run_cli(*command[3:], emulator=tsstore_emulator, cwd=tmp_path)  # nothing to kill: in this process
     assert again.returncode == 0 and "moved 0 ticks" in again.stdout and "census: retired values hold 0" in again.stdout
     client.close()
+
+
+def test_capacity_takes_the_retention_from_the_declarations_ttl(tmp_path: Path) -> None:
+    (tmp_path / "ttl.toml").write_text(
+        '[[series]]\ncollection = "ticks"\nshards = ["x", "y", "z"]\nexpire_after = "90 days"\n'
+    )
+    planned = run_cli("capacity", "--writes-per-second", "1200", "--spec", "ttl.toml", emulator=None, cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    assert "storage at a retention of 90 days" in planned.stdout
+    given = run_cli("capacity", "--writes-per-second", "1200", "--spec", "ttl.toml", "--retention", "7 days",
+                    emulator=None, cwd=tmp_path)  # fmt: skip
+    assert "storage at a retention of 7 days" in given.stdout  # the option wins

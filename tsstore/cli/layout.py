@@ -87,7 +87,11 @@ def reshard(*, spec: SeriesSpec, database: Database, max_rate: int | None, fmt: 
 @click.command("capacity")
 @library_warnings
 @click.option("--writes-per-second", "rate", type=float, required=True, help="Sustained write rate to plan for.")
-@click.option("--retention", default=None, help="How long ticks are kept (e.g. '30 days'); storage at steady state.")
+@click.option(
+    "--retention",
+    default=None,
+    help="How long ticks are kept (e.g. '30 days'); storage at steady state. Default: the spec's expire_after.",
+)
 @click.option("--headroom", type=float, default=1.25, show_default=True, help="Spare capacity factor.")
 @click.option("--pages-per-day", type=float, default=0.0, help="Pages of 100 ticks read a day, for the read cost.")
 @click.option("--spec", "declaration", default=None, help="Compare with this declaration (module:NAME or a file).")
@@ -109,5 +113,7 @@ def capacity(
         kept = None if retention is None else to_duration(retention, name="--retention")
     except ValueError as exc:
         raise usage(str(exc)) from None
+    if kept is None and spec is not None:
+        kept = spec.expire_after  # the declaration's TTL is its retention
     plan = capacity_for(rate, retention=kept, spec=spec, headroom=headroom, pages_per_day=pages_per_day)
     echo_figures(fmt, plan.describe(spec), plan)
