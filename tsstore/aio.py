@@ -4,8 +4,8 @@ The same verbs as :class:`~tsstore.store.TimeSeriesStore` (:class:`~tsstore.verb
 each one request), answered on the event loop: a list of asks is gathered, a chunk query
 is awaited through :mod:`tsstore.wire` (no thread per query; at most ``max_concurrency``
 wait on the server at once). A bulk send runs the sender in one worker thread whose batches
-are sent on the loop. What the sync client alone serves (listeners, and the counters' conditional writes,
-which tsstore runs through the sync client) runs on its sync twin (:func:`~tsstore.wire.sync_twin`), in worker threads.
+are sent on the loop. What runs on the sync client only (listeners, and the counters'
+conditional writes) runs on its sync twin (:func:`~tsstore.wire.sync_twin`), in worker threads.
 """
 
 from __future__ import annotations

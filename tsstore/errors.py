@@ -92,10 +92,16 @@ class WriteFailure:
     message: str
 
     @property
+    def by_policy(self) -> bool:
+        """Refused by the duplicate policy (gRPC ALREADY_EXISTS, 6: another tick holds the id),
+        which is final, not by Firestore after retries."""
+        return self.code == 6
+
+    @property
     def reason(self) -> str:
-        """Why the record is not stored, for a reject line: the duplicate policy's refusal
-        (ALREADY_EXISTS, 6) words itself; anything else is Firestore's."""
-        return self.message if self.code == 6 else f"Firestore refused it: {self.message}"
+        """Why the record is not stored, for a reject line: the policy's refusal words itself;
+        anything else is Firestore's."""
+        return self.message if self.by_policy else f"Firestore refused it: {self.message}"
 
 
 class WriteError(TsstoreError):

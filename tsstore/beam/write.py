@@ -45,7 +45,7 @@ from tsstore.beam.target import Target
 from tsstore.errors import ConfigError, RecordError
 from tsstore.spec import DuplicatePolicy, SeriesSpec, check_policy
 from tsstore.ticks import get_path
-from tsstore.times import NaivePolicy, naive_zone
+from tsstore.times import NaivePolicy
 from tsstore.wire import transport
 from tsstore.write.identity import (
     content_digest,
@@ -54,7 +54,7 @@ from tsstore.write.identity import (
     repeated_base,
 )
 from tsstore.write.job import bulk_sender
-from tsstore.write.prepare import PreparedDoc, prepare_records
+from tsstore.write.prepare import PreparedDoc, check_naive, prepare_records
 from tsstore.write.sender import BulkSender
 
 #: The tags of :class:`WriteTicks`' outputs.
@@ -307,10 +307,7 @@ class WriteTicks(beam.PTransform[beam.PCollection[Any], dict[str, beam.PCollecti
                 f"the spec for {spec.collection!r} keeps series counters (count_by {list(spec.count_by)}), whose "
                 "increments a bundle run again would repeat; write it with the store (tsstore ingest) instead"
             )
-        try:
-            naive_zone(naive)
-        except ValueError as exc:
-            raise ConfigError(f"naive={naive!r}: {exc}") from None
+        check_naive(naive)
         try:
             self._policy = check_policy(spec.on_duplicate if on_duplicate is None else on_duplicate)
         except ValueError as exc:

@@ -20,7 +20,6 @@ from tsstore.spec import DuplicatePolicy
 from tsstore.store import TimeSeriesStore
 from tsstore.times import naive_zone
 from tsstore.wire import database_id
-from tsstore.write.ops import ALREADY_EXISTS
 
 
 @dataclass
@@ -210,7 +209,7 @@ def ingest_file(
         # checkpoint may pass them; it stays before any that Firestore refused after retries,
         # so the next run tries those again.
         summary.settle(error.result)
-        final = [f.index for f in error.failures if f.code == ALREADY_EXISTS]
+        final = [f.index for f in error.failures if f.by_policy]
         for failure in error.failures:
             reject(Rejected(tracker.line_of(failure.index), failure.reason,
                             raw_of(failure.index)))  # fmt: skip

@@ -57,6 +57,14 @@ class PreparedDoc:
     at_slot: bool = False
 
 
+def check_naive(naive: NaivePolicy) -> None:
+    """Refuse a ``naive`` policy that is not ``"error"``, ``"utc"`` or an IANA zone, naming it."""
+    try:
+        naive_zone(naive)
+    except ValueError as exc:
+        raise ConfigError(f"naive={naive!r}: {exc}") from None
+
+
 def prepare_records(
     spec: SeriesSpec,
     records: Iterable[Mapping[str, Any]],
@@ -82,10 +90,7 @@ def prepare_records(
     written by an earlier run: they are numbered like the rest but not yielded, and their
     errors are not reported again.
     """
-    try:
-        naive_zone(naive)
-    except ValueError as exc:
-        raise ConfigError(f"naive={naive!r}: {exc}") from None
+    check_naive(naive)
     try:
         policy = check_policy(on_duplicate)
     except ValueError as exc:
