@@ -143,7 +143,7 @@ def test_a_merged_read_stopped_by_faults_says_how_far_it_got_and_where_to_go_on(
     with pytest.raises(FaultError, match="the read stopped after 2 ticks, the last at .* pass cursor=") as caught:
         got.extend(name_stops(plan, stops(), None))
     assert got == ticks and caught.value.returned == 2
-    assert caught.value.cursor == encode_cursor(plan, ticks[-1].timestamp, "a")
+    assert caught.value.cursor == encode_cursor(plan, (ticks[-1].timestamp, "a"))
 
 
 def test_a_call_that_keeps_failing_whole_is_asked_in_parts_that_answer() -> None:

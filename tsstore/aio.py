@@ -25,11 +25,11 @@ from tsstore.frames import aframes
 from tsstore.live.aio import AsyncLive
 from tsstore.read.async_engine import AsyncFetch, aread_ticks
 from tsstore.read.chunks import chunk_query
-from tsstore.read.engine import Position, TickRead
+from tsstore.read.engine import TickRead
 from tsstore.read.plan import QueryPlan
 from tsstore.spec import SeriesSpec
 from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase
-from tsstore.ticks import Tick
+from tsstore.ticks import Position, Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.wire import abatch_write, aget_documents, astream_ticks, sync_twin

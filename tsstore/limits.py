@@ -23,6 +23,9 @@ MAX_IN_VALUES = 30
 #: ``shard in [a]`` x ``symbol in [b]`` expands to ``len(a) * len(b)`` disjunctions.
 MAX_DISJUNCTIONS = 30
 
+#: Most fields one query may filter by range or ``!=`` (the timestamp range is one of them).
+MAX_INEQUALITY_FIELDS = 10
+
 #: Largest document Firestore stores (1 MiB), counted as Firestore's storage-size rules count.
 MAX_DOCUMENT_BYTES = 1_048_576
 

@@ -17,7 +17,7 @@ from enum import Enum
 from typing import Literal
 
 from tsstore.errors import SpecError
-from tsstore.limits import SEQUENTIAL_WRITES_PER_SECOND
+from tsstore.limits import MAX_INEQUALITY_FIELDS, SEQUENTIAL_WRITES_PER_SECOND
 from tsstore.times import to_duration, to_utc
 
 #: What the writer does with a tick whose key fields and timestamp are already stored
@@ -82,15 +82,31 @@ class QueryShape:
     ``fields`` are filtered by equality or ``in`` (order does not matter; kept sorted);
     ``directions`` are the time orders the shape is queried in. The empty shape is the
     plain time-range query, which every spec serves.
+
+    ``ranges`` are value fields the shape's queries also filter by range or ``!=``
+    (``volume >= 10000``), on the server: each such query needs exactly these fields' range
+    conditions, and its index holds them after the timestamp (kept sorted).
+
+    ``series_rate`` declares that the shape's equality fields pin one series (a symbol, a
+    device) whose ticks arrive at most this many per second: the shape is then indexed
+    without the shard (``(symbol, timestamp)``), whose entries spread over the series' key
+    ranges, and read with one query instead of one per shard chunk. One series may not pass
+    Firestore's 500 writes/s on a growing indexed field; above that, leave it ``None`` (the
+    sharded plan).
     """
 
     fields: tuple[str, ...]
     directions: tuple[Direction, ...]
+    ranges: tuple[str, ...]
+    series_rate: float | None
 
     def __init__(
         self,
         fields: str | Iterable[str] = (),
         directions: Direction | str | Iterable[Direction | str] = (Direction.DESC,),
+        *,
+        ranges: str | Iterable[str] = (),
+        series_rate: float | None = None,
     ) -> None:
         if isinstance(fields, str):
             fields = (fields,)
@@ -102,12 +118,60 @@ class QueryShape:
         parsed = tuple(dict.fromkeys(Direction.parse(d) for d in directions))
         if not parsed:
             raise SpecError("a query shape needs at least one direction ('desc', 'asc')")
+        if isinstance(ranges, str):
+            ranges = (ranges,)
+        ranged = tuple(check_field_path(f, what="query shape range field") for f in ranges)
+        if len(set(ranged)) != len(ranged) or set(ranged) & set(fields):
+            raise SpecError(
+                f"query shape range fields {list(ranged)!r} repeat a field or one of its equality fields {list(fields)!r}"
+            )
+        if len(ranged) > MAX_INEQUALITY_FIELDS - 1:  # the timestamp is one of Firestore's 10
+            raise SpecError(
+                f"query shape range fields {list(ranged)!r}: Firestore allows {MAX_INEQUALITY_FIELDS} range fields "
+                f"per query and the timestamp is one, so at most {MAX_INEQUALITY_FIELDS - 1}"
+            )
+        if series_rate is not None:
+            series_rate = check_series_rate(series_rate, fields)
         object.__setattr__(self, "fields", tuple(sorted(fields)))
         object.__setattr__(self, "directions", parsed)
+        object.__setattr__(self, "ranges", tuple(sorted(ranged)))
+        object.__setattr__(self, "series_rate", series_rate)
+
+    @property
+    def series(self) -> bool:
+        """Whether the shape is read as one series: indexed without the shard, one query."""
+        return self.series_rate is not None
+
+    @property
+    def key(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """What a query must filter to be this shape: its equality fields and range fields."""
+        return self.fields, self.ranges
 
     def describe(self) -> str:
         names = ", ".join(self.fields) or "(time range only)"
-        return f"[{names}] {'/'.join(d.value for d in self.directions)}"
+        ranged = f" ranges [{', '.join(self.ranges)}]" if self.ranges else ""
+        series = f" series <= {self.series_rate:g}/s" if self.series_rate is not None else ""
+        return f"[{names}]{ranged} {'/'.join(d.value for d in self.directions)}{series}"
+
+
+def check_series_rate(rate: object, fields: tuple[str, ...]) -> float:
+    """``rate`` as a series shape's writes/s per series, or a :class:`SpecError` that says why
+    not (and, above Firestore's ceiling for one growing index range, that the shape needs
+    the sharded plan)."""
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (rate > 0 and math.isfinite(rate)):
+        raise SpecError(f"series_rate {rate!r} is not allowed; give one series' writes/s, a positive number")
+    if not fields:
+        raise SpecError(
+            "series_rate needs equality fields that pin one series (e.g. ['symbol']); the plain time range "
+            "is one growing index range and must stay sharded"
+        )
+    if rate > SEQUENTIAL_WRITES_PER_SECOND:
+        raise SpecError(
+            f"series_rate {rate:g} for [{', '.join(fields)}]: one series above {SEQUENTIAL_WRITES_PER_SECOND} "
+            f"writes/s makes its own (field, timestamp) index range a hotspot; leave series_rate out so the "
+            "shape is sharded (one query per shard chunk)"
+        )
+    return float(rate)
 
 
 @dataclass(frozen=True)
@@ -263,13 +327,13 @@ class SeriesSpec:
         shape_tuple: list[QueryShape] = []
         for raw in (shapes,) if isinstance(shapes, (str, QueryShape)) else shapes:
             shape = _coerce_shape(raw)
-            reserved = {timestamp_field, shard_field} & set(shape.fields)
+            reserved = {timestamp_field, shard_field} & {*shape.fields, *shape.ranges}
             if reserved:
                 raise SpecError(
                     f"query shape {shape.describe()} filters on {sorted(reserved)!r}; the shard and "
                     "timestamp fields are handled by tsstore (use start/end for time)"
                 )
-            if shape.fields:  # the plain time-range shape is always served in both directions
+            if shape.fields or shape.ranges:  # the plain time range is always served in both directions
                 shape_tuple.append(shape)
         keys = tuple(check_field_path(k, what="key field") for k in key_fields)
         if {timestamp_field, shard_field} & set(keys):
@@ -346,8 +410,13 @@ class SeriesSpec:
 
     @property
     def filter_fields(self) -> frozenset[str]:
-        """Every field some declared shape filters on."""
-        return frozenset(f for shape in self.shapes for f in shape.fields)
+        """Every field some declared shape filters on (by equality, ``in`` or range)."""
+        return frozenset(f for shape in self.shapes for f in (*shape.fields, *shape.ranges))
+
+    @property
+    def series_shapes(self) -> tuple[QueryShape, ...]:
+        """The shapes read as one series (one query, indexed without the shard)."""
+        return tuple(shape for shape in self.shapes if shape.series)
 
     @property
     def range_directions(self) -> tuple[Direction, ...]:
@@ -366,12 +435,21 @@ def aggregate_direction(shape: QueryShape) -> Direction:
 
 
 def _merge_shapes(shapes: Iterable[QueryShape]) -> tuple[QueryShape, ...]:
-    """Combine shapes with the same fields (their directions united), in first-seen order."""
-    merged: dict[tuple[str, ...], list[Direction]] = {}
+    """Combine shapes with the same fields and ranges (their directions united), in
+    first-seen order; one such shape cannot be both a series shape and a sharded one."""
+    merged: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[list[Direction], float | None]] = {}
     for shape in shapes:
-        dirs = merged.setdefault(shape.fields, [])
+        dirs, rate = merged.setdefault(shape.key, ([], shape.series_rate))
+        if rate != shape.series_rate:
+            raise SpecError(
+                f"query shape {shape.describe()} is declared twice with series_rate {rate!r} and "
+                f"{shape.series_rate!r}; a shape is read one way: declare it once"
+            )
         dirs.extend(d for d in shape.directions if d not in dirs)
-    return tuple(QueryShape(fields, tuple(dirs)) for fields, dirs in merged.items())
+    return tuple(
+        QueryShape(fields, tuple(dirs), ranges=ranges, series_rate=rate)
+        for (fields, ranges), (dirs, rate) in merged.items()
+    )
 
 
 def shards_for(writes_per_second: float) -> tuple[str, ...]:
@@ -409,11 +487,15 @@ _SPEC_KEYS = (
 )
 
 
+_SHAPE_KEYS = ("fields", "directions", "ranges", "series_rate")
+
+
 def spec_from_mapping(data: Mapping[str, object]) -> SeriesSpec:
     """A spec from plain data (a TOML or JSON table), for declarations kept in files.
 
     Keys are the ``SeriesSpec`` options, plus ``writes_per_second`` instead of ``shards``.
-    A shape is a field name, a list of field names, or ``{fields = [...], directions = [...]}``.
+    A shape is a field name, a list of field names, or ``{fields = [...], directions = [...],
+    ranges = [...], series_rate = N}`` (see :class:`QueryShape`).
     """
     if not isinstance(data, Mapping):
         raise SpecError(f"a series declaration must be a table, got {type(data).__name__}")
@@ -432,10 +514,17 @@ def spec_from_mapping(data: Mapping[str, object]) -> SeriesSpec:
     shapes = []
     for raw in options.pop("shapes", []):  # type: ignore[attr-defined]
         if isinstance(raw, Mapping):
-            extra = sorted(set(raw) - {"fields", "directions"})
+            extra = sorted(set(raw) - set(_SHAPE_KEYS))
             if extra:
-                raise SpecError(f"unknown key(s) {extra} in shape {dict(raw)!r}; allowed: fields, directions")
-            shapes.append(QueryShape(raw.get("fields", ()), raw.get("directions", (Direction.DESC,))))
+                raise SpecError(f"unknown key(s) {extra} in shape {dict(raw)!r}; allowed: {', '.join(_SHAPE_KEYS)}")
+            shapes.append(
+                QueryShape(
+                    raw.get("fields", ()),
+                    raw.get("directions", (Direction.DESC,)),
+                    ranges=raw.get("ranges", ()),
+                    series_rate=raw.get("series_rate"),
+                )
+            )
         else:
             shapes.append(raw)
     if "writes_per_second" in options:

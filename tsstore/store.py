@@ -23,7 +23,7 @@ from tsstore.read.engine import Fetch, TickRead, read_ticks
 from tsstore.read.plan import QueryPlan
 from tsstore.spec import SeriesSpec
 from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase
-from tsstore.ticks import Tick
+from tsstore.ticks import Position, Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.wire import stream_ticks, transport
@@ -121,7 +121,7 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
     def _fetcher(self, plan: QueryPlan) -> Fetch:
         def fetch(
             chunk: tuple[str, ...],
-            after: tuple[dt.datetime, str] | None,
+            after: Position | None,
             limit: int | None,
             read_time: dt.datetime | None,
         ) -> Iterator[Tick]:

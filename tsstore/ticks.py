@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,10 +27,63 @@ def get_path(data: Mapping[str, Any], path: list[str]) -> Any:
     return value
 
 
+#: Where a tick stands in a query's order: (timestamp, id), or (timestamp, the value fields
+#: the query orders by as :class:`Ordered`, id) (see :meth:`tsstore.read.plan.QueryPlan.key`).
+Position = tuple[Any, ...]
+
+
 def sort_key(tick: Tick) -> tuple[dt.datetime, str]:
     """Firestore's order for ``order_by(timestamp).order_by(__name__)`` within one collection:
     time first, ties broken by document id (in the query's direction)."""
     return (tick.timestamp, tick.id)
+
+
+@functools.total_ordering
+class Ordered:
+    """A field value that compares as Firestore orders values of any type: null, booleans,
+    NaN, numbers (integers and doubles by value), timestamps, strings (by UTF-8 bytes, which
+    is code point order), bytes, references, arrays (element by element), maps; ``raw`` is
+    the value itself (for a cursor). A ``!=`` filter matches values of every type, so a
+    merge on such a field may compare a number with a string."""
+
+    __slots__ = ("raw", "_rank")
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self._rank = _rank(raw)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Ordered) and self._rank == other._rank
+
+    def __lt__(self, other: Ordered) -> bool:
+        return bool(self._rank < other._rank)
+
+    def __hash__(self) -> int:
+        return hash(repr(self._rank))
+
+    def __repr__(self) -> str:
+        return f"Ordered({self.raw!r})"
+
+
+def _rank(value: Any) -> tuple[Any, ...]:
+    if value is None:
+        return (0,)
+    if isinstance(value, bool):
+        return (1, value)
+    if isinstance(value, (int, float)):
+        return (2, 0) if value != value else (3, value)  # NaN first
+    if isinstance(value, dt.datetime):
+        return (4, value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc))
+    if isinstance(value, str):
+        return (5, value)
+    if isinstance(value, bytes):
+        return (6, value)
+    if isinstance(value, (list, tuple)):
+        return (9, tuple(_rank(v) for v in value))
+    if isinstance(value, Mapping):
+        return (10, tuple((k, _rank(v)) for k, v in sorted(value.items())))
+    path = getattr(value, "path", None)  # a document reference
+    return (7, str(path)) if path is not None else (8, repr(value))
 
 
 @dataclass(frozen=True)

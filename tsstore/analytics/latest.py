@@ -4,8 +4,9 @@ No I/O; the stores send the queries.
 For each series value ``v`` of the key field ``by``, the planner's own plan of "``by == v``
 plus the caller's filters, newest first, limit 1" is run as one limit-1 query per shard
 chunk: each chunk's newest tick is its first, so the series' newest is the newest of those
-(by timestamp, then document id, the read engine's order). A series costs one billed read per
-chunk, whether it holds ticks or not; all run concurrently at one snapshot.
+(in the plan's order: by timestamp, then document id). A series costs one billed read per
+chunk, whether it holds ticks or not; all run concurrently at one snapshot. Where ``by ==
+v`` is a series shape (``series_rate``), that is one limit-1 query per series.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from tsstore.read.engine import ChunkCursor
 from tsstore.read.plan import QueryPlan, normalize_where
 from tsstore.read.query import Query
 from tsstore.spec import Direction, SeriesSpec
-from tsstore.ticks import Tick, sort_key
+from tsstore.ticks import Tick
 
 #: The query fields latest() takes (``before`` is its name for ``end``).
 LATEST_OPTIONS = ("where", "end", "columns", "read_time")
@@ -84,7 +85,9 @@ class LatestRequest:
             (
                 i,
                 plan,
-                ChunkCursor(chunk, after=None, limit=1, read_time=read_time, stats=stats, descending=plan.descending),
+                ChunkCursor(
+                    chunk, after=None, limit=1, read_time=read_time, stats=stats, descending=plan.descending, key=plan.key
+                ),
             )
             for i, plan in enumerate(self.plans)
             for chunk in plan.chunks
@@ -97,7 +100,7 @@ class LatestRequest:
         newest: dict[int, Tick] = {}
         for i, ticks in found:
             for tick in ticks:
-                if i not in newest or sort_key(tick) > sort_key(newest[i]):
+                if i not in newest or self.plans[i].key(tick) > self.plans[i].key(newest[i]):
                     newest[i] = tick
         held = [i for i in range(len(self.values)) if i in newest]
         frame = ticks_to_frame(

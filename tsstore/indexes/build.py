@@ -7,7 +7,10 @@ else would catch it before production does), and the generator uses it to write 
 file: the two cannot disagree.
 
 Layout, following the sharded-timestamps guide: the shard field first, then the shape's
-fields, then the timestamp in the query's direction. The shard is ``DESCENDING`` and the
+fields, then the timestamp in the query's direction, then the value fields the shape filters
+by range (in the same direction). A series shape (``series_rate``) leaves the shard out: its
+fields spread the entries, as the Datastore-mode best practices put a user id before a
+timestamp. The shard is ``DESCENDING`` and the
 other fields ``ASCENDING`` exactly as in the guide's example, so a project that followed
 the guide keeps its indexes (equality and ``in`` filters are served by either order; only
 the timestamp's order must match the query). Firestore appends ``__name__`` in the
@@ -23,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tsstore.errors import SpecError
-from tsstore.spec import Direction, SeriesSpec, aggregate_direction
+from tsstore.spec import Direction, QueryShape, SeriesSpec, aggregate_direction
 
 Order = Literal["ASCENDING", "DESCENDING"]
 QUERY_SCOPE = "COLLECTION"
@@ -66,21 +69,45 @@ class CompositeIndex:
         return f"{self.collection_group} ({cols})"
 
 
+def after_timestamp(ranges: Iterable[str], measure: str | None = None) -> tuple[str, ...]:
+    """The fields a query orders by after the timestamp, in the index's order: the measure an
+    aggregation sums (its index must hold it), then the range-filtered value fields, sorted
+    (Firestore orders by every range field; tsstore names them so the order is known)."""
+    return (*(() if measure is None else (measure,)), *sorted(f for f in set(ranges) if f != measure))
+
+
 def required_index(
-    spec: SeriesSpec, fields: Iterable[str], direction: Direction, *, measure: str | None = None
+    spec: SeriesSpec,
+    fields: Iterable[str],
+    direction: Direction,
+    *,
+    ranges: Iterable[str] = (),
+    series: bool = False,
+    measure: str | None = None,
 ) -> CompositeIndex:
     """The composite index a tsstore query on ``fields`` (equality or ``in``) in ``direction``
-    needs; with ``measure``, the one its ``sum()``/``avg()`` of that field needs (the query
-    is then also ordered by the measure, after the timestamp)."""
+    needs: the shard (not for a ``series`` shape, read without it), the fields, the
+    timestamp, then what the query orders by after it (:func:`after_timestamp`: with
+    ``measure``, the field its ``sum()``/``avg()`` reads; the ``ranges`` it filters by
+    range or ``!=``), all in the timestamp's direction."""
     ts_order: Order = "DESCENDING" if direction is Direction.DESC else "ASCENDING"
     return CompositeIndex(
         spec.collection,
         (
-            IndexField(spec.shard_field, SHARD_ORDER),
+            *(() if series else (IndexField(spec.shard_field, SHARD_ORDER),)),
             *(IndexField(f, FILTER_ORDER) for f in sorted(fields)),
             IndexField(spec.timestamp_field, ts_order),
-            *(() if measure is None else (IndexField(measure, ts_order),)),
+            *(IndexField(f, ts_order) for f in after_timestamp(ranges, measure)),
         ),
+    )
+
+
+def shape_index(
+    spec: SeriesSpec, shape: QueryShape, direction: Direction, *, measure: str | None = None
+) -> CompositeIndex:
+    """:func:`required_index` of a declared shape."""
+    return required_index(
+        spec, shape.fields, direction, ranges=shape.ranges, series=shape.series, measure=measure
     )
 
 
@@ -89,10 +116,8 @@ def declared_indexes(spec: SeriesSpec) -> tuple[CompositeIndex, ...]:
     """Every index the spec's shapes need: each shape in each of its directions, then for
     each measure each shape in its aggregate direction."""
     shapes = spec.all_shapes()
-    return tuple(
-        required_index(spec, shape.fields, direction) for shape in shapes for direction in shape.directions
-    ) + tuple(
-        required_index(spec, shape.fields, aggregate_direction(shape), measure=measure)
+    return tuple(shape_index(spec, shape, direction) for shape in shapes for direction in shape.directions) + tuple(
+        shape_index(spec, shape, aggregate_direction(shape), measure=measure)
         for measure in spec.measures
         for shape in shapes
     )
@@ -173,23 +198,25 @@ def merge(
 
     Entries for other collections, and entries on these collections that involve neither
     the timestamp nor tsstore's fields, stay as they are and in their order. This
-    collection's tsstore entries (composites holding shard and timestamp; overrides of the
-    timestamp and shard fields) are replaced by the generated ones, appended after the
-    others. Composites on these collections that hold the timestamp but not the shard bring
-    the hotspot back; they are reported, and removed unless ``keep_stale``.
+    collection's tsstore entries (composites holding shard and timestamp, and the series
+    shapes' composites it generates; overrides of the timestamp and shard fields) are replaced
+    by the generated ones, appended after the others. Other composites on these collections
+    that hold the timestamp but not the shard bring the hotspot back; they are reported, and
+    removed unless ``keep_stale``.
     """
     generated = generate(specs)
     by_collection = {s.collection: s for s in specs}
     report = MergeReport(stale_kept=keep_stale)
     old_ours: list[Mapping[str, Any]] = []
     indexes: list[Any] = []
+    new_keys = {_index_key(e) for e in generated["indexes"]}
     for entry in _list(existing, "indexes"):
         spec = by_collection.get(str(entry.get("collectionGroup"))) if isinstance(entry, Mapping) else None
         paths = _paths(entry) if spec is not None else set()
         if spec is None or spec.timestamp_field not in paths:
             indexes.append(entry)
             report.other_indexes += 1
-        elif spec.shard_field in paths:
+        elif spec.shard_field in paths or _index_key(entry) in new_keys:  # a series shape's has no shard
             old_ours.append(entry)
         else:
             report.stale.append(_describe(entry))
@@ -200,7 +227,6 @@ def merge(
         key = _index_key(entry)
         (report.unchanged if key in old_keys else report.added).append(_describe(entry))
         indexes.append(entry)
-    new_keys = {_index_key(e) for e in generated["indexes"]}
     report.removed = [_describe(e) for e in old_ours if _index_key(e) not in new_keys]
 
     ours = {(o["collectionGroup"], o["fieldPath"]) for o in generated["fieldOverrides"]}

@@ -21,7 +21,8 @@ from google.cloud.firestore_v1.watch import ChangeType
 
 from tsstore.errors import LiveError
 from tsstore.live.state import TailState, TailTick, WindowState, WindowUpdate
-from tsstore.ticks import Tick, get_path
+from tsstore.read.merge import Key
+from tsstore.ticks import Tick, get_path, sort_key
 from tsstore.times import plain_datetime
 
 #: How often an idle reader checks that its listeners still run (seconds).
@@ -170,9 +171,11 @@ class LiveWatch(_Live, Iterator[WindowUpdate]):
     """The newest ticks over every chunk, kept current: iterate for each
     :class:`~tsstore.live.state.WindowUpdate`; :meth:`next_update` waits with a timeout."""
 
-    def __init__(self, queries: Sequence[Any], limit: int, decode: Callable[[Any], Tick]) -> None:
+    def __init__(
+        self, queries: Sequence[Any], limit: int, decode: Callable[[Any], Tick], *, key: Key = sort_key
+    ) -> None:
         super().__init__(decode)
-        self._state = WindowState(len(queries), limit)
+        self._state = WindowState(len(queries), limit, key=key)
         for i, query in enumerate(queries):
             self._listeners.listen(i, query)
         self._await_first(set(range(len(queries))), self._report)

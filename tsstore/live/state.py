@@ -2,8 +2,9 @@
 chunk's own newest ticks, and which arriving ticks a tail delivers.
 
 Each chunk listener reports its chunk's matching documents at its own snapshot time. A
-window is the newest ``limit`` of the union of the chunks' latest reports, merged by
-(timestamp, document id) with the read engine's merge; each chunk's part of it is as of that
+window is the newest ``limit`` of the union of the chunks' latest reports, merged in the
+query's order (timestamp, any range-filtered value fields, document id) with the read
+engine's merge; each chunk's part of it is as of that
 chunk's ``read_time``, and those times only move forward. A tail delivers each tick once: the
 first time any listener reports it, if it was created at or after the tail's ``since``.
 """
@@ -14,7 +15,7 @@ import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tsstore.read.merge import merge_streams, take
+from tsstore.read.merge import Key, merge_streams, take
 from tsstore.ticks import Tick, sort_key
 
 
@@ -33,15 +34,15 @@ class WindowUpdate:
 class WindowState:
     """The merged window of ``chunks`` chunk reports, ``limit`` ticks long."""
 
-    def __init__(self, chunks: int, limit: int) -> None:
-        self.limit = limit
+    def __init__(self, chunks: int, limit: int, *, key: Key = sort_key) -> None:
+        self.limit, self._key = limit, key
         self._parts: list[list[Tick] | None] = [None] * chunks
         self._times: list[dt.datetime | None] = [None] * chunks
         self._window: tuple[Tick, ...] | None = None
 
     def report(self, chunk: int, ticks: Iterable[Tick], read_time: dt.datetime | None) -> None:
         """Chunk ``chunk``'s matching ticks as of ``read_time`` (its newest ``limit``)."""
-        self._parts[chunk] = sorted(ticks, key=sort_key, reverse=True)
+        self._parts[chunk] = sorted(ticks, key=self._key, reverse=True)
         self._times[chunk] = read_time
 
     def update(self) -> WindowUpdate | None:
@@ -50,7 +51,7 @@ class WindowState:
         if any(part is None for part in self._parts):
             return None
         parts = [part for part in self._parts if part is not None]
-        window = tuple(take(merge_streams(parts, descending=True), self.limit))
+        window = tuple(take(merge_streams(parts, descending=True, key=self._key), self.limit))
         before = self._window
         if before is not None and window == before:
             return None

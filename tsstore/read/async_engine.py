@@ -17,9 +17,10 @@ from typing import Any
 from google.api_core import exceptions as gexc
 
 from tsstore.errors import FaultError
-from tsstore.read.engine import RENEW, Chunk, ChunkCursor, PageRounds, Position, TickRead, reraise_stopped
+from tsstore.read.engine import RENEW, Chunk, ChunkCursor, PageRounds, TickRead, reraise_stopped
 from tsstore.read.plan import QueryPlan
-from tsstore.ticks import Tick, sort_key
+from tsstore.read.merge import Key
+from tsstore.ticks import Position, Tick, sort_key
 
 AsyncFetch = Callable[[Chunk, Position | None, int | None, dt.datetime | None], Awaitable[AsyncIterator[Tick]]]
 
@@ -39,7 +40,7 @@ async def aread_ticks(
         return
     streams = [chunk_ticks(fetch, cursor, renew) for cursor in read.cursors]
     returned = 0
-    async for tick in aname_stops(read.plan, amerge(streams, descending=read.plan.descending), read.read_time):
+    async for tick in aname_stops(read.plan, amerge(streams, descending=read.plan.descending, key=read.plan.key), read.read_time):
         yield tick
         returned += 1
         if returned == read.plan.limit:
@@ -82,7 +83,7 @@ async def chunk_ticks(
             await asyncio.sleep(float(pause))
             if halves := cursor.split():
                 streams = [chunk_ticks(fetch, half, renew) for half in halves]
-                async for tick in amerge(streams, descending=cursor.descending):
+                async for tick in amerge(streams, descending=cursor.descending, key=cursor.key):
                     yield cursor.returned(tick)
                     if cursor.done:
                         return
@@ -101,10 +102,12 @@ class _Descending:
         return bool(other.key < self.key)
 
 
-async def amerge(streams: Sequence[AsyncIterator[Tick]], *, descending: bool) -> AsyncIterator[Tick]:
-    """Merge async streams each sorted by (timestamp, id) in the query's direction, pulling
-    one tick at a time; every stream's first tick is awaited together."""
-    order: Callable[[Tick], Any] = (lambda t: _Descending(sort_key(t))) if descending else sort_key
+async def amerge(
+    streams: Sequence[AsyncIterator[Tick]], *, descending: bool, key: Key = sort_key
+) -> AsyncIterator[Tick]:
+    """Merge async streams each sorted by ``key`` (by default (timestamp, id)) in the query's
+    direction, pulling one tick at a time; every stream's first tick is awaited together."""
+    order: Callable[[Tick], Any] = (lambda t: _Descending(key(t))) if descending else key
     firsts = await asyncio.gather(*(anext(s, None) for s in streams))
     heap = [(order(t), i, t) for i, t in enumerate(firsts) if t is not None]
     heapq.heapify(heap)

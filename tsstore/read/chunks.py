@@ -8,8 +8,10 @@ from google.cloud.firestore_v1.base_collection import BaseCollectionReference
 from google.cloud.firestore_v1.base_query import BaseQuery, FieldFilter
 from google.cloud.firestore_v1.field_path import FieldPath
 
-from tsstore.read.plan import QueryPlan
+from tsstore.indexes.build import after_timestamp
+from tsstore.read.plan import UNSHARDED, QueryPlan
 from tsstore.spec import SeriesSpec
+from tsstore.ticks import Ordered, Position
 
 Chunk = tuple[str, ...]
 
@@ -18,15 +20,21 @@ def chunk_query(
     collection: BaseCollectionReference[Any],
     plan: QueryPlan,
     chunk: Chunk,
-    after: Any,
+    after: Position | None,
     size: int | None,
     *,
     listen: bool = False,
     also_by: str | None = None,
 ) -> BaseQuery:
-    """``shard in chunk`` plus the plan's filters and time range, ordered by (timestamp,
-    document id) in the plan's direction, projected, continued after ``after`` (a
-    (timestamp, id) pair) and limited to ``size`` (``None``: no limit).
+    """``shard in chunk`` (none for a series plan's :data:`~tsstore.read.plan.UNSHARDED`
+    chunk) plus the plan's filters, range conditions and time range, ordered by (timestamp,
+    the range-filtered value fields, document id) in the plan's direction, projected,
+    continued after ``after`` (a :meth:`~tsstore.read.plan.QueryPlan.key`) and limited to
+    ``size`` (``None``: no limit).
+
+    Every field after the timestamp is named explicitly: Firestore orders a query with range
+    filters by their fields after the explicit orders anyway, and refuses an explicit
+    ``__name__`` before them, so naming them keeps the order known to the merge and cursors.
 
     ``listen``: for a listener, leave the document id order implicit. Firestore orders by it
     after the last explicit order, in that order's direction, either way; but the client's
@@ -36,8 +44,10 @@ def chunk_query(
     ``also_by``: a measure to order by after the timestamp, so that the query's index holds it
     (Firestore's ``sum()`` and ``avg()`` read it there); only ticks holding it match."""
     spec: SeriesSpec = plan.spec
-    query: Any = collection.where(filter=FieldFilter(spec.shard_field, "in", list(chunk)))
-    for f in plan.filters:
+    query: Any = collection
+    if chunk != UNSHARDED:
+        query = query.where(filter=FieldFilter(spec.shard_field, "in", list(chunk)))
+    for f in (*plan.filters, *plan.ranges):
         value = list(f.values) if f.op == "in" else f.values[0]
         query = query.where(filter=FieldFilter(f.field, f.op, value))
     if plan.start is not None:
@@ -46,15 +56,15 @@ def chunk_query(
         query = query.where(filter=FieldFilter(spec.timestamp_field, "<", plan.end))
     order = "DESCENDING" if plan.descending else "ASCENDING"
     query = query.order_by(spec.timestamp_field, direction=order)
-    if also_by is not None:
-        query = query.order_by(also_by, direction=order)
+    for field in after_timestamp(plan.order_fields, also_by):
+        query = query.order_by(field, direction=order)
     if not listen:
         query = query.order_by(FieldPath.document_id(), direction=order)
     if plan.columns is not None:
         query = query.select(list(plan.columns))
     if after is not None:
-        query = query.start_after(
-            {spec.timestamp_field: after[0], FieldPath.document_id(): collection.document(after[1])}
-        )
+        values = [v.raw if isinstance(v, Ordered) else v for v in after[1:-1]]
+        position = {spec.timestamp_field: after[0], **dict(zip(plan.order_fields, values))}
+        query = query.start_after({**position, FieldPath.document_id(): collection.document(after[-1])})
     chunked: BaseQuery = query if size is None else query.limit(size)
     return chunked

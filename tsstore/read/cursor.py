@@ -1,4 +1,5 @@
-"""Opaque pagination cursors: the last (timestamp, document id) of a page, bound to its query.
+"""Opaque pagination cursors: the last (timestamp, document id) of a page, bound to its query
+(with range conditions on value fields, also those fields' values: the query's order).
 
 A cursor names a position in the merged order, not an offset, so every chunk resumes
 right after it and a page never skips or repeats a document, ties included. It also
@@ -13,8 +14,11 @@ import datetime as dt
 import hashlib
 import json
 
+from typing import Any
+
 from tsstore.errors import CursorError
 from tsstore.read.plan import QueryPlan
+from tsstore.ticks import Ordered, Position
 from tsstore.times import from_micros, to_micros
 
 _VERSION = 1
@@ -28,30 +32,70 @@ def _fingerprint(plan: QueryPlan) -> str:
         None if plan.end is None else to_micros(plan.end),
         [[f.field, f.op, [repr(v) for v in f.values]] for f in plan.filters],
     ]
+    if plan.ranges:  # only then: a cursor of a query without range conditions keeps its fingerprint
+        parts.append([[f.field, f.op, repr(f.values[0])] for f in plan.ranges])
     raw = json.dumps(parts, separators=(",", ":"), sort_keys=True).encode()
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
-def encode_cursor(plan: QueryPlan, timestamp: dt.datetime, document_id: str) -> str:
-    body = {"v": _VERSION, "t": to_micros(timestamp), "id": document_id, "q": _fingerprint(plan)}
+def encode_cursor(plan: QueryPlan, position: Position) -> str:
+    """A cursor that continues ``plan`` after ``position`` (a :meth:`QueryPlan.key`)."""
+    timestamp, values, document_id = position[0], position[1:-1], position[-1]
+    body: dict[str, Any] = {"v": _VERSION, "t": to_micros(timestamp), "id": document_id, "q": _fingerprint(plan)}
+    if values:
+        body["k"] = [_encode_value(v.raw if isinstance(v, Ordered) else v) for v in values]
     raw = json.dumps(body, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(plan: QueryPlan, cursor: str) -> tuple[dt.datetime, str]:
-    """The (timestamp, document id) a cursor resumes after; :class:`CursorError` if it is
-    malformed or was made by a different query."""
+def decode_cursor(plan: QueryPlan, cursor: str) -> Position:
+    """The position (a :meth:`QueryPlan.key`) a cursor resumes after; :class:`CursorError` if
+    it is malformed or was made by a different query."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         body = json.loads(raw)
         version, micros, doc_id, fp = body["v"], body["t"], body["id"], body["q"]
+        values = tuple(Ordered(_decode_value(v)) for v in body.get("k", ()))
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise CursorError(f"cursor {cursor[:40]!r} is not a tsstore cursor") from exc
     if version != _VERSION or not isinstance(micros, int) or not isinstance(doc_id, str):
         raise CursorError(f"cursor {cursor[:40]!r} is not a tsstore cursor of version {_VERSION}")
-    if fp != _fingerprint(plan):
+    if fp != _fingerprint(plan) or len(values) != len(plan.order_fields):
         raise CursorError(
             "cursor belongs to a different query (filters, range or direction changed); "
             "a cursor only continues the query that produced it"
         )
-    return from_micros(micros), doc_id
+    return (from_micros(micros), *values, doc_id)
+
+
+def _encode_value(value: Any) -> dict[str, Any]:
+    """A value the query orders by, as JSON that keeps its Firestore type."""
+    if value is None or isinstance(value, (bool, str)):
+        return {"p": value}
+    if isinstance(value, int):
+        return {"i": str(value)}
+    if isinstance(value, float):
+        return {"f": repr(value)}
+    if isinstance(value, dt.datetime):
+        return {"t": to_micros(value)}
+    if isinstance(value, bytes):
+        return {"b": base64.b64encode(value).decode()}
+    raise CursorError(
+        f"a cursor cannot hold the {type(value).__name__} value {value!r} of a range-filtered field; "
+        "range fields hold numbers, strings, booleans, timestamps or bytes"
+    )
+
+
+def _decode_value(body: dict[str, Any]) -> Any:
+    (kind, value), = body.items()
+    if kind == "p":
+        return value
+    if kind == "i":
+        return int(value)
+    if kind == "f":
+        return float(value)
+    if kind == "t":
+        return from_micros(value)
+    if kind == "b":
+        return base64.b64decode(value)
+    raise ValueError(f"unknown cursor value kind {kind!r}")

@@ -37,12 +37,11 @@ from tsstore.errors import FaultError, SnapshotExpiredError
 from tsstore.faults import SPLIT_AFTER, Backoff, pause_or_raise
 from tsstore.read.cost import ReadStats, lean_asks, lean_refills, refill_asks
 from tsstore.read.cursor import encode_cursor
-from tsstore.read.merge import merge_streams, take
+from tsstore.read.merge import Key, merge_streams, take
 from tsstore.read.plan import QueryPlan
-from tsstore.ticks import Page, Tick
+from tsstore.ticks import Page, Position, Tick, sort_key
 
 Chunk = tuple[str, ...]
-Position = tuple[dt.datetime, str]
 Fetch = Callable[[Chunk, Position | None, int | None, dt.datetime | None], Iterator[Tick]]
 
 #: Refill rounds that ask each chunk only its lean share of what may still be missing;
@@ -104,7 +103,8 @@ class PageRounds:
         if self._refill > LEAN_REFILLS:
             return []
         lists = self._lists
-        order = {tick.id: pos for pos, tick in enumerate(merge_streams(lists, descending=self._plan.descending))}
+        merged = merge_streams(lists, descending=self._plan.descending, key=self._plan.key)
+        order = {tick.id: pos for pos, tick in enumerate(merged)}
         ranks = [None if len(got) < ask else order[got[-1].id] + 1 for got, ask in zip(lists, self._asks)]
         needed = refill_asks(self._rows, ranks)  # enough to be exact; lean rounds ask less
         self._todo = [i for i, more in enumerate(needed) if more]
@@ -112,12 +112,11 @@ class PageRounds:
             needed = lean_refills(needed, self._sizes)
         self._needed, self._refill = needed, self._refill + 1
         self._stats.refills += len(self._todo)
-        return self._round(
-            [(self._chunks[i], (lists[i][-1].timestamp, lists[i][-1].id), needed[i]) for i in self._todo]
-        )
+        return self._round([(self._chunks[i], self._plan.key(lists[i][-1]), needed[i]) for i in self._todo])
 
     def result(self) -> list[Tick]:
-        return list(take(merge_streams(self._lists, descending=self._plan.descending), self._rows))
+        merged = merge_streams(self._lists, descending=self._plan.descending, key=self._plan.key)
+        return list(take(merged, self._rows))
 
     @contextlib.contextmanager
     def stops(self) -> Iterator[None]:
@@ -133,9 +132,11 @@ class PageRounds:
         one round trip of waiting, its queries concurrent."""
         if requests:
             self._stats.waited()
-        stats, read_time, descending = self._stats, self._read_time, self._plan.descending
+        stats, read_time, plan = self._stats, self._read_time, self._plan
         return [
-            ChunkCursor(chunk, after=after, limit=ask, read_time=read_time, stats=stats, descending=descending)
+            ChunkCursor(
+                chunk, after=after, limit=ask, read_time=read_time, stats=stats, descending=plan.descending, key=plan.key
+            )
             for chunk, after, ask in requests
         ]
 
@@ -180,12 +181,13 @@ class ChunkCursor:
         read_time: dt.datetime | None,
         stats: ReadStats,
         descending: bool,
+        key: Key = sort_key,
         renewable: bool = False,
         consistent: bool = True,
         backoff: Backoff | None = None,
     ) -> None:
         self.chunk, self.after, self.left, self.read_time = chunk, after, limit, read_time
-        self.descending = descending
+        self.descending, self.key = descending, key
         self._stats, self._renewable, self._consistent = stats, renewable, consistent
         self._backoff = backoff or Backoff()
         self._read = 0  # ticks returned by all its queries
@@ -208,7 +210,7 @@ class ChunkCursor:
             if self._backoff.failures:
                 self._backoff.progress()  # it got somewhere: a new streak of failures starts
             self._stats.document_returned(first_of_query=self._returned == 1)
-        self.after = (tick.timestamp, tick.id)
+        self.after = self.key(tick)
         if self.left is not None:
             self.left -= 1
             self.done = self.left == 0
@@ -224,7 +226,7 @@ class ChunkCursor:
             raise exc
         if self._renewable and snapshot_expired(exc):
             return RENEW
-        what = f"reading shard value(s) {', '.join(self.chunk)}"
+        what = f"reading shard value(s) {', '.join(self.chunk)}" if self.chunk else "reading the series"
         pause = pause_or_raise(exc, self._backoff, what, done=f" after {self._read} of its ticks")
         self._fruitless += 1
         return pause
@@ -245,6 +247,7 @@ class ChunkCursor:
                 read_time=self.read_time,
                 stats=self._stats,
                 descending=self.descending,
+                key=self.key,
                 renewable=self._renewable,
                 consistent=self._consistent,
                 backoff=self._backoff,
@@ -296,7 +299,7 @@ class ChunkStream(Iterator[Tick]):
                 time.sleep(float(pause))
                 if halves := cursor.split():
                     streams = [ChunkStream(self._fetch, half, renew=self._renew) for half in halves]
-                    self._it = merge_streams(streams, descending=cursor.descending)
+                    self._it = merge_streams(streams, descending=cursor.descending, key=cursor.key)
         raise StopIteration
 
 
@@ -324,7 +327,7 @@ def read_ticks(read: TickRead, *, fetch: Fetch, pool: Executor, renew: Callable[
         return (tick for cursor in read.cursors for tick in ChunkStream(fetch, cursor))
     many = pool if len(read.cursors) > 1 else None
     streams = [ChunkStream(fetch, c, renew=renew, pool=many) for c in read.cursors]
-    merged = take(merge_streams(streams, descending=read.plan.descending), read.plan.limit)
+    merged = take(merge_streams(streams, descending=read.plan.descending, key=read.plan.key), read.plan.limit)
     return name_stops(read.plan, merged, read.read_time)
 
 
@@ -344,6 +347,7 @@ def chunk_cursors(
             read_time=read_time,
             stats=stats,
             descending=plan.descending,
+            key=plan.key,
             renewable=renewable,
         )
         for chunk in plan.chunks
@@ -354,7 +358,14 @@ def sweep_cursor(chunk: Chunk, plan: QueryPlan, stats: ReadStats) -> ChunkCursor
     """A cursor over every tick of ``chunk`` that reads each query at its own time (a purge or
     a reshard keeps no snapshot, and may outlast the hour one is kept), so its halves may too."""
     return ChunkCursor(
-        chunk, after=None, limit=None, read_time=None, stats=stats, descending=plan.descending, consistent=False
+        chunk,
+        after=None,
+        limit=None,
+        read_time=None,
+        stats=stats,
+        descending=plan.descending,
+        key=plan.key,
+        consistent=False,
     )
 
 
@@ -363,7 +374,7 @@ def finish_page(plan: QueryPlan, ticks: list[Tick], stats: ReadStats) -> Page:
     assert plan.limit is not None
     more = len(ticks) > plan.limit
     shown = ticks[: plan.limit]
-    cursor = encode_cursor(plan, shown[-1].timestamp, shown[-1].id) if more else None
+    cursor = encode_cursor(plan, plan.key(shown[-1])) if more else None
     return Page(tuple(shown), cursor, stats)
 
 
@@ -376,7 +387,7 @@ def reraise_stopped(
     expired = snapshot_expired(exc)
     if not expired and not isinstance(exc, FaultError):
         raise exc
-    cursor = encode_cursor(plan, last.timestamp, last.id) if last is not None else None
+    cursor = encode_cursor(plan, plan.key(last)) if last is not None else None
     where = (
         f"after {returned} ticks, the last at {last.timestamp.isoformat()} (id {last.id}); "
         "pass cursor= (the error's .cursor) to a new query to continue from there"

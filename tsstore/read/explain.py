@@ -27,10 +27,17 @@ class Explanation:
     def describe(self) -> str:
         plan = self.plan
         values = sum(len(c) for c in plan.chunks)
-        lines = [
-            f"{plan.spec.collection}: {len(plan.chunks)} chunk quer{'y' if len(plan.chunks) == 1 else 'ies'} "
-            f"over {values} shard value{'' if values == 1 else 's'}, served by the index {self.index}"
-        ]
+        if plan.series:
+            head = (
+                f"{plan.spec.collection}: 1 query, no shard filter (series shape {plan.shape.describe()}: one "
+                f"series at most {plan.shape.series_rate:g} writes/s), served by the index {self.index}"
+            )
+        else:
+            head = (
+                f"{plan.spec.collection}: {len(plan.chunks)} chunk quer{'y' if len(plan.chunks) == 1 else 'ies'} "
+                f"over {values} shard value{'' if values == 1 else 's'}, served by the index {self.index}"
+            )
+        lines = [head]
         lines += [f"  chunk {i + 1}: {text}" for i, text in enumerate(self.queries)]
         if plan.skipped:
             lines.append(
@@ -54,14 +61,14 @@ def explain(plan: QueryPlan) -> Explanation:
     asks = lean_asks(rows, [len(c) for c in plan.chunks]) if rows is not None else [None] * len(plan.chunks)
     queries = []
     for chunk, ask in zip(plan.chunks, asks):
-        parts = [f"{spec.shard_field} in {list(chunk)!r}"]
-        for f in plan.filters:
-            parts.append(f"{f.field} in {list(f.values)!r}" if f.op == "in" else f"{f.field} == {f.values[0]!r}")
+        parts = [f"{spec.shard_field} in {list(chunk)!r}"] if chunk else []
+        parts += [f.describe() for f in (*plan.filters, *plan.ranges)]
         if plan.start is not None:
             parts.append(f"{spec.timestamp_field} >= {plan.start.isoformat()}")
         if plan.end is not None:
             parts.append(f"{spec.timestamp_field} < {plan.end.isoformat()}")
-        text = f"where {' and '.join(parts)} order by {spec.timestamp_field} {order}, __name__ {order}"
+        orders = ", ".join(f"{name} {order}" for name in (spec.timestamp_field, *plan.order_fields, "__name__"))
+        text = f"where {' and '.join(parts) or 'everything'} order by {orders}"
         if plan.columns is not None:
             text += f" select {list(plan.columns)!r}"
         queries.append(text + (f" limit {ask} (lean)" if ask is not None else ""))

@@ -2,7 +2,9 @@
 
 Pure logic, no Firestore calls. A sharded query becomes one Firestore query per chunk of
 shard values, each ``shard in [chunk]`` plus the caller's filters, ordered by
-``(timestamp, __name__)``. Chunks are as large as Firestore's disjunction budget allows
+``(timestamp, __name__)`` (with range conditions on value fields: ``(timestamp, the value
+fields, __name__)``, the order Firestore gives such a query). A query of a series shape is
+one query without a shard filter. Chunks are as large as Firestore's disjunction budget allows
 once the caller's own ``in`` lists are multiplied in, so the plan costs as few queries
 (and as few billed reads) as possible.
 """
@@ -16,30 +18,34 @@ from dataclasses import dataclass
 from typing import Any, Unpack
 
 from tsstore.errors import QueryError, SpecError
-from tsstore.indexes.build import CompositeIndex, declared_indexes, required_index
+from tsstore.indexes.build import CompositeIndex, after_timestamp, required_index, shape_index
 from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_QUERY_LIMIT
 from tsstore.read.query import Query, QueryOptions, Where
-from tsstore.spec import Direction, SeriesSpec, check_field_path
+from tsstore.spec import Direction, QueryShape, SeriesSpec, check_field_path
+from tsstore.ticks import Ordered, Position, Tick, get_path
 from tsstore.times import to_utc
 
-#: Operators a tsstore query accepts, and why the others are refused.
-ALLOWED_OPERATORS = ("==", "in")
+#: Operators a tsstore query accepts: equality and ``in`` on a shape's fields, and range
+#: conditions (``RANGE_OPERATORS``) on its declared ``ranges``; why the others are refused.
+EQUALITY_OPERATORS = ("==", "in")
+RANGE_OPERATORS = ("<", "<=", ">", ">=", "!=")
+ALLOWED_OPERATORS = EQUALITY_OPERATORS + RANGE_OPERATORS
 _REFUSED_OPERATORS = {
-    "!=": "Firestore cannot combine '!=' with the shard 'in' filter and a timestamp order",
     "not-in": "Firestore cannot combine 'not-in' with the shard 'in' filter",
     "not_in": "Firestore cannot combine 'not-in' with the shard 'in' filter",
-    "<": "range filters are only allowed on the timestamp (use start/end)",
-    "<=": "range filters are only allowed on the timestamp (use start/end)",
-    ">": "range filters are only allowed on the timestamp (use start/end)",
-    ">=": "range filters are only allowed on the timestamp (use start/end)",
     "array-contains": "array filters are not supported by tsstore queries",
     "array-contains-any": "array filters are not supported by tsstore queries",
 }
 
+#: The chunk of a series plan: no shard filter at all, so one query reads every shard value
+#: (undeclared ones included) through the shape's index without the shard.
+UNSHARDED: tuple[str, ...] = ()
+
 
 @dataclass(frozen=True)
 class Filter:
-    """``field == values[0]`` or ``field in values``."""
+    """``field == values[0]``, ``field in values``, or a range condition ``field op values[0]``
+    (``op`` one of :data:`RANGE_OPERATORS`)."""
 
     field: str
     op: str
@@ -49,10 +55,18 @@ class Filter:
     def disjunctions(self) -> int:
         return len(self.values) if self.op == "in" else 1
 
+    @property
+    def is_range(self) -> bool:
+        return self.op in RANGE_OPERATORS
+
+    def describe(self) -> str:
+        return f"{self.field} in {list(self.values)!r}" if self.op == "in" else f"{self.field} {self.op} {self.values[0]!r}"
+
 
 @dataclass(frozen=True)
 class QueryPlan:
-    """Everything the store needs to run one sharded query."""
+    """Everything the store needs to run one query: its chunk queries (``chunks``; a series
+    plan has one, :data:`UNSHARDED`), the filters and range, the order and the index."""
 
     spec: SeriesSpec
     filters: tuple[Filter, ...]
@@ -65,15 +79,37 @@ class QueryPlan:
     index: CompositeIndex
     query: Query  # as asked: its cursor and read_time are the run's, not the plan's
     skipped: tuple[str, ...] = ()  # retired shard values that hold nothing from start on
+    ranges: tuple[Filter, ...] = ()  # range conditions on value fields, sorted by field
+    shape: QueryShape = QueryShape(())
 
     @property
     def descending(self) -> bool:
         return self.direction is Direction.DESC
 
+    @property
+    def series(self) -> bool:
+        """Read as one series: one query without a shard filter (see :class:`QueryShape`)."""
+        return self.shape.series
+
+    @property
+    def order_fields(self) -> tuple[str, ...]:
+        """The value fields the server orders by after the timestamp and before the document
+        id: the range-filtered ones, sorted (Firestore orders by every range field)."""
+        return after_timestamp(f.field for f in self.ranges)
+
+    def key(self, tick: Tick) -> Position:
+        """Where ``tick`` stands in the query's order: (timestamp, the order fields' values in
+        Firestore's order of values, document id). The merge and cursors use it."""
+        if not self.ranges:
+            return (tick.timestamp, tick.id)
+        return (tick.timestamp, *(Ordered(get_path(tick.data, f.split("."))) for f in self.order_fields), tick.id)
+
 
 def normalize_where(where: Where) -> tuple[Filter, ...]:
     """Turn a mapping (``{field: value}``; a list or tuple value means ``in``) or a sequence of
-    ``(field, op, value)`` triples into filters, validating operators and ``in`` lists."""
+    ``(field, op, value)`` triples into filters, validating operators and ``in`` lists.
+    A field takes one equality or ``in`` filter, or any number of range conditions (at most
+    one ``!=`` in the query, as Firestore allows)."""
     if where is None:
         return ()
     if isinstance(where, Mapping):
@@ -87,20 +123,24 @@ def normalize_where(where: Where) -> tuple[Filter, ...]:
                 raise QueryError(f"filter {item!r} is not a (field, operator, value) triple")
             triples.append((item[0], item[1], item[2]))
     filters: list[Filter] = []
-    seen: set[str] = set()
+    equal: set[str] = set()
+    ranged: set[str] = set()
     for field, op, value in triples:
         try:
             check_field_path(field, what="filter field")
         except SpecError as exc:
             raise QueryError(str(exc)) from None
-        if field in seen:
-            raise QueryError(f"field {field!r} is filtered twice; combine the values into one 'in' filter")
-        seen.add(field)
         if op not in ALLOWED_OPERATORS:
             why = _REFUSED_OPERATORS.get(op, "unknown operator")
             raise QueryError(
                 f"operator {op!r} on {field!r} is not allowed ({why}); allowed: {', '.join(ALLOWED_OPERATORS)}"
             )
+        if field in equal or (field in ranged and op in EQUALITY_OPERATORS):
+            raise QueryError(
+                f"field {field!r} is filtered twice; combine equality values into one 'in' filter "
+                "(range conditions may repeat a field, equality may not join them)"
+            )
+        (equal if op in EQUALITY_OPERATORS else ranged).add(field)
         if op == "in":
             if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
                 raise QueryError(f"'in' on {field!r} needs a list of values, got {value!r}")
@@ -112,9 +152,15 @@ def normalize_where(where: Where) -> tuple[Filter, ...]:
                     f"'in' on {field!r} has {len(values)} values; Firestore allows at most {MAX_IN_VALUES}"
                 )
             filters.append(Filter(field, "in", values))
-        else:
-            filters.append(Filter(field, "==", (value,)))
-    return tuple(sorted(filters, key=lambda f: f.field))
+            continue
+        if op in RANGE_OPERATORS and (
+            isinstance(value, (list, tuple, set, frozenset, Mapping)) or (value is None and op != "!=")
+        ):
+            raise QueryError(f"{field} {op} {value!r}: a range condition compares with one value (not null)")
+        filters.append(Filter(field, op, (value,)))
+    if sum(f.op == "!=" for f in filters) > 1:
+        raise QueryError("Firestore allows one '!=' filter per query; keep one and filter the rest after reading")
+    return tuple(sorted(filters, key=lambda f: (f.field, f.op, repr(f.values))))
 
 
 def chunk_size(filters: Sequence[Filter]) -> int:
@@ -149,29 +195,43 @@ def chunk_shards(shards: Sequence[str], size: int) -> tuple[tuple[str, ...], ...
     return tuple(chunks)
 
 
-def check_index(spec: SeriesSpec, fields: Iterable[str], direction: Direction) -> CompositeIndex:
-    """The declared composite index serving a query on ``fields`` in ``direction``, or a
-    :class:`QueryError` naming the shape and the fix. This is the index check the emulator
-    does not do; it asks :func:`~tsstore.indexes.build.required_index`, as the generator does."""
-    key = tuple(sorted(fields))
-    needed = required_index(spec, key, direction)
-    if needed in declared_indexes(spec):
-        return needed
-    unknown = sorted(set(key) - spec.filter_fields)
+def check_index(
+    spec: SeriesSpec, fields: Iterable[str], direction: Direction, *, ranges: Iterable[str] = ()
+) -> tuple[CompositeIndex, QueryShape]:
+    """The declared shape a query with equality/``in`` filters on ``fields`` and range
+    conditions on ``ranges`` in ``direction`` is, and the composite index serving it; or a
+    :class:`QueryError` naming the shape and the index it needs. This is the index check the
+    emulator does not do; it asks :func:`~tsstore.indexes.build.required_index`, as the
+    generator does."""
+    key, ranged = tuple(sorted(fields)), tuple(sorted(set(ranges)))
+    unknown = sorted((set(key) | set(ranged)) - spec.filter_fields)
     if unknown:
         declared = sorted(spec.filter_fields) or "none"
         raise QueryError(
             f"filter on undeclared field(s) {unknown!r}; fields declared in query shapes: {declared}. "
             "Declare the shape in the SeriesSpec, regenerate the indexes and deploy them"
         )
-    fix = f"it needs the composite index {needed.describe()}; declare the shape, regenerate the indexes and deploy them"
+    unranged = sorted(set(ranged) - {f for shape in spec.shapes for f in shape.ranges})
+    if unranged:
+        raise QueryError(
+            f"range condition on {unranged!r}: no query shape declares {'it' if len(unranged) == 1 else 'them'} "
+            f"in its ranges; declare e.g. QueryShape({list(key)!r}, ranges={list(ranged)!r}), regenerate the "
+            "indexes and deploy them (the index holds range fields after the timestamp)"
+        )
     for shape in spec.all_shapes():
-        if shape.fields == key:
-            raise QueryError(f"query shape {shape.describe()} is not declared for direction {direction.value!r}: {fix}")
+        if shape.key != (key, ranged):
+            continue
+        needed = shape_index(spec, shape, direction)
+        if direction in shape.directions:
+            return needed, shape
+        fix = f"it needs the composite index {needed.describe()}; declare the direction, regenerate the indexes and deploy them"
+        raise QueryError(f"query shape {shape.describe()} is not declared for direction {direction.value!r}: {fix}")
+    needed = required_index(spec, key, direction, ranges=ranged)
+    fix = f"it needs the composite index {needed.describe()}; declare the shape, regenerate the indexes and deploy them"
+    asked = f"[{', '.join(key)}]" + (f" ranges [{', '.join(ranged)}]" if ranged else "")
     declared_shapes = "; ".join(s.describe() for s in spec.all_shapes())
     raise QueryError(
-        f"query shape [{', '.join(key)}] is not declared (declared: {declared_shapes}); "
-        f"production Firestore would refuse it: {fix}"
+        f"query shape {asked} is not declared (declared: {declared_shapes}); production Firestore would refuse it: {fix}"
     )
 
 
@@ -191,12 +251,16 @@ def plan_query(
     """
     q = Query.of(query, options)
     where, start, end, direction, limit, columns = q.where, q.start, q.end, q.direction, q.limit, q.columns
-    filters = normalize_where(where)
+    every = normalize_where(where)
+    filters = tuple(f for f in every if not f.is_range)
+    ranges = tuple(f for f in every if f.is_range)
     try:
         parsed_direction = Direction.parse(direction)
     except SpecError as exc:
         raise QueryError(str(exc)) from None
-    index = check_index(spec, (f.field for f in filters), parsed_direction)
+    index, shape = check_index(
+        spec, (f.field for f in filters), parsed_direction, ranges=(f.field for f in ranges)
+    )
     try:
         start_t = None if start is None else to_utc(start, name="start")
         end_t = None if end is None else to_utc(end, name="end")
@@ -220,12 +284,13 @@ def plan_query(
                 cols.append(check_field_path(c, what="column"))
             except SpecError as exc:
                 raise QueryError(str(exc)) from None
-        # The timestamp is always read: the merge and the cursor need it.
-        projection = tuple(dict.fromkeys([spec.timestamp_field, *cols]))
+        # The timestamp and range-filtered fields are always read: the merge and the cursor need them.
+        projection = tuple(dict.fromkeys([spec.timestamp_field, *cols, *after_timestamp(f.field for f in ranges)]))
     size = chunk_size(filters)
     if max_chunk is not None:
         size = max(1, min(size, max_chunk))
     shards, skipped = spec.shards_from(start_t)
+    chunks = (UNSHARDED,) if shape.series else chunk_shards(shards, size)
     return QueryPlan(
         spec=spec,
         filters=filters,
@@ -234,8 +299,10 @@ def plan_query(
         direction=parsed_direction,
         limit=limit,
         columns=projection,
-        chunks=chunk_shards(shards, size),
+        chunks=chunks,
         index=index,
         query=q,
-        skipped=skipped,
+        skipped=() if shape.series else skipped,
+        ranges=ranges,
+        shape=shape,
     )

@@ -54,7 +54,7 @@ def watch(
 
     def start(collection: Any) -> LiveWatch:
         queries = [chunk_query(collection, plan, chunk, None, limit, listen=True) for chunk in plan.chunks]
-        return LiveWatch(queries, limit, decoder(seat.spec.timestamp_field, shown))
+        return LiveWatch(queries, limit, decoder(seat.spec.timestamp_field, shown), key=plan.key)
 
     return Listening(ready(start), "next_update")
 

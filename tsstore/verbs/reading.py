@@ -17,10 +17,10 @@ from tsstore.frames import FrameBuilder, check_frame_rows
 from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
 from tsstore.read.cursor import decode_cursor
-from tsstore.read.engine import ChunkCursor, PageRounds, Position, TickRead, chunk_cursors, finish_page
+from tsstore.read.engine import ChunkCursor, PageRounds, TickRead, chunk_cursors, finish_page
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query, QueryOptions, RangeOptions
-from tsstore.ticks import Page, Tick
+from tsstore.ticks import Page, Position, Tick
 from tsstore.verbs.declare import Reading
 from tsstore.verbs.request import Collect, Count, Feed, Part, Request, Seat, Unary, whole
 
@@ -100,7 +100,13 @@ def stream_chunk(
     one streaming query at ``read_time``, resumed after its last tick on transient errors:
     the unit a read split over many workers reads (:mod:`tsstore.beam`)."""
     cursor = ChunkCursor(
-        chunk, after=None, limit=plan.limit, read_time=read_time, stats=stats, descending=plan.descending
+        chunk,
+        after=None,
+        limit=plan.limit,
+        read_time=read_time,
+        stats=stats,
+        descending=plan.descending,
+        key=plan.key,
     )
     return Reading(TickRead(plan, cursors=[cursor], read_time=read_time), stats, seat.spec)
 
