@@ -150,7 +150,7 @@ class QueryShape:
     def describe(self) -> str:
         names = ", ".join(self.fields) or "(time range only)"
         ranged = f" ranges [{', '.join(self.ranges)}]" if self.ranges else ""
-        series = f" series <= {self.series_rate:g}/s" if self.series_rate is not None else ""
+        series = f" series <= {self.series_rate:g} writes/s" if self.series_rate is not None else ""
         return f"[{names}]{ranged} {'/'.join(d.value for d in self.directions)}{series}"
 
 

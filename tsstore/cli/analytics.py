@@ -9,6 +9,7 @@ from tqdm import tqdm
 
 from tsstore.analytics.plot import CHART_FORMATS, plot_bars
 from tsstore.cli.common import (
+    WHERE_HELP,
     Database,
     declaration_options,
     echo_cost,
@@ -78,7 +79,7 @@ def aggregate(
 @series_options
 @click.argument("values", nargs=-1, required=True)
 @click.option("--by", required=True, help="The series key field (a declared query shape's field).")
-@where_option(help="Other equality filters; repeat a field for 'in'.")
+@where_option(help="Other filters: " + WHERE_HELP)
 @click.option("--before", default=None, help="Only ticks older than this time (exclusive).")
 @naive_option
 @click.option("--columns", default=None, help="Comma-separated fields to read (projection).")

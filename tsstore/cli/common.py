@@ -242,9 +242,16 @@ def pick_declared(
     raise usage(f"{declaration} declares no series {collection!r} (declared: {', '.join(s.collection for s in specs)})")
 
 
+#: What ``--where`` takes, for its help.
+WHERE_HELP = (
+    "FIELD=VALUE (repeat a field for 'in'), or a range condition on a shape's range field: "
+    "'FIELD>=VALUE' (also <, <=, >, !=). Typed as the spec declares the field."
+)
+
+
 def where_option(*, help: str) -> Callable[[Command], Command]:
     """``--where FIELD=VALUE``, repeatable; :func:`parse_where` reads what it collects."""
-    return click.option("--where", "where_items", multiple=True, metavar="FIELD=VALUE", help=help)
+    return click.option("--where", "where_items", multiple=True, metavar="FIELD=VALUE|FIELD>=VALUE", help=help)
 
 
 def query_options(*, page: bool = False, limit_help: str = "", cursor: bool = False) -> Callable[[Command], Command]:
@@ -283,7 +290,7 @@ def query_options(*, page: bool = False, limit_help: str = "", cursor: bool = Fa
         run = naive_option(run)
         run = click.option("--end", default=None, help="Exclusive end time (ISO-8601 with offset, or a date).")(run)
         run = click.option("--start", default=None, help="Inclusive start time (ISO-8601 with offset, or a date).")(run)
-        return where_option(help="Equality filter; repeat a field for 'in'. Typed as the spec declares the field.")(run)
+        return where_option(help=WHERE_HELP)(run)
 
     return decorate
 

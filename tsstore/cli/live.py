@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import click
 import pandas as pd
 
-from tsstore.cli.common import Database, library_warnings, series_options, where_option
+from tsstore.cli.common import WHERE_HELP, Database, library_warnings, series_options, where_option
 from tsstore.cli.exits import exit_interrupted, usage
 from tsstore.cli.output import rows_format, write_frames
 from tsstore.cli.values import cli_time, naive_option, parse_where
@@ -26,7 +26,7 @@ ID_COLUMN, LATE_COLUMN = "_id", "_late"
 @click.command("tail")
 @library_warnings
 @series_options
-@where_option(help="Only ticks with FIELD=VALUE (repeat a field for 'in').")
+@where_option(help="Only these ticks: " + WHERE_HELP)
 @rows_format
 @click.option("--since", default=None, help="Deliver ticks created from this time on (default: now).")
 @naive_option
@@ -79,7 +79,7 @@ def _frames(spec: SeriesSpec, live: LiveTail, limit: int | None, printed: dict[s
 @click.command("watch")
 @library_warnings
 @series_options
-@where_option(help="Only ticks with FIELD=VALUE (repeat a field for 'in').")
+@where_option(help="Only these ticks: " + WHERE_HELP)
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="How many newest ticks.")
 @click.option("--once", is_flag=True, help="Print the first window and exit.")
 def watch(*, spec: SeriesSpec, database: Database, where_items: tuple[str, ...], limit: int, once: bool) -> None:

@@ -64,11 +64,13 @@ def cli_time(text: str | None, *, option: str, naive: str | None) -> dt.datetime
     return parsed.replace(tzinfo=zone)
 
 
-def parse_value(raw: str, *, field: str | None = None, spec: SeriesSpec | None = None) -> Any:
+def parse_value(raw: str, *, field: str | None = None, spec: SeriesSpec | None = None, typed: str | None = None) -> Any:
     """A value typed on the command line for ``field``. A field the declaration types is read
     as that type (a string column keeps ``7203`` a string; an Int64 column wants an
     integer); any other field is JSON when it parses as JSON (numbers, true/false, null),
-    else the plain string. Double quotes (``'"5"'``) always make a string."""
+    else the plain string. Double quotes (``'"5"'``) always make a string. ``typed`` is what
+    the user typed, for the error (default ``field=raw``)."""
+    said = typed or f"{field}={raw}"
     if raw.startswith('"') and raw.endswith('"') and len(raw) >= 2:
         return _json_or(raw, raw[1:-1])
     kind = dict(spec.columns).get(field) if spec is not None and field is not None else None
@@ -78,10 +80,10 @@ def parse_value(raw: str, *, field: str | None = None, spec: SeriesSpec | None =
         try:
             return int(raw) if kind == "Int64" else float(raw)
         except ValueError:
-            raise usage(f"--where {field}={raw}: {field} is declared {kind}, and {raw!r} is not a number") from None
+            raise usage(f"--where {said}: {field} is declared {kind}, and {raw!r} is not a number") from None
     if kind == "boolean":
         if raw.lower() not in ("true", "false"):
-            raise usage(f"--where {field}={raw}: {field} is declared boolean; give true or false")
+            raise usage(f"--where {said}: {field} is declared boolean; give true or false")
         return raw.lower() == "true"
     return _json_or(raw, raw)
 
@@ -94,23 +96,37 @@ def _json_or(raw: str, otherwise: Any) -> Any:
         return otherwise
 
 
-def parse_where(items: tuple[str, ...], *, spec: SeriesSpec | None = None) -> dict[str, Any]:
-    """``field=value`` pairs (see :func:`parse_value`); a field given twice becomes ``in``."""
-    where: dict[str, Any] = {}
+#: ``--where`` operators, longest first so ``>=`` is not read as ``>`` then ``=VALUE``.
+_WHERE = re.compile(r"^\s*([^<>=!\s]+)\s*(<=|>=|!=|==|<|>|=)(.*)$", re.S)
+
+
+def parse_where(items: tuple[str, ...], *, spec: SeriesSpec | None = None) -> list[tuple[str, str, Any]]:
+    """``FIELD=VALUE`` (equality; a field given twice becomes ``in``) and range conditions
+    ``FIELD<VALUE``, ``<=``, ``>``, ``>=``, ``!=`` on a shape's range fields, as filter
+    triples (values read by :func:`parse_value`)."""
+    equal: dict[str, Any] = {}
+    ranges: list[tuple[str, str, Any]] = []
     for item in items:
-        field, sep, raw = item.partition("=")
-        field = field.strip()
-        if not sep or not field:
-            raise usage(f"--where {item!r} is not FIELD=VALUE (e.g. --where symbol=AAA)")
+        match = _WHERE.match(item)
+        if match is None:
+            raise usage(
+                f"--where {item!r} is not FIELD=VALUE or FIELD<op>VALUE with op one of <, <=, >, >=, != "
+                "(e.g. --where symbol=AAA --where 'volume>=10000')"
+            )
+        field, op, raw = match.group(1), match.group(2), match.group(3).strip()
         if spec is not None and field == spec.shard_field:
             raise usage(f"--where {item}: {field!r} is tsstore's shard field, not a filter; every read already "
                         "covers every shard value (filter on the series' own fields)")  # fmt: skip
-        value = parse_value(raw, field=field, spec=spec)
-        if field in where:
-            where[field] = [*where[field], value] if isinstance(where[field], list) else [where[field], value]
+        value = parse_value(raw, field=field, spec=spec, typed=item)
+        if op in ("=", "=="):
+            held = equal.get(field, _UNSET)
+            equal[field] = value if held is _UNSET else [*held, value] if isinstance(held, list) else [held, value]
         else:
-            where[field] = value
-    return where
+            ranges.append((field, op, value))
+    return [(f, "in" if isinstance(v, list) else "==", v) for f, v in equal.items()] + ranges
+
+
+_UNSET = object()
 
 
 def parse_columns(columns: str | None, *, spec: SeriesSpec | None = None) -> list[str] | None:

@@ -29,8 +29,8 @@ class Explanation:
         values = sum(len(c) for c in plan.chunks)
         if plan.series:
             head = (
-                f"{plan.spec.collection}: 1 query, no shard filter (series shape {plan.shape.describe()}: one "
-                f"series at most {plan.shape.series_rate:g} writes/s), served by the index {self.index}"
+                f"{plan.spec.collection}: 1 query, no shard filter (series shape {plan.shape.describe()}), "
+                f"served by the index {self.index}"
             )
         else:
             head = (
