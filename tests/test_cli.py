@@ -93,6 +93,16 @@ def test_local_store_keeps_its_data_and_query_writes_files(tmp_path: Path) -> No
         assert len(records) == sum(r["exchange"] == "FX" for r in rows)
         assert all(isinstance(r["price"]["micros"], int) and r["exchange"] == "FX" for r in records)
 
+        # a value filter, on the server: the same ticks as filtering every row here, in (time, volume, id) order
+        wanted = [r for r in rows if r["exchange"] == "EXCHG1" and r["volume"] >= 4000]
+        ranged = tsstore("query", "--format", "jsonl", "--where", "exchange=EXCHG1", "--where", "volume>=4000",
+                         "--direction", "asc", home=home, cwd=tmp_path)  # fmt: skip
+        filtered = [json.loads(line) for line in ranged.stdout.splitlines()]
+        assert ranged.returncode == 0 and 0 < len(filtered) == len(wanted), ranged.stderr
+        assert sorted((r["timestamp"], r["volume"]) for r in filtered) == [
+            (r["timestamp"], r["volume"]) for r in filtered
+        ]
+
         out_parquet = tmp_path / "out.parquet"
         done = tsstore(
             "query",

@@ -6,8 +6,9 @@ import datetime as dt
 
 import pytest
 
-from tsstore import CursorError, SeriesSpec, plan_query
+from tsstore import CursorError, QueryShape, SeriesSpec, plan_query
 from tsstore.read.cursor import decode_cursor, encode_cursor
+from tsstore.ticks import Ordered
 
 UTC = dt.timezone.utc
 SPEC = SeriesSpec("t", shapes=[("exchange",)])
@@ -32,3 +33,23 @@ def test_cursor_from_another_query_is_refused() -> None:
 def test_malformed_cursor(token: str) -> None:
     with pytest.raises(CursorError, match="not a tsstore cursor"):
         decode_cursor(plan_query(SPEC), token)
+
+
+RANGED = SeriesSpec("t", shapes=[QueryShape(["exchange"], ranges=["v", "w"])])
+
+
+@pytest.mark.parametrize("value", [7, -(2**63), 2.5, float("inf"), "text", True, None, b"\x00\xff", T])
+def test_a_range_querys_cursor_carries_the_order_values(value: object) -> None:
+    plan = plan_query(RANGED, where=[("exchange", "==", "E"), ("v", "!=", 0), ("w", ">", 1)], limit=10)
+    token = encode_cursor(plan, (T, Ordered(value), Ordered(3), "doc-1"))
+    position = decode_cursor(plan, token)
+    assert position == (T, Ordered(value), Ordered(3), "doc-1")
+    assert type(position[1].raw) is type(value)  # an integer stays an integer, bytes stay bytes
+    with pytest.raises(CursorError, match="different query"):  # the same filters without a range
+        decode_cursor(plan_query(RANGED, where=[("exchange", "==", "E"), ("v", "!=", 0), ("w", ">", 2)]), token)
+
+
+def test_a_cursor_cannot_hold_a_map() -> None:
+    plan = plan_query(RANGED, where=[("exchange", "==", "E"), ("v", "!=", 0), ("w", ">", 1)], limit=10)
+    with pytest.raises(CursorError, match="cannot hold the dict value"):
+        encode_cursor(plan, (T, Ordered({"a": 1}), Ordered(3), "doc-1"))

@@ -83,8 +83,10 @@ def test_generated_files_are_clean() -> None:
 
 
 def served_by(query_pb: Any, indexes: list[dict[str, Any]]) -> bool:
-    """Whether one generated index serves ``query_pb``: all its filters are equality/IN on the
-    index's prefix fields, and its order is (last field, __name__) in the last field's order."""
+    """Whether one generated index serves ``query_pb``: its equality/IN filters are exactly the
+    index's fields before the timestamp, and the query orders by the index's fields from the
+    timestamp on (the range-filtered fields among them), each in its order, then __name__ in
+    the last one's."""
     eq_fields: set[str] = set()
     range_fields: set[str] = set()
     filters = query_pb.where.composite_filter.filters or [query_pb.where]
@@ -96,13 +98,15 @@ def served_by(query_pb: Any, indexes: list[dict[str, Any]]) -> bool:
             range_fields.add(ff.field.field_path)
     orders = [(o.field.field_path, o.direction.name) for o in query_pb.order_by]
     for index in indexes:
-        fields = index["fields"]
-        *prefix, last = fields
-        want = "ASCENDING" if last["order"] == "ASCENDING" else "DESCENDING"
+        fields = [(f["fieldPath"], f["order"]) for f in index["fields"]]
+        at = next((i for i, (path, _) in enumerate(fields) if path == "timestamp"), None)
+        if at is None:
+            continue
+        prefix, ordered = fields[:at], fields[at:]
         if (
-            {f["fieldPath"] for f in prefix} == eq_fields
-            and range_fields <= {last["fieldPath"]}
-            and orders == [(last["fieldPath"], want), ("__name__", want)]
+            {path for path, _ in prefix} == eq_fields
+            and range_fields <= {path for path, _ in ordered}
+            and orders == [*ordered, ("__name__", ordered[-1][1])]
         ):
             return True
     return False
@@ -132,6 +136,24 @@ def test_every_declared_shape_sends_queries_the_file_serves(client: firestore.Cl
     # (range-only 2 + exchange 2 + two-field 1 directions) x 2 bounds x 2 chunks, plus symbol 1 direction
     # x 2 bounds x 3 chunks (its 2-value `in` halves the chunk size: 40 shards -> 14 + 13 + 13)
     assert checked == 5 * 2 * 2 + 1 * 2 * 3
+    # a series shape's one query and a value-filtered shape's chunks are served by their indexes too
+    both = SeriesSpec(
+        "instruments",
+        shards=[f"s{i}" for i in range(40)],
+        shapes=[QueryShape(("symbol",), ("desc", "asc"), series_rate=20),
+                QueryShape(("exchange",), ("desc", "asc"), ranges=("volume", "price.micros"))],  # fmt: skip
+    )
+    indexes = json.loads(render(generate([both])))["indexes"]
+    other = TimeSeriesStore(client, both)
+    for direction in ("desc", "asc"):
+        series = other.plan(where={"symbol": "A"}, direction=direction, limit=10)
+        ranged = other.plan(
+            where=[("exchange", "==", "E"), ("volume", ">=", 100), ("price.micros", "!=", 0)], direction=direction
+        )
+        for plan, queries in ((series, 1), (ranged, 2)):
+            sent = other.firestore_queries(plan)
+            assert len(sent) == queries and all(served_by(q._to_protobuf(), indexes) for q in sent)
+            assert not served_by(sent[0]._to_protobuf(), json.loads(render(generate([spec])))["indexes"])
     # an undeclared shape is refused locally, naming the index it would need
     with pytest.raises(
         QueryError, match=r"query shape \[exchange, symbol\] is not declared .*shard DESC, exchange ASC"
@@ -214,6 +236,20 @@ def test_merge_keeps_foreign_entries_replaces_ours_and_removes_stale(tmp_path: P
     update.write()
     again = plan_index_file(path, [SEED])
     assert not again.changed and again.report.added == [] and len(again.report.unchanged) == 5
+
+
+def test_merge_keeps_a_series_shapes_index_and_declares_each_index_once() -> None:
+    spec = SeriesSpec(
+        "instruments",
+        shapes=[QueryShape(("symbol",), series_rate=50), QueryShape(("exchange",), "asc", ranges=("volume",))],
+        measures=["volume"],
+    )
+    first, _ = merge({}, [spec])
+    again, report = merge(first, [spec])
+    assert again == first and not report.removed and not report.stale and not report.added
+    generated = generate([spec])["indexes"]
+    assert len({json.dumps(i) for i in generated}) == len(generated)  # sum(volume) reuses the range index
+    assert {"fieldPath": "symbol", "order": "ASCENDING"} == generated[2]["fields"][0]  # no shard before it
 
 
 def test_merge_can_keep_stale_indexes() -> None:
@@ -362,7 +398,10 @@ def test_toml_declaration(tmp_path: Path) -> None:
 collection = "ticks"
 writes_per_second = 1200
 key_fields = ["symbol"]
-shapes = ["exchange", ["exchange", "symbol"], {fields = ["venue"], directions = ["desc", "asc"]}]
+shapes = [
+  "exchange", ["exchange", "symbol"], {fields = ["venue"], directions = ["desc", "asc"]},
+  {fields = ["symbol"], series_rate = 40}, {fields = ["venue"], ranges = ["volume"]},
+]
 columns = {symbol = "string", "price.micros" = "Int64"}
 """
     )
@@ -371,7 +410,13 @@ columns = {symbol = "string", "price.micros" = "Int64"}
         "ticks",
         shards=["s0", "s1", "s2"],
         key_fields=["symbol"],
-        shapes=["exchange", ("exchange", "symbol"), QueryShape(("venue",), ("desc", "asc"))],
+        shapes=[
+            "exchange",
+            ("exchange", "symbol"),
+            QueryShape(("venue",), ("desc", "asc")),
+            QueryShape(("symbol",), series_rate=40),
+            QueryShape(("venue",), ranges=("volume",)),
+        ],
         columns={"symbol": "string", "price.micros": "Int64"},
     )
 

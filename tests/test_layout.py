@@ -221,6 +221,28 @@ def test_the_planner_agrees_with_the_store_on_shards_and_reads_per_page(database
     assert plan.advice(layout) == []
 
 
+def test_the_planner_says_which_shapes_a_series_rate_allows() -> None:
+    layout = SeriesSpec(
+        "ticks",
+        key_fields=["symbol"],
+        shapes=[QueryShape(["symbol"]), QueryShape(["symbol", "venue"], series_rate=100), QueryShape(["venue"])],
+    )
+    calm = capacity_for(20_000, spec=layout, busiest_series=60)  # 75/s with the head-room
+    assert [c.series for c in calm.shapes] == [False, False, False, True, False]
+    assert calm.describe(layout).count(" series ") == 1
+    [grow, one_query] = calm.advice(layout)
+    assert "grow from 3 to 50" in grow and "[symbol] pins one series" in one_query
+    assert "declare series_rate = 75 to read it with one query (101 reads per page of 100 instead of 123)" in one_query
+    hot = capacity_for(20_000, spec=layout, busiest_series=900).advice(layout)
+    assert len(hot) == 2 and "[symbol, venue] is read as one series, but its busiest series writes 1125/s" in hot[1]
+    assert "the sharded plan is necessary, leave series_rate out" in hot[1]
+    busy = capacity_for(20_000, spec=layout, busiest_series=200).advice(layout)
+    assert "[symbol, venue] declares series_rate 100; raise it to 250" in busy and len(busy) == 3
+    assert len(capacity_for(20_000, spec=layout).advice(layout)) == 1  # without the rate: nothing said of series
+    with pytest.raises(SpecError, match="busiest_series 30000 is not allowed"):
+        capacity_for(20_000, busiest_series=30_000)
+
+
 def test_the_planner_refuses_bad_inputs_by_name() -> None:
     with pytest.raises(SpecError, match="writes_per_second -1"):
         capacity_for(-1)

@@ -13,7 +13,7 @@ from tsstore import Direction, QueryError, QueryShape, SeriesSpec, Tick, plan_qu
 from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES
 from tsstore.read.merge import merge_streams, take
 from tsstore.read.plan import chunk_shards, chunk_size, normalize_where
-from tsstore.ticks import sort_key
+from tsstore.ticks import Ordered, sort_key
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2024, 1, 1, tzinfo=UTC)
@@ -126,6 +126,15 @@ def test_fan_out_merge_equals_oracle(
 # --- validation -------------------------------------------------------------------------
 
 SPEC = SeriesSpec("instruments", shapes=["exchange", "instrumentType", ("exchange", "symbol")])
+RANGED = SeriesSpec(
+    "instruments",
+    shards=[f"s{i}" for i in range(40)],
+    shapes=[
+        QueryShape(["symbol"], ("desc", "asc"), series_rate=100),
+        QueryShape(["exchange"], ("desc", "asc"), ranges=["volume"]),
+        QueryShape([], ("desc", "asc"), ranges=["v", "w"]),
+    ],
+)
 
 
 @pytest.mark.parametrize(
@@ -134,6 +143,12 @@ SPEC = SeriesSpec("instruments", shapes=["exchange", "instrumentType", ("exchang
         ({"where": [("exchange", "<", "A")]}, r"range condition on \['exchange'\]: no query shape declares it"),
         ({"where": [("exchange", "!=", "A")]}, r"range condition on \['exchange'\]: no query shape declares it"),
         ({"where": [("exchange", "not-in", ["A"])]}, r"operator 'not-in' .*allowed: ==, in, <, <=, >, >=, !="),
+        ({"where": [("volume", ">", 1)]}, r"undeclared field\(s\) \['volume'\]"),
+        ({"where": [("exchange", "==", "E"), ("exchange", ">", "A")]}, r"field 'exchange' is filtered twice"),
+        ({"where": [("v", ">", 1), ("v", "==", 2)]}, r"field 'v' is filtered twice"),
+        ({"where": [("v", ">", None)]}, r"v > None: a range condition compares with one value"),
+        ({"where": [("v", ">", [1, 2])]}, r"a range condition compares with one value"),
+        ({"where": [("v", "!=", 1), ("w", "!=", 2)]}, r"one '!=' filter per query"),
         ({"where": [("exchange", "not-in", ["A"])]}, r"operator 'not-in'"),
         ({"where": [("exchange", "like", "A")]}, r"operator 'like' .*unknown operator"),
         ({"where": {"exchange": [str(i) for i in range(31)]}}, r"'in' on 'exchange' has 31 values; .* at most 30"),
@@ -161,7 +176,7 @@ def test_bad_queries_name_the_value(kwargs: dict[str, object], message: str) -> 
     from tsstore import TsstoreError
 
     with pytest.raises(QueryError, match=message) as info:
-        plan_query(SPEC, **kwargs)  # type: ignore[arg-type]
+        plan_query(RANGED if str(kwargs.get("where", "")).startswith("[('v'") else SPEC, **kwargs)  # type: ignore[arg-type]
     assert isinstance(info.value, TsstoreError) and isinstance(info.value, ValueError)
 
 
@@ -199,3 +214,73 @@ def test_a_query_value_and_keyword_options_plan_the_same() -> None:
         plan_query(spec, limt=5)
     with pytest.raises(QueryError, match="count does not take cursor, limit"):
         Query(limit=3, cursor="x").only(("where", "start", "end", "read_time"), "count")
+
+
+# --- series shapes and value filters ----------------------------------------------------------
+
+
+def test_a_series_shape_is_one_query_without_the_shard() -> None:
+    plan = plan_query(RANGED, where={"symbol": "AAA"}, limit=100, start=T0)
+    assert plan.series and plan.chunks == ((),)  # no shard filter: every value, one query
+    assert [f.field_path for f in plan.index.fields] == ["symbol", "timestamp"]
+    assert plan_query(RANGED, where={"symbol": ["A", "B"]}).chunks == ((),)  # `in` on the series field too
+    sharded = plan_query(RANGED, where=[("exchange", "==", "E"), ("volume", ">", 0)], limit=100)
+    assert not sharded.series and [len(c) for c in sharded.chunks] == [20, 20]
+
+
+def test_range_conditions_order_after_the_timestamp() -> None:
+    plan = plan_query(
+        RANGED, where=[("w", "<", 5), ("v", ">=", 1), ("v", "<", 9)], direction="asc", columns=["symbol"]
+    )
+    assert [(f.field, f.op) for f in plan.ranges] == [("v", "<"), ("v", ">="), ("w", "<")] and not plan.filters
+    assert plan.order_fields == ("v", "w")
+    assert [(f.field_path, f.order) for f in plan.index.fields] == [
+        ("shard", "DESCENDING"),
+        ("timestamp", "ASCENDING"),
+        ("v", "ASCENDING"),
+        ("w", "ASCENDING"),
+    ]
+    assert plan.columns == ("timestamp", "symbol", "v", "w")  # the merge needs the order fields
+    tick = Tick("id1", T0, {"v": 3, "w": "x"})
+    assert plan.key(tick) == (T0, Ordered(3), Ordered("x"), "id1")
+    with pytest.raises(QueryError, match=r"query shape \[\(time range\)\] ranges \[v\] is not declared"):
+        plan_query(RANGED, where=[("v", ">", 1)])
+
+
+def test_ordered_follows_firestores_order_of_types() -> None:
+    values = [{"a": 1}, [1, 2], b"\x00", "a", dt.datetime(2024, 1, 1, tzinfo=UTC), 2.5, 2, float("nan"), True, None]
+    assert [o.raw for o in sorted(map(Ordered, values))] == values[::-1]
+    assert Ordered(2) == Ordered(2.0) and Ordered("b") > Ordered("a") and Ordered(10) < Ordered("1")
+
+
+value_rows = st.lists(
+    st.tuples(
+        st.integers(0, 10),  # few distinct timestamps: many ties
+        st.integers(0, 64),  # shard number
+        st.one_of(st.integers(0, 5), st.sampled_from(["a", "b"])),  # a value of either type
+    ),
+    max_size=100,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=value_rows, n_shards=st.sampled_from([3, 31, 65]), descending=st.booleans(), limit=st.integers(1, 40))
+def test_value_ordered_merge_equals_oracle(
+    rows: list[tuple[int, int, int | str]], n_shards: int, descending: bool, limit: int
+) -> None:
+    spec = SeriesSpec("t", shards=[f"s{i}" for i in range(n_shards)], shapes=[QueryShape([], ("desc", "asc"), ranges=["v"])])
+    ticks = [Tick(f"id{i:04d}", T0 + dt.timedelta(seconds=t), {"shard": f"s{s % n_shards}", "v": v})
+             for i, (t, s, v) in enumerate(rows)]  # fmt: skip
+    plan = plan_query(spec, where=[("v", "!=", 3)], direction="desc" if descending else "asc", limit=limit)
+
+    def firestore_order(t: Tick) -> tuple[object, ...]:  # numbers before strings, then by value, then id
+        v = t.data["v"]
+        return (t.timestamp, isinstance(v, str), v, t.id)
+
+    def server(chunk: tuple[str, ...]) -> list[Tick]:
+        got = sorted((t for t in ticks if t.data["shard"] in chunk and t.data["v"] != 3), key=firestore_order)
+        return (got[::-1] if descending else got)[:limit]
+
+    merged = list(take(merge_streams([server(c) for c in plan.chunks], descending=descending, key=plan.key), limit))
+    oracle = sorted((t for t in ticks if t.data["v"] != 3), key=firestore_order, reverse=descending)[:limit]
+    assert merged == oracle

@@ -83,15 +83,19 @@ def test_demo_runs_on_the_embedded_emulator(tmp_path: Path) -> None:
     # the seed's documents are the newest, so they lead each seed query
     first_rows = [s.splitlines()[3].split()[2] for s in sections[1:4]]
     assert first_rows == ["BBB", "AAA", "AAA"]
-    rows = re.search(r"\((\d+) rows", sections[4])
-    assert sections[4].startswith("time range") and rows and 1 <= int(rows.group(1)) <= 10
-    assert [s.split(" (")[0] for s in sections[5:8]] == [
+    assert sections[4].startswith("one symbol: AAA's newest 5") and "(5 rows, 1 query," in sections[4]
+    assert all(line.split()[2] == "AAA" for line in sections[4].splitlines()[3:8])
+    assert sections[5].startswith("value filter: EXCHG1") and "(5 rows, 1 chunk query," in sections[5]
+    assert all(int(line.split()[-1]) >= 4000 for line in sections[5].splitlines()[3:8])  # volume, the last column
+    rows = re.search(r"\((\d+) rows", sections[6])
+    assert sections[6].startswith("time range") and rows and 1 <= int(rows.group(1)) <= 10
+    assert [s.split(" (")[0] for s in sections[7:10]] == [
         "latest tick per symbol",
         "the synthetic day per currency, no tick downloaded",
         "30-minute bars of AAA, CCC, EEE",
     ]
     per_currency = re.findall(r"^  ([A-Z]{3}): +([\d,]+) ticks, volume +[\d,]+, average price [\d,.]+ \1$",
-                              sections[6], re.M)  # fmt: skip
+                              sections[8], re.M)  # fmt: skip
     assert sum(int(n.replace(",", "")) for _, n in per_currency) == 2000  # the day's 2 000 synthetic ticks
     assert "shard" not in sections[1].splitlines()[1]  # tsstore's own field is not shown
     chart = tmp_path / "tsstore-demo-chart.png"

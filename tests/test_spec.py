@@ -24,6 +24,7 @@ from tsstore import Direction, QueryShape, SeriesSpec, SpecError, TsstoreError, 
         ({"key_fields": ["timestamp"]}, r"may not include the timestamp"),
         ({"columns": {"x": "int"}}, r"column 'x' has type 'int'; allowed: string, Int64"),
         ({"columns": {"timestamp": "datetime"}}, r"is the timestamp field"),
+        ({"shapes": [QueryShape(["a"], series_rate=10), ("a",)]}, r"declared twice with series_rate 10.0 and None"),
     ],
 )
 def test_bad_specs(kwargs: dict[str, object], message: str) -> None:
@@ -74,3 +75,46 @@ def test_plan_shards_from_write_rate(rate: float, count: int, first: str, last: 
 def test_plan_shards_refuses_bad_rates(rate: object) -> None:
     with pytest.raises(SpecError, match="writes_per_second"):
         shards_for(rate)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"fields": ["symbol"], "series_rate": 0}, r"series_rate 0 is not allowed"),
+        ({"fields": ["symbol"], "series_rate": True}, r"series_rate True is not allowed"),
+        ({"fields": ["symbol"], "series_rate": 600}, r"series_rate 600 .*leave series_rate out so the shape is sharded"),
+        ({"fields": [], "series_rate": 10}, r"series_rate needs equality fields"),
+        ({"fields": ["volume"], "ranges": ["volume"]}, r"repeat a field or one of its equality fields"),
+        ({"fields": ["a"], "ranges": ["v", "v"]}, r"repeat a field"),
+        ({"fields": ["a"], "ranges": [f"v{i}" for i in range(10)]}, r"at most 9"),
+        ({"fields": ["a"], "ranges": ["bad field"]}, r"range field 'bad field' is not a valid field path"),
+    ],
+)
+def test_bad_shapes(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        QueryShape(**kwargs)  # type: ignore[arg-type]
+
+
+def test_range_fields_may_not_be_tsstores_own() -> None:
+    with pytest.raises(SpecError, match=r"filters on \['timestamp'\]"):
+        SeriesSpec("ticks", shapes=[QueryShape(["a"], ranges=["timestamp"])])
+
+
+def test_series_and_range_shapes() -> None:
+    spec = SeriesSpec(
+        "ticks",
+        shapes=[
+            QueryShape(["symbol"], series_rate=50),
+            QueryShape(["symbol"], "asc", series_rate=50),  # merged: the same shape, both directions
+            QueryShape(["exchange"], ranges=["volume", "price.micros"]),
+            QueryShape([], ranges=["volume"]),  # a range shape with no equality field is declared, not implied
+        ],
+    )
+    series, ranged, volume_only = spec.shapes
+    assert series.series and series.series_rate == 50.0 and series.directions == (Direction.DESC, Direction.ASC)
+    assert ranged.ranges == ("price.micros", "volume") and not ranged.series  # sorted
+    assert volume_only.key == ((), ("volume",))
+    assert spec.series_shapes == (series,)
+    assert spec.filter_fields == {"symbol", "exchange", "volume", "price.micros"}
+    assert series.describe() == "[symbol] desc/asc series <= 50 writes/s"
+    assert ranged.describe() == "[exchange] ranges [price.micros, volume] desc"

@@ -1,6 +1,10 @@
 """The demo's declaration: the seed's ``instruments`` collection, its query shapes, and its
 1-minute bars kept as a roll-up (``instruments_1min``).
 
+One symbol's ticks are read as one series (``series_rate``: no symbol passes 100 ticks/s,
+so its ``(symbol, timestamp)`` index range is far from Firestore's 500 writes/s), and an
+exchange's ticks may be filtered by volume on the server (``ranges``).
+
 ``tsstore demo`` writes and queries it; ``tsstore indexes tsstore.demo:DECLARATION``
 generates the repository's ``indexes/firestore.indexes.json`` from it, and it is what the
 CLI's ``--spec`` means by default.
@@ -13,9 +17,16 @@ from tsstore.spec import QueryShape, SeriesSpec
 
 _BOTH = ("desc", "asc")
 
+#: The most ticks one symbol is expected to write per second.
+SYMBOL_RATE = 100
+
 SPEC = SeriesSpec(
     "instruments",
-    shapes=[QueryShape((f,), _BOTH) for f in ("instrumentType", "exchange", "price.currency", "symbol")],
+    shapes=[
+        *(QueryShape((f,), _BOTH) for f in ("instrumentType", "exchange", "price.currency")),
+        QueryShape(("symbol",), _BOTH, series_rate=SYMBOL_RATE),
+        QueryShape(("exchange",), _BOTH, ranges=("volume",)),
+    ],
     key_fields=["symbol"],
     columns={
         "symbol": "string",

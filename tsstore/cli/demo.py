@@ -85,6 +85,10 @@ def _run_demo(store: TimeSeriesStore, *, ticks: int) -> None:
         ("queryUSDInstruments: price.currency == 'USD'", {"price.currency": "USD"}),
     ):
         _show(store, title, Query(where=where, limit=5))
+    _show(store, "one symbol: AAA's newest 5 (a series shape: one query, no shard filter)",
+          Query(where={"symbol": "AAA"}, limit=5))  # fmt: skip
+    _show(store, "value filter: EXCHG1 ticks of 4 000 shares or more, newest 5 (filtered by the server)",
+          Query(where=[("exchange", "==", "EXCHG1"), ("volume", ">=", 4000)], limit=5))  # fmt: skip
     start = dt.datetime(2018, 12, 31, 12, 0, tzinfo=dt.timezone.utc)
     _show(
         store,
@@ -100,7 +104,8 @@ def _show(store: TimeSeriesStore, title: str, query: Query) -> None:
     frame = store.query_frame(query)
     ms = (time.perf_counter() - began) * 1000
     chunks = len(store.plan(query).chunks)
-    click.echo(f"\n--- {title}  ({len(frame)} rows, {chunks} chunk quer{'y' if chunks == 1 else 'ies'}, {ms:.0f} ms)")
+    queries = f"{chunks} chunk quer{'y' if chunks == 1 else 'ies'}" if store.plan(query).chunks[0] else "1 query"
+    click.echo(f"\n--- {title}  ({len(frame)} rows, {queries}, {ms:.0f} ms)")
     click.echo(frame.to_string() if len(frame) else "(no rows)")
 
 

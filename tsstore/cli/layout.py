@@ -94,12 +94,19 @@ def reshard(*, spec: SeriesSpec, database: Database, max_rate: int | None, fmt: 
 )
 @click.option("--headroom", type=float, default=1.25, show_default=True, help="Spare capacity factor.")
 @click.option("--pages-per-day", type=float, default=0.0, help="Pages of 100 ticks read a day, for the read cost.")
+@click.option(
+    "--busiest-series",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Write rate of the busiest single series (a symbol): with --spec, which shapes may be read as one "
+    "series (series_rate) and which must stay sharded.",
+)
 @click.option("--spec", "declaration", default=None, help="Compare with this declaration (module:NAME or a file).")
 @click.option("--collection", default=None, help="Which declared series, when the declaration holds several.")
 @figures_format
 def capacity(
-    *, rate: float, retention: str | None, headroom: float, pages_per_day: float, declaration: str | None,
-    collection: str | None, fmt: str,
+    *, rate: float, retention: str | None, headroom: float, pages_per_day: float, busiest_series: float | None,
+    declaration: str | None, collection: str | None, fmt: str,
 ) -> None:  # fmt: skip
     """Plan shards, chunks, reads per page, index entries, storage and monthly cost for a
     write rate; with --spec, say what to change in that declaration. Nothing is sent.
@@ -107,6 +114,7 @@ def capacity(
     \b
     Example:
       tsstore capacity --writes-per-second 20000 --retention '90 days' --spec spec.toml
+      tsstore capacity --writes-per-second 20000 --busiest-series 80 --spec spec.toml
     """
     spec = None if declaration is None else pick_spec(declaration, collection=collection)
     try:
@@ -115,5 +123,7 @@ def capacity(
         raise usage(str(exc)) from None
     if kept is None and spec is not None:
         kept = spec.expire_after  # the declaration's TTL is its retention
-    plan = capacity_for(rate, retention=kept, spec=spec, headroom=headroom, pages_per_day=pages_per_day)
+    plan = capacity_for(
+        rate, retention=kept, spec=spec, headroom=headroom, pages_per_day=pages_per_day, busiest_series=busiest_series
+    )
     echo_figures(fmt, plan.describe(spec), plan)

@@ -113,14 +113,16 @@ def shape_index(
 
 @functools.lru_cache(maxsize=64)
 def declared_indexes(spec: SeriesSpec) -> tuple[CompositeIndex, ...]:
-    """Every index the spec's shapes need: each shape in each of its directions, then for
-    each measure each shape in its aggregate direction."""
+    """Every index the spec's shapes need, once each: each shape in each of its directions,
+    then for each measure each shape in its aggregate direction."""
     shapes = spec.all_shapes()
-    return tuple(shape_index(spec, shape, direction) for shape in shapes for direction in shape.directions) + tuple(
+    reads = (shape_index(spec, shape, direction) for shape in shapes for direction in shape.directions)
+    sums = (
         shape_index(spec, shape, aggregate_direction(shape), measure=measure)
         for measure in spec.measures
         for shape in shapes
     )
+    return tuple(dict.fromkeys((*reads, *sums)))  # a measure that is also a shape's range field needs no second one
 
 
 def field_overrides(spec: SeriesSpec) -> list[dict[str, Any]]:

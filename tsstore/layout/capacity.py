@@ -64,12 +64,14 @@ SAMPLE_TICK: Mapping[str, Any] = {
 
 @dataclass(frozen=True)
 class ShapeCost:
-    """One declared query shape in one direction: its chunks and the reads of one page."""
+    """One declared query shape in one direction: its chunks (1 for a series shape, read with
+    one query) and the reads of one page."""
 
     shape: str
     direction: Direction
     chunks: int
     reads_per_page: Mapping[int, int]  # page limit -> billed reads (lean first round + snapshot)
+    series: bool = False
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class Capacity:
     pages_per_day: float
     page_limit: int
     costs: Mapping[str, float] = field(default_factory=dict)
+    busiest_series: float | None = None
 
     @property
     def max_write_rate(self) -> int:
@@ -123,7 +126,11 @@ class Capacity:
         raise SpecError(f"no declared shape filters exactly {list(key)!r} in direction {wanted.value!r}")
 
     def advice(self, spec: SeriesSpec) -> list[str]:
-        """What to change in ``spec`` (its active shards) for this plan; empty when it fits."""
+        """What to change in ``spec`` for this plan (its active shards, and its series shapes
+        against the busiest series' rate); empty when it fits."""
+        return self._shard_advice(spec) + self._series_advice(spec)
+
+    def _shard_advice(self, spec: SeriesSpec) -> list[str]:
         have, need = len(spec.shards), len(self.shards)
         if have >= need:
             spare = (have - need) * SEQUENTIAL_WRITES_PER_SECOND
@@ -143,6 +150,51 @@ class Capacity:
             )
         return [f"{grow}: {how}; existing values keep their names, so no tick drops out of view"]
 
+    def _series_advice(self, spec: SeriesSpec) -> list[str]:
+        """Series shapes against the busiest series' write rate (with head-room): one whose
+        series outgrow one index range must be sharded; a sharded shape on the key fields whose
+        series stay well under it could be read with one query."""
+        if self.busiest_series is None:
+            return []
+        busiest = self.busiest_series * self.headroom
+        lines = []
+        for shape in spec.shapes:
+            name = _shape_name(shape.fields, shape.ranges)
+            if shape.series and busiest > SEQUENTIAL_WRITES_PER_SECOND:
+                lines.append(
+                    f"[{name}] is read as one series, but its busiest series writes {busiest:g}/s with head-room, "
+                    f"above the {SEQUENTIAL_WRITES_PER_SECOND} writes/s one index range takes: the sharded plan is "
+                    f"necessary, leave series_rate out ({self._reads(shape, sharded=True)} reads per page of "
+                    f"{self.page_limit} instead of {self._reads(shape, sharded=False)})"
+                )
+            elif shape.series and shape.series_rate is not None and busiest > shape.series_rate:
+                lines.append(f"[{name}] declares series_rate {shape.series_rate:g}; raise it to {math.ceil(busiest)}")
+            elif (
+                not shape.series
+                and busiest <= SEQUENTIAL_WRITES_PER_SECOND
+                and spec.key_fields
+                and set(spec.key_fields) <= set(shape.fields)
+            ):
+                lines.append(
+                    f"[{name}] pins one series, whose busiest writes {busiest:g}/s with head-room: declare "
+                    f"series_rate = {math.ceil(busiest)} to read it with one query ({self._reads(shape, sharded=False)} "
+                    f"reads per page of {self.page_limit} instead of {self._reads(shape, sharded=True)})"
+                )
+        return lines
+
+    def _reads(self, shape: QueryShape, *, sharded: bool) -> int:
+        """Billed reads of one newest-first page of ``page_limit`` of ``shape``, read as one
+        series or sharded over this plan's shards."""
+        rate = None if sharded else SEQUENTIAL_WRITES_PER_SECOND
+        planned = SeriesSpec(
+            "capacity",
+            shards=self.shards,
+            shapes=[QueryShape(shape.fields, ranges=shape.ranges, series_rate=rate)],
+        )
+        return _shape_cost(planned, planned.shapes[0], Direction.DESC, [self.page_limit], {}).reads_per_page[
+            self.page_limit
+        ]
+
     def describe(self, spec: SeriesSpec | None = None) -> str:
         lines = [
             f"write rate {self.writes_per_second:g}/s with head-room x{self.headroom:g}: "
@@ -150,11 +202,13 @@ class Capacity:
         ]
         limits = sorted({limit for cost in self.shapes for limit in cost.reads_per_page})
         lines.append(
-            f"{'query shape':<40} {'dir':<4} {'chunks':>6}  " + "  ".join(f"{'reads@' + str(n):>10}" for n in limits)
+            f"{'query shape':<40} {'dir':<4} {'plan':<7} {'chunks':>6}  "
+            + "  ".join(f"{'reads@' + str(n):>10}" for n in limits)
         )
         for cost in self.shapes:
             reads = "  ".join(f"{cost.reads_per_page[n]:>10}" for n in limits)
-            lines.append(f"{cost.shape:<40} {cost.direction.value:<4} {cost.chunks:>6}  {reads}")
+            plan = "series" if cost.series else "sharded"
+            lines.append(f"{cost.shape:<40} {cost.direction.value:<4} {plan:<7} {cost.chunks:>6}  {reads}")
         lines.append(
             f"per tick: {self.tick_bytes} B document, {self.index_entries_per_tick} index entries "
             f"({self.index_bytes_per_tick} B); {self.gib_per_day:.2f} GiB a day"
@@ -182,16 +236,29 @@ def capacity_for(
     page_limit: int = 100,
     tick: Mapping[str, Any] | None = None,
     prices: Prices = PRICES,
+    busiest_series: float | None = None,
 ) -> Capacity:
     """Plan a collection for a sustained ``writes_per_second``: ⌈rate·headroom/500⌉ shards,
     named as :func:`~tsstore.spec.shards_for` names them. ``spec`` supplies the collection,
     query shapes and fields (its shards are ignored; compare with :meth:`Capacity.advice`);
     ``tick`` is a sample tick for sizes (default :data:`SAMPLE_TICK`). Reads cost
-    ``pages_per_day`` pages of ``page_limit`` on the plain time range, newest first."""
+    ``pages_per_day`` pages of ``page_limit`` on the plain time range, newest first.
+    ``busiest_series``: the write rate of the busiest single series (a symbol), which a
+    series shape (``series_rate``) must keep under 500 writes/s; :meth:`Capacity.advice`
+    then says which shapes must be sharded and which could be read with one query."""
     if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not headroom >= 1:
         raise SpecError(f"headroom {headroom!r} is not allowed; give a number >= 1 (1.25 plans 25% spare)")
     if retention is not None and (not isinstance(retention, dt.timedelta) or retention <= dt.timedelta(0)):
         raise SpecError(f"retention {retention!r} is not allowed; give a positive timedelta")
+    if busiest_series is not None and (
+        isinstance(busiest_series, bool)
+        or not isinstance(busiest_series, (int, float))
+        or not (0 < busiest_series <= writes_per_second)
+    ):
+        raise SpecError(
+            f"busiest_series {busiest_series!r} is not allowed; give one series' writes/s, positive and at most "
+            f"the collection's {writes_per_second!r}"
+        )
     bad = [n for n in limits if isinstance(n, bool) or not isinstance(n, int) or n < 1]
     if bad or not limits:
         raise SpecError(f"limits {list(limits)!r} are not allowed; give positive page sizes such as 10, 100, 1000")
@@ -222,6 +289,7 @@ def capacity_for(
         prices=prices,
         pages_per_day=pages_per_day,
         page_limit=page_limit,
+        busiest_series=busiest_series,
     )
     ticks_a_month = writes_per_second * _DAY * _MONTH_DAYS
     page_reads = _shape_cost(planned, QueryShape(()), Direction.DESC, [page_limit], sample).reads_per_page[page_limit]
@@ -239,18 +307,21 @@ def capacity_for(
 def _shape_cost(
     spec: SeriesSpec, shape: QueryShape, direction: Direction, limits: Sequence[int], sample: Mapping[str, Any]
 ) -> ShapeCost:
-    where = {f: _value_at(sample, f) for f in shape.fields}  # one value per field: equality
+    # one value per field: equality, and a lower bound on each range field
+    where = [(f, "==", _value_at(sample, f)) for f in shape.fields]
+    where += [(f, ">=", _value_at(sample, f)) for f in shape.ranges]
     reads, chunks = {}, 0
     for limit in limits:
         explained = explain(plan_query(spec, where=where, direction=direction, limit=limit))
         assert explained.lean_reads is not None
         reads[limit] = explained.lean_reads + explained.snapshot_reads
         chunks = len(explained.plan.chunks)  # the same for every limit
-    return ShapeCost(_shape_name(shape.fields), direction, chunks, reads)
+    return ShapeCost(_shape_name(shape.fields, shape.ranges), direction, chunks, reads, series=shape.series)
 
 
-def _shape_name(fields: Sequence[str]) -> str:
-    return ", ".join(sorted(fields)) or "time range"
+def _shape_name(fields: Sequence[str], ranges: Sequence[str] = ()) -> str:
+    name = ", ".join(sorted(fields)) or "time range"
+    return name + (f"; ranges {', '.join(ranges)}" if ranges else "")
 
 
 def _sizes(spec: SeriesSpec, sample: Mapping[str, Any]) -> tuple[int, int, int]:

@@ -115,7 +115,9 @@ class ShardCensus:
     found, all at one ``read_time``: ``rows`` per shard value (declared first, in declaration
     order, then undeclared ones), ``total`` documents in the collection, ``unnamed``
     undeclared ticks beyond :data:`MAX_NAMED` values, ``other`` documents with no string shard
-    value at all, ``stats`` what the census cost, ``since`` the start of the spread window."""
+    value at all, ``stats`` what the census cost, ``since`` the start of the spread window,
+    ``series_shapes`` the declared shapes read as one series (no shard filter: they do see
+    undeclared values, so the two plans disagree until those are declared)."""
 
     collection: str
     read_time: dt.datetime | None
@@ -125,6 +127,7 @@ class ShardCensus:
     other: int
     since: dt.datetime | None
     stats: ReadStats = field(compare=False)
+    series_shapes: tuple[str, ...] = ()  # shapes read without a shard filter, which do see undeclared values
 
     def ticks(self, role: Role | None = None) -> int:
         return sum(r.ticks for r in self.rows if role is None or r.role == role)
@@ -156,12 +159,19 @@ class ShardCensus:
         if self.undeclared or self.unnamed:
             named = ", ".join(f"{r.value!r} ({r.ticks})" for r in self.undeclared[:10])
             more = f" and {self.unnamed} more under values not named" if self.unnamed else ""
+            seen = (
+                f"sharded reads do not see them, reads of the series shapes {', '.join(self.series_shapes)} (no shard "
+                "filter) do"
+                if self.series_shapes
+                else "reads do not see them"
+            )
             out.append(
                 f"{self.ticks('undeclared') + self.unnamed} ticks carry shard values the declaration does not list "
-                f"({named}{more}): reads do not see them; add them to 'retired' (then `tsstore reshard` can move them)"
+                f"({named}{more}): {seen}; add them to 'retired' (then `tsstore reshard` can move them)"
             )
         if self.other:
-            out.append(f"{self.other} documents have no string shard value; no read of this collection sees them")
+            seen = "only series-shape reads see them" if self.series_shapes else "no read of this collection sees them"
+            out.append(f"{self.other} documents have no string shard value; {seen}")
         for r in self.rows:
             if r.late:
                 out.append(
@@ -256,8 +266,9 @@ class Census:
         # was not named (past MAX_NAMED) is unnamed; the rest of the total has no string shard.
         unnamed = self._in_ranges - named
         other = self._total - declared - self._in_ranges
+        series = tuple(shape.describe() for shape in self.spec.series_shapes)
         return ShardCensus(self.spec.collection, self.read_time, tuple(rows), self._total, unnamed, other,
-                           self.since, self.stats)  # fmt: skip
+                           self.since, self.stats, series)  # fmt: skip
 
     def _out(self, asks: list[Ask]) -> list[Ask]:
         self._pending = asks

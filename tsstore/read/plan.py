@@ -227,11 +227,14 @@ def check_index(
         fix = f"it needs the composite index {needed.describe()}; declare the direction, regenerate the indexes and deploy them"
         raise QueryError(f"query shape {shape.describe()} is not declared for direction {direction.value!r}: {fix}")
     needed = required_index(spec, key, direction, ranges=ranged)
-    fix = f"it needs the composite index {needed.describe()}; declare the shape, regenerate the indexes and deploy them"
-    asked = f"[{', '.join(key)}]" + (f" ranges [{', '.join(ranged)}]" if ranged else "")
-    declared_shapes = "; ".join(s.describe() for s in spec.all_shapes())
+
+    def name(fields: tuple[str, ...], ranges: tuple[str, ...]) -> str:
+        return f"[{', '.join(fields) or '(time range)'}]" + (f" ranges [{', '.join(ranges)}]" if ranges else "")
+
+    declared_shapes = "; ".join(name(*s.key) for s in spec.all_shapes())
     raise QueryError(
-        f"query shape {asked} is not declared (declared: {declared_shapes}); production Firestore would refuse it: {fix}"
+        f"query shape {name(key, ranged)} is not declared (declared: {declared_shapes}); Firestore would refuse "
+        f"it without the index {needed.describe()}: declare the shape, regenerate the indexes and deploy them"
     )
 
 

@@ -86,7 +86,9 @@ def reshard(seat: Seat, *, on_progress: ProgressCallback | None = None, max_pass
 
     A pass streams each retired value oldest first (ids only) and moves what it finds;
     ticks that old writers still add meanwhile are caught by a further pass, up to
-    ``max_passes``. A tick deleted during the move (a purge, TTL) is counted as vanished."""
+    ``max_passes``. A tick deleted during the move (a purge, TTL) is counted as vanished.
+    Reads of series shapes (``series_rate``) have no shard filter: a move does not touch
+    what they see."""
     spec = seat.spec
     retired = tuple(r.value for r in spec.retired)
     plan = plan_query(spec, direction=Direction.ASC, columns=())
