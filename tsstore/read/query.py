@@ -16,7 +16,8 @@ from tsstore.errors import QueryError
 from tsstore.spec import Direction
 
 #: Filters on declared fields: ``{field: value}`` (a list, tuple or set value means ``in``)
-#: or ``(field, op, value)`` triples with op ``==`` or ``in``.
+#: or ``(field, op, value)`` triples with op ``==``, ``in``, or a range condition (``<``,
+#: ``<=``, ``>``, ``>=``, ``!=``) on a shape's declared ``ranges``.
 Where = Mapping[str, Any] | Iterable[tuple[str, str, Any]] | None
 
 

@@ -93,7 +93,8 @@ def latest(
     values where a series has no tick), with its ``timestamp`` and fields. Takes ``where``
     (other filters), ``before`` (exclusive; or ``end``), ``columns`` and ``read_time``;
     ``by`` must be a declared query shape's field (newest first). One limit-1 query per
-    series and shard chunk, all concurrent at one snapshot (see :mod:`tsstore.analytics.latest`)."""
+    series and shard chunk (per series, for a series shape), all concurrent at one snapshot
+    (see :mod:`tsstore.analytics.latest`)."""
     options = given(where=where, end=end, columns=columns, read_time=read_time, before=before)
     request = LatestRequest.planned(
         seat.spec, lambda q: plan_query(seat.spec, q), by=by, values=values, query=query, options=options

@@ -50,7 +50,10 @@ def query(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOpti
 
     ``where`` holds equality and ``in`` filters on declared fields, as a mapping
     (``{"exchange": "EXCHG1", "symbol": ["AAA", "BBB"]}``) or ``(field, op, value)``
-    triples; ``start`` is inclusive and ``end`` exclusive. With a ``limit`` the page holds
+    triples, which may add range conditions on a shape's ``ranges`` (``("volume", ">=",
+    10_000)``, filtered by the server); ``start`` is inclusive and ``end`` exclusive. A
+    query of a series shape (``series_rate``) is one Firestore query; others are one per
+    shard chunk. With a ``limit`` the page holds
     at most that many ticks and ``page.cursor`` continues after the last one (``None``
     when nothing follows); without one the page holds every match."""
     plan = plan_query(seat.spec, query, **options)
