@@ -210,13 +210,17 @@ def test_cli_explains_and_prints_costs(tsstore_emulator: Any, tmp_path: Any) -> 
     def tsstore(*args: str) -> Ran:
         return run_tsstore(*args, "--database", database, env={**env, "GOOGLE_CLOUD_PROJECT": None}, cwd=tmp_path)
 
-    explained = tsstore("explain", "--where", "symbol=AAA", "--where", "symbol=BBB", "--limit", "20")
+    explained = tsstore("explain", "--where", "exchange=EXCHG1", "--where", "exchange=EXCHG2", "--limit", "20")
     assert explained.returncode == 0, explained.stderr
     assert (
-        "instruments: 1 chunk query over 3 shard values, served by the index instruments (shard DESC, symbol ASC"
+        "instruments: 1 chunk query over 3 shard values, served by the index instruments (shard DESC, exchange ASC"
         in (explained.stdout)
     )
     assert "reads per page of 20: lean about 21 (first round" in explained.stdout
+    series = tsstore("explain", "--where", "symbol=AAA", "--where", "symbol=BBB", "--limit", "20", "--format", "json")
+    told = json.loads(series.stdout)
+    assert (told["plan"], told["chunks"], told["lean_reads"], told["snapshot_reads"]) == ("series", 1, 21, 0)
+    assert told["index"] == "instruments (symbol ASC, timestamp DESC)" and "shard" not in told["queries"][0]
     rows = tmp_path / "rows.csv"
     rows.write_text(
         "timestamp,symbol,exchange\n" + "".join(f"2024-01-02T09:00:{i:02d}+00:00,AAA,EXCHG1\n" for i in range(30))

@@ -163,6 +163,7 @@ def explain(*, spec: SeriesSpec, database: Database, query: Query, fmt: str) -> 
     del database  # accepted like every data command's; explain touches no database
     told = explain_plan(plan_query(spec, query))
     figures = {
+        "plan": "series" if told.plan.series else "sharded",
         "chunks": len(told.plan.chunks),
         "queries": told.queries,
         "index": told.index,

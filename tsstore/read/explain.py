@@ -38,7 +38,7 @@ class Explanation:
                 f"over {values} shard value{'' if values == 1 else 's'}, served by the index {self.index}"
             )
         lines = [head]
-        lines += [f"  chunk {i + 1}: {text}" for i, text in enumerate(self.queries)]
+        lines += [f"  {'query' if plan.series else f'chunk {i + 1}'}: {text}" for i, text in enumerate(self.queries)]
         if plan.skipped:
             lines.append(
                 f"skipped {len(plan.skipped)} retired shard value(s) {list(plan.skipped)!r}: they hold no tick at or "
@@ -46,6 +46,8 @@ class Explanation:
             )
         if self.eager_reads is None:
             lines.append("reads: every match, one streaming query per chunk (billed one read per document)")
+        elif plan.series:
+            lines.append(f"reads per page of {plan.limit}: {self.lean_reads} (one query: no refill, no snapshot read)")
         else:
             lines.append(
                 f"reads per page of {plan.limit}: lean about {self.lean_reads} (first round; refills only where a "
