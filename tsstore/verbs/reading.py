@@ -130,7 +130,7 @@ def count(
     parts: list[Part] = [
         (chunk, lambda values: chunk_query(seat.collection, plan, tuple(values), None, None)) for chunk in plan.chunks
     ]
-    everything = not plan.filters and plan.start is None and plan.end is None
+    everything = not plan.filters and not plan.ranges and plan.start is None and plan.end is None
     if everything:  # documents under values the declaration does not list are noticed
         parts.append(whole(seat.collection))
     snapshot = yield from snapshot_of(seat, plan, cost, parts=len(parts))
