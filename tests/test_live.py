@@ -31,8 +31,13 @@ from tsstore.ticks import Tick
 
 UTC = dt.timezone.utc
 SPEC = SeriesSpec(
-    "live", shards=shards_for(20_000), shapes=[QueryShape("symbol", ("desc", "asc"))], key_fields=["symbol", "n"]
+    "live",
+    shards=shards_for(20_000),
+    shapes=[QueryShape("symbol", ("desc", "asc")), QueryShape([], ("desc", "asc"), ranges=["n"])],
+    key_fields=["symbol", "n"],
 )  # 40 shards: 2 chunks; with an `in` of 2 symbols, 3 chunks
+#: A value filter on the server: pairs of ticks tie on their timestamp, and the query orders them by n.
+EVEN_LATER = [("n", ">=", 10), ("n", "!=", 13)]
 SYMBOLS = ["AAA", "BBB", "CCC"]
 
 
@@ -133,15 +138,23 @@ def settled_window(watch: Any, want: list[str], *, timeout: float = 60) -> Any:
     return watch.next_update(timeout=1) or last
 
 
-@pytest.mark.parametrize("where", [None, {"symbol": ["AAA", "BBB"]}], ids=["2-chunks", "3-chunks"])
+def kept(row: dict[str, Any], where: Any) -> bool:
+    if isinstance(where, dict):
+        return bool(row["symbol"] in where["symbol"])
+    return where is None or (row["n"] >= 10 and row["n"] != 13)
+
+
+@pytest.mark.parametrize(
+    "where", [None, {"symbol": ["AAA", "BBB"]}, EVEN_LATER], ids=["2-chunks", "3-chunks", "value-filter"]
+)
 def test_tail_delivers_every_tick_written_after_it_started_exactly_once(live: dict[str, Any], where: Any) -> None:
     store, writer = live["store"], live["writer"]
-    writer.write([{"symbol": "AAA", "n": -1, "timestamp": dt.datetime.now(UTC)}])  # before the tail: not delivered
+    writer.write([{"symbol": "AAA", "n": 10**6, "timestamp": dt.datetime.now(UTC)}])  # before the tail: not delivered
     chunks = len(store.plan(where=where).chunks)
-    assert chunks == (2 if where is None else 3)
+    assert chunks == (3 if isinstance(where, dict) else 2)
     with store.tail(where=where, hold=20) as tail:  # a small hold: listeners move on several times
         rows = write_steadily(writer, batches=10, per_batch=10, late_every=5)
-        wanted = {r["id"] for r in rows if where is None or r["symbol"] in where["symbol"]}
+        wanted = {r["id"] for r in rows if kept(r, where)}
         got = drain(tail, wanted)
         restarts = tail.restarts
     ids = [t.tick.id for t in got]
@@ -153,12 +166,13 @@ def test_tail_delivers_every_tick_written_after_it_started_exactly_once(live: di
 
 def test_watch_window_equals_the_newest_stored_ticks_once_the_writer_stops(live: dict[str, Any]) -> None:
     store, writer, client = live["store"], live["writer"], live["client"]
-    for where, limit in ((None, 25), ({"symbol": ["AAA", "BBB"]}, 7)):
+    for where, limit in ((None, 25), ({"symbol": ["AAA", "BBB"]}, 7), (EVEN_LATER, 9)):
         with store.watch(where=where, limit=limit) as watch:
             write_steadily(writer, batches=6, per_batch=8, late_every=4)
             docs = [d.to_dict() | {"id": d.id} for d in client.collection("live").stream()]  # the writer stopped
-            kept = [d for d in docs if where is None or d["symbol"] in where["symbol"]]
-            oracle = sorted(kept, key=lambda d: (d["timestamp"], d["id"]), reverse=True)[:limit]
+            matching = [d for d in docs if kept(d, where)]
+            in_order = (lambda d: (d["timestamp"], d["n"], d["id"])) if where == EVEN_LATER else None
+            oracle = sorted(matching, key=in_order or (lambda d: (d["timestamp"], d["id"])), reverse=True)[:limit]
             last = settled_window(watch, [d["id"] for d in oracle])
         assert last is not None and len(last.read_times) == len(store.plan(where=where).chunks)
         assert [t.id for t in last.window] == [d["id"] for d in oracle]
