@@ -85,9 +85,7 @@ class LatestRequest:
             (
                 i,
                 plan,
-                ChunkCursor(
-                    chunk, after=None, limit=1, read_time=read_time, stats=stats, descending=plan.descending, key=plan.key
-                ),
+                ChunkCursor.of(plan, chunk, after=None, limit=1, read_time=read_time, stats=stats),
             )
             for i, plan in enumerate(self.plans)
             for chunk in plan.chunks

@@ -132,11 +132,8 @@ class PageRounds:
         one round trip of waiting, its queries concurrent."""
         if requests:
             self._stats.waited()
-        stats, read_time, plan = self._stats, self._read_time, self._plan
         return [
-            ChunkCursor(
-                chunk, after=after, limit=ask, read_time=read_time, stats=stats, descending=plan.descending, key=plan.key
-            )
+            ChunkCursor.of(self._plan, chunk, after=after, limit=ask, read_time=self._read_time, stats=self._stats)
             for chunk, after, ask in requests
         ]
 
@@ -195,6 +192,32 @@ class ChunkCursor:
         self._fruitless = 0  # queries failed in a row before a tick
         self._halved = False  # its halves' streams read for it now
         self.done = limit == 0
+
+    @classmethod
+    def of(
+        cls,
+        plan: QueryPlan,
+        chunk: Chunk,
+        *,
+        after: Position | None,
+        limit: int | None,
+        read_time: dt.datetime | None,
+        stats: ReadStats,
+        renewable: bool = False,
+        consistent: bool = True,
+    ) -> ChunkCursor:
+        """A cursor over ``chunk`` of ``plan``, in the plan's order (its direction and key)."""
+        return cls(
+            chunk,
+            after=after,
+            limit=limit,
+            read_time=read_time,
+            stats=stats,
+            descending=plan.descending,
+            key=plan.key,
+            renewable=renewable,
+            consistent=consistent,
+        )
 
     def query_args(self) -> tuple[Chunk, Position | None, int | None, dt.datetime | None]:
         """The arguments of the fetch that opens (or reopens) the chunk's query."""
@@ -340,16 +363,7 @@ def chunk_cursors(
     stats.waited()  # every chunk's query is in flight together: one wait for their first results
     renewable = plan.query.read_time is None
     return [
-        ChunkCursor(
-            chunk,
-            after=after,
-            limit=plan.limit,
-            read_time=read_time,
-            stats=stats,
-            descending=plan.descending,
-            key=plan.key,
-            renewable=renewable,
-        )
+        ChunkCursor.of(plan, chunk, after=after, limit=plan.limit, read_time=read_time, stats=stats, renewable=renewable)
         for chunk in plan.chunks
     ]
 
@@ -357,16 +371,7 @@ def chunk_cursors(
 def sweep_cursor(chunk: Chunk, plan: QueryPlan, stats: ReadStats) -> ChunkCursor:
     """A cursor over every tick of ``chunk`` that reads each query at its own time (a purge or
     a reshard keeps no snapshot, and may outlast the hour one is kept), so its halves may too."""
-    return ChunkCursor(
-        chunk,
-        after=None,
-        limit=None,
-        read_time=None,
-        stats=stats,
-        descending=plan.descending,
-        key=plan.key,
-        consistent=False,
-    )
+    return ChunkCursor.of(plan, chunk, after=None, limit=None, read_time=None, stats=stats, consistent=False)
 
 
 def finish_page(plan: QueryPlan, ticks: list[Tick], stats: ReadStats) -> Page:

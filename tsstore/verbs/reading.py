@@ -102,15 +102,7 @@ def stream_chunk(
     """The ticks of one chunk of ``plan`` (the shard values ``chunk`` lists), in order, from
     one streaming query at ``read_time``, resumed after its last tick on transient errors:
     the unit a read split over many workers reads (:mod:`tsstore.beam`)."""
-    cursor = ChunkCursor(
-        chunk,
-        after=None,
-        limit=plan.limit,
-        read_time=read_time,
-        stats=stats,
-        descending=plan.descending,
-        key=plan.key,
-    )
+    cursor = ChunkCursor.of(plan, chunk, after=None, limit=plan.limit, read_time=read_time, stats=stats)
     return Reading(TickRead(plan, cursors=[cursor], read_time=read_time), stats, seat.spec)
 
 
