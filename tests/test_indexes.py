@@ -140,8 +140,10 @@ def test_every_declared_shape_sends_queries_the_file_serves(client: firestore.Cl
     both = SeriesSpec(
         "instruments",
         shards=[f"s{i}" for i in range(40)],
-        shapes=[QueryShape(("symbol",), ("desc", "asc"), series_rate=20),
-                QueryShape(("exchange",), ("desc", "asc"), ranges=("volume", "price.micros"))],  # fmt: skip
+        shapes=[
+            QueryShape(("symbol",), ("desc", "asc"), series_rate=20),
+            QueryShape(("exchange",), ("desc", "asc"), ranges=("volume", "price.micros")),
+        ],  # fmt: skip
     )
     indexes = json.loads(render(generate([both])))["indexes"]
     other = TimeSeriesStore(client, both)

@@ -229,9 +229,7 @@ def test_a_series_shape_is_one_query_without_the_shard() -> None:
 
 
 def test_range_conditions_order_after_the_timestamp() -> None:
-    plan = plan_query(
-        RANGED, where=[("w", "<", 5), ("v", ">=", 1), ("v", "<", 9)], direction="asc", columns=["symbol"]
-    )
+    plan = plan_query(RANGED, where=[("w", "<", 5), ("v", ">=", 1), ("v", "<", 9)], direction="asc", columns=["symbol"])
     assert [(f.field, f.op) for f in plan.ranges] == [("v", "<"), ("v", ">="), ("w", "<")] and not plan.filters
     assert plan.order_fields == ("v", "w")
     assert [(f.field_path, f.order) for f in plan.index.fields] == [
@@ -268,7 +266,9 @@ value_rows = st.lists(
 def test_value_ordered_merge_equals_oracle(
     rows: list[tuple[int, int, int | str]], n_shards: int, descending: bool, limit: int
 ) -> None:
-    spec = SeriesSpec("t", shards=[f"s{i}" for i in range(n_shards)], shapes=[QueryShape([], ("desc", "asc"), ranges=["v"])])
+    spec = SeriesSpec(
+        "t", shards=[f"s{i}" for i in range(n_shards)], shapes=[QueryShape([], ("desc", "asc"), ranges=["v"])]
+    )
     ticks = [Tick(f"id{i:04d}", T0 + dt.timedelta(seconds=t), {"shard": f"s{s % n_shards}", "v": v})
              for i, (t, s, v) in enumerate(rows)]  # fmt: skip
     plan = plan_query(spec, where=[("v", "!=", 3)], direction="desc" if descending else "asc", limit=limit)

@@ -82,7 +82,10 @@ def test_plan_shards_refuses_bad_rates(rate: object) -> None:
     [
         ({"fields": ["symbol"], "series_rate": 0}, r"series_rate 0 is not allowed"),
         ({"fields": ["symbol"], "series_rate": True}, r"series_rate True is not allowed"),
-        ({"fields": ["symbol"], "series_rate": 600}, r"series_rate 600 .*leave series_rate out so the shape is sharded"),
+        (
+            {"fields": ["symbol"], "series_rate": 600},
+            r"series_rate 600 .*leave series_rate out so the shape is sharded",
+        ),
         ({"fields": [], "series_rate": 10}, r"series_rate needs equality fields"),
         ({"fields": ["volume"], "ranges": ["volume"]}, r"repeat a field or one of its equality fields"),
         ({"fields": ["a"], "ranges": ["v", "v"]}, r"repeat a field"),

@@ -123,7 +123,8 @@ class QueryShape:
         ranged = tuple(check_field_path(f, what="query shape range field") for f in ranges)
         if len(set(ranged)) != len(ranged) or set(ranged) & set(fields):
             raise SpecError(
-                f"query shape range fields {list(ranged)!r} repeat a field or one of its equality fields {list(fields)!r}"
+                f"query shape range fields {list(ranged)!r} repeat a field or one of its equality fields "
+                f"{list(fields)!r}"
             )
         if len(ranged) > MAX_INEQUALITY_FIELDS - 1:  # the timestamp is one of Firestore's 10
             raise SpecError(

@@ -106,9 +106,7 @@ def shape_index(
     spec: SeriesSpec, shape: QueryShape, direction: Direction, *, measure: str | None = None
 ) -> CompositeIndex:
     """:func:`required_index` of a declared shape."""
-    return required_index(
-        spec, shape.fields, direction, ranges=shape.ranges, series=shape.series, measure=measure
-    )
+    return required_index(spec, shape.fields, direction, ranges=shape.ranges, series=shape.series, measure=measure)
 
 
 @functools.lru_cache(maxsize=64)

@@ -175,10 +175,11 @@ class Capacity:
                 and spec.key_fields
                 and set(spec.key_fields) <= set(shape.fields)
             ):
+                one, many = self._reads(shape, sharded=False), self._reads(shape, sharded=True)
                 lines.append(
                     f"[{name}] pins one series, whose busiest writes {busiest:g}/s with head-room: declare "
-                    f"series_rate = {math.ceil(busiest)} to read it with one query ({self._reads(shape, sharded=False)} "
-                    f"reads per page of {self.page_limit} instead of {self._reads(shape, sharded=True)})"
+                    f"series_rate = {math.ceil(busiest)} to read it with one query ({one} reads per page of "
+                    f"{self.page_limit} instead of {many})"
                 )
         return lines
 

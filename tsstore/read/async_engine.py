@@ -18,8 +18,8 @@ from google.api_core import exceptions as gexc
 
 from tsstore.errors import FaultError
 from tsstore.read.engine import RENEW, Chunk, ChunkCursor, PageRounds, TickRead, reraise_stopped
-from tsstore.read.plan import QueryPlan
 from tsstore.read.merge import Key
+from tsstore.read.plan import QueryPlan
 from tsstore.ticks import Position, Tick, sort_key
 
 AsyncFetch = Callable[[Chunk, Position | None, int | None, dt.datetime | None], Awaitable[AsyncIterator[Tick]]]
@@ -40,7 +40,9 @@ async def aread_ticks(
         return
     streams = [chunk_ticks(fetch, cursor, renew) for cursor in read.cursors]
     returned = 0
-    async for tick in aname_stops(read.plan, amerge(streams, descending=read.plan.descending, key=read.plan.key), read.read_time):
+    async for tick in aname_stops(
+        read.plan, amerge(streams, descending=read.plan.descending, key=read.plan.key), read.read_time
+    ):
         yield tick
         returned += 1
         if returned == read.plan.limit:

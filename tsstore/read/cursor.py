@@ -13,7 +13,6 @@ import base64
 import datetime as dt
 import hashlib
 import json
-
 from typing import Any
 
 from tsstore.errors import CursorError
@@ -87,7 +86,7 @@ def _encode_value(value: Any) -> dict[str, Any]:
 
 
 def _decode_value(body: dict[str, Any]) -> Any:
-    (kind, value), = body.items()
+    ((kind, value),) = body.items()
     if kind == "p":
         return value
     if kind == "i":

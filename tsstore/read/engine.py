@@ -363,7 +363,9 @@ def chunk_cursors(
     stats.waited()  # every chunk's query is in flight together: one wait for their first results
     renewable = plan.query.read_time is None
     return [
-        ChunkCursor.of(plan, chunk, after=after, limit=plan.limit, read_time=read_time, stats=stats, renewable=renewable)
+        ChunkCursor.of(
+            plan, chunk, after=after, limit=plan.limit, read_time=read_time, stats=stats, renewable=renewable
+        )
         for chunk in plan.chunks
     ]
 

@@ -60,7 +60,11 @@ class Filter:
         return self.op in RANGE_OPERATORS
 
     def describe(self) -> str:
-        return f"{self.field} in {list(self.values)!r}" if self.op == "in" else f"{self.field} {self.op} {self.values[0]!r}"
+        return (
+            f"{self.field} in {list(self.values)!r}"
+            if self.op == "in"
+            else f"{self.field} {self.op} {self.values[0]!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -224,8 +228,10 @@ def check_index(
         needed = shape_index(spec, shape, direction)
         if direction in shape.directions:
             return needed, shape
-        fix = f"it needs the composite index {needed.describe()}; declare the direction, regenerate the indexes and deploy them"
-        raise QueryError(f"query shape {shape.describe()} is not declared for direction {direction.value!r}: {fix}")
+        raise QueryError(
+            f"query shape {shape.describe()} is not declared for direction {direction.value!r}: it needs the "
+            f"composite index {needed.describe()}; declare the direction, regenerate the indexes and deploy them"
+        )
     needed = required_index(spec, key, direction, ranges=ranged)
 
     def name(fields: tuple[str, ...], ranges: tuple[str, ...]) -> str:
@@ -261,9 +267,7 @@ def plan_query(
         parsed_direction = Direction.parse(direction)
     except SpecError as exc:
         raise QueryError(str(exc)) from None
-    index, shape = check_index(
-        spec, (f.field for f in filters), parsed_direction, ranges=(f.field for f in ranges)
-    )
+    index, shape = check_index(spec, (f.field for f in filters), parsed_direction, ranges=(f.field for f in ranges))
     try:
         start_t = None if start is None else to_utc(start, name="start")
         end_t = None if end is None else to_utc(end, name="end")
