@@ -103,8 +103,9 @@ def _show(store: TimeSeriesStore, title: str, query: Query) -> None:
     began = time.perf_counter()
     frame = store.query_frame(query)
     ms = (time.perf_counter() - began) * 1000
-    chunks = len(store.plan(query).chunks)
-    queries = f"{chunks} chunk quer{'y' if chunks == 1 else 'ies'}" if store.plan(query).chunks[0] else "1 query"
+    plan = store.plan(query)
+    chunks = len(plan.chunks)
+    queries = "1 query" if plan.series else f"{chunks} chunk quer{'y' if chunks == 1 else 'ies'}"
     click.echo(f"\n--- {title}  ({len(frame)} rows, {queries}, {ms:.0f} ms)")
     click.echo(frame.to_string() if len(frame) else "(no rows)")
 
