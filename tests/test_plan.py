@@ -249,6 +249,7 @@ def test_ordered_follows_firestores_order_of_types() -> None:
     values = [{"a": 1}, [1, 2], b"\x00", "a", dt.datetime(2024, 1, 1, tzinfo=UTC), 2.5, 2, float("nan"), True, None]
     assert [o.raw for o in sorted(map(Ordered, values))] == values[::-1]
     assert Ordered(2) == Ordered(2.0) and Ordered("b") > Ordered("a") and Ordered(10) < Ordered("1")
+    assert hash(Ordered(2)) == hash(Ordered(2.0)) and len({Ordered([1, {"a": 2}]), Ordered((1, {"a": 2.0}))}) == 1
 
 
 value_rows = st.lists(

@@ -59,7 +59,7 @@ class Ordered:
         return bool(self._rank < other._rank)
 
     def __hash__(self) -> int:
-        return hash(repr(self._rank))
+        return hash(self._rank)  # equal ranks hash alike (2 and 2.0 too), as __eq__ requires
 
     def __repr__(self) -> str:
         return f"Ordered({self.raw!r})"

@@ -11,7 +11,7 @@ from google.cloud.firestore_v1.field_path import FieldPath
 from tsstore.indexes.build import after_timestamp
 from tsstore.read.plan import UNSHARDED, QueryPlan
 from tsstore.spec import SeriesSpec
-from tsstore.ticks import Ordered, Position
+from tsstore.ticks import Position
 
 Chunk = tuple[str, ...]
 
@@ -63,8 +63,8 @@ def chunk_query(
     if plan.columns is not None:
         query = query.select(list(plan.columns))
     if after is not None:
-        values = [v.raw if isinstance(v, Ordered) else v for v in after[1:-1]]
-        position = {spec.timestamp_field: after[0], **dict(zip(plan.order_fields, values))}
+        values = {field: ordered.raw for field, ordered in zip(plan.order_fields, after[1:-1])}
+        position = {spec.timestamp_field: after[0], **values}
         query = query.start_after({**position, FieldPath.document_id(): collection.document(after[-1])})
     chunked: BaseQuery = query if size is None else query.limit(size)
     return chunked

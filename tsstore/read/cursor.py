@@ -42,7 +42,7 @@ def encode_cursor(plan: QueryPlan, position: Position) -> str:
     timestamp, values, document_id = position[0], position[1:-1], position[-1]
     body: dict[str, Any] = {"v": _VERSION, "t": to_micros(timestamp), "id": document_id, "q": _fingerprint(plan)}
     if values:
-        body["k"] = [_encode_value(v.raw if isinstance(v, Ordered) else v) for v in values]
+        body["k"] = [_encode_value(ordered.raw) for ordered in values]
     raw = json.dumps(body, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
