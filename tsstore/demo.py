@@ -5,13 +5,15 @@ One symbol's ticks are read as one series (``series_rate``: no symbol passes 100
 so its ``(symbol, timestamp)`` index range is far from Firestore's 500 writes/s), and an
 exchange's ticks may be filtered by volume on the server (``ranges``).
 
-``tsstore demo`` writes and queries it; ``tsstore indexes tsstore.demo:DECLARATION``
-generates the repository's ``indexes/firestore.indexes.json`` from it, and it is what the
+``tsstore demo`` writes and queries it; ``tsstore indexes tsstore.demo:DECLARATION`` and
+``tsstore rules tsstore.demo:DECLARATION`` generate the repository's
+``indexes/firestore.indexes.json`` and ``indexes/firestore.rules`` from it, and it is what the
 CLI's ``--spec`` means by default.
 """
 
 from __future__ import annotations
 
+from tsstore.access import ClientAccess
 from tsstore.analytics.rollup import Rollup
 from tsstore.spec import QueryShape, SeriesSpec
 
@@ -37,6 +39,9 @@ SPEC = SeriesSpec(
         "volume": "Int64",
     },
     measures=["price.micros", "volume"],
+    # Dashboards read as signed-in users; a feed publisher (a user whose ID token carries the
+    # custom claim feed = true) may also create ticks, which the rules check field by field.
+    access=ClientAccess("signed-in", create="custom", condition="request.auth.token.feed == true"),
 )
 
 #: 1-minute OHLCV bars of every symbol, stored in ``instruments_1min`` (``tsstore rollup``).

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
+from tsstore.access import DEFAULT_ACCESS, ClientAccess, access_from
 from tsstore.errors import SpecError
 from tsstore.limits import MAX_INEQUALITY_FIELDS, SEQUENTIAL_WRITES_PER_SECOND
 from tsstore.times import to_duration, to_utc
@@ -270,6 +271,7 @@ class SeriesSpec:
     measures: tuple[str, ...] = ()
     count_by: tuple[str, ...] = ()
     counter_shards: int = 10
+    access: ClientAccess = DEFAULT_ACCESS
 
     def __init__(
         self,
@@ -288,6 +290,7 @@ class SeriesSpec:
         measures: Iterable[str] = (),
         count_by: Iterable[str] = (),
         counter_shards: int = 10,
+        access: "ClientAccess | str | Mapping[str, object]" = DEFAULT_ACCESS,
     ) -> None:
         if (
             not isinstance(collection, str)
@@ -385,6 +388,7 @@ class SeriesSpec:
         object.__setattr__(self, "measures", measured)
         object.__setattr__(self, "count_by", counted)
         object.__setattr__(self, "counter_shards", counter_shards)
+        object.__setattr__(self, "access", access_from(access))
 
     @classmethod
     def for_write_rate(cls, collection: str, *, writes_per_second: float, **options: object) -> "SeriesSpec":
@@ -485,6 +489,7 @@ _SPEC_KEYS = (
     "measures",
     "count_by",
     "counter_shards",
+    "access",
 )
 
 

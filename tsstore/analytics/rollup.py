@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tsstore.access import ClientAccess, access_from
 from tsstore.analytics.bars import Bar, to_interval
 from tsstore.errors import QueryError, SpecError
 from tsstore.spec import NUMERIC_TYPES, QueryShape, SeriesSpec, check_field_path, shards_for
@@ -35,7 +36,10 @@ BAR_FIELDS = ("open", "high", "low", "close", "count", "volume")
 @dataclass(frozen=True)
 class Rollup:
     """Bars of ``source`` per ``interval`` and series (``by``), stored in ``spec.collection``
-    (default ``<source>_<interval>``, e.g. ``instruments_1min``)."""
+    (default ``<source>_<interval>``, e.g. ``instruments_1min``).
+
+    ``access`` is what web and mobile clients may read of the bars (the generated security
+    rules): by default the source's reads; clients never write a roll-up."""
 
     source: SeriesSpec
     interval: dt.timedelta
@@ -54,9 +58,13 @@ class Rollup:
         volume: str | None = None,
         collection: str | None = None,
         writes_per_second: float = 500,
+        access: "ClientAccess | str | Mapping[str, object] | None" = None,
     ) -> None:
         if not isinstance(source, SeriesSpec):
             raise SpecError(f"a roll-up's source must be a SeriesSpec, got {type(source).__name__}")
+        reads = source.access.read_only() if access is None else access_from(access)
+        if reads.creates:
+            raise SpecError(f"a roll-up is written by the server only; its access may not let clients create ({reads})")
         try:
             step = to_interval(interval)
         except QueryError as exc:
@@ -91,6 +99,7 @@ class Rollup:
             on_duplicate="replace",
             columns=columns,
             measures=("count", "volume") if volume is not None else ("count",),
+            access=reads,
         )
         if spec.collection == source.collection:
             raise SpecError(f"a roll-up cannot be stored in its source collection {source.collection!r}")
@@ -184,7 +193,7 @@ def interval_label(interval: dt.timedelta) -> str:
 def rollup_from_mapping(data: Mapping[str, Any], sources: Mapping[str, SeriesSpec]) -> Rollup:
     """A roll-up from a declaration file's ``[[rollup]]`` table; ``source`` names a series of
     the same file."""
-    allowed = ("source", "interval", "by", "price", "volume", "collection", "writes_per_second")
+    allowed = ("source", "interval", "by", "price", "volume", "collection", "writes_per_second", "access")
     unknown = sorted(set(data) - set(allowed))
     if unknown:
         raise SpecError(f"unknown key(s) {unknown} in roll-up declaration; allowed: {', '.join(allowed)}")

@@ -4,7 +4,7 @@ Each command parses options, calls the library and formats the output; what they
 (the database and series options, the query options, opening a store, turning library
 errors into clean click errors) is in :mod:`tsstore.cli.common`, written once. One module
 per command group: :mod:`~tsstore.cli.demo`, :mod:`~tsstore.cli.query` (query, count,
-explain, purge), :mod:`~tsstore.cli.indexes`, :mod:`~tsstore.cli.counters`,
+explain, purge), :mod:`~tsstore.cli.deploy`, :mod:`~tsstore.cli.counters`,
 :mod:`~tsstore.cli.ingest`, :mod:`~tsstore.cli.emulator`, :mod:`~tsstore.cli.layout`
 (shards, reshard, capacity), :mod:`~tsstore.cli.live` (tail, watch), :mod:`~tsstore.cli.analytics`
 (aggregate, latest, bars, rollup), :mod:`~tsstore.cli.beam` (backfill, export on Apache Beam);
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import click
 
-from tsstore.cli import analytics, beam, counters, demo, emulator, indexes, ingest, layout, live, query
+from tsstore.cli import analytics, beam, counters, demo, deploy, emulator, ingest, layout, live, query
 from tsstore.cli.exits import Group
 
 
@@ -35,7 +35,8 @@ def main() -> None:
 
 for _command in (
     demo.demo,
-    indexes.indexes,
+    deploy.indexes,
+    deploy.rules,
     query.count,
     analytics.aggregate,
     analytics.latest,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from tsstore.cli.common import library_warnings
@@ -22,16 +24,33 @@ def emulator() -> None:
 
 @emulator.command("start")
 @library_warnings
-def emulator_start() -> None:
+@click.option(
+    "--rules",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A firestore.rules file to enforce on web and mobile requests (e.g. indexes/firestore.rules).",
+)
+def emulator_start(*, rules: Path | None) -> None:
     """Start the local store in the background (no-op if it runs).
+
+    With --rules, the store enforces that security rules file on requests that are not the
+    server's (your web or mobile app pointed at it), as production would; tsstore's own
+    commands go through as the server. Given to a running store, the file replaces the rules
+    of its project.
 
     \b
     Example:
       TSSTORE_HOME=~/ticks-store tsstore emulator start
+      tsstore rules tsstore.demo:DECLARATION && tsstore emulator start --rules indexes/firestore.rules
     """
-    store, started = supervisor.start()
+    store, started = supervisor.start(rules=rules)
     verb = "started" if started else "already running"
     click.echo(f"local store {verb} at {store.address} (pid {store.pid}), data in {store.data_dir}")
+    if rules is not None:
+        where = "every project" if started else f"project {store.project}"
+        click.echo(f"  enforcing the rules in {rules} on {where} (the server's requests bypass them)")
+        for warning in store.rules_warnings:
+            click.echo(f"warning: {warning}", err=True)
     click.echo(
         "  other tools can use it with: "
         f"export FIRESTORE_EMULATOR_HOST={store.address} GOOGLE_CLOUD_PROJECT={store.project}"
@@ -64,3 +83,5 @@ def emulator_status() -> None:
         click.echo(f"local store is not running (home {supervisor.home()})")
         raise SystemExit(3)
     click.echo(f"local store running at {store.address} (pid {store.pid}), data in {store.data_dir}")
+    if store.rules is not None:
+        click.echo(f"  enforcing the rules in {store.rules}")

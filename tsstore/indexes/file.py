@@ -8,7 +8,6 @@ so.
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Any
 
 import json5
 
+from tsstore.deploy import GeneratedFile, plan_firebase_json
 from tsstore.errors import SpecError
 from tsstore.indexes.build import MergeReport, lint, merge, render
 from tsstore.spec import SeriesSpec
@@ -25,39 +25,12 @@ DEFAULT_INDEX_FILE = Path("indexes/firestore.indexes.json")
 
 
 @dataclass(frozen=True)
-class IndexFileUpdate:
+class IndexFileUpdate(GeneratedFile):
     """What updating one index file would do (nothing is written until :meth:`write`)."""
 
-    path: Path
-    old_text: str | None
-    new_text: str
     report: MergeReport
     problems: tuple[str, ...]
     dropped_comments: bool
-
-    @property
-    def changed(self) -> bool:
-        return self.old_text != self.new_text
-
-    def diff(self) -> str:
-        old = (self.old_text or "").splitlines(keepends=True)
-        label = str(self.path)
-        return "".join(
-            difflib.unified_diff(
-                old, self.new_text.splitlines(keepends=True), f"{label} (on disk)", f"{label} (declared)"
-            )
-        )
-
-    def write(self) -> list[Path]:
-        """Write the index file, and a ``firebase.json`` beside it if there is none."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(self.new_text, encoding="utf-8")
-        written = [self.path]
-        firebase = self.path.parent / "firebase.json"
-        if not firebase.exists():
-            firebase.write_text(render({"firestore": {"indexes": self.path.name}}), encoding="utf-8")
-            written.append(firebase)
-        return written
 
 
 def plan_index_file(path: Path, specs: Sequence[SeriesSpec], *, keep_stale: bool = False) -> IndexFileUpdate:
@@ -74,7 +47,8 @@ def plan_index_file(path: Path, specs: Sequence[SeriesSpec], *, keep_stale: bool
     merged, report = merge(existing, specs, keep_stale=keep_stale)
     new_text = render(merged)
     dropped = old_text is not None and _has_comments(old_text, existing)
-    return IndexFileUpdate(path, old_text, new_text, report, tuple(lint(merged)), dropped)
+    firebase = plan_firebase_json(path.parent, "indexes", path.name)
+    return IndexFileUpdate(path, old_text, new_text, firebase, report, tuple(lint(merged)), dropped)
 
 
 def _has_comments(text: str, parsed: Any) -> bool:

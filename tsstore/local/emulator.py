@@ -25,6 +25,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -47,7 +48,7 @@ from tsstore.wire import quick_reconnects
 if TYPE_CHECKING:  # importing google.cloud.firestore costs ~0.5 s; only client() needs it
     from google.cloud import firestore
 
-__all__ = ["Emulator", "find_emulator_command", "free_port", "start_emulator"]
+__all__ = ["Emulator", "find_emulator_command", "free_port", "load_rules", "start_emulator"]
 
 JAR_ENV = "TSSTORE_EMULATOR_JAR"
 """Environment variable naming the emulator jar explicitly (read at call time only)."""
@@ -304,6 +305,41 @@ def _http(method: str, url: str, *, body: object | None = None, timeout: float =
         return int(exc.code), exc.read().decode("utf-8", "replace")
 
 
+def load_rules(url: str, source: str, *, project: str = DEFAULT_PROJECT, name: str = "firestore.rules") -> list[str]:
+    """Replace the security rules of ``project`` on the emulator at ``url`` with ``source``
+    (``PUT /emulator/v1/projects/P:securityRules``), which then applies them to every
+    request of that project that is not the server's. Returns the compiler's warnings, each
+    ``name:line:column: text``; raises :class:`EmulatorError` listing its errors, and then the
+    project keeps the rules it had."""
+    quoted = urllib.parse.quote(project, safe="")
+    body = {"rules": {"files": [{"name": name, "content": source}]}}
+    try:
+        status, text = _http("PUT", f"{url}/emulator/v1/projects/{quoted}:securityRules", body=body, timeout=30.0)
+    except OSError as exc:
+        raise EmulatorError(f"could not load rules {name} into the emulator at {url}: {exc}") from exc
+    try:
+        answer = json.loads(text) if text.strip() else {}
+    except ValueError:
+        answer = {}
+    issues = [_rules_issue(name, issue) for issue in answer.get("issues", [])]
+    errors = [text for severity, text in issues if severity != "WARNING"]
+    if status != 200 or errors:
+        said = answer.get("error", {}).get("message") if isinstance(answer.get("error"), dict) else None
+        # A file that does not parse: "Error compiling rules:\nL1:1 mismatched input ..."
+        found = re.findall(r"^L(\d+):(\d+) (.*)$", str(said or ""), flags=re.M)
+        detail = "\n".join([*errors, *(f"{name}:{line}:{column}: {what}" for line, column, what in found)])
+        detail = detail or f"HTTP {status}: {text.strip()[:500]}"
+        raise EmulatorError(f"the emulator refused the rules in {name}:\n{detail}")
+    return [text for severity, text in issues if severity == "WARNING"]
+
+
+def _rules_issue(name: str, issue: dict[str, Any]) -> tuple[str, str]:
+    where = issue.get("sourcePosition", {})
+    return str(issue.get("severity", "ERROR")), f"{name}:{where.get('line', '?')}:{where.get('column', '?')}: " + str(
+        issue.get("description", issue)
+    )
+
+
 def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
@@ -362,6 +398,9 @@ class Emulator:
         self._stopped = False
         self._final_tail = ""
         self._wrapper = wrapper  # gcloud fallback: the JVM is a grandchild in our group
+        self._rules: Path | None = None
+        #: What the rules compiler warned of in the file given to :func:`start_emulator`.
+        self.rules_warnings: tuple[str, ...] = ()
         _LIVE.add(self)
 
     # -- identity
@@ -390,6 +429,11 @@ class Emulator:
     def data_dir(self) -> Path | None:
         """Where databases are saved on :meth:`stop` and restored at start, if anywhere."""
         return self._data_dir
+
+    @property
+    def rules(self) -> Path | None:
+        """The rules file the emulator enforces on every project, if one was given."""
+        return self._rules
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         """The last ``lines`` lines of the emulator's output (kept in memory after stop)."""
@@ -467,6 +511,11 @@ class Emulator:
             raise EmulatorError(
                 f"reset of the emulator at {self.address} failed: {method} {url} -> {status} {text.strip()}"
             )
+
+    def load_rules(self, source: str, *, project: str = DEFAULT_PROJECT, name: str = "firestore.rules") -> list[str]:
+        """Apply the security rules ``source`` to the web and mobile requests of ``project``
+        (see :func:`load_rules`); the server client is never subject to them."""
+        return load_rules(self.url, source, project=project, name=name)
 
     def is_running(self) -> bool:
         """Our process is alive and the emulator answers ``GET /`` with ``Ok``."""
@@ -659,6 +708,21 @@ def _spawn(command: list[str], log_path: Path) -> subprocess.Popen[bytes]:
         )
 
 
+#: The project whose rules :func:`start_emulator` compiles a rules file in (the jar applies the
+#: file to every project; this one only receives the copy that is checked).
+RULES_CHECK_PROJECT = "tsstore-rules-check"
+
+
+def _read_rules(rules: str | os.PathLike[str] | None) -> tuple[Path | None, str | None]:
+    if rules is None:
+        return None, None
+    path = Path(rules).expanduser().resolve()
+    try:
+        return path, path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EmulatorError(f"cannot read the rules file {str(rules)!r}: {exc}") from None
+
+
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -674,8 +738,16 @@ def start_emulator(
     data_dir: str | os.PathLike[str] | None = None,
     cds: bool = True,
     max_heap: str | None = None,
+    rules: str | os.PathLike[str] | None = None,
 ) -> Emulator:
     """Start an emulator owned by this process and return once it is ready.
+
+    ``rules`` names a ``firestore.rules`` file the emulator enforces on every project and
+    database for requests that are not the server's (web and mobile clients over REST or
+    their SDKs; anonymous, or signed in with an unsigned ID token). Without it the emulator
+    allows everything. The file is compiled once the emulator is up: a file that does not
+    compile raises :class:`EmulatorError` with the compiler's errors (the emulator itself
+    would quietly deny every request), and its warnings are in :attr:`Emulator.rules_warnings`.
 
     ``port=None`` picks a free port, and picks another (up to 3 times) if someone takes it
     first. An explicit ``port`` that is taken raises :class:`EmulatorError` at once: another
@@ -715,6 +787,7 @@ def start_emulator(
     the last lines of the emulator's output.
     """
     located = _locate()
+    rules_path, rules_text = _read_rules(rules)
     data_path = None
     if data_dir is not None:
         data_path = Path(data_dir).expanduser().resolve()
@@ -733,6 +806,8 @@ def start_emulator(
             command += [f"--host={host}", f"--port={chosen}"]
         else:
             command += [f"--host-port={host}:{chosen}"]
+        if rules_path is not None:
+            command.append(f"--rules={rules_path}")
         cds_pending: tuple[Path, Path] | None = None
         archive = _cds_archive(located.java, located.jar) if use_cds and located.java and located.jar else None
         if archive is not None:
@@ -795,6 +870,14 @@ def start_emulator(
             cds_pending=cds_pending,
             wrapper=located.kind == "gcloud",
         )
+        if rules_path is not None and rules_text is not None:
+            try:  # the jar takes any file; compiling it once tells a broken one from a strict one
+                warned = load_rules(emulator.url, rules_text, project=RULES_CHECK_PROJECT, name=rules_path.name)
+            except EmulatorError as exc:
+                emulator.stop()
+                raise EmulatorError(f"{exc}\n(from {rules_path})") from None
+            emulator._rules = rules_path
+            emulator.rules_warnings = tuple(warned)
         if data_path is not None:
             try:
                 emulator._restore(deadline=deadline)

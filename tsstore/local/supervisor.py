@@ -15,6 +15,7 @@ and ``emulator-data/``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fcntl
 import json
 import os
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tsstore.errors import EmulatorError
-from tsstore.local.emulator import DEFAULT_PROJECT, start_emulator
+from tsstore.local.emulator import DEFAULT_PROJECT, load_rules, start_emulator
 
 STATE_FILE = "emulator.json"
 DATABASES_FILE = "databases.json"
@@ -54,6 +55,8 @@ class LocalStore:
     address: str
     data_dir: Path
     project: str
+    rules: Path | None = None
+    rules_warnings: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
@@ -65,7 +68,11 @@ def status(folder: Path | None = None) -> LocalStore | None:
     folder = folder or home()
     try:
         state = json.loads((folder / STATE_FILE).read_text())
-        store = LocalStore(int(state["pid"]), str(state["address"]), Path(state["data_dir"]), str(state["project"]))
+        rules = Path(state["rules"]) if state.get("rules") else None
+        warned = tuple(str(w) for w in state.get("rules_warnings", ()))
+        store = LocalStore(
+            int(state["pid"]), str(state["address"]), Path(state["data_dir"]), str(state["project"]), rules, warned
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if not _alive(store.pid) or not _answers(store.url):
@@ -73,25 +80,41 @@ def status(folder: Path | None = None) -> LocalStore | None:
     return store
 
 
-def start(folder: Path | None = None, *, timeout: float = 90.0) -> tuple[LocalStore, bool]:
+def start(folder: Path | None = None, *, timeout: float = 90.0, rules: Path | None = None) -> tuple[LocalStore, bool]:
     """Start the local store in the background unless it runs; returns it and whether it was
-    started now."""
+    started now.
+
+    ``rules`` is a ``firestore.rules`` file the store enforces on web and mobile requests
+    (:func:`~tsstore.local.emulator.start_emulator`). Given to a store that already runs, it
+    replaces the rules of the store's project (the one the CLI and tools pointed at it by
+    ``FIRESTORE_EMULATOR_HOST`` use); other projects keep those the store started with."""
     folder = folder or home()
     folder.mkdir(parents=True, exist_ok=True)
     # One starter at a time: two commands starting the store at once must not spawn two.
     with open(folder / "start.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _start_locked(folder, timeout)
+        return _start_locked(folder, timeout, rules)
 
 
-def _start_locked(folder: Path, timeout: float) -> tuple[LocalStore, bool]:
+def _start_locked(folder: Path, timeout: float, rules: Path | None) -> tuple[LocalStore, bool]:
     running = status(folder)
     if running is not None:
-        return running, False
+        if rules is None:
+            return running, False
+        path = rules.expanduser().resolve()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise EmulatorError(f"cannot read the rules file {str(rules)!r}: {exc}") from None
+        warned = load_rules(running.url.rstrip("/"), text, project=running.project, name=path.name)
+        _update_state(folder, rules=str(path), rules_warnings=warned)
+        return dataclasses.replace(running, rules=path, rules_warnings=tuple(warned)), False
     (folder / STATE_FILE).unlink(missing_ok=True)
     log = open(folder / LOG_FILE, "ab")
+    log_start = log.tell()
+    extra = ["--rules", str(rules.expanduser().resolve())] if rules is not None else []
     process = subprocess.Popen(
-        [sys.executable, "-m", "tsstore.local.supervisor", "serve", str(folder)],
+        [sys.executable, "-m", "tsstore.local.supervisor", "serve", str(folder), *extra],
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=log,
@@ -102,7 +125,11 @@ def _start_locked(folder: Path, timeout: float) -> tuple[LocalStore, bool]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise EmulatorError(f"the local store did not start (exit {process.returncode}); see {folder / LOG_FILE}")
+            said = _log_since(folder / LOG_FILE, log_start)
+            raise EmulatorError(
+                f"the local store did not start (exit {process.returncode}); see {folder / LOG_FILE}"
+                + (f"\n{said}" if said else "")
+            )
         running = status(folder)
         if running is not None and running.pid == process.pid:
             return running, True
@@ -143,9 +170,37 @@ def remember_database(database: str, folder: Path | None = None) -> None:
             os.replace(tmp, path)
 
 
-def _serve(folder: Path) -> None:
+def _log_since(path: Path, offset: int) -> str:
+    """What the supervisor wrote to its log from ``offset`` on: the error it stopped with."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(offset)
+            said = log.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return said[said.rfind("Error: ") :].strip()[-2000:] if "Error: " in said else ""
+
+
+def _write_state(folder: Path, state: dict[str, Any]) -> None:
+    tmp = folder / (STATE_FILE + f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    os.replace(tmp, folder / STATE_FILE)
+
+
+def _update_state(folder: Path, **changes: Any) -> None:
+    state = json.loads((folder / STATE_FILE).read_text())
+    _write_state(folder, {**state, **changes})
+
+
+def _serve(folder: Path, rules: Path | None = None) -> None:
     data_dir = folder / DATA_DIR
-    emulator = start_emulator(data_dir=data_dir, max_heap=os.environ.get("TSSTORE_EMULATOR_HEAP", "4g"))
+    try:
+        emulator = start_emulator(
+            data_dir=data_dir, max_heap=os.environ.get("TSSTORE_EMULATOR_HEAP", "4g"), rules=rules
+        )
+    except EmulatorError as exc:
+        print(f"Error: {exc}", flush=True)
+        raise SystemExit(1) from None
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
@@ -155,10 +210,10 @@ def _serve(folder: Path) -> None:
         "data_dir": str(data_dir),
         "project": DEFAULT_PROJECT,
         "emulator_pid": emulator.pid,
+        "rules": str(emulator.rules) if emulator.rules else None,
+        "rules_warnings": list(emulator.rules_warnings),
     }
-    tmp = folder / (STATE_FILE + ".tmp")
-    tmp.write_text(json.dumps(state, indent=2))
-    os.replace(tmp, folder / STATE_FILE)
+    _write_state(folder, state)
     print(f"local store ready at {emulator.address}, data in {data_dir}", flush=True)
     try:
         while not done.wait(1.0):
@@ -213,8 +268,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tsstore.local.supervisor")
     parser.add_argument("command", choices=["serve"])
     parser.add_argument("folder", type=Path)
+    parser.add_argument("--rules", type=Path, default=None)
     args = parser.parse_args(argv)
-    _serve(args.folder)
+    _serve(args.folder, args.rules)
 
 
 if __name__ == "__main__":

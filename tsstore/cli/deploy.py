@@ -1,0 +1,135 @@
+"""``tsstore indexes`` and ``tsstore rules``: the files ``firebase deploy`` takes, written,
+updated or checked from the series declaration."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from tsstore.cli.common import SPEC_ENV, SPEC_HELP, Command, library_warnings
+from tsstore.cli.exits import usage
+from tsstore.declaration import load_declaration, load_specs
+from tsstore.deploy import GeneratedFile
+from tsstore.indexes.file import DEFAULT_INDEX_FILE, plan_index_file
+from tsstore.rules.file import DEFAULT_RULES_FILE, plan_rules_file
+
+_CHECK_HELP = "Change nothing; exit 1 with a diff if the file is not what the declaration yields."
+_STDOUT_HELP = "Print the file instead of writing it."
+
+
+def _declaration(positional: str | None, declaration: str | None) -> str:
+    chosen = positional or declaration  # the argument, as before --spec existed
+    if chosen is None:
+        raise usage(f"which declaration? give --spec (e.g. --spec myapp.schema:TICKS) or set {SPEC_ENV}")
+    return chosen
+
+
+def _settle(update: GeneratedFile, *, command: str, declaration: str, default: Path, check: bool, stdout: bool) -> bool:
+    """Print, check or write ``update``; whether the caller should go on to report a write."""
+    if stdout:
+        click.echo(update.new_text, nl=False)
+        return False
+    if check:
+        if update.changed:
+            click.echo(update.diff(), nl=False)
+            raise click.ClickException(
+                f"{update.path} is not what {declaration} yields; run: tsstore {command} --spec {declaration}"
+                + ("" if update.path == default else f" --file {update.path}")
+            )
+        click.echo(f"{update.path} is up to date with {declaration}")
+        return False
+    return True
+
+
+def _wrote(update: GeneratedFile) -> None:
+    written = update.write() if update.changed else []
+    click.echo(f"wrote {', '.join(map(str, written))}" if written else f"{update.path} already up to date")
+
+
+def _file_option(default: Path, what: str) -> Callable[[Command], Command]:
+    return click.option(
+        "--file",
+        "path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=str(default),
+        show_default=True,
+        help=f"The {what} to write or update.",
+    )
+
+
+@click.command("indexes")
+@library_warnings
+@click.argument("positional", metavar="[DECLARATION]", required=False)
+@click.option("--spec", "declaration", default=None, envvar=SPEC_ENV, show_envvar=True, help=SPEC_HELP)
+@_file_option(DEFAULT_INDEX_FILE, "index file")
+@click.option("--check", is_flag=True, help=_CHECK_HELP)
+@click.option("--stdout", "to_stdout", is_flag=True, help=_STDOUT_HELP)
+@click.option("--keep-stale", is_flag=True, help="Keep composite indexes with the timestamp but not the shard.")
+def indexes(
+    *, positional: str | None, declaration: str | None, path: Path, check: bool, to_stdout: bool, keep_stale: bool
+) -> None:
+    """Write or update firestore.indexes.json from the application's series declaration.
+
+    The declaration (--spec, $TSSTORE_SPEC, or DECLARATION as the first argument) is an
+    import path to a SeriesSpec or a list of them (``myapp.schema:TICKS``), or a .toml/.json
+    file with a [[series]] list. Entries for other collections are kept;
+    this collection's are replaced; stale timestamp indexes without the shard are removed
+    (they bring the 500 writes/s hotspot back) unless --keep-stale. The firebase.json beside
+    the file is made to name it.
+
+    \b
+    Example:
+      tsstore indexes --spec myapp.schema:TICKS
+      tsstore indexes --spec series.toml --check      # in CI: fails when the file is stale
+      cd indexes && firebase deploy --only firestore:indexes --project my-project
+    """
+    declaration = _declaration(positional, declaration)
+    update = plan_index_file(path, load_specs(declaration), keep_stale=keep_stale)
+    for stale in update.report.stale:
+        verb = "kept (--keep-stale)" if keep_stale else "removed"
+        click.echo(f"warning: stale index {stale} has the timestamp but not the shard: {verb}", err=True)
+    for problem in update.problems:
+        click.echo(f"warning: {problem}", err=True)
+    if not _settle(
+        update, command="indexes", declaration=declaration, default=DEFAULT_INDEX_FILE, check=check, stdout=to_stdout
+    ):
+        return
+    if update.dropped_comments:
+        click.echo(f"note: comments and trailing commas in {path} are not kept in the rewritten file", err=True)
+    click.echo(update.report.summary())
+    _wrote(update)
+
+
+@click.command("rules")
+@library_warnings
+@click.argument("positional", metavar="[DECLARATION]", required=False)
+@click.option("--spec", "declaration", default=None, envvar=SPEC_ENV, show_envvar=True, help=SPEC_HELP)
+@_file_option(DEFAULT_RULES_FILE, "rules file")
+@click.option("--check", is_flag=True, help=_CHECK_HELP)
+@click.option("--stdout", "to_stdout", is_flag=True, help=_STDOUT_HELP)
+def rules(*, positional: str | None, declaration: str | None, path: Path, check: bool, to_stdout: bool) -> None:
+    """Write or update firestore.rules from the application's series declaration.
+
+    What web and mobile clients may do with each collection is the declaration's access
+    (default: signed-in clients read with a bounded limit, only the server writes). The
+    generated block sits between the lines // tsstore:begin and // tsstore:end; your own
+    rules outside them are kept as they are. A file without the markers gets the block at the
+    top of its documents block. The firebase.json beside the file is made to name it.
+
+    \b
+    Example:
+      tsstore rules --spec myapp.schema:TICKS
+      tsstore rules --spec series.toml --check        # in CI: fails when the file is stale
+      cd indexes && firebase deploy --only firestore:rules,firestore:indexes --project my-project
+    """
+    declaration = _declaration(positional, declaration)
+    specs, rollups = load_declaration(declaration)
+    update = plan_rules_file(path, specs, rollups)
+    for warning in (*update.warnings, *filter(None, [update.firebase.warning])):
+        click.echo(f"warning: {warning}", err=True)
+    if _settle(
+        update, command="rules", declaration=declaration, default=DEFAULT_RULES_FILE, check=check, stdout=to_stdout
+    ):
+        _wrote(update)
