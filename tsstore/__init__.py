@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from importlib import metadata as _metadata
 
+from tsstore.access import ClientAccess
 from tsstore.aio import AsyncTimeSeriesStore
 from tsstore.analytics.aggregate import Aggregates
 from tsstore.analytics.rollup import Rollup, RollupResult
@@ -63,6 +64,7 @@ __all__ = [
     "ShardCensus",
     "UndeclaredShardsWarning",
     "capacity_for",
+    "ClientAccess",
     "ConfigError",
     "CounterError",
     "CounterValue",
