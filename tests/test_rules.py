@@ -217,8 +217,10 @@ def test_merging_keeps_the_users_rules_byte_for_byte(tmp_path: Path) -> None:
     spec = SeriesSpec("ticks")
     merged = merge_rules(USER_RULES, [spec])
     assert merged.count(BEGIN) == 1 and merged.count(END) == 1
-    outside = merged.split(BEGIN)[0].rsplit("\n", 1)[0] + "\n" + merged.split(END + "\n")[1]
-    assert outside.replace(" " * 4 + "\n", "") == USER_RULES  # everything else, as it was
+    lines = merged.splitlines(keepends=True)
+    begin = next(i for i, line in enumerate(lines) if BEGIN in line)
+    end = next(i for i, line in enumerate(lines) if END in line)
+    assert "".join(lines[:begin] + lines[end + 1 :]) == USER_RULES  # every other line, as it was
     assert merged.index(BEGIN) > merged.index("match /databases/{database}/documents {")
     assert merged.index(END) < merged.index("match /profiles/{uid}")
     # regenerated for another declaration: only the block changes

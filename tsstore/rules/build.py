@@ -61,8 +61,7 @@ class _Field:
     """One node of a tick's declared fields: a leaf with its test, or a map of children."""
 
     test: str | None = None  # a leaf: "is string", "in [...]", "any"; None: a map
-    required: bool = False
-    nullable: bool = False
+    required: bool = False  # else it may be absent or null
     children: dict[str, _Field] = field(default_factory=dict)
 
     def needed(self) -> bool:
@@ -72,12 +71,11 @@ class _Field:
 def _tick_fields(spec: SeriesSpec) -> _Field:
     """The declared fields of ``spec``'s ticks, as a tree of dotted paths."""
     kinds = dict(spec.columns)
-    leaves: dict[str, tuple[str, bool, bool]] = {}  # path -> (test, required, nullable)
+    leaves: dict[str, tuple[str, bool]] = {}  # path -> (test, required)
 
-    def declare(path: str, test: str, *, required: bool = False, nullable: bool = True) -> None:
-        old = leaves.get(path)
-        if old is None or required:
-            leaves[path] = (test, required or (old is not None and old[1]), nullable and not required)
+    def declare(path: str, test: str, *, required: bool = False) -> None:
+        if path not in leaves or required:  # the first test stands, unless a required one comes
+            leaves[path] = (test, required)
 
     scalar = "scalar"
     for path in (*spec.filter_fields, *spec.count_by):
@@ -87,15 +85,15 @@ def _tick_fields(spec: SeriesSpec) -> _Field:
     for path, kind in spec.columns:
         declare(path, _TYPE_TESTS.get(kind, "any"))
     for path in spec.key_fields:
-        declare(path, _TYPE_TESTS.get(kinds.get(path, ""), scalar), required=True, nullable=False)
-    declare(spec.timestamp_field, "is timestamp", required=True, nullable=False)
+        declare(path, _TYPE_TESTS.get(kinds.get(path, ""), scalar), required=True)
+    declare(spec.timestamp_field, "is timestamp", required=True)
     shards = ", ".join(quote(s) for s in spec.shards)
-    declare(spec.shard_field, f"in [{shards}]", required=True, nullable=False)
+    declare(spec.shard_field, f"in [{shards}]", required=True)
     if spec.expire_after is not None:
-        declare(spec.expire_field, "expiry", required=True, nullable=False)
+        declare(spec.expire_field, "expiry", required=True)
     root = _Field()
     for path in sorted(leaves):
-        test, required, nullable = leaves[path]
+        test, required = leaves[path]
         node = root
         *parents, leaf = path.split(".")
         for i, part in enumerate(parents):
@@ -107,7 +105,7 @@ def _tick_fields(spec: SeriesSpec) -> _Field:
                 )
         if leaf in node.children and node.children[leaf].children:
             raise SpecError(f"{spec.collection}: field {path!r} is declared as a value and as a map of other fields")
-        node.children[leaf] = _Field(test, required, nullable)
+        node.children[leaf] = _Field(test, required)
     return root
 
 
@@ -135,10 +133,10 @@ def _checks(node: _Field, ref: str, spec: SeriesSpec) -> Iterator[str]:
             test = f"{value} {child.test}"
         if child.needed():
             yield test
-        elif child.nullable:
-            yield f"(!({quote(name)} in {ref}) || {value} == null || {test})"
-        else:
+        elif child.test is None:  # an optional map: absent, or a map of the declared fields
             yield f"(!({quote(name)} in {ref}) || {test})"
+        else:
+            yield f"(!({quote(name)} in {ref}) || {value} == null || {test})"
 
 
 def _path(base: str, dotted: str) -> str:
