@@ -111,17 +111,22 @@ def test_a_declaration_file_declares_access_for_series_and_rollups(tmp_path: Pat
 def test_reads_need_the_condition_and_a_bounded_limit() -> None:
     signed_in = text_of(SeriesSpec("ticks"))
     assert "allow get: if request.auth != null;" in signed_in
-    assert "allow list: if request.auth != null && request.query.limit <= 1000;" in signed_in
+    assert (
+        "allow list: if request.auth != null && request.query.limit <= 1000 && request.query.offset == 0;" in signed_in
+    )
     assert "allow create" not in signed_in and "allow update" not in signed_in and "delete" not in signed_in
     public = text_of(SeriesSpec("ticks", access=ClientAccess("public", max_limit=20)))
-    assert "allow get: if true;" in public and "allow list: if request.query.limit <= 20;" in public
+    assert (
+        "allow get: if true;" in public
+        and "allow list: if request.query.limit <= 20 && request.query.offset == 0;" in public
+    )
     custom = text_of(SeriesSpec("ticks", access=ClientAccess("custom", condition="request.auth.token.desk == 'fx'")))
     assert "allow get: if (request.auth.token.desk == 'fx');" in custom
 
 
 def test_no_client_access_is_a_comment_and_no_match() -> None:
     text = text_of(SeriesSpec("ticks", access="none", count_by=["symbol"]))
-    assert text == "// ticks (ticks): no client reads; no client writes"
+    assert text == "// ticks: no client reads; no client writes"
 
 
 def test_a_create_checks_every_declared_field() -> None:
@@ -324,6 +329,11 @@ def test_rules_command_merges_checks_and_prints(tmp_path: Path) -> None:
     text = rules.read_text()
     assert "match /profiles/{uid} {" in text and "allow get: if true;" in text
     assert tsstore("rules", "schema:TICKS", "--check", cwd=tmp_path).returncode == 0
+    (tmp_path / "indexes" / "firebase.json").write_text('{"firestore": {}}')  # the rules file is current
+    unnamed = tsstore("rules", "schema:TICKS", "--check", cwd=tmp_path)
+    assert unnamed.returncode == 1 and unnamed.stdout == "indexes/firebase.json does not name firestore.rules\n"
+    assert "Error: indexes/firebase.json does not name firestore.rules; run: tsstore rules" in unnamed.stderr
+    assert tsstore("rules", "schema:TICKS", cwd=tmp_path).stdout == "wrote indexes/firebase.json\n"
     assert tsstore("rules", "schema:TICKS", cwd=tmp_path).stdout == "indexes/firestore.rules already up to date\n"
     printed = tsstore("rules", "schema:TICKS", "--stdout", "--file", str(tmp_path / "none.rules"), cwd=tmp_path)
     assert printed.stdout.startswith("rules_version = '2';") and not (tmp_path / "none.rules").exists()
@@ -363,12 +373,14 @@ def test_emulator_start_enforces_a_rules_file(tmp_path: Path) -> None:
         assert started.returncode == 0, started.stderr
         assert f"enforcing the rules in {rules} on every project" in started.stdout
         status = tsstore("emulator", "status", env=env, cwd=tmp_path)
-        assert f"enforcing the rules in {rules.resolve()}" in status.stdout
+        assert f"enforcing the rules in {rules.resolve()} on every project" in status.stdout
         address = status.stdout.split("running at ")[1].split()[0]
         denied, said = _http("POST", f"http://{address}/v1/projects/p1/databases/(default)/documents/ticks", body={})
         assert denied == 403 and "PERMISSION_DENIED" in said
         reloaded = tsstore("emulator", "start", "--rules", str(rules), env=env, cwd=tmp_path)
         assert reloaded.returncode == 0 and "on project tsstore-local" in reloaded.stdout
+        status = tsstore("emulator", "status", env=env, cwd=tmp_path)
+        assert f"enforcing the rules in {rules.resolve()} on project tsstore-local" in status.stdout
         refused = tsstore("emulator", "start", "--rules", str(bad), env=env, cwd=tmp_path)
         assert refused.returncode == 1 and "bad.rules:2:" in refused.stderr
     finally:

@@ -93,11 +93,15 @@ class ClientAccess:
 
     def describe(self) -> str:
         """One line for the rules file's comment: who reads, who creates."""
-        who = {"signed-in": "signed-in clients", "public": "anyone", "custom": "clients meeting the condition"}
-        reads = (
-            f"{who[self.read]} read (list queries with limit <= {self.max_limit})" if self.reads else "no client reads"
-        )
-        creates = f"{who[self.create]} create validated ticks" if self.creates else "no client writes"
+        who = {
+            "signed-in": "signed-in clients {}",
+            "public": "anyone {}s",
+            "custom": "clients meeting the condition {}",
+        }
+        reads = "no client reads"
+        if self.reads:
+            reads = who[self.read].format("read") + f" (list queries with limit <= {self.max_limit}, no offset)"
+        creates = who[self.create].format("create") + " validated ticks" if self.creates else "no client writes"
         return f"{reads}; {creates}"
 
 

@@ -8,7 +8,7 @@ exchange's ticks may be filtered by volume on the server (``ranges``).
 ``tsstore demo`` writes and queries it; ``tsstore indexes tsstore.demo:DECLARATION`` and
 ``tsstore rules tsstore.demo:DECLARATION`` generate the repository's
 ``indexes/firestore.indexes.json`` and ``indexes/firestore.rules`` from it, and it is what the
-CLI's ``--spec`` means by default.
+data commands' ``--spec`` means by default.
 """
 
 from __future__ import annotations

@@ -34,8 +34,13 @@ def _settle(update: GeneratedFile, *, command: str, declaration: str, default: P
     if check:
         if update.changed:
             click.echo(update.diff(), nl=False)
+            what = (
+                f"{update.path} is not what {declaration} yields"
+                if update.old_text != update.new_text
+                else f"{update.firebase.path} does not name {update.path.name}"
+            )
             raise click.ClickException(
-                f"{update.path} is not what {declaration} yields; run: tsstore {command} --spec {declaration}"
+                f"{what}; run: tsstore {command} --spec {declaration}"
                 + ("" if update.path == default else f" --file {update.path}")
             )
         click.echo(f"{update.path} is up to date with {declaration}")

@@ -47,8 +47,7 @@ def emulator_start(*, rules: Path | None) -> None:
     verb = "started" if started else "already running"
     click.echo(f"local store {verb} at {store.address} (pid {store.pid}), data in {store.data_dir}")
     if rules is not None:
-        where = "every project" if started else f"project {store.project}"
-        click.echo(f"  enforcing the rules in {rules} on {where} (the server's requests bypass them)")
+        click.echo(f"  enforcing the rules in {rules} on {store.rules_scope} (the server's requests bypass them)")
         for warning in store.rules_warnings:
             click.echo(f"warning: {warning}", err=True)
     click.echo(
@@ -84,4 +83,4 @@ def emulator_status() -> None:
         raise SystemExit(3)
     click.echo(f"local store running at {store.address} (pid {store.pid}), data in {store.data_dir}")
     if store.rules is not None:
-        click.echo(f"  enforcing the rules in {store.rules}")
+        click.echo(f"  enforcing the rules in {store.rules} on {store.rules_scope}")

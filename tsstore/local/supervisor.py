@@ -57,6 +57,8 @@ class LocalStore:
     project: str
     rules: Path | None = None
     rules_warnings: tuple[str, ...] = ()
+    #: Where ``rules`` apply: "every project" (given at start) or "project <id>" (loaded later).
+    rules_scope: str = ""
 
     @property
     def url(self) -> str:
@@ -71,7 +73,13 @@ def status(folder: Path | None = None) -> LocalStore | None:
         rules = Path(state["rules"]) if state.get("rules") else None
         warned = tuple(str(w) for w in state.get("rules_warnings", ()))
         store = LocalStore(
-            int(state["pid"]), str(state["address"]), Path(state["data_dir"]), str(state["project"]), rules, warned
+            int(state["pid"]),
+            str(state["address"]),
+            Path(state["data_dir"]),
+            str(state["project"]),
+            rules,
+            warned,
+            str(state.get("rules_scope", "")),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -107,8 +115,9 @@ def _start_locked(folder: Path, timeout: float, rules: Path | None) -> tuple[Loc
         except (OSError, UnicodeDecodeError) as exc:
             raise EmulatorError(f"cannot read the rules file {str(rules)!r}: {exc}") from None
         warned = load_rules(running.url.rstrip("/"), text, project=running.project, name=path.name)
-        _update_state(folder, rules=str(path), rules_warnings=warned)
-        return dataclasses.replace(running, rules=path, rules_warnings=tuple(warned)), False
+        scope = f"project {running.project}"
+        _update_state(folder, rules=str(path), rules_warnings=warned, rules_scope=scope)
+        return dataclasses.replace(running, rules=path, rules_warnings=tuple(warned), rules_scope=scope), False
     (folder / STATE_FILE).unlink(missing_ok=True)
     log = open(folder / LOG_FILE, "ab")
     log_start = log.tell()
@@ -212,6 +221,7 @@ def _serve(folder: Path, rules: Path | None = None) -> None:
         "emulator_pid": emulator.pid,
         "rules": str(emulator.rules) if emulator.rules else None,
         "rules_warnings": list(emulator.rules_warnings),
+        "rules_scope": "every project",
     }
     _write_state(folder, state)
     print(f"local store ready at {emulator.address}, data in {data_dir}", flush=True)

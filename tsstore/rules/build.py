@@ -5,10 +5,11 @@ One ``match`` per collection tsstore keeps for a series: its ticks, its series c
 (``<collection>_counts``, where the series are counted) and each roll-up's bars and watermark
 document. What each lets a client do is the declaration's :class:`~tsstore.access.ClientAccess`:
 
-- reads: ``get`` under the read condition; ``list`` under it and with a query ``limit`` of
-  at most ``max_limit`` (a query without one is denied: it could be billed for the whole
-  collection). A counter's shard documents are listed without a limit: there are only
-  ``counter_shards`` of them, and a count is one ``sum()`` over them.
+- reads: ``get`` under the read condition; ``list`` under it, with a query ``limit`` of
+  at most ``max_limit`` and no ``offset`` (a query without a limit could be billed for the
+  whole collection, and the documents an offset skips are billed too). A counter's shard
+  documents are listed without a limit: there are only ``counter_shards`` of them, and a
+  count is one ``sum()`` over them.
 - creates: a tick whose fields are exactly the declared ones (the shard among the active
   values, the timestamp a timestamp, the key fields present, every other declared field
   absent, null or of its declared type, and the expiry the writer would set); never an update
@@ -133,9 +134,7 @@ def _checks(node: _Field, ref: str, spec: SeriesSpec) -> Iterator[str]:
             test = f"{value} {child.test}"
         if child.needed():
             yield test
-        elif child.test is None:  # an optional map: absent, or a map of the declared fields
-            yield f"(!({quote(name)} in {ref}) || {test})"
-        else:
+        else:  # absent, null (as the writer stores None), or as declared
             yield f"(!({quote(name)} in {ref}) || {value} == null || {test})"
 
 
@@ -206,7 +205,8 @@ def _reads(access: ClientAccess, guard: str | None, *, bounded: bool = True) -> 
     who = _condition(access, access.read)
     if not bounded:
         return [_allow("get, list", guard, who)]
-    return [_allow("get", guard, who), _allow("list", guard, who, f"request.query.limit <= {access.max_limit}")]
+    bound = (f"request.query.limit <= {access.max_limit}", "request.query.offset == 0")  # skipped ones are billed too
+    return [_allow("get", guard, who), _allow("list", guard, who, *bound)]
 
 
 def _series_block(spec: SeriesSpec, document: str) -> _Match:
@@ -256,8 +256,8 @@ def rules_lines(specs: Sequence[SeriesSpec], rollups: Sequence[Rollup] = ()) -> 
     lines: list[str] = []
     for name, spec in series.items():
         rollup = rolled.get(name)
-        what = f"{interval_label(rollup.interval)} bars of {rollup.source.collection}" if rollup else "ticks"
-        lines.append(f"// {name} ({what}): {spec.access.describe()}")
+        what = f" ({interval_label(rollup.interval)} bars of {rollup.source.collection})" if rollup else ""
+        lines.append(f"// {name}{what}: {spec.access.describe()}")
         if not spec.access.reads and not spec.access.creates:
             continue
         lines += _series_block(spec, "bar" if rollup else "tick").render(0)
