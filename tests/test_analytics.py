@@ -32,7 +32,8 @@ from tsstore import (
     shards_for,
 )
 from tsstore.analytics.aggregate import MAX_AGGREGATIONS, AggregateRequest
-from tsstore.analytics.bars import Bar, BarBuilder, bar_start, iter_bars, to_interval
+from tsstore.analytics.bars import Bar, BarBuilder, bar_start, iter_bars
+from tsstore.analytics.buckets import to_interval
 from tsstore.analytics.rollup import Rollup, interval_label
 from tsstore.declaration import load_declaration, load_specs
 from tsstore.indexes.build import declared_indexes

@@ -1,17 +1,22 @@
 """OHLCV bars computed while ticks stream past: pure logic, no Firestore.
 
-A bar covers ``[start, start + interval)`` where ``start`` is a multiple of ``interval``
-counted from the Unix epoch in UTC (so 1-minute bars start on whole minutes, 1-hour bars on
-whole hours, 1-day bars at midnight UTC); a tick exactly on a boundary opens the next bar.
-Per series (the values of the ``by`` fields) and interval: ``open`` and ``close`` are the
-price of the first and the last tick in the read engine's order (timestamp, then document
-id), ``high`` and ``low`` its extremes, ``count`` its ticks and ``volume`` the sum of the
-volume field. Ticks without a price count nowhere (they are skipped and counted in
-:attr:`BarBuilder.skipped`); a tick without volume adds none. An interval with no tick has no
-bar: bars are absent, never zero-filled.
+A bar covers one bucket ``[start, next)`` of :mod:`tsstore.analytics.buckets` (by default a
+multiple of the interval counted from the Unix epoch in UTC, so 1-minute bars start on whole
+minutes; or calendar days, weeks and months in a time zone); a tick exactly on an edge opens
+the next bar. Per series (the values of the ``by`` fields) and bucket: ``open`` and ``close``
+are the price of the first and the last tick in the read engine's order (timestamp, then
+document id), ``high`` and ``low`` its extremes, ``count`` its ticks and ``volume`` the sum of
+the volume field. Ticks without a price count nowhere (they are skipped and counted in
+:attr:`BarBuilder.skipped`); a tick without volume adds none.
 
-The ticks arrive in time order (either direction), so once a tick opens a later interval,
-every bar of earlier intervals is final: memory holds the bars of one interval, not ticks.
+A bucket with no tick has no bar, unless a fill is asked for: between two bars of a series,
+each empty bucket then gets a bar with ``count`` 0 and ``volume`` 0, and as prices the
+earlier bar's close (``"prev"``) or none (``"nan"``). Before a series' first bar and after
+its last, nothing is filled.
+
+The ticks arrive in time order (either direction), so once a tick opens a later bucket,
+every bar of earlier buckets is final: memory holds the bars of one bucket (and each
+series' last bar, for the fill), not ticks.
 """
 
 from __future__ import annotations
@@ -23,9 +28,9 @@ from typing import Any
 
 import pandas as pd
 
+from tsstore.analytics.buckets import Buckets, Fill
 from tsstore.errors import QueryError
 from tsstore.ticks import Tick, get_path
-from tsstore.times import to_duration
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 BAR_COLUMNS = ("open", "high", "low", "close", "count")
@@ -45,23 +50,8 @@ class Bar:
     volume: Any = 0
 
 
-def to_interval(value: object) -> dt.timedelta:
-    """A bar interval: a ``timedelta``, seconds, or a string such as '1min', '15min', '1h',
-    '1D'; positive, and a whole number of microseconds."""
-    if isinstance(value, str) and value.strip().replace(".", "", 1).isdigit():
-        raise QueryError(f"interval {value!r} has no unit: write e.g. '{value.strip()}s', '{value.strip()}min', "
-                         f"'{value.strip()}h' or '{value.strip()}D'")  # fmt: skip
-    try:
-        interval = to_duration(value, name="interval")
-    except ValueError as exc:
-        raise QueryError(f"{exc} (e.g. '1min', '15min', '1h', '1D')") from None
-    if interval <= dt.timedelta(0):
-        raise QueryError(f"interval {value!r} is not positive")
-    return interval
-
-
 def bar_start(timestamp: dt.datetime, interval: dt.timedelta) -> dt.datetime:
-    """The start of the bar holding ``timestamp``: a multiple of ``interval`` since the epoch."""
+    """The start of the UTC bar holding ``timestamp``: a multiple of ``interval`` since the epoch."""
     return timestamp - (timestamp - EPOCH) % interval
 
 
@@ -71,14 +61,17 @@ class BarBuilder:
 
     def __init__(
         self,
-        interval: dt.timedelta,
+        interval: dt.timedelta | Buckets,
         *,
         by: Sequence[str] = (),
         price: str,
         volume: str | None = None,
         descending: bool = False,
+        fill: Fill | None = None,
     ) -> None:
-        self.interval = interval
+        self.buckets = interval if isinstance(interval, Buckets) else Buckets(dt.timezone.utc, interval, EPOCH)
+        self._fill = fill
+        self._last: dict[tuple[Any, ...], Bar] = {}  # each series' last bar given out, for the fill
         self._by = [field.split(".") for field in by]
         self._price = price.split(".")
         self._volume = None if volume is None else volume.split(".")
@@ -92,7 +85,7 @@ class BarBuilder:
         if price is None or isinstance(price, bool) or not isinstance(price, (int, float)):
             self.skipped += 1
             return []
-        start = bar_start(tick.timestamp, self.interval)
+        start = self.buckets.start(tick.timestamp)
         done: list[Bar] = []
         if self._current is not None and start != self._current:
             later = start < self._current if self._descending else start > self._current
@@ -118,16 +111,38 @@ class BarBuilder:
         return done
 
     def rest(self) -> list[Bar]:
-        """The open bars (final once no tick follows), and forget them."""
+        """The open bars (final once no tick follows), and forget them; with a fill, each
+        after the empty buckets between it and its series' previous bar."""
         done, self._open = list(self._open.values()), {}
-        return done
+        if self._fill is None:
+            return done
+        filled: list[Bar] = []
+        for bar in done:
+            before = self._last.get(bar.key)
+            if before is not None:
+                filled.extend(self._between(*((bar, before) if self._descending else (before, bar))))
+            filled.append(bar)
+            self._last[bar.key] = bar
+        return filled
+
+    def _between(self, earlier: Bar, later: Bar) -> list[Bar]:
+        """The empty buckets' bars between two bars of a series, in the read's order."""
+        price = earlier.close if self._fill == "prev" else None
+        made = []
+        start = self.buckets.after(earlier.start)
+        while start < later.start:
+            made.append(Bar(earlier.key, start, price, price, price, price, 0, 0))
+            start = self.buckets.after(start)
+        return made[::-1] if self._descending else made
 
 
-def bars_frame(bars: Iterable[Bar], *, by: Sequence[str], timestamp_field: str, volume: str | None) -> pd.DataFrame:
-    """Bars as a DataFrame indexed by the ``by`` fields and the bar start (a UTC
-    ``DatetimeIndex`` level named after the timestamp field), sorted; columns ``open``,
-    ``high``, ``low``, ``close`` (the price's type), ``count`` and, with a volume field,
-    ``volume``."""
+def bars_frame(
+    bars: Iterable[Bar], *, by: Sequence[str], timestamp_field: str, volume: str | None, zone: dt.tzinfo | None = None
+) -> pd.DataFrame:
+    """Bars as a DataFrame indexed by the ``by`` fields and the bar start (a ``DatetimeIndex``
+    level named after the timestamp field, in UTC or the buckets' ``zone``), sorted; columns
+    ``open``, ``high``, ``low``, ``close`` (the price's type; missing where a ``"nan"`` fill
+    made the bar), ``count`` and, with a volume field, ``volume``."""
     rows = sorted(bars, key=lambda b: (tuple(_sortable(k) for k in b.key), b.start))
     columns: dict[str, Any] = {}
     for name in BAR_COLUMNS:
@@ -137,6 +152,8 @@ def bars_frame(bars: Iterable[Bar], *, by: Sequence[str], timestamp_field: str, 
         values = [b.volume for b in rows]
         columns["volume"] = pd.array(values, dtype=_dtype(values))
     starts = pd.DatetimeIndex([b.start for b in rows], tz="UTC", name=timestamp_field).as_unit("us")
+    if zone is not None and zone is not dt.timezone.utc:
+        starts = starts.tz_convert(zone)
     index: pd.Index = starts
     if by:
         levels = [pd.Index([b.key[i] for b in rows], name=name) for i, name in enumerate(by)]

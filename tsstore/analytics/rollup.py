@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tsstore.access import ClientAccess, access_from
-from tsstore.analytics.bars import Bar, to_interval
+from tsstore.analytics.bars import Bar
+from tsstore.analytics.buckets import to_interval
 from tsstore.errors import QueryError, SpecError
 from tsstore.spec import NUMERIC_TYPES, QueryShape, SeriesSpec, check_field_path, shards_for
 

@@ -119,7 +119,21 @@ def latest(
 @library_warnings
 @series_options
 @query_options()
-@click.option("--interval", required=True, help="Bar length: 1min, 15min, 1h, 1D ... (aligned to UTC).")
+@click.option(
+    "--interval",
+    required=True,
+    help="Bar length: 1min, 15min, 1h (from the origin), or 1D, 1W, 1M (calendar, in --tz).",
+)
+@click.option(
+    "--tz", default=None, help="Time zone of calendar buckets and of the printed bar starts, e.g. America/New_York."
+)
+@click.option(
+    "--origin", default=None, help="Where fixed buckets start counting (default: 1970-01-01 midnight in --tz)."
+)
+@click.option(
+    "--fill", type=click.Choice(["prev", "nan"]), default=None,
+    help="Bars for empty buckets between a series' bars: the previous close carried (prev) or no prices (nan).",
+)  # fmt: skip
 @click.option("--by", "by_fields", multiple=True, help="Series key field(s): one set of bars per value.")
 @click.option("--price", default="price.micros", show_default=True, help="The price field.")
 @click.option("--volume", default=None, help="A volume field to sum per bar.")
@@ -135,6 +149,9 @@ def bars(
     database: Database,
     query: Query,
     interval: str,
+    tz: str | None,
+    origin: str | None,
+    fill: str | None,
     by_fields: tuple[str, ...],
     price: str,
     volume: str | None,
@@ -143,16 +160,22 @@ def bars(
     show_stats: bool,
 ) -> None:
     """Print OHLCV bars (open, high, low, close, count, volume) of the matching ticks in
-    [--start, --end), computed while the ticks stream; intervals without ticks are absent.
+    [--start, --end), computed while the ticks stream; buckets without ticks are absent
+    unless --fill.
 
     \b
     Example:
       tsstore bars --interval 1min --by symbol --volume volume --start 2018-12-31T12:00:00Z \\
         --end 2018-12-31T13:00:00Z --plot chart.png
+      tsstore bars --interval 1D --tz America/New_York --by symbol --fill prev
     """
     stats = ReadStats()
+    start = None if origin in (None, "epoch") else cli_time(origin, option="--origin", naive=tz)
     with database.open_store(spec) as store:
-        frame = store.bars(query, interval=interval, by=by_fields, price=price, volume=volume, stats=stats)
+        frame = store.bars(
+            query, interval=interval, by=by_fields, price=price, volume=volume, tz=tz, origin=start, fill=fill,
+            stats=stats,
+        )  # fmt: skip
         if frame.empty:
             warn_if_no_collection(store)
     if plot_path is not None:

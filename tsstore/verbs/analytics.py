@@ -11,7 +11,8 @@ from typing import Any, Unpack
 import pandas as pd
 
 from tsstore.analytics.aggregate import AggregateRequest, Aggregates, Aggregation
-from tsstore.analytics.bars import Bar, BarBuilder, bar_start, bars_frame, iter_bars, to_interval
+from tsstore.analytics.bars import Bar, BarBuilder, bar_start, bars_frame, iter_bars
+from tsstore.analytics.buckets import buckets, check_fill
 from tsstore.analytics.latest import LatestRequest
 from tsstore.analytics.rollup import WATERMARKS, Rollup, RollupResult
 from tsstore.errors import ConfigError, QueryError, SpecError
@@ -117,25 +118,37 @@ def bars(
     price: str,
     by: str | Sequence[str] | None = None,
     volume: str | None = None,
+    tz: object = None,
+    origin: object = None,
+    fill: str | None = None,
     stats: ReadStats | None = None,
     **options: Unpack[RangeOptions],
 ) -> Request[pd.DataFrame]:
     """OHLCV bars of the matching ticks (``where``, ``start``, ``end``, ``read_time``):
     ``store.bars(interval="1min", by="symbol", price="price.micros", volume="volume",
-    start=..., end=...)`` is a DataFrame indexed by the ``by`` fields and the bar start
-    (UTC, aligned to multiples of ``interval`` since the epoch), with ``open``, ``high``,
-    ``low``, ``close``, ``count`` and ``volume``. Bars cover the ticks in ``[start, end)``;
-    intervals without ticks have no row. Computed while the ticks stream (projected to the
-    fields the bars need), so memory holds one interval's bars, not the ticks; billed one
+    start=..., end=...)`` is a DataFrame indexed by the ``by`` fields and the bar start, with
+    ``open``, ``high``, ``low``, ``close``, ``count`` and ``volume``. Bars cover the ticks in
+    ``[start, end)``.
+
+    Buckets are multiples of ``interval`` from ``origin`` (default: the epoch, in UTC), or
+    calendar days, weeks and months (``"1D"``, ``"1W"``, ``"1M"``) in the zone ``tz``
+    (``"America/New_York"``; the index is then in that zone); see
+    :mod:`tsstore.analytics.buckets`. Buckets without ticks have no row, unless ``fill`` is
+    ``"prev"`` (the previous close carried, count and volume 0) or ``"nan"`` (no prices),
+    between each series' first and last bar. Computed while the ticks stream (projected to
+    the fields the bars need), so memory holds one bucket's bars, not the ticks; billed one
     read per tick read (see :mod:`tsstore.analytics.bars`)."""
     bounds = Query.of(query, options)
     bounds.only(COUNT_OPTIONS, "bars")
-    plan, builder, fields = bars_plan(seat, bounds, interval=interval, by=by, price=price, volume=volume)
+    plan, builder, fields = bars_plan(
+        seat, bounds, interval=interval, by=by, price=price, volume=volume, tz=tz, origin=origin, fill=fill
+    )
     done: list[Bar] = []
     ticks = yield from read(seat, plan, stats if stats is not None else ReadStats())
     yield Feed(ticks, lambda tick: done.extend(builder.add(tick)))
     done.extend(builder.rest())
-    return bars_frame(done, by=fields, timestamp_field=seat.spec.timestamp_field, volume=volume)
+    zone = builder.buckets.zone
+    return bars_frame(done, by=fields, timestamp_field=seat.spec.timestamp_field, volume=volume, zone=zone)
 
 
 def rollup(
@@ -206,7 +219,16 @@ def rollup(
 
 
 def bars_plan(
-    seat: Seat, bounds: Query, *, interval: object, by: str | Sequence[str] | None, price: str, volume: str | None
+    seat: Seat,
+    bounds: Query,
+    *,
+    interval: object,
+    by: str | Sequence[str] | None,
+    price: str,
+    volume: str | None,
+    tz: object = None,
+    origin: object = None,
+    fill: str | None = None,
 ) -> tuple[QueryPlan, BarBuilder, tuple[str, ...]]:
     """A bars read: its plan (oldest first where declared, reading only the fields the bars
     need), the builder for the plan's order, and the ``by`` fields."""
@@ -217,10 +239,12 @@ def bars_plan(
                 check_field_path(name, what=what)
     except SpecError as exc:
         raise QueryError(str(exc)) from None
-    step = to_interval(interval)
+    edges = buckets(interval, tz=tz, origin=origin)
+    filled = check_fill(fill)
     columns = tuple(dict.fromkeys((*fields, price, *(() if volume is None else (volume,)))))
     plan = oldest_first(seat, bounds.replace(columns=columns))
-    return plan, BarBuilder(step, by=fields, price=price, volume=volume, descending=plan.descending), fields
+    builder = BarBuilder(edges, by=fields, price=price, volume=volume, descending=plan.descending, fill=filled)
+    return plan, builder, fields
 
 
 def oldest_first(seat: Seat, query: Query) -> QueryPlan:

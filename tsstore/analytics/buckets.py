@@ -1,0 +1,149 @@
+"""Where bars begin and end: fixed steps from an origin, or calendar days, weeks and months in
+a time zone (pure logic, no Firestore).
+
+- A fixed step (``"15min"``, ``"1h"``, a ``timedelta``) cuts time into ``[origin + k·step,
+  origin + (k+1)·step)``. The origin is local midnight of 1970-01-01 in the zone (UTC: the
+  Unix epoch, so 1-minute bars start on whole minutes), or a time given. Steps are absolute
+  time: an hour is an hour across a daylight-saving change.
+- Calendar units count in the zone's own calendar: ``"1D"`` is a local day from local
+  midnight (23 or 25 hours long on a daylight-saving change day), ``"1W"`` a week from
+  Monday's midnight, ``"1M"`` a month from the 1st. ``n`` of them are counted from 1970
+  (days from 1970-01-01, weeks from Monday 1970-01-05, months from January 1970), so a bucket
+  does not depend on the data read. With an origin given, ``D`` and ``W`` are fixed steps of
+  24 h and 7 days from it (a trading day from 17:00, say); months need the calendar.
+
+A tick exactly on an edge opens the later bucket. These are the rules of pandas'
+``resample`` with ``closed="left", label="left"`` and ``origin="epoch"`` (for calendar days,
+on local wall time; weeks as ``W-MON``, months as ``MS``), which the tests hold them to.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import zoneinfo
+from dataclasses import dataclass
+from typing import Literal
+
+from tsstore.errors import QueryError
+from tsstore.times import to_duration, to_utc
+
+UTC = dt.timezone.utc
+_DAY0 = dt.date(1970, 1, 1)
+_MONDAY0 = dt.date(1970, 1, 5)
+Unit = Literal["D", "W", "M"]
+_CALENDAR = re.compile(r"\s*(\d*)\s*(D|W|MS|M|days?|weeks?|months?)\s*")  # "m" stays minutes
+_UNITS: dict[str, Unit] = {"d": "D", "day": "D", "days": "D", "w": "W", "week": "W", "weeks": "W"}
+_UNITS.update({"m": "M", "ms": "M", "month": "M", "months": "M"})
+FILLS = ("prev", "nan")
+Fill = Literal["prev", "nan"]
+
+
+@dataclass(frozen=True)
+class Buckets:
+    """Bucket edges: ``step`` (fixed) from ``origin``, or ``count`` calendar ``unit``\\ s in ``zone``."""
+
+    zone: dt.tzinfo
+    step: dt.timedelta | None = None
+    origin: dt.datetime | None = None  # UTC; with ``step``
+    unit: Unit | None = None
+    count: int = 1
+
+    def start(self, when: dt.datetime) -> dt.datetime:
+        """The start (UTC) of the bucket holding ``when``."""
+        if self.step is not None:
+            assert self.origin is not None
+            return when - (when - self.origin) % self.step
+        local = when.astimezone(self.zone).date()
+        if self.unit == "M":
+            months = (local.year - 1970) * 12 + local.month - 1
+            months -= months % self.count
+            return self._midnight(dt.date(1970 + months // 12, months % 12 + 1, 1))
+        first, length = (_MONDAY0, 7) if self.unit == "W" else (_DAY0, 1)
+        units = (local - first).days // length
+        units -= units % self.count
+        return self._midnight(first + dt.timedelta(days=units * length))
+
+    def after(self, start: dt.datetime) -> dt.datetime:
+        """The start (UTC) of the bucket that follows the one starting at ``start``."""
+        if self.step is not None:
+            return start + self.step
+        local = start.astimezone(self.zone).date()
+        if self.unit == "M":
+            months = local.year * 12 + local.month - 1 + self.count
+            return self._midnight(dt.date(months // 12, months % 12 + 1, 1))
+        return self._midnight(local + dt.timedelta(days=self.count * (7 if self.unit == "W" else 1)))
+
+    def _midnight(self, day: dt.date) -> dt.datetime:
+        return dt.datetime(day.year, day.month, day.day, tzinfo=self.zone).astimezone(UTC)
+
+    @property
+    def utc(self) -> bool:
+        """Whether bucket starts are shown in UTC (no zone was asked for)."""
+        return self.zone is UTC
+
+
+def to_zone(tz: object) -> dt.tzinfo:
+    """``tz`` as a time zone: ``None`` or ``"UTC"`` is UTC, else an IANA name such as
+    ``"America/New_York"`` (or a ``tzinfo``)."""
+    if tz is None or (isinstance(tz, str) and tz.upper() == "UTC"):
+        return UTC
+    if isinstance(tz, dt.tzinfo):
+        return tz
+    if isinstance(tz, str):
+        try:
+            return zoneinfo.ZoneInfo(tz)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            pass
+    raise QueryError(f"tz={tz!r} is not a time zone; give an IANA name such as 'America/New_York', or 'UTC'")
+
+
+def buckets(interval: object, *, tz: object = None, origin: object = None) -> Buckets:
+    """The buckets of ``interval`` (a ``timedelta``, seconds, or ``"15min"``, ``"1h"``,
+    ``"1D"``, ``"1W"``, ``"1M"``) in zone ``tz``, from ``origin`` (``None`` or ``"epoch"``:
+    1970-01-01 local midnight; or a time)."""
+    zone = to_zone(tz)
+    start = None
+    if origin is not None and origin != "epoch":
+        try:
+            start = to_utc(origin, name="origin")
+        except ValueError as exc:
+            raise QueryError(f"{exc}; or give origin='epoch'") from None
+    calendar = _CALENDAR.fullmatch(interval) if isinstance(interval, str) else None
+    if calendar is not None:
+        count = int(calendar.group(1) or 1)
+        unit = _UNITS[calendar.group(2).lower()]
+        if count < 1:
+            raise QueryError(f"interval {interval!r} is not positive")
+        if start is None:
+            return Buckets(zone, unit=unit, count=count)
+        if unit == "M":
+            raise QueryError(f"interval {interval!r}: months follow the calendar; origin must be 'epoch' (the 1st)")
+        return Buckets(zone, step=dt.timedelta(days=count * (7 if unit == "W" else 1)), origin=start)
+    step = to_interval(interval)
+    if start is None:
+        start = dt.datetime(1970, 1, 1, tzinfo=zone).astimezone(UTC)
+    return Buckets(zone, step=step, origin=start)
+
+
+def to_interval(value: object) -> dt.timedelta:
+    """A fixed bar interval: a ``timedelta``, seconds, or a string such as '1min', '15min',
+    '1h', '1D'; positive, and a whole number of microseconds."""
+    if isinstance(value, str) and value.strip().replace(".", "", 1).isdigit():
+        raise QueryError(f"interval {value!r} has no unit: write e.g. '{value.strip()}s', '{value.strip()}min', "
+                         f"'{value.strip()}h' or '{value.strip()}D'")  # fmt: skip
+    try:
+        interval = to_duration(value, name="interval")
+    except ValueError as exc:
+        raise QueryError(f"{exc} (e.g. '1min', '15min', '1h', '1D', '1W', '1M')") from None
+    if interval <= dt.timedelta(0):
+        raise QueryError(f"interval {value!r} is not positive")
+    return interval
+
+
+def check_fill(fill: object) -> Fill | None:
+    """``fill`` as a fill policy for empty buckets: ``None`` (no row), ``"prev"`` (the
+    previous close carried, no volume) or ``"nan"`` (missing prices, no volume)."""
+    if fill is None or fill in FILLS:
+        return fill  # type: ignore[return-value]
+    raise QueryError(f"fill={fill!r} is not allowed; use None (no row), 'prev' (close carried) or 'nan'")
