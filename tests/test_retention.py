@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import datetime as dt
 import random
@@ -14,7 +15,18 @@ from google.cloud import firestore
 
 from tests.cli import Ran, tsstore
 from tests.conftest import firebase_validate
-from tsstore import Query, QueryError, QueryShape, SeriesSpec, SpecError, TimeSeriesStore, WriteOptions
+from tsstore import (
+    AsyncTimeSeriesStore,
+    Query,
+    QueryError,
+    QueryShape,
+    RetentionError,
+    Rollup,
+    SeriesSpec,
+    SpecError,
+    TimeSeriesStore,
+    WriteOptions,
+)
 from tsstore.indexes.build import generate, render
 from tsstore.local.synthetic import trading_day
 
@@ -220,4 +232,66 @@ def test_counter_count_and_purge_commands(emulator: Any, tmp_path: Path) -> None
     assert run_cli("count", *spec_args, emulator=emulator, cwd=tmp_path).stdout.strip() == str(400 - older)
     unbounded = run_cli("purge", *spec_args, "--yes", emulator=emulator, cwd=tmp_path)
     assert unbounded.returncode == 2 and "give --before T, or --start T and/or --end T" in unbounded.stderr
+    client.close()
+
+
+# --- retention tiers: a purge does not outrun the roll-ups ----------------------------------------
+
+
+def test_the_retention_guard_refuses_then_allows_after_the_rollup_catches_up(emulator: Any, tmp_path: Path) -> None:
+    database = f"tiers-{uuid.uuid4().hex[:10]}"
+    client = emulator.client(database=database)
+    spec = SeriesSpec("ticks", shapes=["symbol"], key_fields=["symbol"])
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    rows = list(trading_day(600, day=DAY, seed=12))
+    store.write(rows)
+    bars = Rollup(spec, interval="1h", by="symbol", volume="volume")
+    never = Rollup(spec, interval="1D", by="symbol", collection="ticks_never")
+    noon, two = OPEN + dt.timedelta(hours=4), OPEN + dt.timedelta(hours=6)
+
+    with pytest.raises(RetentionError, match=r"'ticks_never' \(never run\).*nothing may be purged") as never_run:
+        store.purge(before=noon, rollups=[never], dry_run=True)
+    assert (never_run.value.limit, never_run.value.rollups) == (None, ("ticks_never",))
+
+    assert store.rollup(bars, until=noon).watermark == noon  # found by its watermark from now on
+    refused_at = two
+    with pytest.raises(RetentionError) as refused:
+        store.purge(before=refused_at)
+    assert refused.value.limit == noon and refused.value.rollups == (bars.name,)
+    assert f"watermark {noon.isoformat()}" in str(refused.value) and f"purge before {noon.isoformat()}" in str(
+        refused.value
+    )
+    with pytest.raises(RetentionError):  # no end: everything from start on
+        store.purge(start=OPEN)
+    assert store.count() == 600  # nothing was deleted
+
+    older = sum(r["timestamp"] < noon for r in rows)
+    assert store.purge(before=noon).deleted == older  # up to the watermark is allowed
+
+    assert store.rollup(bars, until=two + dt.timedelta(minutes=30)).watermark == two  # the roll-up catches up
+    until_two = sum(noon <= r["timestamp"] < two for r in rows)
+    aio = AsyncTimeSeriesStore(emulator.async_client(database=database), spec, write_options=FAST)
+
+    async def purge_async() -> Any:
+        async with aio:
+            return await aio.purge(before=two)
+
+    assert asyncio.run(purge_async()).deleted == until_two  # the same request on the async store
+    assert store.count() == 600 - older - until_two
+
+    later = OPEN + dt.timedelta(hours=8)
+    (tmp_path / "schema.py").write_text(
+        "from tsstore import Rollup, SeriesSpec\nTICKS = SeriesSpec('ticks', shapes=['symbol'], key_fields=['symbol'])\n"
+        "DECLARATION = [TICKS, Rollup(TICKS, interval='1h', by='symbol', volume='volume')]\n"
+    )
+    common = ("--spec", "schema:DECLARATION", "--collection", "ticks", "--database", database)
+    cli = run_cli("purge", *common, "--before", later.isoformat(), "--yes", emulator=emulator, cwd=tmp_path)
+    assert cli.returncode == 1 and cli.stderr.count("\nError: ") == 1 and "Traceback" not in cli.stderr
+    assert f"purge before {two.isoformat()} at most" in cli.stderr and "--past-rollups" in cli.stderr
+    forced = run_cli(
+        "purge", *common, "--before", later.isoformat(), "--yes", "--past-rollups", emulator=emulator, cwd=tmp_path
+    )
+    assert forced.returncode == 0, forced.stderr
+    assert forced.stdout.strip() == f"deleted {sum(two <= r['timestamp'] < later for r in rows)} tick(s)"
+    store.close()
     client.close()

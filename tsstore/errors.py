@@ -39,6 +39,18 @@ class QueryError(TsstoreError, ValueError):
     """A query asks for something tsstore or Firestore cannot serve."""
 
 
+class RetentionError(TsstoreError):
+    """A purge would delete ticks that a roll-up of them has not rolled up yet.
+
+    ``limit`` is how far the purge may go (the earliest roll-up watermark; ``None`` when a
+    declared roll-up has never run), ``rollups`` the roll-ups that hold it back."""
+
+    def __init__(self, message: str, *, limit: object, rollups: Sequence[str]) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.rollups = tuple(rollups)
+
+
 class OptionError(QueryError, TypeError):
     """A verb was given a keyword option it does not take (a ``TypeError``, as Python's own
     for a wrong keyword, and a :class:`QueryError`); the message names the verb and the

@@ -15,8 +15,10 @@ from tsstore.analytics.plot import CHART_FORMATS, plot_lines
 from tsstore.cli.common import (
     Command,
     Database,
+    declaration_options,
     echo_cost,
     library_warnings,
+    pick_declared,
     query_options,
     series_options,
     warn_if_no_collection,
@@ -25,6 +27,7 @@ from tsstore.cli.common import (
 from tsstore.cli.exits import exit_interrupted, usage
 from tsstore.cli.output import ROW_FORMATS, echo_figures, figures_format, write_frames
 from tsstore.cli.values import OutputFile, cli_time, naive_option, parse_where
+from tsstore.declaration import load_declaration
 from tsstore.errors import Interrupted
 from tsstore.frames import frames as frames_of
 from tsstore.frames import ticks_to_frame
@@ -176,7 +179,7 @@ def explain(*, spec: SeriesSpec, database: Database, query: Query, fmt: str) -> 
 
 @click.command("purge")
 @library_warnings
-@series_options
+@declaration_options
 @click.option("--before", default=None, help="Delete ticks older than this time (exclusive).")
 @click.option("--start", default=None, help="Or: inclusive start of the range to delete.")
 @click.option("--end", default=None, help="Or: exclusive end of the range to delete.")
@@ -184,10 +187,17 @@ def explain(*, spec: SeriesSpec, database: Database, query: Query, fmt: str) -> 
 @where_option(help="Only ticks matching this filter.")
 @click.option("--dry-run", is_flag=True, help="Only count what would be deleted.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option(
+    "--past-rollups",
+    is_flag=True,
+    help="Also delete ticks the series' roll-ups have not rolled up yet (past their watermark).",
+)
 @figures_format
 def purge(
     *,
-    spec: SeriesSpec,
+    declaration: str,
+    collection: str | None,
+    past_rollups: bool,
     database: Database,
     before: str | None,
     start: str | None,
@@ -200,14 +210,21 @@ def purge(
 ) -> None:
     """Delete old ticks (retention) at a bounded, ramped rate, with progress.
 
+    A purge does not delete ticks that a roll-up of the series (declared, or found by its
+    watermark) has not rolled up yet; it says how far it may go. --past-rollups deletes them
+    anyway.
+
     \b
     Example:
       tsstore purge --spec myapp.schema:TICKS --before 2024-01-01T00:00:00Z --dry-run
       tsstore purge --spec myapp.schema:TICKS --before 2024-01-01T00:00:00Z --yes
     """
+    declared = load_declaration(declaration)
+    spec = pick_declared(declaration, declared, collection=collection)
     where = parse_where(where_items, spec=spec)
     bounds: dict[str, Any] = {name: cli_time(text, option=f"--{name}", naive=naive)
                               for name, text in (("before", before), ("start", start), ("end", end))}  # fmt: skip
+    bounds.update(rollups=[r for r in declared[1] if r.source.collection == spec.collection], past_rollups=past_rollups)
     if before is None and start is None and end is None:
         raise usage(
             "give --before T, or --start T and/or --end T: a purge without a time bound would delete everything"

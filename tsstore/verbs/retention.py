@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import datetime as dt
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from tsstore.errors import QueryError
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from tsstore.analytics.rollup import WATERMARKS, Rollup
+from tsstore.errors import ConfigError, QueryError, RetentionError
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead, sweep_cursor
 from tsstore.read.query import Query, Where, given
 from tsstore.results import PurgeResult
 from tsstore.ticks import Tick
+from tsstore.times import to_utc
 from tsstore.verbs.analytics import oldest_first
 from tsstore.verbs.reading import count
-from tsstore.verbs.request import Request, Seat, Send
+from tsstore.verbs.request import Request, Seat, Send, Unary
 from tsstore.verbs.writing import ProgressCallback
 from tsstore.write.prepare import PreparedDoc
 from tsstore.write.sender import BulkSender
@@ -29,10 +34,18 @@ def purge(
     where: Where = None,
     dry_run: bool = False,
     on_progress: ProgressCallback | None = None,
+    rollups: Iterable[Rollup] = (),
+    past_rollups: bool = False,
 ) -> Request[PurgeResult]:
     """Delete the ticks before ``before`` (or in ``[start, end)``), optionally filtered by
     ``where``; ``dry_run=True`` only counts, ``on_progress`` is called with each batch's
     size. The bounds may come as a :class:`~tsstore.read.query.Query` (where, start, end).
+
+    Retention tiers: a purge refuses to delete ticks that a roll-up of this series has not
+    rolled up yet, that is at or after its watermark, and raises
+    :class:`~tsstore.errors.RetentionError` saying how far it may go. The roll-ups are those
+    whose watermark names this collection as their source, and ``rollups`` (declared ones; one
+    that has never run holds back every purge). ``past_rollups=True`` deletes anyway.
 
     Each shard chunk is read oldest first as one stream (ids and timestamps only, resumed
     after its last tick if it breaks off, at no shared snapshot), and its ticks are deleted
@@ -46,6 +59,19 @@ def purge(
         bounds = bounds.replace(end=before)
     if bounds.start is None and bounds.end is None:
         raise QueryError("purge needs a time bound: before=, or start=/end=; refusing to delete everything")
+    declared = tuple(rollups)
+    for rollup in declared:
+        if rollup.source.collection != seat.spec.collection:
+            raise ConfigError(
+                f"roll-up {rollup.name!r} rolls up {rollup.source.collection!r}, not {seat.spec.collection!r}"
+            )
+    if not past_rollups:
+        marks = yield from rollup_watermarks(seat, declared)
+        try:
+            upto = None if bounds.end is None else to_utc(bounds.end, name="end")
+        except ValueError as exc:
+            raise QueryError(str(exc)) from None
+        check_retention(marks, upto)
     plan = oldest_first(seat, bounds.replace(columns=()))
     matched = yield from count(seat, bounds)
     if dry_run:
@@ -63,3 +89,39 @@ def purge(
 
     purged: PurgeResult = yield Send(doomed, result, "purge", read=sweep, options={"on_progress": on_progress})
     return purged
+
+
+def rollup_watermarks(seat: Seat, declared: Sequence[Rollup] = ()) -> Request[dict[str, dt.datetime | None]]:
+    """The watermark of each roll-up of this series (``None``: declared, never run): those
+    whose watermark document names this collection as their source, and ``declared``."""
+    source = seat.spec.collection
+    what = f"the watermarks of the roll-ups of {source!r}"
+    found = yield Unary(
+        lambda client: client.collection(WATERMARKS).where(filter=FieldFilter("source", "==", source)).get(), what
+    )
+    marks: dict[str, dt.datetime | None] = {rollup.name: None for rollup in declared}
+    for snapshot in found:
+        mark = (snapshot.to_dict() or {}).get("watermark")
+        marks[snapshot.id] = mark if isinstance(mark, dt.datetime) else None
+    return marks
+
+
+def check_retention(marks: Mapping[str, dt.datetime | None], end: dt.datetime | None) -> None:
+    """Refuse a purge up to ``end`` (``None``: no end) that reaches past a roll-up's watermark."""
+    behind = {name: mark for name, mark in marks.items() if end is None or mark is None or mark < end}
+    if not behind:
+        return
+    known = [mark for mark in marks.values() if mark is not None]
+    limit = None if len(known) < len(marks) else min(known)
+    names = ", ".join(
+        f"{name!r} ({'never run' if mark is None else 'watermark ' + mark.isoformat()})"
+        for name, mark in behind.items()
+    )
+    upto = "every tick from the start on" if end is None else f"ticks up to {end.isoformat()}"
+    may = "nothing may be purged until it has run" if limit is None else f"purge before {limit.isoformat()} at most"
+    raise RetentionError(
+        f"the purge would delete {upto}, which roll-up(s) {names} have not rolled up yet: {may}, run the roll-up "
+        "first, or pass past_rollups=True (tsstore purge --past-rollups) to delete them anyway",
+        limit=limit,
+        rollups=list(behind),
+    )
