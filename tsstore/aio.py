@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from google.cloud import firestore
 
 from tsstore import faults
+from tsstore.analytics.asof import JoinRead
 from tsstore.counters import ShardedCounter
 from tsstore.errors import ConfigError
 from tsstore.frames import aframes
@@ -32,6 +33,7 @@ from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase
 from tsstore.ticks import Position, Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
+from tsstore.verbs.request import Readable
 from tsstore.wire import abatch_write, aget_documents, astream_ticks, sync_twin
 from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
@@ -127,7 +129,7 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
     def _stream(self, reading: declare.Reading[T]) -> declare.AsyncTickStream[T]:
         async def items() -> AsyncIterator[Any]:
             opening = reading.opening
-            ticks = self._ticks(opening if isinstance(opening, TickRead) else await self._run(opening))
+            ticks = self._ticks(opening if isinstance(opening, (TickRead, JoinRead)) else await self._run(opening))
             async for item in (
                 ticks
                 if reading.rows is None
@@ -144,7 +146,9 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
 
         return AsyncLive(start, listening.step)
 
-    def _ticks(self, read: TickRead) -> AsyncIterator[Tick]:
+    def _ticks(self, read: Readable) -> AsyncIterator[Tick]:
+        if isinstance(read, JoinRead):
+            return read.ajoined(self._ticks(read.left), self._ticks(read.right))
         fetch = self._fetcher(read.plan)
         return aread_ticks(read, fetch=fetch, renew=lambda: self._run(reading.server_time(self.seat)))
 
@@ -159,9 +163,9 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         async def fetch(
             chunk: tuple[str, ...], after: Position | None, limit: int | None, read_time: dt.datetime | None
         ) -> AsyncIterator[Tick]:
-            query = chunk_query(self._collection, plan, chunk, after, limit)
+            query = chunk_query(self._collection_of(plan.spec), plan, chunk, after, limit)
             async with self._gate:
-                return await astream_ticks(query, timestamp_field=self.spec.timestamp_field, read_time=read_time)
+                return await astream_ticks(query, timestamp_field=plan.spec.timestamp_field, read_time=read_time)
 
         return fetch
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from google.cloud import firestore
 
 from tsstore import faults
+from tsstore.analytics.asof import JoinRead
 from tsstore.frames import frames
 from tsstore.read.chunks import chunk_query
 from tsstore.read.engine import Fetch, TickRead, read_ticks
@@ -26,6 +27,7 @@ from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase
 from tsstore.ticks import Position, Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
+from tsstore.verbs.request import Readable
 from tsstore.wire import stream_ticks, transport
 from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
@@ -102,7 +104,7 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
     def _stream(self, reading: declare.Reading[T]) -> declare.TickStream[T]:
         def items() -> Iterator[Any]:
             opening = reading.opening
-            ticks = self._ticks(opening if isinstance(opening, TickRead) else self._run(opening))
+            ticks = self._ticks(opening if isinstance(opening, (TickRead, JoinRead)) else self._run(opening))
             yield from (
                 ticks
                 if reading.rows is None
@@ -114,7 +116,9 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
     def _listen(self, listening: declare.Listening[L, Any]) -> L:
         return self._run(listening.opening)(self._collection)
 
-    def _ticks(self, read: TickRead) -> Iterator[Tick]:
+    def _ticks(self, read: Readable) -> Iterator[Tick]:
+        if isinstance(read, JoinRead):
+            return read.joined(self._ticks(read.left), self._ticks(read.right))
         fetch = self._fetcher(read.plan)
         return read_ticks(read, fetch=fetch, pool=self._pool, renew=lambda: self._run(reading.server_time(self.seat)))
 
@@ -125,8 +129,8 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
             limit: int | None,
             read_time: dt.datetime | None,
         ) -> Iterator[Tick]:
-            query = chunk_query(self._collection, plan, chunk, after, limit)
-            return stream_ticks(query, timestamp_field=self.spec.timestamp_field, read_time=read_time, fast=self._fast)
+            query = chunk_query(self._collection_of(plan.spec), plan, chunk, after, limit)
+            return stream_ticks(query, timestamp_field=plan.spec.timestamp_field, read_time=read_time, fast=self._fast)
 
         return fetch
 

@@ -54,6 +54,11 @@ class StoreBase(Verbs):
         self._limiters: dict[str, tuple[RampLimiter, int]] = {}
         self._counters: dict[str, SeriesCounters] = {}
 
+    def _collection_of(self, spec: SeriesSpec) -> Any:
+        """The collection of ``spec``: this store's own, or another one a request reads or
+        writes (a roll-up's, the right side of an as-of join)."""
+        return self._collection if spec.collection == self.spec.collection else self.client.collection(spec.collection)
+
     def _series(self, spec: SeriesSpec) -> SeriesCounters:
         """The series counters of ``spec``'s collection, on the sync client (made once)."""
         if spec.collection not in self._counters:
@@ -75,7 +80,7 @@ class StoreBase(Verbs):
                     on_written(batch)
 
             options["on_written"] = written
-        transport = self._transport(self._collection if spec is self.spec else self.client.collection(spec.collection))
+        transport = self._transport(self._collection_of(spec))
         limiter, batch_docs = self._limiter(spec)
         sender = bulk_sender(
             transport,

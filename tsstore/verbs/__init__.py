@@ -42,6 +42,8 @@ class Verbs:
     aggregate = verb(analytics.aggregate)
     latest = verb(analytics.latest)
     bars = verb(analytics.bars)
+    asof = verb(analytics.asof)
+    iter_asof = stream(analytics.iter_asof)
     rollup = verb(analytics.rollup)
     # writing, retention
     write = verb(writing.write)

@@ -11,20 +11,23 @@ from typing import Any, Unpack
 import pandas as pd
 
 from tsstore.analytics.aggregate import AggregateRequest, Aggregates, Aggregation
+from tsstore.analytics.asof import JoinRead, check_direction, check_tolerance
 from tsstore.analytics.bars import Bar, BarBuilder, bar_start, bars_frame, iter_bars
 from tsstore.analytics.buckets import buckets, check_fill
 from tsstore.analytics.latest import LatestRequest
 from tsstore.analytics.rollup import WATERMARKS, Rollup, RollupResult
 from tsstore.errors import ConfigError, QueryError, SpecError
+from tsstore.frames import FrameBuilder
 from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query, RangeOptions, Where, given
-from tsstore.spec import Direction, check_field_path
+from tsstore.spec import Direction, SeriesSpec, check_field_path
 from tsstore.ticks import Tick
 from tsstore.times import to_utc
-from tsstore.verbs.reading import COUNT_OPTIONS, query, read, server_time, snapshot_of
+from tsstore.verbs.declare import Reading
+from tsstore.verbs.reading import COUNT_OPTIONS, probe, query, read, server_time, snapshot_of
 from tsstore.verbs.request import Aggregate, Collect, Feed, Part, Request, Seat, Send, Unary
 from tsstore.verbs.writing import ProgressCallback, written_result
 from tsstore.write.prepare import PreparedDoc, prepare_records
@@ -254,3 +257,119 @@ def oldest_first(seat: Seat, query: Query) -> QueryPlan:
         return plan_query(seat.spec, query, direction=Direction.ASC)
     except QueryError:
         return plan_query(seat.spec, query, direction=Direction.DESC)
+
+
+#: The query fields each side of an as-of join takes.
+ASOF_OPTIONS = ("where", "start", "end", "read_time", "columns")
+
+
+def asof(
+    seat: Seat,
+    left: Query | None = None,
+    right: Query | None = None,
+    /,
+    *,
+    right_spec: SeriesSpec | None = None,
+    by: str | Sequence[str] = (),
+    direction: str = "backward",
+    tolerance: object = None,
+    allow_exact_matches: bool = True,
+    prefix: str = "right",
+    stats: ReadStats | None = None,
+) -> Request[pd.DataFrame]:
+    """An as-of join: each tick of the ``left`` query with the tick of the ``right`` query
+    (of this series, or of ``right_spec``'s collection) nearest before it in time, as one
+    DataFrame: ``store.asof(Query(where={"symbol": "AAA"}, start=..., end=...), right_spec=QUOTES,
+    by="symbol", tolerance="5s")``. The left tick's columns, then its match's under
+    ``prefix`` (``right.price.micros``, ``right.timestamp``, ``right.id``); missing where
+    nothing matched.
+
+    ``direction`` ``"backward"`` (the newest at or before), ``"forward"`` (the oldest at or
+    after) or ``"nearest"``; ``by``: fields that must be equal on both sides;
+    ``tolerance``: the largest time apart (``"5s"``); ``allow_exact_matches=False``: a match
+    at the same time does not count. The rules of ``pandas.merge_asof``
+    (:mod:`tsstore.analytics.asof`). Each query takes ``where``, ``start``, ``end`` and
+    ``columns``; the right query's range defaults to what can match the left's (with a
+    tolerance, one tolerance around it). Both are read oldest first at one snapshot and
+    joined as they stream: memory holds the rows of the result and one tolerance window, not
+    the right side."""
+    joining = yield from asof_read(
+        seat, left, right, right_spec=right_spec, by=by, direction=direction, tolerance=tolerance,
+        allow_exact_matches=allow_exact_matches, prefix=prefix, stats=stats if stats is not None else ReadStats(),
+    )  # fmt: skip
+    builder = FrameBuilder(seat.spec)
+    yield Feed(joining, builder.add)
+    return builder.frame()
+
+
+def iter_asof(
+    seat: Seat,
+    left: Query | None = None,
+    right: Query | None = None,
+    /,
+    *,
+    right_spec: SeriesSpec | None = None,
+    by: str | Sequence[str] = (),
+    direction: str = "backward",
+    tolerance: object = None,
+    allow_exact_matches: bool = True,
+    prefix: str = "right",
+) -> Reading[Tick]:
+    """:meth:`asof` as a stream of ticks, each the left tick with its match's fields under
+    ``prefix`` (a map: fields, ``timestamp``, ``id``; absent where nothing matched), in the
+    left ticks' order; the stream's ``stats`` say what it has cost so far."""
+    stats = ReadStats()
+    opening = asof_read(
+        seat, left, right, right_spec=right_spec, by=by, direction=direction, tolerance=tolerance,
+        allow_exact_matches=allow_exact_matches, prefix=prefix, stats=stats,
+    )  # fmt: skip
+    return Reading(opening, stats, seat.spec)
+
+
+def asof_read(
+    seat: Seat,
+    left: Query | None,
+    right: Query | None,
+    *,
+    right_spec: SeriesSpec | None,
+    by: str | Sequence[str],
+    direction: str,
+    tolerance: object,
+    allow_exact_matches: bool,
+    prefix: str,
+    stats: ReadStats,
+) -> Request[JoinRead]:
+    """The two reads of an as-of join, oldest first at one snapshot."""
+    way, reach = check_direction(direction), check_tolerance(tolerance)
+    fields = (by,) if isinstance(by, str) else tuple(by)
+    try:
+        for name in (*fields, prefix):
+            check_field_path(name, what="as-of join field" if name != prefix else "prefix")
+    except SpecError as exc:
+        raise QueryError(str(exc)) from None
+    if prefix in (seat.spec.timestamp_field, *fields) or "." in prefix:
+        raise QueryError(f"prefix {prefix!r} must be a plain field name other than the timestamp and the by fields")
+    other = right_spec if right_spec is not None else seat.spec
+    sides = []
+    for side, asked in (("left", left), ("right", right)):
+        bounds = asked if asked is not None else Query()
+        bounds.only(ASOF_OPTIONS, f"asof ({side} query)")
+        if bounds.columns is not None:  # the join needs the by fields
+            bounds = bounds.replace(columns=tuple(dict.fromkeys((*bounds.columns, *fields))))
+        sides.append(bounds)
+    lq, rq = sides
+    try:
+        lstart = None if lq.start is None else to_utc(lq.start, name="start")
+        lend = None if lq.end is None else to_utc(lq.end, name="end")
+    except ValueError as exc:
+        raise QueryError(str(exc)) from None
+    if rq.start is None and lstart is not None and (way == "forward" or reach is not None):
+        rq = rq.replace(start=lstart if way == "forward" else lstart - reach)  # type: ignore[operator]
+    if rq.end is None and lend is not None and (way == "backward" or reach is not None):
+        rq = rq.replace(end=lend if way == "backward" else lend + reach)  # type: ignore[operator]
+    snapshot = lq.read_time or rq.read_time or (yield from probe(seat, stats))
+    lplan = plan_query(seat.spec, lq.replace(read_time=snapshot), direction=Direction.ASC)
+    rplan = plan_query(other, rq.replace(read_time=snapshot), direction=Direction.ASC)
+    lread = yield from read(seat, lplan, stats)
+    rread = yield from read(seat, rplan, stats)
+    return JoinRead(lread, rread, way, fields, reach, allow_exact_matches, prefix, other.timestamp_field)

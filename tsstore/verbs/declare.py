@@ -21,10 +21,9 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 from tsstore.errors import OptionError
 from tsstore.live.aio import AsyncLive
 from tsstore.read.cost import ReadStats
-from tsstore.read.engine import TickRead
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
-from tsstore.verbs.request import Request, Seat
+from tsstore.verbs.request import Readable, Request, Seat
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -38,7 +37,7 @@ class Reading(Generic[T]):
     far (``stats``), and ``rows``: ticks as they come (None) or DataFrames of at most that
     many rows (built by ``spec``, of the projected ``columns`` if given)."""
 
-    opening: Request[TickRead] | TickRead
+    opening: Request[Readable] | Readable
     stats: ReadStats
     spec: SeriesSpec
     rows: int | None = None

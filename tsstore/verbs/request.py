@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, 
 from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar
 
+from tsstore.analytics.asof import JoinRead
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
 from tsstore.spec import SeriesSpec
@@ -45,6 +46,9 @@ class Seat:
 
 # ---------------------------------------------------------------------------- the asks
 
+
+#: What a store reads: one query's ticks, or an as-of join of two (its joined ticks).
+Readable = TickRead | JoinRead
 
 #: A query over some shard values: the values, and its query for any part of them (a part is
 #: asked on its own when the whole keeps failing: :func:`tsstore.faults.call_split`).
@@ -142,7 +146,7 @@ class Collect:
     """All the ticks of ``read``, as a list. In a list of asks, only reads of one cursor
     (the stores run a list's asks on their reader threads, which a merge needs itself)."""
 
-    read: TickRead
+    read: Readable
 
 
 @dataclass(frozen=True)
@@ -150,7 +154,7 @@ class Feed:
     """Every tick of ``read`` given to ``sink`` as it streams (memory stays flat); answers
     ``None``."""
 
-    read: TickRead
+    read: Readable
     sink: Callable[[Tick], None]
 
 
