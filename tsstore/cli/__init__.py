@@ -7,7 +7,7 @@ per command group: :mod:`~tsstore.cli.demo`, :mod:`~tsstore.cli.query` (query, c
 explain, purge), :mod:`~tsstore.cli.deploy`, :mod:`~tsstore.cli.counters`,
 :mod:`~tsstore.cli.ingest`, :mod:`~tsstore.cli.emulator`, :mod:`~tsstore.cli.layout`
 (shards, reshard, capacity), :mod:`~tsstore.cli.live` (tail, watch), :mod:`~tsstore.cli.analytics`
-(aggregate, latest, bars, rollup), :mod:`~tsstore.cli.beam` (backfill, export on Apache Beam);
+(aggregate, latest, bars, asof, rollup), :mod:`~tsstore.cli.beam` (backfill, export on Apache Beam);
 :mod:`~tsstore.cli.output` writes query results.
 """
 
@@ -41,6 +41,7 @@ for _command in (
     analytics.aggregate,
     analytics.latest,
     analytics.bars,
+    analytics.asof,
     analytics.rollup,
     query.explain,
     query.purge,

@@ -15,6 +15,7 @@ from tsstore.cli.common import (
     echo_cost,
     library_warnings,
     pick_declared,
+    pick_spec,
     query_options,
     series_options,
     warn_if_no_collection,
@@ -232,3 +233,59 @@ def rollup(
         click.echo(f"{stop.partial.describe()} (before the interrupt)")  # type: ignore[attr-defined]
         exit_interrupted("run the same command to finish (a bar already stored is not stored twice)")
     echo_figures(fmt, result.describe(), result)
+
+
+@click.command("asof")
+@library_warnings
+@series_options
+@query_options()
+@click.option(
+    "--right", "right_collection", default=None, help="The declared series to match from (default: the same)."
+)
+@click.option("--right-where", "right_items", multiple=True, metavar="FIELD=VALUE", help="Filters of the right side.")
+@click.option("--by", "by_fields", multiple=True, help="Field(s) equal on both sides (e.g. symbol).")
+@click.option(
+    "--direction", type=click.Choice(["backward", "forward", "nearest"]), default="backward", show_default=True,
+    help="backward: the newest right tick at or before; forward: the oldest at or after; nearest: the closer.",
+)  # fmt: skip
+@click.option("--tolerance", default=None, help="The largest time apart, e.g. 5s, 500ms (default: any).")
+@click.option("--no-exact-matches", is_flag=True, help="A right tick at the left tick's own time does not match.")
+@click.option("--prefix", default="right", show_default=True, help="Name of the matched columns' group.")
+@rows_format
+@stats_option
+def asof(
+    *,
+    spec: SeriesSpec,
+    database: Database,
+    query: Query,
+    right_collection: str | None,
+    right_items: tuple[str, ...],
+    by_fields: tuple[str, ...],
+    direction: str,
+    tolerance: str | None,
+    no_exact_matches: bool,
+    prefix: str,
+    fmt: str,
+    show_stats: bool,
+) -> None:
+    """Print each tick matching --where/--start/--end with the tick of the --right series
+    (matching --right-where) nearest it in time: an as-of join, streamed over both reads.
+
+    \b
+    Example:
+      tsstore asof --where symbol=AAA --start 2019-01-02T09:00:00Z --end 2019-01-02T10:00:00Z \\
+        --right quotes --by symbol --tolerance 5s
+    """
+    declaration = click.get_current_context().params["declaration"]
+    other = spec if right_collection is None else pick_spec(declaration, collection=right_collection)
+    right = Query(where=parse_where(right_items, spec=other))
+    stats = ReadStats()
+    with database.open_store(spec) as store:
+        frame = store.asof(
+            query, right, right_spec=other, by=by_fields, direction=direction, tolerance=tolerance,
+            allow_exact_matches=not no_exact_matches, prefix=prefix, stats=stats,
+        )  # fmt: skip
+        if frame.empty:
+            warn_if_no_collection(store)
+    write_frames([frame], fmt=fmt, output=None)
+    echo_cost(stats, show_stats)
