@@ -492,7 +492,8 @@ def test_a_rollup_derives_its_own_spec_and_documents() -> None:
     assert bars.name == "ticks_15min" and bars.spec.key_fields == ("symbol",) and bars.spec.shards == ("s0",)
     assert bars.spec.on_duplicate == "replace" and bars.spec.measures == ("count", "volume")
     assert dict(bars.spec.columns) == {"symbol": "string", "open": "Int64", "high": "Int64", "low": "Int64",
-                                       "close": "Int64", "count": "Int64"}  # fmt: skip
+                                       "close": "Int64", "sum": "Int64", "count": "Int64", "m2": "Float64",
+                                       "open_at": "datetime", "close_at": "datetime"}  # fmt: skip
     bar = Bar(("AAA",), T0, 1, 3, 1, 2, 2, 500)
     [record] = bars.records([bar])
     assert record == {"symbol": "AAA", "timestamp": T0, "open": 1, "high": 3, "low": 1, "close": 2, "count": 2,
@@ -510,6 +511,21 @@ def test_a_rollup_derives_its_own_spec_and_documents() -> None:
         Rollup(source, price="symbol")
     with pytest.raises(SpecError, match="watermark of roll-up 'ticks_15min' was written for source 'ticks' every 60"):
         bars.check_watermark({"source": "ticks", "interval_seconds": 60.0, "watermark": T0})
+    later = T0 + dt.timedelta(minutes=3)
+    [kept] = bars.records([Bar(("AAA",), T0, 1, 3, 1, 2, 2, 500, 3, 0.5, T0, later)])
+    assert (kept["sum"], kept["m2"], kept["open_at"], kept["close_at"]) == (3, 0.5, T0, later)
+    # bars of bars: by the finer roll-up's fields, every multiple of its interval
+    hourly = Rollup(bars, interval="1h")
+    assert (hourly.finer, hourly.source, hourly.by, hourly.volume, hourly.name) == (
+        bars, bars.spec, ("symbol",), "volume", "ticks_15min_1h",
+    )  # fmt: skip
+    assert dict(hourly.spec.columns) == dict(bars.spec.columns)
+    with pytest.raises(SpecError, match="must be a multiple of the 15min of 'ticks_15min' \\(and longer\\)"):
+        Rollup(bars, interval="20min")
+    with pytest.raises(SpecError, match="must be a multiple"):
+        Rollup(bars, interval="15min")
+    with pytest.raises(SpecError, match=r"is by its fields \['symbol'\], not \['exchange'\]"):
+        Rollup(bars, interval="1h", by="exchange")
 
 
 def test_rollups_are_declared_in_files_next_to_their_series(tmp_path: Any) -> None:
@@ -600,4 +616,53 @@ def test_a_rollup_stores_each_bar_once_corrects_late_ticks_and_resumes(tsstore_e
     assert f"into {len(want10)} bars" in done.stdout and "watermark 2026-03-02T12:00:00Z" in done.stdout
     ten = TimeSeriesStore(client, Rollup(source_spec, interval="10s", by="symbol", volume="volume").spec)
     assert same(ten.query_frame(direction="asc").reset_index().set_index(["symbol", "timestamp"]).sort_index(), want10)
+    client.close()
+
+
+@pytest.mark.parametrize("shards", [3, 40])
+def test_hourly_bars_from_minute_rollups_equal_those_from_ticks(tsstore_emulator: Any, shards: int) -> None:
+    """Minute bars rolled up, then hours rolled up from them (and combined on read): the same
+    OHLCV, price sum, standard deviation and open/close times as hourly bars from the ticks,
+    and pandas' own per-hour standard deviation; each read billed what it returns."""
+    client = tsstore_emulator.client(database=f"rollups-{shards}-{random.randrange(10**9)}")
+    source = spec("ticks", shards)
+    store = TimeSeriesStore(client, source, write_options=WriteOptions(ramp=False, max_ops_per_second=100_000))
+    rows = [row for row in ticks(600, seed=shards) if "volume" in row]
+    store.write(rows)
+    minutes = Rollup(source, interval="1min", by="symbol", volume="volume")
+    hours = Rollup(minutes, interval="1h")
+    until = T0 + dt.timedelta(hours=2)
+    assert store.rollup(minutes, until=until).watermark == until
+    bar_store = TimeSeriesStore(client, minutes.spec, write_options=WriteOptions(ramp=False, max_ops_per_second=100_000))
+    assert bar_store.rollup(hours, until=until).watermark == until
+    window = {"start": T0, "end": until, "by": "symbol", "interval": "1h", "moments": True}
+    costs = [ReadStats(), ReadStats(), ReadStats()]
+    frames = [
+        store.bars(price="price.micros", volume="volume", stats=costs[0], **window),
+        bar_store.bars(combine=True, stats=costs[1], **window),
+        TimeSeriesStore(client, hours.spec).bars(combine=True, stats=costs[2], **window),
+    ]
+    exact = ["open", "high", "low", "close", "count", "volume", "sum", "open_at", "close_at"]
+    for frame in frames[1:]:
+        pd.testing.assert_frame_equal(frame[exact], frames[0][exact])
+        pd.testing.assert_series_equal(frame["std"], frames[0]["std"], rtol=1e-9)
+    table = pd.DataFrame(
+        {
+            "symbol": [r["symbol"] for r in rows],
+            "t": [r["timestamp"] for r in rows],
+            "p": [r["price"]["micros"] for r in rows],
+        }
+    )
+    want = table.groupby(["symbol", pd.Grouper(key="t", freq="1h")])["p"].agg(["std", "mean", "count"])
+    assert list(want["count"]) == list(frames[0]["count"])
+    assert all(abs(a - b) <= 1e-6 * abs(a) for a, b in zip(want["std"], frames[0]["std"].astype(float)))
+    assert all(abs(a - b) <= 1e-9 * abs(a) for a, b in zip(want["mean"], frames[0]["mean"].astype(float)))
+    minute_bars = sum(1 for _ in bar_store.iter_ticks())
+    assert [c.documents for c in costs] == [len(rows), minute_bars, len(frames[0])]  # a read per tick, per bar
+    # an hourly roll-up runs only as far as the minute roll-up has
+    later = until + dt.timedelta(hours=1)
+    store.write([{**rows[0], "n": 10**6, "timestamp": until + dt.timedelta(minutes=5)}])
+    assert bar_store.rollup(hours, until=later).watermark == until
+    assert store.rollup(minutes, until=later).watermark == later
+    assert bar_store.rollup(hours, until=later).watermark == later
     client.close()

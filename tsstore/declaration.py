@@ -76,13 +76,14 @@ def _from_file(path: Path) -> tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]]:
     tables = data.get("rollup", [])
     if not isinstance(tables, list):
         raise SpecError(f"declaration file {str(path)!r}: 'rollup' must be a list of tables ([[rollup]])")
-    sources = {spec.collection: spec for spec in specs}
+    sources: dict[str, SeriesSpec | Rollup] = {spec.collection: spec for spec in specs}
     rollups = []
     for i, item in enumerate(tables):
         try:
             rollups.append(rollup_from_mapping(item, sources))
         except SpecError as exc:
             raise SpecError(f"{path}: rollup[{i}]: {exc}") from None
+        sources[rollups[-1].name] = rollups[-1]  # a later roll-up may roll this one up
     return tuple(specs), tuple(rollups)
 
 
@@ -96,6 +97,6 @@ def _as_specs(value: object, ref: str) -> tuple[tuple[SeriesSpec, ...], tuple[Ro
         if items and all(isinstance(v, (SeriesSpec, Rollup)) for v in items):
             rollups = tuple(v for v in items if isinstance(v, Rollup))
             specs = [v for v in items if isinstance(v, SeriesSpec)]
-            specs += [r.source for r in rollups if r.source not in specs]
+            specs += [r.source for r in rollups if r.finer is None and r.source not in specs]
             return tuple(specs), rollups
     raise SpecError(f"{ref!r} is a {type(value).__name__}, not a SeriesSpec or a list of SeriesSpecs and Rollups")

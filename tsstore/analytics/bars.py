@@ -22,9 +22,10 @@ series' last bar, for the fill), not ticks.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import pandas as pd
 
@@ -36,9 +37,19 @@ EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 BAR_COLUMNS = ("open", "high", "low", "close", "count")
 
 
+#: The columns ``moments=True`` adds to bars, and the fields a stored bar keeps beside OHLCV
+#: so that bars combine into longer ones exactly (see :meth:`Bar.absorb`).
+MOMENT_COLUMNS = ("sum", "mean", "std", "open_at", "close_at")
+STORED_MOMENTS = ("sum", "m2", "open_at", "close_at")
+
+
 @dataclass
 class Bar:
-    """One series' bar over one interval, as it grows."""
+    """One series' bar over one bucket, as it grows: OHLCV, and what makes bars combine
+    into longer ones exactly: the price's ``sum`` and ``m2`` (the sum of squared deviations
+    from the bar's mean, the stable form of a sum of squares: ``std = sqrt(m2 / (count -
+    1))``), and the times of the ``open`` and ``close`` ticks. ``sum`` and ``m2`` are
+    ``None`` where a bar read back has none (stored before they were kept)."""
 
     key: tuple[Any, ...]
     start: dt.datetime
@@ -48,6 +59,28 @@ class Bar:
     close: Any
     count: int = 1
     volume: Any = 0
+    sum: Any = None
+    m2: float | None = 0.0
+    open_at: dt.datetime | None = None
+    close_at: dt.datetime | None = None
+
+    def absorb(self, part: Bar, *, earlier: bool) -> None:
+        """Take ``part`` (ticks or a bar of the same series and bucket) into this bar; it
+        comes ``earlier`` in time than what the bar holds, or later."""
+        if earlier:
+            self.open, self.open_at = part.open, part.open_at
+        else:
+            self.close, self.close_at = part.close, part.close_at
+        self.high = max(self.high, part.high)
+        self.low = min(self.low, part.low)
+        if self.sum is None or part.sum is None or self.m2 is None or part.m2 is None:
+            self.sum = self.m2 = None
+        else:  # Chan et al.'s pairwise update: exact sums, a stable sum of squared deviations
+            delta = part.sum / part.count - self.sum / self.count
+            self.m2 = self.m2 + part.m2 + delta * delta * self.count * part.count / (self.count + part.count)
+            self.sum += part.sum
+        self.count += part.count
+        self.volume += part.volume
 
 
 def bar_start(timestamp: dt.datetime, interval: dt.timedelta) -> dt.datetime:
@@ -57,7 +90,9 @@ def bar_start(timestamp: dt.datetime, interval: dt.timedelta) -> dt.datetime:
 
 class BarBuilder:
     """Bars from ticks given in time order (``descending`` when newest first): :meth:`add`
-    returns the bars a tick made final, :meth:`rest` the ones still open at the end."""
+    returns the bars a tick made final, :meth:`rest` the ones still open at the end. With
+    ``combine``, the input is shorter bars (a roll-up's documents, see :data:`STORED_MOMENTS`)
+    combined into longer ones exactly, as if built from their ticks."""
 
     def __init__(
         self,
@@ -68,9 +103,11 @@ class BarBuilder:
         volume: str | None = None,
         descending: bool = False,
         fill: Fill | None = None,
+        combine: bool = False,
     ) -> None:
         self.buckets = interval if isinstance(interval, Buckets) else Buckets(dt.timezone.utc, interval, EPOCH)
         self._fill = fill
+        self._combine = combine  # the input is bars (a roll-up's documents), not ticks
         self._last: dict[tuple[Any, ...], Bar] = {}  # each series' last bar given out, for the fill
         self._by = [field.split(".") for field in by]
         self._price = price.split(".")
@@ -81,8 +118,8 @@ class BarBuilder:
         self.skipped = 0
 
     def add(self, tick: Tick) -> list[Bar]:
-        price = get_path(tick.data, self._price)
-        if price is None or isinstance(price, bool) or not isinstance(price, (int, float)):
+        part = self._bar_of(tick) if self._combine else self._tick_bar(tick)
+        if part is None:
             self.skipped += 1
             return []
         start = self.buckets.start(tick.timestamp)
@@ -93,22 +130,38 @@ class BarBuilder:
                 raise QueryError(f"ticks are out of time order at {tick.timestamp.isoformat()} (tick {tick.id})")
             done = self.rest()
         self._current = start
+        part.start = start
+        bar = self._open.get(part.key)
+        if bar is None:
+            self._open[part.key] = part
+        else:
+            bar.absorb(part, earlier=self._descending)  # newest first: each part is older
+        return done
+
+    def _tick_bar(self, tick: Tick) -> Bar | None:
+        """One tick as a bar of its own, or ``None`` without a price."""
+        price = get_path(tick.data, self._price)
+        if not _number(price):
+            return None
         key = tuple(get_path(tick.data, path) for path in self._by)
         volume = 0 if self._volume is None else get_path(tick.data, self._volume)
-        volume = volume if isinstance(volume, (int, float)) and not isinstance(volume, bool) else 0
-        bar = self._open.get(key)
-        if bar is None:
-            self._open[key] = Bar(key, start, price, price, price, price, 1, volume)
-            return done
-        if self._descending:
-            bar.open = price  # newest first: every older tick replaces the open
-        else:
-            bar.close = price
-        bar.high = max(bar.high, price)
-        bar.low = min(bar.low, price)
-        bar.count += 1
-        bar.volume += volume
-        return done
+        at = tick.timestamp
+        return Bar(key, at, price, price, price, price, 1, volume if _number(volume) else 0, price, 0.0, at, at)
+
+    def _bar_of(self, tick: Tick) -> Bar | None:
+        """A stored bar (a roll-up's document) as a bar to combine, or ``None`` without prices."""
+        data = tick.data
+        opening, high, low, close = (data.get(name) for name in ("open", "high", "low", "close"))
+        count = data.get("count")
+        if not all(_number(p) for p in (opening, high, low, close)) or not isinstance(count, int) or count < 1:
+            return None
+        key = tuple(get_path(data, path) for path in self._by)
+        volume = data.get("volume") if _number(data.get("volume")) else 0
+        total, m2 = data.get("sum"), data.get("m2")
+        if not (_number(total) and _number(m2)):
+            total = m2 = None
+        opened, closed = data.get("open_at"), data.get("close_at")
+        return Bar(key, tick.timestamp, opening, high, low, close, count, volume, total, m2, opened, closed)
 
     def rest(self) -> list[Bar]:
         """The open bars (final once no tick follows), and forget them; with a fill, each
@@ -131,18 +184,26 @@ class BarBuilder:
         made = []
         start = self.buckets.after(earlier.start)
         while start < later.start:
-            made.append(Bar(earlier.key, start, price, price, price, price, 0, 0))
+            made.append(Bar(earlier.key, start, price, price, price, price, 0, 0, 0, 0.0))
             start = self.buckets.after(start)
         return made[::-1] if self._descending else made
 
 
 def bars_frame(
-    bars: Iterable[Bar], *, by: Sequence[str], timestamp_field: str, volume: str | None, zone: dt.tzinfo | None = None
+    bars: Iterable[Bar],
+    *,
+    by: Sequence[str],
+    timestamp_field: str,
+    volume: str | None,
+    zone: dt.tzinfo | None = None,
+    moments: bool = False,
 ) -> pd.DataFrame:
     """Bars as a DataFrame indexed by the ``by`` fields and the bar start (a ``DatetimeIndex``
     level named after the timestamp field, in UTC or the buckets' ``zone``), sorted; columns
     ``open``, ``high``, ``low``, ``close`` (the price's type; missing where a ``"nan"`` fill
-    made the bar), ``count`` and, with a volume field, ``volume``."""
+    made the bar), ``count`` and, with a volume field, ``volume``. With ``moments``, also the
+    price's ``sum``, ``mean`` and ``std`` (the sample standard deviation, missing below two
+    ticks) and the times of the open and close ticks (``open_at``, ``close_at``)."""
     rows = sorted(bars, key=lambda b: (tuple(_sortable(k) for k in b.key), b.start))
     columns: dict[str, Any] = {}
     for name in BAR_COLUMNS:
@@ -151,6 +212,8 @@ def bars_frame(
     if volume is not None:
         values = [b.volume for b in rows]
         columns["volume"] = pd.array(values, dtype=_dtype(values))
+    if moments:
+        columns.update(_moments(rows))
     starts = pd.DatetimeIndex([b.start for b in rows], tz="UTC", name=timestamp_field).as_unit("us")
     if zone is not None and zone is not dt.timezone.utc:
         starts = starts.tz_convert(zone)
@@ -177,3 +240,21 @@ def _sortable(value: Any) -> tuple[int, Any]:
     if value is None:
         return (0, 0)
     return (1, value) if isinstance(value, (int, float)) else (2, str(value))
+
+
+def _moments(rows: Sequence[Bar]) -> dict[str, Any]:
+    sums = [b.sum if b.count else None for b in rows]
+    means = [None if b.sum is None or not b.count else b.sum / b.count for b in rows]
+    stds = [None if b.m2 is None or b.count < 2 else math.sqrt(max(b.m2, 0.0) / (b.count - 1)) for b in rows]
+    moments: dict[str, Any] = {
+        "sum": pd.array(sums, dtype=_dtype(sums)),
+        "mean": pd.array(means, dtype="Float64"),
+        "std": pd.array(stds, dtype="Float64"),
+    }
+    for name in ("open_at", "close_at"):
+        moments[name] = pd.DatetimeIndex([getattr(b, name) for b in rows], tz="UTC").as_unit("us").array
+    return moments
+
+
+def _number(value: Any) -> TypeGuard[int | float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -32,7 +32,7 @@ UTC = dt.timezone.utc
 _DAY0 = dt.date(1970, 1, 1)
 _MONDAY0 = dt.date(1970, 1, 5)
 Unit = Literal["D", "W", "M"]
-_CALENDAR = re.compile(r"\s*(\d*)\s*(D|W|MS|M|days?|weeks?|months?)\s*")  # "m" stays minutes
+_CALENDAR = re.compile(r"\s*(\d*)\s*([DdWw]|MS|M|days?|weeks?|months?)\s*")  # "m" stays minutes
 _UNITS: dict[str, Unit] = {"d": "D", "day": "D", "days": "D", "w": "W", "week": "W", "weeks": "W"}
 _UNITS.update({"m": "M", "ms": "M", "month": "M", "months": "M"})
 FILLS = ("prev", "nan")
@@ -53,6 +53,7 @@ class Buckets:
         """The start (UTC) of the bucket holding ``when``."""
         if self.step is not None:
             assert self.origin is not None
+            when = when.astimezone(UTC)  # steps are absolute time: no wall-clock arithmetic
             return when - (when - self.origin) % self.step
         local = when.astimezone(self.zone).date()
         if self.unit == "M":
@@ -67,7 +68,7 @@ class Buckets:
     def after(self, start: dt.datetime) -> dt.datetime:
         """The start (UTC) of the bucket that follows the one starting at ``start``."""
         if self.step is not None:
-            return start + self.step
+            return start.astimezone(UTC) + self.step
         local = start.astimezone(self.zone).date()
         if self.unit == "M":
             months = local.year * 12 + local.month - 1 + self.count

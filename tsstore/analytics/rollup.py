@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tsstore.access import ClientAccess, access_from
-from tsstore.analytics.bars import Bar
+from tsstore.analytics.bars import STORED_MOMENTS, Bar
 from tsstore.analytics.buckets import to_interval
 from tsstore.errors import QueryError, SpecError
 from tsstore.spec import NUMERIC_TYPES, QueryShape, SeriesSpec, check_field_path, shards_for
@@ -39,6 +39,12 @@ class Rollup:
     """Bars of ``source`` per ``interval`` and series (``by``), stored in ``spec.collection``
     (default ``<source>_<interval>``, e.g. ``instruments_1min``).
 
+    ``source`` may be another roll-up (``Rollup(BARS_1MIN, interval="1h")``): its bars are
+    then combined into longer ones exactly, as if made from the ticks (its ``by`` fields, an
+    interval that is a multiple of its own). Each stored bar keeps, beside OHLCV, the price's
+    ``sum`` and ``m2`` (sum of squared deviations from the bar's mean) and the times of its
+    open and close ticks, which is what makes it combine (:class:`~tsstore.analytics.bars.Bar`).
+
     ``access`` is what web and mobile clients may read of the bars (the generated security
     rules): by default the source's reads; clients never write a roll-up."""
 
@@ -48,10 +54,11 @@ class Rollup:
     price: str
     volume: str | None
     spec: SeriesSpec
+    finer: Rollup | None
 
     def __init__(
         self,
-        source: SeriesSpec,
+        source: SeriesSpec | Rollup,
         *,
         interval: object = "1min",
         by: str | Iterable[str] = (),
@@ -61,8 +68,12 @@ class Rollup:
         writes_per_second: float = 500,
         access: "ClientAccess | str | Mapping[str, object] | None" = None,
     ) -> None:
+        finer = source if isinstance(source, Rollup) else None
+        if finer is not None:  # bars of bars: 1 h from 1 min, combined exactly
+            by, price, volume = by or finer.by, finer.price, "volume" if finer.volume is not None else None
+            source = finer.spec
         if not isinstance(source, SeriesSpec):
-            raise SpecError(f"a roll-up's source must be a SeriesSpec, got {type(source).__name__}")
+            raise SpecError(f"a roll-up's source must be a SeriesSpec or a Rollup, got {type(source).__name__}")
         reads = source.access.read_only() if access is None else access_from(access)
         if reads.creates:
             raise SpecError(f"a roll-up is written by the server only; its access may not let clients create ({reads})")
@@ -71,6 +82,16 @@ class Rollup:
         except QueryError as exc:
             raise SpecError(str(exc)) from None
         fields = (by,) if isinstance(by, str) else tuple(by)
+        if finer is not None:
+            if fields != finer.by:
+                raise SpecError(
+                    f"a roll-up of roll-up {finer.name!r} is by its fields {list(finer.by)}, not {list(fields)}"
+                )
+            if step <= finer.interval or step % finer.interval:
+                raise SpecError(
+                    f"roll-up interval {interval!r} must be a multiple of the {interval_label(finer.interval)} of "
+                    f"{finer.name!r} (and longer), so that each of its bars falls in one longer bar"
+                )
         checked = [*((f, "roll-up by field") for f in fields), (price, "roll-up price"), (volume, "roll-up volume")]
         for name, what in checked:
             if name is not None:
@@ -85,9 +106,11 @@ class Rollup:
         # The bars' columns take the source's declared types; what the source leaves to
         # inference stays so here (big integer prices stay integers).
         columns = {f: declared[f] for f in fields if f in declared}
-        if price in declared:
-            columns.update({name: declared[price] for name in ("open", "high", "low", "close")})
-        columns["count"] = "Int64"
+        if finer is not None:
+            columns.update({name: kind for name, kind in source.columns if name in BAR_FIELDS + STORED_MOMENTS})
+        elif price in declared:
+            columns.update({name: declared[price] for name in ("open", "high", "low", "close", "sum")})
+        columns.update(count="Int64", m2="Float64", open_at="datetime", close_at="datetime")
         if volume is not None and volume in declared:
             columns["volume"] = declared[volume]
         spec = SeriesSpec(
@@ -108,6 +131,7 @@ class Rollup:
             object.__setattr__(self, name, value)
         object.__setattr__(self, "volume", volume)
         object.__setattr__(self, "spec", spec)
+        object.__setattr__(self, "finer", finer)
 
     @property
     def name(self) -> str:
@@ -131,6 +155,9 @@ class Rollup:
             record.update(open=bar.open, high=bar.high, low=bar.low, close=bar.close, count=bar.count)
             if self.volume is not None:
                 record["volume"] = bar.volume
+            if bar.sum is not None and bar.m2 is not None:  # what makes bars of these bars exact
+                record.update(sum=bar.sum, m2=bar.m2)
+            record.update({name: at for name, at in (("open_at", bar.open_at), ("close_at", bar.close_at)) if at})
             yield record
 
     def watermark_document(self, end: dt.datetime) -> dict[str, Any]:
@@ -191,9 +218,9 @@ def interval_label(interval: dt.timedelta) -> str:
     return f"{seconds:g}s".replace(".", "_")
 
 
-def rollup_from_mapping(data: Mapping[str, Any], sources: Mapping[str, SeriesSpec]) -> Rollup:
+def rollup_from_mapping(data: Mapping[str, Any], sources: Mapping[str, SeriesSpec | Rollup]) -> Rollup:
     """A roll-up from a declaration file's ``[[rollup]]`` table; ``source`` names a series of
-    the same file."""
+    the same file, or a roll-up declared before it (by its collection)."""
     allowed = ("source", "interval", "by", "price", "volume", "collection", "writes_per_second", "access")
     unknown = sorted(set(data) - set(allowed))
     if unknown:

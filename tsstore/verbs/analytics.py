@@ -12,10 +12,10 @@ import pandas as pd
 
 from tsstore.analytics.aggregate import AggregateRequest, Aggregates, Aggregation
 from tsstore.analytics.asof import JoinRead, check_direction, check_tolerance
-from tsstore.analytics.bars import Bar, BarBuilder, bar_start, bars_frame, iter_bars
+from tsstore.analytics.bars import STORED_MOMENTS, Bar, BarBuilder, bar_start, bars_frame, iter_bars
 from tsstore.analytics.buckets import buckets, check_fill
 from tsstore.analytics.latest import LatestRequest
-from tsstore.analytics.rollup import WATERMARKS, Rollup, RollupResult
+from tsstore.analytics.rollup import BAR_FIELDS, WATERMARKS, Rollup, RollupResult
 from tsstore.errors import ConfigError, QueryError, SpecError
 from tsstore.frames import FrameBuilder
 from tsstore.read.chunks import chunk_query
@@ -118,12 +118,14 @@ def bars(
     /,
     *,
     interval: object,
-    price: str,
+    price: str | None = None,
     by: str | Sequence[str] | None = None,
     volume: str | None = None,
     tz: object = None,
     origin: object = None,
     fill: str | None = None,
+    moments: bool = False,
+    combine: bool = False,
     stats: ReadStats | None = None,
     **options: Unpack[RangeOptions],
 ) -> Request[pd.DataFrame]:
@@ -138,20 +140,36 @@ def bars(
     (``"America/New_York"``; the index is then in that zone); see
     :mod:`tsstore.analytics.buckets`. Buckets without ticks have no row, unless ``fill`` is
     ``"prev"`` (the previous close carried, count and volume 0) or ``"nan"`` (no prices),
-    between each series' first and last bar. Computed while the ticks stream (projected to
-    the fields the bars need), so memory holds one bucket's bars, not the ticks; billed one
-    read per tick read (see :mod:`tsstore.analytics.bars`)."""
+    between each series' first and last bar. ``moments=True`` adds the price's ``sum``,
+    ``mean`` and ``std`` and the times of the open and close ticks.
+
+    ``combine=True`` reads a roll-up's bars instead of ticks (a store on ``rollup.spec``) and
+    combines them into these longer ones, exactly as if from the ticks, at one read per
+    stored bar; ``price`` and ``volume`` are then the bars' own.
+
+    Computed while the ticks stream (projected to the fields the bars need), so memory holds
+    one bucket's bars, not the ticks; billed one read per tick read (see
+    :mod:`tsstore.analytics.bars`)."""
     bounds = Query.of(query, options)
     bounds.only(COUNT_OPTIONS, "bars")
+    if combine:
+        volume = "volume"
+    elif price is None:
+        raise QueryError(
+            "bars needs price=, the price field (e.g. 'price.micros'), or combine=True on a roll-up's bars"
+        )
     plan, builder, fields = bars_plan(
-        seat, bounds, interval=interval, by=by, price=price, volume=volume, tz=tz, origin=origin, fill=fill
-    )
+        seat, bounds, interval=interval, by=by, price=price or "close", volume=volume, tz=tz, origin=origin,
+        fill=fill, combine=combine,
+    )  # fmt: skip
     done: list[Bar] = []
     ticks = yield from read(seat, plan, stats if stats is not None else ReadStats())
     yield Feed(ticks, lambda tick: done.extend(builder.add(tick)))
     done.extend(builder.rest())
     zone = builder.buckets.zone
-    return bars_frame(done, by=fields, timestamp_field=seat.spec.timestamp_field, volume=volume, zone=zone)
+    return bars_frame(
+        done, by=fields, timestamp_field=seat.spec.timestamp_field, volume=volume, zone=zone, moments=moments
+    )
 
 
 def rollup(
@@ -183,6 +201,16 @@ def rollup(
         start = to_utc(since, name="since") if since is not None else watermark
     except ValueError as exc:
         raise QueryError(str(exc)) from None
+    if rollup.finer is not None:  # bars of bars: only what the finer roll-up has written
+        finer = rollup.finer
+        held = yield Unary(
+            lambda client: client.collection(WATERMARKS).document(finer.name).get(retry=None),
+            f"the watermark of roll-up {finer.name!r}",
+        )
+        written = finer.check_watermark(held.to_dict() if held.exists else None)
+        if written is None:  # the finer roll-up has not run: nothing of it to combine yet
+            return RollupResult(None, None, watermark=watermark)
+        limit = min(limit, written)
     end = bar_start(limit, rollup.interval)
     if start is None:
         oldest = yield from query(seat, direction=Direction.ASC, limit=1, columns=())
@@ -191,9 +219,11 @@ def rollup(
         return RollupResult(None, None, watermark=watermark)
     start = bar_start(start, rollup.interval)
     bounds = Query(start=start, end=end)
+    combine = rollup.finer is not None
     plan, builder, _ = bars_plan(
-        seat, bounds, interval=rollup.interval, by=rollup.by, price=rollup.price, volume=rollup.volume
-    )
+        seat, bounds, interval=rollup.interval, by=rollup.by, price="close" if combine else rollup.price,
+        volume=rollup.volume, combine=combine,
+    )  # fmt: skip
     cost = ReadStats()
 
     policy = rollup.spec.on_duplicate
@@ -232,6 +262,7 @@ def bars_plan(
     tz: object = None,
     origin: object = None,
     fill: str | None = None,
+    combine: bool = False,
 ) -> tuple[QueryPlan, BarBuilder, tuple[str, ...]]:
     """A bars read: its plan (oldest first where declared, reading only the fields the bars
     need), the builder for the plan's order, and the ``by`` fields."""
@@ -244,9 +275,12 @@ def bars_plan(
         raise QueryError(str(exc)) from None
     edges = buckets(interval, tz=tz, origin=origin)
     filled = check_fill(fill)
-    columns = tuple(dict.fromkeys((*fields, price, *(() if volume is None else (volume,)))))
+    wanted = (*BAR_FIELDS, *STORED_MOMENTS) if combine else (price, *(() if volume is None else (volume,)))
+    columns = tuple(dict.fromkeys((*fields, *wanted)))
     plan = oldest_first(seat, bounds.replace(columns=columns))
-    builder = BarBuilder(edges, by=fields, price=price, volume=volume, descending=plan.descending, fill=filled)
+    builder = BarBuilder(
+        edges, by=fields, price=price, volume=volume, descending=plan.descending, fill=filled, combine=combine
+    )
     return plan, builder, fields
 
 
