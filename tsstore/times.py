@@ -145,12 +145,16 @@ def to_duration(value: object, *, name: str) -> dt.timedelta:
     or 'P30D'; a ``ValueError`` naming ``name`` otherwise."""
     if isinstance(value, dt.timedelta):
         return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return dt.timedelta(seconds=value)
-    if isinstance(value, str):
-        try:
-            delta: dt.timedelta = pd.Timedelta(value).to_pytimedelta()
-            return delta
-        except ValueError:
-            pass
-    raise ValueError(f"{name} {value!r} is not a duration; give seconds or a string such as '30 days' or 'P30D'")
+    try:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return dt.timedelta(seconds=value)
+        if isinstance(value, str):
+            parsed = pd.Timedelta(value)
+            if not pd.isna(parsed):  # "NaT" parses, to no duration
+                delta: dt.timedelta = parsed.to_pytimedelta()
+                return delta
+    except (ValueError, OverflowError):  # not a number of seconds (nan), or past a timedelta's range
+        pass
+    raise ValueError(
+        f"{name} {value!r} is not a duration (or is out of range); give seconds or a string such as '30 days' or 'P30D'"
+    )

@@ -27,12 +27,23 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import pandas as pd
+
 from tsstore.errors import QueryError
 from tsstore.read.engine import TickRead
+from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick, get_path
 from tsstore.times import to_duration
 
 Direction = Literal["backward", "forward", "nearest"]
+#: The dtype of an empty column of each declared column type.
+_DTYPES = {
+    "string": "string",
+    "Int64": "Int64",
+    "Float64": "Float64",
+    "boolean": "boolean",
+    "datetime": "datetime64[us, UTC]",
+}
 DIRECTIONS: tuple[Direction, ...] = ("backward", "forward", "nearest")
 LEFT, RIGHT = 0, 1
 
@@ -224,7 +235,7 @@ class JoinRead:
     tolerance: dt.timedelta | None
     allow_exact_matches: bool
     prefix: str
-    right_timestamp: str
+    right_spec: SeriesSpec
 
     def _joiner(self) -> AsofJoiner:
         return AsofJoiner(self.direction, self.by, self.tolerance, self.allow_exact_matches)
@@ -232,8 +243,23 @@ class JoinRead:
     def _row(self, left: Tick, right: Tick | None) -> Tick:
         if right is None:
             return left
-        matched = {**right.data, self.right_timestamp: right.timestamp, "id": right.id}
+        matched = {k: v for k, v in right.data.items() if k != self.right_spec.shard_field}
+        matched.update({self.right_spec.timestamp_field: right.timestamp, "id": right.id})
         return Tick(left.id, left.timestamp, {**left.data, self.prefix: matched})
+
+    def with_right_columns(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """``frame`` with the match's timestamp, id and declared columns, missing where none
+        matched, even when nothing did (as ``merge_asof`` keeps its columns)."""
+        wanted = {
+            f"{self.prefix}.{self.right_spec.timestamp_field}": pd.Series(
+                pd.NaT, index=frame.index, dtype="datetime64[us, UTC]"
+            ),
+            f"{self.prefix}.id": pd.Series(pd.NA, index=frame.index, dtype="string"),
+        }
+        for name, kind in self.right_spec.columns:
+            wanted[f"{self.prefix}.{name}"] = pd.Series(pd.NA, index=frame.index, dtype=_DTYPES.get(kind, "object"))
+        missing = {name: column for name, column in wanted.items() if name not in frame.columns}
+        return frame.assign(**missing) if missing else frame
 
     def joined(self, left: Iterator[Tick], right: Iterator[Tick]) -> Iterator[Tick]:
         joiner = self._joiner()

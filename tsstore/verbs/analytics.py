@@ -333,7 +333,7 @@ def asof(
     )  # fmt: skip
     builder = FrameBuilder(seat.spec)
     yield Feed(joining, builder.add)
-    return builder.frame()
+    return joining.with_right_columns(builder.frame())
 
 
 def iter_asof(
@@ -381,8 +381,11 @@ def asof_read(
             check_field_path(name, what="as-of join field" if name != prefix else "prefix")
     except SpecError as exc:
         raise QueryError(str(exc)) from None
-    if prefix in (seat.spec.timestamp_field, *fields) or "." in prefix:
-        raise QueryError(f"prefix {prefix!r} must be a plain field name other than the timestamp and the by fields")
+    spec = seat.spec
+    taken = {spec.timestamp_field, spec.shard_field, *fields, *spec.filter_fields, *spec.key_fields, *spec.measures}
+    taken |= {name.split(".")[0] for name, _ in spec.columns}
+    if prefix in taken or "." in prefix:
+        raise QueryError(f"prefix {prefix!r} must be a plain field name that is none of the left series' fields")
     other = right_spec if right_spec is not None else seat.spec
     sides = []
     for side, asked in (("left", left), ("right", right)):
@@ -406,4 +409,5 @@ def asof_read(
     rplan = plan_query(other, rq.replace(read_time=snapshot), direction=Direction.ASC)
     lread = yield from read(seat, lplan, stats)
     rread = yield from read(seat, rplan, stats)
-    return JoinRead(lread, rread, way, fields, reach, allow_exact_matches, prefix, other.timestamp_field)
+    stats.chunks = len(lplan.chunks) + len(rplan.chunks)
+    return JoinRead(lread, rread, way, fields, reach, allow_exact_matches, prefix, other)
