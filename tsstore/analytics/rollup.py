@@ -194,14 +194,16 @@ class RollupResult:
     present: int = 0
     skipped: int = 0
     watermark: dt.datetime | None = None
+    read: str = "ticks"  # what ``ticks`` counts: ticks, or the shorter bars of a roll-up of a roll-up
 
     def describe(self) -> str:
         if self.start is None or self.end is None:
             return f"no closed interval to roll up (watermark {_iso(self.watermark)})"
         return (
-            f"rolled up [{_iso(self.start)}, {_iso(self.end)}): {self.ticks} ticks into {self.bars} bars "
+            f"rolled up [{_iso(self.start)}, {_iso(self.end)}): {self.ticks} {self.read} into {self.bars} bars "
             f"({self.created} new, {self.replaced} replaced, {self.present} unchanged"
-            f"{f', {self.skipped} ticks without a price' if self.skipped else ''}); watermark {_iso(self.watermark)}"
+            f"{f', {self.skipped} {self.read} without a price' if self.skipped else ''}); "
+            f"watermark {_iso(self.watermark)}"
         )
 
 

@@ -247,7 +247,7 @@ def rollup(
     yield Unary(lambda client: client.collection(WATERMARKS).document(rollup.name).set(document, retry=None), what)
     return RollupResult(
         start, end, ticks=cost.documents, bars=written.count, created=written.created, replaced=written.replaced,
-        present=written.present, skipped=builder.skipped, watermark=mark,
+        present=written.present, skipped=builder.skipped, watermark=mark, read="bars" if combine else "ticks",
     )  # fmt: skip
 
 
