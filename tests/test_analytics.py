@@ -39,6 +39,7 @@ from tsstore.declaration import load_declaration, load_specs
 from tsstore.indexes.build import declared_indexes
 from tsstore.read.cost import ReadStats
 from tsstore.ticks import Tick
+from tsstore.wire import database_id
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -633,7 +634,9 @@ def test_hourly_bars_from_minute_rollups_equal_those_from_ticks(tsstore_emulator
     hours = Rollup(minutes, interval="1h")
     until = T0 + dt.timedelta(hours=2)
     assert store.rollup(minutes, until=until).watermark == until
-    bar_store = TimeSeriesStore(client, minutes.spec, write_options=WriteOptions(ramp=False, max_ops_per_second=100_000))
+    bar_store = TimeSeriesStore(
+        client, minutes.spec, write_options=WriteOptions(ramp=False, max_ops_per_second=100_000)
+    )
     assert bar_store.rollup(hours, until=until).watermark == until
     window = {"start": T0, "end": until, "by": "symbol", "interval": "1h", "moments": True}
     costs = [ReadStats(), ReadStats(), ReadStats()]
@@ -665,4 +668,44 @@ def test_hourly_bars_from_minute_rollups_equal_those_from_ticks(tsstore_emulator
     assert bar_store.rollup(hours, until=later).watermark == until
     assert store.rollup(minutes, until=later).watermark == later
     assert bar_store.rollup(hours, until=later).watermark == later
+    client.close()
+
+
+def test_aligned_series_are_one_column_each_per_bucket_filled_as_pandas_does(tsstore_emulator: Any) -> None:
+    """Several series side by side: each bucket from the first bar to the last, the last price
+    carried where a series has no tick (missing before its first), counts 0 there; the same as
+    pandas' pivot of the last price per bucket, forward filled; on the async store too."""
+    client = tsstore_emulator.client(database=f"aligned-{random.randrange(10**9)}")
+    source = spec("ticks", 40)
+    store = TimeSeriesStore(client, source, write_options=WriteOptions(ramp=False, max_ops_per_second=100_000))
+    rng = random.Random(5)
+    rows = [
+        {"symbol": symbol, "exchange": "X1", "n": i, "price": {"micros": rng.randrange(100, 200)},
+         "timestamp": T0 + dt.timedelta(minutes=minute, seconds=rng.randrange(60))}
+        for i, (symbol, minute) in enumerate(
+            [(s, m) for s, minutes in (("AAA", [0, 1, 5, 9]), ("BBB", [3, 4, 12])) for m in minutes for _ in range(2)]
+        )
+    ]  # fmt: skip
+    store.write(rows)
+    got = store.aligned(interval="2min", by="symbol", price="price.micros", tz="Europe/London", start=T0)
+    table = pd.DataFrame({"symbol": [r["symbol"] for r in rows], "t": [r["timestamp"] for r in rows],
+                          "p": [r["price"]["micros"] for r in rows], "n": [r["n"] for r in rows]})  # fmt: skip
+    table = table.sort_values(["t", "n"])  # the read's order, ties by id; no two ticks share a time here
+    last = table.pivot_table(index=pd.Grouper(key="t", freq="2min"), columns="symbol", values="p", aggfunc="last")
+    want = last.reindex(pd.date_range(T0, T0 + dt.timedelta(minutes=12), freq="2min", tz=UTC)).ffill()
+    assert list(got.index) == list(want.index) and str(got.index.tz) == "Europe/London"
+    assert got["AAA"].tolist() == want["AAA"].tolist()
+    assert got["BBB"].isna().tolist() == want["BBB"].isna().tolist()  # missing before BBB's first tick
+    assert got["BBB"].dropna().tolist() == want["BBB"].dropna().tolist()
+    counts = store.aligned(interval="2min", by="symbol", price="price.micros", value="count", start=T0)
+    assert counts.sum().to_dict() == {"AAA": 8, "BBB": 6} and (counts.fillna(-1) >= 0).all().all()
+    assert store.aligned(interval="2min", by="symbol", price="price.micros", fill=None, start=T0).isna().sum().sum() > 0
+
+    async def on_the_loop() -> pd.DataFrame:
+        async with AsyncTimeSeriesStore(tsstore_emulator.async_client(database=database_id(client)), source) as aio:
+            return await aio.aligned(interval="2min", by="symbol", price="price.micros", tz="Europe/London", start=T0)
+
+    pd.testing.assert_frame_equal(asyncio.run(on_the_loop()), got)
+    with pytest.raises(QueryError, match="value='vwap' is not allowed; use one of open, high"):
+        store.aligned(interval="2min", by="symbol", price="price.micros", value="vwap")
     client.close()

@@ -42,6 +42,7 @@ class Verbs:
     aggregate = verb(analytics.aggregate)
     latest = verb(analytics.latest)
     bars = verb(analytics.bars)
+    aligned = verb(analytics.aligned)
     asof = verb(analytics.asof)
     iter_asof = stream(analytics.iter_asof)
     rollup = verb(analytics.rollup)

@@ -411,3 +411,64 @@ def asof_read(
     rread = yield from read(seat, rplan, stats)
     stats.chunks = len(lplan.chunks) + len(rplan.chunks)
     return JoinRead(lread, rread, way, fields, reach, allow_exact_matches, prefix, other)
+
+
+#: Bar columns that are amounts: an empty bucket has none of them (0), not the last one.
+_AMOUNTS = ("count", "volume", "sum")
+
+
+def aligned(
+    seat: Seat,
+    query: Query | None = None,
+    /,
+    *,
+    interval: object,
+    by: str | Sequence[str],
+    price: str | None = None,
+    value: str = "close",
+    volume: str | None = None,
+    tz: object = None,
+    origin: object = None,
+    fill: str | None = "prev",
+    combine: bool = False,
+    stats: ReadStats | None = None,
+    **options: Unpack[RangeOptions],
+) -> Request[pd.DataFrame]:
+    """Several series side by side: one row per bucket (every bucket from the first bar to the
+    last, in ``tz``), one column per series (the values of ``by``), each the series' bar
+    ``value`` there: ``close`` (its last price, the default), ``open``, ``high``, ``low``,
+    ``mean``, ``std``, ``count``, ``volume`` or ``sum``. ``store.aligned(interval="1min",
+    by="symbol", price="price.micros", start=..., end=...)``.
+
+    ``fill="prev"`` carries each series' last value into the buckets where it has no bar
+    (before its first bar it stays missing); amounts (``count``, ``volume``, ``sum``) are 0
+    there. ``fill=None`` leaves them missing. The bars are those of :meth:`bars` (the same
+    buckets, ``combine`` from a roll-up), so memory holds bars, not ticks."""
+    kinds = ("open", "high", "low", "close", "mean", "std", *_AMOUNTS)
+    if value not in kinds:
+        raise QueryError(f"value={value!r} is not allowed; use one of {', '.join(kinds)}")
+    if fill not in (None, "prev"):
+        raise QueryError(f"fill={fill!r} is not allowed for aligned series; use 'prev' or None")
+    fields = (by,) if isinstance(by, str) else tuple(by)
+    if not fields:
+        raise QueryError("aligned needs by=, the field(s) whose values name the series (e.g. 'symbol')")
+    if value == "volume" and volume is None and not combine:
+        raise QueryError("value='volume' needs volume=, the volume field")
+    frame = yield from bars(
+        seat, query, interval=interval, price=price, by=fields, volume=volume, tz=tz, origin=origin,
+        moments=value in ("mean", "std", "sum"), combine=combine, stats=stats, **options,
+    )  # fmt: skip
+    levels = list(range(len(fields)))
+    wide = frame[value].unstack(level=levels) if len(frame) else pd.DataFrame(index=frame.index)
+    if len(wide):
+        edges = buckets(interval, tz=tz, origin=origin)
+        at, last = (wide.index[i].to_pydatetime().astimezone(dt.timezone.utc) for i in (0, -1))
+        starts = []
+        while at <= last:
+            starts.append(at)
+            at = edges.after(at)
+        index = pd.DatetimeIndex(starts, name=wide.index.name).tz_convert(wide.index.tz).as_unit("us")
+        wide = wide.reindex(index)
+        if fill == "prev":
+            wide = wide.fillna(0) if value in _AMOUNTS else wide.ffill()
+    return wide
