@@ -34,11 +34,12 @@ from tsstore import (
 from tsstore.analytics.aggregate import MAX_AGGREGATIONS, AggregateRequest
 from tsstore.analytics.bars import Bar, BarBuilder, bar_start, iter_bars
 from tsstore.analytics.buckets import to_interval
-from tsstore.analytics.rollup import Rollup, interval_label
+from tsstore.analytics.rollup import Rollup
 from tsstore.declaration import load_declaration, load_specs
 from tsstore.indexes.build import declared_indexes
 from tsstore.read.cost import ReadStats
 from tsstore.ticks import Tick
+from tsstore.times import interval_label
 from tsstore.wire import database_id
 
 UTC = dt.timezone.utc

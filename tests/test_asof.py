@@ -200,7 +200,7 @@ def test_amerged_streams_what_merged_streams(ranks: tuple[int, int]) -> None:
         left = in_read_order(tick("l", i, rng.randrange(8), "A") for i in range(rng.randrange(20)))
         right = in_read_order(tick("r", i, rng.randrange(8), "A") for i in range(rng.randrange(20)))
 
-        async def run() -> list[tuple[int, str]]:
+        async def run(left: list[Tick] = left, right: list[Tick] = right) -> list[tuple[int, str]]:
             return [(side, t.id) async for side, t in amerged(aiter_of(left), aiter_of(right), ranks)]
 
         want = [(side, t.id) for side, t in merged(left, right, ranks)]

@@ -377,3 +377,26 @@ def test_capacity_takes_the_retention_from_the_declarations_ttl(tmp_path: Path) 
     given = run_cli("capacity", "--writes-per-second", "1200", "--spec", "ttl.toml", "--retention", "7 days",
                     emulator=None, cwd=tmp_path)  # fmt: skip
     assert "storage at a retention of 7 days" in given.stdout  # the option wins
+
+
+def test_the_capacity_planner_prices_tiers_of_bars_beside_the_ticks() -> None:
+    """Ticks for a week and minute bars for ten years: each tier's bars a day (one per series
+    and interval, never more than the ticks), its storage at its retention, and its writes,
+    storage and deletes in the monthly cost."""
+    week, decade = dt.timedelta(days=7), dt.timedelta(days=3650)
+    flat = capacity_for(5_000, retention=week)
+    tiered = capacity_for(5_000, retention=week, series=4_000, tiers=[("1min", decade), ("1D", None)])
+    minute, day = tiered.tiers
+    assert (minute.bars_per_day, day.bars_per_day) == (4_000 * 1_440, 4_000)
+    assert minute.stored_gib == minute.bars_per_day * 3_650 * minute.bar_bytes / 2**30
+    assert day.stored_gib == day.bars_per_day * 3_650 * day.bar_bytes / 2**30  # kept for good: priced at ten years
+    assert {k: v for k, v in tiered.costs.items() if not k.startswith("bar ")} == flat.costs
+    assert tiered.costs["bar storage"] == (minute.stored_gib + day.stored_gib) * tiered.prices.storage_gib_month
+    assert tiered.costs["bar deletes"] == minute.bars_per_day * 30 / 1e5 * tiered.prices.deletes_per_100k
+    assert "1min bars: 5,760,000 a day" in tiered.describe()
+    sparse = capacity_for(10, series=4_000, tiers=[("1s", None)])
+    assert sparse.tiers[0].bars_per_day == 10 * 86_400  # no more bars than ticks
+    with pytest.raises(SpecError, match="tiers need the number of series"):
+        capacity_for(5_000, tiers=[("1min", decade)])
+    with pytest.raises(SpecError, match="tier interval 'soon' is not a duration"):
+        capacity_for(5_000, series=3, tiers=[("soon", None)])

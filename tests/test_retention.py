@@ -281,7 +281,8 @@ def test_the_retention_guard_refuses_then_allows_after_the_rollup_catches_up(emu
 
     later = OPEN + dt.timedelta(hours=8)
     (tmp_path / "schema.py").write_text(
-        "from tsstore import Rollup, SeriesSpec\nTICKS = SeriesSpec('ticks', shapes=['symbol'], key_fields=['symbol'])\n"
+        "from tsstore import Rollup, SeriesSpec\n"
+        "TICKS = SeriesSpec('ticks', shapes=['symbol'], key_fields=['symbol'])\n"
         "DECLARATION = [TICKS, Rollup(TICKS, interval='1h', by='symbol', volume='volume')]\n"
     )
     common = ("--spec", "schema:DECLARATION", "--collection", "ticks", "--database", database)

@@ -158,3 +158,12 @@ def to_duration(value: object, *, name: str) -> dt.timedelta:
     raise ValueError(
         f"{name} {value!r} is not a duration (or is out of range); give seconds or a string such as '30 days' or 'P30D'"
     )
+
+
+def interval_label(interval: dt.timedelta) -> str:
+    """A short name for an interval: ``1min``, ``15min``, ``1h``, ``1d``, else seconds (``90s``)."""
+    seconds = interval.total_seconds()
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s".replace(".", "_")

@@ -28,6 +28,7 @@ from tsstore.analytics.bars import STORED_MOMENTS, Bar
 from tsstore.analytics.buckets import to_interval
 from tsstore.errors import QueryError, SpecError
 from tsstore.spec import NUMERIC_TYPES, QueryShape, SeriesSpec, check_field_path, shards_for
+from tsstore.times import interval_label
 
 #: The collection holding each roll-up's watermark document (id: the roll-up's collection).
 WATERMARKS = "tsstore_rollups"
@@ -209,15 +210,6 @@ class RollupResult:
 
 def _iso(value: dt.datetime | None) -> str:
     return "none" if value is None else value.isoformat().replace("+00:00", "Z")
-
-
-def interval_label(interval: dt.timedelta) -> str:
-    """A short name for an interval: ``1min``, ``15min``, ``1h``, ``1d``, else seconds (``90s``)."""
-    seconds = interval.total_seconds()
-    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
-        if seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s".replace(".", "_")
 
 
 def rollup_from_mapping(data: Mapping[str, Any], sources: Mapping[str, SeriesSpec | Rollup]) -> Rollup:

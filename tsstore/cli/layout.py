@@ -101,12 +101,17 @@ def reshard(*, spec: SeriesSpec, database: Database, max_rate: int | None, fmt: 
     help="Write rate of the busiest single series (a symbol): with --spec, which shapes may be read as one "
     "series (series_rate) and which must stay sharded.",
 )
+@click.option(
+    "--tier", "tier_items", multiple=True, metavar="INTERVAL[=RETENTION]",
+    help="Bars kept beside the ticks, e.g. 1min=3650days (repeat; no retention: for good). Needs --series.",
+)  # fmt: skip
+@click.option("--series", type=click.IntRange(min=1), default=None, help="How many series (symbols) are rolled up.")
 @click.option("--spec", "declaration", default=None, help="Compare with this declaration (module:NAME or a file).")
 @click.option("--collection", default=None, help="Which declared series, when the declaration holds several.")
 @figures_format
 def capacity(
     *, rate: float, retention: str | None, headroom: float, pages_per_day: float, busiest_series: float | None,
-    declaration: str | None, collection: str | None, fmt: str,
+    tier_items: tuple[str, ...], series: int | None, declaration: str | None, collection: str | None, fmt: str,
 ) -> None:  # fmt: skip
     """Plan shards, chunks, reads per page, index entries, storage and monthly cost for a
     write rate; with --spec, say what to change in that declaration. Nothing is sent.
@@ -115,15 +120,23 @@ def capacity(
     Example:
       tsstore capacity --writes-per-second 20000 --retention '90 days' --spec spec.toml
       tsstore capacity --writes-per-second 20000 --busiest-series 80 --spec spec.toml
+      tsstore capacity --writes-per-second 5000 --retention '7 days' --series 4000 --tier 1min=3650days --tier 1D
     """
     spec = None if declaration is None else pick_spec(declaration, collection=collection)
     try:
         kept = None if retention is None else to_duration(retention, name="--retention")
+        tiers = [
+            (interval, to_duration(held, name="--tier retention") if held else None)
+            for interval, _, held in (item.partition("=") for item in tier_items)
+        ]
     except ValueError as exc:
         raise usage(str(exc)) from None
+    if tiers and series is None:
+        raise usage("--tier needs --series, the number of series (symbols) rolled up")
     if kept is None and spec is not None:
         kept = spec.expire_after  # the declaration's TTL is its retention
     plan = capacity_for(
-        rate, retention=kept, spec=spec, headroom=headroom, pages_per_day=pages_per_day, busiest_series=busiest_series
-    )
+        rate, retention=kept, spec=spec, headroom=headroom, pages_per_day=pages_per_day, busiest_series=busiest_series,
+        series=series, tiers=tiers,
+    )  # fmt: skip
     echo_figures(fmt, plan.describe(spec), plan)

@@ -24,6 +24,7 @@ from tsstore.read.explain import explain
 from tsstore.read.plan import plan_query
 from tsstore.spec import Direction, QueryShape, SeriesSpec, shards_for
 from tsstore.ticks import get_path
+from tsstore.times import interval_label, to_duration
 from tsstore.write.identity import ID_BYTES
 
 #: Bytes Firestore adds to every document, document name and index entry (storage-size rules).
@@ -75,6 +76,44 @@ class ShapeCost:
 
 
 @dataclass(frozen=True)
+class Tier:
+    """Bars kept beside the ticks (a roll-up), each ``interval`` per series, for ``retention``
+    (``None``: for good, priced at ten years): at most one bar per series and interval, and
+    never more bars than ticks."""
+
+    interval: dt.timedelta
+    retention: dt.timedelta | None
+    bars_per_day: float
+    bar_bytes: int  # the document and its index entries
+
+    @property
+    def stored_gib(self) -> float:
+        days = self.retention / dt.timedelta(days=1) if self.retention is not None else _FOREVER_DAYS
+        return self.bars_per_day * days * self.bar_bytes / _GIB
+
+    def describe(self) -> str:
+        kept = _days(self.retention) if self.retention is not None else "ten years (no retention)"
+        return (
+            f"{interval_label(self.interval)} bars: {self.bars_per_day:,.0f} a day, {self.bar_bytes} B each with their "
+            f"indexes; at {kept}: {self.stored_gib:,.1f} GiB"
+        )
+
+
+#: How long bars kept "for good" are priced for.
+_FOREVER_DAYS = 3650
+#: A stored bar's fields besides the series key and the timestamp (see :mod:`tsstore.analytics.rollup`).
+_SAMPLE_BAR: Mapping[str, Any] = {
+    **{name: 34_790_000 for name in ("open", "high", "low", "close")},
+    "count": 120,
+    "volume": 144_000,
+    "sum": 4_174_800_000,
+    "m2": 1.5e9,
+    "open_at": dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc),
+    "close_at": dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc),
+}
+
+
+@dataclass(frozen=True)
 class Capacity:
     """What a write rate needs and costs; :meth:`describe` prints it, :meth:`advice` compares
     it with a declaration."""
@@ -92,6 +131,7 @@ class Capacity:
     page_limit: int
     costs: Mapping[str, float] = field(default_factory=dict)
     busiest_series: float | None = None
+    tiers: tuple[Tier, ...] = ()
 
     @property
     def max_write_rate(self) -> int:
@@ -216,6 +256,7 @@ class Capacity:
         )
         held = f"at a retention of {_days(self.retention)}" if self.retention else "after 30 days (no retention)"
         lines.append(f"storage {held}: {self.stored_gib:,.1f} GiB")
+        lines += [tier.describe() for tier in self.tiers]
         lines.append(
             f"monthly cost ({self.prices.location} prices of {self.prices.as_of}, USD): "
             + ", ".join(f"{k} {v:,.2f}" for k, v in self.costs.items())
@@ -238,6 +279,8 @@ def capacity_for(
     tick: Mapping[str, Any] | None = None,
     prices: Prices = PRICES,
     busiest_series: float | None = None,
+    series: int | None = None,
+    tiers: Sequence[tuple[object, dt.timedelta | None]] = (),
 ) -> Capacity:
     """Plan a collection for a sustained ``writes_per_second``: ⌈rate·headroom/500⌉ shards,
     named as :func:`~tsstore.spec.shards_for` names them. ``spec`` supplies the collection,
@@ -246,7 +289,11 @@ def capacity_for(
     ``pages_per_day`` pages of ``page_limit`` on the plain time range, newest first.
     ``busiest_series``: the write rate of the busiest single series (a symbol), which a
     series shape (``series_rate``) must keep under 500 writes/s; :meth:`Capacity.advice`
-    then says which shapes must be sharded and which could be read with one query."""
+    then says which shapes must be sharded and which could be read with one query.
+
+    ``tiers`` prices roll-ups kept beside the ticks, as ``(interval, retention)`` pairs
+    (``("1min", timedelta(days=3650))``; retention ``None``: for good), for ``series``
+    series (symbols): typically ticks for days and minute bars for years."""
     if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not headroom >= 1:
         raise SpecError(f"headroom {headroom!r} is not allowed; give a number >= 1 (1.25 plans 25% spare)")
     if retention is not None and (not isinstance(retention, dt.timedelta) or retention <= dt.timedelta(0)):
@@ -292,6 +339,8 @@ def capacity_for(
         page_limit=page_limit,
         busiest_series=busiest_series,
     )
+    made = _tiers(planned, tiers, series=series, writes_per_second=writes_per_second)
+    plan = dataclasses.replace(plan, tiers=made)
     ticks_a_month = writes_per_second * _DAY * _MONTH_DAYS
     page_reads = _shape_cost(planned, QueryShape(()), Direction.DESC, [page_limit], sample).reads_per_page[page_limit]
     costs = {
@@ -302,7 +351,52 @@ def capacity_for(
         costs["deletes"] = ticks_a_month / 1e5 * prices.deletes_per_100k
     if pages_per_day:
         costs["reads"] = pages_per_day * _MONTH_DAYS * page_reads / 1e5 * prices.reads_per_100k
+    if made:
+        bars_a_month = sum(t.bars_per_day for t in made) * _MONTH_DAYS
+        costs["bar writes"] = bars_a_month / 1e5 * prices.writes_per_100k
+        costs["bar storage"] = sum(t.stored_gib for t in made) * prices.storage_gib_month
+        expiring = sum(t.bars_per_day for t in made if t.retention is not None) * _MONTH_DAYS
+        if expiring:
+            costs["bar deletes"] = expiring / 1e5 * prices.deletes_per_100k
     return dataclasses.replace(plan, costs=costs)
+
+
+def _tiers(
+    spec: SeriesSpec,
+    tiers: Sequence[tuple[object, dt.timedelta | None]],
+    *,
+    series: int | None,
+    writes_per_second: float,
+) -> tuple[Tier, ...]:
+    if not tiers:
+        return ()
+    if isinstance(series, bool) or not isinstance(series, int) or series < 1:
+        raise SpecError(
+            f"series {series!r} is not allowed; tiers need the number of series rolled up, a positive integer"
+        )
+    made = []
+    key = spec.key_fields or spec.count_by
+    shapes = [QueryShape(key, ("desc", "asc"))] if key else []
+    bar_spec = SeriesSpec(
+        f"{spec.collection}_bars", shards=("s0",), shapes=shapes, key_fields=key, measures=("count", "volume")
+    )
+    sample = {k: _value_at(SAMPLE_TICK, k) or "ABCD" for k in key} | {
+        "timestamp": SAMPLE_TICK["timestamp"],
+        **_SAMPLE_BAR,
+    }
+    doc, _, index = _sizes(bar_spec, sample)
+    for interval, kept in tiers:
+        try:
+            step = to_duration(interval, name="tier interval")
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
+        if step <= dt.timedelta(0):
+            raise SpecError(f"tier interval {interval!r} is not positive")
+        if kept is not None and (not isinstance(kept, dt.timedelta) or kept <= dt.timedelta(0)):
+            raise SpecError(f"tier retention {kept!r} is not allowed; give a positive timedelta or None (for good)")
+        per_day = min(series * _DAY / step.total_seconds(), writes_per_second * _DAY)
+        made.append(Tier(step, kept, per_day, doc + index))
+    return tuple(made)
 
 
 def _shape_cost(

@@ -25,10 +25,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from tsstore.access import ClientAccess
-from tsstore.analytics.rollup import WATERMARKS, Rollup, interval_label
+from tsstore.analytics.rollup import WATERMARKS, Rollup
 from tsstore.counters import COUNT_FIELD, SHARDS_COLLECTION
 from tsstore.errors import SpecError
 from tsstore.spec import SeriesSpec
+from tsstore.times import interval_label
 from tsstore.write.counting import COUNTERS_SUFFIX
 
 INDENT = "  "
