@@ -7,6 +7,7 @@ import collections
 import datetime as dt
 import random
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from tsstore import (
     QueryError,
     QueryShape,
     RetentionError,
+    RetentionWarning,
     Rollup,
     SeriesSpec,
     SpecError,
@@ -296,3 +298,20 @@ def test_the_retention_guard_refuses_then_allows_after_the_rollup_catches_up(emu
     assert forced.stdout.strip() == f"deleted {sum(two <= r['timestamp'] < later for r in rows)} tick(s)"
     store.close()
     client.close()
+
+
+def test_a_rollup_warns_when_the_ticks_ttl_may_have_deleted_what_it_reads(client: firestore.Client) -> None:
+    spec = SeriesSpec("ticks", shapes=["symbol"], key_fields=["symbol"], expire_after=dt.timedelta(days=7))
+    with pytest.raises(SpecError, match="its ticks would expire before their bar closes"):
+        Rollup(spec, interval="7D", by="symbol")
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    store.write(trading_day(50, day=DAY, seed=3))  # 2019: long past their expiry
+    bars = Rollup(spec, interval="1h", by="symbol")
+    with pytest.warns(RetentionWarning, match=r"expire_after \(7 days, 0:00:00\) may be deleted by their TTL"):
+        done = store.rollup(bars)
+    assert done.bars > 0  # it warns, and still rolls up what is there
+    fresh = TimeSeriesStore(client, SeriesSpec("fresh", key_fields=["symbol"]), write_options=FAST)
+    fresh.write(trading_day(20, day=DAY, seed=4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no TTL: nothing to warn of
+        fresh.rollup(Rollup(fresh.spec, interval="1h", by="symbol"))

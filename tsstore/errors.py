@@ -169,6 +169,15 @@ class PlotError(TsstoreError):
     """A chart could not be drawn: the extra is missing, or the request is not drawable."""
 
 
-class UndeclaredShardsWarning(UserWarning):
+class TsstoreWarning(UserWarning):
+    """Root of the warnings tsstore gives (the command line prints them as ``warning:`` lines)."""
+
+
+class RetentionWarning(TsstoreWarning):
+    """A roll-up reads ticks that their TTL (``expire_after``) may already have deleted: the
+    bars of that stretch may be short of ticks."""
+
+
+class UndeclaredShardsWarning(TsstoreWarning):
     """A read found documents under shard values the declaration does not list: they are out
     of view until they are declared (``retired``). ``store.shard_census()`` names them."""

@@ -83,6 +83,11 @@ class Rollup:
         except QueryError as exc:
             raise SpecError(str(exc)) from None
         fields = (by,) if isinstance(by, str) else tuple(by)
+        if source.expire_after is not None and step >= source.expire_after:
+            raise SpecError(
+                f"roll-up interval {interval!r} is not shorter than {source.collection!r}'s expire_after "
+                f"({source.expire_after}): its ticks would expire before their bar closes"
+            )
         if finer is not None:
             if fields != finer.by:
                 raise SpecError(

@@ -23,7 +23,7 @@ from tsstore.analytics.rollup import Rollup
 from tsstore.cli.exits import usage
 from tsstore.cli.values import LIMIT, cli_time, naive_option, parse_columns, parse_where
 from tsstore.declaration import load_declaration
-from tsstore.errors import UndeclaredShardsWarning
+from tsstore.errors import TsstoreWarning
 from tsstore.limits import DATABASE_ID_PATTERN, DEFAULT_DATABASE_ID
 from tsstore.local import supervisor
 from tsstore.local.connect import EMULATOR_ENV, emulator_project
@@ -50,12 +50,12 @@ def library_warnings(command: Command) -> Command:
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", UndeclaredShardsWarning)
+            warnings.simplefilter("always", TsstoreWarning)
             try:
                 return command(*args, **kwargs)
             finally:
                 for w in caught:
-                    if issubclass(w.category, UndeclaredShardsWarning):
+                    if issubclass(w.category, TsstoreWarning):
                         click.echo(f"warning: {w.message}", err=True)
                     else:
                         warnings.showwarning(w.message, w.category, w.filename, w.lineno)

@@ -5,6 +5,7 @@ OHLCV bars built while ticks stream. The arithmetic lives in :mod:`tsstore.analy
 from __future__ import annotations
 
 import datetime as dt
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Unpack
 
@@ -16,7 +17,7 @@ from tsstore.analytics.bars import STORED_MOMENTS, Bar, BarBuilder, bar_start, b
 from tsstore.analytics.buckets import buckets, check_fill
 from tsstore.analytics.latest import LatestRequest
 from tsstore.analytics.rollup import BAR_FIELDS, WATERMARKS, Rollup, RollupResult
-from tsstore.errors import ConfigError, QueryError, SpecError
+from tsstore.errors import ConfigError, QueryError, RetentionWarning, SpecError
 from tsstore.frames import FrameBuilder
 from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
@@ -218,6 +219,15 @@ def rollup(
     if start is None or bar_start(start, rollup.interval) >= end:
         return RollupResult(None, None, watermark=watermark)
     start = bar_start(start, rollup.interval)
+    kept = rollup.source.expire_after
+    if kept is not None and start < now - kept:  # the TTL may have deleted some of these ticks
+        warnings.warn(
+            f"roll-up {rollup.name!r} starts at {start.isoformat()}, before {(now - kept).isoformat()}: ticks older "
+            f"than {spec.collection!r}'s expire_after ({kept}) may be deleted by their TTL already, and those bars "
+            "short of them; run the roll-up more often than the ticks expire",
+            RetentionWarning,
+            stacklevel=2,
+        )
     bounds = Query(start=start, end=end)
     combine = rollup.finer is not None
     plan, builder, _ = bars_plan(
