@@ -433,15 +433,24 @@ def scenario(draw: st.DrawFn) -> tuple[Case, list[Tick], bool]:
     instants = [
         st.integers(-minutes, minutes).map(lambda m: anchor + dt.timedelta(minutes=m)),
         st.integers(-3, 3).map(lambda m: anchor + dt.timedelta(minutes=m)),  # at the change itself
-        st.builds(wall, st.integers(-days, days), st.sampled_from([0, 0, 0, 1, 2, 3, 9, 17, 23]),
-                  st.sampled_from([0, 0, 30, 59])),  # fmt: skip
+        st.builds(
+            wall,
+            st.integers(-days, days),
+            st.sampled_from([0, 0, 0, 1, 2, 3, 9, 17, 23]),
+            st.sampled_from([0, 0, 30, 59]),
+        ),  # fmt: skip
     ]
     if chosen.rule.freq.endswith("MS"):
         instants.append(st.integers(-13, 13).map(month_start))
     rows = draw(
         st.lists(
-            st.tuples(st.one_of(instants), st.sampled_from(JITTER_US), st.sampled_from("ABC"),
-                      st.integers(1, 10**6), st.integers(0, 500)),  # fmt: skip
+            st.tuples(
+                st.one_of(instants),
+                st.sampled_from(JITTER_US),
+                st.sampled_from("ABC"),
+                st.integers(1, 10**6),
+                st.integers(0, 500),
+            ),  # fmt: skip
             min_size=1,
             max_size=40,
         )
@@ -586,8 +595,15 @@ STORE_CASES = [
     Case("1M-no-by", "1M", Rule("aware", "MS"), by=()),
     Case("2D-prev", "2D", Rule("days", "2D"), fill="prev"),
     Case("3M", "3M", Rule("anchored", "3MS", "1960-01-01")),
-    Case("1h-0930-prev-range", "1h", Rule("fixed", "1h", OPEN_0930), origin=OPEN_0930, fill="prev",
-         start=MARCH[0], end=MARCH[1]),  # fmt: skip
+    Case(
+        "1h-0930-prev-range",
+        "1h",
+        Rule("fixed", "1h", OPEN_0930),
+        origin=OPEN_0930,
+        fill="prev",
+        start=MARCH[0],
+        end=MARCH[1],
+    ),  # fmt: skip
     Case("7min-0930-no-by", "7min", Rule("fixed", "7min", OPEN_0930), origin=OPEN_0930, by=()),
     Case("1D-1700", "1D", Rule("fixed", "24h", EVENING_1700), origin=EVENING_1700, fill="nan"),
     Case("1D-nan-no-by-newest-first", "1D", Rule("days", "1D"), fill="nan", by=(), where={"exchange": "X1"}),
