@@ -208,16 +208,17 @@ async def amerged(
 ) -> AsyncIterator[tuple[int, Tick]]:
     """:func:`merged` of two async streams."""
     streams = (left, right)
-    heads: list[Tick | None] = [await anext(left, None), await anext(right, None)]
-    while True:
-        present = [side for side in (LEFT, RIGHT) if heads[side] is not None]
-        if not present:
-            return
-        side = min(present, key=lambda s: (heads[s].timestamp, ranks[s]))  # type: ignore[union-attr]
-        tick = heads[side]
-        assert tick is not None
-        yield side, tick
-        heads[side] = await anext(streams[side], None)
+    heads: dict[int, Tick] = {}
+    for side in (LEFT, RIGHT):
+        if (first := await anext(streams[side], None)) is not None:
+            heads[side] = first
+    while heads:
+        side = min(heads, key=lambda s: (heads[s].timestamp, ranks[s]))
+        yield side, heads[side]
+        if (following := await anext(streams[side], None)) is not None:
+            heads[side] = following
+        else:
+            del heads[side]
 
 
 @dataclass(frozen=True)

@@ -78,14 +78,15 @@ def merge_rules(old_text: str, specs: Sequence[SeriesSpec], rollups: Sequence[Ro
         start, stop = begins[0], ends[0] + 1
         indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
     else:
-        documents = [i for i, line in enumerate(lines) if _DOCUMENTS.match(line)]
+        documents = [(i, found) for i, line in enumerate(lines) if (found := _DOCUMENTS.match(line))]
         if len(documents) != 1:
             raise SpecError(
                 f"{where} has {len(documents)} 'match /databases/{{database}}/documents {{' line(s); put the "
                 f"lines {BEGIN!r} and {END!r} where the generated block should go"
             )
-        start = stop = documents[0] + 1
-        indent = _DOCUMENTS.match(lines[documents[0]]).group(1) + INDENT  # type: ignore[union-attr]
+        at, found = documents[0]
+        start = stop = at + 1
+        indent = found.group(1) + INDENT
         if start == len(lines) or not lines[start - 1].endswith(("\n", "\r")):
             lines[start - 1] = lines[start - 1].rstrip("\r\n") + newline
     generated = [line + newline for line in block(specs, rollups, indent=indent)]

@@ -410,10 +410,14 @@ def asof_read(
         lend = None if lq.end is None else to_utc(lq.end, name="end")
     except ValueError as exc:
         raise QueryError(str(exc)) from None
-    if rq.start is None and lstart is not None and (way == "forward" or reach is not None):
-        rq = rq.replace(start=lstart if way == "forward" else lstart - reach)  # type: ignore[operator]
-    if rq.end is None and lend is not None and (way == "backward" or reach is not None):
-        rq = rq.replace(end=lend if way == "backward" else lend + reach)  # type: ignore[operator]
+    # What of the right side can match the left's range: before it only back to one tolerance
+    # (forward: nothing before it), after it only up to one tolerance (backward: nothing after).
+    behind = dt.timedelta(0) if way == "forward" else reach
+    ahead = dt.timedelta(0) if way == "backward" else reach
+    if rq.start is None and lstart is not None and behind is not None:
+        rq = rq.replace(start=lstart - behind)
+    if rq.end is None and lend is not None and ahead is not None:
+        rq = rq.replace(end=lend + ahead)
     snapshot = lq.read_time or rq.read_time or (yield from probe(seat, stats))
     lplan = plan_query(seat.spec, lq.replace(read_time=snapshot), direction=Direction.ASC)
     rplan = plan_query(other, rq.replace(read_time=snapshot), direction=Direction.ASC)
