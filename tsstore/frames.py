@@ -32,7 +32,8 @@ from tsstore.errors import QueryError, SchemaError
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
 
-_DTYPES = {
+#: The pandas dtype of each declared column type.
+DTYPES = {
     "string": "string",
     "Int64": "Int64",
     "Float64": "Float64",
@@ -168,7 +169,7 @@ def _infer(values: list[Any]) -> str:
 
 
 def _series(name: str, values: list[Any], kind: str) -> pd.api.extensions.ExtensionArray | Any:
-    dtype: Any = _DTYPES[kind]
+    dtype: Any = DTYPES[kind]
     if kind == "object":
         return pd.array(values, dtype=object)
     try:

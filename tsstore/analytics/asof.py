@@ -30,20 +30,13 @@ from typing import Any, Literal
 import pandas as pd
 
 from tsstore.errors import QueryError
+from tsstore.frames import DTYPES
 from tsstore.read.engine import TickRead
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick, get_path
 from tsstore.times import to_duration
 
 Direction = Literal["backward", "forward", "nearest"]
-#: The dtype of an empty column of each declared column type.
-_DTYPES = {
-    "string": "string",
-    "Int64": "Int64",
-    "Float64": "Float64",
-    "boolean": "boolean",
-    "datetime": "datetime64[us, UTC]",
-}
 DIRECTIONS: tuple[Direction, ...] = ("backward", "forward", "nearest")
 LEFT, RIGHT = 0, 1
 
@@ -258,7 +251,7 @@ class JoinRead:
             f"{self.prefix}.id": pd.Series(pd.NA, index=frame.index, dtype="string"),
         }
         for name, kind in self.right_spec.columns:
-            wanted[f"{self.prefix}.{name}"] = pd.Series(pd.NA, index=frame.index, dtype=_DTYPES.get(kind, "object"))
+            wanted[f"{self.prefix}.{name}"] = pd.Series(pd.NA, index=frame.index, dtype=DTYPES[kind])
         missing = {name: column for name, column in wanted.items() if name not in frame.columns}
         return frame.assign(**missing) if missing else frame
 
