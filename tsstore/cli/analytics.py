@@ -138,6 +138,8 @@ def latest(
 @click.option("--by", "by_fields", multiple=True, help="Series key field(s): one set of bars per value.")
 @click.option("--price", default="price.micros", show_default=True, help="The price field.")
 @click.option("--volume", default=None, help="A volume field to sum per bar.")
+@click.option("--moments", is_flag=True, help="Also the price's sum, mean and std, and the open and close times.")
+@click.option("--combine", is_flag=True, help="Read a roll-up's bars (--collection) and combine them into these.")
 @rows_format
 @click.option(
     "--plot", "plot_path", type=OutputFile(suffixes=CHART_FORMATS), default=None,
@@ -156,6 +158,8 @@ def bars(
     by_fields: tuple[str, ...],
     price: str,
     volume: str | None,
+    moments: bool,
+    combine: bool,
     fmt: str,
     plot_path: Path | None,
     show_stats: bool,
@@ -169,13 +173,14 @@ def bars(
       tsstore bars --interval 1min --by symbol --volume volume --start 2018-12-31T12:00:00Z \\
         --end 2018-12-31T13:00:00Z --plot chart.png
       tsstore bars --interval 1D --tz America/New_York --by symbol --fill prev
+      tsstore bars --collection instruments_1min --combine --interval 1h --by symbol --moments
     """
     stats = ReadStats()
     start = None if origin in (None, "epoch") else cli_time(origin, option="--origin", naive=tz)
     with database.open_store(spec) as store:
         frame = store.bars(
             query, interval=interval, by=by_fields, price=price, volume=volume, tz=tz, origin=start, fill=fill,
-            stats=stats,
+            moments=moments, combine=combine, stats=stats,
         )  # fmt: skip
         if frame.empty:
             warn_if_no_collection(store)
