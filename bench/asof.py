@@ -33,10 +33,10 @@ b) a)'s ``asof`` in this process, once straight to the emulator, then through te
    The emulator answers a range query only after scanning and sorting the matches (a first
    tick after ~35 s at 1 200 000 documents), and an attempt cut before its first tick makes no
    progress: at 240 000 documents, cuts every ~1 s failed every attempt for the minute of the
-   fault budget (a run of this benchmark). So by default the cuts come
-   every ~2.5 x the wait for a first tick measured just before (at least 1 s; --every fixes
-   it), which still cuts reads mid-stream, and each case repeats for at least 3 cut intervals.
-   A case through which no cut came is a problem.
+   fault budget (a run of this benchmark). So by default the cuts come every ~2.5 x the wait
+   for a first tick measured just before (at least 1 s; --every fixes it), which still cuts
+   reads mid-stream, and each case repeats for at least 3 cut intervals. A case through which
+   no cut came is a problem.
 c) (unless --skip-rollup) The trades' 1-minute roll-up and, from it, their hourly one
    (``store.rollup``), then one hour's 1-hour bars of every symbol with moments: from the ticks
    (``store.bars``), from the minute roll-up and from the hourly one (``TimeSeriesStore(client,
@@ -45,14 +45,18 @@ c) (unless --skip-rollup) The trades' 1-minute roll-up and, from it, their hourl
    each read repeated through cuts (cut interval and span as in b, from its own first-tick
    wait), answers equal to the fault-free ones.
 
-The emulator keeps every document on its heap (measured here: ~1.5 GiB resident at 100 000
-quotes, ~3.9 GiB at 400 000), so --heap must hold both collections; its resident size after
-the writes is printed. The emulator serves a range read by scanning the collection, so wall
-times are the emulator's; peak memory and billed reads are the client's and production's.
-The exit status is 1 when an answer differs or a run failed.
+The emulator keeps every document on its heap, so --heap must hold both collections; its
+resident size after the writes is printed. Measured at the full scale (200 000 trades,
+1 000 000 quotes, 3 shards): 6.6-8 GiB resident after the writes, then 13-22 GiB while it
+serves the reads at -Xmx10g/-Xmx11g (more than its heap); at -Xmx16g, with other processes
+holding ~12 GiB, the kernel's OOM killer stopped it. Writing takes ~1 min, each run of a) ~2-2.5
+min (the emulator scans and sorts; wall times are the emulator's, peak memory and billed reads
+the client's and production's): a) at --repeats 2 ~15 min, b) and c) ~11 min. The exit
+status is 1 when an answer differs or a run failed.
 
 Run: python bench/asof.py [--trades 200000] [--quotes 1000000] [--tolerance 5s] [--direction backward]
-     [--repeats 1] [--tracemalloc] [--heap 18g] [--every auto] [--down 0.3] [--skip-faults] [--skip-rollup]
+     [--repeats 1] [--tracemalloc] [--heap 10g] [--every SECONDS] [--down 0.3] [--cut-span 10]
+     [--skip-joins] [--skip-faults] [--skip-rollup]
      python bench/asof.py --quick        (2 000 x 10 000, about a minute)
 """
 
@@ -495,7 +499,6 @@ def faults(emu: Emulator, args: argparse.Namespace, problems: list[str]) -> None
 
 #: The columns of a bar that must be equal whichever way it was computed (``std`` to 1e-9).
 EXACT = ["open", "high", "low", "close", "count", "volume", "sum", "open_at", "close_at"]
-BarRead = Callable[[Any, ReadStats], pd.DataFrame]
 
 
 def hour_bars(client: Any, read: str, stats: ReadStats) -> pd.DataFrame:
@@ -583,9 +586,9 @@ def main() -> None:
     parser.add_argument("--direction", default="backward", choices=("backward", "forward", "nearest"))
     parser.add_argument("--repeats", type=int, default=1, help="runs of each case (fresh processes), alternating")
     parser.add_argument("--tracemalloc", action="store_true", help="also a run of each case under tracemalloc")
-    parser.add_argument("--heap", default="18g", help="the emulator's -Xmx (it holds every document)")
+    parser.add_argument("--heap", default="10g", help="the emulator's -Xmx (it holds every document)")
     parser.add_argument("--write-rate", type=int, default=200_000, help="WriteOptions.max_ops_per_second")
-    parser.add_argument("--every", type=float, default=None, dest="given_every",
+    parser.add_argument("--every", type=float, default=None, dest="given_every", metavar="SECONDS",
                         help=f"mean seconds between cuts (default: {AUTO_EVERY:g} x a query's wait for its first tick,"
                         " at least 1)")  # fmt: skip
     parser.add_argument("--down", type=float, default=0.3, help="seconds new connections are refused after a cut")
