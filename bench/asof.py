@@ -86,6 +86,7 @@ from faults import Trial, through_cuts, trial_seconds
 from series_read import settle
 
 from tsstore import Rollup, SeriesSpec, TimeSeriesStore, WriteOptions
+from tsstore.demo import SPEC as DEMO
 from tsstore.local.emulator import Emulator, emulator_client
 from tsstore.local.synthetic import trading_day
 from tsstore.read.cost import ReadStats
@@ -101,15 +102,8 @@ TRADES = SeriesSpec(
     "trades",
     shards=SHARDS,
     key_fields=["symbol"],
-    columns={
-        "symbol": "string",
-        "exchange": "string",
-        "instrumentType": "string",
-        "price.currency": "string",
-        "price.micros": "Int64",
-        "volume": "Int64",
-    },
-    measures=["price.micros", "volume"],
+    columns=DEMO.columns,  # trading_day's ticks, typed as the demo declares them
+    measures=DEMO.measures,
 )
 QUOTES = SeriesSpec("quotes", shards=SHARDS, key_fields=["symbol"], columns={"symbol": "string", "bid": "Int64",
                     "ask": "Int64"})  # fmt: skip

@@ -26,7 +26,7 @@ from typing import Any
 from tsstore.access import ClientAccess, access_from
 from tsstore.analytics.bars import STORED_MOMENTS, Bar
 from tsstore.analytics.buckets import to_interval
-from tsstore.errors import QueryError, SpecError
+from tsstore.errors import ConfigError, QueryError, SpecError
 from tsstore.spec import NUMERIC_TYPES, QueryShape, SeriesSpec, check_field_path, shards_for
 from tsstore.times import interval_label
 
@@ -165,6 +165,13 @@ class Rollup:
                 record.update(sum=bar.sum, m2=bar.m2)
             record.update({name: at for name, at in (("open_at", bar.open_at), ("close_at", bar.close_at)) if at})
             yield record
+
+    def check_source(self, spec: SeriesSpec) -> None:
+        """Refuse to run this roll-up (or guard its ticks) from a store on another collection."""
+        if self.source.collection != spec.collection:
+            raise ConfigError(
+                f"roll-up {self.name!r} rolls up {self.source.collection!r}, not this store's {spec.collection!r}"
+            )
 
     def watermark_document(self, end: dt.datetime) -> dict[str, Any]:
         return {"source": self.source.collection, "interval_seconds": self.interval.total_seconds(), "watermark": end}

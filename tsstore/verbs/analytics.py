@@ -17,7 +17,7 @@ from tsstore.analytics.bars import STORED_MOMENTS, Bar, BarBuilder, bar_start, b
 from tsstore.analytics.buckets import buckets, check_fill
 from tsstore.analytics.latest import LatestRequest
 from tsstore.analytics.rollup import BAR_FIELDS, WATERMARKS, Rollup, RollupResult
-from tsstore.errors import ConfigError, QueryError, RetentionWarning, SpecError
+from tsstore.errors import QueryError, RetentionWarning, SpecError
 from tsstore.frames import FrameBuilder
 from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
@@ -190,9 +190,7 @@ def rollup(
     watermark advances only once every bar is written, so an interrupted run is repeated
     whole by the next. ``on_progress`` gets the number of ticks read as they stream."""
     spec = seat.spec
-    if rollup.source.collection != spec.collection:
-        source = rollup.source.collection
-        raise ConfigError(f"roll-up {rollup.name!r} rolls up {source!r}, not this store's {spec.collection!r}")
+    rollup.check_source(spec)
     what = f"the watermark of roll-up {rollup.name!r}"
     stored = yield Unary(lambda client: client.collection(WATERMARKS).document(rollup.name).get(retry=None), what)
     watermark = rollup.check_watermark(stored.to_dict() if stored.exists else None)

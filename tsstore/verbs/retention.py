@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from tsstore.analytics.rollup import WATERMARKS, Rollup
-from tsstore.errors import ConfigError, QueryError, RetentionError
+from tsstore.errors import QueryError, RetentionError
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead, sweep_cursor
 from tsstore.read.query import Query, Where, given
@@ -61,10 +61,7 @@ def purge(
         raise QueryError("purge needs a time bound: before=, or start=/end=; refusing to delete everything")
     declared = tuple(rollups)
     for rollup in declared:
-        if rollup.source.collection != seat.spec.collection:
-            raise ConfigError(
-                f"roll-up {rollup.name!r} rolls up {rollup.source.collection!r}, not {seat.spec.collection!r}"
-            )
+        rollup.check_source(seat.spec)
     if not past_rollups:
         marks = yield from rollup_watermarks(seat, declared)
         try:
