@@ -303,6 +303,11 @@ class SeriesSpec:
             )
         if isinstance(shards, str):
             raise SpecError(f"shards {shards!r} must be a list of strings, not one string")
+        if isinstance(shards, int):
+            raise SpecError(
+                f"shards={shards!r} is a number; give the shard values, e.g. shards=shards_for({shards * 500}) for "
+                f"{shards} values ({shards * 500} writes/s), or ['x', 'y', 'z']"
+            )
         shard_tuple = tuple(shards)
         if not shard_tuple:
             raise SpecError("shards is empty; give at least one shard value, e.g. ['x', 'y', 'z']")

@@ -52,7 +52,7 @@ class AggregateRequest:
     ) -> AggregateRequest:
         """The request, its fields checked against ``spec``: each must be a declared measure
         (whose indexes serve its ``sum()`` and ``avg()``)."""
-        sums, avgs = _fields(sum, "sum"), _fields(avg, "avg")
+        sums, avgs = field_names(sum, "sum"), field_names(avg, "avg")
         for name in (*sums, *avgs):
             if name not in spec.measures:
                 raise QueryError(
@@ -109,21 +109,30 @@ class AggregateRequest:
 @dataclass(frozen=True)
 class Aggregates:
     """Combined aggregates: ``count`` ticks (``None`` when not asked for); ``sum`` and
-    ``avg`` per field (``avg`` is ``None`` where no tick holds a number in the field)."""
+    ``avg`` per field (``avg`` is ``None`` where no tick holds a number in the field);
+    from roll-ups also ``min``, ``max`` and ``std`` (``None`` without a tick, ``std`` below
+    two), and ``sources``: which part of the range each source answered
+    (:mod:`tsstore.analytics.covered`)."""
 
     count: int | None
     sum: Mapping[str, Number] = field(default_factory=dict)
     avg: Mapping[str, float | None] = field(default_factory=dict)
+    min: Mapping[str, Number | None] = field(default_factory=dict)
+    max: Mapping[str, Number | None] = field(default_factory=dict)
+    std: Mapping[str, float | None] = field(default_factory=dict)
+    sources: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Number | None]:
-        """``{"count": n, "sum(volume)": s, "avg(price.micros)": a}``."""
+        """``{"count": n, "sum(volume)": s, "avg(price.micros)": a}`` (and ``min(...)``,
+        ``max(...)``, ``std(...)`` when asked)."""
         out: dict[str, Number | None] = {} if self.count is None else {"count": self.count}
-        out.update({f"sum({k})": v for k, v in self.sum.items()})
-        out.update({f"avg({k})": v for k, v in self.avg.items()})
+        for kind in ("sum", "avg", "min", "max", "std"):
+            out.update({f"{kind}({k})": v for k, v in getattr(self, kind).items()})
         return out
 
 
-def _fields(names: Iterable[str] | str, what: str) -> tuple[str, ...]:
+def field_names(names: Iterable[str] | str, what: str) -> tuple[str, ...]:
+    """``names`` (one name, or several) as a tuple, refusing a name given twice."""
     if isinstance(names, str):
         names = (names,)
     out = tuple(names)

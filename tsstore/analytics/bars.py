@@ -83,6 +83,33 @@ class Bar:
         self.volume += part.volume
 
 
+def tick_bar(tick: Tick, by: Sequence[list[str]], price: list[str], volume: list[str] | None) -> Bar | None:
+    """One tick as a bar of its own (the fields as split paths), or ``None`` without a price."""
+    value = get_path(tick.data, price)
+    if not _number(value):
+        return None
+    key = tuple(get_path(tick.data, path) for path in by)
+    size = 0 if volume is None else get_path(tick.data, volume)
+    at = tick.timestamp
+    return Bar(key, at, value, value, value, value, 1, size if _number(size) else 0, value, 0.0, at, at)
+
+
+def stored_bar(tick: Tick, by: Sequence[list[str]]) -> Bar | None:
+    """A stored bar (a roll-up's document) as a bar to combine, or ``None`` without prices."""
+    data = tick.data
+    opening, high, low, close = (data.get(name) for name in ("open", "high", "low", "close"))
+    count = data.get("count")
+    if not all(_number(p) for p in (opening, high, low, close)) or not isinstance(count, int) or count < 1:
+        return None
+    key = tuple(get_path(data, path) for path in by)
+    volume = data.get("volume") if _number(data.get("volume")) else 0
+    total, m2 = data.get("sum"), data.get("m2")
+    if not (_number(total) and _number(m2)):
+        total = m2 = None
+    opened, closed = data.get("open_at"), data.get("close_at")
+    return Bar(key, tick.timestamp, opening, high, low, close, count, volume, total, m2, opened, closed)
+
+
 def bar_start(timestamp: dt.datetime, interval: dt.timedelta) -> dt.datetime:
     """The start of the UTC bar holding ``timestamp``: a multiple of ``interval`` since the epoch."""
     return timestamp - (timestamp - EPOCH) % interval
@@ -118,7 +145,7 @@ class BarBuilder:
         self.skipped = 0
 
     def add(self, tick: Tick) -> list[Bar]:
-        part = self._bar_of(tick) if self._combine else self._tick_bar(tick)
+        part = stored_bar(tick, self._by) if self._combine else tick_bar(tick, self._by, self._price, self._volume)
         if part is None:
             self.skipped += 1
             return []
@@ -137,31 +164,6 @@ class BarBuilder:
         else:
             bar.absorb(part, earlier=self._descending)  # newest first: each part is older
         return done
-
-    def _tick_bar(self, tick: Tick) -> Bar | None:
-        """One tick as a bar of its own, or ``None`` without a price."""
-        price = get_path(tick.data, self._price)
-        if not _number(price):
-            return None
-        key = tuple(get_path(tick.data, path) for path in self._by)
-        volume = 0 if self._volume is None else get_path(tick.data, self._volume)
-        at = tick.timestamp
-        return Bar(key, at, price, price, price, price, 1, volume if _number(volume) else 0, price, 0.0, at, at)
-
-    def _bar_of(self, tick: Tick) -> Bar | None:
-        """A stored bar (a roll-up's document) as a bar to combine, or ``None`` without prices."""
-        data = tick.data
-        opening, high, low, close = (data.get(name) for name in ("open", "high", "low", "close"))
-        count = data.get("count")
-        if not all(_number(p) for p in (opening, high, low, close)) or not isinstance(count, int) or count < 1:
-            return None
-        key = tuple(get_path(data, path) for path in self._by)
-        volume = data.get("volume") if _number(data.get("volume")) else 0
-        total, m2 = data.get("sum"), data.get("m2")
-        if not (_number(total) and _number(m2)):
-            total = m2 = None
-        opened, closed = data.get("open_at"), data.get("close_at")
-        return Bar(key, tick.timestamp, opening, high, low, close, count, volume, total, m2, opened, closed)
 
     def rest(self) -> list[Bar]:
         """The open bars (final once no tick follows), and forget them; with a fill, each

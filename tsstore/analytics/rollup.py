@@ -173,8 +173,25 @@ class Rollup:
                 f"roll-up {self.name!r} rolls up {self.source.collection!r}, not this store's {spec.collection!r}"
             )
 
-    def watermark_document(self, end: dt.datetime) -> dict[str, Any]:
-        return {"source": self.source.collection, "interval_seconds": self.interval.total_seconds(), "watermark": end}
+    @property
+    def root(self) -> Rollup:
+        """The roll-up of ticks at the bottom of a roll-up of roll-ups (this one, if of ticks)."""
+        return self if self.finer is None else self.finer.root
+
+    @property
+    def series(self) -> SeriesSpec:
+        """The tick series whose bars these are (through the finer roll-ups)."""
+        return self.root.source
+
+    def watermark_document(self, end: dt.datetime, since: dt.datetime | None = None) -> dict[str, Any]:
+        """What ``tsstore_rollups/<name>`` holds: the source and interval it was written for,
+        the ``watermark`` (where the next run starts) and, from the runs that reached it
+        without a gap, ``since``: the bars of ``[since, watermark)`` are all stored."""
+        document = {"source": self.source.collection, "interval_seconds": self.interval.total_seconds()}
+        document["watermark"] = end
+        if since is not None:
+            document["since"] = since
+        return document
 
     def check_watermark(self, stored: Mapping[str, Any] | None) -> dt.datetime | None:
         """The stored watermark, if the stored document was written by this declaration."""
@@ -189,6 +206,26 @@ class Rollup:
             )
         mark = stored.get("watermark")
         return mark if isinstance(mark, dt.datetime) else None
+
+    def coverage(self, stored: Mapping[str, Any] | None) -> tuple[dt.datetime, dt.datetime] | None:
+        """``(since, watermark)``: the span whose bars are all stored, from the watermark
+        document; ``None`` without one (a document written before tsstore kept ``since`` gets
+        one from the next run that starts at or before its watermark)."""
+        mark = self.check_watermark(stored)
+        since = stored.get("since") if stored else None
+        if mark is None or not isinstance(since, dt.datetime) or since >= mark:
+            return None
+        return since, mark
+
+    def covered_since(self, stored: Mapping[str, Any] | None, start: dt.datetime, end: dt.datetime) -> dt.datetime:
+        """The ``since`` to store after a run over ``[start, end)``: the stored span's, made
+        earlier when the run reaches it without a gap; the run's own start when it does not
+        (the older span is then no longer known to be whole), unless the run lies wholly
+        before the stored span, which then stays."""
+        held = self.coverage(stored)
+        if held is None or start > held[1]:
+            return start
+        return held[0] if end < held[0] else min(held[0], start)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from tsstore.cli.common import (
     pick_spec,
     query_options,
     series_options,
+    series_rollup_options,
     warn_if_no_collection,
     where_option,
 )
@@ -27,6 +28,7 @@ from tsstore.cli.query import stats_option
 from tsstore.cli.values import OutputFile, cli_time, naive_option, parse_columns, parse_value, parse_where
 from tsstore.declaration import load_declaration
 from tsstore.errors import Interrupted
+from tsstore.analytics.rollup import Rollup
 from tsstore.read.cost import ReadStats
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
@@ -34,22 +36,36 @@ from tsstore.spec import SeriesSpec
 
 @click.command("aggregate")
 @library_warnings
-@series_options
+@series_rollup_options
 @query_options()
 @click.option("--count/--no-count", default=True, show_default=True, help="Count the matching ticks.")
-@click.option("--sum", "sums", multiple=True, metavar="MEASURE", help="Sum this measure (repeat for more).")
-@click.option("--avg", "avgs", multiple=True, metavar="MEASURE", help="Average this measure (repeat for more).")
+@click.option("--sum", "sums", multiple=True, metavar="FIELD", help="Sum this measure (repeat for more).")
+@click.option("--avg", "avgs", multiple=True, metavar="FIELD", help="Average this measure (repeat for more).")
+@click.option("--min", "mins", multiple=True, metavar="PRICE", help="The lowest price (needs --rollup).")
+@click.option("--max", "maxs", multiple=True, metavar="PRICE", help="The highest price (needs --rollup).")
+@click.option("--std", "stds", multiple=True, metavar="PRICE", help="The price's standard deviation (needs --rollup).")
+@click.option(
+    "--rollup", "rollup_names", multiple=True, metavar="NAME",
+    help="Answer from this declared roll-up's bars where they cover the range (repeat for more; 'all': every one).",
+)  # fmt: skip
+@click.option("--explain", is_flag=True, help="Only say which part of the range each source would answer.")
 @click.option("--json", "as_json", is_flag=True, help="The same as --format json.")
 @figures_format
 @stats_option
 def aggregate(
     *,
     spec: SeriesSpec,
+    declared_rollups: tuple[Rollup, ...],
     database: Database,
     query: Query,
     count: bool,
     sums: tuple[str, ...],
     avgs: tuple[str, ...],
+    mins: tuple[str, ...],
+    maxs: tuple[str, ...],
+    stds: tuple[str, ...],
+    rollup_names: tuple[str, ...],
+    explain: bool,
     as_json: bool,
     fmt: str,
     show_stats: bool,
@@ -57,22 +73,53 @@ def aggregate(
     """Count, sum and average the matching ticks with Firestore's aggregations, combined
     exactly over the shard chunks (no tick is downloaded).
 
-    Sums and averages take the spec's measures (SeriesSpec(measures=[...])).
+    Sums and averages take the spec's measures (SeriesSpec(measures=[...])). With --rollup,
+    the range is answered from the roll-ups' stored bars where they cover it and from the
+    ticks at its edges; the price's --min, --max and --std come from there too.
 
     \b
-    Example:
+    Examples:
       tsstore aggregate --where symbol=AAA --start 2019-01-02T00:00:00Z --sum volume --avg price.micros --stats
+      tsstore aggregate --rollup all --start 2019-01-02T00:00:00Z --std price.micros --max price.micros
     """
+    rollups = pick_rollups(spec, declared_rollups, rollup_names)
     stats = ReadStats()
+    fmt = "json" if as_json else fmt
     with database.open_store(spec) as store:
-        result = store.aggregate(query, count=count, sum=sums, avg=avgs, stats=stats)
+        if explain:
+            if rollups is None:
+                raise usage("--explain says which roll-up answers which part of the range; give --rollup")
+            told = store.explain_aggregate(query, rollups=rollups, stats=stats)
+            echo_figures(fmt, told.describe(), {"collection": told.collection, "parts": [p.describe() for p in told.parts]})
+            return
+        result = store.aggregate(
+            query, count=count, sum=sums, avg=avgs, min=mins, max=maxs, std=stds, rollups=rollups, stats=stats
+        )
         if result.count == 0:
             warn_if_no_collection(store)
     values = result.as_dict()
     width = max(len(name) for name in values)
     text = "\n".join(f"{name:<{width}}  {'none' if value is None else value}" for name, value in values.items())
-    echo_figures("json" if as_json else fmt, text, values)
+    if result.sources:
+        text += "\nfrom:\n" + "\n".join(f"  {source}" for source in result.sources)
+    echo_figures(fmt, text, {**values, "sources": list(result.sources)} if result.sources else values)
     echo_cost(stats, show_stats)
+
+
+def pick_rollups(spec: SeriesSpec, declared: tuple[Rollup, ...], names: tuple[str, ...]) -> tuple[Rollup, ...] | None:
+    """The roll-ups ``--rollup`` names (``all``: every declared one), or ``None`` without it."""
+    if not names:
+        return None
+    if not declared:
+        raise usage(f"no roll-up of {spec.collection!r} is declared; declare one ([[rollup]] or Rollup(...)) first")
+    if "all" in names:
+        return declared
+    known = {r.name: r for r in declared}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise usage(f"no roll-up {', '.join(map(repr, unknown))} of {spec.collection!r} is declared; "
+                    f"declared: {', '.join(known)} (or all)")  # fmt: skip
+    return tuple(known[name] for name in dict.fromkeys(names))
 
 
 @click.command("latest")

@@ -207,6 +207,20 @@ def series_options(command: Command) -> Command:
     return database_options(_collection_option(_spec_option(run)))
 
 
+def series_rollup_options(command: Command) -> Command:
+    """:func:`series_options`, and the declaration's roll-ups of the picked series (of its
+    ticks, through roll-ups of roll-ups) as ``declared_rollups``."""
+
+    @functools.wraps(command)
+    def run(*args: Any, declaration: str, collection: str | None, **kwargs: Any) -> Any:
+        loaded = load_declaration(declaration)
+        spec = pick_declared(declaration, loaded, collection=collection)
+        rollups = tuple(r for r in loaded[1] if r.series.collection == spec.collection)
+        return command(*args, spec=spec, declared_rollups=rollups, **kwargs)
+
+    return database_options(_collection_option(_spec_option(run)))
+
+
 def echo_cost(stats: Any, show: bool) -> None:
     """With ``--stats``, what a read cost (a :class:`~tsstore.read.cost.ReadStats`), on stderr."""
     if show:

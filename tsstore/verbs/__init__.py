@@ -40,6 +40,7 @@ class Verbs:
     server_time = verb(reading.server_time)
     # analytics
     aggregate = verb(analytics.aggregate)
+    explain_aggregate = verb(analytics.explain_aggregate)
     latest = verb(analytics.latest)
     bars = verb(analytics.bars)
     aligned = verb(analytics.aligned)

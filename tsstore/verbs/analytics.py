@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import datetime as dt
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Unpack
 
 import pandas as pd
 
-from tsstore.analytics.aggregate import AggregateRequest, Aggregates, Aggregation
+from tsstore.analytics.aggregate import AggregateRequest, Aggregates, Aggregation, field_names
 from tsstore.analytics.asof import JoinRead, check_direction, check_tolerance
 from tsstore.analytics.bars import STORED_MOMENTS, Bar, BarBuilder, bar_start, bars_frame, iter_bars
 from tsstore.analytics.buckets import buckets, check_fill
+from tsstore.analytics.covered import CoveredPlan, CoveredRequest, fold
+from tsstore.analytics.covered import Part as CoveredPart
 from tsstore.analytics.latest import LatestRequest
 from tsstore.analytics.rollup import BAR_FIELDS, WATERMARKS, Rollup, RollupResult
 from tsstore.errors import QueryError, RetentionWarning, SpecError
@@ -42,6 +44,10 @@ def aggregate(
     count: bool = True,
     sum: Iterable[str] = (),
     avg: Iterable[str] = (),
+    min: Iterable[str] = (),
+    max: Iterable[str] = (),
+    std: Iterable[str] = (),
+    rollups: Iterable[Rollup] | None = None,
     stats: ReadStats | None = None,
     **options: Unpack[RangeOptions],
 ) -> Request[Aggregates]:
@@ -51,11 +57,29 @@ def aggregate(
     ``sum`` and ``avg`` take the spec's measures. Per chunk, one ``count()`` request and one
     request per measure (its count, ``sum()`` and ``avg()``), all concurrent at one
     snapshot, combined exactly (see :mod:`tsstore.analytics.aggregate`); each billed one read
-    per 1 000 ticks it scans."""
+    per 1 000 ticks it scans.
+
+    With ``rollups`` (roll-ups of this series, e.g. ``[BARS_1H, BARS_1MIN]``), the range is
+    answered from their stored bars where they cover it and from the ticks only at the edges
+    and past their watermarks (``explain_aggregate`` says which part comes from where, and
+    so does the result's ``sources``); the ``min``, ``max`` and ``std`` of the price come
+    from there too, which Firestore cannot aggregate. ``count`` then counts the ticks with a
+    price, as the bars do; see :mod:`tsstore.analytics.covered`."""
     bounds = Query.of(query, options)
     bounds.only(COUNT_OPTIONS, "aggregate")
-    plan = oldest_first(seat, bounds)  # the direction the measures' indexes are declared in
-    request = AggregateRequest.checked(seat.spec, count=count, sum=sum, avg=avg)
+    cost = stats if stats is not None else ReadStats()
+    if rollups is not None:
+        asked = {"sum": sum, "avg": avg, "min": min, "max": max, "std": std}
+        request = covered_request(seat, bounds, rollups, count=count, asked=asked)
+        return (yield from covered_aggregate(seat, bounds, request, cost))
+    spread = [kind for kind, fields in (("min", min), ("max", max), ("std", std)) if tuple(fields)]
+    if spread:
+        raise QueryError(
+            f"{', '.join(spread)} come from stored roll-ups (Firestore aggregates only count, sum and avg): give "
+            "rollups=[...] of this series"
+        )
+    plan = oldest_first(seat.spec, bounds)  # the direction the measures' indexes are declared in
+    checked = AggregateRequest.checked(seat.spec, count=count, sum=sum, avg=avg)
 
     def asking(measure: str | None, asks: list[Aggregation]) -> Callable[[Sequence[str]], Any]:
         def aggregation(values: Sequence[str]) -> Any:
@@ -66,8 +90,7 @@ def aggregate(
 
         return aggregation
 
-    parts: list[Part] = [(chunk, asking(m, asks)) for chunk in plan.chunks for m, asks in request.requests()]
-    cost = stats if stats is not None else ReadStats()
+    parts: list[Part] = [(chunk, asking(m, asks)) for chunk in plan.chunks for m, asks in checked.requests()]
     cost.chunks = len(plan.chunks)
     snapshot = yield from snapshot_of(seat, plan, cost, parts=len(parts))
     cost.waited()
@@ -76,7 +99,78 @@ def aggregate(
     for answer in answered:  # each billed by the index entries it went over: the count it returned
         counted = next(v for k, v in answer.items() if k == "count" or k.startswith("count_"))
         cost.aggregation_done(int(counted or 0))
-    return request.combine(answered)
+    return checked.combine(answered)
+
+
+def explain_aggregate(
+    seat: Seat,
+    query: Query | None = None,
+    /,
+    *,
+    rollups: Iterable[Rollup],
+    stats: ReadStats | None = None,
+    **options: Unpack[RangeOptions],
+) -> Request[CoveredPlan]:
+    """Which part of the range ``aggregate(..., rollups=...)`` would answer from which
+    roll-up's bars, and which from the ticks (``print(store.explain_aggregate(...).describe())``):
+    reads the roll-ups' watermark documents (a read each), nothing else."""
+    bounds = Query.of(query, options)
+    bounds.only(COUNT_OPTIONS, "explain_aggregate")
+    request = covered_request(seat, bounds, rollups, count=True, asked={})
+    cost = stats if stats is not None else ReadStats()
+    snapshot = bounds.read_time
+    parts = yield from covered_parts(seat, bounds, request, snapshot, cost)
+    return CoveredPlan(seat.spec.collection, tuple(parts))
+
+
+def covered_request(
+    seat: Seat, bounds: Query, rollups: Iterable[Rollup], *, count: bool, asked: Mapping[str, Iterable[str]]
+) -> CoveredRequest:
+    if isinstance(rollups, Rollup):
+        rollups = [rollups]
+    fields = {kind: field_names(names, kind) for kind, names in asked.items()}
+    filters = plan_query(seat.spec, bounds.replace(read_time=None), direction=Direction.DESC).filters
+    return CoveredRequest.checked(seat.spec, rollups, filters, count=count, asked=fields)
+
+
+def covered_parts(
+    seat: Seat, bounds: Query, request: CoveredRequest, snapshot: dt.datetime | None, cost: ReadStats
+) -> Request[list[CoveredPart]]:
+    """The parts of ``bounds``' range, from the roll-ups' watermark documents at ``snapshot``."""
+    names = [rollup.name for rollup in request.rollups]
+
+    def getter(name: str) -> Callable[[Any], Any]:
+        return lambda client: client.collection(WATERMARKS).document(name).get(read_time=snapshot, retry=None)
+
+    stored = yield [Unary(getter(name), f"the watermark of roll-up {name!r}") for name in names]
+    for _ in names:
+        cost.query_done(1)
+    spans = [r.coverage(doc.to_dict() if doc.exists else None) for r, doc in zip(request.rollups, stored)]
+    plan = plan_query(seat.spec, bounds.replace(read_time=None), direction=Direction.DESC)
+    return request.parts_of(plan.start, plan.end, spans)
+
+
+def covered_aggregate(seat: Seat, bounds: Query, request: CoveredRequest, cost: ReadStats) -> Request[Aggregates]:
+    """Each part read (bars or ticks) at one snapshot and folded into one bar."""
+    snapshot = bounds.read_time
+    if snapshot is None:
+        snapshot = yield from probe(seat, cost)  # the watermarks and every part at one time
+    parts = yield from covered_parts(seat, bounds, request, snapshot, cost)
+    total: list[Bar | None] = [None]
+    for part in parts:
+        if part.rollup is None:
+            spec, columns = seat.spec, request.columns
+        else:
+            spec, columns = part.rollup.spec, (*BAR_FIELDS, *STORED_MOMENTS)
+        plan = oldest_first(spec, Query(where=bounds.where, start=part.start, end=part.end, columns=columns,
+                                        read_time=snapshot))  # fmt: skip
+        ticks = yield from read(seat, plan, cost)
+
+        def sink(tick: Tick, part: CoveredPart = part) -> None:
+            total[0] = fold(total[0], request.bar_of(tick, part))
+
+        yield Feed(ticks, sink)
+    return request.result(total[0], parts)
 
 
 def latest(
@@ -193,7 +287,8 @@ def rollup(
     rollup.check_source(spec)
     what = f"the watermark of roll-up {rollup.name!r}"
     stored = yield Unary(lambda client: client.collection(WATERMARKS).document(rollup.name).get(retry=None), what)
-    watermark = rollup.check_watermark(stored.to_dict() if stored.exists else None)
+    mine = stored.to_dict() if stored.exists else None
+    watermark = rollup.check_watermark(mine)
     now = yield from server_time(seat)
     try:
         limit = now if until is None else min(now, to_utc(until, name="until"))
@@ -251,7 +346,7 @@ def rollup(
     if on_progress is not None:
         on_progress(cost.documents % 1000)
     mark = end if watermark is None else max(end, watermark)
-    document = rollup.watermark_document(mark)
+    document = rollup.watermark_document(mark, rollup.covered_since(mine, start, end))
     yield Unary(lambda client: client.collection(WATERMARKS).document(rollup.name).set(document, retry=None), what)
     return RollupResult(
         start, end, ticks=cost.documents, bars=written.count, created=written.created, replaced=written.replaced,
@@ -285,20 +380,20 @@ def bars_plan(
     filled = check_fill(fill)
     wanted = (*BAR_FIELDS, *STORED_MOMENTS) if combine else (price, *(() if volume is None else (volume,)))
     columns = tuple(dict.fromkeys((*fields, *wanted)))
-    plan = oldest_first(seat, bounds.replace(columns=columns))
+    plan = oldest_first(seat.spec, bounds.replace(columns=columns))
     builder = BarBuilder(
         edges, by=fields, price=price, volume=volume, descending=plan.descending, fill=filled, combine=combine
     )
     return plan, builder, fields
 
 
-def oldest_first(seat: Seat, query: Query) -> QueryPlan:
-    """The plan of ``query`` oldest first where an index for that is declared, else newest
-    first: for reads that take every match, whose order is only cosmetic."""
+def oldest_first(spec: SeriesSpec, query: Query) -> QueryPlan:
+    """The plan of ``query`` on ``spec`` oldest first where an index for that is declared,
+    else newest first: for reads that take every match, whose order is only cosmetic."""
     try:
-        return plan_query(seat.spec, query, direction=Direction.ASC)
+        return plan_query(spec, query, direction=Direction.ASC)
     except QueryError:
-        return plan_query(seat.spec, query, direction=Direction.DESC)
+        return plan_query(spec, query, direction=Direction.DESC)
 
 
 #: The query fields each side of an as-of join takes.

@@ -94,7 +94,7 @@ def tail(
 
     def opening() -> Request[Callable[[Any], LiveTail]]:
         state = TailState(since=since_t if since_t is not None else (yield from server_time(seat)), lateness=lateness)
-        base = oldest_first(seat, q.replace(columns=None, start=state.bound()))
+        base = oldest_first(seat.spec, q.replace(columns=None, start=state.bound()))
 
         def start(collection: Any) -> LiveTail:
             def query_from(chunk: int, bound: dt.datetime) -> Any:

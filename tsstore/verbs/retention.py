@@ -69,7 +69,7 @@ def purge(
         except ValueError as exc:
             raise QueryError(str(exc)) from None
         check_retention(marks, upto)
-    plan = oldest_first(seat, bounds.replace(columns=()))
+    plan = oldest_first(seat.spec, bounds.replace(columns=()))
     matched = yield from count(seat, bounds)
     if dry_run:
         return PurgeResult(matched=matched, deleted=0, dry_run=True)

@@ -1,0 +1,229 @@
+"""Aggregates answered from stored roll-ups: which source answers which part of a range,
+and how the parts add up (pure logic, no Firestore).
+
+A roll-up's bars are all stored over ``[since, watermark)`` of its watermark document
+(:meth:`~tsstore.analytics.rollup.Rollup.coverage`). A range is split coarsest roll-up
+first: its whole bars inside the range and its span answer that middle; what is left on
+either side goes to the next finer roll-up the same way; what no roll-up covers (the edges
+inside a finest bar, the time past the watermarks, before the spans) is read from the ticks.
+So a day of an hourly roll-up over minute bars costs 24 bars a series, plus at most 59 minute
+bars and a minute of ticks at each end.
+
+Every part is folded into one running :class:`~tsstore.analytics.bars.Bar` (exact counts and
+sums, Chan's pairwise update for the spread), so the answer is that of the ticks themselves:
+
+- ``count``: the ticks with a price (the bars' count: a tick without a price is in no bar);
+- ``sum`` of the price or the volume, ``avg``, ``min``, ``max`` and ``std`` (the sample
+  standard deviation, ``None`` below two ticks) of the price.
+
+Firestore has no min, max or standard deviation aggregation; here they come from the bars.
+Filters may name the roll-ups' ``by`` fields only (``==`` or ``in``): a bar holds every tick
+of its series, nothing finer. Bars reflect the ticks as of the roll-up run that wrote them:
+ticks written later into a rolled-up interval count once the roll-up is run again over it
+(``since``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from tsstore.analytics.aggregate import Aggregates, Number
+from tsstore.analytics.bars import Bar, bar_start, stored_bar, tick_bar
+from tsstore.analytics.rollup import Rollup
+from tsstore.errors import QueryError
+from tsstore.read.plan import Filter
+from tsstore.spec import SeriesSpec
+from tsstore.ticks import Tick
+from tsstore.times import interval_label
+
+Span = tuple[dt.datetime, dt.datetime]
+
+
+@dataclass(frozen=True)
+class Part:
+    """``[start, end)`` (``None``: unbounded) answered by ``rollup``'s bars, or by the ticks."""
+
+    start: dt.datetime | None
+    end: dt.datetime | None
+    rollup: Rollup | None = None
+
+    def describe(self) -> str:
+        source = "ticks" if self.rollup is None else f"{self.rollup.name} ({interval_label(self.rollup.interval)} bars)"
+        return f"[{_iso(self.start)}, {_iso(self.end)}) from {source}"
+
+
+@dataclass(frozen=True)
+class CoveredPlan:
+    """Where an aggregate of ``collection`` from roll-ups takes each part of its range."""
+
+    collection: str
+    parts: tuple[Part, ...]
+
+    def describe(self) -> str:
+        if not self.parts:
+            return f"{self.collection}: an empty range, nothing to read"
+        lines = [f"{self.collection}: {len(self.parts)} part{'' if len(self.parts) == 1 else 's'}, oldest first"]
+        lines += [f"  {part.describe()}" for part in self.parts]
+        return "\n".join(lines)
+
+
+def cover(start: dt.datetime | None, end: dt.datetime | None, sources: Sequence[tuple[Rollup, Span | None]]) -> list[Part]:
+    """The parts of ``[start, end)`` in time order: each roll-up (coarsest first) answers the
+    whole bars it holds inside what the coarser ones left, the ticks the rest."""
+    ordered = sorted(sources, key=lambda source: source[0].interval, reverse=True)
+    return [part for part in _cover(start, end, ordered) if not _empty(part.start, part.end)]
+
+
+def _cover(start: dt.datetime | None, end: dt.datetime | None, sources: Sequence[tuple[Rollup, Span | None]]) -> list[Part]:
+    if _empty(start, end):
+        return []
+    if not sources:
+        return [Part(start, end)]
+    (rollup, span), finer = sources[0], sources[1:]
+    if span is None:
+        return _cover(start, end, finer)
+    step = rollup.interval
+    low = span[0] if start is None else max(span[0], _ceil(start, step))
+    high = span[1] if end is None else min(span[1], bar_start(end, step))
+    if low >= high:
+        return _cover(start, end, finer)
+    return [*_cover(start, low, finer), Part(low, high, rollup), *_cover(high, end, finer)]
+
+
+@dataclass(frozen=True)
+class CoveredRequest:
+    """An aggregate to answer from ``rollups`` (of ``spec``'s ticks) and the ticks: what is
+    asked, checked against what the bars hold."""
+
+    rollups: tuple[Rollup, ...]
+    price: str
+    volume: str | None
+    count: bool = True
+    sum: tuple[str, ...] = ()
+    avg: tuple[str, ...] = ()
+    min: tuple[str, ...] = ()
+    max: tuple[str, ...] = ()
+    std: tuple[str, ...] = ()
+
+    @classmethod
+    def checked(
+        cls,
+        spec: SeriesSpec,
+        rollups: Iterable[Rollup],
+        filters: Sequence[Filter],
+        *,
+        count: bool,
+        asked: Mapping[str, tuple[str, ...]],
+    ) -> CoveredRequest:
+        """The request, or a :class:`~tsstore.errors.QueryError` naming what the bars cannot
+        answer: ``asked`` maps ``sum``, ``avg``, ``min``, ``max``, ``std`` to field names."""
+        given = tuple(rollups)
+        if not given:
+            raise QueryError("rollups= is empty; give the roll-ups to answer from, or leave it out to ask Firestore")
+        for rollup in given:
+            if not isinstance(rollup, Rollup):
+                raise QueryError(f"rollups= takes Rollup declarations, got {type(rollup).__name__} {rollup!r}")
+            if rollup.series.collection != spec.collection:
+                raise QueryError(
+                    f"roll-up {rollup.name!r} holds bars of {rollup.series.collection!r}, not this store's "
+                    f"{spec.collection!r}"
+                )
+        names = [r.name for r in given]
+        if len(set(names)) != len(names):
+            raise QueryError(f"rollups= names a roll-up twice: {names}")
+        price, volume = given[0].root.price, given[0].root.volume
+        for rollup in given[1:]:
+            if (rollup.root.price, rollup.root.volume) != (price, volume):
+                raise QueryError(
+                    f"roll-ups {given[0].name!r} and {rollup.name!r} hold different fields (price {price!r}, volume "
+                    f"{volume!r}; price {rollup.root.price!r}, volume {rollup.root.volume!r}); give roll-ups of one "
+                    "price and volume"
+                )
+        for kind, fields in asked.items():
+            allowed = (price, volume) if kind == "sum" and volume is not None else (price,)
+            for name in fields:
+                if name not in allowed:
+                    raise QueryError(
+                        f"cannot take {kind}({name}) from roll-ups {names}: their bars hold "
+                        f"{' and '.join(repr(a) for a in allowed)} for {kind}"
+                    )
+        for found in filters:
+            outside = [r.name for r in given if found.field not in r.by]
+            if found.op not in ("==", "in") or outside:
+                why = f"{', '.join(outside)} {'is' if len(outside) == 1 else 'are'} not by it" if outside else "a range"
+                raise QueryError(
+                    f"an aggregate from roll-ups filters on the roll-ups' by fields only, with == or in: "
+                    f"{found.describe()} cannot be answered from bars ({why}); leave out rollups= to ask Firestore"
+                )
+        if not isinstance(count, bool):
+            raise QueryError(f"count must be True or False, got {count!r}")
+        if not (count or any(asked.values())):
+            raise QueryError("nothing to aggregate: ask for count=True or sum, avg, min, max, std of fields")
+        return cls(given, price, volume, count, **asked)
+
+    def parts_of(self, start: dt.datetime | None, end: dt.datetime | None, spans: Sequence[Span | None]) -> list[Part]:
+        """:func:`cover` with each roll-up's span (in :attr:`rollups` order)."""
+        return cover(start, end, list(zip(self.rollups, spans)))
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The tick fields the uncovered parts read."""
+        return (self.price,) if self.volume is None else (self.price, self.volume)
+
+    def bar_of(self, tick: Tick, part: Part) -> Bar | None:
+        """A tick of ``part`` (a tick, or a stored bar of its roll-up) as a bar to fold in;
+        ``None`` for a tick without a price."""
+        if part.rollup is None:
+            return tick_bar(tick, (), self.price.split("."), None if self.volume is None else self.volume.split("."))
+        bar = stored_bar(tick, ())
+        if bar is not None and bar.sum is None and (self.sum or self.avg or self.std):
+            raise QueryError(
+                f"roll-up {part.rollup.name!r} holds a bar at {tick.timestamp.isoformat()} without its price sums "
+                f"(stored by an older tsstore); run it again from before that time (tsstore rollup --rollup "
+                f"{part.rollup.name} --since ...) to store them"
+            )
+        return bar
+
+    def result(self, total: Bar | None, parts: Sequence[Part]) -> Aggregates:
+        """The aggregates of everything folded into ``total`` (``None``: no tick)."""
+        n = 0 if total is None else total.count
+        price_sum: Number = 0 if total is None or total.sum is None else total.sum
+        sums = {name: (price_sum if name == self.price else (0 if total is None else total.volume)) for name in self.sum}
+        std = None
+        if total is not None and total.m2 is not None and n >= 2:
+            std = math.sqrt(max(total.m2, 0.0) / (n - 1))
+        return Aggregates(
+            count=n if self.count else None,
+            sum=sums,
+            avg={name: (price_sum / n if n else None) for name in self.avg},
+            min={name: None if total is None else total.low for name in self.min},
+            max={name: None if total is None else total.high for name in self.max},
+            std={name: std for name in self.std},
+            sources=tuple(part.describe() for part in parts),
+        )
+
+
+def fold(total: Bar | None, part: Bar | None) -> Bar | None:
+    """``part`` taken into the running ``total`` (the first part becomes it)."""
+    if part is None:
+        return total
+    if total is None:
+        return part
+    total.absorb(part, earlier=False)  # the order matters to open and close only, which are not asked
+    return total
+
+
+def _ceil(moment: dt.datetime, step: dt.timedelta) -> dt.datetime:
+    floor = bar_start(moment, step)
+    return floor if floor == moment else floor + step
+
+
+def _empty(start: dt.datetime | None, end: dt.datetime | None) -> bool:
+    return start is not None and end is not None and start >= end
+
+
+def _iso(moment: dt.datetime | None) -> str:
+    return "..." if moment is None else moment.isoformat().replace("+00:00", "Z")
