@@ -32,6 +32,8 @@ from tsstore.errors import QueryError, SchemaError
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
 
+UTC = dt.timezone.utc
+
 #: The pandas dtype of each declared column type.
 DTYPES = {
     "string": "string",
@@ -56,36 +58,93 @@ def ticks_to_frame(spec: SeriesSpec, ticks: Iterable[Tick], *, columns: Iterable
     return builder.frame()
 
 
-class FrameBuilder:
-    """Ticks in (:meth:`add`, as they stream), one DataFrame out (:meth:`frame`): columns are
-    built as lists in one pass, no tick is kept."""
+#: Rows a :class:`FrameBuilder` holds as Python objects before it turns them into arrays.
+CHUNK_ROWS = 4096
 
-    def __init__(self, spec: SeriesSpec, *, columns: Iterable[str] | None = None) -> None:
+#: A column's rows of one or more chunks: typed (its kind, the array), values not converted
+#: yet (a list), or that many missing values (an int).
+Part = tuple[str, Any] | list[Any] | int
+
+
+class FrameBuilder:
+    """Ticks in (:meth:`add`, as they stream), one DataFrame out (:meth:`frame`): no tick
+    is kept. Values are collected as lists, a chunk of ``chunk_rows`` rows at a time; at
+    the end of each chunk a column's values become a typed array when that array gives back
+    the very same values, whatever the column's type turns out to be (see :func:`_part`;
+    the others stay lists until :meth:`frame`). :meth:`frame` joins each column's parts
+    in the type of the whole column, one column at a time, so the Python objects of about
+    one chunk are alive at once, not those of every row."""
+
+    def __init__(
+        self, spec: SeriesSpec, *, columns: Iterable[str] | None = None, chunk_rows: int = CHUNK_ROWS
+    ) -> None:
+        check_frame_rows(chunk_rows)
         self._spec, self._projection = spec, None if columns is None else tuple(columns)
-        self._index: list[dt.datetime] = []
-        self._columns: dict[str, list[Any]] = {}
+        self._chunk_rows = chunk_rows
+        self._declared = dict(spec.columns)
+        self._done = 0  # rows of the chunks already converted
+        self._index: list[dt.datetime] = []  # this chunk's timestamps
+        self._chunk: dict[str, list[Any]] = {}  # this chunk's values, by column
+        self._index_parts: list[Any] = []  # earlier chunks' timestamps, as datetime arrays
+        self._parts: dict[str, list[Part]] = {}  # earlier chunks' values, by kept column
+        self._kinds: dict[str, set[type]] = {}  # the types of each kept column's values so far
+        self._kept: dict[str, bool] = {}
 
     def add(self, tick: Tick) -> None:
-        _flatten_into(tick.data, "", self._columns, len(self._index))
+        _flatten_into(tick.data, "", self._chunk, len(self._index))
         self._index.append(tick.timestamp)
+        if len(self._index) == self._chunk_rows:
+            self._convert_chunk()
 
     def frame(self) -> pd.DataFrame:
-        spec, columns, row = self._spec, self._columns, len(self._index)
-        projection = self._projection
-        columns.pop(spec.timestamp_field, None)
-        if projection is None or spec.shard_field not in projection:
-            columns.pop(spec.shard_field, None)
-        for values in columns.values():
-            if len(values) < row:
-                values.extend([None] * (row - len(values)))
+        self._convert_chunk()
+        rows, projection = self._done, self._projection
         data: dict[str, Any] = {}
-        declared = [(name, columns.pop(name, [None] * row), kind) for name, kind in spec.columns]
-        others = [(name, columns[name], _infer(columns[name])) for name in sorted(columns)]
-        for name, values, kind in declared + others:
+        declared = [name for name, _ in self._spec.columns]
+        others = sorted(name for name in self._parts if name not in self._declared)
+        for name in declared + others:
             if projection is None or _projected(name, projection):
-                data[name] = _series(name, values, kind)
-        index = pd.DatetimeIndex(pd.to_datetime(self._index, utc=True), name=spec.timestamp_field).as_unit("us")
-        return pd.DataFrame(data, index=index)
+                kinds = self._kinds.pop(name, set())
+                kind = self._declared.get(name) or _infer(kinds)
+                data[name] = _joined(name, self._parts.pop(name, [rows]), kind)
+        parts, self._index_parts = self._index_parts, []
+        stamps = _concat(parts) if parts else pd.to_datetime([], utc=True).as_unit("us")
+        return pd.DataFrame(data, index=pd.DatetimeIndex(stamps, name=self._spec.timestamp_field))
+
+    def _keeps(self, name: str) -> bool:
+        """Whether the frame can hold column ``name`` (else its values are dropped)."""
+        kept = self._kept.get(name)
+        if kept is None:
+            spec, projection = self._spec, self._projection
+            shard_left_out = projection is None or spec.shard_field not in projection
+            kept = self._kept[name] = (
+                name != spec.timestamp_field
+                and not (name == spec.shard_field and shard_left_out)
+                and (projection is None or _projected(name, projection))
+            )
+        return kept
+
+    def _convert_chunk(self) -> None:
+        rows = len(self._index)
+        if not rows:
+            return
+        chunk, self._chunk = self._chunk, {}
+        for name, values in chunk.items():
+            if not self._keeps(name):
+                continue
+            if len(values) < rows:
+                values.extend([None] * (rows - len(values)))
+            kinds = set(map(type, values))
+            kinds.discard(type(None))
+            parts = self._parts.setdefault(name, [self._done] if self._done else [])
+            self._kinds.setdefault(name, set()).update(kinds)
+            parts.append(_part(values, kinds, self._declared.get(name)))
+        for name, parts in self._parts.items():
+            if name not in chunk:
+                parts.append(rows)
+        self._index_parts.append(pd.to_datetime(self._index, utc=True).as_unit("us").array)
+        self._index = []
+        self._done += rows
 
 
 def check_frame_rows(rows: object) -> None:
@@ -151,37 +210,119 @@ def _flatten_into(data: Mapping[str, Any], prefix: str, columns: dict[str, list[
         column.append(value)
 
 
-def _infer(values: list[Any]) -> str:
-    kinds = {type(v) for v in values if v is not None}
+def _infer(kinds: Collection[type]) -> str:
+    """The type of a column whose values are of these types (missing values left out)."""
     if not kinds:
         return "object"
-    if kinds == {str}:
+    if set(kinds) == {str}:
         return "string"
-    if kinds == {bool}:
+    if set(kinds) == {bool}:
         return "boolean"
-    if kinds == {int}:
+    if set(kinds) == {int}:
         return "Int64"
-    if kinds <= {int, float}:
+    if set(kinds) <= {int, float}:
         return "Float64"
     if all(issubclass(k, dt.datetime) for k in kinds):
         return "datetime"
     return "object"
 
 
-def _series(name: str, values: list[Any], kind: str) -> pd.api.extensions.ExtensionArray | Any:
-    dtype: Any = DTYPES[kind]
+#: The chunks of a column whose type is not declared that become arrays early: those of
+#: values of one of these types only, each of which the array gives back as it was.
+_ROUND_TRIPS = {str: "string", int: "Int64", bool: "boolean", float: "Float64", dt.datetime: "datetime"}
+
+
+def _part(values: list[Any], kinds: set[type], declared: str | None) -> Part:
+    """One chunk of a column, typed when that loses nothing (``declared``: the column's
+    declared type): to the declared type when every value fits it, else, for a column of
+    inferred type, to the type of its values when the array holds exactly those values
+    (one type of :data:`_ROUND_TRIPS`, no NaN, datetimes in ``datetime.timezone.utc``), so
+    that a column that turns out to be ``Float64`` or ``object`` gets the same values as
+    from the list. Any other chunk stays a list and is converted with the whole column."""
+    if not kinds:
+        return len(values)
+    if declared is not None:
+        kind: str | None = declared if all(_fits_type(k, declared) for k in kinds) else None
+    else:
+        kind = _ROUND_TRIPS.get(next(iter(kinds))) if len(kinds) == 1 else None
+    if kind is None or kind == "object":
+        return values
+    if declared is None and kind == "datetime" and any(v is not None and v.tzinfo is not UTC for v in values):
+        return values
+    try:
+        array = _typed(values, kind)
+    except (TypeError, ValueError, OverflowError):
+        return values  # converted with the whole column, which raises as it should
+    if declared is None and kind == "Float64" and int(array.isna().sum()) != values.count(None):
+        return values  # NaN: missing in a Float64 array, a float in an object one
+    return (kind, array)
+
+
+def _fits_type(kind_of_value: type, kind: str) -> bool:
+    """Whether every value of type ``kind_of_value`` fits a column of type ``kind`` (:func:`_fits`)."""
+    if issubclass(kind_of_value, bool):
+        return kind in ("boolean", "object")
+    return {
+        "string": issubclass(kind_of_value, str),
+        "Int64": issubclass(kind_of_value, int),
+        "Float64": issubclass(kind_of_value, (int, float)),
+        "boolean": False,
+        "datetime": issubclass(kind_of_value, dt.datetime),
+    }.get(kind, True)
+
+
+def _typed(values: list[Any], kind: str) -> Any:
+    """``values`` as an array of type ``kind``; raises TypeError or ValueError where one does not fit."""
     if kind == "object":
         return pd.array(values, dtype=object)
-    try:
-        if kind == "datetime":
-            return pd.array(pd.to_datetime(values, utc=True)).astype(dtype)
-        return pd.array(values, dtype=dtype)
-    except (TypeError, ValueError) as exc:
-        bad = next((v for v in values if v is not None and not _fits(v, kind)), None)
-        raise SchemaError(
-            f"column {name!r} is declared {kind!r} but holds {type(bad).__name__} {bad!r}; "
-            "change the declared type in the SeriesSpec or fix the stored data"
-        ) from exc
+    if kind == "datetime":
+        return pd.array(pd.to_datetime(values, utc=True)).astype(DTYPES[kind])
+    return pd.array(values, dtype=DTYPES[kind])
+
+
+def _joined(name: str, parts: list[Part], kind: str) -> Any:
+    """One column of type ``kind`` from its parts, in order (each freed once converted)."""
+    lists = [part for part in parts if isinstance(part, list)]  # what a SchemaError names a value of
+    arrays = []
+    for n, part in enumerate(parts):
+        parts[n] = 0
+        if isinstance(part, int):
+            arrays.append(_typed([None] * part, kind))
+        elif isinstance(part, list):
+            try:
+                arrays.append(_typed(part, kind))
+            except (TypeError, ValueError) as exc:
+                raise _schema_error(name, kind, lists) from exc
+        else:
+            arrays.append(_retyped(*part, kind))
+        del part
+    return _concat(arrays) if arrays else _typed([], kind)
+
+
+def _retyped(was: str, array: Any, kind: str) -> Any:
+    """A typed chunk of a column as type ``kind``: the same, an ``Int64`` one as ``Float64``,
+    or any as ``object`` (the values it was made from: see :func:`_part`)."""
+    if was == kind:
+        return array
+    if kind != "object":
+        return array.astype(DTYPES[kind])
+    if was == "datetime":
+        return pd.array([None if v is pd.NaT else v.to_pydatetime() for v in array], dtype=object)
+    return pd.array(array.to_numpy(dtype=object, na_value=None), dtype=object)
+
+
+def _concat(arrays: list[Any]) -> Any:
+    return arrays[0] if len(arrays) == 1 else type(arrays[0])._concat_same_type(arrays)
+
+
+def _schema_error(name: str, kind: str, lists: list[list[Any]]) -> SchemaError:
+    """The error of a column whose values do not convert to its type, naming the first value
+    that does not fit (only chunks left as lists can hold one: see :func:`_part`)."""
+    bad = next((v for values in lists for v in values if v is not None and not _fits(v, kind)), None)
+    return SchemaError(
+        f"column {name!r} is declared {kind!r} but holds {type(bad).__name__} {bad!r}; "
+        "change the declared type in the SeriesSpec or fix the stored data"
+    )
 
 
 def _fits(value: Any, kind: str) -> bool:
