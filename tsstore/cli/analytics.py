@@ -101,7 +101,7 @@ def aggregate(
     width = max(len(name) for name in values)
     text = "\n".join(f"{name:<{width}}  {'none' if value is None else value}" for name, value in values.items())
     if result.sources:
-        text += "\nfrom:\n" + "\n".join(f"  {source}" for source in result.sources)
+        text += "\nsources:\n" + "\n".join(f"  {source}" for source in result.sources)
     echo_figures(fmt, text, {**values, "sources": list(result.sources)} if result.sources else values)
     echo_cost(stats, show_stats)
 
