@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import io
 import json
 import os
 import random
@@ -672,10 +673,13 @@ def test_hourly_bars_from_minute_rollups_equal_those_from_ticks(tsstore_emulator
     client.close()
 
 
-def test_aligned_series_are_one_column_each_per_bucket_filled_as_pandas_does(tsstore_emulator: Any) -> None:
+def test_aligned_series_are_one_column_each_per_bucket_filled_as_pandas_does(
+    tsstore_emulator: Any, tmp_path: Any
+) -> None:
     """Several series side by side: each bucket from the first bar to the last, the last price
     carried where a series has no tick (missing before its first), counts 0 there; the same as
-    pandas' pivot of the last price per bucket, forward filled; on the async store too."""
+    pandas' pivot of the last price per bucket, forward filled; on the async store and from
+    the shell too."""
     client = tsstore_emulator.client(database=f"aligned-{random.randrange(10**9)}")
     source = spec("ticks", 40)
     store = TimeSeriesStore(client, source, write_options=WriteOptions(ramp=False, max_ops_per_second=100_000))
@@ -709,4 +713,19 @@ def test_aligned_series_are_one_column_each_per_bucket_filled_as_pandas_does(tss
     pd.testing.assert_frame_equal(asyncio.run(on_the_loop()), got)
     with pytest.raises(QueryError, match="value='vwap' is not allowed; use one of open, high"):
         store.aligned(interval="2min", by="symbol", price="price.micros", value="vwap")
+    (tmp_path / "spec.toml").write_text(
+        '[[series]]\ncollection = "ticks"\nwrites_per_second = 20000\nkey_fields = ["symbol", "n"]\n'
+        'shapes = [{ fields = ["symbol"], directions = ["desc", "asc"] }, "exchange", ["exchange", "symbol"]]\n'
+    )
+    done = tsstore(
+        "aligned", "--spec", "spec.toml", "--database", database_id(client), "--interval", "2min", "--by", "symbol",
+        "--by", "exchange", "--fill", "none", "--start", T0.isoformat(), "--format", "csv", cwd=tmp_path,
+        env={"FIRESTORE_EMULATOR_HOST": tsstore_emulator.address},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    printed = pd.read_csv(io.StringIO(done.stdout), index_col=0)
+    want = store.aligned(interval="2min", by=["symbol", "exchange"], price="price.micros", fill=None, start=T0)
+    assert list(printed.columns) == ["AAA/X1", "BBB/X1"]
+    assert pd.to_datetime(printed.index, utc=True).tolist() == want.index.tolist()
+    assert printed.fillna(-1).astype(int).values.tolist() == want.fillna(-1).astype(int).values.tolist()
     client.close()

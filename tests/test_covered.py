@@ -96,7 +96,11 @@ def test_an_aggregate_from_rollups_refuses_what_the_bars_do_not_hold_by_name() -
         ([], {}, "rollups= is empty"),
         ([MINUTES, MINUTES], {}, "names a roll-up twice"),
         ([Rollup(series(), collection="other_1min", by="symbol")], {}, None),  # the same collection: fine
-        ([Rollup(SeriesSpec("quotes", shards=["a"]), by="symbol")], {}, "holds bars of 'quotes', not this store's 'ticks'"),
+        (
+            [Rollup(SeriesSpec("quotes", shards=["a"]), by="symbol")],
+            {},
+            "holds bars of 'quotes', not this store's 'ticks'",
+        ),
         ([MINUTES], {"avg": ("volume",)}, r"cannot take avg\(volume\) .*hold .price.micros. for avg"),
         ([MINUTES], {"min": ("n",)}, r"cannot take min\(n\)"),
         ([Rollup(SPEC, by="symbol", collection="ticks_m"), MINUTES], {}, "hold different fields"),

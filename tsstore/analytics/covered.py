@@ -70,14 +70,18 @@ class CoveredPlan:
         return "\n".join(lines)
 
 
-def cover(start: dt.datetime | None, end: dt.datetime | None, sources: Sequence[tuple[Rollup, Span | None]]) -> list[Part]:
+def cover(
+    start: dt.datetime | None, end: dt.datetime | None, sources: Sequence[tuple[Rollup, Span | None]]
+) -> list[Part]:
     """The parts of ``[start, end)`` in time order: each roll-up (coarsest first) answers the
     whole bars it holds inside what the coarser ones left, the ticks the rest."""
     ordered = sorted(sources, key=lambda source: source[0].interval, reverse=True)
     return [part for part in _cover(start, end, ordered) if not _empty(part.start, part.end)]
 
 
-def _cover(start: dt.datetime | None, end: dt.datetime | None, sources: Sequence[tuple[Rollup, Span | None]]) -> list[Part]:
+def _cover(
+    start: dt.datetime | None, end: dt.datetime | None, sources: Sequence[tuple[Rollup, Span | None]]
+) -> list[Part]:
     if _empty(start, end):
         return []
     if not sources:
@@ -191,7 +195,9 @@ class CoveredRequest:
         """The aggregates of everything folded into ``total`` (``None``: no tick)."""
         n = 0 if total is None else total.count
         price_sum: Number = 0 if total is None or total.sum is None else total.sum
-        sums = {name: (price_sum if name == self.price else (0 if total is None else total.volume)) for name in self.sum}
+        sums = {
+            name: (price_sum if name == self.price else (0 if total is None else total.volume)) for name in self.sum
+        }
         std = None
         if total is not None and total.m2 is not None and n >= 2:
             std = math.sqrt(max(total.m2, 0.0) / (n - 1))

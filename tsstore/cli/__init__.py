@@ -41,6 +41,7 @@ for _command in (
     analytics.aggregate,
     analytics.latest,
     analytics.bars,
+    analytics.aligned,
     analytics.asof,
     analytics.rollup,
     query.explain,

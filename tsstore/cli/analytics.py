@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+import pandas as pd
 from tqdm import tqdm
 
 from tsstore.analytics.plot import CHART_FORMATS, plot_bars
+from tsstore.analytics.rollup import Rollup
 from tsstore.cli.common import (
     WHERE_HELP,
     Database,
@@ -28,7 +30,6 @@ from tsstore.cli.query import stats_option
 from tsstore.cli.values import OutputFile, cli_time, naive_option, parse_columns, parse_value, parse_where
 from tsstore.declaration import load_declaration
 from tsstore.errors import Interrupted
-from tsstore.analytics.rollup import Rollup
 from tsstore.read.cost import ReadStats
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
@@ -90,7 +91,9 @@ def aggregate(
             if rollups is None:
                 raise usage("--explain says which roll-up answers which part of the range; give --rollup")
             told = store.explain_aggregate(query, rollups=rollups, stats=stats)
-            echo_figures(fmt, told.describe(), {"collection": told.collection, "parts": [p.describe() for p in told.parts]})
+            echo_figures(
+                fmt, told.describe(), {"collection": told.collection, "parts": [p.describe() for p in told.parts]}
+            )
             return
         result = store.aggregate(
             query, count=count, sum=sums, avg=avgs, min=mins, max=maxs, std=stds, rollups=rollups, stats=stats
@@ -236,6 +239,72 @@ def bars(
         click.echo(f"drew {drawn} series of bars to {plot_path}", err=True)
     flat = frame if fmt == "table" else frame.reset_index().set_index(spec.timestamp_field)
     write_frames([flat], fmt=fmt, output=None)
+    echo_cost(stats, show_stats)
+
+
+@click.command("aligned")
+@library_warnings
+@series_options
+@query_options()
+@click.option("--interval", required=True, help="Bucket length: 1min, 1h (from the origin), or 1D, 1W, 1M (in --tz).")
+@click.option("--by", "by_fields", multiple=True, required=True, help="Series key field(s): one column per value.")
+@click.option(
+    "--value", default="close", show_default=True,
+    type=click.Choice(["open", "high", "low", "close", "mean", "std", "count", "volume", "sum"]),
+    help="What each column holds per bucket: a bar's price (close: the last one), moment or amount.",
+)  # fmt: skip
+@click.option("--price", default="price.micros", show_default=True, help="The price field.")
+@click.option("--volume", default=None, help="A volume field (for --value volume).")
+@click.option("--tz", default=None, help="Time zone of calendar buckets and of the printed times.")
+@click.option(
+    "--origin", default=None, help="Where fixed buckets start counting (default: 1970-01-01 midnight in --tz)."
+)
+@click.option(
+    "--fill", type=click.Choice(["prev", "none"]), default="prev", show_default=True,
+    help="A bucket where a series has no bar: its last value carried (amounts 0), or left missing.",
+)  # fmt: skip
+@click.option("--combine", is_flag=True, help="Read a roll-up's bars (--collection) and combine them into these.")
+@rows_format
+@stats_option
+def aligned(
+    *,
+    spec: SeriesSpec,
+    database: Database,
+    query: Query,
+    interval: str,
+    by_fields: tuple[str, ...],
+    value: str,
+    price: str,
+    volume: str | None,
+    tz: str | None,
+    origin: str | None,
+    fill: str,
+    combine: bool,
+    fmt: str,
+    show_stats: bool,
+) -> None:
+    """Print several series side by side: one row per bucket, one column per series (the
+    values of --by), each its bar's --value there.
+
+    \b
+    Example:
+      tsstore aligned --interval 1h --by symbol --start 2019-01-02T08:00:00Z --end 2019-01-02T12:00:00Z
+      tsstore aligned --collection instruments_1min --combine --interval 1D --tz America/New_York --by symbol
+    """
+    stats = ReadStats()
+    start = None if origin in (None, "epoch") else cli_time(origin, option="--origin", naive=tz)
+    with database.open_store(spec) as store:
+        frame = store.aligned(
+            query, interval=interval, by=by_fields, price=None if combine else price, value=value, volume=volume,
+            tz=tz, origin=start, fill=None if fill == "none" else fill, combine=combine, stats=stats,
+        )  # fmt: skip
+        if frame.empty:
+            warn_if_no_collection(store)
+    if isinstance(frame.columns, pd.MultiIndex):  # several --by fields: one column per combination
+        frame.columns = ["/".join(map(str, key)) for key in frame.columns]
+    else:
+        frame.columns = [str(key) for key in frame.columns]
+    write_frames([frame], fmt=fmt, output=None)
     echo_cost(stats, show_stats)
 
 
