@@ -12,8 +12,15 @@ question is about one of the days, so each read is a range of a collection twice
     answers are compared.
 (c) Client CPU of `store.bars(...)` against `query_frame(...)` of the same ticks followed by
     `groupby().resample().ohlc()` (median of --repeats, interleaved).
+(d) Billed reads of count, sum(volume), avg, min, max and std of AAA's price over the day's
+    session with ragged edges (09:30:15 to 15:45:30), answered from the hourly and minute
+    roll-ups (`aggregate(rollups=...)`: hourly bars inside, minute bars beside, ticks at the
+    edges), against the ticks (Firestore's `aggregate` for count, sum and avg, plus every tick
+    read for min, max and std, which Firestore cannot aggregate); then the roll-up answer
+    through a proxy that cuts its connections every ~--every s for --cut-span s (bench/faults.py):
+    every answer must equal the clean one.
 
-Run: python bench/analytics.py [--ticks 100000] [--repeats 3]
+Run: python bench/analytics.py [--ticks 100000] [--repeats 3] [--every 1.0] [--cut-span 10]
 """
 
 from __future__ import annotations
@@ -24,8 +31,9 @@ from typing import Any
 
 import pandas as pd
 from _common import emulator, measure
+from faults import Trial, through_cuts, trial_seconds
 
-from tsstore import TimeSeriesStore, WriteOptions
+from tsstore import Rollup, TimeSeriesStore, WriteOptions
 from tsstore.demo import BARS_1MIN, SPEC
 from tsstore.local.synthetic import trading_day
 from tsstore.read.cost import ReadStats
@@ -38,6 +46,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ticks", type=int, default=100_000, help="ticks per day")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--every", type=float, default=1.0, help="mean seconds between cuts in (d)")
+    parser.add_argument("--down", type=float, default=0.3, help="seconds new connections are refused after a cut")
+    parser.add_argument("--cut-span", type=float, default=10.0, help="seconds (d)'s read repeats through cuts")
+    parser.add_argument("--case-timeout", type=float, default=300.0, help="time limit of (d) through cuts")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the cut schedule")
     args = parser.parse_args()
     emu = emulator()
     try:
@@ -97,6 +110,45 @@ def main() -> None:
         for name, m in r.items():
             print(f"  {name:<22} cpu {m['cpu']:6.2f} s   wall {m['wall']:6.2f} s")
         print(f"  ratio bars() / query_frame+resample: {r['bars()']['cpu'] / r['query_frame+resample']['cpu']:.2f}x")
+
+        # (d) an aggregate from the hourly and minute roll-ups vs from the ticks
+        hourly = Rollup(BARS_1MIN, interval="1h")
+        print(f"# hourly roll-up: {rollups.rollup(hourly, until=end).describe()}")
+        session = {"where": {"symbol": "AAA"}, "start": DAY.replace(hour=9, minute=30, second=15),
+                   "end": DAY.replace(hour=15, minute=45, second=30)}  # fmt: skip
+        price = ["price.micros"]
+        asked = {"sum": ["volume"], "avg": price, "min": price, "max": price, "std": price}
+
+        def from_bars(on: TimeSeriesStore, stats: ReadStats | None = None) -> dict[str, Any]:
+            return on.aggregate(**session, rollups=[hourly, BARS_1MIN], stats=stats, **asked).as_dict()
+
+        covered = ReadStats()
+        answer = from_bars(store, covered)
+        counted = ReadStats()
+        firestore = store.aggregate(**session, sum=["volume"], avg=price, stats=counted)
+        read = store.iter_ticks(**session, columns=price)
+        prices = pd.Series([t.data["price"]["micros"] for t in read], dtype="int64")
+        assert answer["count"] == firestore.count == len(prices) and answer["sum(volume)"] == firestore.sum["volume"]
+        assert answer["avg(price.micros)"] == firestore.avg["price.micros"]
+        assert (answer["min(price.micros)"], answer["max(price.micros)"]) == (prices.min(), prices.max())
+        assert abs(answer["std(price.micros)"] - prices.std()) <= 1e-9 * prices.std()
+        ticks_reads = counted.billed_reads + read.stats.billed_reads
+        print(f"(d) count, sum, avg, min, max, std of AAA's {answer['count']} ticks 09:30:15-15:45:30 (equal answers)")
+        print(store.explain_aggregate(**session, rollups=[hourly, BARS_1MIN]).describe())
+        print(f"  from the roll-ups        {covered.billed_reads:>7} billed reads")
+        print(f"  from the ticks           {ticks_reads:>7} billed reads ({counted.billed_reads} aggregate "
+              f"+ {read.stats.billed_reads} reading every tick for min, max, std)")  # fmt: skip
+        print(f"  ratio ticks / roll-ups: {ticks_reads / covered.billed_reads:.1f}x")
+        wanted = from_bars(store)
+        clean = Trial.run(lambda: from_bars(store), span=3.0, timeout=args.case_timeout)
+        cut, cuts = through_cuts(emu, "bench-analytics", args, lambda c: from_bars(TimeSeriesStore(c, SPEC)),
+                                 span=args.cut_span)  # fmt: skip
+        equal = all(a == wanted for a in (*clean.values, *cut.values))
+        print(f"  through {cuts} cuts: {cut.runs} runs, median {trial_seconds(cut)} s against {trial_seconds(clean)} s "
+              f"clean; every answer equal: {equal}; failed runs: {sum(cut.errors.values())}")  # fmt: skip
+        for problem in cut.problems(args.case_timeout):
+            print(f"  {problem}")
+        assert equal and cut.ok and cuts, "an answer through the cuts differed or failed, or no cut came"
         rollups.close()
         store.close()
         client.close()
