@@ -79,7 +79,7 @@ def aggregate(
     ticks at its edges; the price's --min, --max and --std come from there too.
 
     \b
-    Examples:
+    Example:
       tsstore aggregate --where symbol=AAA --start 2019-01-02T00:00:00Z --sum volume --avg price.micros --stats
       tsstore aggregate --rollup all --start 2019-01-02T00:00:00Z --std price.micros --max price.micros
     """
