@@ -212,14 +212,19 @@ class CoveredRequest:
         )
 
 
-def fold(total: Bar | None, part: Bar | None) -> Bar | None:
-    """``part`` taken into the running ``total`` (the first part becomes it)."""
-    if part is None:
-        return total
-    if total is None:
-        return part
-    total.absorb(part, earlier=False)  # the order matters to open and close only, which are not asked
-    return total
+@dataclass
+class Total:
+    """Every part's bars and ticks folded into one bar as they stream (``None``: none yet)."""
+
+    bar: Bar | None = None
+
+    def add(self, part: Bar | None) -> None:
+        if part is None:
+            return
+        if self.bar is None:
+            self.bar = part
+        else:  # the order matters to open and close only, which are not asked
+            self.bar.absorb(part, earlier=False)
 
 
 def _ceil(moment: dt.datetime, step: dt.timedelta) -> dt.datetime:

@@ -15,7 +15,7 @@ from tsstore.analytics.aggregate import AggregateRequest, Aggregates, Aggregatio
 from tsstore.analytics.asof import JoinRead, check_direction, check_tolerance
 from tsstore.analytics.bars import STORED_MOMENTS, Bar, BarBuilder, bar_start, bars_frame, iter_bars
 from tsstore.analytics.buckets import buckets, check_fill
-from tsstore.analytics.covered import CoveredPlan, CoveredRequest, fold
+from tsstore.analytics.covered import CoveredPlan, CoveredRequest, Total
 from tsstore.analytics.covered import Part as CoveredPart
 from tsstore.analytics.latest import LatestRequest
 from tsstore.analytics.rollup import BAR_FIELDS, WATERMARKS, Rollup, RollupResult
@@ -70,8 +70,8 @@ def aggregate(
     cost = stats if stats is not None else ReadStats()
     if rollups is not None:
         asked = {"sum": sum, "avg": avg, "min": min, "max": max, "std": std}
-        request = covered_request(seat, bounds, rollups, count=count, asked=asked)
-        return (yield from covered_aggregate(seat, bounds, request, cost))
+        request, plan = covered_request(seat, bounds, rollups, count=count, asked=asked)
+        return (yield from covered_aggregate(seat, request, plan, cost))
     spread = [kind for kind, fields in (("min", min), ("max", max), ("std", std)) if tuple(fields)]
     if spread:
         raise QueryError(
@@ -116,27 +116,27 @@ def explain_aggregate(
     reads the roll-ups' watermark documents (a read each), nothing else."""
     bounds = Query.of(query, options)
     bounds.only(COUNT_OPTIONS, "explain_aggregate")
-    request = covered_request(seat, bounds, rollups, count=True, asked={})
+    request, plan = covered_request(seat, bounds, rollups, count=True, asked={})
     cost = stats if stats is not None else ReadStats()
-    snapshot = bounds.read_time
-    parts = yield from covered_parts(seat, bounds, request, snapshot, cost)
+    parts = yield from covered_parts(seat, request, plan, bounds.read_time, cost)
     return CoveredPlan(seat.spec.collection, tuple(parts))
 
 
 def covered_request(
     seat: Seat, bounds: Query, rollups: Iterable[Rollup], *, count: bool, asked: Mapping[str, Iterable[str]]
-) -> CoveredRequest:
+) -> tuple[CoveredRequest, QueryPlan]:
+    """The aggregate from roll-ups, checked, and the plan of its range on the ticks."""
     if isinstance(rollups, Rollup):
         rollups = [rollups]
     fields = {kind: field_names(names, kind) for kind, names in asked.items()}
-    filters = plan_query(seat.spec, bounds.replace(read_time=None), direction=Direction.DESC).filters
-    return CoveredRequest.checked(seat.spec, rollups, filters, count=count, asked=fields)
+    plan = oldest_first(seat.spec, bounds)
+    return CoveredRequest.checked(seat.spec, rollups, plan.filters, count=count, asked=fields), plan
 
 
 def covered_parts(
-    seat: Seat, bounds: Query, request: CoveredRequest, snapshot: dt.datetime | None, cost: ReadStats
+    seat: Seat, request: CoveredRequest, plan: QueryPlan, snapshot: dt.datetime | None, cost: ReadStats
 ) -> Request[list[CoveredPart]]:
-    """The parts of ``bounds``' range, from the roll-ups' watermark documents at ``snapshot``."""
+    """The parts of ``plan``'s range, from the roll-ups' watermark documents at ``snapshot``."""
     names = [rollup.name for rollup in request.rollups]
 
     def getter(name: str) -> Callable[[Any], Any]:
@@ -146,31 +146,30 @@ def covered_parts(
     for _ in names:
         cost.query_done(1)
     spans = [r.coverage(doc.to_dict() if doc.exists else None) for r, doc in zip(request.rollups, stored)]
-    plan = plan_query(seat.spec, bounds.replace(read_time=None), direction=Direction.DESC)
     return request.parts_of(plan.start, plan.end, spans)
 
 
-def covered_aggregate(seat: Seat, bounds: Query, request: CoveredRequest, cost: ReadStats) -> Request[Aggregates]:
+def covered_aggregate(seat: Seat, request: CoveredRequest, plan: QueryPlan, cost: ReadStats) -> Request[Aggregates]:
     """Each part read (bars or ticks) at one snapshot and folded into one bar."""
+    bounds = plan.query
     snapshot = bounds.read_time
     if snapshot is None:
         snapshot = yield from probe(seat, cost)  # the watermarks and every part at one time
-    parts = yield from covered_parts(seat, bounds, request, snapshot, cost)
-    total: list[Bar | None] = [None]
+    parts = yield from covered_parts(seat, request, plan, snapshot, cost)
+    total = Total()
     for part in parts:
         if part.rollup is None:
             spec, columns = seat.spec, request.columns
         else:
             spec, columns = part.rollup.spec, (*BAR_FIELDS, *STORED_MOMENTS)
-        plan = oldest_first(spec, Query(where=bounds.where, start=part.start, end=part.end, columns=columns,
-                                        read_time=snapshot))  # fmt: skip
-        ticks = yield from read(seat, plan, cost)
+        piece = Query(where=bounds.where, start=part.start, end=part.end, columns=columns, read_time=snapshot)
+        ticks = yield from read(seat, oldest_first(spec, piece), cost)
 
         def sink(tick: Tick, part: CoveredPart = part) -> None:
-            total[0] = fold(total[0], request.bar_of(tick, part))
+            total.add(request.bar_of(tick, part))
 
         yield Feed(ticks, sink)
-    return request.result(total[0], parts)
+    return request.result(total.bar, parts)
 
 
 def latest(
