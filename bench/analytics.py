@@ -17,16 +17,20 @@ question is about one of the days, so each read is a range of a collection twice
     roll-ups (`aggregate(rollups=...)`: hourly bars inside, minute bars beside, ticks at the
     edges), against the ticks (Firestore's `aggregate` for count, sum and avg, plus every tick
     read for min, max and std, which Firestore cannot aggregate); then the roll-up answer
-    through a proxy that cuts its connections every ~--every s for --cut-span s (bench/faults.py):
-    every answer must equal the clean one.
+    through a proxy that cuts its connections for --cut-span s (bench/faults.py): every answer
+    must equal the clean one. The emulator answers a query only after scanning the collection
+    (~0.5-1 s at 200 000 ticks on this machine), and an attempt cut before its first answer makes
+    no progress, so the cuts come every ~2.5 x the wait for a first tick measured just before
+    (at least 1 s; --every fixes it), as in bench/asof.py.
 
-Run: python bench/analytics.py [--ticks 100000] [--repeats 3] [--every 1.0] [--cut-span 10]
+Run: python bench/analytics.py [--ticks 100000] [--repeats 3] [--every SECONDS] [--cut-span 10]
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import time
 from typing import Any
 
 import pandas as pd
@@ -46,7 +50,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ticks", type=int, default=100_000, help="ticks per day")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--every", type=float, default=1.0, help="mean seconds between cuts in (d)")
+    parser.add_argument("--every", type=float, default=None, help="mean seconds between cuts in (d) (default: auto)")
     parser.add_argument("--down", type=float, default=0.3, help="seconds new connections are refused after a cut")
     parser.add_argument("--cut-span", type=float, default=10.0, help="seconds (d)'s read repeats through cuts")
     parser.add_argument("--case-timeout", type=float, default=300.0, help="time limit of (d) through cuts")
@@ -141,11 +145,16 @@ def main() -> None:
         print(f"  ratio ticks / roll-ups: {ticks_reads / covered.billed_reads:.1f}x")
         wanted = from_bars(store)
         clean = Trial.run(lambda: from_bars(store), span=3.0, timeout=args.case_timeout)
+        if args.every is None:
+            began = time.perf_counter()
+            next(iter(store.iter_ticks(**session, direction="asc")), None)
+            args.every = max(1.0, 2.5 * (time.perf_counter() - began))
         cut, cuts = through_cuts(emu, "bench-analytics", args, lambda c: from_bars(TimeSeriesStore(c, SPEC)),
-                                 span=args.cut_span)  # fmt: skip
+                                 span=max(args.cut_span, 3 * args.every))  # fmt: skip
         equal = all(a == wanted for a in (*clean.values, *cut.values))
-        print(f"  through {cuts} cuts: {cut.runs} runs, median {trial_seconds(cut)} s against {trial_seconds(clean)} s "
-              f"clean; every answer equal: {equal}; failed runs: {sum(cut.errors.values())}")  # fmt: skip
+        print(f"  through {cuts} cuts (every ~{args.every:.1f} s, down {args.down} s): {cut.runs} runs, median "
+              f"{trial_seconds(cut)} s against {trial_seconds(clean)} s clean; every answer equal: {equal}; "
+              f"failed runs: {sum(cut.errors.values())}")  # fmt: skip
         for problem in cut.problems(args.case_timeout):
             print(f"  {problem}")
         assert equal and cut.ok and cuts, "an answer through the cuts differed or failed, or no cut came"
