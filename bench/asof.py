@@ -47,8 +47,8 @@ c) (unless --skip-rollup) The trades' 1-minute roll-up and, from it, their hourl
 
 The emulator keeps every document on its heap, so --heap must hold both collections; its
 resident size after the writes is printed. Measured at the full scale (200 000 trades,
-1 000 000 quotes, 3 shards): 6.6-8 GiB resident after the writes, then 13-22 GiB while it
-serves the reads at -Xmx10g/-Xmx11g (more than its heap); at -Xmx16g, with other processes
+1 000 000 quotes, 3 shards): 6.1-8 GiB resident after the writes, then 13-22 GiB while it
+serves the reads at -Xmx9g to -Xmx11g (more than its heap); at -Xmx16g, with other processes
 holding ~12 GiB, the kernel's OOM killer stopped it. Writing takes ~1 min, each run of a) ~2-2.5
 min (the emulator scans and sorts; wall times are the emulator's, peak memory and billed reads
 the client's and production's): a) at --repeats 2 ~15 min, b) and c) ~11 min. The exit

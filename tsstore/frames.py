@@ -4,7 +4,9 @@ A frame has one row per tick in query order, a tz-aware UTC ``DatetimeIndex`` na
 the timestamp field, and one column per leaf field with nested maps flattened to dotted
 names (``price.currency``). A read that projects ``columns`` gets those columns only (a
 map's name brings its leaves); tsstore's own shard field is left out unless they name it.
-Columns are built directly as lists in one pass over the ticks; no per-row ``json_normalize``.
+Columns are built in one pass over the ticks (no per-row ``json_normalize``), a chunk of
+rows at a time: the Python objects of one chunk are turned into arrays before the next
+(:class:`FrameBuilder`), and the frame is the one a build from lists of all the values gives.
 
 Dtypes (declared columns use their declared type; others are inferred from the values):
 
@@ -61,34 +63,36 @@ def ticks_to_frame(spec: SeriesSpec, ticks: Iterable[Tick], *, columns: Iterable
 #: Rows a :class:`FrameBuilder` holds as Python objects before it turns them into arrays.
 CHUNK_ROWS = 4096
 
-#: A column's rows of one or more chunks: typed (its kind, the array), values not converted
-#: yet (a list), or that many missing values (an int).
+#: A column's rows of one chunk: an array (its type, the array), the values themselves (a
+#: list), or that many missing values (an int).
 Part = tuple[str, Any] | list[Any] | int
 
 
 class FrameBuilder:
     """Ticks in (:meth:`add`, as they stream), one DataFrame out (:meth:`frame`): no tick
-    is kept. Values are collected as lists, a chunk of ``chunk_rows`` rows at a time; at
-    the end of each chunk a column's values become a typed array when that array gives back
-    the very same values, whatever the column's type turns out to be (see :func:`_part`;
-    the others stay lists until :meth:`frame`). :meth:`frame` joins each column's parts
-    in the type of the whole column, one column at a time, so the Python objects of about
-    one chunk are alive at once, not those of every row."""
+    is kept. The values of ``chunk_rows`` rows at a time are collected as lists, one per
+    column; then each chunk of a column becomes an array when the array gives back the very
+    values it was made from (:func:`_part`), so that whatever type the whole column turns out
+    to have, it gets the values a build from one list of all its values would. :meth:`frame`
+    converts each column's chunks to the column's type and joins them, one column at a time.
+    So the Python objects of about one chunk are alive at a time, not those of every row."""
 
     def __init__(
         self, spec: SeriesSpec, *, columns: Iterable[str] | None = None, chunk_rows: int = CHUNK_ROWS
     ) -> None:
-        check_frame_rows(chunk_rows)
+        if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
+            raise ValueError(f"chunk_rows {chunk_rows!r} is not allowed; give a positive integer")
         self._spec, self._projection = spec, None if columns is None else tuple(columns)
         self._chunk_rows = chunk_rows
         self._declared = dict(spec.columns)
-        self._done = 0  # rows of the chunks already converted
+        self._done = 0  # rows of the chunks converted
         self._index: list[dt.datetime] = []  # this chunk's timestamps
         self._chunk: dict[str, list[Any]] = {}  # this chunk's values, by column
-        self._index_parts: list[Any] = []  # earlier chunks' timestamps, as datetime arrays
-        self._parts: dict[str, list[Part]] = {}  # earlier chunks' values, by kept column
-        self._kinds: dict[str, set[type]] = {}  # the types of each kept column's values so far
-        self._kept: dict[str, bool] = {}
+        self._stamps: list[Any] = []  # the converted chunks' timestamps (datetime arrays)
+        self._parts: dict[str, list[Part]] = {}  # the converted chunks of each column the frame holds
+        self._kinds: dict[str, set[type]] = {}  # the types of each such column's values
+        self._misfits: set[str] = set()  # declared columns holding a value that does not fit
+        self._holds: dict[str, bool] = {}
 
     def add(self, tick: Tick) -> None:
         _flatten_into(tick.data, "", self._chunk, len(self._index))
@@ -98,31 +102,29 @@ class FrameBuilder:
 
     def frame(self) -> pd.DataFrame:
         self._convert_chunk()
-        rows, projection = self._done, self._projection
+        projection, declared = self._projection, self._declared
         data: dict[str, Any] = {}
-        declared = [name for name, _ in self._spec.columns]
-        others = sorted(name for name in self._parts if name not in self._declared)
-        for name in declared + others:
+        for name in [*declared, *sorted(name for name in self._parts if name not in declared)]:
             if projection is None or _projected(name, projection):
-                kinds = self._kinds.pop(name, set())
-                kind = self._declared.get(name) or _infer(kinds)
-                data[name] = _joined(name, self._parts.pop(name, [rows]), kind)
-        parts, self._index_parts = self._index_parts, []
-        stamps = _concat(parts) if parts else pd.to_datetime([], utc=True).as_unit("us")
-        return pd.DataFrame(data, index=pd.DatetimeIndex(stamps, name=self._spec.timestamp_field))
+                kind = declared.get(name) or _infer(self._kinds.get(name, set()))
+                parts = self._parts.pop(name, [self._done])
+                data[name] = _column(name, parts, kind, whole=name in self._misfits)
+        stamps, self._stamps = self._stamps, []
+        index = _concat(stamps) if stamps else pd.to_datetime([], utc=True).as_unit("us")
+        return pd.DataFrame(data, index=pd.DatetimeIndex(index, name=self._spec.timestamp_field))
 
-    def _keeps(self, name: str) -> bool:
-        """Whether the frame can hold column ``name`` (else its values are dropped)."""
-        kept = self._kept.get(name)
-        if kept is None:
+    def _holds_column(self, name: str) -> bool:
+        """Whether the frame has a column ``name`` (else its values are dropped as they come)."""
+        holds = self._holds.get(name)
+        if holds is None:
             spec, projection = self._spec, self._projection
             shard_left_out = projection is None or spec.shard_field not in projection
-            kept = self._kept[name] = (
+            holds = self._holds[name] = (
                 name != spec.timestamp_field
                 and not (name == spec.shard_field and shard_left_out)
                 and (projection is None or _projected(name, projection))
             )
-        return kept
+        return holds
 
     def _convert_chunk(self) -> None:
         rows = len(self._index)
@@ -130,19 +132,22 @@ class FrameBuilder:
             return
         chunk, self._chunk = self._chunk, {}
         for name, values in chunk.items():
-            if not self._keeps(name):
+            if not self._holds_column(name):
                 continue
             if len(values) < rows:
                 values.extend([None] * (rows - len(values)))
             kinds = set(map(type, values))
             kinds.discard(type(None))
-            parts = self._parts.setdefault(name, [self._done] if self._done else [])
             self._kinds.setdefault(name, set()).update(kinds)
-            parts.append(_part(values, kinds, self._declared.get(name)))
+            declared = self._declared.get(name)
+            if declared is not None and not all(_fits(k, declared) for k in kinds):
+                self._misfits.add(name)
+            parts = self._parts.setdefault(name, [self._done] if self._done else [])
+            parts.append(_part(values, kinds, declared))
         for name, parts in self._parts.items():
             if name not in chunk:
                 parts.append(rows)
-        self._index_parts.append(pd.to_datetime(self._index, utc=True).as_unit("us").array)
+        self._stamps.append(pd.to_datetime(self._index, utc=True).as_unit("us").array)
         self._index = []
         self._done += rows
 
@@ -210,56 +215,100 @@ def _flatten_into(data: Mapping[str, Any], prefix: str, columns: dict[str, list[
         column.append(value)
 
 
-def _infer(kinds: Collection[type]) -> str:
+def _infer(kinds: set[type]) -> str:
     """The type of a column whose values are of these types (missing values left out)."""
     if not kinds:
         return "object"
-    if set(kinds) == {str}:
+    if kinds == {str}:
         return "string"
-    if set(kinds) == {bool}:
+    if kinds == {bool}:
         return "boolean"
-    if set(kinds) == {int}:
+    if kinds == {int}:
         return "Int64"
-    if set(kinds) <= {int, float}:
+    if kinds <= {int, float}:
         return "Float64"
     if all(issubclass(k, dt.datetime) for k in kinds):
         return "datetime"
     return "object"
 
 
-#: The chunks of a column whose type is not declared that become arrays early: those of
-#: values of one of these types only, each of which the array gives back as it was.
+#: The types of value whose arrays give them back as they were (see :func:`_part`).
 _ROUND_TRIPS = {str: "string", int: "Int64", bool: "boolean", float: "Float64", dt.datetime: "datetime"}
 
 
 def _part(values: list[Any], kinds: set[type], declared: str | None) -> Part:
-    """One chunk of a column, typed when that loses nothing (``declared``: the column's
-    declared type): to the declared type when every value fits it, else, for a column of
-    inferred type, to the type of its values when the array holds exactly those values
-    (one type of :data:`_ROUND_TRIPS`, no NaN, datetimes in ``datetime.timezone.utc``), so
-    that a column that turns out to be ``Float64`` or ``object`` gets the same values as
-    from the list. Any other chunk stays a list and is converted with the whole column."""
+    """One chunk of a column as an array when that array gives back exactly ``values``: all
+    of one type of :data:`_ROUND_TRIPS` (no subclass), floats without NaN (missing in an
+    array, a float in an ``object`` column), datetimes in ``datetime.timezone.utc``; and, in
+    a column declared of another type, ints of a ``Float64`` one. The others stay lists:
+    they are converted with the column (:func:`_column`)."""
     if not kinds:
         return len(values)
-    if declared is not None:
-        kind: str | None = declared if all(_fits_type(k, declared) for k in kinds) else None
-    else:
-        kind = _ROUND_TRIPS.get(next(iter(kinds))) if len(kinds) == 1 else None
-    if kind is None or kind == "object":
+    kind = _ROUND_TRIPS.get(next(iter(kinds))) if len(kinds) == 1 else None
+    if kind is None or (declared not in (None, kind) and (kind, declared) != ("Int64", "Float64")):
         return values
-    if declared is None and kind == "datetime" and any(v is not None and v.tzinfo is not UTC for v in values):
+    if kind == "datetime" and any(v is not None and v.tzinfo is not UTC for v in values):
         return values
     try:
         array = _typed(values, kind)
     except (TypeError, ValueError, OverflowError):
-        return values  # converted with the whole column, which raises as it should
-    if declared is None and kind == "Float64" and int(array.isna().sum()) != values.count(None):
-        return values  # NaN: missing in a Float64 array, a float in an object one
+        return values  # converted with the column, which raises as a build from one list does
+    if kind == "Float64" and int(array.isna().sum()) != values.count(None):
+        return values
     return (kind, array)
 
 
-def _fits_type(kind_of_value: type, kind: str) -> bool:
-    """Whether every value of type ``kind_of_value`` fits a column of type ``kind`` (:func:`_fits`)."""
+def _column(name: str, parts: list[Part], kind: str, *, whole: bool) -> Any:
+    """One column of type ``kind`` from its chunks, in order, each freed once converted;
+    ``whole``: from one list of all its values (a declared column holding a value that does
+    not fit it: what pandas makes of such values can depend on all of them)."""
+    if whole:
+        values = [v for n in range(len(parts)) for v in _values(_taken(parts, n))]
+        try:
+            return _typed(values, kind)
+        except (TypeError, ValueError) as exc:
+            raise _schema_error(name, kind, values) from exc
+    arrays = []
+    for n in range(len(parts)):
+        part = _taken(parts, n)
+        if isinstance(part, int):
+            arrays.append(_typed([None] * part, kind))
+        elif isinstance(part, list):
+            try:
+                arrays.append(_typed(part, kind))
+            except (TypeError, ValueError) as exc:  # every value fits: a failure is pandas'
+                raise _schema_error(name, kind, part) from exc
+        else:
+            was, array = part
+            arrays.append(array if was == kind else _typed(_values(part), kind))
+    return _concat(arrays) if arrays else _typed([], kind)
+
+
+def _taken(parts: list[Part], n: int) -> Part:
+    """``parts[n]``, dropped from ``parts`` (so that it is freed once its caller is done with it)."""
+    part, parts[n] = parts[n], 0
+    return part
+
+
+def _values(part: Part) -> list[Any]:
+    """The values a chunk was made from (see :func:`_part`)."""
+    if isinstance(part, int):
+        return [None] * part
+    if isinstance(part, list):
+        return part
+    kind, array = part
+    if kind == "datetime":
+        return [None if v is pd.NaT else v.to_pydatetime() for v in array]
+    values: list[Any] = array.to_numpy(dtype=object, na_value=None).tolist()
+    return values
+
+
+def _concat(arrays: list[Any]) -> Any:
+    return arrays[0] if len(arrays) == 1 else type(arrays[0])._concat_same_type(arrays)
+
+
+def _fits(kind_of_value: type, kind: str) -> bool:
+    """Whether a value of type ``kind_of_value`` fits a column of type ``kind``."""
     if issubclass(kind_of_value, bool):
         return kind in ("boolean", "object")
     return {
@@ -272,7 +321,8 @@ def _fits_type(kind_of_value: type, kind: str) -> bool:
 
 
 def _typed(values: list[Any], kind: str) -> Any:
-    """``values`` as an array of type ``kind``; raises TypeError or ValueError where one does not fit."""
+    """``values`` as an array of type ``kind`` (raises TypeError or ValueError where pandas
+    cannot make one)."""
     if kind == "object":
         return pd.array(values, dtype=object)
     if kind == "datetime":
@@ -280,59 +330,13 @@ def _typed(values: list[Any], kind: str) -> Any:
     return pd.array(values, dtype=DTYPES[kind])
 
 
-def _joined(name: str, parts: list[Part], kind: str) -> Any:
-    """One column of type ``kind`` from its parts, in order (each freed once converted)."""
-    lists = [part for part in parts if isinstance(part, list)]  # what a SchemaError names a value of
-    arrays = []
-    for n, part in enumerate(parts):
-        parts[n] = 0
-        if isinstance(part, int):
-            arrays.append(_typed([None] * part, kind))
-        elif isinstance(part, list):
-            try:
-                arrays.append(_typed(part, kind))
-            except (TypeError, ValueError) as exc:
-                raise _schema_error(name, kind, lists) from exc
-        else:
-            arrays.append(_retyped(*part, kind))
-        del part
-    return _concat(arrays) if arrays else _typed([], kind)
-
-
-def _retyped(was: str, array: Any, kind: str) -> Any:
-    """A typed chunk of a column as type ``kind``: the same, an ``Int64`` one as ``Float64``,
-    or any as ``object`` (the values it was made from: see :func:`_part`)."""
-    if was == kind:
-        return array
-    if kind != "object":
-        return array.astype(DTYPES[kind])
-    if was == "datetime":
-        return pd.array([None if v is pd.NaT else v.to_pydatetime() for v in array], dtype=object)
-    return pd.array(array.to_numpy(dtype=object, na_value=None), dtype=object)
-
-
-def _concat(arrays: list[Any]) -> Any:
-    return arrays[0] if len(arrays) == 1 else type(arrays[0])._concat_same_type(arrays)
-
-
-def _schema_error(name: str, kind: str, lists: list[list[Any]]) -> SchemaError:
-    """The error of a column whose values do not convert to its type, naming the first value
-    that does not fit (only chunks left as lists can hold one: see :func:`_part`)."""
-    bad = next((v for values in lists for v in values if v is not None and not _fits(v, kind)), None)
+def _schema_error(name: str, kind: str, values: list[Any]) -> SchemaError:
+    """The error of a column whose values do not convert to its type, naming the first that does not fit."""
+    bad = next((v for v in values if v is not None and not _fits(type(v), kind)), None)
     return SchemaError(
         f"column {name!r} is declared {kind!r} but holds {type(bad).__name__} {bad!r}; "
         "change the declared type in the SeriesSpec or fix the stored data"
     )
-
-
-def _fits(value: Any, kind: str) -> bool:
-    return {
-        "string": isinstance(value, str),
-        "Int64": isinstance(value, int) and not isinstance(value, bool),
-        "Float64": isinstance(value, (int, float)) and not isinstance(value, bool),
-        "boolean": isinstance(value, bool),
-        "datetime": isinstance(value, dt.datetime),
-    }.get(kind, True)
 
 
 def frame_to_records(spec: SeriesSpec, frame: pd.DataFrame) -> Iterator[dict[str, Any]]:
