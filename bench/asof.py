@@ -82,7 +82,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from _common import emulator
-from faults import Trial, through_cuts, trial_seconds
+from faults import finish, through_cuts, trial_seconds
 from series_read import settle
 
 from tsstore import Rollup, SeriesSpec, TimeSeriesStore, WriteOptions
@@ -627,14 +627,7 @@ def main() -> None:
         problems.append(f"{type(exc).__name__}: {exc}")
     finally:
         emu.stop()
-    print(f"\n{'all answers equal' if not problems else 'PROBLEMS:'}")
-    for line in problems:
-        print(f"   {line}")
-    print(f"# total {time.perf_counter() - began:.0f} s", file=sys.stderr)
-    sys.stdout.flush()
-    if Trial.abandoned:  # a timed-out run's threads would hold the interpreter's exit (see bench/faults.py)
-        os._exit(1)
-    sys.exit(1 if problems else 0)
+    finish(problems, began, ok="all answers equal")
 
 
 if __name__ == "__main__":

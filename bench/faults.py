@@ -150,6 +150,20 @@ def through_cuts(
     return trial, cuts
 
 
+def finish(problems: list[str], began: float, *, ok: str) -> None:
+    """End a benchmark that checks its answers: ``ok``, or each problem; the total time on
+    stderr; exit status 1 when a problem was found. A timed-out run's threads would hold the
+    interpreter's exit, so then it exits at once (status 1)."""
+    print(f"\n{ok if not problems else 'PROBLEMS:'}")
+    for line in problems:
+        print(f"   {line}")
+    print(f"# total {time.perf_counter() - began:.0f} s", file=sys.stderr)
+    sys.stdout.flush()
+    if Trial.abandoned:
+        os._exit(1)
+    sys.exit(1 if problems else 0)
+
+
 def seconds_text(seconds: float | None, *, at_least: bool = False) -> str:
     if seconds is None:
         return "-"

@@ -39,7 +39,6 @@ import dataclasses
 import datetime as dt
 import functools
 import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import emulator, measure
-from faults import Answer, Trial, same, through_cuts, trial_seconds
+from faults import Answer, finish, same, through_cuts, trial_seconds
 
 from tsstore import QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.demo import SPEC as DEMO_SPEC
@@ -302,14 +301,7 @@ def main() -> None:
         client.close()
     finally:
         emu.stop()
-    print(f"\n{'all answers equal their oracle and fault-free runs' if not problems else 'PROBLEMS:'}")
-    for line in problems:
-        print(f"   {line}")
-    print(f"# total {time.perf_counter() - began:.0f} s", file=sys.stderr)
-    sys.stdout.flush()
-    if Trial.abandoned:  # a timed-out run's threads would hold the interpreter's exit (see bench/faults.py)
-        os._exit(1)
-    sys.exit(1 if problems else 0)
+    finish(problems, began, ok="all answers equal their oracle and fault-free runs")
 
 
 if __name__ == "__main__":
