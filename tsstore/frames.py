@@ -80,8 +80,7 @@ class FrameBuilder:
     def __init__(
         self, spec: SeriesSpec, *, columns: Iterable[str] | None = None, chunk_rows: int = CHUNK_ROWS
     ) -> None:
-        if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
-            raise ValueError(f"chunk_rows {chunk_rows!r} is not allowed; give a positive integer")
+        check_frame_rows(chunk_rows, name="chunk_rows")
         self._spec, self._projection = spec, None if columns is None else tuple(columns)
         self._chunk_rows = chunk_rows
         self._declared = dict(spec.columns)
@@ -152,10 +151,10 @@ class FrameBuilder:
         self._done += rows
 
 
-def check_frame_rows(rows: object) -> None:
-    """Refuse a frame size that is not a positive integer, naming it."""
+def check_frame_rows(rows: object, *, name: str = "rows") -> None:
+    """Refuse a frame size (``name``) that is not a positive integer, naming it."""
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
-        raise QueryError(f"rows {rows!r} is not allowed; give a positive integer")
+        raise QueryError(f"{name} {rows!r} is not allowed; give a positive integer")
 
 
 class FrameBatcher:
