@@ -18,7 +18,8 @@ a) Each trade with the newest quote of its symbol at or before it, no older than
    it imports, connects, then measures the case alone. Peak memory is the process's resident
    high-water mark during the case (/proc/self/status VmHWM, reset with /proc/self/clear_refs
    just before it; it counts what pandas, numpy and gRPC hold outside Python's allocator),
-   shown whole and above the process's resident size before the case (imports, client);
+   shown whole and above the process's resident size before the case (imports, client, and
+   what pandas and Arrow load on first use: a frame of one tick and a ``merge_asof`` of two);
    with --tracemalloc, a second run of each case in its own process gives the peak of
    Python's allocator (tracemalloc, its slowdown excluded from the wall times). Runs
    alternate (in the order above, then reversed, ...); medians of --repeats. The answers
@@ -87,10 +88,12 @@ from series_read import settle
 
 from tsstore import Rollup, SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.demo import SPEC as DEMO
+from tsstore.frames import ticks_to_frame
 from tsstore.local.emulator import Emulator, emulator_client
 from tsstore.local.synthetic import trading_day
 from tsstore.read.cost import ReadStats
 from tsstore.read.query import Query
+from tsstore.ticks import Tick
 
 DAY = dt.date(2019, 1, 2)  # trading_day's default day, 08:00-16:30 UTC
 START = dt.datetime.combine(DAY, dt.time(0, 0), tzinfo=dt.timezone.utc)
@@ -283,11 +286,24 @@ def status_kib(field: str) -> int:
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
+def warm_up() -> None:
+    """Load what pandas and Arrow load on first use (a frame of a few ticks of each shape and
+    a ``merge_asof`` of them, no Firestore): every case pays it once per process, so it is
+    part of the base, not of one case's peak."""
+    trade = next(iter(trading_day(1, day=DAY)))
+    stamp = trade.pop("timestamp")
+    joined = {**trade, "right": {"symbol": "A", "bid": 1, "ask": 2, "timestamp": stamp, "id": "x"}}
+    frames = [ticks_to_frame(spec, [Tick("x", stamp, data)]) for spec, data in ((TRADES, trade), (TRADES, joined))]
+    left, right = frames[0], frames[1][["symbol", "right.bid"]]
+    pd.merge_asof(left, right, left_index=True, right_index=True, by="symbol", tolerance=pd.Timedelta("5s"))
+
+
 def child(args: argparse.Namespace) -> None:
     """--child: run one case, print its measures as one JSON line, save its answer's key."""
     import tracemalloc
 
     client = emulator_client(args.address, database=args.database)
+    warm_up()
     gc.collect()
     before = status_kib("VmRSS")
     try:  # reset VmHWM to the present resident size (Linux 4.0+): the peak is the case's own

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tsstore import SchemaError, SeriesSpec, Tick
-from tsstore.frames import DTYPES, FrameBuilder, frame_to_records, frames, ticks_to_frame
+from tsstore.frames import DTYPES, FrameBuilder, Run, frame_to_records, frames, ticks_to_frame
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2024, 3, 1, 9, 30, tzinfo=UTC)
@@ -307,3 +307,27 @@ def test_chunk_rows_must_be_a_positive_integer() -> None:
     for rows in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="chunk_rows .* is not allowed"):
             FrameBuilder(DECLARED, chunk_rows=rows)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kind", "first", "then"),
+    [
+        ("Int64", [1, None, -(2**63)], [2**63 - 1]),
+        ("Float64", [0.5, None], [-1e300, 2.0]),
+        ("boolean", [True, None], [False]),
+        ("string", ["é", None, ""], ["xyz", "a"]),
+        ("datetime", [T0, None], [T0 + dt.timedelta(microseconds=1)]),
+    ],
+)
+def test_a_run_gives_back_its_arrays_whole_and_in_part(kind: str, first: list[Any], then: list[Any]) -> None:
+    """A column's run (one buffer per column instead of an array per chunk): its whole
+    array, and any rows of it, are what the chunks and missing rows it took make."""
+    run = Run(kind)
+    rows = [run.add(typed("c", first, kind)), run.add_missing(2), run.add(typed("c", then, kind))]
+    values = first + [None, None] + then
+    want = typed("c", values, kind)
+    pd.testing.assert_extension_array_equal(run.array(), want)
+    assert [len(run.array(r)) for r in rows] == [len(first), 2, len(then)]
+    for r in rows:
+        pd.testing.assert_extension_array_equal(run.array(r), typed("c", values[r.start : r.stop], kind))
+    assert str(run.array().dtype) == DTYPES[kind]

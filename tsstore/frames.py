@@ -6,7 +6,9 @@ names (``price.currency``). A read that projects ``columns`` gets those columns 
 map's name brings its leaves); tsstore's own shard field is left out unless they name it.
 Columns are built in one pass over the ticks (no per-row ``json_normalize``), a chunk of
 rows at a time: the Python objects of one chunk are turned into arrays before the next
-(:class:`FrameBuilder`), and the frame is the one a build from lists of all the values gives.
+(:class:`FrameBuilder`), and those of numbers, flags, times and (in Arrow) strings go on
+into one growing buffer per column that becomes the column without a copy; the frame is the
+one a build from lists of all the values gives.
 
 Dtypes (declared columns use their declared type; others are inferred from the values):
 
@@ -25,10 +27,13 @@ object      ``object``             ``None``
 from __future__ import annotations
 
 import datetime as dt
+from array import array as MachineArray
 from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from tsstore.errors import QueryError, SchemaError
 from tsstore.spec import SeriesSpec
@@ -63,9 +68,96 @@ def ticks_to_frame(spec: SeriesSpec, ticks: Iterable[Tick], *, columns: Iterable
 #: Rows a :class:`FrameBuilder` holds as Python objects before it turns them into arrays.
 CHUNK_ROWS = 4096
 
-#: A column's rows of one chunk: an array (its type, the array), the values themselves (a
-#: list), or that many missing values (an int).
-Part = tuple[str, Any] | list[Any] | int
+
+class Rows(NamedTuple):
+    """A column's rows ``[start, stop)`` of its :class:`Run`."""
+
+    start: int
+    stop: int
+
+
+#: A column's rows of one chunk or more: an array (its type, the array), the values
+#: themselves (a list), that many missing values (an int), or rows of its run.
+Part = tuple[str, Any] | list[Any] | int | Rows
+
+#: The column types a :class:`Run` holds, with the machine type of a value (of a string:
+#: where its UTF-8 bytes end).
+_RUN_TYPES = {"Int64": "q", "Float64": "d", "boolean": "b", "datetime": "q", "string": "q"}
+_NAT = np.iinfo(np.int64).min  # a missing time in a datetime run (numpy's NaT)
+
+
+class Run:
+    """A column's values of one type (:data:`_RUN_TYPES`) end to end in machine buffers that
+    grow in place: the values (8 bytes each, 1 for a flag; a time in microseconds; a string
+    as its UTF-8 bytes and where they end, Arrow's layout) and a byte per row that says it is
+    missing. The whole run becomes the column's array without a copy (times: one copy, to
+    make them UTC), so a column is not held twice, as chunk arrays and their join, when the
+    frame is made, nor spread over an array per chunk. Strings go in a run only where
+    pandas keeps them in Arrow (its default with pyarrow installed)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._values = MachineArray(_RUN_TYPES[kind], [0] if kind == "string" else [])
+        self._text = bytearray()  # a string run's UTF-8 bytes
+        self._missing = bytearray()
+
+    @staticmethod
+    def takes(kind: str, typed: Any) -> bool:
+        """Whether a run holds a column of type ``kind`` with arrays like ``typed``."""
+        return kind in _RUN_TYPES and (kind != "string" or isinstance(typed, pd.arrays.ArrowStringArray))
+
+    def __len__(self) -> int:
+        return len(self._missing)
+
+    def add(self, typed: Any) -> Rows:
+        """Append a pandas array of the run's type; the rows it took."""
+        start, missing = len(self), np.asarray(typed.isna(), dtype=np.bool_)
+        if self.kind == "string":
+            chunk = pa.array(typed, type=pa.large_string())
+            _, ends, text = chunk.buffers()
+            offsets = np.frombuffer(ends, dtype=np.int64)[chunk.offset : chunk.offset + len(chunk) + 1]
+            values = offsets[1:] - offsets[0] + len(self._text)
+            if text is not None and offsets[-1] > offsets[0]:
+                self._text += memoryview(text)[offsets[0] : offsets[-1]]
+        elif self.kind == "datetime":
+            values = np.asarray(typed.asi8, dtype=np.int64)
+        else:
+            values = typed.to_numpy(dtype=np.dtype(self._values.typecode), na_value=0)
+        self._values.frombytes(np.ascontiguousarray(values).tobytes())
+        self._missing += missing.tobytes()
+        return Rows(start, len(self))
+
+    def add_missing(self, rows: int) -> Rows:
+        start = len(self)
+        fill = {"datetime": _NAT, "string": self._values[-1] if self._values else 0}.get(self.kind, 0)
+        self._values.extend(MachineArray(self._values.typecode, [fill]) * rows)
+        self._missing.extend(b"\x01" * rows)
+        return Rows(start, len(self))
+
+    def array(self, rows: Rows | None = None) -> Any:
+        """The pandas array of the whole run (sharing its buffers) or of ``rows`` (a copy)."""
+        values = np.frombuffer(self._values, dtype=self._values.typecode)
+        missing = np.frombuffer(self._missing, dtype=np.bool_)
+        if self.kind == "string":
+            text: Any = self._text
+            if rows is not None:
+                values = values[rows.start : rows.stop + 1]
+                text, values = bytes(text[values[0] : values[-1]]), values - values[0]
+                missing = missing[rows.start : rows.stop]
+            valid = pa.py_buffer(np.packbits(~missing, bitorder="little"))
+            strings = pa.LargeStringArray.from_buffers(
+                len(missing), pa.py_buffer(values), pa.py_buffer(text), valid, int(missing.sum())
+            )
+            return pd.arrays.ArrowStringArray(pa.chunked_array([strings]))
+        if rows is not None:
+            values, missing = values[rows.start : rows.stop].copy(), missing[rows.start : rows.stop].copy()
+        if self.kind == "Int64":
+            return pd.arrays.IntegerArray(values, missing, copy=False)
+        if self.kind == "Float64":
+            return pd.arrays.FloatingArray(values, missing, copy=False)
+        if self.kind == "boolean":
+            return pd.arrays.BooleanArray(values.view(np.bool_), missing, copy=False)
+        return pd.array(values.view("datetime64[us]"), copy=False).tz_localize("UTC")
 
 
 class FrameBuilder:
@@ -73,13 +165,14 @@ class FrameBuilder:
     is kept. The values of ``chunk_rows`` rows at a time are collected as lists, one per
     column; then each chunk of a column becomes an array when the array gives back the very
     values it was made from (:func:`_part`), so that whatever type the whole column turns out
-    to have, it gets the values a build from one list of all its values would. :meth:`frame`
-    converts each column's chunks to the column's type and joins them, one column at a time.
-    So the Python objects of about one chunk are alive at a time, not those of every row."""
+    to have, it gets the values a build from one list of all its values would; such an array
+    of numbers, flags, times or (in Arrow) strings goes on into the column's :class:`Run`.
+    :meth:`frame` converts each column's chunks to the column's type and joins them, one
+    column at a time; a column that is one run is its run's array, not a copy. So the
+    Python objects of about one chunk are alive at a time, not those of every row, and each
+    column's values are held once."""
 
-    def __init__(
-        self, spec: SeriesSpec, *, columns: Iterable[str] | None = None, chunk_rows: int = CHUNK_ROWS
-    ) -> None:
+    def __init__(self, spec: SeriesSpec, *, columns: Iterable[str] | None = None, chunk_rows: int = CHUNK_ROWS) -> None:
         check_frame_rows(chunk_rows, name="chunk_rows")
         self._spec, self._projection = spec, None if columns is None else tuple(columns)
         self._chunk_rows = chunk_rows
@@ -87,8 +180,9 @@ class FrameBuilder:
         self._done = 0  # rows of the chunks converted
         self._index: list[dt.datetime] = []  # this chunk's timestamps
         self._chunk: dict[str, list[Any]] = {}  # this chunk's values, by column
-        self._stamps: list[Any] = []  # the converted chunks' timestamps (datetime arrays)
+        self._stamps = Run("datetime")  # the converted chunks' timestamps
         self._parts: dict[str, list[Part]] = {}  # the converted chunks of each column the frame holds
+        self._runs: dict[str, Run] = {}  # each such column's run, once a chunk of it fits one
         self._kinds: dict[str, set[type]] = {}  # the types of each such column's values
         self._misfits: set[str] = set()  # declared columns holding a value that does not fit
         self._holds: dict[str, bool] = {}
@@ -107,10 +201,10 @@ class FrameBuilder:
             if projection is None or _projected(name, projection):
                 kind = declared.get(name) or _infer(self._kinds.get(name, set()))
                 parts = self._parts.pop(name, [self._done])
-                data[name] = _column(name, parts, kind, whole=name in self._misfits)
-        stamps, self._stamps = self._stamps, []
-        index = _concat(stamps) if stamps else pd.to_datetime([], utc=True).as_unit("us")
-        return pd.DataFrame(data, index=pd.DatetimeIndex(index, name=self._spec.timestamp_field))
+                data[name] = _column(name, parts, kind, self._runs.pop(name, None), whole=name in self._misfits)
+        stamps, self._stamps = self._stamps, Run("datetime")
+        index = stamps.array()
+        return pd.DataFrame(data, index=pd.DatetimeIndex(index, name=self._spec.timestamp_field), copy=False)
 
     def _holds_column(self, name: str) -> bool:
         """Whether the frame has a column ``name`` (else its values are dropped as they come)."""
@@ -142,13 +236,33 @@ class FrameBuilder:
             if declared is not None and not all(_fits(k, declared) for k in kinds):
                 self._misfits.add(name)
             parts = self._parts.setdefault(name, [self._done] if self._done else [])
-            parts.append(_part(values, kinds, declared))
+            self._store(name, parts, _part(values, kinds, declared))
         for name, parts in self._parts.items():
             if name not in chunk:
-                parts.append(rows)
-        self._stamps.append(pd.to_datetime(self._index, utc=True).as_unit("us").array)
+                self._store(name, parts, rows)
+        self._stamps.add(pd.to_datetime(self._index, utc=True).as_unit("us").array)
         self._index = []
         self._done += rows
+
+    def _store(self, name: str, parts: list[Part], part: Part) -> None:
+        """Keep a chunk of a column: an array of a run's type in the column's run (the first
+        such array starts it, taking the missing rows before it), the rows it missed there
+        too; rows of the run that follow each other as one part."""
+        run = self._runs.get(name)
+        typed = part if isinstance(part, tuple) and not isinstance(part, Rows) else None
+        if run is None and typed is not None and Run.takes(*typed) and all(isinstance(p, int) for p in parts):
+            run = self._runs[name] = Run(typed[0])
+            if before := sum(parts):  # type: ignore[arg-type]  # all ints
+                parts[:] = [run.add_missing(before)]
+            else:
+                parts.clear()
+        if run is not None and isinstance(part, int):
+            part = run.add_missing(part)
+        elif run is not None and typed is not None and typed[0] == run.kind:
+            part = run.add(typed[1])
+        if isinstance(part, Rows) and parts and isinstance(parts[-1], Rows) and parts[-1].stop == part.start:
+            part = Rows(parts.pop().start, part.stop)  # type: ignore[union-attr]
+        parts.append(part)
 
 
 def check_frame_rows(rows: object, *, name: str = "rows") -> None:
@@ -249,20 +363,23 @@ def _part(values: list[Any], kinds: set[type], declared: str | None) -> Part:
     if kind == "datetime" and any(v is not None and v.tzinfo is not UTC for v in values):
         return values
     try:
-        array = _typed(values, kind)
+        typed = _typed(values, kind)
     except (TypeError, ValueError, OverflowError):
         return values  # converted with the column, which raises as a build from one list does
-    if kind == "Float64" and int(array.isna().sum()) != values.count(None):
+    if kind == "Float64" and int(typed.isna().sum()) != values.count(None):
         return values
-    return (kind, array)
+    return (kind, typed)
 
 
-def _column(name: str, parts: list[Part], kind: str, *, whole: bool) -> Any:
-    """One column of type ``kind`` from its chunks, in order, each freed once converted;
-    ``whole``: from one list of all its values (a declared column holding a value that does
-    not fit it: what pandas makes of such values can depend on all of them)."""
+def _column(name: str, parts: list[Part], kind: str, run: Run | None, *, whole: bool) -> Any:
+    """One column of type ``kind`` from its chunks (of them, rows of ``run``), in order, each
+    freed once converted; the run itself when it is the whole column; ``whole``: from one
+    list of all its values (a declared column holding a value that does not fit it: what
+    pandas makes of such values can depend on all of them)."""
+    if run is not None and run.kind == kind and not whole and parts == [Rows(0, len(run))]:
+        return run.array()
     if whole:
-        values = [v for n in range(len(parts)) for v in _values(_taken(parts, n))]
+        values = [v for n in range(len(parts)) for v in _values(_taken(parts, n), run)]
         try:
             return _typed(values, kind)
         except (TypeError, ValueError) as exc:
@@ -272,6 +389,9 @@ def _column(name: str, parts: list[Part], kind: str, *, whole: bool) -> Any:
         part = _taken(parts, n)
         if isinstance(part, int):
             arrays.append(_typed([None] * part, kind))
+        elif isinstance(part, Rows):
+            assert run is not None
+            arrays.append(run.array(part) if run.kind == kind else _typed(_values(part, run), kind))
         elif isinstance(part, list):
             try:
                 arrays.append(_typed(part, kind))
@@ -279,7 +399,7 @@ def _column(name: str, parts: list[Part], kind: str, *, whole: bool) -> Any:
                 raise _schema_error(name, kind, part) from exc
         else:
             was, array = part
-            arrays.append(array if was == kind else _typed(_values(part), kind))
+            arrays.append(array if was == kind else _typed(_values(part, run), kind))
     return _concat(arrays) if arrays else _typed([], kind)
 
 
@@ -289,13 +409,17 @@ def _taken(parts: list[Part], n: int) -> Part:
     return part
 
 
-def _values(part: Part) -> list[Any]:
-    """The values a chunk was made from (see :func:`_part`)."""
+def _values(part: Part, run: Run | None) -> list[Any]:
+    """The values a chunk (or rows of ``run``) was made from (see :func:`_part`)."""
     if isinstance(part, int):
         return [None] * part
     if isinstance(part, list):
         return part
-    kind, array = part
+    if isinstance(part, Rows):
+        assert run is not None
+        kind, array = run.kind, run.array(part)
+    else:
+        kind, array = part
     if kind == "datetime":
         return [None if v is pd.NaT else v.to_pydatetime() for v in array]
     values: list[Any] = array.to_numpy(dtype=object, na_value=None).tolist()
