@@ -19,8 +19,9 @@ a) Each trade with the newest quote of its symbol at or before it, no older than
    high-water mark during the case (/proc/self/status VmHWM, reset with /proc/self/clear_refs
    just before it; it counts what pandas, numpy and gRPC hold outside Python's allocator),
    shown whole and above the process's resident size before the case (imports, client, and
-   what pandas and Arrow load on first use: a frame of one tick and a ``merge_asof`` of two);
-   with --tracemalloc, a second run of each case in its own process gives the peak of
+   what pandas and Arrow load on first use: a frame of one tick and a ``merge_asof`` of two),
+   beside the answer frame's own bytes (its Arrow and NumPy buffers: the least any way of
+   getting it holds at the end); with --tracemalloc, a second run of each case in its own process gives the peak of
    Python's allocator (tracemalloc, its slowdown excluded from the wall times). Runs
    alternate (in the order above, then reversed, ...); medians of --repeats. The answers
    must be equal: each trade (symbol, time, price, volume) in the same order with the same
@@ -336,6 +337,8 @@ def child(args: argparse.Namespace) -> None:
         "billed": stats.billed_reads,
         "queries": stats.queries,
         "columns": list(frame.columns) if isinstance(frame, pd.DataFrame) else [],
+        # the answer's own bytes (Arrow and NumPy buffers): what any way of getting it must hold at the end
+        "answer_kib": int(frame.memory_usage(deep=True).sum()) / 1024 if isinstance(frame, pd.DataFrame) else None,
     }
     print("RESULT " + json.dumps(measured), flush=True)
     client.close()
@@ -406,7 +409,7 @@ def joins(emu: Emulator, args: argparse.Namespace, problems: list[str]) -> None:
           f" {'equal' if equal else 'DIFFER'} (trade, time, price, volume, quote time, bid, ask)")  # fmt: skip
     if not all(r["reset"] for rs in runs.values() for r in rs):
         print("   (/proc/self/clear_refs not writable: peaks are the whole process's, since its start)")
-    header = f"   {'':<11} {'peak MiB':>9} {'above base':>10} {'base':>6}"
+    header = f"   {'':<11} {'peak MiB':>9} {'above base':>10} {'base':>6} {'answer':>6}"
     header += f" {'traced MiB':>10}" if args.tracemalloc else ""
     print(header + f" {'wall s':>8} {'cpu s':>7} {'docs':>10} {'billed':>10} {'queries':>7}")
     medians: dict[str, dict[str, float]] = {}
@@ -416,7 +419,9 @@ def joins(emu: Emulator, args: argparse.Namespace, problems: list[str]) -> None:
         m = {name: statistics.median(r[name] for r in done) for name in ("peak_kib", "before_kib", "wall", "cpu")}
         m["above"] = statistics.median(r["peak_kib"] - r["before_kib"] for r in done)
         medians[case] = m
+        answer = done[0]["answer_kib"]
         line = f"   {case:<11} {mib(m['peak_kib']):>9} {mib(m['above']):>10} {mib(m['before_kib']):>6}"
+        line += f" {mib(answer) if answer is not None else '-':>6}"
         line += f" {traced[case]['traced'] / 2**20:>10,.0f}" if case in traced else f" {'-':>10}" * args.tracemalloc
         print(line + f" {m['wall']:>8.2f} {m['cpu']:>7.2f} {done[0]['documents']:>10,} {done[0]['billed']:>10,}"
                      f" {done[0]['queries'] if case != 'merge_asof' else '-':>7}")  # fmt: skip

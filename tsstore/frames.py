@@ -67,6 +67,7 @@ def ticks_to_frame(spec: SeriesSpec, ticks: Iterable[Tick], *, columns: Iterable
 
 #: Rows a :class:`FrameBuilder` holds as Python objects before it turns them into arrays.
 CHUNK_ROWS = 4096
+_INDEX = ""  # the timestamps' name among a builder's runs (no field is named "")
 
 
 class Rows(NamedTuple):
@@ -76,9 +77,16 @@ class Rows(NamedTuple):
     stop: int
 
 
-#: A column's rows of one chunk or more: an array (its type, the array), the values
-#: themselves (a list), that many missing values (an int), or rows of its run.
-Part = tuple[str, Any] | list[Any] | int | Rows
+class Typed(NamedTuple):
+    """A column's chunk as an array of type ``kind``."""
+
+    kind: str
+    array: Any
+
+
+#: A column's rows of one chunk or more: an array, the values themselves (a list), that
+#: many missing values (an int), or rows of its run.
+Part = Typed | list[Any] | int | Rows
 
 #: The column types a :class:`Run` holds, with the machine type of a value (of a string:
 #: where its UTF-8 bytes end).
@@ -180,7 +188,7 @@ class FrameBuilder:
         self._done = 0  # rows of the chunks converted
         self._index: list[dt.datetime] = []  # this chunk's timestamps
         self._chunk: dict[str, list[Any]] = {}  # this chunk's values, by column
-        self._stamps = Run("datetime")  # the converted chunks' timestamps
+        self._stamps: list[Part] = []  # the converted chunks' timestamps, kept as a column's (named _INDEX)
         self._parts: dict[str, list[Part]] = {}  # the converted chunks of each column the frame holds
         self._runs: dict[str, Run] = {}  # each such column's run, once a chunk of it fits one
         self._kinds: dict[str, set[type]] = {}  # the types of each such column's values
@@ -202,8 +210,8 @@ class FrameBuilder:
                 kind = declared.get(name) or _infer(self._kinds.get(name, set()))
                 parts = self._parts.pop(name, [self._done])
                 data[name] = _column(name, parts, kind, self._runs.pop(name, None), whole=name in self._misfits)
-        stamps, self._stamps = self._stamps, Run("datetime")
-        index = stamps.array()
+        stamps, self._stamps = self._stamps, []
+        index = _column(_INDEX, stamps, "datetime", self._runs.pop(_INDEX, None), whole=False)
         return pd.DataFrame(data, index=pd.DatetimeIndex(index, name=self._spec.timestamp_field), copy=False)
 
     def _holds_column(self, name: str) -> bool:
@@ -240,29 +248,46 @@ class FrameBuilder:
         for name, parts in self._parts.items():
             if name not in chunk:
                 self._store(name, parts, rows)
-        self._stamps.add(pd.to_datetime(self._index, utc=True).as_unit("us").array)
+        self._store(_INDEX, self._stamps, Typed("datetime", pd.to_datetime(self._index, utc=True).as_unit("us").array))
         self._index = []
         self._done += rows
 
     def _store(self, name: str, parts: list[Part], part: Part) -> None:
-        """Keep a chunk of a column: an array of a run's type in the column's run (the first
-        such array starts it, taking the missing rows before it), the rows it missed there
-        too; rows of the run that follow each other as one part."""
+        """Keep a chunk of a column. A column's first chunk stays as it is (a frame of one chunk
+        has nothing to join); from the second on, an array of a run's type starts the column's
+        run, with the chunks before it when they are arrays of that type or missing rows, and
+        the run takes such chunks and missing rows after it."""
         run = self._runs.get(name)
-        typed = part if isinstance(part, tuple) and not isinstance(part, Rows) else None
-        if run is None and typed is not None and Run.takes(*typed) and all(isinstance(p, int) for p in parts):
-            run = self._runs[name] = Run(typed[0])
-            if before := sum(parts):  # type: ignore[arg-type]  # all ints
-                parts[:] = [run.add_missing(before)]
-            else:
-                parts.clear()
-        if run is not None and isinstance(part, int):
-            part = run.add_missing(part)
-        elif run is not None and typed is not None and typed[0] == run.kind:
-            part = run.add(typed[1])
-        if isinstance(part, Rows) and parts and isinstance(parts[-1], Rows) and parts[-1].stop == part.start:
-            part = Rows(parts.pop().start, part.stop)  # type: ignore[union-attr]
-        parts.append(part)
+        typed = _typed_part(part)
+        if run is None and typed is not None and self._done and Run.takes(*typed):
+            if all(isinstance(p, int) or getattr(_typed_part(p), "kind", None) == typed.kind for p in parts):
+                run = self._runs[name] = Run(typed.kind)
+                earlier, parts[:] = parts[:], []
+                for p in earlier:
+                    _append(parts, run, p)
+        if run is None:
+            parts.append(part)
+        else:
+            _append(parts, run, part)
+
+
+def _typed_part(part: Part) -> Typed | None:
+    """``part`` if it is an array (its type, the array)."""
+    return part if isinstance(part, Typed) else None
+
+
+def _append(parts: list[Part], run: Run, part: Part) -> None:
+    """Add a chunk to a column that has ``run``: into the run when it is missing rows or an
+    array of the run's type; rows of the run that follow each other become one part."""
+    typed = _typed_part(part)
+    if isinstance(part, int):
+        part = run.add_missing(part)
+    elif typed is not None and typed.kind == run.kind:
+        part = run.add(typed.array)
+    if isinstance(part, Rows) and parts and isinstance(last := parts[-1], Rows) and last.stop == part.start:
+        parts.pop()
+        part = Rows(last.start, part.stop)
+    parts.append(part)
 
 
 def check_frame_rows(rows: object, *, name: str = "rows") -> None:
@@ -368,7 +393,7 @@ def _part(values: list[Any], kinds: set[type], declared: str | None) -> Part:
         return values  # converted with the column, which raises as a build from one list does
     if kind == "Float64" and int(typed.isna().sum()) != values.count(None):
         return values
-    return (kind, typed)
+    return Typed(kind, typed)
 
 
 def _column(name: str, parts: list[Part], kind: str, run: Run | None, *, whole: bool) -> Any:
