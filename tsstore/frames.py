@@ -6,9 +6,9 @@ names (``price.currency``). A read that projects ``columns`` gets those columns 
 map's name brings its leaves); tsstore's own shard field is left out unless they name it.
 Columns are built in one pass over the ticks (no per-row ``json_normalize``), a chunk of
 rows at a time: the Python objects of one chunk are turned into arrays before the next
-(:class:`FrameBuilder`), and those of numbers, flags, times and (in Arrow) strings go on
-into one growing buffer per column that becomes the column without a copy; the frame is the
-one a build from lists of all the values gives.
+(:class:`FrameBuilder`), and from a column's second chunk on, those of numbers, flags, times
+and (in Arrow) strings go on into one growing buffer per column that becomes the column
+without a copy; the frame is the one a build from lists of all the values gives.
 
 Dtypes (declared columns use their declared type; others are inferred from the values):
 
@@ -173,8 +173,9 @@ class FrameBuilder:
     is kept. The values of ``chunk_rows`` rows at a time are collected as lists, one per
     column; then each chunk of a column becomes an array when the array gives back the very
     values it was made from (:func:`_part`), so that whatever type the whole column turns out
-    to have, it gets the values a build from one list of all its values would; such an array
-    of numbers, flags, times or (in Arrow) strings goes on into the column's :class:`Run`.
+    to have, it gets the values a build from one list of all its values would; from the
+    second chunk on, such arrays of numbers, flags, times or (in Arrow) strings go on into
+    the column's :class:`Run`.
     :meth:`frame` converts each column's chunks to the column's type and joins them, one
     column at a time; a column that is one run is its run's array, not a copy. So the
     Python objects of about one chunk are alive at a time, not those of every row, and each
