@@ -259,10 +259,9 @@ class FrameBuilder:
         run, with the chunks before it when they are arrays of that type or missing rows, and
         the run takes such chunks and missing rows after it."""
         run = self._runs.get(name)
-        typed = _typed_part(part)
-        if run is None and typed is not None and self._done and Run.takes(*typed):
-            if all(isinstance(p, int) or getattr(_typed_part(p), "kind", None) == typed.kind for p in parts):
-                run = self._runs[name] = Run(typed.kind)
+        if run is None and isinstance(part, Typed) and self._done and Run.takes(*part):
+            if all(isinstance(p, int) or (isinstance(p, Typed) and p.kind == part.kind) for p in parts):
+                run = self._runs[name] = Run(part.kind)
                 earlier, parts[:] = parts[:], []
                 for p in earlier:
                     _append(parts, run, p)
@@ -272,19 +271,13 @@ class FrameBuilder:
             _append(parts, run, part)
 
 
-def _typed_part(part: Part) -> Typed | None:
-    """``part`` if it is an array (its type, the array)."""
-    return part if isinstance(part, Typed) else None
-
-
 def _append(parts: list[Part], run: Run, part: Part) -> None:
     """Add a chunk to a column that has ``run``: into the run when it is missing rows or an
     array of the run's type; rows of the run that follow each other become one part."""
-    typed = _typed_part(part)
     if isinstance(part, int):
         part = run.add_missing(part)
-    elif typed is not None and typed.kind == run.kind:
-        part = run.add(typed.array)
+    elif isinstance(part, Typed) and part.kind == run.kind:
+        part = run.add(part.array)
     if isinstance(part, Rows) and parts and isinstance(last := parts[-1], Rows) and last.stop == part.start:
         parts.pop()
         part = Rows(last.start, part.stop)
