@@ -21,13 +21,13 @@ a) Each trade with the newest quote of its symbol at or before it, no older than
    shown whole and above the process's resident size before the case (imports, client, and
    what pandas and Arrow load on first use: a frame of one tick and a ``merge_asof`` of two),
    beside the answer frame's own bytes (its Arrow and NumPy buffers: the least any way of
-   getting it holds at the end); with --tracemalloc, a second run of each case in its own process gives the peak of
-   Python's allocator (tracemalloc, its slowdown excluded from the wall times). Runs
-   alternate (in the order above, then reversed, ...); medians of --repeats. The answers
-   must be equal: each trade (symbol, time, price, volume) in the same order with the same
-   quote (its time, bid, ask) or none. Billed reads: the asof run's ReadStats; merge_asof's
-   are the rows of its two frames (query_frame takes no stats; a streamed query is billed
-   a read per document).
+   getting it holds at the end); with --tracemalloc, a second run of each case in its own
+   process gives the peak of Python's allocator (tracemalloc, its slowdown excluded from the
+   wall times). Runs alternate (in the order above, then reversed, ...); medians of --repeats.
+   The answers must be equal: each trade (symbol, time, price, volume) in the same order with
+   the same quote (its time, bid, ask) or none. Billed reads: the asof run's ReadStats;
+   merge_asof's are the rows of its two frames (query_frame takes no stats; a streamed query
+   is billed a read per document).
 b) a)'s ``asof`` in this process, once straight to the emulator, then through tests/proxy.py's
    CuttingProxy (bench/faults.py's ``through_cuts``: a cut every ~--every s, new connections
    refused for --down s after each), repeated for --cut-span s (and at least once): every
@@ -288,8 +288,8 @@ def status_kib(field: str) -> int:
 
 
 def warm_up() -> None:
-    """Load what pandas and Arrow load on first use (a frame of a few ticks of each shape and
-    a ``merge_asof`` of them, no Firestore): every case pays it once per process, so it is
+    """Load what pandas and Arrow load on first use (a one-tick frame of each shape and a
+    ``merge_asof`` of them, no Firestore): every case pays it once per process, so it is
     part of the base, not of one case's peak."""
     trade = next(iter(trading_day(1, day=DAY)))
     stamp = trade.pop("timestamp")
