@@ -17,9 +17,11 @@ then document id), so among right ticks at one time ``backward`` takes the last,
   direction, with and without ``tolerance`` and ``by``, ``allow_exact_matches=False``, left
   ranges that make the right range default, and a same-collection join: each equal to the
   oracle on ``query_frame`` results (left ``n`` in order, the matched right ids, times and a
-  value column). ``iter_asof`` gives the frame's rows, the async store the same frame, and
+  value column), and by default the very frame ``merge_asof`` makes of them (the ``by`` fields
+  once, no ids). ``iter_asof`` gives the frame's rows, the async store the same frame, and
   with a tolerance the right read costs one tolerance window, not the right collection;
-  projected ``columns`` keep the ``by`` fields and the match's time under ``right.time``.
+  projected ``columns`` keep the ``by`` fields and the match's time under ``right.time``;
+  ``tsstore asof`` prints the join. Pure: :func:`without` drops the ``by`` fields from a match.
 - Refusals: one :class:`QueryError` naming the bad value.
 
 Also: a tolerance that is no finite duration (nan, inf, 1e20, ``"NaT"``) is a QueryError naming
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import io
 import itertools
 import random
 from collections import deque
@@ -43,8 +46,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.cli import tsstore
 from tsstore import AsyncTimeSeriesStore, QueryError, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions
-from tsstore.analytics.asof import DIRECTIONS, LEFT, RIGHT, AsofJoiner, amerged, merged, priority
+from tsstore.analytics.asof import DIRECTIONS, LEFT, RIGHT, AsofJoiner, amerged, merged, priority, without
 from tsstore.local.pytest_plugin import unique_database_id
 from tsstore.read.cost import ReadStats
 from tsstore.read.query import Query
@@ -258,6 +262,13 @@ def test_a_backward_join_never_holds_a_left_tick(tolerance: dt.timedelta | None,
     assert joiner.rest() == []
 
 
+def test_without_drops_fields_at_dotted_paths_and_maps_left_empty() -> None:
+    data = {"sym": "A", "venue": {"code": "V1"}, "bid": {"micros": 5, "currency": "USD"}, "shard": "s1"}
+    assert without(data, ["shard", "sym", "venue.code", "bid.currency", "absent", "sym.x"]) == {"bid": {"micros": 5}}
+    assert data["venue"] == {"code": "V1"} and data["bid"] == {"micros": 5, "currency": "USD"}  # not changed
+    assert without(data, []) == data and without(data, []) is not data
+
+
 # ------------------------------------------------------------------------------ on the emulator
 
 SLOT = dt.timedelta(milliseconds=100)
@@ -430,7 +441,7 @@ def left_frame(store: TimeSeriesStore, query: Query) -> pd.DataFrame:
 @pytest.mark.parametrize("shards", [3, 40])
 def test_asof_equals_merge_asof_on_the_same_ticks(written: Written, shards: int, case: Case) -> None:
     store = written.trades[shards]
-    got = store.asof(case.left, right_spec=QUOTES, **case.options())
+    got = store.asof(case.left, right_spec=QUOTES, ids=True, **case.options())
     want = expected(left_frame(store, case.left), written.quote_frame, written.quote_ids, **case.options())
     assert got_of(got) == want
     assert any(n is not None for n in want["right.n"])
@@ -464,7 +475,7 @@ def test_a_join_within_one_collection_takes_each_sides_filter(written: Written, 
 def test_iter_asof_streams_the_frames_rows(written: Written) -> None:
     store = written.trades[40]
     case = CASES[6]  # nearest, by symbol, a tolerance, one symbol
-    frame = store.asof(case.left, right_spec=QUOTES, **case.options())
+    frame = store.asof(case.left, right_spec=QUOTES, ids=True, **case.options())
     stream = store.iter_asof(case.left, right_spec=QUOTES, **case.options())
     ticks = list(stream)
     assert [t.id for t in ticks] == [t.id for t in store.iter_ticks(case.left.replace(direction="asc"))]
@@ -476,7 +487,7 @@ def test_iter_asof_streams_the_frames_rows(written: Written) -> None:
         else:
             match = t.data["right"]
             assert (match["id"], match["time"], match["bid"]["micros"]) == (rid, rtime, rbid)
-            assert match["symbol"] == t.data["symbol"] and abs(match["time"] - t.timestamp) <= MS250
+            assert "symbol" not in match and abs(match["time"] - t.timestamp) <= MS250  # by: the left's
     assert stream.stats.documents >= len(ticks) and stream.stats.queries >= 2
 
 
@@ -512,7 +523,9 @@ def test_the_right_range_defaults_to_what_can_match(
     start, end = T0 + 10 * SEC, T0 + 11 * SEC
     left = Query(where={"symbol": "BBB"}, start=start, end=end)
     stats = ReadStats()
-    got = store.asof(left, right_spec=QUOTES, by="symbol", direction=direction, tolerance=tolerance, stats=stats)
+    got = store.asof(
+        left, right_spec=QUOTES, by="symbol", direction=direction, tolerance=tolerance, ids=True, stats=stats
+    )
     lf = left_frame(store, left)
     options: dict[str, Any] = {"by": ("symbol",), "direction": direction, "tolerance": tolerance}
     options["allow_exact_matches"] = True
@@ -526,12 +539,27 @@ def test_the_right_range_defaults_to_what_can_match(
         assert len(window) < len(written.quotes) / 8
 
 
+@pytest.mark.parametrize("shards", [3, 40])
+def test_the_frame_is_merge_asof_of_two_query_frames(written: Written, shards: int) -> None:
+    """By default the frame is ``pandas.merge_asof`` of the two ``query_frame`` results, the
+    right one's columns under ``right.`` but the ``by`` field, which it has once, plus the
+    match's time: no document id, nothing twice."""
+    store = written.trades[shards]
+    got = store.asof(right_spec=QUOTES, by="symbol", direction="nearest", tolerance=MS250)
+    right = written.quote_frame.rename(columns=lambda c: c if c == "symbol" else f"right.{c}")
+    right["right.time"] = right.index
+    want = pd.merge_asof(left_frame(store, Query()), right, left_index=True, right_index=True, by="symbol",
+                         direction="nearest", tolerance=pd.Timedelta(MS250))  # fmt: skip
+    assert 0 < want["right.time"].notna().sum() < len(want)
+    pd.testing.assert_frame_equal(got.sort_index(axis=1), want.sort_index(axis=1))
+
+
 def test_projected_columns_keep_the_by_fields_on_both_sides(written: Written) -> None:
     store = written.trades[3]
     left, right = Query(columns=["price"], end=T0 + 6 * SEC), Query(columns=["bid"])
-    got = store.asof(left, right, right_spec=QUOTES, by="symbol")
-    # the match's timestamp under the quotes' own timestamp field name (time)
-    want_columns = ["price.micros", "right.bid.micros", "right.id", "right.symbol", "right.time", "symbol"]
+    got = store.asof(left, right, right_spec=QUOTES, by="symbol", ids=True)
+    # the match's timestamp under the quotes' own timestamp field name (time); symbol once, the left's
+    want_columns = ["price.micros", "right.bid.micros", "right.id", "right.time", "symbol"]
     assert sorted(got.columns) == want_columns
     case = Case("projected", Query(end=T0 + 6 * SEC))
     want = expected(left_frame(store, case.left), written.quote_frame, written.quote_ids, **case.options())
@@ -542,9 +570,11 @@ def test_projected_columns_keep_the_by_fields_on_both_sides(written: Written) ->
 
 
 def test_a_join_without_any_match_still_has_the_right_columns(written: Written) -> None:
-    got = written.trades[3].asof(right_spec=QUOTES, tolerance=0, allow_exact_matches=False)  # nothing can match
-    assert len(got) == len(written.rows)
-    assert {"right.id", "right.time"} <= set(got.columns) and got["right.id"].isna().all()
+    for ids in (False, True):  # nothing can match
+        got = written.trades[3].asof(right_spec=QUOTES, tolerance=0, allow_exact_matches=False, ids=ids)
+        assert len(got) == len(written.rows)
+        assert "right.time" in got.columns and got["right.time"].isna().all()
+        assert ("right.id" in got.columns) == ids and "right.symbol" not in got.columns
 
 
 def test_a_joins_stats_count_the_chunks_of_both_reads(written: Written) -> None:
@@ -552,6 +582,37 @@ def test_a_joins_stats_count_the_chunks_of_both_reads(written: Written) -> None:
     stats = ReadStats()
     store.asof(Query(end=T0 + 2 * SEC), right_spec=QUOTES, stats=stats)
     assert stats.chunks == len(store.plan().chunks) + 1  # 2 chunks of trades, 1 of quotes
+
+
+SHAPES_TOML = (
+    'shapes = [{ fields = ["symbol"], directions = ["desc", "asc"] },'
+    ' { fields = ["exchange"], directions = ["desc", "asc"] }]\n'
+)
+
+
+def test_the_command_prints_the_join(written: Written, tsstore_emulator: Any, tmp_path: Any) -> None:
+    store = written.trades[3]
+    (tmp_path / "spec.toml").write_text(
+        '[[series]]\ncollection = "trades3"\nshards = ["s00", "s01", "s02"]\nkey_fields = ["symbol", "n"]\n'
+        + SHAPES_TOML
+        + '[[series]]\ncollection = "quotes"\nshards = ["q0", "q1", "q2"]\ntimestamp_field = "time"\n'
+        'key_fields = ["symbol", "n"]\n' + SHAPES_TOML
+    )  # fmt: skip
+    where: dict[str, Any] = {"cwd": tmp_path, "env": {"FIRESTORE_EMULATOR_HOST": tsstore_emulator.address}}
+    common = ("asof", "--spec", "spec.toml", "--collection", "trades3", "--database", written.database)
+    done = tsstore(*common, "--right", "quotes", "--right-where", "exchange=X2", "--right-columns", "n",
+                   "--by", "symbol", "--direction", "nearest", "--tolerance", "250ms", "--ids", "--format", "csv",
+                   **where)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    printed = pd.read_csv(io.StringIO(done.stdout), index_col=0)
+    want = store.asof(Query(), Query(where={"exchange": "X2"}, columns=["n"]), right_spec=QUOTES, by="symbol",
+                      direction="nearest", tolerance=MS250, ids=True)  # fmt: skip
+    assert sorted(printed.columns) == sorted(want.columns) and "right.symbol" not in printed.columns
+    assert 0 < printed["right.n"].notna().sum() < len(printed)
+    for column in ("n", "right.n", "right.id"):
+        assert cells(printed, column) == cells(want, column)
+    refused = tsstore(*common, "--right", "nosuch", **where)
+    assert refused.returncode == 2 and "nosuch" in refused.stderr and "quotes" in refused.stderr
 
 
 # ------------------------------------------------------------------------------ refusals

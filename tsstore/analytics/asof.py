@@ -184,6 +184,23 @@ class AsofJoiner:
         return out
 
 
+def without(data: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """``data`` without the fields at the dotted paths ``names`` (a map left empty by that goes
+    too); ``data`` itself is not changed."""
+    out = dict(data)
+    for name in names:
+        head, _, rest = name.partition(".")
+        inner = out.get(head)
+        if not rest:
+            out.pop(head, None)
+        elif isinstance(inner, dict):
+            if trimmed := without(inner, [rest]):
+                out[head] = trimmed
+            else:
+                del out[head]
+    return out
+
+
 def merged(left: Iterable[Tick], right: Iterable[Tick], ranks: tuple[int, int]) -> Iterator[tuple[int, Tick]]:
     """Two oldest-first streams as one, lazily, each tick with its side; at one time, the
     side of the lower rank first, each side in its own order."""
@@ -219,8 +236,9 @@ class JoinRead:
     """An as-of join to read: the two reads (both oldest first) and how to join them. The
     store reads both (as any :class:`~tsstore.read.engine.TickRead`) and hands the merged
     stream to :meth:`joined`: each left tick comes out once, as a tick with its own id, time
-    and fields and, under ``prefix``, its match's fields, timestamp and id (absent without
-    a match)."""
+    and fields and, under ``prefix``, its match's fields but the ``by`` fields (equal to the
+    left tick's, as ``merge_asof`` keeps them once), its timestamp and, with ``ids``, its
+    document id (absent without a match)."""
 
     left: TickRead
     right: TickRead
@@ -230,6 +248,7 @@ class JoinRead:
     allow_exact_matches: bool
     prefix: str
     right_spec: SeriesSpec
+    ids: bool = True
 
     def _joiner(self) -> AsofJoiner:
         return AsofJoiner(self.direction, self.by, self.tolerance, self.allow_exact_matches)
@@ -237,21 +256,26 @@ class JoinRead:
     def _row(self, left: Tick, right: Tick | None) -> Tick:
         if right is None:
             return left
-        matched = {k: v for k, v in right.data.items() if k != self.right_spec.shard_field}
-        matched.update({self.right_spec.timestamp_field: right.timestamp, "id": right.id})
+        matched = without(right.data, [self.right_spec.shard_field, *self.by])
+        matched[self.right_spec.timestamp_field] = right.timestamp
+        if self.ids:
+            matched["id"] = right.id
         return Tick(left.id, left.timestamp, {**left.data, self.prefix: matched})
 
     def with_right_columns(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """``frame`` with the match's timestamp, id and declared columns, missing where none
-        matched, even when nothing did (as ``merge_asof`` keeps its columns)."""
+        """``frame`` with the match's timestamp, declared columns (but the ``by`` fields) and,
+        with ``ids``, id, missing where none matched, even when nothing did (as ``merge_asof``
+        keeps its columns)."""
         wanted = {
             f"{self.prefix}.{self.right_spec.timestamp_field}": pd.Series(
                 pd.NaT, index=frame.index, dtype="datetime64[us, UTC]"
             ),
-            f"{self.prefix}.id": pd.Series(pd.NA, index=frame.index, dtype="string"),
         }
+        if self.ids:
+            wanted[f"{self.prefix}.id"] = pd.Series(pd.NA, index=frame.index, dtype="string")
         for name, kind in self.right_spec.columns:
-            wanted[f"{self.prefix}.{name}"] = pd.Series(pd.NA, index=frame.index, dtype=DTYPES[kind])
+            if name not in self.by:
+                wanted[f"{self.prefix}.{name}"] = pd.Series(pd.NA, index=frame.index, dtype=DTYPES[kind])
         missing = {name: column for name, column in wanted.items() if name not in frame.columns}
         return frame.assign(**missing) if missing else frame
 

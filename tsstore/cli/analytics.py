@@ -364,6 +364,8 @@ def rollup(
     "--right", "right_collection", default=None, help="The declared series to match from (default: the same)."
 )
 @click.option("--right-where", "right_items", multiple=True, metavar="FIELD=VALUE", help="Filters of the right side.")
+@click.option("--columns", "left_columns", default=None, help="Comma-separated fields to read (projection).")
+@click.option("--right-columns", default=None, help="Comma-separated fields to read of the right side (projection).")
 @click.option("--by", "by_fields", multiple=True, help="Field(s) equal on both sides (e.g. symbol).")
 @click.option(
     "--direction", type=click.Choice(["backward", "forward", "nearest"]), default="backward", show_default=True,
@@ -372,6 +374,7 @@ def rollup(
 @click.option("--tolerance", default=None, help="The largest time apart, e.g. 5s, 500ms (default: any).")
 @click.option("--no-exact-matches", is_flag=True, help="A right tick at the left tick's own time does not match.")
 @click.option("--prefix", default="right", show_default=True, help="Name of the matched columns' group.")
+@click.option("--ids", is_flag=True, help="Also print each match's document id (PREFIX.id).")
 @rows_format
 @stats_option
 def asof(
@@ -381,16 +384,20 @@ def asof(
     query: Query,
     right_collection: str | None,
     right_items: tuple[str, ...],
+    left_columns: str | None,
+    right_columns: str | None,
     by_fields: tuple[str, ...],
     direction: str,
     tolerance: str | None,
     no_exact_matches: bool,
     prefix: str,
+    ids: bool,
     fmt: str,
     show_stats: bool,
 ) -> None:
     """Print each tick matching --where/--start/--end with the tick of the --right series
     (matching --right-where) nearest it in time: an as-of join, streamed over both reads.
+    The match's fields come as PREFIX.FIELD, but the --by fields (the left tick's).
 
     \b
     Example:
@@ -399,12 +406,16 @@ def asof(
     """
     declaration = click.get_current_context().params["declaration"]
     other = spec if right_collection is None else pick_spec(declaration, collection=right_collection)
-    right = Query(where=parse_where(right_items, spec=other))
+    query = query.replace(columns=parse_columns(left_columns, spec=spec))
+    right = Query(
+        where=parse_where(right_items, spec=other),
+        columns=parse_columns(right_columns, spec=other, option="--right-columns"),
+    )
     stats = ReadStats()
     with database.open_store(spec) as store:
         frame = store.asof(
             query, right, right_spec=other, by=by_fields, direction=direction, tolerance=tolerance,
-            allow_exact_matches=not no_exact_matches, prefix=prefix, stats=stats,
+            allow_exact_matches=not no_exact_matches, prefix=prefix, ids=ids, stats=stats,
         )  # fmt: skip
         if frame.empty:
             warn_if_no_collection(store)

@@ -129,9 +129,11 @@ def parse_where(items: tuple[str, ...], *, spec: SeriesSpec | None = None) -> li
 _UNSET = object()
 
 
-def parse_columns(columns: str | None, *, spec: SeriesSpec | None = None) -> list[str] | None:
-    """``--columns a,b`` as a list of field names (``None``: every field). When the
-    declaration lists its columns, a name it does not know is refused."""
+def parse_columns(
+    columns: str | None, *, spec: SeriesSpec | None = None, option: str = "--columns"
+) -> list[str] | None:
+    """``--columns a,b`` (or the ``option`` named) as a list of field names (``None``: every
+    field). When the declaration lists its columns, a name it does not know is refused."""
     if not columns:
         return None
     names = [c.strip() for c in columns.split(",") if c.strip()]
@@ -140,7 +142,7 @@ def parse_columns(columns: str | None, *, spec: SeriesSpec | None = None) -> lis
                  *(f for shape in spec.shapes for f in shape.fields)}  # fmt: skip
         unknown = [n for n in names if n not in known]
         if unknown:
-            raise usage(f"--columns {', '.join(unknown)}: not declared in {spec.collection!r} "
+            raise usage(f"{option} {', '.join(unknown)}: not declared in {spec.collection!r} "
                         f"(declared: {', '.join(sorted(known))})")  # fmt: skip
     return names
 

@@ -411,14 +411,16 @@ def asof(
     tolerance: object = None,
     allow_exact_matches: bool = True,
     prefix: str = "right",
+    ids: bool = False,
     stats: ReadStats | None = None,
 ) -> Request[pd.DataFrame]:
     """An as-of join: each tick of the ``left`` query with the tick of the ``right`` query
     (of this series, or of ``right_spec``'s collection) nearest before it in time, as one
     DataFrame: ``store.asof(Query(where={"symbol": "AAA"}, start=..., end=...), right_spec=QUOTES,
     by="symbol", tolerance="5s")``. The left tick's columns, then its match's under
-    ``prefix`` (``right.price.micros``, ``right.timestamp``, ``right.id``); missing where
-    nothing matched.
+    ``prefix`` (``right.price.micros``, ``right.timestamp``; with ``ids=True`` also
+    ``right.id``, its document id), but the ``by`` fields, which are the left's (as
+    ``pandas.merge_asof`` keeps them once); missing where nothing matched.
 
     ``direction`` ``"backward"`` (the newest at or before), ``"forward"`` (the oldest at or
     after) or ``"nearest"``; ``by``: fields that must be equal on both sides;
@@ -431,7 +433,8 @@ def asof(
     the right side."""
     joining = yield from asof_read(
         seat, left, right, right_spec=right_spec, by=by, direction=direction, tolerance=tolerance,
-        allow_exact_matches=allow_exact_matches, prefix=prefix, stats=stats if stats is not None else ReadStats(),
+        allow_exact_matches=allow_exact_matches, prefix=prefix, ids=ids,
+        stats=stats if stats is not None else ReadStats(),
     )  # fmt: skip
     builder = FrameBuilder(seat.spec)
     yield Feed(joining, builder.add)
@@ -451,13 +454,14 @@ def iter_asof(
     allow_exact_matches: bool = True,
     prefix: str = "right",
 ) -> Reading[Tick]:
-    """:meth:`asof` as a stream of ticks, each the left tick with its match's fields under
-    ``prefix`` (a map: fields, ``timestamp``, ``id``; absent where nothing matched), in the
-    left ticks' order; the stream's ``stats`` say what it has cost so far."""
+    """:meth:`asof` as a stream of ticks, each the left tick with its match under ``prefix``
+    (a map: its fields but the ``by`` fields, its timestamp and document ``id``; absent where
+    nothing matched), in the left ticks' order; the stream's ``stats`` say what it has cost
+    so far."""
     stats = ReadStats()
     opening = asof_read(
         seat, left, right, right_spec=right_spec, by=by, direction=direction, tolerance=tolerance,
-        allow_exact_matches=allow_exact_matches, prefix=prefix, stats=stats,
+        allow_exact_matches=allow_exact_matches, prefix=prefix, ids=True, stats=stats,
     )  # fmt: skip
     return Reading(opening, stats, seat.spec)
 
@@ -473,6 +477,7 @@ def asof_read(
     tolerance: object,
     allow_exact_matches: bool,
     prefix: str,
+    ids: bool,
     stats: ReadStats,
 ) -> Request[JoinRead]:
     """The two reads of an as-of join, oldest first at one snapshot."""
@@ -516,7 +521,7 @@ def asof_read(
     lread = yield from read(seat, lplan, stats)
     rread = yield from read(seat, rplan, stats)
     stats.chunks = len(lplan.chunks) + len(rplan.chunks)
-    return JoinRead(lread, rread, way, fields, reach, allow_exact_matches, prefix, other)
+    return JoinRead(lread, rread, way, fields, reach, allow_exact_matches, prefix, other, ids)
 
 
 #: Bar columns that are amounts: an empty bucket has none of them (0), not the last one.
