@@ -24,6 +24,10 @@ a) Each trade with the newest quote of its symbol at or before it, no older than
    getting it holds at the end); with --tracemalloc, a second run of each case in its own
    process gives the peak of Python's allocator (tracemalloc, its slowdown excluded from the
    wall times). Runs alternate (in the order above, then reversed, ...); medians of --repeats.
+   What gRPC holds of a read that has arrived but not been taken counts too: with gRPC's
+   flow control as it is (its BDP probe grows each stream's receive window to what the link
+   seems to carry), tens of MiB on the loopback, varying from run to run; with
+   --channel-option grpc.http2.bdp_probe=0 every case's streams keep a small fixed window.
    The answers must be equal: each trade (symbol, time, price, volume) in the same order with
    the same quote (its time, bid, ask) or none. Billed reads: the asof run's ReadStats;
    merge_asof's are the rows of its two frames (query_frame takes no stats; a streamed query
@@ -58,7 +62,7 @@ status is 1 when an answer differs or a run failed.
 
 Run: python bench/asof.py [--trades 200000] [--quotes 1000000] [--tolerance 5s] [--direction backward]
      [--repeats 1] [--tracemalloc] [--heap 10g] [--every SECONDS] [--down 0.3] [--cut-span 10]
-     [--skip-joins] [--skip-faults] [--skip-rollup]
+     [--channel-option NAME=VALUE ...] [--skip-joins] [--skip-faults] [--skip-rollup]
      python bench/asof.py --quick        (2 000 x 10 000, about a minute)
 """
 
@@ -303,7 +307,7 @@ def child(args: argparse.Namespace) -> None:
     """--child: run one case, print its measures as one JSON line, save its answer's key."""
     import tracemalloc
 
-    client = emulator_client(args.address, database=args.database)
+    client = emulator_client(args.address, database=args.database, channel_options=channel_options(args))
     warm_up()
     gc.collect()
     before = status_kib("VmRSS")
@@ -360,6 +364,7 @@ def spawn(case: str, emu: Emulator, args: argparse.Namespace, scratch: Path, *, 
     command = [sys.executable, __file__, "--child", case, "--address", emu.address, "--database", args.database,
                "--out", str(out), "--direction", args.direction, "--tolerance", str(args.tolerance)]  # fmt: skip
     command += ["--tracemalloc"] if trace else []
+    command += [f"--channel-option={option}" for option in args.channel_option]
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, timeout=args.case_timeout, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not lines:
@@ -370,6 +375,15 @@ def spawn(case: str, emu: Emulator, args: argparse.Namespace, scratch: Path, *, 
     return Run(json.loads(lines[-1][len("RESULT ") :]), key)
 
 
+def channel_options(args: argparse.Namespace) -> list[tuple[str, int | str]]:
+    """--channel-option NAME=VALUE as gRPC channel arguments (a number's value as an int)."""
+    options: list[tuple[str, int | str]] = []
+    for given in args.channel_option:
+        name, _, value = given.partition("=")
+        options.append((name, int(value) if value.lstrip("-").isdigit() else value))
+    return options
+
+
 def mib(kib: float) -> str:
     return f"{kib / 1024:,.0f}"
 
@@ -377,7 +391,8 @@ def mib(kib: float) -> str:
 def joins(emu: Emulator, args: argparse.Namespace, problems: list[str]) -> None:
     """a): each case in fresh processes, alternating; a run that fails is reported and skipped."""
     print(f"\na) as-of join of {args.trades:,} trades against {args.quotes:,} quotes, by symbol, {args.direction},"
-          f" tolerance {args.tolerance}; a fresh process per run, {args.repeats} run(s) each, alternating")  # fmt: skip
+          f" tolerance {args.tolerance}; a fresh process per run, {args.repeats} run(s) each, alternating"
+          + (f"; channel options {channel_options(args)}" if args.channel_option else ""))  # fmt: skip
     runs: dict[str, list[Run]] = {case: [] for case in CASES}
     traced: dict[str, Run] = {}
     schedule = [(case, n, False) for n in range(args.repeats) for case in (CASES if n % 2 == 0 else CASES[::-1])]
@@ -612,6 +627,13 @@ def main() -> None:
         type=float,
         default=10.0,
         help=f"seconds b) and c) repeat through cuts (at least {CUTS_WANTED} x the cut interval)",
+    )
+    parser.add_argument(
+        "--channel-option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a gRPC channel argument for a)'s clients, e.g. grpc.http2.bdp_probe=0 (repeatable)",
     )
     parser.add_argument("--case-timeout", type=float, default=3600.0, help="time limit of each run, in seconds")
     parser.add_argument("--seed", type=int, default=0, help="seed of the data and of the cut schedule")

@@ -14,7 +14,7 @@ from google.cloud import firestore
 
 from tsstore.errors import EmulatorError
 from tsstore.local import emulator as emulator_module
-from tsstore.local.emulator import Emulator, find_emulator_command, free_port, start_emulator
+from tsstore.local.emulator import Emulator, emulator_client, find_emulator_command, free_port, start_emulator
 
 
 def _ids(collection: firestore.CollectionReference) -> list[str]:
@@ -63,6 +63,21 @@ def test_client_ignores_and_restores_the_process_environment(
     made = emulator.client(database=database_id)
     made.close()
     assert "FIRESTORE_EMULATOR_HOST" not in os.environ
+
+
+def test_channel_options_reach_the_clients_channel(emulator: Emulator, database_id: str, collection_name: str) -> None:
+    # a receive limit smaller than the document: only a channel that took the option refuses it
+    emulator.client(database=database_id).collection(collection_name).document("big").set({"text": "x" * 4096})
+    for options, refused in (((), False), ((("grpc.max_receive_message_length", 1024),), True)):
+        made = emulator_client(emulator.address, database=database_id, channel_options=options)
+        try:
+            if refused:
+                with pytest.raises(Exception, match="(?i)larger than max|resource.?exhausted"):
+                    made.collection(collection_name).document("big").get()
+            else:
+                assert len(made.collection(collection_name).document("big").get().to_dict()["text"]) == 4096
+        finally:
+            made.close()
 
 
 @pytest.mark.parametrize("turn", ["first", "second"])

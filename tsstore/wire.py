@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from typing import Any, cast
 
 from google.cloud.firestore_v1 import _helpers
@@ -126,13 +126,15 @@ def sync_twin(client: Any) -> Any:
 QUICK_RECONNECT_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000))
 
 
-def quick_reconnects(client: Any) -> Any:
+def quick_reconnects(client: Any, *, options: Sequence[tuple[str, Any]] = ()) -> Any:
     """``client`` (a ``firestore.Client`` or ``AsyncClient`` not used yet), with a channel that
     tries to reconnect within a second after the network comes back (gRPC's own back-off
     between connection attempts grows to 2 minutes). The client still builds its channel and
     GAPIC client on first use (an ``AsyncClient``'s must be built in the event loop that
-    uses it), as it would, with :data:`QUICK_RECONNECT_OPTIONS` added. A client already in
-    use, or one whose internals moved, is returned as it is."""
+    uses it), as it would, with :data:`QUICK_RECONNECT_OPTIONS` added, and ``options``, more
+    gRPC channel arguments, put first (gRPC takes the first of a repeated argument, so they
+    win over the client's own). A client already in use, or one whose internals moved, is
+    returned as it is."""
     import grpc
     from google.cloud.firestore_v1 import base_client
 
@@ -149,12 +151,12 @@ def quick_reconnects(client: Any) -> Any:
             asynchronous = "GrpcAsyncIOTransport" in transport.__name__  # as the client tells them apart
             if client._emulator_host is not None:
                 token = getattr(client._credentials, "id_token", None) or "owner"  # as the client does
-                options = [("Authorization", f"Bearer {token}"), *base_client._GRPC_MSG_SIZE_OPTIONS]
+                base = [("Authorization", f"Bearer {token}"), *base_client._GRPC_MSG_SIZE_OPTIONS]
                 insecure = grpc.aio.insecure_channel if asynchronous else grpc.insecure_channel
-                channel = insecure(client._emulator_host, options=[*options, *QUICK_RECONNECT_OPTIONS])
+                channel = insecure(client._emulator_host, options=[*options, *base, *QUICK_RECONNECT_OPTIONS])
             else:
-                options = [*base_client._DEFAULT_CHANNEL_OPTIONS, *QUICK_RECONNECT_OPTIONS]
-                channel = transport.create_channel(client._target, credentials=client._credentials, options=options)
+                every = [*options, *base_client._DEFAULT_CHANNEL_OPTIONS, *QUICK_RECONNECT_OPTIONS]
+                channel = transport.create_channel(client._target, credentials=client._credentials, options=every)
             client._transport = transport(host=client._target, channel=channel)
             client._firestore_api_internal = client_class(
                 transport=client._transport, client_options=client._client_options

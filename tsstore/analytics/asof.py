@@ -248,7 +248,7 @@ class JoinRead:
     allow_exact_matches: bool
     prefix: str
     right_spec: SeriesSpec
-    ids: bool = True
+    ids: bool
 
     def _joiner(self) -> AsofJoiner:
         return AsofJoiner(self.direction, self.by, self.tolerance, self.allow_exact_matches)

@@ -187,7 +187,11 @@ class Rollup:
         """What ``tsstore_rollups/<name>`` holds: the source and interval it was written for,
         the ``watermark`` (where the next run starts) and, from the runs that reached it
         without a gap, ``since``: the bars of ``[since, watermark)`` are all stored."""
-        document = {"source": self.source.collection, "interval_seconds": self.interval.total_seconds(), "watermark": end}
+        document = {
+            "source": self.source.collection,
+            "interval_seconds": self.interval.total_seconds(),
+            "watermark": end,
+        }
         if since is not None:
             document["since"] = since
         return document

@@ -36,7 +36,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -192,11 +192,17 @@ def find_emulator_command() -> list[str]:
 
 
 def emulator_client(
-    address: str, *, project: str = DEFAULT_PROJECT, database: str = DEFAULT_DATABASE, asynchronous: bool = False
+    address: str,
+    *,
+    project: str = DEFAULT_PROJECT,
+    database: str = DEFAULT_DATABASE,
+    asynchronous: bool = False,
+    channel_options: Sequence[tuple[str, Any]] = (),
 ) -> Any:
     """A client for the emulator at ``address`` (a ``firestore.AsyncClient`` if
     ``asynchronous``; see :meth:`Emulator.client` for why the environment variable is set
-    only around the constructor)."""
+    only around the constructor); ``channel_options``: more gRPC channel arguments (as
+    :func:`tsstore.wire.quick_reconnects` takes them)."""
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import firestore
 
@@ -211,7 +217,7 @@ def emulator_client(
                 os.environ.pop("FIRESTORE_EMULATOR_HOST", None)
             else:
                 os.environ["FIRESTORE_EMULATOR_HOST"] = previous
-    return quick_reconnects(client)
+    return quick_reconnects(client, options=channel_options)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
