@@ -222,7 +222,12 @@ def ingest_file(
         if isinstance(stop, Interrupted):
             summary.settle(stop.partial)
         summary.interrupted = True
-        summary.unsettled = tracker.pending  # read and handed to the writer, not confirmed
+        # Read, with no outcome counted: handed to the writer and not confirmed, or read just
+        # as the Ctrl-C came. From the counts themselves, not from the checkpoint's tracker: a
+        # Ctrl-C can land between the writer counting a batch and the tracker confirming it,
+        # and the summary's parts must add up to the rows read (the checkpoint stays behind
+        # such rows; the next run finds them present).
+        summary.unsettled = max(0, summary.rows - summary.written - summary.rejected)
         close()
         raise Interrupted(summary, f"ingest of {source} interrupted") from stop
     else:
