@@ -21,7 +21,7 @@ then document id), so among right ticks at one time ``backward`` takes the last,
   once, no ids). ``iter_asof`` gives the frame's rows, the async store the same frame, and
   with a tolerance the right read costs one tolerance window, not the right collection;
   projected ``columns`` keep the ``by`` fields and the match's time under ``right.time``;
-  ``tsstore asof`` prints the join. Pure: :func:`without` drops the ``by`` fields from a match.
+  ``tsstore asof`` prints the join. Pure: :func:`~tsstore.ticks.without_paths` drops the ``by`` fields from a match.
 - Refusals: one :class:`QueryError` naming the bad value.
 
 Also: a tolerance that is no finite duration (nan, inf, 1e20, ``"NaT"``) is a QueryError naming
@@ -48,11 +48,11 @@ from hypothesis import strategies as st
 
 from tests.cli import tsstore
 from tsstore import AsyncTimeSeriesStore, QueryError, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions
-from tsstore.analytics.asof import DIRECTIONS, LEFT, RIGHT, AsofJoiner, amerged, merged, priority, without
+from tsstore.analytics.asof import DIRECTIONS, LEFT, RIGHT, AsofJoiner, amerged, merged, priority
 from tsstore.local.pytest_plugin import unique_database_id
 from tsstore.read.cost import ReadStats
 from tsstore.read.query import Query
-from tsstore.ticks import Tick
+from tsstore.ticks import Tick, without_paths
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2025, 6, 2, 14, 30, tzinfo=UTC)
@@ -264,9 +264,11 @@ def test_a_backward_join_never_holds_a_left_tick(tolerance: dt.timedelta | None,
 
 def test_without_drops_fields_at_dotted_paths_and_maps_left_empty() -> None:
     data = {"sym": "A", "venue": {"code": "V1"}, "bid": {"micros": 5, "currency": "USD"}, "shard": "s1"}
-    assert without(data, ["shard", "sym", "venue.code", "bid.currency", "absent", "sym.x"]) == {"bid": {"micros": 5}}
+    names = ["shard", "sym", "venue.code", "bid.currency", "absent", "sym.x"]
+    assert without_paths(data, names, prune=True) == {"bid": {"micros": 5}}
+    assert without_paths(data, names) == {"venue": {}, "bid": {"micros": 5}}  # an emptied map stays unless pruned
     assert data["venue"] == {"code": "V1"} and data["bid"] == {"micros": 5, "currency": "USD"}  # not changed
-    assert without(data, []) == data and without(data, []) is not data
+    assert without_paths(data, ["absent", "venue.absent"], prune=True) is data  # nothing to drop: no copy
 
 
 # ------------------------------------------------------------------------------ on the emulator

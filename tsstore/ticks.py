@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,28 @@ def get_path(data: Mapping[str, Any], path: list[str]) -> Any:
     for part in path:
         value = value.get(part) if isinstance(value, Mapping) else None
     return value
+
+
+def without_paths(data: Mapping[str, Any], names: Iterable[str], *, prune: bool = False) -> Mapping[str, Any]:
+    """``data`` without the fields at the dotted paths ``names`` (``"price.currency"``):
+    ``data`` itself when it has none of them, else a copy (the maps on a path copied, none
+    changed); ``prune``: a map left empty by that goes too."""
+    for name in names:
+        data = _without(data, name.split("."), prune)
+    return data
+
+
+def _without(data: Mapping[str, Any], path: list[str], prune: bool) -> Mapping[str, Any]:
+    head = path[0]
+    if head not in data:
+        return data
+    if len(path) == 1:
+        return {k: v for k, v in data.items() if k != head}
+    inner = data[head]
+    trimmed = _without(inner, path[1:], prune) if isinstance(inner, Mapping) else inner
+    if prune and isinstance(trimmed, Mapping) and not trimmed:
+        return {k: v for k, v in data.items() if k != head}
+    return data if trimmed is inner else {**data, head: trimmed}
 
 
 #: Where a tick stands in a query's order: (timestamp, id), or (timestamp, the value fields

@@ -33,7 +33,7 @@ from tsstore.errors import QueryError
 from tsstore.frames import DTYPES
 from tsstore.read.engine import TickRead
 from tsstore.spec import SeriesSpec
-from tsstore.ticks import Tick, get_path
+from tsstore.ticks import Tick, get_path, without_paths
 from tsstore.times import to_duration
 
 Direction = Literal["backward", "forward", "nearest"]
@@ -184,23 +184,6 @@ class AsofJoiner:
         return out
 
 
-def without(data: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
-    """``data`` without the fields at the dotted paths ``names`` (a map left empty by that goes
-    too); ``data`` itself is not changed."""
-    out = dict(data)
-    for name in names:
-        head, _, rest = name.partition(".")
-        inner = out.get(head)
-        if not rest:
-            out.pop(head, None)
-        elif isinstance(inner, dict):
-            if trimmed := without(inner, [rest]):
-                out[head] = trimmed
-            else:
-                del out[head]
-    return out
-
-
 def merged(left: Iterable[Tick], right: Iterable[Tick], ranks: tuple[int, int]) -> Iterator[tuple[int, Tick]]:
     """Two oldest-first streams as one, lazily, each tick with its side; at one time, the
     side of the lower rank first, each side in its own order."""
@@ -256,7 +239,7 @@ class JoinRead:
     def _row(self, left: Tick, right: Tick | None) -> Tick:
         if right is None:
             return left
-        matched = without(right.data, [self.right_spec.shard_field, *self.by])
+        matched = dict(without_paths(right.data, [self.right_spec.shard_field, *self.by], prune=True))
         matched[self.right_spec.timestamp_field] = right.timestamp
         if self.ids:
             matched["id"] = right.id

@@ -42,6 +42,7 @@ from typing import Any
 from google.cloud.firestore_v1 import GeoPoint
 from google.cloud.firestore_v1.vector import Vector
 
+from tsstore.ticks import without_paths
 from tsstore.times import to_micros
 
 #: Canonical text of (key values…, timestamp µs[, n]) that slot ids hash: compact JSON.
@@ -126,20 +127,8 @@ def fingerprint(data: Mapping[str, Any], *, ignore: str | None = None) -> bytes:
     processes and Python versions, since content ids are made from it.
     """
     if ignore is not None:
-        data = _without(data, ignore.split("."))
+        data = without_paths(data, [ignore])
     return hashlib.sha256(_CANONICAL.encode(data).encode()).digest()
-
-
-def _without(data: Mapping[str, Any], path: list[str]) -> Mapping[str, Any]:
-    head = path[0]
-    if head not in data:
-        return data
-    copy = dict(data)
-    if len(path) == 1:
-        del copy[head]
-    elif isinstance(copy[head], Mapping):
-        copy[head] = _without(copy[head], path[1:])
-    return copy
 
 
 def _special(value: Any) -> Any:
