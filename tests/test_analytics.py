@@ -611,7 +611,8 @@ def test_a_rollup_stores_each_bar_once_corrects_late_ticks_and_resumes(tsstore_e
     killed.send_signal(signal.SIGKILL)
     killed.wait(timeout=30)
     half = len(stored_bars(client, "ticks_10s"))
-    assert not client.collection("tsstore_rollups").document("ticks_10s").get().exists  # killed before the end
+    announced = client.collection("tsstore_rollups").document("ticks_10s").get().to_dict() or {}
+    assert "closing" in announced and "watermark" not in announced  # killed after announcing, before the end
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     want10 = store.bars(interval="10s", by="symbol", price="price.micros", volume="volume", end=until)

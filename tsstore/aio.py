@@ -122,6 +122,9 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
                 loop = asyncio.get_running_loop()
                 ticks = _pulled(self._ticks(read), loop) if read is not None else iter(())
                 return await asyncio.to_thread(self._job(ask, ticks).run)
+            case asks.Pause(seconds=seconds):
+                await asyncio.sleep(seconds)
+                return None
             case asks.CounterFor(values=values):
                 return AsyncCounter(await asyncio.to_thread(self._series(self.spec).counter, values))
         raise TypeError(f"no answer for {ask!r}")  # pragma: no cover - every ask is answered above
@@ -169,10 +172,10 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
 
         return fetch
 
-    def _transport(self, collection: Any) -> Transport:
+    def _transport(self, collection: Any, *, timeout: float) -> Transport:
         loop = asyncio.get_running_loop()  # made on the loop; called from the sender's threads
         return (
-            lambda writes: _on_loop(abatch_write(collection, writes), loop),
+            lambda writes: _on_loop(abatch_write(collection, writes, timeout=timeout), loop),
             lambda ids: _on_loop(aget_documents(collection, ids), loop),
         )
 

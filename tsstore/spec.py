@@ -18,6 +18,7 @@ from typing import Literal
 
 from tsstore.access import DEFAULT_ACCESS, ClientAccess, access_from
 from tsstore.errors import SpecError
+from tsstore.late import DEFAULT_LATE, LatePolicy, late_from
 from tsstore.limits import MAX_INEQUALITY_FIELDS, SEQUENTIAL_WRITES_PER_SECOND
 from tsstore.times import to_duration, to_utc
 
@@ -255,6 +256,9 @@ class SeriesSpec:
     - ``count_by``: fields whose values name a series (e.g. ``symbol``); the writer then keeps
       one sharded counter per series, incremented once per written batch, with
       ``counter_shards`` shards each.
+    - ``late``: what a tick landing in a bucket a roll-up has stored does
+      (:class:`~tsstore.late.LatePolicy`: how late it may be and still be folded in; default
+      30 days).
     """
 
     collection: str
@@ -272,6 +276,7 @@ class SeriesSpec:
     count_by: tuple[str, ...] = ()
     counter_shards: int = 10
     access: ClientAccess = DEFAULT_ACCESS
+    late: LatePolicy = DEFAULT_LATE
 
     def __init__(
         self,
@@ -291,6 +296,7 @@ class SeriesSpec:
         count_by: Iterable[str] = (),
         counter_shards: int = 10,
         access: "ClientAccess | str | Mapping[str, object]" = DEFAULT_ACCESS,
+        late: "LatePolicy | Mapping[str, object] | None" = None,
     ) -> None:
         if (
             not isinstance(collection, str)
@@ -394,6 +400,7 @@ class SeriesSpec:
         object.__setattr__(self, "count_by", counted)
         object.__setattr__(self, "counter_shards", counter_shards)
         object.__setattr__(self, "access", access_from(access))
+        object.__setattr__(self, "late", late_from(late))
 
     @classmethod
     def for_write_rate(cls, collection: str, *, writes_per_second: float, **options: object) -> "SeriesSpec":
@@ -495,6 +502,7 @@ _SPEC_KEYS = (
     "count_by",
     "counter_shards",
     "access",
+    "late",
 )
 
 

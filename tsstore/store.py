@@ -10,6 +10,7 @@ client (which already knows the project, the database and ``FIRESTORE_EMULATOR_H
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -97,6 +98,9 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
                 return faults.call(lambda: call(self.client), what=what)
             case asks.Send(read=read):
                 return self._job(ask, self._ticks(read) if read is not None else iter(())).run()
+            case asks.Pause(seconds=seconds):
+                time.sleep(seconds)
+                return None
             case asks.CounterFor(values=values):
                 return self._series(self.spec).counter(values)
         raise TypeError(f"no answer for {ask!r}")  # pragma: no cover - every ask is answered above
@@ -134,8 +138,8 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
 
         return fetch
 
-    def _transport(self, collection: Any) -> Transport:
-        return transport(collection, fast=self._fast)
+    def _transport(self, collection: Any, *, timeout: float) -> Transport:
+        return transport(collection, fast=self._fast, timeout=timeout)
 
     def _sync_client(self) -> firestore.Client:
         return self.client

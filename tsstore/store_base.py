@@ -13,8 +13,10 @@ from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
 from tsstore.verbs import Verbs
 from tsstore.verbs.request import Seat, Send
+from tsstore.wire import FirestoreHorizons
 from tsstore.write.counting import SeriesCounters
 from tsstore.write.job import Job, bulk_sender
+from tsstore.write.marks import LateGuard
 from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
 from tsstore.write.ramp import RampLimiter
@@ -80,7 +82,9 @@ class StoreBase(Verbs):
                     on_written(batch)
 
             options["on_written"] = written
-        transport = self._transport(self._collection_of(spec))
+        timeout = spec.late.send_timeout.total_seconds()
+        guard = LateGuard(spec, FirestoreHorizons(self._sync_client(), spec.collection, timeout=timeout))
+        transport = guard.guard(self._transport(self._collection_of(spec), timeout=timeout))
         limiter, batch_docs = self._limiter(spec)
         sender = bulk_sender(
             transport,
@@ -90,7 +94,7 @@ class StoreBase(Verbs):
             max_attempts=self.write_options.max_attempts,
             **options,
         )
-        return Job(sender, ask.docs(ticks), lambda: ask.result(sender), ask.what, ask.tolerate)
+        return Job(sender, ask.docs(ticks), lambda: ask.result(sender), ask.what, ask.tolerate, guard.close)
 
     def _limiter(self, spec: SeriesSpec) -> tuple[RampLimiter, int]:
         """The ramp of ``spec``'s collection (from 500 ops/s, or the ceiling unramped, up to
@@ -107,7 +111,7 @@ class StoreBase(Verbs):
         """A sync ``firestore.Client`` on this store's database (counters and listeners run on it)."""
         raise NotImplementedError
 
-    def _transport(self, collection: Any) -> Transport:
+    def _transport(self, collection: Any, *, timeout: float) -> Transport:
         """The bulk sender's send and lookup functions on ``collection`` (called from its
-        worker threads)."""
+        worker threads), each send timing out after ``timeout`` seconds."""
         raise NotImplementedError

@@ -17,19 +17,23 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
+import grpc
+from google.api_core import exceptions as gexc
 from google.cloud.firestore_v1 import _helpers
 from google.cloud.firestore_v1.base_collection import BaseCollectionReference
-from google.cloud.firestore_v1.base_query import BaseQuery
+from google.cloud.firestore_v1.base_query import BaseQuery, FieldFilter
 from google.cloud.firestore_v1.bulk_batch import BulkWriteBatch
 from google.cloud.firestore_v1.types import firestore as firestore_types
 
+from tsstore.late import WATERMARKS, WRITERS, Horizon, mark_id, marks_path
 from tsstore.ticks import Tick, get_path
 from tsstore.times import EPOCH as _EPOCH
 from tsstore.times import plain_datetime
-from tsstore.write.ops import Patch, Stored, Transport, WriteOp, WriteStatus
+from tsstore.write.ops import Erase, Patch, Stored, Transport, WriteOp, WriteStatus
 
 log = logging.getLogger(__name__)
 
@@ -283,7 +287,7 @@ def batch_write(
             return [(st.code, st.message) for st in response.status]
     batch = BulkWriteBatch(collection._client)
     for doc_id, data, create in writes:
-        if data is None:
+        if data is None or isinstance(data, Erase):
             batch.delete(collection.document(doc_id))
         elif isinstance(data, Patch):
             batch.update(collection.document(doc_id), data.fields)
@@ -311,7 +315,7 @@ def _batch_write_request(collection: BaseCollectionReference[Any], writes: list[
     request = _BATCH_WRITE_PB(database=client._database_string)
     for doc_id, data, create in writes:
         write = request.writes.add()
-        if data is None:
+        if data is None or isinstance(data, Erase):
             write.delete = prefix + doc_id
             continue
         if create:
@@ -340,10 +344,12 @@ def get_documents(collection: BaseCollectionReference[Any], ids: list[str]) -> d
     return _stored(collection._client.get_all(refs))
 
 
-def transport(collection: BaseCollectionReference[Any], *, fast: bool = True) -> Transport:
+def transport(collection: BaseCollectionReference[Any], *, fast: bool = True, timeout: float = 60.0) -> Transport:
     """The sync client's :data:`~tsstore.write.ops.Transport` on ``collection``: its batch
-    writes (the fast path unless ``fast=False``) and its batched reads."""
-    return functools.partial(batch_write, collection, fast=fast), functools.partial(get_documents, collection)
+    writes (the fast path unless ``fast=False``; each timing out after ``timeout`` seconds)
+    and its batched reads."""
+    send = functools.partial(batch_write, collection, fast=fast, timeout=timeout)
+    return send, functools.partial(get_documents, collection)
 
 
 async def aget_documents(collection: BaseCollectionReference[Any], ids: list[str]) -> dict[str, Stored]:
@@ -357,6 +363,40 @@ def _stored(snapshots: Iterable[Any]) -> dict[str, Stored]:
 
 
 _BATCH_WRITE_PB = firestore_types.BatchWriteRequest.pb()
+
+
+class FirestoreHorizons:
+    """What a writer's :class:`~tsstore.write.marks.LateGuard` asks of Firestore, on a sync
+    ``firestore.Client``, for writes to ``collection``: its lease, the roll-ups' horizons,
+    and marks (one ``BatchWrite`` per roll-up)."""
+
+    def __init__(self, client: Any, collection: str, *, timeout: float) -> None:
+        self._client, self._source, self._timeout = client, collection, timeout
+        self._lease = client.collection(WRITERS).document(uuid.uuid4().hex)
+
+    def put_lease(self, data: dict[str, Any]) -> dt.datetime:
+        written = self._lease.set(data, retry=None, timeout=self._timeout)
+        at: dt.datetime = written.update_time
+        return at
+
+    def drop_lease(self) -> None:
+        self._lease.delete(retry=None, timeout=self._timeout)
+
+    def horizons(self) -> list[Horizon]:
+        query = self._client.collection(WATERMARKS).where(filter=FieldFilter("source", "==", self._source))
+        found = [Horizon.of(s.id, s.to_dict() or {}) for s in query.get(retry=None, timeout=self._timeout)]
+        return [h for h in found if h is not None]
+
+    def put_marks(self, marks: Mapping[str, Iterable[dt.datetime]]) -> None:
+        for rollup, buckets in marks.items():
+            collection = self._client.collection(marks_path(rollup))
+            ops: list[WriteOp] = [(mark_id(b), {"bucket": b, "nonce": uuid.uuid4().hex}, False) for b in buckets]
+            failed = [(code, text) for code, text in batch_write(collection, ops, timeout=self._timeout) if code]
+            if failed:
+                code, text = failed[0]
+                status = next((s for s in grpc.StatusCode if s.value[0] == code), grpc.StatusCode.UNKNOWN)
+                why = f"a late-tick mark of roll-up {rollup!r} was not written: {text}"
+                raise gexc.from_grpc_status(status, why)  # type: ignore[no-untyped-call]
 
 
 def _encode_value(value: Any, out: Any) -> None:

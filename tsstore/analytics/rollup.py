@@ -27,11 +27,10 @@ from tsstore.access import ClientAccess, access_from
 from tsstore.analytics.bars import STORED_MOMENTS, Bar
 from tsstore.analytics.buckets import to_interval
 from tsstore.errors import ConfigError, QueryError, SpecError
+from tsstore.late import WATERMARKS
 from tsstore.spec import NUMERIC_TYPES, QueryShape, SeriesSpec, check_field_path, shards_for
 from tsstore.times import interval_label
 
-#: The collection holding each roll-up's watermark document (id: the roll-up's collection).
-WATERMARKS = "tsstore_rollups"
 BAR_FIELDS = ("open", "high", "low", "close", "count", "volume")
 
 
@@ -130,6 +129,7 @@ class Rollup:
             columns=columns,
             measures=("count", "volume") if volume is not None else ("count",),
             access=reads,
+            late=source.late,
         )
         if spec.collection == source.collection:
             raise SpecError(f"a roll-up cannot be stored in its source collection {source.collection!r}")
@@ -236,7 +236,9 @@ class RollupResult:
     """What a roll-up run did: the bars of ``[start, end)`` (``None`` when there was nothing
     to do) from ``ticks`` read; of its ``bars``, ``created`` new, ``replaced`` ones that
     late ticks changed, ``present`` already stored as they are; ``skipped`` ticks had no
-    price; ``watermark``, where the next run starts."""
+    price; ``watermark``, where the next run starts; ``redone``: late buckets (marked by the
+    writers) recomputed; ``removed``: stored bars deleted because their bucket holds no tick
+    any more."""
 
     start: dt.datetime | None
     end: dt.datetime | None
@@ -248,16 +250,23 @@ class RollupResult:
     skipped: int = 0
     watermark: dt.datetime | None = None
     read: str = "ticks"  # what ``ticks`` counts: ticks, or the shorter bars of a roll-up of a roll-up
+    redone: int = 0
+    removed: int = 0
 
     def describe(self) -> str:
-        if self.start is None or self.end is None:
-            return f"no closed interval to roll up (watermark {_iso(self.watermark)})"
-        return (
-            f"rolled up [{_iso(self.start)}, {_iso(self.end)}): {self.ticks} {self.read} into {self.bars} bars "
-            f"({self.created} new, {self.replaced} replaced, {self.present} unchanged"
-            f"{f', {self.skipped} {self.read} without a price' if self.skipped else ''}); "
-            f"watermark {_iso(self.watermark)}"
+        late = f"{self.redone} late bucket(s) redone" if self.redone else ""
+        removed = f", {self.removed} bar(s) left without ticks removed" if self.removed else ""
+        counts = (
+            f"{self.ticks} {self.read} into {self.bars} bars ({self.created} new, {self.replaced} replaced, "
+            f"{self.present} unchanged{f', {self.skipped} {self.read} without a price' if self.skipped else ''}"
+            f"{removed})"
         )
+        if self.start is None or self.end is None:
+            if not self.redone:
+                return f"no closed interval to roll up (watermark {_iso(self.watermark)})"
+            return f"{late}: {counts}; no new closed interval (watermark {_iso(self.watermark)})"
+        also = f"; {late}" if late else ""
+        return f"rolled up [{_iso(self.start)}, {_iso(self.end)}): {counts}{also}; watermark {_iso(self.watermark)}"
 
 
 def _iso(value: dt.datetime | None) -> str:

@@ -25,7 +25,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from tsstore.access import ClientAccess
-from tsstore.analytics.rollup import WATERMARKS, Rollup
+from tsstore.analytics.rollup import Rollup
+from tsstore.late import WATERMARKS
 from tsstore.counters import COUNT_FIELD, SHARDS_COLLECTION
 from tsstore.errors import SpecError
 from tsstore.spec import SeriesSpec

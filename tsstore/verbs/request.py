@@ -189,13 +189,21 @@ class Send(Generic[R]):
 
 
 @dataclass(frozen=True)
+class Pause:
+    """Wait ``seconds`` (a roll-up waiting for writers to see its horizon); answers ``None``."""
+
+    seconds: float
+    why: str
+
+
+@dataclass(frozen=True)
 class CounterFor:
     """The sharded counter of one series (``spec.count_by`` values), made on first use."""
 
     values: tuple[Any, ...]
 
 
-Ask = Aggregation | Documents | Collect | Feed | Unary | Send[Any] | CounterFor | list[Any]
+Ask = Aggregation | Documents | Collect | Feed | Unary | Send[Any] | Pause | CounterFor | list[Any]
 
 #: A request: yields asks, receives their answers, returns the verb's result.
 Request = Generator[Any, Any, R]

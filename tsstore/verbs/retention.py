@@ -7,7 +7,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from tsstore.analytics.rollup import WATERMARKS, Rollup
+from tsstore.analytics.rollup import Rollup
+from tsstore.late import WATERMARKS
 from tsstore.errors import QueryError, RetentionError
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead, sweep_cursor

@@ -44,11 +44,12 @@ class Job(Generic[R]):
     result: Callable[[], R]
     what: str
     tolerate: frozenset[int] = frozenset()  # refusal codes that are an answer, not a failure
+    done: Callable[[], None] | None = None  # called once the sender has stopped (the guard's lease goes)
 
     def run(self) -> R:
         sender = self.sender
         try:
-            sender.send_all(self.docs)
+            self._send()
         except KeyboardInterrupt as stop:
             raise Interrupted(self.result(), f"{self.what} interrupted") from stop
         except FaultError as exc:  # reading what to write met faults past the budget
@@ -62,3 +63,13 @@ class Job(Generic[R]):
             failures = sorted(sender.failures, key=lambda f: f.index)
             raise WriteError(failures, written=sender.written, result=self.result())
         return self.result()
+
+    def _send(self) -> None:
+        try:
+            self.sender.send_all(self.docs)
+        finally:
+            if self.done is not None:
+                try:
+                    self.done()
+                except Exception:  # noqa: BLE001  (a lease left behind only expires: never hide the job's own outcome)
+                    pass

@@ -22,13 +22,24 @@ class Patch:
     fields: dict[str, Any]
 
 
-#: One write: document id, data (``None`` deletes the document, a :class:`Patch` changes
-#: some fields of an existing one), and whether it may only create the document (Firestore
-#: then refuses it with ALREADY_EXISTS if the id is taken).
-WriteOp = tuple[str, "dict[str, Any] | Patch | None", bool]
+@dataclass(frozen=True)
+class Erase:
+    """Delete a tick to correct the data: unlike a plain delete (``None``, retention), the
+    roll-ups that hold its bucket are told (:mod:`tsstore.write.marks`), so they drop it too."""
+
+    timestamp: dt.datetime
+
+
+#: One write: document id, data (``None`` deletes the document, an :class:`Erase` deletes
+#: it and marks its bucket, a :class:`Patch` changes some fields of an existing one), and
+#: whether it may only create the document (Firestore then refuses it with ALREADY_EXISTS
+#: if the id is taken).
+WriteOp = tuple[str, "dict[str, Any] | Patch | Erase | None", bool]
 
 #: gRPC status codes of a create whose document exists, and of a patch whose document does not.
 ALREADY_EXISTS, NOT_FOUND = 6, 5
+#: gRPC status code of a write refused before it was sent (a late tick past the window).
+FAILED_PRECONDITION = 9
 
 
 @dataclass(frozen=True)

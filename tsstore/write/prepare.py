@@ -33,7 +33,7 @@ from tsstore.write.identity import (
     shard_from_digest,
     slot_digest,
 )
-from tsstore.write.ops import Patch
+from tsstore.write.ops import Erase, Patch
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +49,7 @@ class PreparedDoc:
 
     index: int
     id: str
-    data: dict[str, Any] | Patch | None
+    data: dict[str, Any] | Patch | Erase | None
     size: int
     base: tuple[Any, ...] | None = None
     repeat: int = 0

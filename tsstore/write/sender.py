@@ -42,7 +42,7 @@ from tsstore.errors import WriteFailure
 from tsstore.faults import FAULT_BUDGET_SECONDS, Backoff, describe, kind_of, status_kind
 from tsstore.spec import DuplicatePolicy
 from tsstore.write.identity import content_digest, fingerprint, id_from_digest
-from tsstore.write.ops import ALREADY_EXISTS, Patch, Stored, WriteOp, WriteStatus
+from tsstore.write.ops import ALREADY_EXISTS, Erase, Patch, Stored, WriteOp, WriteStatus
 from tsstore.write.prepare import PreparedDoc
 
 #: Documents per BatchWrite request. The request is also capped at MAX_BATCH_BYTES.
@@ -446,7 +446,7 @@ def _settle(
 
 
 def _op(doc: PreparedDoc) -> Literal["create", "delete", "patch"]:
-    return "delete" if doc.data is None else "patch" if isinstance(doc.data, Patch) else "create"
+    return "delete" if doc.data is None or isinstance(doc.data, Erase) else "patch" if isinstance(doc.data, Patch) else "create"
 
 
 def _code(exc: gexc.GoogleAPICallError) -> int:

@@ -1,0 +1,197 @@
+"""Late ticks: the declaration's late-data policy, and where the marks that keep stored
+roll-ups exact live.
+
+A tick is *late* for a roll-up when its bucket starts before the roll-up's *horizon*: its
+watermark (the bars before it are stored) or, while a run is under way, the end that run has
+announced (``closing``). A write, replace or correction of a late tick leaves a *mark* for
+that bucket, ``tsstore_rollups/<roll-up>/marks/<bucket start in epoch ms>``, before the tick
+is sent; reads answer a marked bucket from the ticks, and the next run recomputes it and
+clears the mark. :mod:`tsstore.write.marks` is the writer's side of the protocol,
+``tsstore.verbs.analytics.rollup`` the roll-up's, and ``docs/explanation/late-ticks.md``
+states it and why it holds.
+
+Everything here is plain data; nothing talks to Firestore.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tsstore.errors import SpecError
+from tsstore.times import EPOCH, to_duration
+
+#: The collection holding each roll-up's watermark document (id: the roll-up's collection).
+WATERMARKS = "tsstore_rollups"
+#: The subcollection of a roll-up's watermark document holding its marks (one per bucket).
+MARKS = "marks"
+#: One document per running write job: which source it writes and since when every write it
+#: sends was decided with a fresh view of the roll-ups' horizons (its *lease*).
+WRITERS = "tsstore_writers"
+
+
+@dataclass(frozen=True)
+class LatePolicy:
+    """What a series does with ticks that land in buckets a roll-up has already stored.
+
+    - ``window``: how late a tick may be (how far its time lies behind a roll-up's horizon,
+      in the data's own time, so a backfill of 2019 is late by what it trails the 2019
+      roll-up, whatever today's date) and still be folded into the roll-ups: its bucket is
+      marked and the next run recomputes it. A tick later than that is refused (a
+      :class:`~tsstore.errors.WriteFailure` naming it and the window); ``None`` folds in any
+      tick, however late. Default 30 days: corrections and re-sent feeds arrive within days,
+      while a print a quarter behind the stored bars is more likely a wrong timestamp than a
+      correction. Ticks in buckets no roll-up has stored yet are never refused.
+    - ``refresh``: how old the writer's view of the roll-ups' horizons may be when it sends a
+      batch; it reads them again (one query) when the view is older.
+    - ``send_timeout``: the longest one write request may take (it is retried after that).
+
+    ``lease`` (``refresh + send_timeout`` and a margin) bounds how long after a writer last
+    read the horizons one of its ticks can still land: a roll-up waits at most that long for
+    writers that have not seen its new horizon, and keeps a mark younger than that.
+    """
+
+    window: dt.timedelta | None
+    refresh: dt.timedelta
+    send_timeout: dt.timedelta
+
+    def __init__(self, *, window: object = "30D", refresh: object = "2s", send_timeout: object = "20s") -> None:
+        values: dict[str, dt.timedelta | None] = {}
+        for name, value in (("window", window), ("refresh", refresh), ("send_timeout", send_timeout)):
+            if value is None and name == "window":
+                values[name] = None
+                continue
+            try:
+                delta: dt.timedelta = to_duration(value, name=f"late policy {name}")
+            except ValueError as exc:
+                raise SpecError(str(exc)) from None
+            if delta <= dt.timedelta(0):
+                raise SpecError(f"late policy {name} {value!r} is not allowed; give a positive duration")
+            values[name] = delta
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def lease(self) -> dt.timedelta:
+        """How long after a writer's last view of the horizons its writes may still land."""
+        return self.refresh + self.send_timeout + LEASE_MARGIN
+
+    def describe(self) -> str:
+        window = "any lateness" if self.window is None else f"ticks up to {self.window} late"
+        return f"folds {window} into the roll-ups; horizons re-read every {self.refresh}, sends time out after {self.send_timeout}"
+
+
+#: Slack on top of a writer's refresh and send timeout: a send's deadline starts on the
+#: client, the request reaches the server a little later.
+LEASE_MARGIN = dt.timedelta(seconds=3)
+
+DEFAULT_LATE = LatePolicy()
+
+
+def late_from(value: "LatePolicy | Mapping[str, object] | None") -> LatePolicy:
+    """A policy from a :class:`LatePolicy` or a declaration file's table (``window``,
+    ``refresh``, ``send_timeout``)."""
+    if value is None:
+        return DEFAULT_LATE
+    if isinstance(value, LatePolicy):
+        return value
+    if isinstance(value, Mapping):
+        allowed = ("window", "refresh", "send_timeout")
+        unknown = sorted(set(value) - set(allowed))
+        if unknown:
+            raise SpecError(f"unknown key(s) {unknown} in the late policy; allowed: {', '.join(allowed)}")
+        options: dict[str, Any] = {k: (None if k == "window" and v in ("none", "None") else v) for k, v in value.items()}
+        return LatePolicy(**options)
+    raise SpecError(f"late {value!r} is not allowed; give a LatePolicy or a table of window, refresh, send_timeout")
+
+
+def bucket_of(timestamp: dt.datetime, interval: dt.timedelta) -> dt.datetime:
+    """The start of the roll-up bucket holding ``timestamp``: a multiple of ``interval`` since
+    the epoch, in UTC (a roll-up's bars)."""
+    return timestamp - (timestamp - EPOCH) % interval
+
+
+def mark_id(bucket: dt.datetime) -> str:
+    """A mark's document id: the bucket start in milliseconds since the epoch (what security
+    rules can compute from a tick's time)."""
+    return str((bucket - EPOCH) // dt.timedelta(milliseconds=1))
+
+
+def marks_path(rollup: str) -> str:
+    """The collection of ``rollup``'s marks."""
+    return f"{WATERMARKS}/{rollup}/{MARKS}"
+
+
+@dataclass(frozen=True)
+class Horizon:
+    """One roll-up as a writer sees it: its name, bucket size, and where late begins (the
+    later of its watermark and the end a run under way announced; ``None``: nothing stored)."""
+
+    name: str
+    interval: dt.timedelta
+    horizon: dt.datetime | None
+
+    @classmethod
+    def of(cls, name: str, document: Mapping[str, Any]) -> Horizon | None:
+        """From a watermark document; ``None`` when it is not one."""
+        seconds = document.get("interval_seconds")
+        if not isinstance(seconds, (int, float)) or seconds <= 0:
+            return None
+        times = [document.get(k) for k in ("watermark", "closing")]
+        known = [t for t in times if isinstance(t, dt.datetime)]
+        return cls(name, dt.timedelta(seconds=seconds), max(known) if known else None)
+
+    def late(self, timestamp: dt.datetime) -> dt.datetime | None:
+        """The bucket a tick at ``timestamp`` marks, if it is late for this roll-up."""
+        if self.horizon is None:
+            return None
+        bucket = bucket_of(timestamp, self.interval)
+        return bucket if bucket < self.horizon else None
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A write job's lease as a roll-up reads it: written at ``written`` (server time), good
+    for ``seconds`` after that, and *safe from* ``safe``: every send it decided with a view
+    of the horizons older than that has landed."""
+
+    written: dt.datetime
+    seconds: float
+    safe: dt.datetime
+
+    @classmethod
+    def of(cls, written: dt.datetime, document: Mapping[str, Any]) -> Lease:
+        busy = document.get("busy_since")
+        seconds = document.get("lease_seconds")
+        return cls(
+            written,
+            float(seconds) if isinstance(seconds, (int, float)) else DEFAULT_LATE.lease.total_seconds(),
+            busy if isinstance(busy, dt.datetime) and busy < written else written,
+        )
+
+    def live(self, now: dt.datetime) -> bool:
+        """Whether the job may still send (a job that stopped without dropping its lease,
+        killed say, has landed everything once it has expired)."""
+        return now < self.written + dt.timedelta(seconds=self.seconds)
+
+
+@dataclass(frozen=True)
+class Leases:
+    """What the write jobs' leases, read at ``now``, let a roll-up do: wait (``waiting``
+    writers have not seen a horizon announced at ``announced``; ``None``: nothing
+    announced), and clear marks written before ``cutoff``."""
+
+    waiting: int
+    cutoff: dt.datetime
+    retry_after: float
+
+    @classmethod
+    def read(cls, leases: list[Lease], *, now: dt.datetime, announced: dt.datetime | None, refresh: float) -> Leases:
+        live = [lease for lease in leases if lease.live(now)]
+        behind = [lease for lease in live if announced is not None and lease.safe < announced]
+        # The earliest a behind lease can change: its writer's next refresh, or its expiry.
+        expiries = [(lease.written + dt.timedelta(seconds=lease.seconds) - now).total_seconds() for lease in behind]
+        retry = min([refresh, *expiries]) if behind else 0.0
+        return cls(len(behind), min([now, *(lease.safe for lease in live)]), max(retry, 0.05))

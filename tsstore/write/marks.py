@@ -1,0 +1,183 @@
+"""The writer's side of late ticks: a mark for every rolled-up bucket a write changes, sent
+before the write, and a lease that tells roll-ups how fresh the writer's view is.
+
+Every send of a write job passes through a :class:`LateGuard`:
+
+1. Its *view* of the source's roll-ups (their horizons: :class:`~tsstore.late.Horizon`) is
+   at most ``late.refresh`` old when the send starts. Before reading a new view the guard
+   writes the job's *lease* (``tsstore_writers/<job>``: the source, and ``busy_since``, the
+   oldest view a send still in flight was decided with); the lease write's server time is
+   the new view's time.
+2. A tick created, replaced or erased (:class:`~tsstore.write.ops.Erase`) in a bucket before
+   a roll-up's horizon is late: its bucket's mark is written (a new random ``nonce`` each
+   time, so the mark's update time moves) and confirmed first; a tick further behind a
+   horizon than the policy's ``window`` is refused unsent. Retention deletes (``None``) and reshard patches
+   change no bar and mark nothing.
+3. The send itself times out after ``late.send_timeout``.
+
+So a tick lands at most ``late.lease`` after the view (and the mark) it was sent under;
+roll-ups rely on that (``docs/explanation/late-ticks.md``). The guard does no I/O itself:
+:class:`Horizons` is what it asks of Firestore (a sync client provides it:
+:class:`tsstore.wire.FirestoreHorizons`), so its decisions are tested without Firestore.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tsstore.late import Horizon
+from tsstore.spec import SeriesSpec
+from tsstore.write.ops import FAILED_PRECONDITION, Erase, Transport, WriteOp, WriteStatus
+
+
+class Horizons(Protocol):
+    """What the guard asks of Firestore."""
+
+    def put_lease(self, data: dict[str, Any]) -> dt.datetime:
+        """Write the job's lease; the write's server time."""
+
+    def drop_lease(self) -> None:
+        """Delete the job's lease (the job sends nothing more)."""
+
+    def horizons(self) -> list[Horizon]:
+        """The source's roll-ups, as their watermark documents say now."""
+
+    def put_marks(self, marks: Mapping[str, Iterable[dt.datetime]]) -> None:
+        """Write these marks (roll-up -> bucket starts); raise ``GoogleAPICallError`` unless
+        every one was written."""
+
+
+@dataclass(frozen=True)
+class View:
+    """The roll-ups' horizons as read after ``at`` (server time), from ``started`` (the
+    guard's clock) on."""
+
+    started: float
+    at: dt.datetime
+    horizons: tuple[Horizon, ...]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one send needs: the marks to write first, and the writes refused unsent."""
+
+    marks: dict[str, set[dt.datetime]]
+    refused: dict[int, str]
+
+
+def tick_time(data: object, timestamp_field: str) -> dt.datetime | None:
+    """The time whose bucket a write changes: a tick's (created or replaced) or an erased
+    one's; ``None`` for retention deletes and patches."""
+    if isinstance(data, dict):
+        value = data.get(timestamp_field)
+        return value if isinstance(value, dt.datetime) else None
+    if isinstance(data, Erase):
+        return data.timestamp
+    return None
+
+
+def decide(spec: SeriesSpec, view: View, ops: list[WriteOp]) -> Decision:
+    """The marks ``ops`` need under ``view``, and the late ticks past ``spec.late.window``
+    (further behind a roll-up's horizon than that)."""
+    marks: dict[str, set[dt.datetime]] = {}
+    refused: dict[int, str] = {}
+    window = spec.late.window
+    for index, (_, data, _) in enumerate(ops):
+        at = tick_time(data, spec.timestamp_field)
+        if at is None:
+            continue
+        late = [(h, bucket) for h in view.horizons if (bucket := h.late(at)) is not None]
+        if not late:
+            continue
+        behind = max(h.horizon - at for h, _ in late if h.horizon is not None)
+        if window is not None and behind > window:
+            names = ", ".join(repr(h.name) for h, _ in late)
+            refused[index] = (
+                f"tick at {at.isoformat()} is {behind} behind roll-up(s) {names}, past {spec.collection!r}'s "
+                f"late-data window of {window}; declare a wider LatePolicy(window=...) to fold it in"
+            )
+            continue
+        for h, bucket in late:
+            marks.setdefault(h.name, set()).add(bucket)
+    return Decision(marks, refused)
+
+
+class LateGuard:
+    """Wraps a transport's sends so every late write is marked first (see the module).
+    Thread-safe: the sender's workers share one view."""
+
+    def __init__(
+        self,
+        spec: SeriesSpec,
+        io: Horizons,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._spec, self._io, self._clock = spec, io, clock
+        self._refresh = spec.late.refresh.total_seconds()
+        self._lock = threading.Lock()
+        self._view: View | None = None
+        self._in_flight: dict[int, dt.datetime] = {}  # send -> the time of the view it was decided with
+        self._tokens = itertools.count()
+        self.marked = 0  # marks written (a bucket marked twice counts twice)
+        self.refused = 0
+
+    def guard(self, transport: Transport) -> Transport:
+        """``transport`` with its sends guarded."""
+        send, lookup = transport
+        return (lambda ops: self.send(send, ops)), lookup
+
+    def view(self) -> View:
+        """The view a send may start under now: the current one, or a new one."""
+        with self._lock:
+            view = self._view
+            if view is not None and self._clock() - view.started <= self._refresh:
+                return view
+            started = self._clock()
+            lease: dict[str, Any] = {
+                "source": self._spec.collection,
+                "lease_seconds": self._spec.late.lease.total_seconds(),
+            }
+            if self._in_flight:
+                lease["busy_since"] = min(self._in_flight.values())
+            at = self._io.put_lease(lease)
+            self._view = View(started, at, tuple(h for h in self._io.horizons() if h.horizon is not None))
+            return self._view
+
+    def send(self, inner: Callable[[list[WriteOp]], list[WriteStatus]], ops: list[WriteOp]) -> list[WriteStatus]:
+        """Mark what ``ops`` change of stored roll-ups, then send the rest with ``inner``."""
+        while True:
+            view = self.view()
+            decision = decide(self._spec, view, ops)
+            if decision.marks:
+                self._io.put_marks(decision.marks)
+                self.marked += sum(len(b) for b in decision.marks.values())
+            if self._clock() - view.started <= self._refresh:
+                break  # else the marks took so long that the view must be read again
+        kept = [op for i, op in enumerate(ops) if i not in decision.refused]
+        token = next(self._tokens)
+        with self._lock:
+            self._in_flight[token] = view.at
+        try:
+            answers = iter(inner(kept) if kept else [])
+        finally:
+            with self._lock:
+                del self._in_flight[token]
+        self.refused += len(decision.refused)
+        return [
+            (FAILED_PRECONDITION, decision.refused[i]) if i in decision.refused else next(answers)
+            for i in range(len(ops))
+        ]
+
+    def close(self) -> None:
+        """The job sends nothing more: its lease goes (a roll-up then waits for it no longer)."""
+        with self._lock:
+            if self._view is not None:
+                self._io.drop_lease()
+                self._view = None
