@@ -16,7 +16,7 @@ import pytest
 
 from tests.cli import tsstore
 from tsstore import AsyncTimeSeriesStore, QueryError, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions, shards_for
-from tsstore.analytics.covered import CoveredRequest, Part, cover
+from tsstore.analytics.covered import CoveredRequest, Part, cover, late_spans
 from tsstore.analytics.rollup import Rollup
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import normalize_where
@@ -51,7 +51,7 @@ HOURS = Rollup(MINUTES, interval="1h")
 
 
 def test_the_coarsest_rollup_takes_the_middle_finer_ones_the_sides_ticks_the_edges() -> None:
-    spans = [(MINUTES, (T0, at(150))), (HOURS, (T0, at(120)))]
+    spans = [(MINUTES, (T0, at(150)), ()), (HOURS, (T0, at(120)), ())]
     parts = cover(at(7.5), at(170), spans)
     assert parts == [
         Part(at(7.5), at(8)),
@@ -67,11 +67,36 @@ def test_the_coarsest_rollup_takes_the_middle_finer_ones_the_sides_ticks_the_edg
 
 def test_what_no_rollup_holds_is_read_from_the_ticks() -> None:
     # before the spans, past the watermarks, an unbounded range, a roll-up without a span
-    spans = [(HOURS, (at(60), at(180))), (MINUTES, None)]
+    spans = [(HOURS, (at(60), at(180)), ()), (MINUTES, None, ())]
     assert cover(None, None, spans) == [Part(None, at(60)), Part(at(60), at(180), HOURS), Part(at(180), None)]
     assert cover(at(0), at(59), spans) == [Part(at(0), at(59))]
     assert cover(at(30), at(30), spans) == []
     assert cover(at(200), at(300), spans) == [Part(at(200), at(300))]
+
+
+def test_a_late_bucket_is_answered_by_finer_bars_or_the_ticks_and_says_so() -> None:
+    request = CoveredRequest.checked(SPEC, [HOURS, MINUTES], [], count=True, asked={})
+    spans = [(T0, at(120)), (T0, at(150))]
+    # a marked minute at 61: the hour 60-120 is late, the other minutes of it still serve
+    parts = request.parts_of(at(0), at(150), spans, {"ticks_1min": [at(61)]})
+    assert parts == [
+        Part(at(0), at(60), HOURS),
+        Part(at(60), at(61), MINUTES, late=True),
+        Part(at(61), at(62), None, late=True),
+        Part(at(62), at(120), MINUTES, late=True),
+        Part(at(120), at(150), MINUTES),
+    ]
+    assert "late ticks marked there" in parts[2].describe()
+    # a marked hour (its minute bars were redone, the hour not yet): minutes answer it
+    assert request.parts_of(at(0), at(120), spans, {"ticks_1min_1h": [at(60)]}) == [
+        Part(at(0), at(60), HOURS),
+        Part(at(60), at(120), MINUTES, late=True),
+    ]
+    # marks outside the range, or two in one hour, change nothing else
+    assert request.parts_of(at(0), at(60), spans, {"ticks_1min": [at(61), at(119)]}) == [Part(at(0), at(60), HOURS)]
+    assert late_spans(HOURS, {"ticks_1min": [at(61), at(119)], "ticks_1min_1h": [at(60)]}) == [(at(60), at(120))]
+    assert late_spans(MINUTES, {"ticks_1min": [at(61), at(62)]}) == [(at(61), at(63))]
+    assert [r.name for r in request.layers] == ["ticks_1min_1h", "ticks_1min"]
 
 
 def test_a_rollup_knows_which_span_its_bars_cover() -> None:

@@ -18,9 +18,10 @@ sums, Chan's pairwise update for the spread), so the answer is that of the ticks
 
 Firestore has no min, max or standard deviation aggregation; here they come from the bars.
 Filters may name the roll-ups' ``by`` fields only (``==`` or ``in``): a bar holds every tick
-of its series, nothing finer. Bars reflect the ticks as of the roll-up run that wrote them:
-ticks written later into a rolled-up interval count once the roll-up is run again over it
-(``since``).
+of its series, nothing finer. A bucket that late ticks changed after its bar was stored
+carries a mark (:mod:`tsstore.late`) until the roll-up is run again: such a bar, and every
+coarser bar holding it, is not used; that span is answered by finer bars or the ticks, as an
+uncovered one is (``late`` parts).
 """
 
 from __future__ import annotations
@@ -44,15 +45,20 @@ Span = tuple[dt.datetime, dt.datetime]
 
 @dataclass(frozen=True)
 class Part:
-    """``[start, end)`` (``None``: unbounded) answered by ``rollup``'s bars, or by the ticks."""
+    """``[start, end)`` (``None``: unbounded) answered by ``rollup``'s bars, or by the ticks;
+    ``late``: a roll-up holds bars there, but late ticks changed them (marks)."""
 
     start: dt.datetime | None
     end: dt.datetime | None
     rollup: Rollup | None = None
+    late: bool = False
 
     def describe(self) -> str:
         source = "ticks" if self.rollup is None else f"{self.rollup.name} ({interval_label(self.rollup.interval)} bars)"
-        return f"[{_iso(self.start)}, {_iso(self.end)}) from {source}"
+        why = f" ({self.late_reason})" if self.late else ""
+        return f"[{_iso(self.start)}, {_iso(self.end)}) from {source}{why}"
+
+    late_reason = "late ticks marked there, not rolled up yet"
 
 
 @dataclass(frozen=True)
@@ -71,30 +77,61 @@ class CoveredPlan:
 
 
 def cover(
-    start: dt.datetime | None, end: dt.datetime | None, sources: Sequence[tuple[Rollup, Span | None]]
+    start: dt.datetime | None, end: dt.datetime | None, sources: Sequence[Source]
 ) -> list[Part]:
     """The parts of ``[start, end)`` in time order: each roll-up (coarsest first) answers the
-    whole bars it holds inside what the coarser ones left, the ticks the rest."""
+    whole bars it holds inside what the coarser ones left, but for its late spans (buckets
+    late ticks have changed since it stored them), which go to the finer ones like the rest;
+    the ticks answer what is left."""
     ordered = sorted(sources, key=lambda source: source[0].interval, reverse=True)
-    return [part for part in _cover(start, end, ordered) if not _empty(part.start, part.end)]
+    return [part for part in _cover(start, end, ordered, False) if not _empty(part.start, part.end)]
 
 
-def _cover(
-    start: dt.datetime | None, end: dt.datetime | None, sources: Sequence[tuple[Rollup, Span | None]]
-) -> list[Part]:
+#: A roll-up, the span it holds (``None``: none), and its late spans, oldest first.
+Source = tuple[Rollup, "Span | None", "Sequence[Span]"]
+
+
+def _cover(start: dt.datetime | None, end: dt.datetime | None, sources: Sequence[Source], late: bool) -> list[Part]:
     if _empty(start, end):
         return []
     if not sources:
-        return [Part(start, end)]
-    (rollup, span), finer = sources[0], sources[1:]
+        return [Part(start, end, None, late)]
+    (rollup, span, marked), finer = sources[0], sources[1:]
     if span is None:
-        return _cover(start, end, finer)
+        return _cover(start, end, finer, late)
     step = rollup.interval
     low = span[0] if start is None else max(span[0], _ceil(start, step))
     high = span[1] if end is None else min(span[1], bar_start(end, step))
     if low >= high:
-        return _cover(start, end, finer)
-    return [*_cover(start, low, finer), Part(low, high, rollup), *_cover(high, end, finer)]
+        return _cover(start, end, finer, late)
+    middle: list[Part] = []
+    at = low
+    for begin, stop in marked:  # the bars between late spans; the late spans as if not held
+        begin, stop = max(begin, at), min(stop, high)
+        if begin >= stop:
+            continue
+        middle += [Part(at, begin, rollup, late), *_cover(begin, stop, finer, True)]
+        at = stop
+    middle.append(Part(at, high, rollup, late))
+    return [*_cover(start, low, finer, late), *middle, *_cover(high, end, finer, late)]
+
+
+def late_spans(rollup: Rollup, marks: Mapping[str, Sequence[dt.datetime]]) -> list[Span]:
+    """The spans of ``rollup``'s bars that late ticks have changed: its own marked buckets, and
+    its bars holding a marked bucket of a roll-up it is made from; joined, oldest first."""
+    spans: list[Span] = []
+    layer: Rollup | None = rollup
+    while layer is not None:
+        for bucket in marks.get(layer.name, ()):
+            spans.append((bar_start(bucket, rollup.interval), _ceil(bucket + layer.interval, rollup.interval)))
+        layer = layer.finer
+    joined: list[Span] = []
+    for begin, stop in sorted(spans):
+        if joined and begin <= joined[-1][1]:
+            joined[-1] = (joined[-1][0], max(stop, joined[-1][1]))
+        else:
+            joined.append((begin, stop))
+    return joined
 
 
 @dataclass(frozen=True)
@@ -168,9 +205,28 @@ class CoveredRequest:
             raise QueryError("nothing to aggregate: ask for count=True or sum, avg, min, max, std of fields")
         return cls(given, price, volume, count, **asked)
 
-    def parts_of(self, start: dt.datetime | None, end: dt.datetime | None, spans: Sequence[Span | None]) -> list[Part]:
-        """:func:`cover` with each roll-up's span (in :attr:`rollups` order)."""
-        return cover(start, end, list(zip(self.rollups, spans)))
+    def parts_of(
+        self,
+        start: dt.datetime | None,
+        end: dt.datetime | None,
+        spans: Sequence[Span | None],
+        marks: Mapping[str, Sequence[dt.datetime]] | None = None,
+    ) -> list[Part]:
+        """:func:`cover` with each roll-up's span (in :attr:`rollups` order) and the marked
+        buckets of each roll-up of :attr:`layers` (by name)."""
+        found = marks or {}
+        return cover(start, end, [(r, span, late_spans(r, found)) for r, span in zip(self.rollups, spans)])
+
+    @property
+    def layers(self) -> tuple[Rollup, ...]:
+        """Every roll-up whose marks matter: the given ones and those they are made from."""
+        seen: dict[str, Rollup] = {}
+        for rollup in self.rollups:
+            layer: Rollup | None = rollup
+            while layer is not None:
+                seen.setdefault(layer.name, layer)
+                layer = layer.finer
+        return tuple(seen.values())
 
     @property
     def columns(self) -> tuple[str, ...]:

@@ -329,11 +329,13 @@ def rollup(
 ) -> None:
     """Compute the declared roll-up's bars for every closed interval since its watermark and
     store them (re-running stores nothing twice; --since recomputes and replaces changed bars).
+    Buckets that late ticks changed since their bars were stored (marked by the writers) are
+    recomputed first; the summary says how many.
 
     \b
     Example:
       tsstore rollup                                   # the demo's instruments_1min
-      tsstore rollup --since 2018-12-31T12:00:00Z      # after late ticks came in
+      tsstore rollup --since 2018-12-31T12:00:00Z      # recompute a range from its ticks
     """
     loaded = load_declaration(declaration)  # once: the series and its roll-ups
     spec = pick_declared(declaration, loaded, collection=collection)

@@ -192,12 +192,18 @@ def explain(*, spec: SeriesSpec, database: Database, query: Query, fmt: str) -> 
     is_flag=True,
     help="Also delete ticks the series' roll-ups have not rolled up yet (past their watermark).",
 )
+@click.option(
+    "--correct",
+    is_flag=True,
+    help="Delete to correct the data: the roll-ups drop these ticks too at their next run (retention keeps the bars).",
+)
 @figures_format
 def purge(
     *,
     declaration: str,
     collection: str | None,
     past_rollups: bool,
+    correct: bool,
     database: Database,
     before: str | None,
     start: str | None,
@@ -211,20 +217,25 @@ def purge(
     """Delete old ticks (retention) at a bounded, ramped rate, with progress.
 
     A purge does not delete ticks that a roll-up of the series (declared, or found by its
-    watermark) has not rolled up yet; it says how far it may go. --past-rollups deletes them
-    anyway.
+    watermark) has not rolled up yet, nor late ticks it has not folded in; it says how far it
+    may go. --past-rollups deletes them anyway. The stored bars stay: retention keeps them.
+    --correct deletes wrong ticks instead: the roll-ups' next run recomputes their buckets
+    without them.
 
     \b
     Example:
       tsstore purge --spec myapp.schema:TICKS --before 2024-01-01T00:00:00Z --dry-run
       tsstore purge --spec myapp.schema:TICKS --before 2024-01-01T00:00:00Z --yes
+      tsstore purge --spec myapp.schema:TICKS --start 2024-03-01T10:05:00Z --end 2024-03-01T10:06:00Z \\
+        --where symbol=AAA --correct --yes
     """
     declared = load_declaration(declaration)
     spec = pick_declared(declaration, declared, collection=collection)
     where = parse_where(where_items, spec=spec)
     bounds: dict[str, Any] = {name: cli_time(text, option=f"--{name}", naive=naive)
                               for name, text in (("before", before), ("start", start), ("end", end))}  # fmt: skip
-    bounds.update(rollups=[r for r in declared[1] if r.source.collection == spec.collection], past_rollups=past_rollups)
+    bounds.update(rollups=[r for r in declared[1] if r.source.collection == spec.collection], past_rollups=past_rollups,
+                  correct=correct)  # fmt: skip
     if before is None and start is None and end is None:
         raise usage(
             "give --before T, or --start T and/or --end T: a purge without a time bound would delete everything"

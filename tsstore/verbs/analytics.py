@@ -4,6 +4,7 @@ OHLCV bars built while ticks stream. The arithmetic lives in :mod:`tsstore.analy
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import itertools
 import warnings
@@ -33,11 +34,12 @@ from tsstore.ticks import Tick
 from tsstore.times import to_utc
 from tsstore.verbs.declare import Reading
 from tsstore.verbs.reading import COUNT_OPTIONS, probe, query, read, server_time, snapshot_of
-from tsstore.verbs.marks import announce, clear_marks, read_marks, settle_writers
+from tsstore.verbs.marks import announce, clear_marks, marks_ask, marks_of, read_marks, settle_writers
 from tsstore.verbs.request import Aggregate, Collect, Feed, Part, Request, Seat, Send, Unary
-from tsstore.verbs.writing import ProgressCallback, written_result
+from tsstore.verbs.writing import ProgressCallback
 from tsstore.write.ops import Erase
 from tsstore.write.prepare import PreparedDoc, prepare_records
+from tsstore.write.sender import BulkSender
 
 
 def aggregate(
@@ -140,7 +142,8 @@ def covered_request(
 def covered_parts(
     seat: Seat, request: CoveredRequest, plan: QueryPlan, snapshot: dt.datetime | None, cost: ReadStats
 ) -> Request[list[CoveredPart]]:
-    """The parts of ``plan``'s range, from the roll-ups' watermark documents at ``snapshot``."""
+    """The parts of ``plan``'s range, from the roll-ups' watermark documents and the marks of
+    late ticks in the range, at ``snapshot``."""
     names = [rollup.name for rollup in request.rollups]
 
     def getter(name: str) -> Callable[[Any], Any]:
@@ -150,7 +153,17 @@ def covered_parts(
     for _ in names:
         cost.query_done(1)
     spans = [r.coverage(doc.to_dict() if doc.exists else None) for r, doc in zip(request.rollups, stored)]
-    return request.parts_of(plan.start, plan.end, spans)
+    layers = request.layers
+    found = yield [
+        marks_ask(layer.name, since=plan.start and plan.start - layer.interval, before=plan.end, read_time=snapshot)
+        for layer in layers
+    ]
+    marks = {}
+    for layer, answer in zip(layers, found):
+        marked = marks_of(answer)
+        cost.query_done(len(marked))
+        marks[layer.name] = [mark.bucket for mark in marked]
+    return request.parts_of(plan.start, plan.end, spans, marks)
 
 
 def covered_aggregate(seat: Seat, request: CoveredRequest, plan: QueryPlan, cost: ReadStats) -> Request[Aggregates]:
@@ -402,9 +415,17 @@ def rollup(
         for index, (doc_id, at) in enumerate(((i, t) for i, t in stale if i not in kept), index + 1):
             yield PreparedDoc(index, doc_id, Erase(at), 0)  # a bar left without ticks (its finer roll-ups are told)
 
-    done = yield Send(bars_of, lambda sender: (written_result(sender, {}), sender.counts["deleted"]), "roll-up",
-                      read=reading, spec=rollup.spec, options={"on_duplicate": policy})  # fmt: skip
-    written, removed = done
+    def so_far(sender: BulkSender) -> RollupResult:  # also what Ctrl-C reports as done
+        counts = sender.counts
+        return RollupResult(
+            start if fresh else None, end if fresh else None, ticks=cost.documents, bars=sender.written - counts["deleted"],
+            created=counts["created"], replaced=counts["replaced"], present=counts["present"],
+            skipped=0 if builder is None else builder.skipped, watermark=watermark, read="bars" if combine else "ticks",
+            redone=len(late), removed=counts["deleted"],
+        )  # fmt: skip
+
+    done: RollupResult = yield Send(bars_of, so_far, "roll-up", read=reading, spec=rollup.spec,
+                                    options={"on_duplicate": policy})  # fmt: skip
     if on_progress is not None:
         on_progress(cost.documents % 1000)
     yield from clear_marks(seat, rollup.name, marks, cutoff=cutoff)
@@ -418,11 +439,7 @@ def rollup(
             lambda client: client.collection(WATERMARKS).document(rollup.name).set(document, merge=True, retry=None),
             what,
         )
-    return RollupResult(
-        start if fresh else None, end if fresh else None, ticks=cost.documents, bars=written.count,
-        created=written.created, replaced=written.replaced, present=written.present, skipped=0 if builder is None
-        else builder.skipped, watermark=mark, read="bars" if combine else "ticks", redone=len(late), removed=removed,
-    )  # fmt: skip
+    return dataclasses.replace(done, ticks=cost.documents, watermark=mark)
 
 
 def _spans(buckets: Sequence[dt.datetime], interval: dt.timedelta) -> list[tuple[dt.datetime, dt.datetime]]:

@@ -61,25 +61,39 @@ def settle_writers(seat: Seat, source: str, *, announced: dt.datetime | None, re
         yield Pause(verdict.retry_after, f"waiting for {verdict.waiting} writer(s) of {source!r} to see the new horizon")
 
 
-def read_marks(
-    seat: Seat, name: str, *, before: dt.datetime | None, read_time: dt.datetime | None
-) -> Request[list[Mark]]:
-    """The marks of roll-up ``name`` for buckets before ``before`` (``None``: all), at
-    ``read_time``, oldest bucket first."""
+def marks_ask(
+    name: str, *, since: dt.datetime | None = None, before: dt.datetime | None, read_time: dt.datetime | None
+) -> Unary:
+    """The ask for the marks of roll-up ``name`` for buckets in ``[since, before)`` (``None``:
+    unbounded) at ``read_time``; :func:`marks_of` reads its answer."""
 
     def marks(client: Any) -> Any:
         query = client.collection(marks_path(name))
+        if since is not None:
+            query = query.where(filter=FieldFilter("bucket", ">=", since))
         if before is not None:
             query = query.where(filter=FieldFilter("bucket", "<", before))
         return query.get(retry=None, read_time=read_time)
 
-    found = yield Unary(marks, f"reading the late-tick marks of roll-up {name!r}")
+    return Unary(marks, f"reading the late-tick marks of roll-up {name!r}")
+
+
+def marks_of(found: Iterable[Any]) -> list[Mark]:
+    """The marks in an answer of :func:`marks_ask`, oldest bucket first."""
     out = []
     for snap in found:
         bucket = (snap.to_dict() or {}).get("bucket")
         if isinstance(bucket, dt.datetime):
             out.append(Mark(bucket, snap.update_time))
     return sorted(out, key=lambda mark: mark.bucket)
+
+
+def read_marks(
+    seat: Seat, name: str, *, before: dt.datetime | None, read_time: dt.datetime | None
+) -> Request[list[Mark]]:
+    """The marks of roll-up ``name`` for buckets before ``before`` (``None``: all), at
+    ``read_time``, oldest bucket first."""
+    return marks_of((yield marks_ask(name, before=before, read_time=read_time)))
 
 
 def clear_marks(seat: Seat, name: str, marks: Iterable[Mark], *, cutoff: dt.datetime) -> Request[int]:

@@ -18,7 +18,9 @@ from tsstore.ticks import Tick
 from tsstore.times import to_utc
 from tsstore.verbs.analytics import oldest_first
 from tsstore.verbs.reading import count
+from tsstore.verbs.marks import marks_ask
 from tsstore.verbs.request import Request, Seat, Send, Unary
+from tsstore.write.ops import Erase
 from tsstore.verbs.writing import ProgressCallback
 from tsstore.write.prepare import PreparedDoc
 from tsstore.write.sender import BulkSender
@@ -37,6 +39,7 @@ def purge(
     on_progress: ProgressCallback | None = None,
     rollups: Iterable[Rollup] = (),
     past_rollups: bool = False,
+    correct: bool = False,
 ) -> Request[PurgeResult]:
     """Delete the ticks before ``before`` (or in ``[start, end)``), optionally filtered by
     ``where``; ``dry_run=True`` only counts, ``on_progress`` is called with each batch's
@@ -46,7 +49,15 @@ def purge(
     rolled up yet, that is at or after its watermark, and raises
     :class:`~tsstore.errors.RetentionError` saying how far it may go. The roll-ups are those
     whose watermark names this collection as their source, and ``rollups`` (declared ones; one
-    that has never run holds back every purge). ``past_rollups=True`` deletes anyway.
+    that has never run holds back every purge). A purge also waits for the late ticks marked
+    in its range to be folded in (run the roll-ups first). ``past_rollups=True`` deletes
+    anyway. Either way the stored bars stay as they are: retention keeps the bars and drops
+    the ticks.
+
+    ``correct=True`` deletes to correct the data instead: the buckets of the deleted ticks
+    are marked late (:mod:`tsstore.late`), so reads from roll-ups stop using those bars and
+    the next roll-up run recomputes them without the ticks (removing bars left empty). It
+    needs no watermark check.
 
     Each shard chunk is read oldest first as one stream (ids and timestamps only, resumed
     after its last tick if it breaks off, at no shared snapshot), and its ticks are deleted
@@ -63,13 +74,17 @@ def purge(
     declared = tuple(rollups)
     for rollup in declared:
         rollup.check_source(seat.spec)
-    if not past_rollups:
+    if not isinstance(correct, bool) or not isinstance(past_rollups, bool):
+        raise QueryError(f"correct and past_rollups take True or False, got {correct!r} and {past_rollups!r}")
+    if not past_rollups and not correct:
         marks = yield from rollup_watermarks(seat, declared)
         try:
             upto = None if bounds.end is None else to_utc(bounds.end, name="end")
         except ValueError as exc:
             raise QueryError(str(exc)) from None
         check_retention(marks, upto)
+        found = yield [marks_ask(name, before=upto, read_time=None) for name in marks]
+        check_marks({name: len(answer) for name, answer in zip(marks, found)})
     plan = oldest_first(seat.spec, bounds.replace(columns=()))
     matched = yield from count(seat, bounds)
     if dry_run:
@@ -80,6 +95,8 @@ def purge(
     sweep = TickRead(plan, cursors=[sweep_cursor(chunk, plan, stats) for chunk in plan.chunks], sweep=True)
 
     def doomed(ticks: Iterator[Tick]) -> Iterator[PreparedDoc]:
+        if correct:  # the roll-ups holding these ticks are told (their buckets marked)
+            return (PreparedDoc(i, tick.id, Erase(tick.timestamp), 0) for i, tick in enumerate(ticks))
         return (PreparedDoc(i, tick.id, None, 0) for i, tick in enumerate(ticks))
 
     def result(sender: BulkSender) -> PurgeResult:
@@ -102,6 +119,20 @@ def rollup_watermarks(seat: Seat, declared: Sequence[Rollup] = ()) -> Request[di
         mark = (snapshot.to_dict() or {}).get("watermark")
         marks[snapshot.id] = mark if isinstance(mark, dt.datetime) else None
     return marks
+
+
+def check_marks(late: Mapping[str, int]) -> None:
+    """Refuse a purge over buckets that late ticks changed and a roll-up has not folded in."""
+    behind = {name: n for name, n in late.items() if n}
+    if behind:
+        names = ", ".join(f"{name!r} ({n} late bucket{'' if n == 1 else 's'})" for name, n in behind.items())
+        raise RetentionError(
+            f"the purge range holds buckets that late ticks changed and roll-up(s) {names} have not folded in yet: "
+            "run the roll-up first (tsstore rollup), or pass past_rollups=True (tsstore purge --past-rollups) to "
+            "delete the ticks anyway",
+            limit=None,
+            rollups=list(behind),
+        )
 
 
 def check_retention(marks: Mapping[str, dt.datetime | None], end: dt.datetime | None) -> None:

@@ -1,0 +1,493 @@
+"""Late ticks and stored roll-ups: a tick written, replaced or deleted in a bucket a roll-up
+has stored marks that bucket; reads from roll-ups answer it from the ticks until the next run
+recomputes it. Pure: what a writer marks, refuses and tells roll-ups (its lease), with the
+guard's I/O given as plain functions. On the emulator, at 3 and 40 shards and on both stores:
+every stored bar equals the bar recomputed from the ticks, in every bucket, after late
+ticks, replaces, corrections, a tick past the window, writers running beside a roll-up, a
+writer killed between its mark and its tick, a roll-up killed mid-run, and random
+interleavings of all of these (hypothesis)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import pytest
+from google.cloud.firestore_v1.base_query import FieldFilter
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tsstore import (
+    AsyncTimeSeriesStore,
+    QueryShape,
+    RetentionError,
+    SeriesSpec,
+    TimeSeriesStore,
+    WriteError,
+    WriteOptions,
+    shards_for,
+)
+from tsstore.analytics.rollup import Rollup
+from tsstore.late import Horizon, Lease, LatePolicy, Leases, bucket_of, mark_id
+from tsstore.read.cost import ReadStats
+from tsstore.wire import database_id
+from tsstore.write.marks import LateGuard, View, decide
+from tsstore.write.ops import Erase, Patch
+
+UTC = dt.timezone.utc
+T0 = dt.datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+FAST = WriteOptions(ramp=False, max_ops_per_second=100_000)
+#: A lease of about four seconds: tests that wait for a killed writer's lease stay short.
+QUICK = LatePolicy(window="30D", refresh="0.2s", send_timeout="1s")
+
+
+def at(minutes: float) -> dt.datetime:
+    return T0 + dt.timedelta(minutes=minutes)
+
+
+def series(shards: int = 3, **options: Any) -> SeriesSpec:
+    return SeriesSpec(
+        "ticks",
+        shards=shards_for(shards * 500),
+        shapes=[QueryShape("symbol", ("desc", "asc"))],
+        key_fields=["symbol", "n"],
+        measures=["volume"],
+        **options,
+    )
+
+
+def tick(n: int, minutes: float, price: int, symbol: str = "AAA") -> dict[str, Any]:
+    return {"symbol": symbol, "n": n, "timestamp": at(minutes), "price": {"micros": price}, "volume": 100 + n % 7}
+
+
+def hundred() -> list[dict[str, Any]]:
+    """The issue's case: 100 ticks of one symbol, one a minute from 10:00, prices 100-199."""
+    return [tick(n, n, 100 + n) for n in range(100)]
+
+
+BAR_COLUMNS = ["open", "high", "low", "close", "count", "volume"]
+
+
+def mismatches(client: Any, store: TimeSeriesStore, rollup: Rollup) -> list[str]:
+    """Every bucket up to the roll-up's watermark where its stored bar differs from the bar of
+    the ticks (a missing or extra bar included); empty when all are exact."""
+    doc = client.collection("tsstore_rollups").document(rollup.name).get().to_dict() or {}
+    end = doc["watermark"]
+    root = rollup.root
+    want = store.bars(interval=rollup.interval, by=list(rollup.by), price=root.price, volume=root.volume, end=end)
+    stored = TimeSeriesStore(client, rollup.spec).query_frame(direction="asc", end=end)
+    have = stored.reset_index().set_index([*rollup.by, "timestamp"]).sort_index() if len(stored) else stored
+    wrong = []
+    for key in sorted(set(want.index) | set(have.index if len(have) else [])):
+        a = [int(want.loc[key][c]) for c in BAR_COLUMNS] if key in want.index else None
+        b = [int(have.loc[key][c]) for c in BAR_COLUMNS] if len(have) and key in have.index else None
+        if a != b:
+            wrong.append(f"{key}: ticks {a}, stored {b}")
+    return wrong
+
+
+def marks(client: Any, rollup: Rollup) -> list[str]:
+    return sorted(d.id for d in client.collection(f"tsstore_rollups/{rollup.name}/marks").stream())
+
+
+# ------------------------------------------------------------------------------ pure
+
+
+def view(*horizons: Horizon) -> View:
+    return View(0.0, T0, horizons)
+
+
+def test_a_write_marks_the_buckets_of_stored_rollups_it_changes_and_refuses_past_the_window() -> None:
+    spec = series(late=LatePolicy(window="2h"))
+    minutes, hours = Horizon("m", dt.timedelta(minutes=1), at(60)), Horizon("h", dt.timedelta(hours=1), at(60))
+    never = Horizon("n", dt.timedelta(minutes=5), None)
+    ops = [
+        ("a", tick(1, 59.5, 1), True),  # late for both: minute 59, hour 10:00
+        ("b", tick(2, 60.5, 1), True),  # on time
+        ("c", None, False),  # a retention delete: no bar changes
+        ("d", Erase(at(12.25)), False),  # a correction: its bucket
+        ("e", Patch({"shard": "s1"}), False),  # a reshard move: content unchanged
+        ("f", tick(3, -70, 1), True),  # 2h10 behind the horizon: past the window
+        ("g", tick(4, 59.9, 1), False),  # a replace in an already marked minute
+    ]
+    decision = decide(spec, view(minutes, hours, never), ops)
+    assert decision.marks == {"m": {at(59), at(12)}, "h": {at(0)}}
+    assert list(decision.refused) == [5] and "late-data window of 2:00:00" in decision.refused[5]
+    assert decide(series(late=LatePolicy(window=None)), view(minutes), ops[5:6]).marks == {"m": {at(-70)}}
+    assert decide(spec, view(never), ops).marks == {}  # a roll-up that stored nothing needs no mark
+
+
+class Recorder:
+    """The guard's I/O as plain functions: what it wrote, in order."""
+
+    def __init__(self, horizons: list[Horizon]) -> None:
+        self.log: list[Any] = []
+        self.horizons_now = horizons
+        self.clock = 0.0
+        self.server = T0
+
+    def put_lease(self, data: dict[str, Any]) -> dt.datetime:
+        self.server += dt.timedelta(seconds=1)
+        self.log.append(("lease", dict(data)))
+        return self.server
+
+    def drop_lease(self) -> None:
+        self.log.append(("drop",))
+
+    def horizons(self) -> list[Horizon]:
+        self.log.append(("view",))
+        return list(self.horizons_now)
+
+    def put_marks(self, marks: Any) -> None:
+        self.log.append(("marks", {k: sorted(v) for k, v in marks.items()}))
+
+
+def test_the_guard_leases_reads_the_view_marks_then_sends_and_says_what_is_in_flight() -> None:
+    io = Recorder([Horizon("m", dt.timedelta(minutes=1), at(60))])
+    guard = LateGuard(series(late=QUICK), io, clock=lambda: io.clock)
+    sent: list[Any] = []
+
+    def inner(ops: list[Any]) -> list[tuple[int, str]]:
+        sent.append([op[0] for op in ops])
+        io.log.append(("send",))
+        return [(0, "")] * len(ops)
+
+    send, _ = guard.guard((inner, lambda ids: {}))
+    assert send([("a", tick(1, 30, 1), True), ("b", tick(2, 61, 1), True)]) == [(0, ""), (0, "")]
+    assert io.log == [
+        ("lease", {"source": "ticks", "lease_seconds": QUICK.lease.total_seconds()}),
+        ("view",),
+        ("marks", {"m": [at(30)]}),
+        ("send",),
+    ]
+    io.log.clear()
+    send([("c", tick(3, 62, 1), True)])  # the view is fresh: no new lease, no mark
+    assert io.log == [("send",)]
+    io.clock = 0.3  # older than refresh: read again before sending
+    io.horizons_now = [Horizon("m", dt.timedelta(minutes=1), at(70))]
+    io.log.clear()
+    send([("d", tick(4, 62, 1), True)])
+    assert io.log == [("lease", {"source": "ticks", "lease_seconds": 4.2}), ("view",), ("marks", {"m": [at(62)]}),
+                      ("send",)]  # fmt: skip
+
+    # a send still in flight when the view is read again: the lease says since when
+    io.clock = 0.6
+    inside: list[Any] = []
+
+    def slow(ops: list[Any]) -> list[tuple[int, str]]:
+        io.clock = 0.9  # the next send must read a new view
+        inside.append(send([("f", tick(6, 90, 1), True)]))
+        return [(0, "")] * len(ops)
+
+    view_time = io.server + dt.timedelta(seconds=1)
+    assert guard.send(slow, [("e", tick(5, 90, 1), True)]) == [(0, "")]
+    leases = [entry[1] for entry in io.log if entry[0] == "lease"]
+    assert leases[-1]["busy_since"] == view_time
+    guard.close()
+    assert io.log[-1] == ("drop",)
+
+    refusing = LateGuard(series(late=LatePolicy(window="1h")), Recorder([Horizon("m", dt.timedelta(minutes=1), at(60))]))
+    answer = refusing.send(inner, [("g", tick(7, -30, 1), True), ("h", tick(8, 61, 1), True)])
+    assert answer[0][0] == 9 and "window" in answer[0][1] and answer[1] == (0, "") and sent[-1] == ["h"]
+
+
+def test_a_rollup_waits_for_live_writers_behind_its_announcement_and_clears_marks_before_their_views() -> None:
+    now = T0
+    announced = now - dt.timedelta(seconds=2)
+    fresh = Lease(now - dt.timedelta(seconds=1), 4.2, now - dt.timedelta(seconds=1))  # saw the announcement
+    behind = Lease(now - dt.timedelta(seconds=3), 4.2, now - dt.timedelta(seconds=3))
+    busy = Lease(now - dt.timedelta(seconds=1), 4.2, now - dt.timedelta(seconds=5))  # a send of an old view in flight
+    dead = Lease(now - dt.timedelta(seconds=10), 4.2, now - dt.timedelta(seconds=10))  # killed: expired
+    assert Leases.read([fresh, dead], now=now, announced=announced, refresh=0.2).waiting == 0
+    verdict = Leases.read([fresh, behind, busy], now=now, announced=announced, refresh=0.2)
+    assert verdict.waiting == 2 and verdict.retry_after == pytest.approx(0.2)
+    assert verdict.cutoff == now - dt.timedelta(seconds=5)  # marks after the oldest live view stay
+    assert Leases.read([], now=now, announced=announced, refresh=0.2).cutoff == now
+    assert Leases.read([behind], now=now, announced=None, refresh=0.2).waiting == 0  # nothing announced
+    assert Lease.of(now, {"busy_since": now - dt.timedelta(seconds=1), "lease_seconds": 3}).safe == now - dt.timedelta(
+        seconds=1
+    )
+
+
+def test_bucket_and_mark_names_are_what_rules_can_compute() -> None:
+    assert bucket_of(at(5.5), dt.timedelta(minutes=1)) == at(5)
+    assert mark_id(at(5)) == str(int(at(5).timestamp() * 1000))
+
+
+# ------------------------------------------------------------------------------ the emulator
+
+
+def hourly_and_minutes(spec: SeriesSpec) -> tuple[Rollup, Rollup]:
+    minutes = Rollup(spec, interval="1min", by="symbol", volume="volume")
+    return minutes, Rollup(minutes, interval="1h")
+
+
+@pytest.mark.parametrize("shards,driver", [(3, "sync"), (40, "sync"), (3, "async")])
+def test_a_late_tick_is_read_from_the_ticks_until_the_rollups_redo_its_bucket(
+    tsstore_emulator: Any, shards: int, driver: str
+) -> None:
+    """The issue's case: 100 ticks, minute and hourly roll-ups to 12:00, one tick at 10:05:30
+    with a price of 999 999 written late. Before any run, aggregates from roll-ups already
+    count it (its minute and hour come from the ticks, and explain says why); the minute run
+    redoes one bucket and the hourly run the hour it marked; then every bar equals the ticks'
+    and no mark is left."""
+    client = tsstore_emulator.client(database=f"late-{shards}-{driver}-{random.randrange(10**9)}")
+    spec = series(shards)
+    minutes, hours = hourly_and_minutes(spec)
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    bars = TimeSeriesStore(client, minutes.spec, write_options=FAST)
+    store.write(hundred())
+    assert store.rollup(minutes, until=at(120)).watermark == at(120)
+    assert bars.rollup(hours, until=at(120)).watermark == at(120)
+    late = tick(1000, 5.5, 999_999)
+
+    def run(verb: str, target: Any, *args: Any, **kwargs: Any) -> Any:
+        if driver == "sync":
+            return getattr(TimeSeriesStore(client, target.spec if isinstance(target, Rollup) else target,
+                                           write_options=FAST), verb)(*args, **kwargs)  # fmt: skip
+
+        async def go() -> Any:
+            aclient = tsstore_emulator.async_client(database=database_id(client))
+            spec_ = target.spec if isinstance(target, Rollup) else target
+            async with AsyncTimeSeriesStore(aclient, spec_, write_options=FAST) as astore:
+                return await getattr(astore, verb)(*args, **kwargs)
+
+        return asyncio.run(go())
+
+    run("write", spec, [late])
+    assert marks(client, minutes) == [mark_id(at(5))] and marks(client, hours) == []
+    asked = {"max": ["price.micros"], "sum": ["volume"]}
+    cost = ReadStats()
+    got = run("aggregate", spec, start=at(0), end=at(60), rollups=[hours, minutes], stats=cost, **asked)
+    assert (got.count, got.max["price.micros"]) == (store.count(start=at(0), end=at(60)), 999_999) == (61, 999_999)
+    assert got.sum["volume"] == sum(r["volume"] for r in [*hundred()[:60], late])
+    plan = store.explain_aggregate(start=at(0), end=at(60), rollups=[hours, minutes])
+    assert [(p.start, p.end, p.rollup and p.rollup.name, p.late) for p in plan.parts] == [
+        (at(0), at(5), "ticks_1min", True),
+        (at(5), at(6), None, True),
+        (at(6), at(60), "ticks_1min", True),
+    ]
+    assert "late ticks marked there" in plan.describe()
+    # the marks, the bars and that bucket's ticks: a probe, 2 watermarks, 2 mark queries, 59
+    # minute bars, 2 ticks, and an empty chunk's minimum read at 40 shards (two chunks)
+    assert cost.billed_reads <= 1 + 2 + 2 + 59 + 2 + (shards > 30), cost.describe()
+
+    redone = run("rollup", spec, minutes)
+    assert (redone.redone, redone.replaced, redone.start) == (1, 1, at(120)), redone.describe()
+    assert marks(client, minutes) == [] and marks(client, hours) == [mark_id(at(0))]
+    assert run("rollup", minutes, hours).redone == 1
+    assert marks(client, hours) == []
+    assert mismatches(client, store, minutes) == [] and mismatches(client, store, hours) == []
+    assert store.rollup(minutes).redone == 0
+    again = store.aggregate(start=at(0), end=at(60), rollups=[hours, minutes], **asked)
+    assert again.sources == ("[2026-03-02T10:00:00Z, 2026-03-02T11:00:00Z) from ticks_1min_1h (1h bars)",)
+    assert (again.count, again.max, again.sum) == (got.count, got.max, got.sum)
+    client.close()
+
+
+def test_replaced_and_corrected_ticks_are_redone_past_the_window_refused_and_retention_waits(
+    tsstore_emulator: Any,
+) -> None:
+    """A replaced tick (on_duplicate='replace') and a correcting delete (purge correct=True)
+    mark their buckets; the run redoes them and removes a bar left without ticks; a purge for
+    retention waits for marks in its range; a tick further behind the roll-up than the window
+    is refused, named; a plain retention purge keeps the bars as they are."""
+    client = tsstore_emulator.client(database=f"late-fix-{random.randrange(10**9)}")
+    spec = series(3, on_duplicate="replace", late=LatePolicy(window="2h"))
+    minutes, hours = hourly_and_minutes(spec)
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    rows = hundred() + [tick(200, 20.5, 555, symbol="BBB")]
+    store.write(rows)
+    store.rollup(minutes, until=at(120))
+    TimeSeriesStore(client, minutes.spec).rollup(hours, until=at(120))
+
+    changed = dict(rows[10], price={"micros": 7})
+    assert store.write([changed]).replaced == 1
+    with pytest.raises(RetentionError, match="late ticks changed and roll-up"):
+        store.purge(before=at(30), rollups=[minutes])
+    deleted = store.purge(start=at(20), end=at(21), where={"symbol": "BBB"}, correct=True)
+    assert deleted.deleted == 1
+    assert marks(client, minutes) == [mark_id(at(10)), mark_id(at(20))]
+    with pytest.raises(WriteError, match="late-data window of 2:00:00") as refused:
+        store.write([tick(300, -15, 1)])  # 2h15 behind the roll-ups' horizon
+    assert refused.value.written == 0 and store.count(start=at(-16), end=at(-14)) == 0
+
+    got = store.aggregate(start=at(0), end=at(60), rollups=[hours, minutes], min=["price.micros"])
+    assert (got.count, got.min["price.micros"]) == (60, 7)
+    done = store.rollup(minutes, until=at(120))
+    assert (done.redone, done.removed) == (2, 1), done.describe()
+    assert "2 late bucket(s) redone" in done.describe() and "1 bar(s) left without ticks removed" in done.describe()
+    TimeSeriesStore(client, minutes.spec).rollup(hours, until=at(120))
+    assert mismatches(client, store, minutes) == [] and mismatches(client, store, hours) == []
+
+    before = TimeSeriesStore(client, minutes.spec).count()
+    assert store.purge(before=at(30), rollups=[minutes]).deleted == 30  # retention: bars stay
+    assert TimeSeriesStore(client, minutes.spec).count() == before and marks(client, minutes) == []
+    client.close()
+
+
+def test_writers_beside_a_running_rollup_lose_no_tick(tsstore_emulator: Any) -> None:
+    """Two write jobs add ticks on time and late (random minutes of the hour) while the
+    minute roll-up runs again and again with a moving end; once they stop, one more run, and
+    every stored bar equals the ticks'."""
+    client = tsstore_emulator.client(database=f"late-race-{random.randrange(10**9)}")
+    spec = series(3, late=QUICK)
+    minutes, _ = hourly_and_minutes(spec)
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    store.write(hundred()[:10])
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer(seed: int) -> None:
+        rng = random.Random(seed)
+        mine = TimeSeriesStore(client, spec, write_options=FAST)
+        n = 10_000 * seed
+        try:
+            while not stop.is_set():
+                batch = [tick(n + k, rng.uniform(0, 60), rng.randrange(1, 10**6), rng.choice(["AAA", "BBB"]))
+                         for k in range(rng.randrange(1, 30))]  # fmt: skip
+                n += len(batch)
+                mine.write(batch)
+        except BaseException as exc:  # noqa: BLE001  (reported by the test)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(seed,)) for seed in (1, 2)]
+    for thread in threads:
+        thread.start()
+    try:
+        for k in range(1, 7):
+            store.rollup(minutes, until=at(10 * k))
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert not errors, errors
+    last = store.rollup(minutes, until=at(60))
+    assert marks(client, minutes) == [], last.describe()
+    assert mismatches(client, store, minutes) == []
+    assert store.count(start=at(0), end=at(60)) > 100
+    client.close()
+
+
+KILLED_WRITER = """
+import os, signal, sys, datetime as dt
+from tsstore import TimeSeriesStore, WriteOptions
+from tsstore.local.emulator import emulator_client
+sys.path.insert(0, {tests!r})
+from tests.test_late import QUICK, series, tick
+
+def die(ops):
+    os.kill(os.getpid(), signal.SIGKILL)  # after the marks, before the tick: the worst moment
+
+store = TimeSeriesStore(emulator_client(os.environ["FIRESTORE_EMULATOR_HOST"], database={database!r}),
+                        series(3, late=QUICK), write_options=WriteOptions(ramp=False))
+store._transport = lambda collection, timeout: (die, lambda ids: {{}})
+store.write([tick(5000, 7.5, 424_242)])
+"""
+
+
+def test_a_writer_killed_between_its_mark_and_its_tick_and_a_rollup_killed_mid_run(
+    tsstore_emulator: Any, tmp_path: Any
+) -> None:
+    """A writer SIGKILLed after its mark and before its tick leaves the mark and its lease:
+    the next run redoes that bucket (unchanged) but keeps the mark while the lease may still
+    send, and clears it once the lease has expired. A roll-up SIGKILLed while it writes bars
+    after late ticks: the next run redoes the buckets and clears the marks; exact."""
+    database = f"late-kill-{random.randrange(10**9)}"
+    client = tsstore_emulator.client(database=database)
+    spec = series(3, late=QUICK)
+    minutes, _ = hourly_and_minutes(spec)
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    store.write(hundred())
+    store.rollup(minutes, until=at(120))
+    env = dict(os.environ, FIRESTORE_EMULATOR_HOST=tsstore_emulator.address)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = KILLED_WRITER.format(tests=root, database=database)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert marks(client, minutes) == [mark_id(at(7))] and store.count(start=at(7), end=at(8)) == 1
+    first = store.rollup(minutes, until=at(120))
+    assert first.redone == 1 and marks(client, minutes) == [mark_id(at(7))]  # the lease may still send
+    time.sleep(QUICK.lease.total_seconds())
+    assert store.rollup(minutes, until=at(120)).redone == 1 and marks(client, minutes) == []
+    assert mismatches(client, store, minutes) == []
+
+    # a roll-up killed while it writes the redone bars of many late minutes
+    store.write([tick(6000 + k, k + 0.25, 1_000_000 + k, symbol="CCC") for k in range(100)])
+    assert len(marks(client, minutes)) == 100
+    (tmp_path / "decl.py").write_text(
+        f"import sys\nsys.path.insert(0, {root!r})\nfrom tests.test_late import series, QUICK\n"
+        "from tsstore.analytics.rollup import Rollup\n"
+        "TICKS = series(3, late=QUICK)\nDECLARATION = [TICKS, Rollup(TICKS, interval='1min', by='symbol', volume='volume')]\n"
+    )
+    command = [sys.executable, "-m", "tsstore", "rollup", "--spec", "decl:DECLARATION", "--database", database]
+    killed = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    written = client.collection("ticks_1min").where(filter=FieldFilter("symbol", "==", "CCC")).limit(1)
+    while time.monotonic() < deadline and not list(written.stream()):
+        time.sleep(0.01)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(timeout=30)
+    finished = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert finished.returncode == 0, finished.stderr
+    assert "late bucket(s) redone" in finished.stdout
+    assert marks(client, minutes) == [] and mismatches(client, store, minutes) == []
+    client.close()
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), st.floats(0, 59.99), st.integers(1, 10**6), st.sampled_from(["AAA", "BBB"])),
+        st.tuples(st.just("rollup"), st.integers(1, 6)),
+        st.tuples(st.just("hourly"), st.integers(1, 6)),
+        st.tuples(st.just("correct"), st.integers(0, 59)),
+        st.tuples(st.just("read"), st.integers(0, 59), st.integers(1, 60)),
+    ),
+    min_size=3,
+    max_size=10,
+)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS)
+def test_any_interleaving_of_writes_rollups_corrections_and_reads_reads_the_ticks_answer(
+    tsstore_emulator: Any, ops: list[tuple[Any, ...]]
+) -> None:
+    """Random writes (on time and late), corrections, minute and hourly runs with random ends,
+    and reads: every aggregate from roll-ups equals the same aggregate of the ticks."""
+    client = tsstore_emulator.client(database=f"late-any-{random.randrange(10**9)}")
+    spec = series(3, late=QUICK)
+    minutes, hours = hourly_and_minutes(spec)
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    bars = TimeSeriesStore(client, minutes.spec, write_options=FAST)
+    store.write(hundred()[:20])
+    n = 100
+    for op in ops:
+        if op[0] == "write":
+            n += 1
+            store.write([tick(n, op[1], op[2], op[3])])
+        elif op[0] == "rollup":
+            store.rollup(minutes, until=at(10 * op[1]))
+        elif op[0] == "hourly":
+            bars.rollup(hours, until=at(10 * op[1]))
+        elif op[0] == "correct":
+            store.purge(start=at(op[1]), end=at(op[1] + 1), correct=True)
+        else:
+            start, end = at(op[1]), at(min(op[1] + op[2], 60))
+            if start >= end:
+                continue
+            got = store.aggregate(start=start, end=end, rollups=[hours, minutes], sum=["volume"], max=["price.micros"])
+            ticks = store.query_frame(start=start, end=end, columns=["price.micros", "volume"])
+            want_max = None if not len(ticks) else int(ticks["price.micros"].max())
+            assert (got.count, got.sum["volume"], got.max["price.micros"]) == (
+                len(ticks), int(ticks["volume"].sum()) if len(ticks) else 0, want_max
+            ), (op, got.sources)
+    client.close()
