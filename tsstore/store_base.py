@@ -82,9 +82,8 @@ class StoreBase(Verbs):
                     on_written(batch)
 
             options["on_written"] = written
-        timeout = spec.late.send_timeout.total_seconds()
-        guard = LateGuard(spec, FirestoreHorizons(self._sync_client(), spec.collection, timeout=timeout))
-        transport = guard.guard(self._transport(self._collection_of(spec), timeout=timeout))
+        guard = self._guard(spec)
+        transport = guard.guard(self._transport(self._collection_of(spec), timeout=spec.late.send_timeout.total_seconds()))
         limiter, batch_docs = self._limiter(spec)
         sender = bulk_sender(
             transport,
@@ -95,6 +94,11 @@ class StoreBase(Verbs):
             **options,
         )
         return Job(sender, ask.docs(ticks), lambda: ask.result(sender), ask.what, ask.tolerate, guard.close)
+
+    def _guard(self, spec: SeriesSpec) -> LateGuard:
+        """What marks the late writes of a job on ``spec``'s collection (on the sync client)."""
+        timeout = spec.late.send_timeout.total_seconds()
+        return LateGuard(spec, FirestoreHorizons(self._sync_client(), spec.collection, timeout=timeout))
 
     def _limiter(self, spec: SeriesSpec) -> tuple[RampLimiter, int]:
         """The ramp of ``spec``'s collection (from 500 ops/s, or the ceiling unramped, up to

@@ -46,7 +46,7 @@ from tsstore.errors import ConfigError, RecordError
 from tsstore.spec import DuplicatePolicy, SeriesSpec, check_policy
 from tsstore.ticks import get_path
 from tsstore.times import NaivePolicy
-from tsstore.wire import transport
+from tsstore.wire import FirestoreHorizons, transport
 from tsstore.write.identity import (
     content_digest,
     fingerprint,
@@ -54,6 +54,8 @@ from tsstore.write.identity import (
     repeated_base,
 )
 from tsstore.write.job import bulk_sender
+from tsstore.write.marks import LateGuard
+from tsstore.write.ops import Transport
 from tsstore.write.prepare import PreparedDoc, check_naive, prepare_records
 from tsstore.write.sender import BulkSender
 
@@ -242,8 +244,13 @@ class _Send(beam.DoFn):
         held, self._held = self._held, []
         counts, self._settled = dict(self._settled), {}
         if held:
-            sender = self.sender()
-            sender.send_all(dataclasses.replace(item.doc, index=i) for i, item in enumerate(held))
+            timeout = self._spec.late.send_timeout.total_seconds()
+            guard = LateGuard(self._spec, FirestoreHorizons(self._client, self._spec.collection, timeout=timeout))
+            sender = self.sender(guard.guard(transport(self._collection, timeout=timeout)))
+            try:
+                sender.send_all(dataclasses.replace(item.doc, index=i) for i, item in enumerate(held))
+            finally:
+                guard.close()
             for outcome, n in sender.counts.items():
                 if n:
                     counts[outcome] = counts.get(outcome, 0) + n
@@ -257,8 +264,9 @@ class _Send(beam.DoFn):
         if counts:
             yield counts
 
-    def sender(self) -> BulkSender:
-        return bulk_sender(transport(self._collection), self._spec, pace=self._limiter,
+    def sender(self, sends: Transport) -> BulkSender:
+        """A sender on ``sends`` (the collection's transport, its late writes marked)."""
+        return bulk_sender(sends, self._spec, pace=self._limiter,
                            batch_docs=self._ramp.batch_docs, max_attempts=self._max_attempts,
                            on_duplicate=self._policy, created_since=self._ramp.start)  # fmt: skip
 

@@ -8,6 +8,7 @@ past the budget and refusals end a job with the error that says what was done.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -19,6 +20,7 @@ from tsstore.write.prepare import PreparedDoc
 from tsstore.write.sender import BulkSender, Pace
 
 R = TypeVar("R")
+log = logging.getLogger(__name__)
 
 
 def bulk_sender(
@@ -71,5 +73,5 @@ class Job(Generic[R]):
             if self.done is not None:
                 try:
                     self.done()
-                except Exception:  # noqa: BLE001  (a lease left behind only expires: never hide the job's own outcome)
-                    pass
+                except Exception as exc:  # noqa: BLE001  (a lease left behind expires; the job's outcome comes first)
+                    log.warning("tsstore: %s finished but its writer lease was not dropped (%s)", self.what, exc)

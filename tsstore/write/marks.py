@@ -108,6 +108,13 @@ def decide(spec: SeriesSpec, view: View, ops: list[WriteOp]) -> Decision:
     return Decision(marks, refused)
 
 
+def uptime() -> float:
+    """Seconds on a clock that keeps counting while the machine is suspended (a writer woken
+    from a suspended VM must find its view old), where the system has one."""
+    boot = getattr(time, "CLOCK_BOOTTIME", None)
+    return time.clock_gettime(boot) if boot is not None else time.monotonic()
+
+
 class LateGuard:
     """Wraps a transport's sends so every late write is marked first (see the module).
     Thread-safe: the sender's workers share one view."""
@@ -117,7 +124,7 @@ class LateGuard:
         spec: SeriesSpec,
         io: Horizons,
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = uptime,
     ) -> None:
         self._spec, self._io, self._clock = spec, io, clock
         self._refresh = spec.late.refresh.total_seconds()
@@ -176,8 +183,10 @@ class LateGuard:
         ]
 
     def close(self) -> None:
-        """The job sends nothing more: its lease goes (a roll-up then waits for it no longer)."""
+        """The job sends nothing more: its lease goes (a roll-up then waits for it no longer),
+        unless a send is still in flight (after Ctrl-C), which its lease must still cover
+        until it expires."""
         with self._lock:
-            if self._view is not None:
+            if self._view is not None and not self._in_flight:
                 self._io.drop_lease()
                 self._view = None
