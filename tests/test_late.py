@@ -491,3 +491,26 @@ def test_any_interleaving_of_writes_rollups_corrections_and_reads_reads_the_tick
                 len(ticks), int(ticks["volume"].sum()) if len(ticks) else 0, want_max
             ), (op, got.sources)
     client.close()
+
+
+def test_a_rollup_of_a_rollup_claims_no_more_than_its_source_holds(tsstore_emulator: Any) -> None:
+    """Minute bars from 10:30 on only: the hourly roll-up of them stores the 10:00 hour (from
+    half its minutes) but does not claim it whole, so an aggregate over 10:00-12:00 reads the
+    minutes and ticks there and counts every tick."""
+    client = tsstore_emulator.client(database=f"late-since-{random.randrange(10**9)}")
+    spec = series(3)
+    minutes, hours = hourly_and_minutes(spec)
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    store.write(hundred())
+    store.rollup(minutes, since=at(30), until=at(120))
+    TimeSeriesStore(client, minutes.spec).rollup(hours, until=at(120))
+    doc = client.collection("tsstore_rollups").document(hours.name).get().to_dict() or {}
+    assert (doc["since"], doc["watermark"]) == (at(60), at(120))
+    got = store.aggregate(start=at(0), end=at(120), rollups=[hours, minutes])
+    assert got.count == store.count(start=at(0), end=at(120)) == 100
+    assert got.sources == (
+        "[2026-03-02T10:00:00Z, 2026-03-02T10:30:00Z) from ticks",
+        "[2026-03-02T10:30:00Z, 2026-03-02T11:00:00Z) from ticks_1min (1min bars)",
+        "[2026-03-02T11:00:00Z, 2026-03-02T12:00:00Z) from ticks_1min_1h (1h bars)",
+    )
+    client.close()
