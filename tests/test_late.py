@@ -177,6 +177,9 @@ def test_the_guard_leases_reads_the_view_marks_then_sends_and_says_what_is_in_fl
     send([("d", tick(4, 62, 1), True)])
     assert io.log == [("lease", {"source": "ticks", "lease_seconds": 4.2}), ("view",), ("marks", {"m": [at(62)]}),
                       ("send",)]  # fmt: skip
+    io.log.clear()
+    send([("d2", tick(9, 62.5, 1), True), ("d3", tick(10, 63.5, 1), True)])  # minute 62 is marked under this view
+    assert io.log == [("marks", {"m": [at(63)]}), ("send",)]
 
     # a send still in flight when the view is read again: the lease says since when
     io.clock = 0.6

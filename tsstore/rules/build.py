@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from tsstore.access import ClientAccess
 from tsstore.analytics.rollup import Rollup
-from tsstore.late import WATERMARKS
+from tsstore.late import MARKS, WATERMARKS
 from tsstore.counters import COUNT_FIELD, SHARDS_COLLECTION
 from tsstore.errors import SpecError
 from tsstore.spec import SeriesSpec
@@ -211,7 +211,7 @@ def _reads(access: ClientAccess, guard: str | None, *, bounded: bool = True) -> 
     return [_allow("get", guard, who), _allow("list", guard, who, *bound)]
 
 
-def _series_block(spec: SeriesSpec, document: str) -> _Match:
+def _series_block(spec: SeriesSpec, document: str, rollups: Sequence[Rollup] = ()) -> _Match:
     segment, guard = _segment(spec.collection, "collection")
     access = spec.access
     lines = _reads(access, guard)
@@ -220,8 +220,43 @@ def _series_block(spec: SeriesSpec, document: str) -> _Match:
             c.replace("\n", f"\n{INDENT * 3}") for c in _checks(_tick_fields(spec), "d", spec)
         )
         lines += ["function validTick(d) {", f"{INDENT}return {checks};", "}"]
-        lines.append(_allow("create", guard, _condition(access, access.create), "validTick(request.resource.data)"))
+        marked = []
+        if rollups:
+            lines += _MARKED.splitlines()
+            stamp = _path("request.resource.data", spec.timestamp_field)
+            marked = [f"markedIfLate({stamp}, {quote(r.name)}, {r.interval // dt.timedelta(milliseconds=1)})"
+                      for r in rollups]  # fmt: skip
+        conditions = (_condition(access, access.create), "validTick(request.resource.data)", *marked)
+        lines.append(_allow("create", guard, *conditions))
     return _Match(f"/{segment}/{{{document}}}", guard, lines)
+
+
+#: A client's tick in a bucket a roll-up has stored (before its watermark, or the end a run
+#: under way announced) must come with that bucket's mark, written in the same commit (its
+#: nonce changed), as tsstore's writers do (tsstore.late).
+_MARKED = f"""function markedIfLate(t, rollup, ms) {{
+  let state = /databases/$(database)/documents/{WATERMARKS}/$(rollup);
+  let bucket = t.toMillis() - t.toMillis() % ms;
+  let mark = /databases/$(database)/documents/{WATERMARKS}/$(rollup)/{MARKS}/$(string(bucket));
+  return !exists(state)
+    || bucket >= get(state).data.get('closing', get(state).data.get('watermark', timestamp.value(0))).toMillis()
+    || (existsAfter(mark) && (!exists(mark) || getAfter(mark).data.nonce != get(mark).data.nonce));
+}}"""
+
+
+def _marks_block(rollup: Rollup, access: ClientAccess) -> _Match:
+    """What a client that may create ticks may write of ``rollup``'s marks: a mark named by
+    its bucket, holding the bucket and a nonce."""
+    segment, guard = _segment(rollup.name, "rollup")
+    new = "request.resource.data"
+    checks = (
+        _condition(access, access.create),
+        f"{new}.keys().hasOnly(['bucket', 'nonce'])",
+        f"{new}.bucket is timestamp",
+        f"{new}.nonce is string",
+        f"mark == string({new}.bucket.toMillis())",
+    )
+    return _Match(f"/{WATERMARKS}/{segment}/{MARKS}/{{mark}}", guard, [_allow("create, update", guard, *checks)])
 
 
 def _counters_block(spec: SeriesSpec) -> _Match:
@@ -262,7 +297,11 @@ def rules_lines(specs: Sequence[SeriesSpec], rollups: Sequence[Rollup] = ()) -> 
         lines.append(f"// {name}{what}: {spec.access.describe()}")
         if not spec.access.reads and not spec.access.creates:
             continue
-        lines += _series_block(spec, "bar" if rollup else "tick").render(0)
+        late = [r for r in rollups if r.source.collection == name] if spec.access.creates else []
+        lines += _series_block(spec, "bar" if rollup else "tick", late).render(0)
+        for marked in late:
+            lines.append(f"// {WATERMARKS}/{marked.name}/{MARKS}: late-tick marks clients write with their ticks")
+            lines += _marks_block(marked, spec.access).render(0)
         if spec.count_by:
             lines.append(f"// {spec.collection}{COUNTERS_SUFFIX}: its series counters, read like it")
             lines += _counters_block(spec).render(0)

@@ -131,6 +131,7 @@ class LateGuard:
         self._lock = threading.Lock()
         self._view: View | None = None
         self._in_flight: dict[int, dt.datetime] = {}  # send -> the time of the view it was decided with
+        self._marked_now: set[tuple[str, dt.datetime]] = set()  # marks confirmed under the current view
         self._tokens = itertools.count()
         self.marked = 0  # marks written (a bucket marked twice counts twice)
         self.refused = 0
@@ -143,44 +144,63 @@ class LateGuard:
     def view(self) -> View:
         """The view a send may start under now: the current one, or a new one."""
         with self._lock:
-            view = self._view
-            if view is not None and self._clock() - view.started <= self._refresh:
-                return view
-            started = self._clock()
-            lease: dict[str, Any] = {
-                "source": self._spec.collection,
-                "lease_seconds": self._spec.late.lease.total_seconds(),
-            }
-            if self._in_flight:
-                lease["busy_since"] = min(self._in_flight.values())
-            at = self._io.put_lease(lease)
-            self._view = View(started, at, tuple(h for h in self._io.horizons() if h.horizon is not None))
-            return self._view
+            return self._fresh()
+
+    def _fresh(self) -> View:
+        view = self._view
+        if view is not None and self._clock() - view.started <= self._refresh:
+            return view
+        started = self._clock()
+        lease: dict[str, Any] = {
+            "source": self._spec.collection,
+            "lease_seconds": self._spec.late.lease.total_seconds(),
+        }
+        if self._in_flight:
+            lease["busy_since"] = min(self._in_flight.values())
+        at = self._io.put_lease(lease)
+        self._view = View(started, at, tuple(h for h in self._io.horizons() if h.horizon is not None))
+        self._marked_now = set()
+        return self._view
 
     def send(self, inner: Callable[[list[WriteOp]], list[WriteStatus]], ops: list[WriteOp]) -> list[WriteStatus]:
         """Mark what ``ops`` change of stored roll-ups, then send the rest with ``inner``."""
-        while True:
-            view = self.view()
-            decision = decide(self._spec, view, ops)
-            if decision.marks:
-                self._io.put_marks(decision.marks)
-                self.marked += sum(len(b) for b in decision.marks.values())
-            if self._clock() - view.started <= self._refresh:
-                break  # else the marks took so long that the view must be read again
-        kept = [op for i, op in enumerate(ops) if i not in decision.refused]
         token = next(self._tokens)
-        with self._lock:
-            self._in_flight[token] = view.at
         try:
+            while True:
+                with self._lock:  # in flight from the moment it is decided: the lease covers it
+                    view = self._fresh()
+                    self._in_flight[token] = view.at
+                decision = decide(self._spec, view, ops)
+                todo = self._unmarked(view, decision.marks)
+                if todo:
+                    self._io.put_marks(todo)
+                    self._remember(view, todo)
+                if self._clock() - view.started <= self._refresh:
+                    break  # else the marks took so long that the view must be read again
+            kept = [op for i, op in enumerate(ops) if i not in decision.refused]
             answers = iter(inner(kept) if kept else [])
         finally:
             with self._lock:
-                del self._in_flight[token]
+                self._in_flight.pop(token, None)
         self.refused += len(decision.refused)
         return [
             (FAILED_PRECONDITION, decision.refused[i]) if i in decision.refused else next(answers)
             for i in range(len(ops))
         ]
+
+    def _unmarked(self, view: View, marks: dict[str, set[dt.datetime]]) -> dict[str, set[dt.datetime]]:
+        """The marks not yet written under ``view``: one written under the current view stays
+        (a roll-up clears only marks older than every live lease's view), so once is enough."""
+        with self._lock:
+            done = self._marked_now if view is self._view else set()
+            todo = {name: {b for b in buckets if (name, b) not in done} for name, buckets in marks.items()}
+        return {name: buckets for name, buckets in todo.items() if buckets}
+
+    def _remember(self, view: View, marks: dict[str, set[dt.datetime]]) -> None:
+        with self._lock:
+            self.marked += sum(len(b) for b in marks.values())
+            if view is self._view:
+                self._marked_now.update((name, b) for name, buckets in marks.items() for b in buckets)
 
     def close(self) -> None:
         """The job sends nothing more: its lease goes (a roll-up then waits for it no longer),
