@@ -36,7 +36,7 @@ from tsstore import (
     shards_for,
 )
 from tsstore.analytics.rollup import Rollup
-from tsstore.late import Horizon, Lease, LatePolicy, Leases, bucket_of, mark_id
+from tsstore.late import Horizon, LatePolicy, Lease, Leases, bucket_of, mark_id
 from tsstore.read.cost import ReadStats
 from tsstore.wire import database_id
 from tsstore.write.marks import LateGuard, View, decide
@@ -197,7 +197,8 @@ def test_the_guard_leases_reads_the_view_marks_then_sends_and_says_what_is_in_fl
     guard.close()
     assert io.log[-1] == ("drop",)
 
-    refusing = LateGuard(series(late=LatePolicy(window="1h")), Recorder([Horizon("m", dt.timedelta(minutes=1), at(60))]))
+    horizons = [Horizon("m", dt.timedelta(minutes=1), at(60))]
+    refusing = LateGuard(series(late=LatePolicy(window="1h")), Recorder(horizons))
     answer = refusing.send(inner, [("g", tick(7, -30, 1), True), ("h", tick(8, 61, 1), True)])
     assert answer[0][0] == 9 and "window" in answer[0][1] and answer[1] == (0, "") and sent[-1] == ["h"]
 
@@ -429,7 +430,8 @@ def test_a_writer_killed_between_its_mark_and_its_tick_and_a_rollup_killed_mid_r
     (tmp_path / "decl.py").write_text(
         f"import sys\nsys.path.insert(0, {root!r})\nfrom tests.test_late import series, QUICK\n"
         "from tsstore.analytics.rollup import Rollup\n"
-        "TICKS = series(3, late=QUICK)\nDECLARATION = [TICKS, Rollup(TICKS, interval='1min', by='symbol', volume='volume')]\n"
+        "TICKS = series(3, late=QUICK)\n"
+        "DECLARATION = [TICKS, Rollup(TICKS, interval='1min', by='symbol', volume='volume')]\n"
     )
     command = [sys.executable, "-m", "tsstore", "rollup", "--spec", "decl:DECLARATION", "--database", database]
     killed = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -516,4 +518,50 @@ def test_a_rollup_of_a_rollup_claims_no_more_than_its_source_holds(tsstore_emula
         "[2026-03-02T10:30:00Z, 2026-03-02T11:00:00Z) from ticks_1min (1min bars)",
         "[2026-03-02T11:00:00Z, 2026-03-02T12:00:00Z) from ticks_1min_1h (1h bars)",
     )
+    client.close()
+
+
+def test_verify_finds_bars_that_writes_outside_tsstore_left_wrong_and_repairs_them(
+    tsstore_emulator: Any, tmp_path: Any
+) -> None:
+    """A tick written with the Firestore client itself (no mark) into a rolled-up minute, and
+    a tick deleted the same way: ``verify_rollup`` names both buckets (and skips one already
+    marked), bills what it reads; repaired, the next run redoes them and a new check is
+    clean. ``tsstore rollup --verify`` does the same from the shell."""
+    database = f"late-verify-{random.randrange(10**9)}"
+    client = tsstore_emulator.client(database=database)
+    spec = series(3)
+    minutes, _ = hourly_and_minutes(spec)
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    store.write(hundred())
+    store.rollup(minutes, until=at(120))
+    assert store.verify_rollup(minutes).differ == ()
+    client.collection("ticks").document("outside").set(dict(tick(900, 12.5, 5), shard="s0"))
+    gone = store.query(where={"symbol": "AAA"}, start=at(40), end=at(41), limit=1)[0]
+    client.collection("ticks").document(gone.id).delete()
+    store.write([tick(901, 70.5, 6)])  # through tsstore: marked, left to the run
+    cost = ReadStats()
+    found = store.verify_rollup(minutes, stats=cost)
+    assert [line.split(" ")[0] for line in found.differ] == [at(12).isoformat(), at(40).isoformat()], found.differ
+    assert found.late == 1 and not found.repaired and "2 bucket(s) differ" in found.describe()
+    assert cost.billed_reads >= found.ticks + found.bars == 101 + 99
+    assert mismatches(client, store, minutes) != []
+    fixed = store.verify_rollup(minutes, repair=True)
+    assert fixed.repaired and marks(client, minutes) == sorted(mark_id(at(m)) for m in (12, 40, 70))
+    assert store.rollup(minutes, until=at(120)).redone == 3
+    assert mismatches(client, store, minutes) == [] and store.verify_rollup(minutes).differ == ()
+
+    client.collection("ticks").document("outside-2").set(dict(tick(902, 15.5, 5), shard="s1"))
+    (tmp_path / "decl.py").write_text(
+        f"import sys\nsys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))!r})\n"
+        "from tests.test_late import series\nfrom tsstore.analytics.rollup import Rollup\n"
+        "TICKS = series(3)\nDECLARATION = [TICKS, Rollup(TICKS, interval='1min', by='symbol', volume='volume')]\n"
+    )
+    env = dict(os.environ, FIRESTORE_EMULATOR_HOST=tsstore_emulator.address)
+    command = [sys.executable, "-m", "tsstore", "rollup", "--spec", "decl:DECLARATION", "--database", database,
+               "--verify", "--until", at(120).isoformat()]  # fmt: skip
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "1 bucket(s) differ" in done.stdout and "marked for the next run" in done.stdout
+    assert "1 late bucket(s) redone" in done.stdout and mismatches(client, store, minutes) == []
     client.close()

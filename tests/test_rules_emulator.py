@@ -78,6 +78,10 @@ DECLARATIONS: dict[Target, tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]]] = 
 USERS: dict[Who, tuple[str, dict[str, Any]]] = {"signed-in": ("alice", {}), "feed": ("feeder", {"feed": True})}
 
 T0 = dt.datetime(2024, 1, 2, 14, 30, 5, 123456, tzinfo=UTC)
+#: The demo roll-up's watermark in the seeds: ticks before this minute are late.
+MINUTE = T0.replace(second=0, microsecond=0)
+#: A late minute already marked in the seeds (by a writer before): a tick there must mark it again.
+STALE = MINUTE - dt.timedelta(minutes=5)
 #: The series whose counter the seeds create (``meters_counts/m-1`` with 3 shards).
 SERIES = series_document_id(("m-1",))
 #: Marks a field to leave out of a document in :func:`edit`.
@@ -205,6 +209,27 @@ def increment(path: str, by: int | float, field: str = "count") -> Call:
         "currentDocument": {"exists": True},
     }
     return Call("POST", ":commit", body={"writes": [write]})
+
+
+def millis(at: dt.datetime) -> str:
+    return str(int(at.timestamp() * 1000))
+
+
+def late_commit(at: dt.datetime, *, mark: str | None = "same", nonce: str = UNIQUE, tick: bool = True) -> Call:
+    """One commit of a demo tick at ``at`` (a create) and the mark of its minute, as a web
+    client writes a late tick: ``mark`` ``"same"`` names the tick's minute, ``None`` leaves it out."""
+    bucket = at.replace(second=0, microsecond=0)
+    writes: list[dict[str, Any]] = []
+    if tick:
+        data = instrument({"timestamp": at})
+        writes.append({"update": {"name": f"{DOCUMENTS}/instruments/late-{UNIQUE}", "fields": rest_fields(data)},
+                       "currentDocument": {"exists": False}})  # fmt: skip
+    if mark is not None:
+        name = millis(bucket) if mark == "same" else mark
+        fields = rest_fields({"bucket": bucket, "nonce": nonce})
+        writes.append({"update": {"name": f"{DOCUMENTS}/tsstore_rollups/instruments_1min/marks/{name}",
+                                  "fields": fields}})  # fmt: skip
+    return Call("POST", ":commit", body={"writes": writes})
 
 
 def edit(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
@@ -376,6 +401,20 @@ DEMO_CASES = _cases(
         ("delete-own-tick", "feed", delete("instruments/seed"), DENY),
         ("upsert-new-tick", "feed", patch(f"instruments/upsert-{UNIQUE}", instrument()), ALLOW),
         ("upsert-over-tick", "feed", patch("instruments/seed", instrument({"volume": 5})), DENY),
+        # a tick in a minute the roll-up has stored comes with that minute's mark, in one commit
+        ("create-on-time", "feed", create("instruments", instrument({"timestamp": MINUTE})), ALLOW),
+        ("create-late-unmarked", "feed", create("instruments", instrument({"timestamp": MINUTE - dt.timedelta(seconds=1)})),
+         DENY),  # fmt: skip
+        ("create-late-marked", "feed", late_commit(MINUTE - dt.timedelta(minutes=2, seconds=3)), ALLOW),
+        ("create-late-stale-mark", "feed", late_commit(STALE + dt.timedelta(seconds=7), mark=None), DENY),
+        ("create-late-remarked", "feed", late_commit(STALE + dt.timedelta(seconds=8)), ALLOW),
+        ("create-late-same-nonce", "feed", late_commit(STALE + dt.timedelta(seconds=9), nonce="old"), DENY),
+        ("create-late-other-mark", "feed", late_commit(MINUTE - dt.timedelta(minutes=3), mark=millis(STALE)), DENY),
+        ("mark-alone", "feed", late_commit(MINUTE - dt.timedelta(minutes=4), tick=False), ALLOW),
+        ("mark-anonymous", "anonymous", late_commit(MINUTE - dt.timedelta(minutes=4), tick=False), DENY),
+        ("mark-no-claim", "signed-in", late_commit(MINUTE - dt.timedelta(minutes=4), tick=False), DENY),
+        ("mark-wrong-id", "feed", late_commit(MINUTE - dt.timedelta(minutes=4), tick=False, mark="123"), DENY),
+        ("delete-mark", "feed", delete(f"tsstore_rollups/instruments_1min/marks/{millis(STALE)}"), DENY),
         # roll-ups are written by the server only
         ("create-bar", "feed", create("instruments_1min", {"symbol": "AAA", "timestamp": T0}), DENY),
         ("update-bar", "feed", patch("instruments_1min/seed", {"count": 2}), DENY),
@@ -637,7 +676,10 @@ def load(emulator: Emulator, target: Target) -> Project:
         must(project, "feed", create("instruments", instrument(), document_id="seed"))
         bar = {"symbol": "AAA", "timestamp": T0, "open": 1, "high": 2, "low": 1, "close": 2, "count": 1}
         must(project, "owner", patch("instruments_1min/seed", bar))
-        must(project, "owner", patch("tsstore_rollups/instruments_1min", {"source": "instruments", "watermark": T0}))
+        rolled = {"source": "instruments", "interval_seconds": 60.0, "watermark": MINUTE}
+        must(project, "owner", patch("tsstore_rollups/instruments_1min", rolled))
+        must(project, "owner", patch(f"tsstore_rollups/instruments_1min/marks/{millis(STALE)}",
+                                     {"bucket": STALE, "nonce": "old"}))  # fmt: skip
     else:
         must(project, "signed-in", create("meters", meter(), document_id="seed"))
         must(project, "owner", patch(f"meters_counts/{SERIES}", {"shards": 3}))

@@ -78,9 +78,6 @@ class LatePolicy:
         """How long after a writer's last view of the horizons its writes may still land."""
         return self.refresh + self.send_timeout + LEASE_MARGIN
 
-    def describe(self) -> str:
-        window = "any lateness" if self.window is None else f"ticks up to {self.window} late"
-        return f"folds {window} into the roll-ups; horizons re-read every {self.refresh}, sends time out after {self.send_timeout}"
 
 
 #: Slack on top of a writer's refresh and send timeout: a send's deadline starts on the
@@ -102,7 +99,9 @@ def late_from(value: "LatePolicy | Mapping[str, object] | None") -> LatePolicy:
         unknown = sorted(set(value) - set(allowed))
         if unknown:
             raise SpecError(f"unknown key(s) {unknown} in the late policy; allowed: {', '.join(allowed)}")
-        options: dict[str, Any] = {k: (None if k == "window" and v in ("none", "None") else v) for k, v in value.items()}
+        options: dict[str, Any] = dict(value)
+        if options.get("window") in ("none", "None"):  # TOML has no null
+            options["window"] = None
         return LatePolicy(**options)
     raise SpecError(f"late {value!r} is not allowed; give a LatePolicy or a table of window, refresh, send_timeout")
 

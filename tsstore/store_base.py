@@ -83,7 +83,8 @@ class StoreBase(Verbs):
 
             options["on_written"] = written
         guard = self._guard(spec)
-        transport = guard.guard(self._transport(self._collection_of(spec), timeout=spec.late.send_timeout.total_seconds()))
+        timeout = spec.late.send_timeout.total_seconds()
+        transport = guard.guard(self._transport(self._collection_of(spec), timeout=timeout))
         limiter, batch_docs = self._limiter(spec)
         sender = bulk_sender(
             transport,

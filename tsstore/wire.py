@@ -29,6 +29,7 @@ from google.cloud.firestore_v1.base_query import BaseQuery, FieldFilter
 from google.cloud.firestore_v1.bulk_batch import BulkWriteBatch
 from google.cloud.firestore_v1.types import firestore as firestore_types
 
+from tsstore import faults
 from tsstore.late import WATERMARKS, WRITERS, Horizon, mark_id, marks_path
 from tsstore.ticks import Tick, get_path
 from tsstore.times import EPOCH as _EPOCH
@@ -380,7 +381,8 @@ class FirestoreHorizons:
         return at
 
     def drop_lease(self) -> None:
-        self._lease.delete(retry=None, timeout=self._timeout)
+        # Retried through faults: a lease left behind holds roll-ups back until it expires.
+        faults.call(lambda: self._lease.delete(retry=None, timeout=self._timeout), what="dropping a writer lease")
 
     def horizons(self) -> list[Horizon]:
         query = self._client.collection(WATERMARKS).where(filter=FieldFilter("source", "==", self._source))

@@ -27,7 +27,6 @@ from tsstore.access import ClientAccess, access_from
 from tsstore.analytics.bars import STORED_MOMENTS, Bar
 from tsstore.analytics.buckets import to_interval
 from tsstore.errors import ConfigError, QueryError, SpecError
-from tsstore.late import WATERMARKS
 from tsstore.spec import NUMERIC_TYPES, QueryShape, SeriesSpec, check_field_path, shards_for
 from tsstore.times import interval_label
 
@@ -267,6 +266,39 @@ class RollupResult:
             return f"{late}: {counts}; no new closed interval (watermark {_iso(self.watermark)})"
         also = f"; {late}" if late else ""
         return f"rolled up [{_iso(self.start)}, {_iso(self.end)}): {counts}{also}; watermark {_iso(self.watermark)}"
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """A check of a roll-up's stored bars against their ticks over ``[start, end)``: ``bars``
+    stored, ``ticks`` read (or shorter bars, ``read``), the buckets whose bars ``differ`` (one
+    line each), ``late`` buckets skipped because they are marked already, what it was billed;
+    ``repaired``: the differing buckets were marked for the next run."""
+
+    start: dt.datetime
+    end: dt.datetime
+    bars: int
+    ticks: int
+    read: str
+    differ: tuple[str, ...]
+    late: int
+    billed_reads: int
+    repaired: bool
+
+    def describe(self, *, shown: int = 5) -> str:
+        head = (
+            f"verified [{_iso(self.start)}, {_iso(self.end)}): {self.bars} stored bars against {self.ticks} {self.read}"
+            f"{f', {self.late} late bucket(s) skipped (marked, the next run redoes them)' if self.late else ''}; "
+            f"{self.billed_reads} billed reads"
+        )
+        if not self.differ:
+            return f"{head}; every bar equals its {self.read}'"
+        lines = [f"{head}; {len(self.differ)} bucket(s) differ:", *(f"  {line}" for line in self.differ[:shown])]
+        if len(self.differ) > shown:
+            lines.append(f"  ... and {len(self.differ) - shown} more")
+        repair = "repair=True (tsstore rollup --verify) marks them for the next run"
+        lines.append("marked for the next run" if self.repaired else f"not repaired: {repair}")
+        return "\n".join(lines)
 
 
 def _iso(value: dt.datetime | None) -> str:

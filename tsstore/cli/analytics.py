@@ -314,10 +314,17 @@ def aligned(
 @click.option("--rollup", "name", default=None, help="The roll-up's collection (default: the series' only roll-up).")
 @click.option("--since", default=None, help="Recompute from this time (aligned down), e.g. after late ticks.")
 @click.option("--until", default=None, help="Only intervals ending by this time (default: every closed one).")
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="First compare the stored bars with their ticks (--since/--until, default: the span stored) and mark the "
+    "buckets that differ, so this run recomputes them; every tick and bar of the span is read.",
+)
 @naive_option
 @figures_format
 def rollup(
     *,
+    verify: bool,
     database: Database,
     declaration: str,
     collection: str | None,
@@ -332,10 +339,14 @@ def rollup(
     Buckets that late ticks changed since their bars were stored (marked by the writers) are
     recomputed first; the summary says how many.
 
+    --verify first compares the stored bars with their ticks, for writes tsstore did not see
+    (other code writing the collection), and marks the buckets that differ for this run.
+
     \b
     Example:
       tsstore rollup                                   # the demo's instruments_1min
       tsstore rollup --since 2018-12-31T12:00:00Z      # recompute a range from its ticks
+      tsstore rollup --verify                          # check the stored span, repair what differs
     """
     loaded = load_declaration(declaration)  # once: the series and its roll-ups
     spec = pick_declared(declaration, loaded, collection=collection)
@@ -350,8 +361,13 @@ def rollup(
         raise usage(f"{declaration} declares {what} of {spec.collection!r} (roll-ups: {names})")
     start, end = cli_time(since, option="--since", naive=naive), cli_time(until, option="--until", naive=naive)
     try:
-        with database.open_store(spec) as store, tqdm(unit="tick", desc="rolling up", dynamic_ncols=True) as bar:
-            result = store.rollup(chosen[0], since=start, until=end, on_progress=bar.update)
+        with database.open_store(spec) as store:
+            if verify:
+                checked = store.verify_rollup(chosen[0], since=start, until=end, repair=True)
+                click.echo(checked.describe())
+                start = end = None  # the run itself: from the watermark, the marked buckets first
+            with tqdm(unit="tick", desc="rolling up", dynamic_ncols=True) as bar:
+                result = store.rollup(chosen[0], since=start, until=end, on_progress=bar.update)
     except Interrupted as stop:
         click.echo(f"{stop.partial.describe()} (before the interrupt)")  # type: ignore[attr-defined]
         exit_interrupted("run the same command to finish (a bar already stored is not stored twice)")

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 
 from tsstore.access import ClientAccess
 from tsstore.analytics.rollup import Rollup
-from tsstore.late import MARKS, WATERMARKS
 from tsstore.counters import COUNT_FIELD, SHARDS_COLLECTION
 from tsstore.errors import SpecError
+from tsstore.late import MARKS, WATERMARKS
 from tsstore.spec import SeriesSpec
 from tsstore.times import interval_label
 from tsstore.write.counting import COUNTERS_SUFFIX

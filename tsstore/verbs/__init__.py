@@ -18,7 +18,7 @@ from tsstore.read.chunks import chunk_query
 from tsstore.read.explain import Explanation, explain
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query, QueryOptions
-from tsstore.verbs import analytics, layout, reading, retention, writing
+from tsstore.verbs import analytics, layout, reading, retention, rollups, writing
 from tsstore.verbs import live as live_reads
 from tsstore.verbs.declare import live, stream, verb
 from tsstore.verbs.request import Seat
@@ -46,7 +46,8 @@ class Verbs:
     aligned = verb(analytics.aligned)
     asof = verb(analytics.asof)
     iter_asof = stream(analytics.iter_asof)
-    rollup = verb(analytics.rollup)
+    rollup = verb(rollups.rollup)
+    verify_rollup = verb(rollups.verify_rollup)
     # writing, retention
     write = verb(writing.write)
     series_counter = verb(writing.series_counter)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import inspect
-from collections.abc import Callable, Iterable
+import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +59,8 @@ def settle_writers(seat: Seat, source: str, *, announced: dt.datetime | None, re
         verdict = Leases.read(leases, now=now, announced=announced, refresh=refresh)
         if not verdict.waiting:
             return verdict.cutoff
-        yield Pause(verdict.retry_after, f"waiting for {verdict.waiting} writer(s) of {source!r} to see the new horizon")
+        why = f"waiting for {verdict.waiting} writer(s) of {source!r} to see the new horizon"
+        yield Pause(verdict.retry_after, why)
 
 
 def marks_ask(
@@ -94,6 +96,17 @@ def read_marks(
     """The marks of roll-up ``name`` for buckets before ``before`` (``None``: all), at
     ``read_time``, oldest bucket first."""
     return marks_of((yield marks_ask(name, before=before, read_time=read_time)))
+
+
+def put_marks(seat: Seat, name: str, buckets: Sequence[dt.datetime]) -> Request[None]:
+    """Mark these buckets of roll-up ``name`` (a check found their bars differ from the
+    ticks): reads stop using them at once, and the next run recomputes them."""
+
+    def marker(bucket: dt.datetime) -> Callable[[Any], Any]:
+        data = {"bucket": bucket, "nonce": uuid.uuid4().hex}
+        return lambda client: client.collection(marks_path(name)).document(mark_id(bucket)).set(data, retry=None)
+
+    yield [Unary(marker(bucket), f"marking a bucket of roll-up {name!r}") for bucket in buckets]
 
 
 def clear_marks(seat: Seat, name: str, marks: Iterable[Mark], *, cutoff: dt.datetime) -> Request[int]:

@@ -8,8 +8,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from tsstore.analytics.rollup import Rollup
-from tsstore.late import WATERMARKS
 from tsstore.errors import QueryError, RetentionError
+from tsstore.late import WATERMARKS
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead, sweep_cursor
 from tsstore.read.query import Query, Where, given
@@ -17,11 +17,11 @@ from tsstore.results import PurgeResult
 from tsstore.ticks import Tick
 from tsstore.times import to_utc
 from tsstore.verbs.analytics import oldest_first
-from tsstore.verbs.reading import count
 from tsstore.verbs.marks import marks_ask
+from tsstore.verbs.reading import count
 from tsstore.verbs.request import Request, Seat, Send, Unary
-from tsstore.write.ops import Erase
 from tsstore.verbs.writing import ProgressCallback
+from tsstore.write.ops import Erase
 from tsstore.write.prepare import PreparedDoc
 from tsstore.write.sender import BulkSender
 

@@ -446,7 +446,9 @@ def _settle(
 
 
 def _op(doc: PreparedDoc) -> Literal["create", "delete", "patch"]:
-    return "delete" if doc.data is None or isinstance(doc.data, Erase) else "patch" if isinstance(doc.data, Patch) else "create"
+    if doc.data is None or isinstance(doc.data, Erase):
+        return "delete"
+    return "patch" if isinstance(doc.data, Patch) else "create"
 
 
 def _code(exc: gexc.GoogleAPICallError) -> int:
