@@ -205,9 +205,11 @@ def test_the_demo_rules_cover_ticks_bars_and_the_watermark() -> None:
     assert text.startswith("rules_version = '2';\n")
     for line in (
         "match /instruments/{tick} {",
-        "allow create: if (request.auth.token.feed == true) && validTick(request.resource.data);",
+        "allow create: if (request.auth.token.feed == true)\n          && validTick(request.resource.data)\n"
+        "          && markedIfLate(request.resource.data.timestamp, 'instruments_1min', 60000);",
         "match /instruments_1min/{bar} {",
         "match /tsstore_rollups/instruments_1min {",
+        "match /tsstore_rollups/instruments_1min/marks/{mark} {",
     ):
         assert line in text
     bars = text.split("match /instruments_1min/{bar} {", 1)[1].split("}", 1)[0]

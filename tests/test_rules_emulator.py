@@ -82,6 +82,8 @@ T0 = dt.datetime(2024, 1, 2, 14, 30, 5, 123456, tzinfo=UTC)
 MINUTE = T0.replace(second=0, microsecond=0)
 #: A late minute already marked in the seeds (by a writer before): a tick there must mark it again.
 STALE = MINUTE - dt.timedelta(minutes=5)
+#: Another marked minute, whose mark no case writes again (a commit that keeps its nonce is refused).
+KEPT = MINUTE - dt.timedelta(minutes=6)
 #: The series whose counter the seeds create (``meters_counts/m-1`` with 3 shards).
 SERIES = series_document_id(("m-1",))
 #: Marks a field to leave out of a document in :func:`edit`.
@@ -408,7 +410,7 @@ DEMO_CASES = _cases(
         ("create-late-marked", "feed", late_commit(MINUTE - dt.timedelta(minutes=2, seconds=3)), ALLOW),
         ("create-late-stale-mark", "feed", late_commit(STALE + dt.timedelta(seconds=7), mark=None), DENY),
         ("create-late-remarked", "feed", late_commit(STALE + dt.timedelta(seconds=8)), ALLOW),
-        ("create-late-same-nonce", "feed", late_commit(STALE + dt.timedelta(seconds=9), nonce="old"), DENY),
+        ("create-late-same-nonce", "feed", late_commit(KEPT + dt.timedelta(seconds=9), nonce="old"), DENY),
         ("create-late-other-mark", "feed", late_commit(MINUTE - dt.timedelta(minutes=3), mark=millis(STALE)), DENY),
         ("mark-alone", "feed", late_commit(MINUTE - dt.timedelta(minutes=4), tick=False), ALLOW),
         ("mark-anonymous", "anonymous", late_commit(MINUTE - dt.timedelta(minutes=4), tick=False), DENY),
@@ -606,7 +608,7 @@ def send(project: Project, who: Who, call: Call) -> tuple[int, str]:
         headers["Authorization"] = f"Bearer {id_token(project.project, uid, claims)}"
     data = None
     if call.body is not None:
-        data = json.dumps(call.body).replace(DOCUMENTS, project.documents).encode()
+        data = json.dumps(call.body).replace(DOCUMENTS, project.documents).replace(UNIQUE, unique).encode()
         headers["Content-Type"] = "application/json"
     request = urllib.request.Request(url, data=data, method=call.method, headers=headers)
     try:
@@ -678,8 +680,9 @@ def load(emulator: Emulator, target: Target) -> Project:
         must(project, "owner", patch("instruments_1min/seed", bar))
         rolled = {"source": "instruments", "interval_seconds": 60.0, "watermark": MINUTE}
         must(project, "owner", patch("tsstore_rollups/instruments_1min", rolled))
-        must(project, "owner", patch(f"tsstore_rollups/instruments_1min/marks/{millis(STALE)}",
-                                     {"bucket": STALE, "nonce": "old"}))  # fmt: skip
+        for marked in (STALE, KEPT):
+            must(project, "owner", patch(f"tsstore_rollups/instruments_1min/marks/{millis(marked)}",
+                                         {"bucket": marked, "nonce": "old"}))  # fmt: skip
     else:
         must(project, "signed-in", create("meters", meter(), document_id="seed"))
         must(project, "owner", patch(f"meters_counts/{SERIES}", {"shards": 3}))
