@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ from hypothesis import strategies as st
 
 from tsstore import (
     AsyncTimeSeriesStore,
+    QueryError,
     QueryShape,
     RetentionError,
     SeriesSpec,
@@ -92,6 +94,30 @@ def mismatches(client: Any, store: TimeSeriesStore, rollup: Rollup) -> list[str]
         if a != b:
             wrong.append(f"{key}: ticks {a}, stored {b}")
     return wrong
+
+
+class On:
+    """The verbs a test runs, through the sync store or the async one (``driver``), on the
+    spec given (a roll-up's: its own spec); the checks read with the sync store."""
+
+    def __init__(self, emulator: Any, client: Any, driver: str) -> None:
+        self.emulator, self.client, self.driver = emulator, client, driver
+
+    def __call__(self, target: SeriesSpec | Rollup, verb: str, *args: Any, **kwargs: Any) -> Any:
+        spec = target.spec if isinstance(target, Rollup) else target
+        if self.driver == "sync":
+            return getattr(TimeSeriesStore(self.client, spec, write_options=FAST), verb)(*args, **kwargs)
+
+        async def go() -> Any:
+            aclient = self.emulator.async_client(database=database_id(self.client))
+            async with AsyncTimeSeriesStore(aclient, spec, write_options=FAST) as astore:
+                return await getattr(astore, verb)(*args, **kwargs)
+
+        return asyncio.run(go())
+
+
+#: Each emulator case on both stores and at 3 and 40 shards (a chunk of 30 values and one of 10).
+BOTH = pytest.mark.parametrize("shards,driver", [(3, "sync"), (40, "async")])
 
 
 def marks(client: Any, rollup: Rollup) -> list[str]:
@@ -234,7 +260,7 @@ def hourly_and_minutes(spec: SeriesSpec) -> tuple[Rollup, Rollup]:
     return minutes, Rollup(minutes, interval="1h")
 
 
-@pytest.mark.parametrize("shards,driver", [(3, "sync"), (40, "sync"), (3, "async")])
+@pytest.mark.parametrize("shards,driver", [(3, "sync"), (40, "sync"), (3, "async"), (40, "async")])
 def test_a_late_tick_is_read_from_the_ticks_until_the_rollups_redo_its_bucket(
     tsstore_emulator: Any, shards: int, driver: str
 ) -> None:
@@ -243,7 +269,7 @@ def test_a_late_tick_is_read_from_the_ticks_until_the_rollups_redo_its_bucket(
     count it (its minute and hour come from the ticks, and explain says why); the minute run
     redoes one bucket and the hourly run the hour it marked; then every bar equals the ticks'
     and no mark is left."""
-    client = tsstore_emulator.client(database=f"late-{shards}-{driver}-{random.randrange(10**9)}")
+    client = tsstore_emulator.client(database=f"late-{shards}-{driver}-{uuid.uuid4().hex[:12]}")
     spec = series(shards)
     minutes, hours = hourly_and_minutes(spec)
     store = TimeSeriesStore(client, spec, write_options=FAST)
@@ -252,25 +278,12 @@ def test_a_late_tick_is_read_from_the_ticks_until_the_rollups_redo_its_bucket(
     assert store.rollup(minutes, until=at(120)).watermark == at(120)
     assert bars.rollup(hours, until=at(120)).watermark == at(120)
     late = tick(1000, 5.5, 999_999)
-
-    def run(verb: str, target: Any, *args: Any, **kwargs: Any) -> Any:
-        if driver == "sync":
-            return getattr(TimeSeriesStore(client, target.spec if isinstance(target, Rollup) else target,
-                                           write_options=FAST), verb)(*args, **kwargs)  # fmt: skip
-
-        async def go() -> Any:
-            aclient = tsstore_emulator.async_client(database=database_id(client))
-            spec_ = target.spec if isinstance(target, Rollup) else target
-            async with AsyncTimeSeriesStore(aclient, spec_, write_options=FAST) as astore:
-                return await getattr(astore, verb)(*args, **kwargs)
-
-        return asyncio.run(go())
-
-    run("write", spec, [late])
+    on = On(tsstore_emulator, client, driver)
+    on(spec, "write", [late])
     assert marks(client, minutes) == [mark_id(at(5))] and marks(client, hours) == []
     asked = {"max": ["price.micros"], "sum": ["volume"]}
     cost = ReadStats()
-    got = run("aggregate", spec, start=at(0), end=at(60), rollups=[hours, minutes], stats=cost, **asked)
+    got = on(spec, "aggregate", start=at(0), end=at(60), rollups=[hours, minutes], stats=cost, **asked)
     assert (got.count, got.max["price.micros"]) == (store.count(start=at(0), end=at(60)), 999_999) == (61, 999_999)
     assert got.sum["volume"] == sum(r["volume"] for r in [*hundred()[:60], late])
     plan = store.explain_aggregate(start=at(0), end=at(60), rollups=[hours, minutes])
@@ -284,10 +297,10 @@ def test_a_late_tick_is_read_from_the_ticks_until_the_rollups_redo_its_bucket(
     # minute bars, 2 ticks, and an empty chunk's minimum read at 40 shards (two chunks)
     assert cost.billed_reads <= 1 + 2 + 2 + 59 + 2 + (shards > 30), cost.describe()
 
-    redone = run("rollup", spec, minutes)
+    redone = on(spec, "rollup", minutes)
     assert (redone.redone, redone.replaced, redone.start) == (1, 1, at(120)), redone.describe()
     assert marks(client, minutes) == [] and marks(client, hours) == [mark_id(at(0))]
-    assert run("rollup", minutes, hours).redone == 1
+    assert on(minutes, "rollup", hours).redone == 1
     assert marks(client, hours) == []
     assert mismatches(client, store, minutes) == [] and mismatches(client, store, hours) == []
     assert store.rollup(minutes).redone == 0
@@ -297,15 +310,17 @@ def test_a_late_tick_is_read_from_the_ticks_until_the_rollups_redo_its_bucket(
     client.close()
 
 
+@BOTH
 def test_replaced_and_corrected_ticks_are_redone_past_the_window_refused_and_retention_waits(
-    tsstore_emulator: Any,
+    tsstore_emulator: Any, shards: int, driver: str
 ) -> None:
     """A replaced tick (on_duplicate='replace') and a correcting delete (purge correct=True)
     mark their buckets; the run redoes them and removes a bar left without ticks; a purge for
     retention waits for marks in its range; a tick further behind the roll-up than the window
     is refused, named; a plain retention purge keeps the bars as they are."""
-    client = tsstore_emulator.client(database=f"late-fix-{random.randrange(10**9)}")
-    spec = series(3, on_duplicate="replace", late=LatePolicy(window="2h"))
+    client = tsstore_emulator.client(database=f"late-fix-{shards}-{uuid.uuid4().hex[:12]}")
+    spec = series(shards, on_duplicate="replace", late=LatePolicy(window="2h"))
+    on = On(tsstore_emulator, client, driver)
     minutes, hours = hourly_and_minutes(spec)
     store = TimeSeriesStore(client, spec, write_options=FAST)
     rows = hundred() + [tick(200, 20.5, 555, symbol="BBB")]
@@ -314,36 +329,42 @@ def test_replaced_and_corrected_ticks_are_redone_past_the_window_refused_and_ret
     TimeSeriesStore(client, minutes.spec).rollup(hours, until=at(120))
 
     changed = dict(rows[10], price={"micros": 7})
-    assert store.write([changed]).replaced == 1
+    assert on(spec, "write", [changed]).replaced == 1
     with pytest.raises(RetentionError, match="late ticks changed and roll-up"):
-        store.purge(before=at(30), rollups=[minutes])
-    deleted = store.purge(start=at(20), end=at(21), where={"symbol": "BBB"}, correct=True)
+        on(spec, "purge", before=at(30), rollups=[minutes])
+    deleted = on(spec, "purge", start=at(20), end=at(21), where={"symbol": "BBB"}, correct=True)
     assert deleted.deleted == 1
     assert marks(client, minutes) == [mark_id(at(10)), mark_id(at(20))]
     with pytest.raises(WriteError, match="late-data window of 2:00:00") as refused:
-        store.write([tick(300, -15, 1)])  # 2h15 behind the roll-ups' horizon
+        on(spec, "write", [tick(300, -15, 1)])  # 2h15 behind the roll-ups' horizon
     assert refused.value.written == 0 and store.count(start=at(-16), end=at(-14)) == 0
 
-    got = store.aggregate(start=at(0), end=at(60), rollups=[hours, minutes], min=["price.micros"])
+    got = on(spec, "aggregate", start=at(0), end=at(60), rollups=[hours, minutes], min=["price.micros"])
     assert (got.count, got.min["price.micros"]) == (60, 7)
-    done = store.rollup(minutes, until=at(120))
+    with pytest.raises(QueryError, match="hold late ticks not rolled up yet"):
+        on(minutes, "bars", interval="1h", by="symbol", combine=True, start=at(0), end=at(60))
+    done = on(spec, "rollup", minutes, until=at(120))
     assert (done.redone, done.removed) == (2, 1), done.describe()
     assert "2 late bucket(s) redone" in done.describe() and "1 bar(s) left without ticks removed" in done.describe()
-    TimeSeriesStore(client, minutes.spec).rollup(hours, until=at(120))
+    on(minutes, "rollup", hours, until=at(120))
+    combined = on(minutes, "bars", interval="1h", by="symbol", combine=True, start=at(0), end=at(60))
+    assert list(combined["count"]) == [60] and int(combined["low"].min()) == 7  # BBB's only tick was removed
     assert mismatches(client, store, minutes) == [] and mismatches(client, store, hours) == []
 
     before = TimeSeriesStore(client, minutes.spec).count()
-    assert store.purge(before=at(30), rollups=[minutes]).deleted == 30  # retention: bars stay
+    assert on(spec, "purge", before=at(30), rollups=[minutes]).deleted == 30  # retention: bars stay
     assert TimeSeriesStore(client, minutes.spec).count() == before and marks(client, minutes) == []
     client.close()
 
 
-def test_writers_beside_a_running_rollup_lose_no_tick(tsstore_emulator: Any) -> None:
+@BOTH
+def test_writers_beside_a_running_rollup_lose_no_tick(tsstore_emulator: Any, shards: int, driver: str) -> None:
     """Two write jobs add ticks on time and late (random minutes of the hour) while the
     minute roll-up runs again and again with a moving end; once they stop, one more run, and
     every stored bar equals the ticks'."""
-    client = tsstore_emulator.client(database=f"late-race-{random.randrange(10**9)}")
-    spec = series(3, late=QUICK)
+    client = tsstore_emulator.client(database=f"late-race-{shards}-{uuid.uuid4().hex[:12]}")
+    spec = series(shards, late=QUICK)
+    on = On(tsstore_emulator, client, driver)
     minutes, _ = hourly_and_minutes(spec)
     store = TimeSeriesStore(client, spec, write_options=FAST)
     store.write(hundred()[:10])
@@ -352,14 +373,13 @@ def test_writers_beside_a_running_rollup_lose_no_tick(tsstore_emulator: Any) -> 
 
     def writer(seed: int) -> None:
         rng = random.Random(seed)
-        mine = TimeSeriesStore(client, spec, write_options=FAST)
         n = 10_000 * seed
         try:
             while not stop.is_set():
                 batch = [tick(n + k, rng.uniform(0, 60), rng.randrange(1, 10**6), rng.choice(["AAA", "BBB"]))
                          for k in range(rng.randrange(1, 30))]  # fmt: skip
                 n += len(batch)
-                mine.write(batch)
+                on(spec, "write", batch)
         except BaseException as exc:  # noqa: BLE001  (reported by the test)
             errors.append(exc)
 
@@ -368,7 +388,7 @@ def test_writers_beside_a_running_rollup_lose_no_tick(tsstore_emulator: Any) -> 
         thread.start()
     try:
         for k in range(1, 7):
-            store.rollup(minutes, until=at(10 * k))
+            on(spec, "rollup", minutes, until=at(10 * k))
     finally:
         stop.set()
         for thread in threads:
@@ -382,8 +402,8 @@ def test_writers_beside_a_running_rollup_lose_no_tick(tsstore_emulator: Any) -> 
 
 
 KILLED_WRITER = """
-import os, signal, sys, datetime as dt
-from tsstore import TimeSeriesStore, WriteOptions
+import asyncio, os, signal, sys, datetime as dt
+from tsstore import AsyncTimeSeriesStore, TimeSeriesStore, WriteOptions
 from tsstore.local.emulator import emulator_client
 sys.path.insert(0, {tests!r})
 from tests.test_late import QUICK, series, tick
@@ -391,30 +411,42 @@ from tests.test_late import QUICK, series, tick
 def die(ops):
     os.kill(os.getpid(), signal.SIGKILL)  # after the marks, before the tick: the worst moment
 
-store = TimeSeriesStore(emulator_client(os.environ["FIRESTORE_EMULATOR_HOST"], database={database!r}),
-                        series(3, late=QUICK), write_options=WriteOptions(ramp=False))
-store._transport = lambda collection, timeout: (die, lambda ids: {{}})
-store.write([tick(5000, 7.5, 424_242)])
+def dying(collection, timeout):
+    return die, lambda ids: {{}}
+
+host, spec = os.environ["FIRESTORE_EMULATOR_HOST"], series({shards}, late=QUICK)
+if {driver!r} == "sync":
+    store = TimeSeriesStore(emulator_client(host, database={database!r}), spec, write_options=WriteOptions(ramp=False))
+    store._transport = dying
+    store.write([tick(5000, 7.5, 424_242)])
+else:
+    async def main():
+        client = emulator_client(host, database={database!r}, asynchronous=True)
+        async with AsyncTimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False)) as store:
+            store._transport = dying
+            await store.write([tick(5000, 7.5, 424_242)])
+    asyncio.run(main())
 """
 
 
+@BOTH
 def test_a_writer_killed_between_its_mark_and_its_tick_and_a_rollup_killed_mid_run(
-    tsstore_emulator: Any, tmp_path: Any
+    tsstore_emulator: Any, tmp_path: Any, shards: int, driver: str
 ) -> None:
     """A writer SIGKILLed after its mark and before its tick leaves the mark and its lease:
     the next run redoes that bucket (unchanged) but keeps the mark while the lease may still
     send, and clears it once the lease has expired. A roll-up SIGKILLed while it writes bars
     after late ticks: the next run redoes the buckets and clears the marks; exact."""
-    database = f"late-kill-{random.randrange(10**9)}"
+    database = f"late-kill-{shards}-{uuid.uuid4().hex[:12]}"
     client = tsstore_emulator.client(database=database)
-    spec = series(3, late=QUICK)
+    spec = series(shards, late=QUICK)
     minutes, _ = hourly_and_minutes(spec)
     store = TimeSeriesStore(client, spec, write_options=FAST)
     store.write(hundred())
     store.rollup(minutes, until=at(120))
     env = dict(os.environ, FIRESTORE_EMULATOR_HOST=tsstore_emulator.address)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    script = KILLED_WRITER.format(tests=root, database=database)
+    script = KILLED_WRITER.format(tests=root, database=database, shards=shards, driver=driver)
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert marks(client, minutes) == [mark_id(at(7))] and store.count(start=at(7), end=at(8)) == 1
@@ -430,7 +462,7 @@ def test_a_writer_killed_between_its_mark_and_its_tick_and_a_rollup_killed_mid_r
     (tmp_path / "decl.py").write_text(
         f"import sys\nsys.path.insert(0, {root!r})\nfrom tests.test_late import series, QUICK\n"
         "from tsstore.analytics.rollup import Rollup\n"
-        "TICKS = series(3, late=QUICK)\n"
+        f"TICKS = series({shards}, late=QUICK)\n"
         "DECLARATION = [TICKS, Rollup(TICKS, interval='1min', by='symbol', volume='volume')]\n"
     )
     command = [sys.executable, "-m", "tsstore", "rollup", "--spec", "decl:DECLARATION", "--database", database]
@@ -461,35 +493,37 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=OPS)
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS, shards=st.sampled_from([3, 40]), driver=st.sampled_from(["sync", "async"]))
 def test_any_interleaving_of_writes_rollups_corrections_and_reads_reads_the_ticks_answer(
-    tsstore_emulator: Any, ops: list[tuple[Any, ...]]
+    tsstore_emulator: Any, ops: list[tuple[Any, ...]], shards: int, driver: str
 ) -> None:
     """Random writes (on time and late), corrections, minute and hourly runs with random ends,
-    and reads: every aggregate from roll-ups equals the same aggregate of the ticks."""
-    client = tsstore_emulator.client(database=f"late-any-{random.randrange(10**9)}")
-    spec = series(3, late=QUICK)
+    and reads, on either store at 3 or 40 shards: every aggregate from roll-ups equals the
+    same aggregate of the ticks."""
+    client = tsstore_emulator.client(database=f"late-any-{uuid.uuid4().hex[:12]}")
+    spec = series(shards, late=QUICK)
     minutes, hours = hourly_and_minutes(spec)
     store = TimeSeriesStore(client, spec, write_options=FAST)
-    bars = TimeSeriesStore(client, minutes.spec, write_options=FAST)
+    on = On(tsstore_emulator, client, driver)
     store.write(hundred()[:20])
     n = 100
     for op in ops:
         if op[0] == "write":
             n += 1
-            store.write([tick(n, op[1], op[2], op[3])])
+            on(spec, "write", [tick(n, op[1], op[2], op[3])])
         elif op[0] == "rollup":
-            store.rollup(minutes, until=at(10 * op[1]))
+            on(spec, "rollup", minutes, until=at(10 * op[1]))
         elif op[0] == "hourly":
-            bars.rollup(hours, until=at(10 * op[1]))
+            on(minutes, "rollup", hours, until=at(10 * op[1]))
         elif op[0] == "correct":
-            store.purge(start=at(op[1]), end=at(op[1] + 1), correct=True)
+            on(spec, "purge", start=at(op[1]), end=at(op[1] + 1), correct=True)
         else:
             start, end = at(op[1]), at(min(op[1] + op[2], 60))
             if start >= end:
                 continue
-            got = store.aggregate(start=start, end=end, rollups=[hours, minutes], sum=["volume"], max=["price.micros"])
+            got = on(spec, "aggregate", start=start, end=end, rollups=[hours, minutes], sum=["volume"],
+                     max=["price.micros"])  # fmt: skip
             ticks = store.query_frame(start=start, end=end, columns=["price.micros", "volume"])
             want_max = None if not len(ticks) else int(ticks["price.micros"].max())
             assert (got.count, got.sum["volume"], got.max["price.micros"]) == (
@@ -502,7 +536,7 @@ def test_a_rollup_of_a_rollup_claims_no_more_than_its_source_holds(tsstore_emula
     """Minute bars from 10:30 on only: the hourly roll-up of them stores the 10:00 hour (from
     half its minutes) but does not claim it whole, so an aggregate over 10:00-12:00 reads the
     minutes and ticks there and counts every tick."""
-    client = tsstore_emulator.client(database=f"late-since-{random.randrange(10**9)}")
+    client = tsstore_emulator.client(database=f"late-since-{uuid.uuid4().hex[:12]}")
     spec = series(3)
     minutes, hours = hourly_and_minutes(spec)
     store = TimeSeriesStore(client, spec, write_options=FAST)
@@ -528,7 +562,7 @@ def test_verify_finds_bars_that_writes_outside_tsstore_left_wrong_and_repairs_th
     a tick deleted the same way: ``verify_rollup`` names both buckets (and skips one already
     marked), bills what it reads; repaired, the next run redoes them and a new check is
     clean. ``tsstore rollup --verify`` does the same from the shell."""
-    database = f"late-verify-{random.randrange(10**9)}"
+    database = f"late-verify-{uuid.uuid4().hex[:12]}"
     client = tsstore_emulator.client(database=database)
     spec = series(3)
     minutes, _ = hourly_and_minutes(spec)

@@ -30,7 +30,7 @@ from tsstore.spec import Direction, SeriesSpec, check_field_path
 from tsstore.ticks import Tick
 from tsstore.times import to_utc
 from tsstore.verbs.declare import Reading
-from tsstore.verbs.marks import marks_ask, marks_of
+from tsstore.verbs.marks import late_in, marks_ask, marks_of
 from tsstore.verbs.reading import COUNT_OPTIONS, probe, read, snapshot_of
 from tsstore.verbs.request import Aggregate, Collect, Feed, Part, Request, Seat, Unary
 
@@ -266,6 +266,14 @@ def bars(
         seat, bounds, interval=interval, by=by, price=price or "close", volume=volume, tz=tz, origin=origin,
         fill=fill, combine=combine,
     )  # fmt: skip
+    if combine:  # a roll-up's bars: none that late ticks changed since they were stored
+        late = yield from late_in(seat, seat.spec.collection, start=plan.start, end=plan.end)
+        if late:
+            raise QueryError(
+                f"{len(late)} bucket(s) of {seat.spec.collection!r} in this range hold late ticks not rolled up yet "
+                f"(first: {late[0].bucket.isoformat()}): run the roll-up first (tsstore rollup), or make the bars "
+                "from the ticks (bars(price=...) on the source's store)"
+            )
     done: list[Bar] = []
     ticks = yield from read(seat, plan, stats if stats is not None else ReadStats())
     yield Feed(ticks, lambda tick: done.extend(builder.add(tick)))

@@ -98,6 +98,32 @@ def read_marks(
     return marks_of((yield marks_ask(name, before=before, read_time=read_time)))
 
 
+def late_in(seat: Seat, name: str, *, start: dt.datetime | None, end: dt.datetime | None) -> Request[list[Mark]]:
+    """The marks in ``[start, end)`` of roll-up ``name`` and of the roll-ups its bars are made
+    from (found through their watermark documents' ``source``): the buckets whose bars late
+    ticks have changed since they were stored."""
+    found: list[Mark] = []
+    layer: str | None = name
+    seen: set[str] = set()
+    while layer is not None and layer not in seen:
+        seen.add(layer)
+        current = layer
+        doc = yield Unary(
+            lambda client: client.collection(WATERMARKS).document(current).get(retry=None),
+            f"the watermark of roll-up {current!r}",
+        )
+        data = doc.to_dict() if doc.exists else None
+        if not data:
+            break
+        seconds = data.get("interval_seconds")
+        reach = dt.timedelta(seconds=seconds) if isinstance(seconds, (int, float)) else dt.timedelta(0)
+        since = None if start is None else start - reach
+        found += marks_of((yield marks_ask(current, since=since, before=end, read_time=None)))
+        source = data.get("source")
+        layer = source if isinstance(source, str) else None
+    return sorted(found, key=lambda mark: mark.bucket)
+
+
 def put_marks(seat: Seat, name: str, buckets: Sequence[dt.datetime]) -> Request[None]:
     """Mark these buckets of roll-up ``name`` (a check found their bars differ from the
     ticks): reads stop using them at once, and the next run recomputes them."""
