@@ -108,10 +108,7 @@ def late_in(seat: Seat, name: str, *, start: dt.datetime | None, end: dt.datetim
     while layer is not None and layer not in seen:
         seen.add(layer)
         current = layer
-        doc = yield Unary(
-            lambda client: client.collection(WATERMARKS).document(current).get(retry=None),
-            f"the watermark of roll-up {current!r}",
-        )
+        doc = yield Unary(_watermark_of(current), f"the watermark of roll-up {current!r}")
         data = doc.to_dict() if doc.exists else None
         if not data:
             break
@@ -122,6 +119,10 @@ def late_in(seat: Seat, name: str, *, start: dt.datetime | None, end: dt.datetim
         source = data.get("source")
         layer = source if isinstance(source, str) else None
     return sorted(found, key=lambda mark: mark.bucket)
+
+
+def _watermark_of(name: str) -> Callable[[Any], Any]:
+    return lambda client: client.collection(WATERMARKS).document(name).get(retry=None)
 
 
 def put_marks(seat: Seat, name: str, buckets: Sequence[dt.datetime]) -> Request[None]:
