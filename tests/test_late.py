@@ -78,14 +78,15 @@ def hundred() -> list[dict[str, Any]]:
 BAR_COLUMNS = ["open", "high", "low", "close", "count", "volume"]
 
 
-def mismatches(client: Any, store: TimeSeriesStore, rollup: Rollup) -> list[str]:
-    """Every bucket up to the roll-up's watermark where its stored bar differs from the bar of
-    the ticks (a missing or extra bar included); empty when all are exact."""
+def mismatches(client: Any, store: TimeSeriesStore, rollup: Rollup, start: dt.datetime | None = None) -> list[str]:
+    """Every bucket from ``start`` up to the roll-up's watermark where its stored bar differs
+    from the bar of the ticks (a missing or extra bar included); empty when all are exact."""
     doc = client.collection("tsstore_rollups").document(rollup.name).get().to_dict() or {}
     end = doc["watermark"]
     root = rollup.root
-    want = store.bars(interval=rollup.interval, by=list(rollup.by), price=root.price, volume=root.volume, end=end)
-    stored = TimeSeriesStore(client, rollup.spec).query_frame(direction="asc", end=end)
+    want = store.bars(interval=rollup.interval, by=list(rollup.by), price=root.price, volume=root.volume,
+                      start=start, end=end)  # fmt: skip
+    stored = TimeSeriesStore(client, rollup.spec).query_frame(direction="asc", start=start, end=end)
     have = stored.reset_index().set_index([*rollup.by, "timestamp"]).sort_index() if len(stored) else stored
     wrong = []
     for key in sorted(set(want.index) | set(have.index if len(have) else [])):
@@ -149,6 +150,10 @@ def test_a_write_marks_the_buckets_of_stored_rollups_it_changes_and_refuses_past
     assert list(decision.refused) == [5] and "late-data window of 2:00:00" in decision.refused[5]
     assert decide(series(late=LatePolicy(window=None)), view(minutes), ops[5:6]).marks == {"m": {at(-70)}}
     assert decide(spec, view(never), ops).marks == {}  # a roll-up that stored nothing needs no mark
+    kept = Horizon("m", dt.timedelta(minutes=1), at(60), purged=at(30))  # retention deleted the ticks before 10:30
+    purged = decide(spec, view(kept), [("h", tick(5, 29.5, 1), True), ("i", tick(6, 30.5, 1), True)])
+    assert list(purged.refused) == [0] and "whose ticks retention deleted" in purged.refused[0]
+    assert purged.marks == {"m": {at(30)}}
 
 
 class Recorder:
@@ -354,6 +359,13 @@ def test_replaced_and_corrected_ticks_are_redone_past_the_window_refused_and_ret
     before = TimeSeriesStore(client, minutes.spec).count()
     assert on(spec, "purge", before=at(30), rollups=[minutes]).deleted == 30  # retention: bars stay
     assert TimeSeriesStore(client, minutes.spec).count() == before and marks(client, minutes) == []
+    # a late tick where retention deleted the ticks could not be folded in exactly: refused
+    with pytest.raises(WriteError, match="whose ticks retention deleted"):
+        on(spec, "write", [tick(400, 10.5, 1)])
+    on(spec, "write", [tick(401, 40.5, 1)])  # after the purge: folded in as usual
+    assert marks(client, minutes) == [mark_id(at(40))]
+    assert on(spec, "rollup", minutes, until=at(120)).redone == 1
+    assert mismatches(client, store, minutes, start=at(30)) == []  # before it: bars only, as retention keeps
     client.close()
 
 

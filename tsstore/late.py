@@ -27,6 +27,9 @@ from tsstore.times import EPOCH, to_duration
 WATERMARKS = "tsstore_rollups"
 #: The subcollection of a roll-up's watermark document holding its marks (one per bucket).
 MARKS = "marks"
+#: The field of a watermark document saying retention deleted the source's ticks before it:
+#: a bucket there keeps its bar and cannot be recomputed, so no late tick may land in it.
+PURGED = "purged_before"
 #: One document per running write job: which source it writes and since when every write it
 #: sends was decided with a fresh view of the roll-ups' horizons (its *lease*).
 WRITERS = "tsstore_writers"
@@ -131,6 +134,7 @@ class Horizon:
     name: str
     interval: dt.timedelta
     horizon: dt.datetime | None
+    purged: dt.datetime | None = None  # retention deleted the ticks before it: bars only
 
     @classmethod
     def of(cls, name: str, document: Mapping[str, Any]) -> Horizon | None:
@@ -140,7 +144,11 @@ class Horizon:
             return None
         times = [document.get(k) for k in ("watermark", "closing")]
         known = [t for t in times if isinstance(t, dt.datetime)]
-        return cls(name, dt.timedelta(seconds=seconds), max(known) if known else None)
+        purged = document.get(PURGED)
+        return cls(
+            name, dt.timedelta(seconds=seconds), max(known) if known else None,
+            purged if isinstance(purged, dt.datetime) else None,
+        )  # fmt: skip
 
     def late(self, timestamp: dt.datetime) -> dt.datetime | None:
         """The bucket a tick at ``timestamp`` marks, if it is late for this roll-up."""

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from tsstore.analytics.rollup import Rollup
 from tsstore.errors import QueryError, RetentionError
-from tsstore.late import WATERMARKS
+from tsstore.late import PURGED, WATERMARKS
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead, sweep_cursor
 from tsstore.read.query import Query, Where, given
@@ -17,7 +18,7 @@ from tsstore.results import PurgeResult
 from tsstore.ticks import Tick
 from tsstore.times import to_utc
 from tsstore.verbs.analytics import oldest_first
-from tsstore.verbs.marks import marks_ask
+from tsstore.verbs.marks import marks_ask, settle_writers
 from tsstore.verbs.reading import count
 from tsstore.verbs.request import Request, Seat, Send, Unary
 from tsstore.verbs.writing import ProgressCallback
@@ -89,6 +90,8 @@ def purge(
     matched = yield from count(seat, bounds)
     if dry_run:
         return PurgeResult(matched=matched, deleted=0, dry_run=True)
+    if not correct and plan.end is not None:  # retention: no late tick may land where ticks go
+        yield from keep_bars_before(seat, plan.end)
     # No shared snapshot: each chunk is one stream at its own time, resumed after its last
     # tick on an error, so a purge may outlast read_time's hour.
     stats = ReadStats()
@@ -119,6 +122,33 @@ def rollup_watermarks(seat: Seat, declared: Sequence[Rollup] = ()) -> Request[di
         mark = (snapshot.to_dict() or {}).get("watermark")
         marks[snapshot.id] = mark if isinstance(mark, dt.datetime) else None
     return marks
+
+
+def keep_bars_before(seat: Seat, end: dt.datetime) -> Request[None]:
+    """Before retention deletes ticks before ``end``: tell every roll-up of this series (its
+    watermark document's ``purged_before``) and wait for the writers to see it, so none folds a
+    late tick into a bucket whose other ticks are going (its bar could not be recomputed)."""
+    source = seat.spec.collection
+    found = yield Unary(
+        lambda client: client.collection(WATERMARKS).where(filter=FieldFilter("source", "==", source)).get(),
+        f"the roll-ups of {source!r}",
+    )
+    behind = [s.id for s in found if not _at_or_after((s.to_dict() or {}).get(PURGED), end)]
+    if not behind:
+        return
+    said = yield [
+        Unary(_purged_before(name, end), f"the retention horizon of roll-up {name!r}") for name in behind
+    ]
+    announced = max(written.update_time for written in said)
+    yield from settle_writers(seat, source, announced=announced, refresh=seat.spec.late.refresh.total_seconds())
+
+
+def _at_or_after(value: object, end: dt.datetime) -> bool:
+    return isinstance(value, dt.datetime) and value >= end
+
+
+def _purged_before(name: str, end: dt.datetime) -> Callable[[Any], Any]:
+    return lambda client: client.collection(WATERMARKS).document(name).set({PURGED: end}, merge=True, retry=None)
 
 
 def check_marks(late: Mapping[str, int]) -> None:

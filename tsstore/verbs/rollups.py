@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from tsstore.analytics.bars import Bar, BarBuilder, bar_start, iter_bars, stored_bar
 from tsstore.analytics.rollup import Rollup, RollupResult, VerifyResult
 from tsstore.errors import QueryError, RetentionWarning
-from tsstore.late import WATERMARKS
+from tsstore.late import PURGED, WATERMARKS
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
 from tsstore.read.plan import QueryPlan
@@ -114,7 +114,10 @@ def rollup(
     upto = end if fresh else watermark
     marks = [] if upto is None else (yield from read_marks(seat, rollup.name, before=upto, read_time=snapshot))
     late = [m for m in marks if not fresh or (start is not None and m.bucket < start)]
-    if not fresh and not late:
+    purged = (mine or {}).get(PURGED)
+    if isinstance(purged, dt.datetime):  # their ticks are gone: the bars stay, the marks go
+        late = [m for m in late if m.bucket >= purged]
+    if not fresh and not marks:
         return RollupResult(None, None, watermark=watermark)
     # Recomputed over stored bars: the late buckets, and a re-run's range below the watermark.
     late_spans = _spans([m.bucket for m in late], rollup.interval)

@@ -95,6 +95,14 @@ def decide(spec: SeriesSpec, view: View, ops: list[WriteOp]) -> Decision:
         late = [(h, bucket) for h in view.horizons if (bucket := h.late(at)) is not None]
         if not late:
             continue
+        gone = [(h.name, h.purged) for h, bucket in late if h.purged is not None and bucket < h.purged]
+        if gone:
+            name, purged = gone[0]
+            refused[index] = (
+                f"tick at {at.isoformat()} falls in a bucket of roll-up {name!r} whose ticks retention deleted "
+                f"(before {purged.isoformat()}): its bar cannot be recomputed, so the tick is not written"
+            )
+            continue
         behind = max(h.horizon - at for h, _ in late if h.horizon is not None)
         if window is not None and behind > window:
             names = ", ".join(repr(h.name) for h, _ in late)
