@@ -359,6 +359,9 @@ def test_replaced_and_corrected_ticks_are_redone_past_the_window_refused_and_ret
     before = TimeSeriesStore(client, minutes.spec).count()
     assert on(spec, "purge", before=at(30), rollups=[minutes]).deleted == 30  # retention: bars stay
     assert TimeSeriesStore(client, minutes.spec).count() == before and marks(client, minutes) == []
+    told = on(spec, "explain_aggregate", start=at(0), end=at(60), rollups=[minutes]).describe()
+    assert "[2026-03-02T10:00:00Z, 2026-03-02T11:00:00Z) from ticks_1min (1min bars) (ticks before " in told
+    assert "deleted by retention: bars only)" in told
     # a late tick where retention deleted the ticks could not be folded in exactly: refused
     with pytest.raises(WriteError, match="whose ticks retention deleted"):
         on(spec, "write", [tick(400, 10.5, 1)])

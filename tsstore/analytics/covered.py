@@ -26,6 +26,7 @@ uncovered one is (``late`` parts).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -52,10 +53,14 @@ class Part:
     end: dt.datetime | None
     rollup: Rollup | None = None
     late: bool = False
+    purged: dt.datetime | None = None  # retention deleted the ticks before this time
 
     def describe(self) -> str:
         source = "ticks" if self.rollup is None else f"{self.rollup.name} ({interval_label(self.rollup.interval)} bars)"
         why = f" ({self.late_reason})" if self.late else ""
+        if self.purged is not None and (self.start is None or self.start < self.purged):
+            left = "what is left of them" if self.rollup is None else "bars only"
+            why += f" (ticks before {_iso(self.purged)} deleted by retention: {left})"
         return f"[{_iso(self.start)}, {_iso(self.end)}) from {source}{why}"
 
     late_reason = "late ticks marked there, not rolled up yet"
@@ -211,11 +216,14 @@ class CoveredRequest:
         end: dt.datetime | None,
         spans: Sequence[Span | None],
         marks: Mapping[str, Sequence[dt.datetime]] | None = None,
+        purged: dt.datetime | None = None,
     ) -> list[Part]:
         """:func:`cover` with each roll-up's span (in :attr:`rollups` order) and the marked
-        buckets of each roll-up of :attr:`layers` (by name)."""
+        buckets of each roll-up of :attr:`layers` (by name); ``purged``: retention deleted the
+        ticks before it (each part says so)."""
         found = marks or {}
-        return cover(start, end, [(r, span, late_spans(r, found)) for r, span in zip(self.rollups, spans)])
+        parts = cover(start, end, [(r, span, late_spans(r, found)) for r, span in zip(self.rollups, spans)])
+        return parts if purged is None else [dataclasses.replace(part, purged=purged) for part in parts]
 
     @property
     def layers(self) -> tuple[Rollup, ...]:

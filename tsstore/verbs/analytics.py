@@ -20,7 +20,7 @@ from tsstore.analytics.latest import LatestRequest
 from tsstore.analytics.rollup import BAR_FIELDS, Rollup
 from tsstore.errors import QueryError, SpecError
 from tsstore.frames import FrameBuilder
-from tsstore.late import WATERMARKS
+from tsstore.late import PURGED, WATERMARKS
 from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
@@ -145,7 +145,10 @@ def covered_parts(
     stored = yield [Unary(getter(name), f"the watermark of roll-up {name!r}") for name in names]
     for _ in names:
         cost.query_done(1)
-    spans = [r.coverage(doc.to_dict() if doc.exists else None) for r, doc in zip(request.rollups, stored)]
+    documents = [doc.to_dict() if doc.exists else None for doc in stored]
+    spans = [r.coverage(doc) for r, doc in zip(request.rollups, documents)]
+    gone = [d.get(PURGED) for r, d in zip(request.rollups, documents) if d and r.finer is None]
+    purged = max((g for g in gone if isinstance(g, dt.datetime)), default=None)
     layers = request.layers
     found = yield [
         marks_ask(layer.name, since=plan.start and plan.start - layer.interval, before=plan.end, read_time=snapshot)
@@ -156,7 +159,7 @@ def covered_parts(
         marked = marks_of(answer)
         cost.query_done(len(marked))
         marks[layer.name] = [mark.bucket for mark in marked]
-    return request.parts_of(plan.start, plan.end, spans, marks)
+    return request.parts_of(plan.start, plan.end, spans, marks, purged)
 
 
 def covered_aggregate(seat: Seat, request: CoveredRequest, plan: QueryPlan, cost: ReadStats) -> Request[Aggregates]:
