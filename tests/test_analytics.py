@@ -8,6 +8,7 @@ import asyncio
 import datetime as dt
 import io
 import json
+import math
 import os
 import random
 import re
@@ -93,6 +94,27 @@ def test_chunks_combine_exactly_not_as_an_average_of_averages() -> None:
         "avg(volume)": (big + 31) / 6,
         "avg(price.micros)": 5.0,
     }
+
+
+def test_a_nan_measure_gives_nan_sums_and_averages_not_an_exception(tsstore_emulator: Any) -> None:
+    """A NaN the writer stored in a measure: Firestore (and the emulator) answer its chunk's
+    sum and avg as NaN; combined, sum and avg are NaN and the count is exact (this raised
+    ``ValueError: cannot convert float NaN to integer``)."""
+    request = AggregateRequest.checked(spec("t", 3), sum=["volume"], avg=["volume"])
+    nan = float("nan")
+    chunks = [{"count": 2, "count_0": 2, "sum_0": nan, "avg_0": nan},
+              {"count": 1, "count_0": 1, "sum_0": 5, "avg_0": 5.0}]  # fmt: skip
+    pure = request.combine(chunks)
+    assert pure.count == 3 and math.isnan(pure.sum["volume"]) and math.isnan(pure.avg["volume"])  # type: ignore[arg-type]
+    client = tsstore_emulator.client(database=f"nan-{random.randrange(10**9)}")
+    store = TimeSeriesStore(client, spec("ticks", 3), write_options=WriteOptions(ramp=False))
+    store.write([{"symbol": "AAA", "n": k, "timestamp": T0 + dt.timedelta(seconds=k), "volume": v}
+                 for k, v in enumerate([100, nan, 300])])  # fmt: skip
+    got = store.aggregate(sum=["volume"], avg=["volume"])
+    assert got.count == 3 and math.isnan(got.sum["volume"]) and math.isnan(got.avg["volume"])  # type: ignore[arg-type]
+    clean = store.aggregate(where={"symbol": "AAA"}, start=T0, end=T0 + dt.timedelta(seconds=1), avg=["volume"])
+    assert (clean.count, clean.avg["volume"]) == (1, 100.0)
+    client.close()
 
 
 def test_aggregates_refuse_what_is_not_a_measure_by_name() -> None:
@@ -671,6 +693,24 @@ def test_hourly_bars_from_minute_rollups_equal_those_from_ticks(tsstore_emulator
     assert bar_store.rollup(hours, until=later).watermark == until
     assert store.rollup(minutes, until=later).watermark == later
     assert bar_store.rollup(hours, until=later).watermark == later
+    client.close()
+
+
+def test_aligned_fills_only_buckets_without_a_bar(tsstore_emulator: Any) -> None:
+    """``fill="prev"`` carries a value into buckets where a series has no bar, never into a
+    bar whose own value is missing: the std of a bucket holding one tick stays missing (it
+    was the previous bucket's std)."""
+    client = tsstore_emulator.client(database=f"aligned-std-{random.randrange(10**9)}")
+    store = TimeSeriesStore(client, spec("ticks", 3), write_options=WriteOptions(ramp=False))
+    minutes = [0, 0, 1, 3, 3]  # two ticks, one tick, none, two ticks
+    store.write([{"symbol": "AAA", "n": i, "price": {"micros": 100 + 10 * i},
+                  "timestamp": T0 + dt.timedelta(minutes=m, seconds=i)} for i, m in enumerate(minutes)])  # fmt: skip
+    got = store.aligned(interval="1min", by="symbol", price="price.micros", value="std", start=T0)["AAA"]
+    ticks = pd.Series([100 + 10 * i for i in range(5)], index=[T0 + dt.timedelta(minutes=m) for m in minutes])
+    per_minute = ticks.groupby(level=0).std().reindex(pd.date_range(T0, periods=4, freq="1min"))
+    want = per_minute.where(per_minute.index.isin(ticks.index), per_minute.ffill())  # fill the empty minute only
+    assert got.isna().tolist() == [False, True, False, False] == want.isna().tolist()  # as pandas ffill()s
+    assert got.dropna().round(9).tolist() == want.dropna().round(9).tolist()
     client.close()
 
 

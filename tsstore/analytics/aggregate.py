@@ -13,7 +13,8 @@ Combined:
 - ``sum`` of a field is the sum of the chunks' sums: exact integers while every chunk's sum
   is an integer (Firestore sums integers as integers unless they overflow 64 bits), a float
   otherwise;
-- ``avg`` of a field is its total sum over the number of ticks holding a number in it.
+- ``avg`` of a field is its total sum over the number of ticks holding a number in it. A NaN
+  among the numbers makes the sum and the average NaN, as Firestore answers them.
   Firestore's ``avg`` skips values that are not numbers, so that number is the count of
   ticks holding the field when ``avg × count`` gives back the chunk's sum, and ``sum / avg``
   rounded otherwise (a chunk whose numbers average exactly 0 is taken as all numbers). An
@@ -153,6 +154,8 @@ def _holding(chunk_sum: Number, chunk_avg: Any, count: int) -> int:
     """How many of the ``count`` ticks of a chunk holding the field hold a number in it."""
     if chunk_avg is None or count == 0:
         return 0
+    if math.isnan(chunk_avg) or math.isnan(chunk_sum):  # a NaN among the numbers: the answer is NaN, as Firestore's
+        return count
     if chunk_avg == 0 or math.isclose(chunk_avg * count, chunk_sum, rel_tol=1e-9, abs_tol=1e-9):
         return count
     holding: int = round(chunk_sum / chunk_avg)

@@ -513,7 +513,10 @@ def aligned(
             starts.append(at)
             at = edges.after(at)
         index = pd.DatetimeIndex(starts, name=wide.index.name).tz_convert(wide.index.tz).as_unit("us")
+        # Which buckets hold a bar of each series: only the others are filled (a bar's own
+        # missing value, the std of one tick, stays missing).
+        held = frame["count"].unstack(level=levels).reindex(index).notna()
         wide = wide.reindex(index)
         if fill == "prev":
-            wide = wide.fillna(0) if value in _AMOUNTS else wide.ffill()
+            wide = wide.where(held, 0 if value in _AMOUNTS else wide.ffill())
     return wide
