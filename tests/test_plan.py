@@ -13,6 +13,7 @@ from tsstore import Direction, QueryError, QueryShape, SeriesSpec, Tick, plan_qu
 from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES
 from tsstore.read.merge import merge_streams, take
 from tsstore.read.plan import chunk_shards, chunk_size, normalize_where
+from tsstore.read.query import Query
 from tsstore.ticks import Ordered, sort_key
 
 UTC = dt.timezone.utc
@@ -285,3 +286,13 @@ def test_value_ordered_merge_equals_oracle(
     merged = list(take(merge_streams([server(c) for c in plan.chunks], descending=descending, key=plan.key), limit))
     oracle = sorted((t for t in ticks if t.data["v"] != 3), key=firestore_order, reverse=descending)[:limit]
     assert merged == oracle
+
+
+def test_a_filter_on_an_undeclared_field_names_the_shape_and_index_to_declare() -> None:
+    """As every other refusal of a query does: the shape to declare and the index it needs."""
+    spec = SeriesSpec("t", shapes=[QueryShape("symbol")])
+    with pytest.raises(QueryError) as refused:
+        plan_query(spec, Query(where=[("venue", "==", "X"), ("size", ">=", 3)]))
+    text = str(refused.value)
+    assert "Declare QueryShape(['venue'], ranges=['size']) in the SeriesSpec" in text
+    assert "composite index t (shard DESC, venue ASC, timestamp DESC, size DESC)" in text
