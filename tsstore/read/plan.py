@@ -211,11 +211,11 @@ def check_index(
     unknown = sorted((set(key) | set(ranged)) - spec.filter_fields)
     if unknown:
         declared = sorted(spec.filter_fields) or "none"
-        shape = f"QueryShape({list(key)!r}" + (f", ranges={list(ranged)!r}" if ranged else "") + ")"
-        needed = required_index(spec, key, direction, ranges=ranged)
+        wanted = f"QueryShape({list(key)!r}" + (f", ranges={list(ranged)!r}" if ranged else "") + ")"
+        index = required_index(spec, key, direction, ranges=ranged)
         raise QueryError(
             f"filter on undeclared field(s) {unknown!r}; fields declared in query shapes: {declared}. Declare "
-            f"{shape} in the SeriesSpec (Firestore serves it with the composite index {needed.describe()}), "
+            f"{wanted} in the SeriesSpec (Firestore serves it with the composite index {index.describe()}), "
             "regenerate the indexes and deploy them"
         )
     unranged = sorted(set(ranged) - {f for shape in spec.shapes for f in shape.ranges})
