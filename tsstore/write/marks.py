@@ -141,20 +141,14 @@ class LateGuard:
         self._in_flight: dict[int, dt.datetime] = {}  # send -> the time of the view it was decided with
         self._marked_now: set[tuple[str, dt.datetime]] = set()  # marks confirmed under the current view
         self._tokens = itertools.count()
-        self.marked = 0  # marks written (a bucket marked twice counts twice)
-        self.refused = 0
 
     def guard(self, transport: Transport) -> Transport:
         """``transport`` with its sends guarded."""
         send, lookup = transport
         return (lambda ops: self.send(send, ops)), lookup
 
-    def view(self) -> View:
-        """The view a send may start under now: the current one, or a new one."""
-        with self._lock:
-            return self._fresh()
-
     def _fresh(self) -> View:
+        """The view a send may start under now (the lock held): the current one, or a new one."""
         view = self._view
         if view is not None and self._clock() - view.started <= self._refresh:
             return view
@@ -190,7 +184,6 @@ class LateGuard:
         finally:
             with self._lock:
                 self._in_flight.pop(token, None)
-        self.refused += len(decision.refused)
         return [
             (FAILED_PRECONDITION, decision.refused[i]) if i in decision.refused else next(answers)
             for i in range(len(ops))
@@ -206,7 +199,6 @@ class LateGuard:
 
     def _remember(self, view: View, marks: dict[str, set[dt.datetime]]) -> None:
         with self._lock:
-            self.marked += sum(len(b) for b in marks.values())
             if view is self._view:
                 self._marked_now.update((name, b) for name, buckets in marks.items() for b in buckets)
 
