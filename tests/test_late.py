@@ -38,8 +38,9 @@ from tsstore import (
     shards_for,
 )
 from tsstore.analytics.rollup import Rollup
-from tsstore.late import Horizon, LatePolicy, Lease, Leases, bucket_of, mark_id
+from tsstore.late import Horizon, LatePolicy, Lease, Leases, mark_id
 from tsstore.read.cost import ReadStats
+from tsstore.times import bucket_start
 from tsstore.wire import database_id
 from tsstore.write.marks import LateGuard, View, decide
 from tsstore.write.ops import Erase, Patch
@@ -253,7 +254,7 @@ def test_a_rollup_waits_for_live_writers_behind_its_announcement_and_clears_mark
 
 
 def test_bucket_and_mark_names_are_what_rules_can_compute() -> None:
-    assert bucket_of(at(5.5), dt.timedelta(minutes=1)) == at(5)
+    assert bucket_start(at(5.5), dt.timedelta(minutes=1)) == at(5)
     assert mark_id(at(5)) == str(int(at(5).timestamp() * 1000))
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tsstore.errors import SpecError
-from tsstore.times import EPOCH, to_duration
+from tsstore.times import EPOCH, bucket_start, to_duration
 
 #: The collection holding each roll-up's watermark document (id: the roll-up's collection).
 WATERMARKS = "tsstore_rollups"
@@ -109,12 +109,6 @@ def late_from(value: "LatePolicy | Mapping[str, object] | None") -> LatePolicy:
     raise SpecError(f"late {value!r} is not allowed; give a LatePolicy or a table of window, refresh, send_timeout")
 
 
-def bucket_of(timestamp: dt.datetime, interval: dt.timedelta) -> dt.datetime:
-    """The start of the roll-up bucket holding ``timestamp``: a multiple of ``interval`` since
-    the epoch, in UTC (a roll-up's bars)."""
-    return timestamp - (timestamp - EPOCH) % interval
-
-
 def mark_id(bucket: dt.datetime) -> str:
     """A mark's document id: the bucket start in milliseconds since the epoch (what security
     rules can compute from a tick's time)."""
@@ -154,7 +148,7 @@ class Horizon:
         """The bucket a tick at ``timestamp`` marks, if it is late for this roll-up."""
         if self.horizon is None:
             return None
-        bucket = bucket_of(timestamp, self.interval)
+        bucket = bucket_start(timestamp, self.interval)
         return bucket if bucket < self.horizon else None
 
 

@@ -140,6 +140,17 @@ def from_micros(micros: int) -> dt.datetime:
     return EPOCH + dt.timedelta(microseconds=micros)
 
 
+def bucket_start(moment: dt.datetime, step: dt.timedelta) -> dt.datetime:
+    """The start of the bucket holding ``moment``: a multiple of ``step`` since the epoch, in UTC."""
+    return moment - (moment - EPOCH) % step
+
+
+def bucket_ceil(moment: dt.datetime, step: dt.timedelta) -> dt.datetime:
+    """The first bucket start at or after ``moment``."""
+    floor = bucket_start(moment, step)
+    return floor if floor == moment else floor + step
+
+
 def to_duration(value: object, *, name: str) -> dt.timedelta:
     """A ``timedelta`` from seconds (a number) or a duration string such as '30 days', '12h'
     or 'P30D'; a ``ValueError`` naming ``name`` otherwise."""

@@ -32,6 +32,7 @@ import pandas as pd
 from tsstore.analytics.buckets import Buckets, Fill
 from tsstore.errors import QueryError
 from tsstore.ticks import Tick, get_path
+from tsstore.times import bucket_start
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 BAR_COLUMNS = ("open", "high", "low", "close", "count")
@@ -112,7 +113,7 @@ def stored_bar(tick: Tick, by: Sequence[list[str]]) -> Bar | None:
 
 def bar_start(timestamp: dt.datetime, interval: dt.timedelta) -> dt.datetime:
     """The start of the UTC bar holding ``timestamp``: a multiple of ``interval`` since the epoch."""
-    return timestamp - (timestamp - EPOCH) % interval
+    return bucket_start(timestamp, interval)
 
 
 class BarBuilder:

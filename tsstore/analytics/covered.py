@@ -39,7 +39,7 @@ from tsstore.errors import QueryError
 from tsstore.read.plan import Filter
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
-from tsstore.times import interval_label
+from tsstore.times import bucket_ceil, interval_label
 
 Span = tuple[dt.datetime, dt.datetime]
 
@@ -105,7 +105,7 @@ def _cover(start: dt.datetime | None, end: dt.datetime | None, sources: Sequence
     if span is None:
         return _cover(start, end, finer, late)
     step = rollup.interval
-    low = span[0] if start is None else max(span[0], _ceil(start, step))
+    low = span[0] if start is None else max(span[0], bucket_ceil(start, step))
     high = span[1] if end is None else min(span[1], bar_start(end, step))
     if low >= high:
         return _cover(start, end, finer, late)
@@ -128,7 +128,7 @@ def late_spans(rollup: Rollup, marks: Mapping[str, Sequence[dt.datetime]]) -> li
     layer: Rollup | None = rollup
     while layer is not None:
         for bucket in marks.get(layer.name, ()):
-            spans.append((bar_start(bucket, rollup.interval), _ceil(bucket + layer.interval, rollup.interval)))
+            spans.append((bar_start(bucket, rollup.interval), bucket_ceil(bucket + layer.interval, rollup.interval)))
         layer = layer.finer
     joined: list[Span] = []
     for begin, stop in sorted(spans):
@@ -289,11 +289,6 @@ class Total:
             self.bar = part
         else:  # the order matters to open and close only, which are not asked
             self.bar.absorb(part, earlier=False)
-
-
-def _ceil(moment: dt.datetime, step: dt.timedelta) -> dt.datetime:
-    floor = bar_start(moment, step)
-    return floor if floor == moment else floor + step
 
 
 def _empty(start: dt.datetime | None, end: dt.datetime | None) -> bool:

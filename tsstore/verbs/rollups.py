@@ -21,7 +21,7 @@ from tsstore.read.plan import QueryPlan
 from tsstore.read.query import Query
 from tsstore.spec import Direction
 from tsstore.ticks import Tick
-from tsstore.times import to_utc
+from tsstore.times import bucket_ceil, to_utc
 from tsstore.verbs.analytics import bars_plan, oldest_first
 from tsstore.verbs.marks import announce, clear_marks, put_marks, read_marks, settle_writers
 from tsstore.verbs.reading import probe, query, read, server_time
@@ -81,7 +81,7 @@ def rollup(
         limit = min(limit, written)
         span = finer.coverage(finer_doc)
         if span is not None:
-            first_whole = _ceil(span[0], rollup.interval)
+            first_whole = bucket_ceil(span[0], rollup.interval)
     end = bar_start(limit, rollup.interval)
     if start is None:
         oldest = yield from query(seat, direction=Direction.ASC, limit=1, columns=())
@@ -204,12 +204,6 @@ def _spans(buckets: Sequence[dt.datetime], interval: dt.timedelta) -> list[tuple
         else:
             spans.append((bucket, bucket + interval))
     return spans
-
-
-def _ceil(at: dt.datetime, interval: dt.timedelta) -> dt.datetime:
-    """The first bucket start at or after ``at``."""
-    floor = bar_start(at, interval)
-    return floor if floor == at else floor + interval
 
 
 def verify_rollup(
