@@ -20,7 +20,7 @@ from tsstore.analytics.latest import LatestRequest
 from tsstore.analytics.rollup import BAR_FIELDS, Rollup
 from tsstore.errors import QueryError, SpecError
 from tsstore.frames import FrameBuilder
-from tsstore.late import PURGED, WATERMARKS
+from tsstore.late import PURGED
 from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
@@ -30,9 +30,9 @@ from tsstore.spec import Direction, SeriesSpec, check_field_path
 from tsstore.ticks import Tick
 from tsstore.times import to_utc
 from tsstore.verbs.declare import Reading
-from tsstore.verbs.marks import late_in, marks_ask, marks_of
+from tsstore.verbs.marks import document, late_in, marks_ask, marks_of, watermark_ask
 from tsstore.verbs.reading import COUNT_OPTIONS, probe, read, snapshot_of
-from tsstore.verbs.request import Aggregate, Collect, Feed, Part, Request, Seat, Unary
+from tsstore.verbs.request import Aggregate, Collect, Feed, Part, Request, Seat
 
 
 def aggregate(
@@ -137,15 +137,10 @@ def covered_parts(
 ) -> Request[list[CoveredPart]]:
     """The parts of ``plan``'s range, from the roll-ups' watermark documents and the marks of
     late ticks in the range, at ``snapshot``."""
-    names = [rollup.name for rollup in request.rollups]
-
-    def getter(name: str) -> Callable[[Any], Any]:
-        return lambda client: client.collection(WATERMARKS).document(name).get(read_time=snapshot, retry=None)
-
-    stored = yield [Unary(getter(name), f"the watermark of roll-up {name!r}") for name in names]
-    for _ in names:
+    stored = yield [watermark_ask(rollup.name, read_time=snapshot) for rollup in request.rollups]
+    for _ in stored:
         cost.query_done(1)
-    documents = [doc.to_dict() if doc.exists else None for doc in stored]
+    documents = [document(snap) for snap in stored]
     spans = [r.coverage(doc) for r, doc in zip(request.rollups, documents)]
     gone = [d.get(PURGED) for r, d in zip(request.rollups, documents) if d and r.finer is None]
     purged = max((g for g in gone if isinstance(g, dt.datetime)), default=None)

@@ -31,6 +31,26 @@ class Mark:
     written: dt.datetime
 
 
+def watermark_ask(name: str, *, read_time: dt.datetime | None = None) -> Unary:
+    """The ask for roll-up ``name``'s watermark document (at ``read_time``); :func:`document`
+    reads its answer."""
+    return Unary(
+        lambda client: client.collection(WATERMARKS).document(name).get(read_time=read_time, retry=None),
+        f"the watermark of roll-up {name!r}",
+    )
+
+
+def document(snapshot: Any) -> dict[str, Any] | None:
+    """A document's data, ``None`` when it does not exist."""
+    data: dict[str, Any] | None = snapshot.to_dict() if snapshot.exists else None
+    return data
+
+
+def read_watermark(seat: Seat, name: str) -> Request[dict[str, Any] | None]:
+    """Roll-up ``name``'s watermark document as it is now (``None``: none yet)."""
+    return document((yield watermark_ask(name)))
+
+
 def announce(seat: Seat, name: str, document: dict[str, Any], closing: dt.datetime) -> Request[dt.datetime]:
     """Tell writers that a run of roll-up ``name`` will fold in every bucket before
     ``closing`` (they mark ticks before it from their next view on); the server time it was
@@ -108,8 +128,7 @@ def late_in(seat: Seat, name: str, *, start: dt.datetime | None, end: dt.datetim
     while layer is not None and layer not in seen:
         seen.add(layer)
         current = layer
-        doc = yield Unary(_watermark_of(current), f"the watermark of roll-up {current!r}")
-        data = doc.to_dict() if doc.exists else None
+        data = yield from read_watermark(seat, current)
         if not data:
             break
         seconds = data.get("interval_seconds")
@@ -119,10 +138,6 @@ def late_in(seat: Seat, name: str, *, start: dt.datetime | None, end: dt.datetim
         source = data.get("source")
         layer = source if isinstance(source, str) else None
     return sorted(found, key=lambda mark: mark.bucket)
-
-
-def _watermark_of(name: str) -> Callable[[Any], Any]:
-    return lambda client: client.collection(WATERMARKS).document(name).get(retry=None)
 
 
 def put_marks(seat: Seat, name: str, buckets: Sequence[dt.datetime]) -> Request[None]:

@@ -23,7 +23,7 @@ from tsstore.spec import Direction
 from tsstore.ticks import Tick
 from tsstore.times import bucket_ceil, to_utc
 from tsstore.verbs.analytics import bars_plan, oldest_first
-from tsstore.verbs.marks import announce, clear_marks, put_marks, read_marks, settle_writers
+from tsstore.verbs.marks import announce, clear_marks, put_marks, read_marks, read_watermark, settle_writers
 from tsstore.verbs.reading import probe, query, read, server_time
 from tsstore.verbs.request import Collect, Feed, Request, Seat, Send, Unary
 from tsstore.verbs.writing import ProgressCallback
@@ -57,9 +57,7 @@ def rollup(
     it."""
     spec = seat.spec
     rollup.check_source(spec)
-    what = f"the watermark of roll-up {rollup.name!r}"
-    stored = yield Unary(lambda client: client.collection(WATERMARKS).document(rollup.name).get(retry=None), what)
-    mine = stored.to_dict() if stored.exists else None
+    mine = yield from read_watermark(seat, rollup.name)
     watermark = rollup.check_watermark(mine)
     now = yield from server_time(seat)
     try:
@@ -70,11 +68,7 @@ def rollup(
     first_whole: dt.datetime | None = None  # a roll-up of a roll-up: its first bar its source holds whole
     if rollup.finer is not None:  # bars of bars: only what the finer roll-up has written
         finer = rollup.finer
-        held = yield Unary(
-            lambda client: client.collection(WATERMARKS).document(finer.name).get(retry=None),
-            f"the watermark of roll-up {finer.name!r}",
-        )
-        finer_doc = held.to_dict() if held.exists else None
+        finer_doc = yield from read_watermark(seat, finer.name)
         written = finer.check_watermark(finer_doc)
         if written is None:  # the finer roll-up has not run: nothing of it to combine yet
             return RollupResult(None, None, watermark=watermark)
@@ -190,7 +184,7 @@ def rollup(
         document = rollup.watermark_document(mark, since_now if isinstance(since_now, dt.datetime) else None)
         yield Unary(
             lambda client: client.collection(WATERMARKS).document(rollup.name).set(document, merge=True, retry=None),
-            what,
+            f"the watermark of roll-up {rollup.name!r}",
         )
     return dataclasses.replace(done, ticks=cost.documents, watermark=mark)
 
@@ -225,11 +219,7 @@ def verify_rollup(
     rollup.check_source(spec)
     if not isinstance(repair, bool):
         raise QueryError(f"repair takes True or False, got {repair!r}")
-    stored = yield Unary(
-        lambda client: client.collection(WATERMARKS).document(rollup.name).get(retry=None),
-        f"the watermark of roll-up {rollup.name!r}",
-    )
-    mine = stored.to_dict() if stored.exists else None
+    mine = yield from read_watermark(seat, rollup.name)
     watermark = rollup.check_watermark(mine)
     if watermark is None:
         raise QueryError(f"roll-up {rollup.name!r} has not run yet: nothing stored to verify; run it first")
