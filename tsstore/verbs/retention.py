@@ -77,8 +77,9 @@ def purge(
         rollup.check_source(seat.spec)
     if not isinstance(correct, bool) or not isinstance(past_rollups, bool):
         raise QueryError(f"correct and past_rollups take True or False, got {correct!r} and {past_rollups!r}")
+    documents = {} if correct else (yield from source_rollups(seat))  # read once: checked, then told
     if not past_rollups and not correct:
-        marks = yield from rollup_watermarks(seat, declared)
+        marks = rollup_watermarks(documents, declared)
         try:
             upto = None if bounds.end is None else to_utc(bounds.end, name="end")
         except ValueError as exc:
@@ -91,7 +92,7 @@ def purge(
     if dry_run:
         return PurgeResult(matched=matched, deleted=0, dry_run=True)
     if not correct and plan.end is not None:  # retention: no late tick may land where ticks go
-        yield from keep_bars_before(seat, plan.end)
+        yield from keep_bars_before(seat, documents, plan.end)
     # No shared snapshot: each chunk is one stream at its own time, resumed after its last
     # tick on an error, so a purge may outlast read_time's hour.
     stats = ReadStats()
@@ -109,31 +110,35 @@ def purge(
     return purged
 
 
-def rollup_watermarks(seat: Seat, declared: Sequence[Rollup] = ()) -> Request[dict[str, dt.datetime | None]]:
-    """The watermark of each roll-up of this series (``None``: declared, never run): those
-    whose watermark document names this collection as their source, and ``declared``."""
+def source_rollups(seat: Seat) -> Request[dict[str, dict[str, Any]]]:
+    """The watermark documents (by roll-up) that name this collection as their source."""
     source = seat.spec.collection
     what = f"the watermarks of the roll-ups of {source!r}"
     found = yield Unary(
         lambda client: client.collection(WATERMARKS).where(filter=FieldFilter("source", "==", source)).get(), what
     )
+    return {snapshot.id: snapshot.to_dict() or {} for snapshot in found}
+
+
+def rollup_watermarks(
+    documents: Mapping[str, Mapping[str, Any]], declared: Sequence[Rollup] = ()
+) -> dict[str, dt.datetime | None]:
+    """The watermark of each roll-up of this series (``None``: declared, never run): those
+    whose watermark ``documents`` name this collection as their source, and ``declared``."""
     marks: dict[str, dt.datetime | None] = {rollup.name: None for rollup in declared}
-    for snapshot in found:
-        mark = (snapshot.to_dict() or {}).get("watermark")
-        marks[snapshot.id] = mark if isinstance(mark, dt.datetime) else None
+    for name, data in documents.items():
+        mark = data.get("watermark")
+        marks[name] = mark if isinstance(mark, dt.datetime) else None
     return marks
 
 
-def keep_bars_before(seat: Seat, end: dt.datetime) -> Request[None]:
-    """Before retention deletes ticks before ``end``: tell every roll-up of this series (its
-    watermark document's ``purged_before``) and wait for the writers to see it, so none folds a
-    late tick into a bucket whose other ticks are going (its bar could not be recomputed)."""
+def keep_bars_before(seat: Seat, documents: Mapping[str, Mapping[str, Any]], end: dt.datetime) -> Request[None]:
+    """Before retention deletes ticks before ``end``: tell every roll-up of this series (in
+    ``documents``, its watermark document's ``purged_before``) and wait for the writers to see
+    it, so none folds a late tick into a bucket whose other ticks are going (its bar could not
+    be recomputed)."""
     source = seat.spec.collection
-    found = yield Unary(
-        lambda client: client.collection(WATERMARKS).where(filter=FieldFilter("source", "==", source)).get(),
-        f"the roll-ups of {source!r}",
-    )
-    behind = [s.id for s in found if not _at_or_after((s.to_dict() or {}).get(PURGED), end)]
+    behind = [name for name, data in documents.items() if not _at_or_after(data.get(PURGED), end)]
     if not behind:
         return
     said = yield [
