@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from tsstore.analytics.bars import Bar, BarBuilder, bar_start, iter_bars, stored_bar
 from tsstore.analytics.rollup import Rollup, RollupResult, VerifyResult
 from tsstore.errors import QueryError, RetentionWarning
-from tsstore.late import PURGED, WATERMARKS
+from tsstore.late import PURGED, WATERMARKS, Horizon
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
 from tsstore.read.plan import QueryPlan
@@ -83,10 +83,10 @@ def rollup(
     fresh = start is not None and bar_start(start, rollup.interval) < end  # a range to roll up
     if start is not None:
         start = bar_start(start, rollup.interval)
-    horizon = max([t for t in (watermark, (mine or {}).get("closing")) if isinstance(t, dt.datetime)], default=None)
+    held = Horizon.of(rollup.name, mine) if mine else None  # as writers see it: watermark or announced end
     announced = (mine or {}).get("announced")
     if fresh:
-        if horizon is None or end > horizon:  # writers must mark ticks before ``end`` before it is read
+        if held is None or held.horizon is None or end > held.horizon:  # writers must mark ticks before ``end``
             identity = rollup.watermark_document(end)
             del identity["watermark"]
             announced = yield from announce(seat, rollup.name, identity, end)
