@@ -130,6 +130,11 @@ def late_spans(rollup: Rollup, marks: Mapping[str, Sequence[dt.datetime]]) -> li
         for bucket in marks.get(layer.name, ()):
             spans.append((bar_start(bucket, rollup.interval), bucket_ceil(bucket + layer.interval, rollup.interval)))
         layer = layer.finer
+    return join_spans(spans)
+
+
+def join_spans(spans: Iterable[Span]) -> list[Span]:
+    """``spans`` oldest first, those that touch or overlap joined into one."""
     joined: list[Span] = []
     for begin, stop in sorted(spans):
         if joined and begin <= joined[-1][1]:

@@ -9,9 +9,10 @@ import dataclasses
 import datetime as dt
 import itertools
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 from tsstore.analytics.bars import Bar, BarBuilder, bar_start, iter_bars, stored_bar
+from tsstore.analytics.covered import join_spans
 from tsstore.analytics.rollup import Rollup, RollupResult, VerifyResult
 from tsstore.errors import QueryError, RetentionWarning
 from tsstore.late import PURGED, WATERMARKS, Horizon
@@ -114,7 +115,7 @@ def rollup(
     if not fresh and not marks:
         return RollupResult(None, None, watermark=watermark)
     # Recomputed over stored bars: the late buckets, and a re-run's range below the watermark.
-    late_spans = _spans([m.bucket for m in late], rollup.interval)
+    late_spans = join_spans((m.bucket, m.bucket + rollup.interval) for m in late)  # one read per run of buckets
     redo = list(late_spans)
     if fresh and watermark is not None and start is not None and start < watermark:
         redo.append((start, min(end, watermark)))
@@ -187,17 +188,6 @@ def rollup(
             f"the watermark of roll-up {rollup.name!r}",
         )
     return dataclasses.replace(done, ticks=cost.documents, watermark=mark)
-
-
-def _spans(buckets: Sequence[dt.datetime], interval: dt.timedelta) -> list[tuple[dt.datetime, dt.datetime]]:
-    """Sorted bucket starts as ranges, neighbours joined: one read for a run of late buckets."""
-    spans: list[tuple[dt.datetime, dt.datetime]] = []
-    for bucket in buckets:
-        if spans and spans[-1][1] == bucket:
-            spans[-1] = (spans[-1][0], bucket + interval)
-        else:
-            spans.append((bucket, bucket + interval))
-    return spans
 
 
 def verify_rollup(
