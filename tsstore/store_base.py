@@ -13,7 +13,7 @@ from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
 from tsstore.verbs import Verbs
 from tsstore.verbs.request import Seat, Send
-from tsstore.wire import FirestoreHorizons
+from tsstore.wire import late_guard
 from tsstore.write.counting import SeriesCounters
 from tsstore.write.job import Job, bulk_sender
 from tsstore.write.marks import LateGuard
@@ -98,8 +98,7 @@ class StoreBase(Verbs):
 
     def _guard(self, spec: SeriesSpec) -> LateGuard:
         """What marks the late writes of a job on ``spec``'s collection (on the sync client)."""
-        timeout = spec.late.send_timeout.total_seconds()
-        return LateGuard(spec, FirestoreHorizons(self._sync_client(), spec.collection, timeout=timeout))
+        return late_guard(self._sync_client(), spec)
 
     def _limiter(self, spec: SeriesSpec) -> tuple[RampLimiter, int]:
         """The ramp of ``spec``'s collection (from 500 ops/s, or the ceiling unramped, up to

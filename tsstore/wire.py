@@ -31,9 +31,11 @@ from google.cloud.firestore_v1.types import firestore as firestore_types
 
 from tsstore import faults
 from tsstore.late import WATERMARKS, WRITERS, Horizon, mark_id, marks_path
+from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick, get_path
 from tsstore.times import EPOCH as _EPOCH
 from tsstore.times import plain_datetime
+from tsstore.write.marks import LateGuard
 from tsstore.write.ops import Erase, Patch, Stored, Transport, WriteOp, WriteStatus
 
 log = logging.getLogger(__name__)
@@ -399,6 +401,13 @@ class FirestoreHorizons:
                 status = next((s for s in grpc.StatusCode if s.value[0] == code), grpc.StatusCode.UNKNOWN)
                 why = f"a late-tick mark of roll-up {rollup!r} was not written: {text}"
                 raise gexc.from_grpc_status(status, why)  # type: ignore[no-untyped-call]
+
+
+def late_guard(client: Any, spec: SeriesSpec) -> LateGuard:
+    """The guard that marks a write job's late writes into ``spec``'s collection, on the sync
+    ``client`` (every job of the stores and of Beam's workers has one)."""
+    timeout = spec.late.send_timeout.total_seconds()
+    return LateGuard(spec, FirestoreHorizons(client, spec.collection, timeout=timeout))
 
 
 def _encode_value(value: Any, out: Any) -> None:

@@ -46,7 +46,7 @@ from tsstore.errors import ConfigError, RecordError
 from tsstore.spec import DuplicatePolicy, SeriesSpec, check_policy
 from tsstore.ticks import get_path
 from tsstore.times import NaivePolicy
-from tsstore.wire import FirestoreHorizons, transport
+from tsstore.wire import late_guard, transport
 from tsstore.write.identity import (
     content_digest,
     fingerprint,
@@ -54,7 +54,6 @@ from tsstore.write.identity import (
     repeated_base,
 )
 from tsstore.write.job import bulk_sender
-from tsstore.write.marks import LateGuard
 from tsstore.write.ops import Transport
 from tsstore.write.prepare import PreparedDoc, check_naive, prepare_records
 from tsstore.write.sender import BulkSender
@@ -244,8 +243,8 @@ class _Send(beam.DoFn):
         held, self._held = self._held, []
         counts, self._settled = dict(self._settled), {}
         if held:
+            guard = late_guard(self._client, self._spec)
             timeout = self._spec.late.send_timeout.total_seconds()
-            guard = LateGuard(self._spec, FirestoreHorizons(self._client, self._spec.collection, timeout=timeout))
             sender = self.sender(guard.guard(transport(self._collection, timeout=timeout)))
             try:
                 sender.send_all(dataclasses.replace(item.doc, index=i) for i, item in enumerate(held))
