@@ -696,6 +696,53 @@ def test_hourly_bars_from_minute_rollups_equal_those_from_ticks(tsstore_emulator
     client.close()
 
 
+def test_combined_bars_never_split_a_stored_bar_across_a_bucket_edge_or_a_range_bound(tsstore_emulator: Any) -> None:
+    """Stored hourly bars cannot make Asia/Kolkata days (their midnight is 18:30Z, inside an
+    hour) nor answer a range that starts or ends inside a bar: each is refused, naming the
+    stored bar and the edge, where the sum of whole bars would have been wrong; on bar edges
+    the combined days equal the days from the ticks."""
+    client = tsstore_emulator.client(database=f"combine-edges-{random.randrange(10**9)}")
+    source = spec("ticks", 3)
+    store = TimeSeriesStore(client, source, write_options=WriteOptions(ramp=False))
+    day = dt.datetime(2026, 3, 2, tzinfo=UTC)
+    at = [day + dt.timedelta(hours=18, minutes=10), day + dt.timedelta(hours=18, minutes=40)]  # 23:40 and 00:10 IST
+    at.append(day + dt.timedelta(hours=20, minutes=5))
+    store.write([{"symbol": "AAA", "n": i, "price": {"micros": 100 + i}, "volume": 1, "timestamp": t}
+                 for i, t in enumerate(at)])  # fmt: skip
+    hours = Rollup(source, interval="1h", by="symbol", volume="volume")
+    store.rollup(hours, since=day, until=day + dt.timedelta(days=1))
+    bars = TimeSeriesStore(client, hours.spec)
+    kolkata = {"interval": "1D", "tz": "Asia/Kolkata", "by": "symbol"}
+    from_ticks = store.bars(price="price.micros", volume="volume", start=day, **kolkata)
+    assert from_ticks["count"].tolist() == [1, 2]  # two Kolkata days
+    with pytest.raises(QueryError) as crossed:
+        bars.bars(combine=True, start=day, **kolkata)
+    assert str(crossed.value) == (
+        "cannot combine 1h bars (aligned on the UTC epoch) into 1D buckets in Asia/Kolkata: the stored bar "
+        "2026-03-02T18:00:00Z–2026-03-02T19:00:00Z holds the edge 2026-03-02T18:30:00Z; ask for buckets made of "
+        "whole 1h bars, or make the bars from the ticks (bars(price=...) on the source's store)"
+    )
+    with pytest.raises(QueryError, match=r"into 90min buckets; ask for buckets made of whole 1h bars"):
+        bars.bars(combine=True, interval="90min", by="symbol")  # refused before reading: no day could tile
+    window = {"interval": "1D", "by": "symbol", "end": day + dt.timedelta(days=1)}
+    start = day + dt.timedelta(hours=18, minutes=30)  # count() says 2 from here; the bar of 18:00 holds 1 of them
+    assert store.count(start=start, end=window["end"]) == 2
+    with pytest.raises(QueryError) as inside:
+        bars.bars(combine=True, start=start, **window)
+    assert str(inside.value).startswith(
+        "start 2026-03-02T18:30:00Z falls inside the stored 1h bar 2026-03-02T18:00:00Z–2026-03-02T19:00:00Z, "
+        "whose ticks cannot be split; give a start on a bar edge (2026-03-02T18:00:00Z or 2026-03-02T19:00:00Z)"
+    )
+    with pytest.raises(QueryError, match=r"^end 2026-03-02T20:01:00Z falls inside the stored 1h bar"):
+        bars.bars(combine=True, start=day, interval="1D", by="symbol", end=day + dt.timedelta(hours=20, minutes=1))
+    new_york = {"interval": "1D", "tz": "America/New_York", "by": "symbol", "start": day}  # whole hours: tiled
+    combined = bars.bars(combine=True, **new_york)
+    pd.testing.assert_frame_equal(combined, store.bars(price="price.micros", volume="volume", **new_york))
+    with pytest.raises(QueryError, match=r"'ticks' has no roll-up record \(tsstore_rollups/ticks\)"):
+        store.bars(combine=True, interval="1D")
+    client.close()
+
+
 def test_aligned_fills_only_buckets_without_a_bar(tsstore_emulator: Any) -> None:
     """``fill="prev"`` carries a value into buckets where a series has no bar, never into a
     bar whose own value is missing: the std of a bucket holding one tick stays missing (it

@@ -289,6 +289,22 @@ def test_an_explicit_origin_makes_fixed_steps_from_it() -> None:
     assert buckets("1h", tz=NEW_YORK, origin="epoch") == buckets("1h", tz=NEW_YORK)  # "epoch": the default
 
 
+def test_an_origin_without_an_offset_is_read_in_the_zone_of_the_buckets() -> None:
+    """As the CLI reads ``--origin`` in ``--tz``: a naive origin (text or datetime) is local
+    time in ``tz`` (UTC without one); a clock time without a date, or no time, is refused."""
+    seven = buckets("7min", tz=NEW_YORK, origin=OPEN_0930)
+    assert buckets("7min", tz=NEW_YORK, origin="2024-03-04T09:30") == seven
+    assert buckets("7min", tz=NEW_YORK, origin=dt.datetime(2024, 3, 4, 9, 30)) == seven
+    assert buckets("7min", tz=NEW_YORK, origin=pd.Timestamp("2024-03-04 09:30")) == seven
+    assert buckets("7min", origin="2024-03-04T09:30").origin == utc(2024, 3, 4, 9, 30)
+    with pytest.raises(QueryError, match=r"^origin '09:30' is a time of day without a date: give a date and time "
+                                         r"such as '2024-01-02T09:30' \(read in tz='America/New_York'\)"):
+        buckets("1h", tz=NEW_YORK, origin="09:30")
+    for bad in ("soon", float("nan"), 7):
+        with pytest.raises(QueryError, match=r"^origin .*; or give origin='epoch'$"):
+            buckets("1h", tz=NEW_YORK, origin=bad)
+
+
 @pytest.mark.parametrize(
     "interval, tz, origin, edge, before",
     [
@@ -371,10 +387,8 @@ def test_lowercase_day_and_week_intervals_are_calendar_units_as_in_pandas() -> N
         (lambda: buckets("soon"),
          r"interval 'soon' is not a duration.*\(e.g. '1min', '15min', '1h', '1D', '1W', '1M'\)"),
         (lambda: buckets("1h", origin="noon"), r"origin 'noon' is not an ISO-8601 time; or give origin='epoch'"),
-        (lambda: buckets("1h", origin=dt.datetime(2024, 3, 4, 9, 30)), r"origin .* is naive .*or give origin='epoch'"),
     ],
-    ids=["tz", "tz-not-a-name", "1M-origin", "3M-origin", "fill", "0s", "0D", "-1h", "no-unit", "soon", "origin",
-         "naive-origin"],
+    ids=["tz", "tz-not-a-name", "1M-origin", "3M-origin", "fill", "0s", "0D", "-1h", "no-unit", "soon", "origin"],
 )  # fmt: skip
 def test_bad_requests_name_the_value_and_what_is_allowed(call: Callable[[], Any], message: str) -> None:
     with pytest.raises(QueryError, match=message):

@@ -32,7 +32,7 @@ import pandas as pd
 from tsstore.analytics.buckets import Buckets, Fill
 from tsstore.errors import QueryError
 from tsstore.ticks import Tick, get_path
-from tsstore.times import bucket_start
+from tsstore.times import bucket_start, interval_label
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 BAR_COLUMNS = ("open", "high", "low", "close", "count")
@@ -119,8 +119,9 @@ def bar_start(timestamp: dt.datetime, interval: dt.timedelta) -> dt.datetime:
 class BarBuilder:
     """Bars from ticks given in time order (``descending`` when newest first): :meth:`add`
     returns the bars a tick made final, :meth:`rest` the ones still open at the end. With
-    ``combine``, the input is shorter bars (a roll-up's documents, see :data:`STORED_MOMENTS`)
-    combined into longer ones exactly, as if built from their ticks."""
+    ``combine`` (the stored bars' length), the input is shorter bars (a roll-up's documents,
+    see :data:`STORED_MOMENTS`) combined into longer ones exactly, as if built from their
+    ticks; a stored bar that would fall in two buckets is refused (:func:`untiled`)."""
 
     def __init__(
         self,
@@ -131,11 +132,11 @@ class BarBuilder:
         volume: str | None = None,
         descending: bool = False,
         fill: Fill | None = None,
-        combine: bool = False,
+        combine: dt.timedelta | None = None,
     ) -> None:
         self.buckets = interval if isinstance(interval, Buckets) else Buckets(dt.timezone.utc, interval, EPOCH)
         self._fill = fill
-        self._combine = combine  # the input is bars (a roll-up's documents), not ticks
+        self._combine = combine  # the input is bars of this length (a roll-up's documents), not ticks
         self._last: dict[tuple[Any, ...], Bar] = {}  # each series' last bar given out, for the fill
         self._by = [field.split(".") for field in by]
         self._price = price.split(".")
@@ -146,7 +147,13 @@ class BarBuilder:
         self.skipped = 0
 
     def add(self, tick: Tick) -> list[Bar]:
-        part = stored_bar(tick, self._by) if self._combine else tick_bar(tick, self._by, self._price, self._volume)
+        if self._combine is None:
+            part = tick_bar(tick, self._by, self._price, self._volume)
+        else:
+            part = stored_bar(tick, self._by)
+            edge = self.buckets.straddled(tick.timestamp, self._combine)
+            if edge is not None:  # its ticks belong to two buckets: no combining can split them
+                raise untiled(self._combine, self.buckets, bar=tick.timestamp, edge=edge)
         if part is None:
             self.skipped += 1
             return []
@@ -190,6 +197,39 @@ class BarBuilder:
             made.append(Bar(earlier.key, start, price, price, price, price, 0, 0, 0, 0.0))
             start = self.buckets.after(start)
         return made[::-1] if self._descending else made
+
+
+def untiled(
+    length: dt.timedelta, asked: Buckets, *, bar: dt.datetime | None = None, edge: dt.datetime | None = None
+) -> QueryError:
+    """The refusal to combine stored bars of ``length`` (from the UTC epoch, as a roll-up
+    stores them) into ``asked`` buckets they do not tile: ``bar`` the first one that would
+    cross an ``edge``."""
+    label = interval_label(length)
+    where = ""
+    if bar is not None and edge is not None:
+        where = f": the stored bar {_utc(bar)}–{_utc(bar + length)} holds the edge {_utc(edge)}"
+    return QueryError(
+        f"cannot combine {label} bars (aligned on the UTC epoch) into {asked.describe()}{where}; "
+        f"ask for buckets made of whole {label} bars, or make the bars from the ticks (bars(price=...) on the "
+        "source's store)"
+    )
+
+
+def on_edge(length: dt.timedelta, moment: dt.datetime, *, name: str) -> None:
+    """Refuse a range bound ``name`` inside a stored bar of ``length``: its ticks are not split."""
+    begin = bucket_start(moment, length)
+    if begin != moment:
+        label = interval_label(length)
+        raise QueryError(
+            f"{name} {_utc(moment)} falls inside the stored {label} bar {_utc(begin)}–{_utc(begin + length)}, "
+            f"whose ticks cannot be split; give a {name} on a bar edge ({_utc(begin)} or {_utc(begin + length)}), "
+            "or an exact count from the ticks with aggregate(rollups=[...]) on the source's store"
+        )
+
+
+def _utc(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 def bars_frame(

@@ -25,10 +25,14 @@ import zoneinfo
 from dataclasses import dataclass
 from typing import Literal
 
+import pandas as pd
+
 from tsstore.errors import QueryError
-from tsstore.times import to_duration, to_utc
+from tsstore.times import EPOCH, interval_label, to_duration, to_utc
 
 UTC = dt.timezone.utc
+_MICROSECOND = dt.timedelta(microseconds=1)
+_CLOCK = re.compile(r"T?\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?")  # a time of day alone
 _DAY0 = dt.date(1970, 1, 1)
 _MONDAY0 = dt.date(1970, 1, 5)
 Unit = Literal["D", "W", "M"]
@@ -83,6 +87,33 @@ class Buckets:
         """Whether bucket starts are shown in UTC (no zone was asked for)."""
         return self.zone is UTC
 
+    def describe(self) -> str:
+        """These buckets in words: ``1D buckets in Asia/Kolkata``, ``90min buckets from 09:30Z``."""
+        where = "" if self.utc else f" in {self.zone}"
+        if self.step is None:
+            return f"{self.count}{self.unit} buckets{where}"
+        assert self.origin is not None
+        local_epoch = dt.datetime(1970, 1, 1, tzinfo=self.zone).astimezone(UTC)
+        since = "" if self.origin == local_epoch else f" from {self.origin.isoformat().replace('+00:00', 'Z')}"
+        return f"{interval_label(self.step)} buckets{since}{where}"
+
+    def straddled(self, start: dt.datetime, length: dt.timedelta) -> dt.datetime | None:
+        """The edge of these buckets inside ``[start, start + length)`` (a stored bar that two
+        buckets would share), or ``None`` when the span lies in one bucket."""
+        last = start + length - _MICROSECOND
+        if self.start(start) == self.start(last):
+            return None
+        return self.after(self.start(start))
+
+    def tiled_by(self, length: dt.timedelta) -> bool | None:
+        """Whether every edge of these buckets is an edge of bars of ``length`` counted from the
+        UTC epoch (a roll-up's): ``True``/``False`` for fixed steps, ``None`` (it depends on
+        the dates: calendar units in a zone) otherwise."""
+        if self.step is None:
+            return None
+        assert self.origin is not None
+        return not self.step % length and not (self.origin - EPOCH) % length
+
 
 def to_zone(tz: object) -> dt.tzinfo:
     """``tz`` as a time zone: ``None`` or ``"UTC"`` is UTC, else an IANA name such as
@@ -104,12 +135,7 @@ def buckets(interval: object, *, tz: object = None, origin: object = None) -> Bu
     ``"1D"``, ``"1W"``, ``"1M"``) in zone ``tz``, from ``origin`` (``None`` or ``"epoch"``:
     1970-01-01 local midnight; or a time)."""
     zone = to_zone(tz)
-    start = None
-    if origin is not None and origin != "epoch":
-        try:
-            start = to_utc(origin, name="origin")
-        except ValueError as exc:
-            raise QueryError(f"{exc}; or give origin='epoch'") from None
+    start = None if origin is None or origin == "epoch" else _origin(origin, zone)
     calendar = _CALENDAR.fullmatch(interval) if isinstance(interval, str) else None
     if calendar is not None:
         count = int(calendar.group(1) or 1)
@@ -125,6 +151,34 @@ def buckets(interval: object, *, tz: object = None, origin: object = None) -> Bu
     if start is None:
         start = dt.datetime(1970, 1, 1, tzinfo=zone).astimezone(UTC)
     return Buckets(zone, step=step, origin=start)
+
+
+def _origin(origin: object, zone: dt.tzinfo) -> dt.datetime:
+    """``origin`` as an instant (UTC): a time without an offset is read in the buckets' ``zone``,
+    as the CLI reads ``--origin`` in ``--tz``; a clock time without a date is refused, since
+    fixed steps count from one instant."""
+    if isinstance(origin, str) and _CLOCK.fullmatch(origin.strip()):
+        raise QueryError(
+            f"origin {origin!r} is a time of day without a date: give a date and time such as "
+            f"'2024-01-02T{origin.strip()}' (read in tz={str(zone)!r}); or give origin='epoch'"
+        )
+    value = origin
+    if isinstance(origin, str):
+        try:
+            value = pd.Timestamp(origin).to_pydatetime()
+        except ValueError:
+            raise QueryError(f"origin {origin!r} is not an ISO-8601 time; or give origin='epoch'") from None
+    if not isinstance(value, dt.datetime):
+        raise QueryError(
+            f"origin {origin!r} is not a time: give a datetime or ISO-8601 text (read in tz when it has no "
+            "offset); or give origin='epoch'"
+        )
+    if value.tzinfo is None:
+        value = (value.to_pydatetime() if isinstance(value, pd.Timestamp) else value).replace(tzinfo=zone)
+    try:
+        return to_utc(value, name="origin")
+    except ValueError as exc:
+        raise QueryError(f"{exc}; or give origin='epoch'") from None
 
 
 def to_interval(value: object) -> dt.timedelta:

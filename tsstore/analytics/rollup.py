@@ -27,6 +27,7 @@ from tsstore.access import ClientAccess, access_from
 from tsstore.analytics.bars import STORED_MOMENTS, Bar
 from tsstore.analytics.buckets import to_interval
 from tsstore.errors import ConfigError, QueryError, SpecError
+from tsstore.late import WATERMARKS
 from tsstore.spec import NUMERIC_TYPES, QueryShape, SeriesSpec, check_field_path, shards_for
 from tsstore.times import interval_label
 
@@ -317,3 +318,16 @@ def rollup_from_mapping(data: Mapping[str, Any], sources: Mapping[str, SeriesSpe
     if source not in sources:
         raise SpecError(f"roll-up source {source!r} is not a series of the declaration ({', '.join(sources)})")
     return Rollup(sources[source], **options)
+
+
+def bar_length(collection: str, record: Mapping[str, Any] | None) -> dt.timedelta:
+    """The length of the bars stored in ``collection``, from its roll-up record (the
+    watermark document); a clear refusal when it has none: it holds no roll-up's bars."""
+    seconds = (record or {}).get("interval_seconds")
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
+        raise QueryError(
+            f"combine=True reads a roll-up's bars, and {collection!r} has no roll-up record "
+            f"({WATERMARKS}/{collection}): run its roll-up first (tsstore rollup), or make the bars from the "
+            "ticks with price="
+        )
+    return dt.timedelta(seconds=seconds)

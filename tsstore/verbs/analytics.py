@@ -12,12 +12,12 @@ import pandas as pd
 
 from tsstore.analytics.aggregate import AggregateRequest, Aggregates, Aggregation, field_names
 from tsstore.analytics.asof import JoinRead, check_direction, check_tolerance
-from tsstore.analytics.bars import STORED_MOMENTS, Bar, BarBuilder, bars_frame
+from tsstore.analytics.bars import STORED_MOMENTS, Bar, BarBuilder, bars_frame, on_edge, untiled
 from tsstore.analytics.buckets import buckets, check_fill
 from tsstore.analytics.covered import CoveredPlan, CoveredRequest, Total
 from tsstore.analytics.covered import Part as CoveredPart
 from tsstore.analytics.latest import LatestRequest
-from tsstore.analytics.rollup import BAR_FIELDS, Rollup
+from tsstore.analytics.rollup import BAR_FIELDS, Rollup, bar_length
 from tsstore.errors import QueryError, SpecError
 from tsstore.frames import FrameBuilder
 from tsstore.late import PURGED
@@ -30,7 +30,7 @@ from tsstore.spec import Direction, SeriesSpec, check_field_path
 from tsstore.ticks import Tick
 from tsstore.times import to_utc
 from tsstore.verbs.declare import Reading
-from tsstore.verbs.marks import document, late_in, marks_ask, marks_of, watermark_ask
+from tsstore.verbs.marks import document, late_in, marks_ask, marks_of, read_watermark, watermark_ask
 from tsstore.verbs.reading import COUNT_OPTIONS, probe, read, snapshot_of
 from tsstore.verbs.request import Aggregate, Collect, Feed, Part, Request, Seat
 
@@ -237,7 +237,8 @@ def bars(
     ``open``, ``high``, ``low``, ``close``, ``count`` and ``volume``. Bars cover the ticks in
     ``[start, end)``.
 
-    Buckets are multiples of ``interval`` from ``origin`` (default: the epoch, in UTC), or
+    Buckets are multiples of ``interval`` from ``origin`` (default: midnight of 1970-01-01 in
+    ``tz``, which in UTC is the Unix epoch; a time of day such as ``"09:30"`` is read in ``tz``), or
     calendar days, weeks and months (``"1D"``, ``"1W"``, ``"1M"``) in the zone ``tz``
     (``"America/New_York"``; the index is then in that zone); see
     :mod:`tsstore.analytics.buckets`. Buckets without ticks have no row, unless ``fill`` is
@@ -247,7 +248,9 @@ def bars(
 
     ``combine=True`` reads a roll-up's bars instead of ticks (a store on ``rollup.spec``) and
     combines them into these longer ones, exactly as if from the ticks, at one read per
-    stored bar; ``price`` and ``volume`` are then the bars' own.
+    stored bar; ``price`` and ``volume`` are then the bars' own. It refuses buckets that
+    whole stored bars do not fill (an edge inside a stored bar) and a ``start`` or ``end``
+    inside a stored bar, naming the bar.
 
     Computed while the ticks stream (projected to the fields the bars need), so memory holds
     one bucket's bars, not the ticks; billed one read per tick read (see
@@ -260,11 +263,19 @@ def bars(
         raise QueryError(
             "bars needs price=, the price field (e.g. 'price.micros'), or combine=True on a roll-up's bars"
         )
+    stored = None  # the length of the stored bars combined
+    if combine:  # a roll-up's bars: their length is in its record
+        stored = bar_length(seat.spec.collection, (yield from read_watermark(seat, seat.spec.collection)))
     plan, builder, fields = bars_plan(
         seat, bounds, interval=interval, by=by, price=price or "close", volume=volume, tz=tz, origin=origin,
-        fill=fill, combine=combine,
+        fill=fill, combine=stored,
     )  # fmt: skip
-    if combine:  # a roll-up's bars: none that late ticks changed since they were stored
+    if stored is not None:  # whole stored bars only, and none that late ticks changed since
+        if builder.buckets.tiled_by(stored) is False:
+            raise untiled(stored, builder.buckets)
+        for name, moment in (("start", plan.start), ("end", plan.end)):
+            if moment is not None:
+                on_edge(stored, moment, name=name)
         late = yield from late_in(seat, seat.spec.collection, start=plan.start, end=plan.end)
         if late:
             raise QueryError(
@@ -293,10 +304,11 @@ def bars_plan(
     tz: object = None,
     origin: object = None,
     fill: str | None = None,
-    combine: bool = False,
+    combine: dt.timedelta | None = None,
 ) -> tuple[QueryPlan, BarBuilder, tuple[str, ...]]:
     """A bars read: its plan (oldest first where declared, reading only the fields the bars
-    need), the builder for the plan's order, and the ``by`` fields."""
+    need), the builder for the plan's order, and the ``by`` fields; ``combine`` is the length
+    of the stored bars read instead of ticks."""
     fields = (by,) if isinstance(by, str) else tuple(by or ())
     try:
         for name, what in [*((f, "by field") for f in fields), (price, "price"), (volume, "volume")]:
@@ -306,7 +318,7 @@ def bars_plan(
         raise QueryError(str(exc)) from None
     edges = buckets(interval, tz=tz, origin=origin)
     filled = check_fill(fill)
-    wanted = (*BAR_FIELDS, *STORED_MOMENTS) if combine else (price, *(() if volume is None else (volume,)))
+    wanted = (*BAR_FIELDS, *STORED_MOMENTS) if combine is not None else (price, *(() if volume is None else (volume,)))
     columns = tuple(dict.fromkeys((*fields, *wanted)))
     plan = oldest_first(seat.spec, bounds.replace(columns=columns))
     builder = BarBuilder(

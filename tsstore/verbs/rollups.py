@@ -119,7 +119,7 @@ def rollup(
     redo = list(late_spans)
     if fresh and watermark is not None and start is not None and start < watermark:
         redo.append((start, min(end, watermark)))
-    combine = rollup.finer is not None
+    combine = None if rollup.finer is None else rollup.finer.interval  # the stored bars' length
     price = "close" if combine else rollup.price
 
     def bars_over(begin: dt.datetime, stop: dt.datetime) -> tuple[QueryPlan, BarBuilder]:
@@ -226,7 +226,7 @@ def verify_rollup(
         raise QueryError(f"since {start.isoformat()} is not before {end.isoformat()}: nothing to verify")
     cost = stats if stats is not None else ReadStats()
     snapshot = yield from probe(seat, cost)
-    combine = rollup.finer is not None
+    combine = None if rollup.finer is None else rollup.finer.interval
     plan, builder, _ = bars_plan(
         seat, Query(start=start, end=end, read_time=snapshot), interval=rollup.interval, by=rollup.by,
         price="close" if combine else rollup.price, volume=rollup.volume, combine=combine,
