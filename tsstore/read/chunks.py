@@ -23,7 +23,6 @@ def chunk_query(
     after: Position | None,
     size: int | None,
     *,
-    listen: bool = False,
     also_by: str | None = None,
 ) -> BaseQuery:
     """``shard in chunk`` (none for a series plan's :data:`~tsstore.read.plan.UNSHARDED`
@@ -35,11 +34,6 @@ def chunk_query(
     Every field after the timestamp is named explicitly: Firestore orders a query with range
     filters by their fields after the explicit orders anyway, and refuses an explicit
     ``__name__`` before them, so naming them keeps the order known to the merge and cursors.
-
-    ``listen``: for a listener, leave the document id order implicit. Firestore orders by it
-    after the last explicit order, in that order's direction, either way; but the client's
-    listener compares documents itself and fails ("Can only compare fields that exist in the
-    DocumentSnapshot") on an explicit ``__name__`` order whenever two timestamps tie.
 
     ``also_by``: a measure to order by after the timestamp, so that the query's index holds it
     (Firestore's ``sum()`` and ``avg()`` read it there); only ticks holding it match."""
@@ -58,8 +52,7 @@ def chunk_query(
     query = query.order_by(spec.timestamp_field, direction=order)
     for field in after_timestamp(plan.order_fields, also_by):
         query = query.order_by(field, direction=order)
-    if not listen:
-        query = query.order_by(FieldPath.document_id(), direction=order)
+    query = query.order_by(FieldPath.document_id(), direction=order)
     if plan.columns is not None:
         query = query.select(list(plan.columns))
     if after is not None:

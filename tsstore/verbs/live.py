@@ -53,7 +53,7 @@ def watch(
     plan = plan_query(seat.spec, q.replace(columns=None), direction=Direction.DESC)
 
     def start(collection: Any) -> LiveWatch:
-        queries = [chunk_query(collection, plan, chunk, None, limit, listen=True) for chunk in plan.chunks]
+        queries = [chunk_query(collection, plan, chunk, None, limit) for chunk in plan.chunks]
         return LiveWatch(queries, limit, decoder(seat.spec.timestamp_field, shown), key=plan.key)
 
     return Listening(ready(start), "next_update")
@@ -99,7 +99,7 @@ def tail(
         def start(collection: Any) -> LiveTail:
             def query_from(chunk: int, bound: dt.datetime) -> Any:
                 plan = plan_query(seat.spec, base.query.replace(start=bound), direction=base.direction)
-                return chunk_query(collection, plan, base.chunks[chunk], None, None, listen=True)
+                return chunk_query(collection, plan, base.chunks[chunk], None, None)
 
             return LiveTail(len(base.chunks), query_from, state, decoder(seat.spec.timestamp_field, shown), hold=hold)
 
