@@ -326,3 +326,14 @@ def test_every_command_that_prints_figures_or_rows_prints_json(doors: dict[str, 
     assert (got["value"], got["live"]) == (3, True)
     latest = run(doors, "latest", "--by", "symbol", "AAA", "--format", "json", env=env)
     assert json.loads(latest.stdout)["price"]["micros"] == 1
+
+
+def test_a_renamed_command_still_runs_under_its_old_name_and_says_the_new_one() -> None:
+    """``tsstore plan`` (the capacity planner's first name) answers as ``tsstore capacity``
+    does, says once on standard error what it is called now, and is left out of the help."""
+    args = ("--writes-per-second", "3000", "--retention", "30 days")
+    old, new = tsstore("plan", *args), tsstore("capacity", *args)
+    assert old.returncode == new.returncode == 0 and old.stdout == new.stdout and "8 shards" in new.stdout
+    assert old.stderr.count("It is now 'tsstore capacity', with the same options.") == 1 and not new.stderr
+    listed = tsstore("--help").stdout
+    assert "  capacity " in listed and "  plan " not in listed

@@ -149,6 +149,7 @@ RANGED = SeriesSpec(
         ({"where": [("v", ">", 1), ("v", "==", 2)]}, r"field 'v' is filtered twice"),
         ({"where": [("v", ">", None)]}, r"v > None: a range condition compares with one value"),
         ({"where": [("v", ">", [1, 2])]}, r"a range condition compares with one value"),
+        ({"where": [("v", ">=", float("nan"))]}, r"^v >= nan: Firestore takes no NaN as a range bound"),
         ({"where": [("v", "!=", 1), ("w", "!=", 2)]}, r"one '!=' filter per query"),
         ({"where": [("exchange", "not-in", ["A"])]}, r"operator 'not-in'"),
         ({"where": [("exchange", "like", "A")]}, r"operator 'like' .*unknown operator"),

@@ -60,4 +60,15 @@ for _command in (
 ):
     main.add_command(_command)
 
+#: Earlier names of commands, kept (hidden, with a warning on standard error) for the scripts
+#: that still call them.
+RENAMED = {"plan": layout.capacity}
+for _old, _new in RENAMED.items():
+    main.add_command(
+        click.Command(
+            _old, params=_new.params, callback=_new.callback, help=_new.help, hidden=True,
+            deprecated=f"It is now 'tsstore {_new.name}', with the same options.",
+        )  # fmt: skip
+    )
+
 __all__ = ["main"]

@@ -161,6 +161,11 @@ def normalize_where(where: Where) -> tuple[Filter, ...]:
             isinstance(value, (list, tuple, set, frozenset, Mapping)) or (value is None and op != "!=")
         ):
             raise QueryError(f"{field} {op} {value!r}: a range condition compares with one value (not null)")
+        if op in ("<", "<=", ">", ">=") and isinstance(value, float) and math.isnan(value):
+            raise QueryError(
+                f"{field} {op} nan: Firestore takes no NaN as a range bound (NaN orders before every number); "
+                "give a number"
+            )
         filters.append(Filter(field, op, (value,)))
     if sum(f.op == "!=" for f in filters) > 1:
         raise QueryError("Firestore allows one '!=' filter per query; keep one and filter the rest after reading")
