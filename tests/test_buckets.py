@@ -32,8 +32,10 @@ import copy
 import datetime as dt
 import io
 import random
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -767,3 +769,48 @@ def test_the_bars_command_prints_the_same_bars(
     assert errors == refused.stderr.strip().splitlines()[-1:], refused.stderr  # one Error: line, the last
     assert "tz='Mars/Base' is not a time zone; give an IANA name" in errors[0]
     assert refused.stdout == ""
+
+
+INTERVALS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "intervals.md"
+
+
+def interval_rows() -> list[tuple[str, str]]:
+    """The (tsstore, pandas) code cells of the reference's table of intervals and origins."""
+    rows = re.findall(r"^\| `([^`]+)` \| `([^`]+)` \|", INTERVALS_PAGE.read_text(), flags=re.M)
+    assert len(rows) >= 9, rows
+    return rows
+
+
+def edge_ticks(zone: str) -> pd.DatetimeIndex:
+    """Times around both 2024 New York changes and month ends, every 7 minutes across the
+    days around them, and each local midnight, 09:30 and 17:00 of those days 1 µs either
+    side: every row's edges are in there, each with its neighbours."""
+    spans = [("2024-03-08", "2024-03-13"), ("2024-10-30", "2024-11-05"), ("2024-01-29", "2024-02-02")]
+    times: list[pd.Timestamp] = []
+    for first, last in spans:
+        times += list(pd.date_range(first, last, freq="7min", tz=UTC))
+        for day in pd.date_range(first, last, freq="D"):
+            for clock in ("00:00", "09:30", "17:00"):
+                at = pd.Timestamp(f"{day.date()} {clock}").tz_localize(zone, ambiguous=False, nonexistent="shift_forward")
+                times += [(at + pd.Timedelta(us, "us")).tz_convert(UTC) for us in (-1, 0, 1)]
+    return pd.DatetimeIndex(sorted(set(times))).tz_convert(zone).as_unit("us")
+
+
+@pytest.mark.parametrize("row", interval_rows(), ids=[ours for ours, _ in interval_rows()])
+def test_each_row_of_the_intervals_table_cuts_the_buckets_pandas_cuts(row: tuple[str, str]) -> None:
+    ours, theirs = row
+    options: dict[str, Any] = eval(f"dict({ours})")  # the page's own code, as a reader pastes it
+    zone = options.get("tz") or "UTC"
+    index = edge_ticks(zone)
+    ticks = pd.Series(1, index=index)
+    local = pd.Series(1, index=index.tz_localize(None))
+    resampled = eval(theirs.replace(".resample(", '.resample(closed="left", label="left", rule='), {"pd": pd},
+                     {"ticks": ticks, "local": local})  # fmt: skip
+    labels = resampled.count().index
+    if labels.tz is None:  # wall times: localized back (midnights exist once in New York)
+        labels = labels.tz_localize(zone)
+    labels = labels.tz_convert(UTC)
+    cut = buckets(**options)
+    for at in index:
+        want = labels[labels.searchsorted(at.tz_convert(UTC), side="right") - 1]
+        assert cut.start(at.to_pydatetime()) == want.to_pydatetime(), (row, at)

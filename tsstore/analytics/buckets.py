@@ -14,7 +14,8 @@ a time zone (pure logic, no Firestore).
 
 A tick exactly on an edge opens the later bucket. These are the rules of pandas'
 ``resample`` with ``closed="left", label="left"`` and ``origin="epoch"`` (for calendar days,
-on local wall time; weeks as ``W-MON``, months as ``MS``), which the tests hold them to.
+on local wall time; weeks as ``W-MON``, months as ``MS``), which the tests hold them to; the
+reference page ``docs/reference/intervals.md`` gives the pandas call for every form.
 """
 
 from __future__ import annotations
