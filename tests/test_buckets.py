@@ -33,6 +33,7 @@ import datetime as dt
 import io
 import random
 import re
+import statistics
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -42,13 +43,22 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from tests.cli import tsstore
 from tsstore import AsyncTimeSeriesStore, QueryError, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions, shards_for
-from tsstore.analytics.bars import EPOCH, BarBuilder, bar_start, bars_frame, iter_bars
+from tsstore.analytics.bars import (
+    EPOCH,
+    BarBuilder,
+    bar_start,
+    bars_frame,
+    check_combinable,
+    iter_bars,
+    side_by_side,
+)
 from tsstore.analytics.buckets import Buckets, buckets, check_fill, to_zone
+from tsstore.analytics.rollup import Rollup
 from tsstore.read.cost import ReadStats
 from tsstore.ticks import Tick
 
@@ -426,10 +436,10 @@ JITTER_US = [0, 0, 0, 0, -1, 1, 250_000, 59_999_999]  # on an edge, either side 
 
 
 @st.composite
-def scenario(draw: st.DrawFn) -> tuple[Case, list[Tick], bool]:
+def scenario(draw: st.DrawFn, cases: Sequence[Case] = PROPERTY_CASES) -> tuple[Case, list[Tick], bool]:
     """A case, ticks around a daylight-saving change (many on bucket edges, some at one
     instant), and whether they come newest first."""
-    chosen = draw(st.sampled_from(PROPERTY_CASES))
+    chosen = draw(st.sampled_from(cases))
     fill, by = draw(st.sampled_from([None, "prev", "nan"])), draw(st.sampled_from([("symbol",), ()]))
     chosen = replace(chosen, fill=fill, by=by)
     anchor = draw(st.sampled_from([SPRING, FALL, FALL_1969]))
@@ -508,6 +518,123 @@ def test_bars_with_and_without_a_fill_equal_pandas_resample_in_either_order(
 ) -> None:
     chosen, ticks, descending = drawn
     same_frame(built(chosen, ticks, descending), oracle(ticks_frame(ticks), chosen))
+
+
+#: Buckets that hourly bars do not tile (Asia/Kolkata is UTC+5:30), beside the New York ones.
+KOLKATA_CASES = [
+    case("1D-kolkata", "1D", Rule("days", "1D"), 12, tz="Asia/Kolkata"),
+    case("1h-kolkata", "1h", Rule("fixed", "1h"), 1.5, tz="Asia/Kolkata"),
+]
+STORED = [dt.timedelta(minutes=1), dt.timedelta(minutes=15), dt.timedelta(hours=1)]
+
+
+@st.composite
+def combined_scenario(draw: st.DrawFn) -> tuple[Case, list[Tick], bool, dt.timedelta, list[dt.datetime | None]]:
+    """A bars scenario, the length of the stored bars to combine, and a range whose bounds are
+    a stored bar's edge, a tick's own time, or none."""
+    chosen, ticks, descending = draw(scenario(PROPERTY_CASES + KOLKATA_CASES * 4))
+    stored = draw(st.sampled_from(STORED))
+    times = sorted(t.timestamp for t in ticks)
+    bounds: list[dt.datetime | None] = []
+    for _ in ("start", "end"):
+        at, how = draw(st.sampled_from(times)), draw(st.sampled_from(["none", "edge", "edge", "next edge", "tick"]))
+        edge = bar_start(at, stored)
+        bounds.append({"none": None, "edge": edge, "next edge": edge + stored, "tick": at}[how])
+    if None not in bounds and bounds[0] >= bounds[1]:  # type: ignore[operator]
+        bounds[1] = None
+    return chosen, ticks, descending, stored, bounds
+
+
+@settings(max_examples=150, deadline=None)
+@given(combined_scenario())
+def test_combined_bars_equal_pandas_on_the_ticks_or_are_refused_for_a_bar_they_would_split(
+    drawn: tuple[Case, list[Tick], bool, dt.timedelta, list[dt.datetime | None]],
+) -> None:
+    """Stored bars (a roll-up's documents, of 1 min, 15 min or 1 h) combined into the case's
+    buckets over a range equal pandas' bars of the ticks in that range, fill included; the
+    answer is refused exactly when a bound falls inside a stored bar or a stored bar read holds
+    an edge of the buckets asked for (fixed buckets: when any could)."""
+    chosen, ticks, descending, stored, (start, end) = drawn
+    source = SeriesSpec("ticks", shapes=[QueryShape("symbol")], key_fields=["symbol"])
+    rollup = Rollup(source, interval=stored, by=chosen.by, volume="volume")
+    oldest_first = sorted(ticks, key=lambda t: (t.timestamp, t.id))
+    kept = BarBuilder(stored, by=chosen.by, price="price.micros", volume="volume")
+    documents = [Tick(f"bar{i:04d}", r["timestamp"], r) for i, r in enumerate(rollup.records(iter_bars(kept, oldest_first)))]
+    read = [d for d in documents if (start is None or d.timestamp >= start) and (end is None or d.timestamp < end)]
+    cut = buckets(chosen.interval, tz=chosen.tz, origin=chosen.origin)
+    inside = any(b is not None and bar_start(b, stored) != b for b in (start, end))
+    untileable = cut.step is not None and bool(cut.step % stored or (cut.origin - EPOCH) % stored)  # type: ignore[operator]
+    crossing = any(cut.start(d.timestamp) != cut.start(d.timestamp + stored - US) for d in read)
+    try:
+        check_combinable(stored, cut, start=start, end=end)
+        builder = BarBuilder(cut, by=chosen.by, price="close", volume="volume", descending=descending,
+                             fill=check_fill(chosen.fill), combine=stored)  # fmt: skip
+        bars = list(iter_bars(builder, read[::-1] if descending else read))
+    except QueryError:
+        assert inside or untileable or crossing
+        event("refused: " + ", ".join(n for n, why in [("inside", inside), ("untileable", untileable),
+                                                       ("crossing", crossing)] if why))  # fmt: skip
+        return
+    assert not (inside or untileable or crossing)
+    event("answered")
+    in_range = [t for t in ticks if (start is None or t.timestamp >= start) and (end is None or t.timestamp < end)]
+    got = bars_frame(bars, by=chosen.by, timestamp_field="timestamp", volume="volume", zone=cut.zone)
+    if not in_range:
+        assert got.empty
+        return
+    same_frame(got, oracle(ticks_frame(in_range), chosen))
+
+
+VALUES = ["open", "high", "low", "close", "count", "volume", "sum", "mean", "std"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(scenario(), st.sampled_from(VALUES), st.sampled_from(["prev", None]))
+def test_aligned_series_equal_brute_force_on_pandas_buckets(
+    drawn: tuple[Case, list[Tick], bool], value: str, fill: str | None
+) -> None:
+    """One column per series and a row per bucket (pandas' labels from the first tick's bucket
+    to the last one's): each cell the value of that series' ticks in that bucket, computed
+    here from the ticks; with ``fill="prev"`` a bucket without a tick of the series takes its
+    last value known before (0 for count, volume, sum), a bucket with ticks never does (the
+    std of one tick stays missing)."""
+    chosen, ticks, descending = drawn
+    chosen = replace(chosen, by=("symbol",), fill=None)
+    cut = buckets(chosen.interval, tz=chosen.tz, origin=chosen.origin)
+    builder = BarBuilder(cut, by=chosen.by, price="price.micros", volume="volume", descending=descending)
+    frame = bars_frame(iter_bars(builder, ticks), by=chosen.by, timestamp_field="timestamp", volume="volume",
+                       zone=cut.zone, moments=True)  # fmt: skip
+    got = side_by_side(frame, series=1, value=value, fill=fill, edges=cut, amount=value in ("count", "volume", "sum"))
+    grid = oracle(ticks_frame(ticks), replace(chosen, by=(), fill="nan")).index  # every bucket, first to last
+    labels = grid.tz_convert(UTC)
+    cells: dict[tuple[str, int], list[Tick]] = {}
+    for tick in sorted(ticks, key=lambda t: (t.timestamp, t.id)):
+        slot = int(labels.searchsorted(pd.Timestamp(tick.timestamp), side="right")) - 1
+        cells.setdefault((tick.data["symbol"], slot), []).append(tick)
+
+    def cell(held: list[Tick]) -> Any:
+        prices = [t.data["price"]["micros"] for t in held]
+        figures = {"open": prices[0], "close": prices[-1], "high": max(prices), "low": min(prices),
+                   "count": len(prices), "volume": sum(t.data["volume"] for t in held), "sum": sum(prices),
+                   "mean": statistics.fmean(prices), "std": statistics.stdev(prices) if len(prices) > 1 else None}
+        return figures[value]  # fmt: skip
+
+    symbols = sorted({t.data["symbol"] for t in ticks})
+    want = pd.DataFrame(index=grid, columns=symbols, dtype=object)
+    for symbol in symbols:
+        last: Any = None
+        for slot in range(len(grid)):
+            held = cells.get((symbol, slot))
+            if held:
+                want.iloc[slot, symbols.index(symbol)] = found = cell(held)
+                last = last if found is None else found  # the last value known is carried
+            elif fill == "prev":
+                amount = value in ("count", "volume", "sum")
+                want.iloc[slot, symbols.index(symbol)] = 0 if amount else last
+    assert list(got.columns) == symbols and got.index.equals(grid)
+    for symbol in symbols:
+        for mine, theirs in zip(got[symbol].tolist(), want[symbol].tolist()):
+            assert (pd.isna(mine) and pd.isna(theirs)) or mine == pytest.approx(theirs, rel=1e-12), (symbol, value)
 
 
 def test_a_fill_spans_both_changes_with_a_bar_per_local_day() -> None:

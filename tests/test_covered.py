@@ -9,17 +9,22 @@ import asyncio
 import datetime as dt
 import json
 import random
+import statistics
 from typing import Any
 
 import pandas as pd
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from tests.cli import tsstore
 from tsstore import AsyncTimeSeriesStore, QueryError, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions, shards_for
-from tsstore.analytics.covered import CoveredRequest, Part, cover, late_spans
+from tsstore.analytics.bars import BarBuilder, iter_bars
+from tsstore.analytics.covered import CoveredRequest, Part, Total, cover, late_spans
 from tsstore.analytics.rollup import Rollup
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import normalize_where
+from tsstore.ticks import Tick
 from tsstore.wire import database_id
 
 UTC = dt.timezone.utc
@@ -97,6 +102,90 @@ def test_a_late_bucket_is_answered_by_finer_bars_or_the_ticks_and_says_so() -> N
     assert late_spans(HOURS, {"ticks_1min": [at(61), at(119)], "ticks_1min_1h": [at(60)]}) == [(at(60), at(120))]
     assert late_spans(MINUTES, {"ticks_1min": [at(61), at(62)]}) == [(at(61), at(63))]
     assert [r.name for r in request.layers] == ["ticks_1min_1h", "ticks_1min"]
+
+
+MINUTE, HOUR = dt.timedelta(minutes=1), dt.timedelta(hours=1)
+GARBAGE = {"open": 10**9, "high": 10**9, "low": -(10**9), "close": 10**9, "count": 1000, "volume": 10**6,
+           "sum": 10**12, "m2": 1e20}  # fmt: skip
+
+
+@st.composite
+def layers(draw: st.DrawFn) -> tuple[list[Tick], list[Any], dict[str, list[dt.datetime]], list[Any]]:
+    """Ticks over four hours (many on minute and hour edges, 1 µs either side, some tied), the
+    span each roll-up holds (or none), marked buckets of each, and a range (or open ends)."""
+    offsets = st.tuples(st.integers(0, 239), st.sampled_from([0, 0, -1, 1, 30_000_000, 59_999_999]))
+    rows = draw(st.lists(st.tuples(offsets, st.integers(-50, 50), st.integers(0, 9)), min_size=0, max_size=40))
+    ticks = [Tick(f"t{i:03d}", at(m) + dt.timedelta(microseconds=us),
+                  {"symbol": "AAA", "n": i, "price": {"micros": p}, "volume": v})
+             for i, ((m, us), p, v) in enumerate(rows)]  # fmt: skip
+
+    def span(step: int) -> Any:
+        if draw(st.booleans()) and draw(st.booleans()):
+            return None  # never run, or run before spans were kept
+        first = draw(st.integers(0, 240 // step)) * step
+        return (at(first), at(draw(st.integers(first // step + 1, 240 // step + 1)) * step))
+
+    marks = {
+        MINUTES.name: [at(m) for m in draw(st.lists(st.integers(0, 239), max_size=4))],
+        HOURS.name: [at(60 * h) for h in draw(st.lists(st.integers(0, 3), max_size=1))],
+    }
+    bound = st.one_of(st.none(), st.builds(lambda m, us: at(m) + dt.timedelta(microseconds=us), st.integers(-5, 250),
+                                           st.sampled_from([0, 0, -1, 1, 1_000_000])))  # fmt: skip
+    start, end = draw(bound), draw(bound)
+    if start is not None and end is not None and end < start:
+        start, end = end, start
+    return ticks, [span(60), span(1)], marks, [start, end]
+
+
+def stored(rollup: Rollup, ticks: list[Tick], held: Any, stale: list[Any]) -> list[Tick]:
+    """``rollup``'s documents as a store may hold them: right inside ``held`` and outside the
+    ``stale`` spans; garbage in every other bucket of the four hours (a bar that no answer may use)."""
+    builder = BarBuilder(rollup.interval, by=("symbol",), price="price.micros", volume="volume")
+    right = {bar.start: bar for bar in iter_bars(builder, sorted(ticks, key=lambda t: (t.timestamp, t.id)))}
+    documents = []
+    start = at(0)
+    while start < at(245):
+        good = held is not None and held[0] <= start < held[1] and not any(b <= start < e for b, e in stale)
+        if good and start in right:
+            documents.extend(rollup.records([right[start]]))
+        elif not good:
+            documents.append({"symbol": "AAA", "timestamp": start, **GARBAGE})
+        start += rollup.interval
+    return [Tick(f"{rollup.name}-{i}", d["timestamp"], d) for i, d in enumerate(documents)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(layers())
+def test_an_aggregate_from_rollups_equals_the_ticks_on_any_coverage_and_marks(
+    drawn: tuple[list[Tick], list[Any], dict[str, list[dt.datetime]], list[Any]],
+) -> None:
+    """Whatever each roll-up holds (a span, none) and whichever buckets late ticks marked, the
+    parts answer count, sum, min, max and std of the ticks in the range exactly (brute force):
+    a bar outside its roll-up's span, or stale under a mark, is garbage here, so using one shows."""
+    ticks, spans, marks, (start, end) = drawn
+    request = CoveredRequest.checked(SPEC, [HOURS, MINUTES], [], count=True, asked={
+        "sum": ("price.micros", "volume"), "min": ("price.micros",), "max": ("price.micros",),
+        "std": ("price.micros",)})  # fmt: skip
+    parts = request.parts_of(start, end, spans, marks)
+    documents = {rollup.name: stored(rollup, ticks, span, late_spans(rollup, marks))
+                 for rollup, span in zip(request.rollups, spans)}  # fmt: skip
+    total = Total()
+    for part in parts:
+        source = ticks if part.rollup is None else documents[part.rollup.name]
+        for tick in sorted(source, key=lambda t: (t.timestamp, t.id)):
+            if (part.start is None or tick.timestamp >= part.start) and (part.end is None or tick.timestamp < part.end):
+                total.add(request.bar_of(tick, part))
+    got = request.result(total.bar, parts)
+    inside = [t for t in ticks if (start is None or t.timestamp >= start) and (end is None or t.timestamp < end)]
+    prices = [t.data["price"]["micros"] for t in inside]
+    event(f"{sum(p.rollup is not None for p in parts)} bar part(s), {sum(p.late for p in parts)} late")
+    assert got.count == len(inside)
+    assert got.sum == {"price.micros": sum(prices), "volume": sum(t.data["volume"] for t in inside)}
+    assert got.min == {"price.micros": min(prices, default=None)} and got.max == {"price.micros": max(prices, default=None)}
+    if len(prices) < 2:
+        assert got.std == {"price.micros": None}
+    else:
+        assert got.std["price.micros"] == pytest.approx(statistics.stdev(prices), rel=1e-9, abs=1e-9)
 
 
 def test_a_rollup_knows_which_span_its_bars_cover() -> None:

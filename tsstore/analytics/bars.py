@@ -216,8 +216,21 @@ def untiled(
     )
 
 
-def on_edge(length: dt.timedelta, moment: dt.datetime, *, name: str) -> None:
-    """Refuse a range bound ``name`` inside a stored bar of ``length``: its ticks are not split."""
+def check_combinable(
+    length: dt.timedelta, asked: Buckets, *, start: dt.datetime | None, end: dt.datetime | None
+) -> None:
+    """Refuse, before reading, to combine stored bars of ``length`` into ``asked`` buckets over
+    ``[start, end)`` where that cannot be exact: fixed buckets whose edges are not edges of the
+    stored bars, or a bound inside a stored bar (its ticks cannot be split). Calendar buckets
+    are checked bar by bar as they are read (:meth:`BarBuilder.add`)."""
+    if asked.tiled_by(length) is False:
+        raise untiled(length, asked)
+    for name, moment in (("start", start), ("end", end)):
+        if moment is not None:
+            _on_edge(length, moment, name=name)
+
+
+def _on_edge(length: dt.timedelta, moment: dt.datetime, *, name: str) -> None:
     begin = bucket_start(moment, length)
     if begin != moment:
         label = interval_label(length)
@@ -265,6 +278,32 @@ def bars_frame(
         levels = [pd.Index([b.key[i] for b in rows], name=name) for i, name in enumerate(by)]
         index = pd.MultiIndex.from_arrays([*levels, starts])
     return pd.DataFrame(columns, index=index)
+
+
+def side_by_side(
+    frame: pd.DataFrame, *, series: int, value: str, fill: str | None, edges: Buckets, amount: bool
+) -> pd.DataFrame:
+    """Bars (a :func:`bars_frame` whose first ``series`` index levels name the series) as one
+    row per bucket of ``edges`` from the first bar to the last and one column per series,
+    each the bar's ``value``. With ``fill="prev"`` a bucket where a series has no bar takes
+    the series' last value before it, missing before its first bar (an ``amount``, such as
+    ``count`` or ``volume``: 0); a bar's own missing value (the ``std`` of one tick) stays
+    missing and is not carried."""
+    levels = list(range(series))
+    if not len(frame):
+        return pd.DataFrame(index=frame.index)
+    wide = frame[value].unstack(level=levels)
+    at, last = (wide.index[i].to_pydatetime().astimezone(dt.timezone.utc) for i in (0, -1))
+    starts = []
+    while at <= last:
+        starts.append(at)
+        at = edges.after(at)
+    index = pd.DatetimeIndex(starts, name=wide.index.name).tz_convert(wide.index.tz).as_unit("us")
+    held = frame["count"].unstack(level=levels).reindex(index).notna()  # the buckets with a bar
+    wide = wide.reindex(index)
+    if fill == "prev":
+        wide = wide.where(held, 0 if amount else wide.ffill())
+    return wide
 
 
 def iter_bars(builder: BarBuilder, ticks: Iterable[Tick]) -> Iterator[Bar]:

@@ -12,7 +12,7 @@ import pandas as pd
 
 from tsstore.analytics.aggregate import AggregateRequest, Aggregates, Aggregation, field_names
 from tsstore.analytics.asof import JoinRead, check_direction, check_tolerance
-from tsstore.analytics.bars import STORED_MOMENTS, Bar, BarBuilder, bars_frame, on_edge, untiled
+from tsstore.analytics.bars import STORED_MOMENTS, Bar, BarBuilder, bars_frame, check_combinable, side_by_side
 from tsstore.analytics.buckets import buckets, check_fill
 from tsstore.analytics.covered import CoveredPlan, CoveredRequest, Total
 from tsstore.analytics.covered import Part as CoveredPart
@@ -271,11 +271,7 @@ def bars(
         fill=fill, combine=stored,
     )  # fmt: skip
     if stored is not None:  # whole stored bars only, and none that late ticks changed since
-        if builder.buckets.tiled_by(stored) is False:
-            raise untiled(stored, builder.buckets)
-        for name, moment in (("start", plan.start), ("end", plan.end)):
-            if moment is not None:
-                on_edge(stored, moment, name=name)
+        check_combinable(stored, builder.buckets, start=plan.start, end=plan.end)
         late = yield from late_in(seat, seat.spec.collection, start=plan.start, end=plan.end)
         if late:
             raise QueryError(
@@ -493,8 +489,8 @@ def aligned(
     by="symbol", price="price.micros", start=..., end=...)``.
 
     ``fill="prev"`` carries each series' last value into the buckets where it has no bar
-    (before its first bar it stays missing); amounts (``count``, ``volume``, ``sum``) are 0
-    there. ``fill=None`` leaves them missing. The bars are those of :meth:`bars` (the same
+    (before its first bar it stays missing; a bar's own missing value, the std of one tick,
+    is neither filled nor carried); amounts (``count``, ``volume``, ``sum``) are 0 there. ``fill=None`` leaves them missing. The bars are those of :meth:`bars` (the same
     buckets, ``combine`` from a roll-up), so memory holds bars, not ticks."""
     kinds = ("open", "high", "low", "close", "mean", "std", *_AMOUNTS)
     if value not in kinds:
@@ -510,20 +506,5 @@ def aligned(
         seat, query, interval=interval, price=price, by=fields, volume=volume, tz=tz, origin=origin,
         moments=value in ("mean", "std", "sum"), combine=combine, stats=stats, **options,
     )  # fmt: skip
-    levels = list(range(len(fields)))
-    wide = frame[value].unstack(level=levels) if len(frame) else pd.DataFrame(index=frame.index)
-    if len(wide):
-        edges = buckets(interval, tz=tz, origin=origin)
-        at, last = (wide.index[i].to_pydatetime().astimezone(dt.timezone.utc) for i in (0, -1))
-        starts = []
-        while at <= last:
-            starts.append(at)
-            at = edges.after(at)
-        index = pd.DatetimeIndex(starts, name=wide.index.name).tz_convert(wide.index.tz).as_unit("us")
-        # Which buckets hold a bar of each series: only the others are filled (a bar's own
-        # missing value, the std of one tick, stays missing).
-        held = frame["count"].unstack(level=levels).reindex(index).notna()
-        wide = wide.reindex(index)
-        if fill == "prev":
-            wide = wide.where(held, 0 if value in _AMOUNTS else wide.ffill())
-    return wide
+    edges = buckets(interval, tz=tz, origin=origin)
+    return side_by_side(frame, series=len(fields), value=value, fill=fill, edges=edges, amount=value in _AMOUNTS)
