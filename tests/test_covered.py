@@ -142,7 +142,7 @@ def stored(rollup: Rollup, ticks: list[Tick], held: Any, stale: list[Any]) -> li
     ``stale`` spans; garbage in every other bucket of the four hours (a bar that no answer may use)."""
     builder = BarBuilder(rollup.interval, by=("symbol",), price="price.micros", volume="volume")
     right = {bar.start: bar for bar in iter_bars(builder, sorted(ticks, key=lambda t: (t.timestamp, t.id)))}
-    documents = []
+    documents: list[dict[str, Any]] = []
     start = at(0)
     while start < at(245):
         good = held is not None and held[0] <= start < held[1] and not any(b <= start < e for b, e in stale)

@@ -500,6 +500,7 @@ OPS = st.lists(
     st.one_of(
         st.tuples(st.just("write"), st.floats(0, 59.99), st.integers(1, 10**6), st.sampled_from(["AAA", "BBB"])),
         st.tuples(st.just("rollup"), st.integers(1, 6)),
+        st.tuples(st.just("rollup since"), st.integers(0, 5), st.integers(1, 6)),  # partial coverage
         st.tuples(st.just("hourly"), st.integers(1, 6)),
         st.tuples(st.just("correct"), st.integers(0, 59)),
         st.tuples(st.just("read"), st.integers(0, 59), st.integers(1, 60)),
@@ -514,9 +515,10 @@ OPS = st.lists(
 def test_any_interleaving_of_writes_rollups_corrections_and_reads_reads_the_ticks_answer(
     tsstore_emulator: Any, ops: list[tuple[Any, ...]], shards: int, driver: str
 ) -> None:
-    """Random writes (on time and late), corrections, minute and hourly runs with random ends,
-    and reads, on either store at 3 or 40 shards: every aggregate from roll-ups equals the
-    same aggregate of the ticks."""
+    """Random writes (on time and late), corrections, minute runs with random ends (and random
+    starts, so the minute roll-up holds only part of the hour), hourly runs of them, and reads,
+    on either store at 3 or 40 shards: every aggregate from roll-ups equals the same aggregate
+    of the ticks."""
     client = tsstore_emulator.client(database=f"late-any-{uuid.uuid4().hex[:12]}")
     spec = series(shards, late=QUICK)
     minutes, hours = hourly_and_minutes(spec)
@@ -530,6 +532,8 @@ def test_any_interleaving_of_writes_rollups_corrections_and_reads_reads_the_tick
             on(spec, "write", [tick(n, op[1], op[2], op[3])])
         elif op[0] == "rollup":
             on(spec, "rollup", minutes, until=at(10 * op[1]))
+        elif op[0] == "rollup since" and op[1] < op[2]:
+            on(spec, "rollup", minutes, since=at(10 * op[1] + 5), until=at(10 * op[2]))
         elif op[0] == "hourly":
             on(minutes, "rollup", hours, until=at(10 * op[1]))
         elif op[0] == "correct":

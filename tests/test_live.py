@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import json
 import os
 import random
@@ -21,15 +22,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from google.cloud.firestore_v1.base_document import DocumentSnapshot
+from google.cloud.firestore_v1.collection import CollectionReference
+from google.cloud.firestore_v1.document import DocumentReference
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.cli import tsstore as run_tsstore
 from tests.proxy import CuttingProxy
 from tsstore import ConfigError, Query, QueryError, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions, shards_for
+from tsstore.live.listen import InOrder, decoder
 from tsstore.live.state import TailState, WindowState
+from tsstore.read.chunks import chunk_query
+from tsstore.read.plan import plan_query
 from tsstore.local.emulator import emulator_client
 from tsstore.ticks import Tick
 
 UTC = dt.timezone.utc
+T = dt.datetime(2026, 1, 1, tzinfo=UTC)
 SPEC = SeriesSpec(
     "live",
     shards=shards_for(20_000),
@@ -79,6 +89,54 @@ def test_the_tail_delivers_once_marks_late_ticks_and_forgets_behind_its_bound() 
     # forgotten horizon again (a replaced or re-listened one) delivers nothing twice.
     assert state.offer(tick("a", 100), created) is None and state.offer(tick("z", 189), created) is None
     assert state.offer(tick("y", 191), created) is not None  # late, but within the lateness
+
+
+RANGED = SeriesSpec(
+    "live", shards=shards_for(20_000), shapes=[QueryShape([], ("desc", "asc"), ranges=["price.micros"])]
+)  # 40 shards: 2 chunks
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 39), st.integers(0, 6)), max_size=60),
+    limit=st.integers(1, 12),
+    bound=st.integers(0, 4),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_watch_window_on_a_nested_range_field_equals_brute_force(
+    rows: list[tuple[int, int, int]], limit: int, bound: int, seed: int
+) -> None:
+    """Ticks with tied timestamps and tied prices over 40 shards, a watch on ``price.micros >=
+    bound``: each chunk's listener holds the chunk's newest ``limit`` matches (the server's
+    choice, by brute force) in the order tsstore's comparator gives the client (which must be
+    that brute-force order itself), reporting in random rounds; the merged window ends equal
+    to the newest ``limit`` matches of all, in (timestamp, price, id) order."""
+    plan = plan_query(RANGED, Query(where=[("price.micros", ">=", bound)], limit=limit), direction="desc")
+    docs = [
+        DocumentSnapshot(DocumentReference("live", f"id{i:03d}"),
+                         {"shard": f"s{shard}", "price": {"micros": price}, "timestamp": T + dt.timedelta(seconds=t)},
+                         True, None, None, None)
+        for i, (t, shard, price) in enumerate(rows)
+    ]  # fmt: skip
+
+    def newest(found: list[Any]) -> list[Any]:  # brute force: Firestore's order, newest first
+        order = sorted(found, key=lambda d: (d.get("timestamp"), d.get("price.micros"), d.id), reverse=True)
+        return order[:limit]
+
+    matching = [d for d in docs if d.get("price.micros") >= bound]
+    state = WindowState(len(plan.chunks), limit, key=plan.key)
+    shuffled = random.Random(seed)
+    last = None
+    for round_ in range(2):  # the first round sees half the ticks, the second all of them
+        seen = matching if round_ else matching[: len(matching) // 2]
+        for chunk in shuffled.sample(range(len(plan.chunks)), len(plan.chunks)):
+            query = chunk_query(CollectionReference("live"), plan, plan.chunks[chunk], None, limit)
+            held = newest([d for d in seen if d.get("shard") in plan.chunks[chunk]])
+            delivered = sorted(shuffled.sample(held, len(held)), key=functools.cmp_to_key(InOrder(query)._comparator))
+            assert [d.id for d in delivered] == [d.id for d in held]  # the client's order is the server's
+            state.report(chunk, [decoder("timestamp", None)(d) for d in delivered], None)
+        last = state.update() or last
+    assert last is not None and [t.id for t in last.window] == [d.id for d in newest(matching)]
 
 
 @pytest.fixture

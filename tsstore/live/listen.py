@@ -63,7 +63,7 @@ class Listeners:
             if self.closed:
                 return
             self._queries[key] = query
-            self._watches[key] = Watch.for_query(_InOrder(query), on_snapshot, DocumentSnapshot)  # type: ignore[no-untyped-call]
+            self._watches[key] = Watch.for_query(InOrder(query), on_snapshot, DocumentSnapshot)  # type: ignore[no-untyped-call]
 
     def keys(self) -> list[Hashable]:
         with self._lock:
@@ -127,7 +127,7 @@ class Listeners:
         self._queue.put(None)
 
 
-class _InOrder:
+class InOrder:
     """A query as the client's listener takes it, whose documents compare in the query's order
     by the value at each order's field path. The client's own comparator (``on_snapshot``'s)
     looks a dotted path (``price.micros``) up as a top-level key, so a listener on a nested
