@@ -47,6 +47,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from tests.cli import tsstore
+from tests.mutants import Mutation, bites, edge_moved, tie_flipped
 from tsstore import AsyncTimeSeriesStore, QueryError, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions, shards_for
 from tsstore.analytics.bars import (
     EPOCH,
@@ -559,7 +560,8 @@ def test_combined_bars_equal_pandas_on_the_ticks_or_are_refused_for_a_bar_they_w
     rollup = Rollup(source, interval=stored, by=chosen.by, volume="volume")
     oldest_first = sorted(ticks, key=lambda t: (t.timestamp, t.id))
     kept = BarBuilder(stored, by=chosen.by, price="price.micros", volume="volume")
-    documents = [Tick(f"bar{i:04d}", r["timestamp"], r) for i, r in enumerate(rollup.records(iter_bars(kept, oldest_first)))]
+    records = rollup.records(iter_bars(kept, oldest_first))
+    documents = [Tick(f"bar{i:04d}", r["timestamp"], r) for i, r in enumerate(records)]
     read = [d for d in documents if (start is None or d.timestamp >= start) and (end is None or d.timestamp < end)]
     cut = buckets(chosen.interval, tz=chosen.tz, origin=chosen.origin)
     inside = any(b is not None and bar_start(b, stored) != b for b in (start, end))
@@ -635,6 +637,23 @@ def test_aligned_series_equal_brute_force_on_pandas_buckets(
     for symbol in symbols:
         for mine, theirs in zip(got[symbol].tolist(), want[symbol].tolist()):
             assert (pd.isna(mine) and pd.isna(theirs)) or mine == pytest.approx(theirs, rel=1e-12), (symbol, value)
+
+
+@pytest.mark.parametrize("mutation", [edge_moved, tie_flipped], ids=["edge-1us-later", "tie-flipped"])
+@pytest.mark.parametrize("name", ["bars", "combined", "aligned"])
+def test_each_bars_property_fails_on_an_edge_moved_by_1us_or_a_tie_broken_the_other_way(
+    monkeypatch: pytest.MonkeyPatch, name: str, mutation: Mutation
+) -> None:
+    properties = {
+        "bars": (test_bars_with_and_without_a_fill_equal_pandas_resample_in_either_order, [scenario()]),
+        "combined": (test_combined_bars_equal_pandas_on_the_ticks_or_are_refused_for_a_bar_they_would_split,
+                     [combined_scenario()]),
+        "aligned": (test_aligned_series_equal_brute_force_on_pandas_buckets,
+                    [scenario(), st.sampled_from(["open", "close", "count"]), st.sampled_from(["prev", None])]),
+    }  # fmt: skip
+    test, strategies = properties[name]
+    mutation(monkeypatch)
+    assert bites(test, *strategies)
 
 
 def test_a_fill_spans_both_changes_with_a_bar_per_local_day() -> None:
@@ -918,7 +937,8 @@ def edge_ticks(zone: str) -> pd.DatetimeIndex:
         times += list(pd.date_range(first, last, freq="7min", tz=UTC))
         for day in pd.date_range(first, last, freq="D"):
             for clock in ("00:00", "09:30", "17:00"):
-                at = pd.Timestamp(f"{day.date()} {clock}").tz_localize(zone, ambiguous=False, nonexistent="shift_forward")
+                wall = pd.Timestamp(f"{day.date()} {clock}")
+                at = wall.tz_localize(zone, ambiguous=False, nonexistent="shift_forward")
                 times += [(at + pd.Timedelta(us, "us")).tz_convert(UTC) for us in (-1, 0, 1)]
     return pd.DatetimeIndex(sorted(set(times))).tz_convert(zone).as_unit("us")
 

@@ -29,13 +29,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.cli import tsstore as run_tsstore
+from tests.mutants import Backwards, bites
 from tests.proxy import CuttingProxy
-from tsstore import ConfigError, Query, QueryError, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions, shards_for
-from tsstore.live.listen import InOrder, decoder
+from tsstore import (
+    ConfigError,
+    Query,
+    QueryError,
+    QueryShape,
+    SeriesSpec,
+    TimeSeriesStore,
+    WriteOptions,
+    shards_for,
+    wire,
+)
+from tsstore.live.listen import decoder
 from tsstore.live.state import TailState, WindowState
-from tsstore.read.chunks import chunk_query
-from tsstore.read.plan import plan_query
 from tsstore.local.emulator import emulator_client
+from tsstore.read.chunks import chunk_query
+from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.ticks import Tick
 
 UTC = dt.timezone.utc
@@ -96,13 +107,18 @@ RANGED = SeriesSpec(
 )  # 40 shards: 2 chunks
 
 
+#: Ticks (second, shard, price: few of each, so timestamps and prices tie), the window's
+#: length, the filter's bound, and the order the chunks report in.
+WINDOW_CASES = {
+    "rows": st.lists(st.tuples(st.integers(0, 4), st.integers(0, 39), st.integers(0, 6)), max_size=60),
+    "limit": st.integers(1, 12),
+    "bound": st.integers(0, 4),
+    "seed": st.integers(0, 2**32 - 1),
+}
+
+
 @settings(max_examples=200, deadline=None)
-@given(
-    rows=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 39), st.integers(0, 6)), max_size=60),
-    limit=st.integers(1, 12),
-    bound=st.integers(0, 4),
-    seed=st.integers(0, 2**32 - 1),
-)
+@given(**WINDOW_CASES)
 def test_a_watch_window_on_a_nested_range_field_equals_brute_force(
     rows: list[tuple[int, int, int]], limit: int, bound: int, seed: int
 ) -> None:
@@ -132,11 +148,36 @@ def test_a_watch_window_on_a_nested_range_field_equals_brute_force(
         for chunk in shuffled.sample(range(len(plan.chunks)), len(plan.chunks)):
             query = chunk_query(CollectionReference("live"), plan, plan.chunks[chunk], None, limit)
             held = newest([d for d in seen if d.get("shard") in plan.chunks[chunk]])
-            delivered = sorted(shuffled.sample(held, len(held)), key=functools.cmp_to_key(InOrder(query)._comparator))
+            delivered = sorted(shuffled.sample(held, len(held)), key=functools.cmp_to_key(wire.listener_order(query)))
             assert [d.id for d in delivered] == [d.id for d in held]  # the client's order is the server's
             state.report(chunk, [decoder("timestamp", None)(d) for d in delivered], None)
         last = state.update() or last
     assert last is not None and [t.id for t in last.window] == [d.id for d in newest(matching)]
+
+
+@pytest.mark.parametrize("where", ["listener", "merge"])
+def test_the_window_property_fails_when_a_tie_is_broken_the_other_way(
+    monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Ties on (timestamp, price) broken by document id the other way, in the client's order
+    (tsstore's comparator) or in the window's merge: the property above finds the window out
+    of Firestore's order."""
+    if where == "listener":
+        order = wire.listener_order
+        monkeypatch.setattr(wire, "listener_order", lambda query: _ties_flipped(order(query)))
+    else:
+        key = QueryPlan.key
+        monkeypatch.setattr(QueryPlan, "key", lambda self, tick: (*key(self, tick)[:-1], Backwards(tick.id)))
+    assert bites(test_a_watch_window_on_a_nested_range_field_equals_brute_force, **WINDOW_CASES)
+
+
+def _ties_flipped(compare: Any) -> Any:
+    def flipped(first: Any, second: Any) -> int:
+        key = ("timestamp", "price.micros")
+        same = [first.get(k) for k in key] == [second.get(k) for k in key]
+        return -compare(first, second) if same else compare(first, second)
+
+    return flipped
 
 
 @pytest.fixture

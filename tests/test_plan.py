@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.mutants import Backwards, bites
 from tsstore import Direction, QueryError, QueryShape, SeriesSpec, Tick, plan_query
 from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES
 from tsstore.read.merge import merge_streams, take
-from tsstore.read.plan import chunk_shards, chunk_size, normalize_where
+from tsstore.read.plan import QueryPlan, chunk_shards, chunk_size, normalize_where
 from tsstore.read.query import Query
 from tsstore.ticks import Ordered, sort_key
 
@@ -264,8 +265,12 @@ value_rows = st.lists(
 )
 
 
+MERGE_CASES = {"rows": value_rows, "n_shards": st.sampled_from([3, 31, 65]), "descending": st.booleans(),
+               "limit": st.integers(1, 40)}  # fmt: skip
+
+
 @settings(max_examples=200, deadline=None)
-@given(rows=value_rows, n_shards=st.sampled_from([3, 31, 65]), descending=st.booleans(), limit=st.integers(1, 40))
+@given(**MERGE_CASES)
 def test_value_ordered_merge_equals_oracle(
     rows: list[tuple[int, int, int | str]], n_shards: int, descending: bool, limit: int
 ) -> None:
@@ -287,6 +292,14 @@ def test_value_ordered_merge_equals_oracle(
     merged = list(take(merge_streams([server(c) for c in plan.chunks], descending=descending, key=plan.key), limit))
     oracle = sorted((t for t in ticks if t.data["v"] != 3), key=firestore_order, reverse=descending)[:limit]
     assert merged == oracle
+
+
+def test_the_value_merge_property_fails_when_a_tie_is_broken_the_other_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ticks tied on timestamp and value merged by id the other way: the property above finds
+    a merge out of Firestore's order."""
+    key = QueryPlan.key
+    monkeypatch.setattr(QueryPlan, "key", lambda self, tick: (*key(self, tick)[:-1], Backwards(tick.id)))
+    assert bites(test_value_ordered_merge_equals_oracle, **MERGE_CASES)
 
 
 def test_a_filter_on_an_undeclared_field_names_the_shape_and_index_to_declare() -> None:

@@ -25,14 +25,17 @@ import grpc
 from google.api_core import exceptions as gexc
 from google.cloud.firestore_v1 import _helpers
 from google.cloud.firestore_v1.base_collection import BaseCollectionReference
+from google.cloud.firestore_v1.base_document import DocumentSnapshot
 from google.cloud.firestore_v1.base_query import BaseQuery, FieldFilter
 from google.cloud.firestore_v1.bulk_batch import BulkWriteBatch
+from google.cloud.firestore_v1.types import StructuredQuery
 from google.cloud.firestore_v1.types import firestore as firestore_types
+from google.cloud.firestore_v1.watch import Watch
 
 from tsstore import faults
 from tsstore.late import WATERMARKS, WRITERS, Horizon, mark_id, marks_path
 from tsstore.spec import SeriesSpec
-from tsstore.ticks import Tick, get_path
+from tsstore.ticks import Ordered, Tick, get_path
 from tsstore.times import EPOCH as _EPOCH
 from tsstore.times import plain_datetime
 from tsstore.write.marks import LateGuard
@@ -96,6 +99,8 @@ def fast_path_problems(client: Any) -> list[str]:
 
     from google.cloud.firestore_v1.query import Query
 
+    if not callable(getattr(Watch, "for_query", None)) or not hasattr(client.collection("probe").limit(1), "_orders"):
+        problems.append("listeners: the client's Watch.for_query or a query's _orders moved")
     prep = getattr(Query, "_prep_stream", None)
     if prep is None:
         problems.append("Query has no _prep_stream")
@@ -105,6 +110,53 @@ def fast_path_problems(client: Any) -> list[str]:
         if missing:
             problems.append(f"Query._prep_stream lacks parameters {sorted(missing)}")
     return problems
+
+
+def listen(query: Any, on_snapshot: Callable[[list[Any], list[Any], dt.datetime], None]) -> Any:
+    """A listener on ``query`` (a sync query) calling ``on_snapshot`` with each snapshot: the
+    client's ``Watch`` for the query, with :func:`listener_order` in place of the client's own
+    comparator, which looks a field path up as a top-level key (``__name__`` and nested fields
+    such as ``price.micros`` are never found, so the listener stopped whenever two timestamps
+    tied) and sorts a descending order ascending."""
+    return Watch.for_query(_Ordered(query), on_snapshot, DocumentSnapshot)  # type: ignore[no-untyped-call]
+
+
+def listener_order(query: Any) -> Callable[[Any, Any], int]:
+    """How a listener on ``query`` orders two document snapshots: by the value at each of the
+    query's order field paths, in Firestore's order of values and the order's direction, then
+    by document name in the last order's direction (Firestore's implicit last order)."""
+    descending = StructuredQuery.Direction.DESCENDING
+    orders = [(o.field.field_path, o.direction == descending) for o in query._orders]
+    orders.append(("__name__", orders[-1][1] if orders else False))
+
+    def compare(first: Any, second: Any) -> int:
+        for path, backwards in orders:
+            mine, theirs = (Ordered(_value_at(d, path)) for d in (first, second))
+            if mine != theirs:
+                return (1 if mine < theirs else -1) if backwards else (-1 if mine < theirs else 1)
+        return 0
+
+    return compare
+
+
+class _Ordered:
+    """``query`` as the client's ``Watch`` takes it, with :func:`listener_order` as its comparator."""
+
+    def __init__(self, query: Any) -> None:
+        self._query = query
+        self._comparator = listener_order(query)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._query, name)
+
+
+def _value_at(document: Any, path: str) -> Any:
+    if path == "__name__":
+        return document.reference.path
+    try:
+        return document.get(path)
+    except KeyError:  # not held: compares as null
+        return None
 
 
 def sync_twin(client: Any) -> Any:

@@ -17,15 +17,14 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any, Self
 
-from google.cloud.firestore_v1.base_document import DocumentSnapshot
-from google.cloud.firestore_v1.types import StructuredQuery
-from google.cloud.firestore_v1.watch import ChangeType, Watch
+from google.cloud.firestore_v1.watch import ChangeType
 
 from tsstore.errors import LiveError
 from tsstore.live.state import TailState, TailTick, WindowState, WindowUpdate
 from tsstore.read.merge import Key
-from tsstore.ticks import Ordered, Tick, get_path, sort_key
+from tsstore.ticks import Tick, get_path, sort_key
 from tsstore.times import plain_datetime
+from tsstore.wire import listen
 
 #: How often an idle reader checks that its listeners still run (seconds).
 LIVENESS_CHECK = 1.0
@@ -40,7 +39,6 @@ STALL_TIMEOUT = 15.0
 RELISTENS_PER_MINUTE = 3
 
 Event = tuple[Hashable, list[Any], list[Any], dt.datetime]
-NAME = "__name__"
 
 
 class Listeners:
@@ -63,7 +61,7 @@ class Listeners:
             if self.closed:
                 return
             self._queries[key] = query
-            self._watches[key] = Watch.for_query(InOrder(query), on_snapshot, DocumentSnapshot)  # type: ignore[no-untyped-call]
+            self._watches[key] = listen(query, on_snapshot)
 
     def keys(self) -> list[Hashable]:
         with self._lock:
@@ -125,42 +123,6 @@ class Listeners:
         for watch in watches:
             watch.unsubscribe()
         self._queue.put(None)
-
-
-class InOrder:
-    """A query as the client's listener takes it, whose documents compare in the query's order
-    by the value at each order's field path. The client's own comparator (``on_snapshot``'s)
-    looks a dotted path (``price.micros``) up as a top-level key, so a listener on a nested
-    range field, or a query ordered by ``__name__`` explicitly, stopped whenever two timestamps
-    tied; everything else is the query's own."""
-
-    def __init__(self, query: Any) -> None:
-        self._query = query
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._query, name)
-
-    def _comparator(self, first: Any, second: Any) -> int:
-        orders = list(self._query._orders)
-        last = orders[-1].direction if orders else StructuredQuery.Direction.ASCENDING
-        for path, direction in [*((o.field.field_path, o.direction) for o in orders), (NAME, last)]:
-            # the document name last, in the last order's direction: Firestore's implicit order
-            mine, theirs = (Ordered(d.reference.path if path == NAME else _value(d, path)) for d in (first, second))
-            if mine != theirs:
-                return _signed(mine < theirs, direction)
-        return 0
-
-
-def _value(document: Any, path: str) -> Any:
-    try:
-        return document.get(path)
-    except KeyError:  # not held: compares as null
-        return None
-
-
-def _signed(less: bool, direction: Any) -> int:
-    ascending = direction != StructuredQuery.Direction.DESCENDING
-    return -1 if less == ascending else 1
 
 
 class _Live:
