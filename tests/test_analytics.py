@@ -475,13 +475,13 @@ def test_charts_of_bars_and_ticks_hold_one_trace_per_series(tsstore_emulator: An
     def series_in(svg: str) -> set[str]:
         return set(re.findall(r'id="series:([^"]+)"', svg))
 
-    done = run("bars", "--interval", "15min", "--by", "symbol", "--volume", "volume", "--plot", "bars.svg",
+    done = run("bars", "--price", "price.micros", "--interval", "15min", "--by", "symbol", "--volume", "volume", "--plot", "bars.svg",
                "--where", "symbol=AAA", "--where", "symbol=BBB", "--where", "symbol=CCC")  # fmt: skip
     assert done.returncode == 0, done.stderr
     svg = (tmp_path / "bars.svg").read_text()
     assert series_in(svg) == {"AAA", "BBB", "CCC"} and len(svg) > 20_000
     assert "drew 3 series of bars to bars.svg" in done.stderr
-    done = run("bars", "--interval", "1h", "--plot", "one.png", "--format", "csv")
+    done = run("bars", "--price", "price.micros", "--interval", "1h", "--plot", "one.png", "--format", "csv")
     png = (tmp_path / "one.png").read_bytes()
     assert done.returncode == 0 and png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000, done.stderr
     assert done.stdout.splitlines()[0] == "timestamp,open,high,low,close,count"
@@ -490,7 +490,7 @@ def test_charts_of_bars_and_ticks_hold_one_trace_per_series(tsstore_emulator: An
     )
     assert done.returncode == 0, done.stderr
     assert series_in((tmp_path / "lines.svg").read_text()) == set(SYMBOLS) and "drew 4 series" in done.stderr
-    refused = run("bars", "--interval", "1h", "--plot", "chart.html")
+    refused = run("bars", "--price", "price.micros", "--interval", "1h", "--plot", "chart.html")
     assert refused.returncode == 2 and "chart.html: give a .png, .svg, .pdf file" in refused.stderr
     client.close()
 
@@ -807,7 +807,7 @@ def test_aligned_series_are_one_column_each_per_bucket_filled_as_pandas_does(
     )
     done = tsstore(
         "aligned", "--spec", "spec.toml", "--database", database_id(client), "--interval", "2min", "--by", "symbol",
-        "--by", "exchange", "--fill", "none", "--start", T0.isoformat(), "--format", "csv", cwd=tmp_path,
+        "--by", "exchange", "--price", "price.micros", "--fill", "none", "--start", T0.isoformat(), "--format", "csv", cwd=tmp_path,
         env={"FIRESTORE_EMULATOR_HOST": tsstore_emulator.address},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -897,7 +897,7 @@ def test_the_bars_command_prints_the_same_bars(
         'shapes = [{ fields = ["symbol"], directions = ["desc", "asc"] }, "exchange"]\n'
     )
     env = {"FIRESTORE_EMULATOR_HOST": tsstore_emulator.address}
-    common = ["--spec", "spec.toml", "--database", data.store.client._database, "--interval", "1D"]
+    common = ["--spec", "spec.toml", "--database", data.store.client._database, "--interval", "1D", "--price", "price.micros"]
     done = tsstore("bars", *common, "--tz", NEW_YORK, "--fill", "prev", "--by", "symbol", "--volume", "volume",
                    "--format", "csv", cwd=tmp_path, env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr

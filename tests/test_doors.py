@@ -20,7 +20,16 @@ import pytest
 from google.cloud import firestore
 
 from tests.cli import tsstore
-from tsstore import CursorError, OptionError, QueryError, RecordError, SeriesSpec, SpecError, TimeSeriesStore
+from tsstore import (
+    CursorError,
+    OptionError,
+    QueryError,
+    QueryShape,
+    RecordError,
+    SeriesSpec,
+    SpecError,
+    TimeSeriesStore,
+)
 from tsstore.counters import ShardedCounter
 from tsstore.errors import CounterError
 from tsstore.write.options import WriteOptions
@@ -49,7 +58,7 @@ CLI_CASES: list[tuple[tuple[str, ...], int, str]] = [
     (("query", "--where", "symbolAAA"), 2, "--where 'symbolAAA' is not FIELD=VALUE"),
     (("query", "--where", "=AAA"), 2, "--where '=AAA' is not FIELD=VALUE"),
     (("query", "--where", "shard=x"), 2, "'shard' is tsstore's shard field"),
-    (("query", "--where", "price.micros=abc"), 2, "'abc' is not a number"),
+    (("query", "--where", "price.micros=abc"), 2, "'abc' is not a finite number"),
     (("query", "--where", "nosuch=1"), 2, "nosuch"),
     (("query", "--columns", "nosuch"), 2, "--columns nosuch: not declared"),
     (("query", "--format", "csv", "-o", "{tmp}/missing/dir/x.csv"), 2, "missing/dir does not exist"),
@@ -69,7 +78,7 @@ CLI_CASES: list[tuple[tuple[str, ...], int, str]] = [
     (("count", "--start", "2019-01-02T10:00:00Z", "--end", "2019-01-02T09:00:00Z"), 2, "start"),
     (("explain", "--where", "instrumentType=etf", "--where", "exchange=X"), 2, "index"),
     (("query", "--where", "volume~3"), 2, "is not FIELD=VALUE or FIELD<op>VALUE"),
-    (("query", "--where", "exchange=X", "--where", "volume>=many"), 2, "volume is declared Int64, and 'many' is not"),
+    (("query", "--where", "exchange=X", "--where", "volume>=many"), 2, "volume is declared Int64, and 'many' is not a finite number"),
     (("explain", "--where", "symbol>=A"), 2, "range condition on ['symbol']: no query shape declares it"),
     (("explain", "--where", "volume>=5"), 2, "query shape [(time range)] ranges [volume] is not declared"),
     (("bars", "--interval", "7"), 2, "interval '7' has no unit"),
@@ -113,6 +122,20 @@ CLI_CASES: list[tuple[tuple[str, ...], int, str]] = [
     (("export", "--to", "{tmp}/out", "--region", "eu", "--wokers", "4"), 2, "unknown option(s) --wokers"),
     (("shards", "--check", "--collection", "instruments_1min"), 1, "shards --check"),
     (("emulator", "restart"), 2, "No such command 'restart'"),
+    # fields a verb reads are the declaration's, and defaults never the demo's field names
+    (("bars", "--spec", "{tmp}/plain.toml", "--interval", "1h"), 2,
+     "which field is the price of 'plain'? give --price FIELD (numeric fields declared: price.micros)"),
+    (("aligned", "--spec", "{tmp}/plain.toml", "--interval", "1h", "--by", "symbol"), 2, "give --price FIELD"),
+    (("bars", "--interval", "1h", "--by", "nosuch"), 2, "bars: by field 'nosuch' is not a field of 'instruments'"),
+    (("bars", "--interval", "1h", "--price", "nosuch"), 2, "bars: price 'nosuch' is not a field of 'instruments'"),
+    (("bars", "--interval", "1h", "--volume", "size"), 2, "bars: volume 'size' is not a field of 'instruments'"),
+    (("aligned", "--interval", "1h", "--by", "nosuch"), 2, "by field 'nosuch' is not a field"),
+    (("asof", "--by", "nosuch"), 2, "asof: by field 'nosuch' is not a field of 'instruments'"),
+    (("bars", "--spec", "{tmp}/plain.toml", "--interval", "1h", "--combine"), 2,
+     "combine=True reads a roll-up's bars, and 'plain' has no roll-up record"),
+    (("bars", "--interval", "1h", "--origin", "09:30"), 2, "--origin '09:30' is not a time"),
+    (("count", "--where", "volume>=nan", "--where", "exchange=X"), 2, "'nan' is not a finite number"),
+    (("count", "--where", "volume>=inf", "--where", "exchange=X"), 2, "'inf' is not a finite number"),
     (("nosuchcommand",), 2, "No such command 'nosuchcommand'"),
 ]
 
@@ -168,6 +191,9 @@ def test_typed_values_and_dates_the_cli_accepts(doors: dict[str, Any]) -> None:
     assert plan.returncode == 0 and "'7203'" in plan.stdout, plan.stdout
     quoted = run(doors, "explain", "--where", 'symbol="7203"', "--limit", "5")
     assert "'7203'" in quoted.stdout
+    # A decimal bound on an Int64 field is a number all the same (Firestore compares numbers by value).
+    decimal = run(doors, "explain", "--where", "exchange=X", "--where", "volume>=10.5")
+    assert decimal.returncode == 0 and "volume >= 10.5" in decimal.stdout, (decimal.stdout, decimal.stderr)
     none = run(doors, "query", "--where", "symbol=7203")
     assert none.returncode == 0 and none.stdout == "(no rows)\n"
     # A bare date is midnight UTC, or midnight in the --naive zone.
@@ -264,12 +290,25 @@ LIBRARY_CASES: list[tuple[str, Any, type[Exception], str]] = [
     ("filter on the shard", lambda s: s.query(where={"shard": "x"}), QueryError, "shard"),
     ("unknown direction", lambda s: s.query(direction="up"), QueryError, "'up'"),
     ("bad column type", lambda s: SeriesSpec("x", columns={"a": "text"}), SpecError, "'text'"),
+    ("undeclared price", lambda s: s.bars(interval="1h", price="nosuch"), QueryError, "price 'nosuch' is not a field"),
+    ("undeclared by", lambda s: s.aligned(interval="1h", by="nosuch", price="p"), QueryError, "by field 'nosuch'"),
+    ("undeclared as-of by", lambda s: s.asof(by="nosuch"), QueryError, "asof: by field 'nosuch' is not a field"),
+    ("as-of right_spec a name", lambda s: s.asof(right_spec="quotes"), QueryError, "right_spec takes a SeriesSpec"),
+    ("string bound", lambda s: s.count(where=[("v", ">=", "1000")]), QueryError,
+     "v >= '1000': 'v' is declared Int64, and Firestore matches no Int64 value with the str '1000'"),
+    ("number for a string", lambda s: s.query(where={"symbol": 7203}), QueryError, "give a string"),
+    ("bool for a number", lambda s: s.count(where=[("v", ">", True)]), QueryError, "with the bool True"),
+    ("NaN bound", lambda s: s.count(where=[("v", ">", math.nan)]), QueryError, "Firestore takes no NaN"),
+    ("combine on ticks", lambda s: s.bars(interval="1h", combine=True), QueryError, "has no roll-up record"),
+    ("origin without a date", lambda s: s.bars(interval="1h", price="p", origin="09:30"), QueryError,
+     "time of day without a date"),
 ]
 
 
 @pytest.fixture
 def store(client: firestore.Client, collection_name: str) -> Any:
-    spec = SeriesSpec(collection_name, key_fields=["symbol"], shapes=["symbol"])
+    spec = SeriesSpec(collection_name, key_fields=["symbol"], shapes=["symbol", QueryShape([], ranges=["v"])],
+                      columns={"symbol": "string", "p": "Int64", "v": "Int64"})  # fmt: skip
     with TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False)) as opened:
         yield opened
 

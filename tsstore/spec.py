@@ -17,7 +17,7 @@ from enum import Enum
 from typing import Literal
 
 from tsstore.access import DEFAULT_ACCESS, ClientAccess, access_from
-from tsstore.errors import SpecError
+from tsstore.errors import QueryError, SpecError
 from tsstore.late import DEFAULT_LATE, LatePolicy, late_from
 from tsstore.limits import MAX_INEQUALITY_FIELDS, SEQUENTIAL_WRITES_PER_SECOND
 from tsstore.times import to_duration, to_utc
@@ -429,6 +429,28 @@ class SeriesSpec:
     def filter_fields(self) -> frozenset[str]:
         """Every field some declared shape filters on (by equality, ``in`` or range)."""
         return frozenset(f for shape in self.shapes for f in (*shape.fields, *shape.ranges))
+
+    @property
+    def declared_fields(self) -> frozenset[str]:
+        """Every field the declaration names: its columns, key fields, timestamp, measures,
+        ``count_by`` fields and shape fields. When ``columns`` is declared, a verb refuses a
+        field outside this set (:meth:`check_declared`)."""
+        named = (*dict(self.columns), *self.key_fields, self.timestamp_field, *self.measures, *self.count_by)
+        return frozenset(named) | self.filter_fields
+
+    def check_declared(self, fields: Iterable[tuple[str, str | None]], *, verb: str) -> None:
+        """Refuse, before any read, a field (``(what, name)`` pairs, ``None`` names skipped) that
+        a declaration with ``columns`` does not name: a misspelt field reads as missing in every
+        tick, which would answer nothing, or one series keyed by a missing value."""
+        if not self.columns:
+            return
+        known = self.declared_fields
+        for what, name in fields:
+            if name is not None and name not in known:
+                raise QueryError(
+                    f"{verb}: {what} {name!r} is not a field of {self.collection!r} "
+                    f"(declared: {', '.join(sorted(known))})"
+                )
 
     @property
     def series_shapes(self) -> tuple[QueryShape, ...]:

@@ -109,6 +109,19 @@ def aggregate(
     echo_cost(stats, show_stats)
 
 
+def declared_price(spec: SeriesSpec, rollups: tuple[Rollup, ...], given: str | None) -> str:
+    """``--price`` as given, else the price field of the series' declared roll-ups (when they
+    agree on one): never a field name the declaration does not make."""
+    if given is not None:
+        return given
+    prices = sorted({rollup.root.price for rollup in rollups})
+    if len(prices) == 1:
+        return prices[0]
+    numeric = sorted(name for name, kind in spec.columns if kind in ("Int64", "Float64"))
+    hint = f" (numeric fields declared: {', '.join(numeric)})" if numeric else ""
+    raise usage(f"which field is the price of {spec.collection!r}? give --price FIELD{hint}")
+
+
 def pick_rollups(spec: SeriesSpec, declared: tuple[Rollup, ...], names: tuple[str, ...]) -> tuple[Rollup, ...] | None:
     """The roll-ups ``--rollup`` names (``all``: every declared one), or ``None`` without it."""
     if not names:
@@ -168,7 +181,7 @@ def latest(
 
 @click.command("bars")
 @library_warnings
-@series_options
+@series_rollup_options
 @query_options()
 @click.option(
     "--interval",
@@ -186,7 +199,9 @@ def latest(
     help="Bars for empty buckets between a series' bars: the previous close carried (prev) or no prices (nan).",
 )  # fmt: skip
 @click.option("--by", "by_fields", multiple=True, help="Series key field(s): one set of bars per value.")
-@click.option("--price", default="price.micros", show_default=True, help="The price field.")
+@click.option(
+    "--price", default=None, help="The price field (default: the price of the series' declared roll-ups, if one)."
+)
 @click.option("--volume", default=None, help="A volume field to sum per bar.")
 @click.option("--moments", is_flag=True, help="Also the price's sum, mean and std, and the open and close times.")
 @click.option("--combine", is_flag=True, help="Read a roll-up's bars (--collection) and combine them into these.")
@@ -199,6 +214,7 @@ def latest(
 def bars(
     *,
     spec: SeriesSpec,
+    declared_rollups: tuple[Rollup, ...],
     database: Database,
     query: Query,
     interval: str,
@@ -206,7 +222,7 @@ def bars(
     origin: str | None,
     fill: str | None,
     by_fields: tuple[str, ...],
-    price: str,
+    price: str | None,
     volume: str | None,
     moments: bool,
     combine: bool,
@@ -227,6 +243,7 @@ def bars(
     """
     stats = ReadStats()
     start = None if origin in (None, "epoch") else cli_time(origin, option="--origin", naive=tz)
+    price = None if combine else declared_price(spec, declared_rollups, price)
     with database.open_store(spec) as store:
         frame = store.bars(
             query, interval=interval, by=by_fields, price=price, volume=volume, tz=tz, origin=start, fill=fill,
@@ -235,7 +252,8 @@ def bars(
         if frame.empty:
             warn_if_no_collection(store)
     if plot_path is not None:
-        drawn = plot_bars(frame, plot_path, by=by_fields, title=f"{spec.collection}: {price}, {interval} bars")
+        title = f"{spec.collection}: {price or 'combined'}, {interval} bars"
+        drawn = plot_bars(frame, plot_path, by=by_fields, title=title)
         click.echo(f"drew {drawn} series of bars to {plot_path}", err=True)
     flat = frame if fmt == "table" else frame.reset_index().set_index(spec.timestamp_field)
     write_frames([flat], fmt=fmt, output=None)
@@ -244,7 +262,7 @@ def bars(
 
 @click.command("aligned")
 @library_warnings
-@series_options
+@series_rollup_options
 @query_options()
 @click.option("--interval", required=True, help="Bucket length: 1min, 1h (from the origin), or 1D, 1W, 1M (in --tz).")
 @click.option("--by", "by_fields", multiple=True, required=True, help="Series key field(s): one column per value.")
@@ -253,7 +271,9 @@ def bars(
     type=click.Choice(["open", "high", "low", "close", "mean", "std", "count", "volume", "sum"]),
     help="What each column holds per bucket: a bar's price (close: the last one), moment or amount.",
 )  # fmt: skip
-@click.option("--price", default="price.micros", show_default=True, help="The price field.")
+@click.option(
+    "--price", default=None, help="The price field (default: the price of the series' declared roll-ups, if one)."
+)
 @click.option("--volume", default=None, help="A volume field (for --value volume).")
 @click.option("--tz", default=None, help="Time zone of calendar buckets and of the printed times.")
 @click.option(
@@ -269,12 +289,13 @@ def bars(
 def aligned(
     *,
     spec: SeriesSpec,
+    declared_rollups: tuple[Rollup, ...],
     database: Database,
     query: Query,
     interval: str,
     by_fields: tuple[str, ...],
     value: str,
-    price: str,
+    price: str | None,
     volume: str | None,
     tz: str | None,
     origin: str | None,
@@ -293,9 +314,10 @@ def aligned(
     """
     stats = ReadStats()
     start = None if origin in (None, "epoch") else cli_time(origin, option="--origin", naive=tz)
+    price = None if combine else declared_price(spec, declared_rollups, price)
     with database.open_store(spec) as store:
         frame = store.aligned(
-            query, interval=interval, by=by_fields, price=None if combine else price, value=value, volume=volume,
+            query, interval=interval, by=by_fields, price=price, value=value, volume=volume,
             tz=tz, origin=start, fill=None if fill == "none" else fill, combine=combine, stats=stats,
         )  # fmt: skip
         if frame.empty:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -78,9 +79,15 @@ def parse_value(raw: str, *, field: str | None = None, spec: SeriesSpec | None =
         return raw
     if kind in ("Int64", "Float64"):
         try:
-            return int(raw) if kind == "Int64" else float(raw)
+            number: int | float = int(raw) if kind == "Int64" else float(raw)
         except ValueError:
-            raise usage(f"--where {said}: {field} is declared {kind}, and {raw!r} is not a number") from None
+            try:  # a decimal bound on an integer field compares as Firestore compares numbers
+                number = float(raw)
+            except ValueError:
+                number = math.nan
+        if not math.isfinite(number):
+            raise usage(f"--where {said}: {field} is declared {kind}, and {raw!r} is not a finite number") from None
+        return number
     if kind == "boolean":
         if raw.lower() not in ("true", "false"):
             raise usage(f"--where {said}: {field} is declared boolean; give true or false")

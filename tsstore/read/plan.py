@@ -172,6 +172,36 @@ def normalize_where(where: Where) -> tuple[Filter, ...]:
     return tuple(sorted(filters, key=lambda f: (f.field, f.op, repr(f.values))))
 
 
+#: What a value of each declared column type is in Python (``object``: anything).
+_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "Int64": ((int, float), "a number"),
+    "Float64": ((int, float), "a number"),
+    "string": ((str,), "a string"),
+    "boolean": ((bool,), "True or False"),
+    "datetime": ((dt.datetime,), "a datetime"),
+}
+
+
+def check_value_types(spec: SeriesSpec, filters: Iterable[Filter]) -> None:
+    """Refuse a filter value of another type than the field's declared column: Firestore
+    compares values of one type only, so ``volume >= "1000"`` on an Int64 field matches
+    nothing instead of failing (a number of either kind is fine on a numeric field)."""
+    declared = dict(spec.columns)
+    for f in filters:
+        kind = declared.get(f.field)
+        if kind not in _KINDS:
+            continue
+        allowed, what = _KINDS[kind]
+        for value in f.values:
+            wrong = not isinstance(value, allowed) or (isinstance(value, bool) and kind != "boolean")
+            if value is not None and wrong:
+                shown = f"{f.field} in {list(f.values)!r}" if f.op == "in" else f"{f.field} {f.op} {value!r}"
+                raise QueryError(
+                    f"{shown}: {f.field!r} is declared {kind}, and Firestore matches no {kind} value with the "
+                    f"{type(value).__name__} {value!r}; give {what}"
+                )
+
+
 def chunk_size(filters: Sequence[Filter]) -> int:
     """Largest shard chunk the disjunction budget leaves after the caller's own ``in`` lists."""
     product = math.prod(f.disjunctions for f in filters)
@@ -269,6 +299,7 @@ def plan_query(
     q = Query.of(query, options)
     where, start, end, direction, limit, columns = q.where, q.start, q.end, q.direction, q.limit, q.columns
     every = normalize_where(where)
+    check_value_types(spec, every)
     filters = tuple(f for f in every if not f.is_range)
     ranges = tuple(f for f in every if f.is_range)
     try:

@@ -283,10 +283,23 @@ def bars(
     ticks = yield from read(seat, plan, stats if stats is not None else ReadStats())
     yield Feed(ticks, lambda tick: done.extend(builder.add(tick)))
     done.extend(builder.rest())
+    absent(done, builder.skipped, fields, price=None if combine else price)
     zone = builder.buckets.zone
     return bars_frame(
         done, by=fields, timestamp_field=seat.spec.timestamp_field, volume=volume, zone=zone, moments=moments
     )
+
+
+def absent(done: Sequence[Bar], skipped: int, by: Sequence[str], *, price: str | None) -> None:
+    """Refuse bars that say nothing because a field is in none of the ticks read (a declaration
+    without ``columns`` cannot say so before reading): no tick held a number at ``price``, or
+    none held a ``by`` field (one series keyed by a missing value)."""
+    if not done and skipped and price is not None:
+        raise QueryError(f"bars: none of the {skipped} ticks read holds a number at price {price!r}; "
+                         "name the price field (e.g. price='price.micros')")  # fmt: skip
+    for i, name in enumerate(by):
+        if done and all(bar.key[i] is None for bar in done):
+            raise QueryError(f"bars: none of the ticks read holds the by field {name!r}")
 
 
 def bars_plan(
@@ -312,6 +325,8 @@ def bars_plan(
                 check_field_path(name, what=what)
     except SpecError as exc:
         raise QueryError(str(exc)) from None
+    own = () if combine is not None else (("price", price), ("volume", volume))  # a roll-up's bars: its own
+    seat.spec.check_declared([*(("by field", f) for f in fields), *own], verb="bars")
     edges = buckets(interval, tz=tz, origin=origin)
     filled = check_fill(fill)
     wanted = (*BAR_FIELDS, *STORED_MOMENTS) if combine is not None else (price, *(() if volume is None else (volume,)))
@@ -426,6 +441,10 @@ def asof_read(
     except SpecError as exc:
         raise QueryError(str(exc)) from None
     spec = seat.spec
+    if right_spec is not None and not isinstance(right_spec, SeriesSpec):
+        raise QueryError(f"right_spec takes a SeriesSpec (the right series' declaration), got {right_spec!r}")
+    for declared in (spec, right_spec or spec):
+        declared.check_declared((("by field", f) for f in fields), verb="asof")
     taken = {spec.timestamp_field, spec.shard_field, *fields, *spec.filter_fields, *spec.key_fields, *spec.measures}
     taken |= {name.split(".")[0] for name, _ in spec.columns}
     if prefix in taken or "." in prefix:
