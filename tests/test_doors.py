@@ -21,6 +21,8 @@ from google.cloud import firestore
 
 from tests.cli import tsstore
 from tsstore import (
+    AsyncTimeSeriesStore,
+    ConfigError,
     CursorError,
     OptionError,
     QueryError,
@@ -32,6 +34,7 @@ from tsstore import (
 )
 from tsstore.counters import ShardedCounter
 from tsstore.errors import CounterError
+from tsstore.rules.file import render_rules
 from tsstore.write.options import WriteOptions
 
 UTC = dt.timezone.utc
@@ -132,10 +135,26 @@ CLI_CASES: list[tuple[tuple[str, ...], int, str]] = [
     (("aligned", "--interval", "1h", "--by", "nosuch"), 2, "by field 'nosuch' is not a field"),
     (("asof", "--by", "nosuch"), 2, "asof: by field 'nosuch' is not a field of 'instruments'"),
     (("bars", "--spec", "{tmp}/plain.toml", "--interval", "1h", "--combine"), 2,
-     "combine=True reads a roll-up's bars, and 'plain' has no roll-up record"),
+     "--combine reads a roll-up's bars, and 'plain' has no roll-up record (tsstore_rollups/plain): run its roll-up first (tsstore rollup), or make the bars from the ticks with --price"),
     (("bars", "--interval", "1h", "--origin", "09:30"), 2, "--origin '09:30' is not a time"),
     (("count", "--where", "volume>=nan", "--where", "exchange=X"), 2, "'nan' is not a finite number"),
     (("count", "--where", "volume>=inf", "--where", "exchange=X"), 2, "'inf' is not a finite number"),
+    # one duration grammar: a number needs its unit, and a duration is whole microseconds
+    (("asof", "--tolerance", "5"), 2, "--tolerance '5' has no unit: write e.g. '5s', '5min', '5h' or '5D'"),
+    (("tail", "--lateness", "5"), 2, "--lateness '5' has no unit"),
+    (("capacity", "--writes-per-second", "100", "--retention", "5"), 2, "--retention '5' has no unit"),
+    (("capacity", "--writes-per-second", "100", "--retention", "0D"), 2, "--retention '0D' is not positive"),
+    (("capacity", "--writes-per-second", "100", "--series", "5", "--tier", "1min=5"), 2,
+     "--tier 1min=5: retention '5' has no unit"),
+    (("capacity", "--writes-per-second", "100", "--series", "5", "--tier", "1min=0s"), 2,
+     "--tier 1min=0s: retention '0s' is not positive"),
+    (("bars", "--interval", "1ns"), 2, "--interval '1ns' is not a whole number of microseconds"),
+    (("bars", "--interval", "1.5"), 2, "--interval '1.5' has no unit"),
+    # CLI messages name options, not Python keywords
+    (("bars", "--interval", "1h", "--tz", "Mars/Base"), 2, "--tz 'Mars/Base' is not a time zone"),
+    (("aligned", "--interval", "1h", "--by", "symbol", "--value", "volume"), 2,
+     "--value 'volume' needs --volume, the volume field"),
+    (("aggregate", "--min", "price.micros"), 2, "give --rollup of this series"),
     (("nosuchcommand",), 2, "No such command 'nosuchcommand'"),
 ]
 
@@ -302,6 +321,19 @@ LIBRARY_CASES: list[tuple[str, Any, type[Exception], str]] = [
     ("combine on ticks", lambda s: s.bars(interval="1h", combine=True), QueryError, "has no roll-up record"),
     ("origin without a date", lambda s: s.bars(interval="1h", price="p", origin="09:30"), QueryError,
      "time of day without a date"),
+    ("flag as text", lambda s: s.purge(before=AT, past_rollups="false"), QueryError,
+     "purge: past_rollups='false' is not allowed; give True or False"),
+    ("moments as text", lambda s: s.bars(interval="1h", price="p", moments="yes"), QueryError, "moments='yes'"),
+    ("query as a dict", lambda s: s.asof({"where": {"symbol": "A"}}), QueryError, "must be a tsstore.Query"),
+    ("aligned by None", lambda s: s.aligned(interval="1h", by=None, price="p"), QueryError, "aligned needs by="),
+    ("purge rollups by name", lambda s: s.purge(before=AT, rollups="name"), QueryError,
+     "purge: rollups takes Rollup declarations, got str 'name'"),
+    ("rules from names", lambda s: render_rules(["instruments"]), SpecError, "list of SeriesSpec declarations"),
+    ("async store on a sync client", lambda s: AsyncTimeSeriesStore(s.client, s.spec), ConfigError,
+     "AsyncTimeSeriesStore takes a firestore.AsyncClient"),
+    ("tolerance without unit", lambda s: s.asof(tolerance="5"), QueryError, "tolerance '5' has no unit"),
+    ("interval finer than 1 us", lambda s: s.bars(interval="1ns", price="p"), QueryError, "whole number of micro"),
+    ("duration 1.5", lambda s: s.bars(interval="1.5", price="p"), QueryError, "interval '1.5' has no unit"),
 ]
 
 

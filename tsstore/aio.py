@@ -60,6 +60,8 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         lean: bool = True,
         max_concurrency: int = DEFAULT_CONCURRENCY,
     ) -> None:
+        if isinstance(client, firestore.Client):
+            raise ConfigError("AsyncTimeSeriesStore takes a firestore.AsyncClient; for a Client use TimeSeriesStore")
         super().__init__(spec, client, write_options=write_options, page_size=page_size, lean=lean)
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise ConfigError(f"max_concurrency must be at least 1, got {max_concurrency!r}")

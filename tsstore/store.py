@@ -19,6 +19,7 @@ from google.cloud import firestore
 
 from tsstore import faults
 from tsstore.analytics.asof import JoinRead
+from tsstore.errors import ConfigError
 from tsstore.frames import frames
 from tsstore.read.chunks import chunk_query
 from tsstore.read.engine import Fetch, TickRead, read_ticks
@@ -56,6 +57,8 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
         fast_wire: bool = True,
         lean: bool = True,
     ) -> None:
+        if isinstance(client, firestore.AsyncClient):
+            raise ConfigError("TimeSeriesStore takes a firestore.Client; for an AsyncClient use AsyncTimeSeriesStore")
         super().__init__(spec, client, write_options=write_options, page_size=page_size, lean=lean)
         self._fast = fast_wire
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tsstore-read")

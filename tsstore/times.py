@@ -152,23 +152,41 @@ def bucket_ceil(moment: dt.datetime, step: dt.timedelta) -> dt.datetime:
 
 
 def to_duration(value: object, *, name: str) -> dt.timedelta:
-    """A ``timedelta`` from seconds (a number) or a duration string such as '30 days', '12h'
-    or 'P30D'; a ``ValueError`` naming ``name`` otherwise."""
+    """A ``timedelta`` from seconds (a Python number) or a duration string with its unit such
+    as '30 days', '12h', '5min' or 'P30D'; a ``ValueError`` naming ``name`` otherwise. Text
+    without a unit (``"5"``, which pandas reads as nanoseconds) and durations that are not a
+    whole number of microseconds (what Firestore keeps) are refused."""
     if isinstance(value, dt.timedelta):
         return value
+    if isinstance(value, str) and _BARE_NUMBER.fullmatch(value):
+        number = value.strip()
+        raise ValueError(
+            f"{name} {value!r} has no unit: write e.g. '{number}s', '{number}min', '{number}h' or '{number}D'"
+        )
     try:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return dt.timedelta(seconds=value)
         if isinstance(value, str):
             parsed = pd.Timedelta(value)
             if not pd.isna(parsed):  # "NaT" parses, to no duration
+                if parsed.value % 1000:
+                    raise ValueError(
+                        f"{name} {value!r} is not a whole number of microseconds; Firestore keeps microseconds"
+                    )
                 delta: dt.timedelta = parsed.to_pytimedelta()
                 return delta
-    except (ValueError, OverflowError):  # not a number of seconds (nan), or past a timedelta's range
+    except OverflowError:  # past a timedelta's range
         pass
+    except ValueError as exc:  # not a number of seconds (nan), or not a duration
+        if "microseconds" in str(exc):
+            raise
     raise ValueError(
-        f"{name} {value!r} is not a duration (or is out of range); give seconds or a string such as '30 days' or 'P30D'"
+        f"{name} {value!r} is not a duration (or is out of range); give one with its unit such as '30 days', '5min' "
+        "or 'P30D'"
     )
+
+
+_BARE_NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")
 
 
 def interval_label(interval: dt.timedelta) -> str:

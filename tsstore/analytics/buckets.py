@@ -185,9 +185,6 @@ def _origin(origin: object, zone: dt.tzinfo) -> dt.datetime:
 def to_interval(value: object) -> dt.timedelta:
     """A fixed bar interval: a ``timedelta``, seconds, or a string such as '1min', '15min',
     '1h', '1D'; positive, and a whole number of microseconds."""
-    if isinstance(value, str) and value.strip().replace(".", "", 1).isdigit():
-        raise QueryError(f"interval {value!r} has no unit: write e.g. '{value.strip()}s', '{value.strip()}min', "
-                         f"'{value.strip()}h' or '{value.strip()}D'")  # fmt: skip
     try:
         interval = to_duration(value, name="interval")
     except ValueError as exc:

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 import threading
@@ -91,7 +92,33 @@ class Group(click.Group):
             failure = failure_of(exc)
             if failure is None:
                 raise
+            invoked = self.get_command(ctx, ctx.invoked_subcommand or "")
+            if invoked is not None and isinstance(exc, TsstoreError):
+                failure = type(failure)(speak_cli(failure.message, invoked))
             raise failure from exc
+
+
+def speak_cli(message: str, command: click.Command) -> str:
+    """A library message in the command's words: a keyword the command has as an option
+    (``tolerance '5' ...``, ``give volume=``, ``rollups=[...]``, ``combine=True``) named as
+    that option (``--tolerance '5'``, ``give --volume``, ``--rollup``, ``--combine``). Code
+    shown in parentheses (``bars(price=...)``) is left as it is."""
+    options: dict[str, str] = {}
+    for param in command.params:
+        for opt in param.opts:
+            if opt.startswith("--"):
+                name = opt[2:].replace("-", "_")
+                options.setdefault(name, opt)
+                if getattr(param, "multiple", False):
+                    options.setdefault(f"{name}s", opt)  # rollups=[...] is --rollup, repeated
+    for name, opt in sorted(options.items(), key=lambda item: -len(item[0])):
+        keyword = rf"(?<![\w.\-'\"(]){re.escape(name)}"
+        message = re.sub(keyword + r"=True\b", opt, message)
+        message = re.sub(keyword + r"=\[[^\]]*\]", opt, message)
+        message = re.sub(keyword + r"=(?=[,;)\s]|$)", opt, message)
+        message = re.sub(keyword + r"=(?!=)", f"{opt} ", message)
+        message = re.sub(rf"^{re.escape(name)} (?=['\d-])", f"{opt} ", message)
+    return message
 
 
 def exit_interrupted(advice: str, *, show_command: bool = True) -> NoReturn:

@@ -3,6 +3,8 @@ values) and ``tsstore capacity`` (the capacity planner)."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import dataclasses
 
 import click
@@ -84,6 +86,14 @@ def reshard(*, spec: SeriesSpec, database: Database, max_rate: int | None, fmt: 
     echo_figures(fmt, text, {**dataclasses.asdict(result), "census": census})
 
 
+def positive(text: str, *, name: str) -> dt.timedelta:
+    """A duration typed for ``name``, refused (as typed) unless it is longer than zero."""
+    duration = to_duration(text, name=name)
+    if duration <= dt.timedelta(0):
+        raise ValueError(f"{name} {text!r} is not positive")
+    return duration
+
+
 @click.command("capacity")
 @library_warnings
 @click.option("--writes-per-second", "rate", type=float, required=True, help="Sustained write rate to plan for.")
@@ -124,9 +134,9 @@ def capacity(
     """
     spec = None if declaration is None else pick_spec(declaration, collection=collection)
     try:
-        kept = None if retention is None else to_duration(retention, name="--retention")
+        kept = None if retention is None else positive(retention, name="--retention")
         tiers = [
-            (interval, to_duration(held, name="--tier retention") if held else None)
+            (interval, positive(held, name=f"--tier {interval}={held}: retention") if held else None)
             for interval, _, held in (item.partition("=") for item in tier_items)
         ]
     except ValueError as exc:

@@ -285,6 +285,10 @@ def rules_lines(specs: Sequence[SeriesSpec], rollups: Sequence[Rollup] = ()) -> 
     may use, and a comment for each collection they may not."""
     if not specs and not rollups:
         raise SpecError("no SeriesSpec given; declare at least one")
+    for given, kind in ((specs, SeriesSpec), (rollups, Rollup)):
+        if isinstance(given, (str, kind)) or any(not isinstance(item, kind) for item in given):
+            wrong = given if isinstance(given, (str, kind)) else next(i for i in given if not isinstance(i, kind))
+            raise SpecError(f"rules are made from a list of {kind.__name__} declarations, got {wrong!r}")
     rolled = {r.spec.collection: r for r in rollups}
     series: dict[str, SeriesSpec] = {}
     for spec in (*specs, *(r.source for r in rollups), *(r.spec for r in rollups)):

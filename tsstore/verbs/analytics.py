@@ -516,7 +516,7 @@ def aligned(
         raise QueryError(f"value={value!r} is not allowed; use one of {', '.join(kinds)}")
     if fill not in (None, "prev"):
         raise QueryError(f"fill={fill!r} is not allowed for aligned series; use 'prev' or None")
-    fields = (by,) if isinstance(by, str) else tuple(by)
+    fields = (by,) if isinstance(by, str) else tuple(by or ())
     if not fields:
         raise QueryError("aligned needs by=, the field(s) whose values name the series (e.g. 'symbol')")
     if value == "volume" and volume is None and not combine:

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Itera
 from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
-from tsstore.errors import OptionError
+from tsstore.errors import OptionError, QueryError
 from tsstore.live.aio import AsyncLive
 from tsstore.read.cost import ReadStats
 from tsstore.read.query import Query
@@ -141,15 +141,27 @@ class _Declared(Generic[P, R]):
         return self._signature
 
     def _request(self, store: Any, args: Any, kwargs: dict[str, Any]) -> Any:
-        self._check(kwargs)
+        self._check(args, kwargs)
         return self._make(store.seat, *args, **kwargs)
 
-    def _check(self, kwargs: dict[str, Any]) -> None:
+    def _check(self, args: Any, kwargs: dict[str, Any]) -> None:
+        """Refuse, by name, a keyword the verb does not take, a flag that is not ``True`` or
+        ``False`` (``"false"`` would be true), and a positional query that is not a ``Query``."""
         params = self.signature.parameters
         unknown = sorted(k for k in kwargs if k not in params or params[k].kind is inspect.Parameter.POSITIONAL_ONLY)
         if unknown:
             allowed = [p.name for p in params.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
             raise OptionError(self.__name__, unknown, allowed)
+        for name, value in kwargs.items():
+            if params[name].annotation in ("bool", bool) and not isinstance(value, bool):
+                raise QueryError(f"{self.__name__}: {name}={value!r} is not allowed; give True or False")
+        positional = [p for p in params.values() if p.kind is inspect.Parameter.POSITIONAL_ONLY]
+        for param, value in zip(positional, args):
+            if "Query" in str(param.annotation) and value is not None and not isinstance(value, Query):
+                raise QueryError(
+                    f"{self.__name__}: the {param.name} query must be a tsstore.Query (e.g. Query(where=...)), "
+                    f"got {type(value).__name__} {value!r}; or give its fields as keywords"
+                )
 
     def _get(self, store: Any, bind: Callable[[Any], Callable[..., Any]]) -> Any:
         """What ``store.<verb>`` is: the class's view without a store; else ``bind(store)``,

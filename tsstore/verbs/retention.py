@@ -72,11 +72,11 @@ def purge(
         bounds = bounds.replace(end=before)
     if bounds.start is None and bounds.end is None:
         raise QueryError("purge needs a time bound: before=, or start=/end=; refusing to delete everything")
-    declared = tuple(rollups)
+    declared = (rollups,) if isinstance(rollups, (str, Rollup)) else tuple(rollups)
     for rollup in declared:
+        if not isinstance(rollup, Rollup):
+            raise QueryError(f"purge: rollups takes Rollup declarations, got {type(rollup).__name__} {rollup!r}")
         rollup.check_source(seat.spec)
-    if not isinstance(correct, bool) or not isinstance(past_rollups, bool):
-        raise QueryError(f"correct and past_rollups take True or False, got {correct!r} and {past_rollups!r}")
     documents = {} if correct else (yield from source_rollups(seat))  # read once: checked, then told
     if not past_rollups and not correct:
         marks = rollup_watermarks(documents, declared)
@@ -163,7 +163,7 @@ def check_marks(late: Mapping[str, int]) -> None:
         names = ", ".join(f"{name!r} ({n} late bucket{'' if n == 1 else 's'})" for name, n in behind.items())
         raise RetentionError(
             f"the purge range holds buckets that late ticks changed and roll-up(s) {names} have not folded in yet: "
-            "run the roll-up first (tsstore rollup), or pass past_rollups=True (tsstore purge --past-rollups) to "
+            "run the roll-up first (tsstore rollup), or pass past_rollups=True to "
             "delete the ticks anyway",
             limit=None,
             rollups=list(behind),
@@ -185,7 +185,7 @@ def check_retention(marks: Mapping[str, dt.datetime | None], end: dt.datetime | 
     may = "nothing may be purged until it has run" if limit is None else f"purge before {limit.isoformat()} at most"
     raise RetentionError(
         f"the purge would delete {upto}, which roll-up(s) {names} have not rolled up yet: {may}, run the roll-up "
-        "first, or pass past_rollups=True (tsstore purge --past-rollups) to delete them anyway",
+        "first, or pass past_rollups=True to delete them anyway",
         limit=limit,
         rollups=list(behind),
     )
