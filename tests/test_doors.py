@@ -139,6 +139,13 @@ CLI_CASES: list[tuple[tuple[str, ...], int, str]] = [
     (("bars", "--interval", "1h", "--origin", "09:30"), 2, "--origin '09:30' is not a time"),
     (("count", "--where", "volume>=nan", "--where", "exchange=X"), 2, "'nan' is not a finite number"),
     (("count", "--where", "volume>=inf", "--where", "exchange=X"), 2, "'inf' is not a finite number"),
+    # no write without naming its target: the demo's declaration is the local store's only
+    (("ingest", "{tmp}/ticks.csv", "--project", "my-project"), 2,
+     "which declaration? give --spec (or TSSTORE_SPEC): without one this command would write to the demo's "
+     "collection 'instruments' in project 'my-project'"),
+    (("purge", "--before", T, "--yes", "--project", "my-project"), 2, "which declaration? give --spec"),
+    (("rollup", "--project", "my-project"), 2, "which declaration? give --spec"),
+    (("backfill", "{tmp}/ticks.csv", "--project", "my-project"), 2, "which declaration? give --spec"),
     # one duration grammar: a number needs its unit, and a duration is whole microseconds
     (("asof", "--tolerance", "5"), 2, "--tolerance '5' has no unit: write e.g. '5s', '5min', '5h' or '5D'"),
     (("tail", "--lateness", "5"), 2, "--lateness '5' has no unit"),
@@ -237,6 +244,7 @@ def test_a_finished_ingest_leaves_no_checkpoint_so_a_later_one_reads_every_row(d
     source.write_text("symbol,timestamp,price.micros\nAAA,2019-01-02T09:00:00Z,1\nBBB,2019-01-02T09:00:01Z,2\n")
     first = run(doors, "ingest", str(source), "--spec", "plain.toml")
     assert "2 stored new" in first.stdout and "checkpoint removed" in first.stdout, first.stdout
+    assert f"database {doors['env']['TSSTORE_DATABASE']}; writing to collection plain" in first.stderr
     assert not list(doors["tmp"].glob("*.tsstore-checkpoint.json"))
     again = run(doors, "ingest", str(source), "--spec", "plain.toml")
     assert "2 rows read: 0 stored new, 2 already present" in again.stdout, again.stdout

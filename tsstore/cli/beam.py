@@ -77,8 +77,10 @@ def _beam_args(ctx: click.Context, database: Database, runner: str) -> list[str]
     return extra
 
 
-def _target(database: Database) -> tuple[Any, bool]:
-    with database.connect() as (client, local):
+def _target(database: Database, *, writing: SeriesSpec | None = None) -> tuple[Any, bool]:
+    if writing is not None:
+        database.check_write_target(writing)
+    with database.connect(writing=None if writing is None else writing.collection) as (client, local):
         return _beam().Target.of(client), local
 
 
@@ -133,7 +135,7 @@ def backfill(
     extra = [*options_given, *_beam_args(ctx, database, runner)]
     count = _workers(runner, workers)
     options = beam.pipeline_options(runner=runner, workers=count, extra=extra)  # refuses unknown options first
-    target, local = _target(database)
+    target, local = _target(database, writing=spec)
     click.echo(
         f"tsstore: backfill on {runner} with {count} writing process(es); "
         + ("no ramp (an emulator)" if local else f"ramp 500/50/5 up to {spec.max_write_rate} writes/s"),

@@ -64,15 +64,19 @@ def library_warnings(command: Command) -> Command:
 
 
 @contextlib.contextmanager
-def connect(*, project: str | None, database: str, ephemeral: bool = False) -> Iterator[tuple[Any, bool]]:
+def connect(
+    *, project: str | None, database: str, ephemeral: bool = False, writing: str | None = None
+) -> Iterator[tuple[Any, bool]]:
     """A Firestore client and whether it talks to an emulator.
 
     With ``FIRESTORE_EMULATOR_HOST`` set or a ``--project`` given, the client goes where
     those say (google-cloud-firestore reads them itself). Otherwise it goes to the local
     store (the background emulator of ``tsstore emulator start``, started now if needed),
     whose data survives restarts; with ``ephemeral`` to a temporary emulator that stops
-    with the command. Either way one line on stderr says where.
+    with the command. Either way one line on stderr says where (and, ``writing``, into which
+    collection).
     """
+    into = "" if writing is None else f"; writing to collection {writing}"
     from google.cloud import firestore
 
     emulator_host = os.environ.get(EMULATOR_ENV)
@@ -81,7 +85,7 @@ def connect(*, project: str | None, database: str, ephemeral: bool = False) -> I
             # The same project the local store uses, so both see the same data.
             project = emulator_project()
         target = f"emulator at {emulator_host}, project {project}" if emulator_host else f"project {project}"
-        click.echo(f"tsstore: using {target}, database {database}", err=True)
+        click.echo(f"tsstore: using {target}, database {database}{into}", err=True)
         running = supervisor.status() if emulator_host else None
         if running is not None and running.address == emulator_host and project == running.project:
             supervisor.remember_database(database)  # the local store, reached by address: keep it
@@ -106,7 +110,7 @@ def connect(*, project: str | None, database: str, ephemeral: bool = False) -> I
     how = "started" if started else "using"
     click.echo(
         f"tsstore: {how} the local store at {store.address} (data in {store.data_dir}; "
-        "`tsstore emulator stop` stops it), database " + database,
+        "`tsstore emulator stop` stops it), database " + database + into,
         err=True,
     )
     client = emulator_client(store.address, project=store.project, database=database)
@@ -124,22 +128,42 @@ class Database:
     project: str | None
     name: str
 
-    def connect(self, *, ephemeral: bool = False) -> contextlib.AbstractContextManager[tuple[Any, bool]]:
+    def connect(
+        self, *, ephemeral: bool = False, writing: str | None = None
+    ) -> contextlib.AbstractContextManager[tuple[Any, bool]]:
         """A client on this database and whether it is an emulator (see :func:`connect`)."""
-        return connect(project=self.project, database=self.name, ephemeral=ephemeral)
+        return connect(project=self.project, database=self.name, ephemeral=ephemeral, writing=writing)
 
     @contextlib.contextmanager
     def open_store(
-        self, spec: SeriesSpec, *, ephemeral: bool = False, max_rate: int | None = None
+        self, spec: SeriesSpec, *, ephemeral: bool = False, max_rate: int | None = None, writes: bool = False
     ) -> Iterator[TimeSeriesStore]:
         """The store of ``spec`` on this database; on an emulator it writes at
-        :data:`LOCAL_WRITE_OPTIONS`; ``max_rate`` caps its writes per second."""
-        with self.connect(ephemeral=ephemeral) as (client, local):
+        :data:`LOCAL_WRITE_OPTIONS`; ``max_rate`` caps its writes per second. A command that
+        ``writes`` names the collection on stderr, and is refused on a project when the
+        declaration was not given (it would be the demo's)."""
+        if writes:
+            self.check_write_target(spec)
+        with self.connect(ephemeral=ephemeral, writing=spec.collection if writes else None) as (client, local):
             options = LOCAL_WRITE_OPTIONS if local else WriteOptions()
             if max_rate is not None:
                 options = dataclasses.replace(options, max_ops_per_second=max_rate)
             with TimeSeriesStore(client, spec, write_options=options) as store:
                 yield store
+
+
+    def check_write_target(self, spec: SeriesSpec) -> None:
+        """Refuse to write to a project's collection when ``--spec`` (or ``TSSTORE_SPEC``) was
+        not given: the default is the demo's declaration, whose only home is the local store."""
+        context = click.get_current_context(silent=True)
+        given = context is not None and context.get_parameter_source("declaration") not in (
+            None, click.core.ParameterSource.DEFAULT
+        )  # fmt: skip
+        if self.project is not None and not given:
+            raise usage(
+                f"which declaration? give --spec (or {SPEC_ENV}): without one this command would write to the demo's "
+                f"collection {spec.collection!r} in project {self.project!r}"
+            )
 
 
 #: The environment variables that stand for the options every command repeats.
