@@ -564,7 +564,7 @@ def test_rollups_are_declared_in_files_next_to_their_series(tmp_path: Any) -> No
     assert series.collection == "ticks" and hourly.name == "ticks_1h" and hourly.source == series
     assert [s.collection for s in load_specs(str(path))] == ["ticks", "ticks_1h"]  # indexes cover both
     path.write_text('[[series]]\ncollection = "ticks"\n[[rollup]]\nsource = "other"\n')
-    with pytest.raises(SpecError, match=r"rollup\[0\]: roll-up source 'other' is not a series of the declaration"):
+    with pytest.raises(SpecError, match=r"rollup\[0\]: roll-up source 'other' is not a series or roll-up declared above it"):
         load_declaration(str(path))
 
 

@@ -130,8 +130,8 @@ CLI_CASES: list[tuple[tuple[str, ...], int, str]] = [
      "which field is the price of 'plain'? give --price FIELD (numeric fields declared: price.micros)"),
     (("aligned", "--spec", "{tmp}/plain.toml", "--interval", "1h", "--by", "symbol"), 2, "give --price FIELD"),
     (("bars", "--interval", "1h", "--by", "nosuch"), 2, "bars: by field 'nosuch' is not a field of 'instruments'"),
-    (("bars", "--interval", "1h", "--price", "nosuch"), 2, "bars: price 'nosuch' is not a field of 'instruments'"),
-    (("bars", "--interval", "1h", "--volume", "size"), 2, "bars: volume 'size' is not a field of 'instruments'"),
+    (("bars", "--interval", "1h", "--price", "nosuch"), 2, "bars: --price 'nosuch' is not a field of 'instruments'"),
+    (("bars", "--interval", "1h", "--volume", "size"), 2, "bars: --volume 'size' is not a field of 'instruments'"),
     (("aligned", "--interval", "1h", "--by", "nosuch"), 2, "by field 'nosuch' is not a field"),
     (("asof", "--by", "nosuch"), 2, "asof: by field 'nosuch' is not a field of 'instruments'"),
     (("bars", "--spec", "{tmp}/plain.toml", "--interval", "1h", "--combine"), 2,
@@ -146,6 +146,13 @@ CLI_CASES: list[tuple[tuple[str, ...], int, str]] = [
     (("purge", "--before", T, "--yes", "--project", "my-project"), 2, "which declaration? give --spec"),
     (("rollup", "--project", "my-project"), 2, "which declaration? give --spec"),
     (("backfill", "{tmp}/ticks.csv", "--project", "my-project"), 2, "which declaration? give --spec"),
+    (("count", "--project", "My_Project"), 2, "'My_Project' is not a Google Cloud project id"),
+    (("count", "--spec", "{tmp}/two.toml"), 2, "declares collection 't' twice; declare each collection once"),
+    (("rollup", "--spec", "{tmp}/late.toml"), 2, "roll-up source 't_1h' is not a series or roll-up declared above it"),
+    (("rules", "--spec", "{tmp}/plain.toml", "--file", "{tmp}/plain.toml/sub/firestore.rules"), 2,
+     "plain.toml is a file, not a folder"),
+    (("rollup", "--rollup", "instruments_1min", "--since", "2019-01-02T10:00:00Z", "--until", "2019-01-02T09:00:00Z"),
+     2, "--since 2019-01-02T10:00:00+00:00 is not before --until 2019-01-02T09:00:00+00:00"),
     # one duration grammar: a number needs its unit, and a duration is whole microseconds
     (("asof", "--tolerance", "5"), 2, "--tolerance '5' has no unit: write e.g. '5s', '5min', '5h' or '5D'"),
     (("tail", "--lateness", "5"), 2, "--lateness '5' has no unit"),
@@ -169,6 +176,9 @@ CLI_CASES: list[tuple[tuple[str, ...], int, str]] = [
 @pytest.fixture
 def doors(emulator: Any, database_id: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
     (tmp_path / "plain.toml").write_text(PLAIN)
+    (tmp_path / "two.toml").write_text('[[series]]\ncollection = "t"\n\n[[series]]\ncollection = "t"\n')
+    (tmp_path / "late.toml").write_text('[[series]]\ncollection = "t"\n\n[[rollup]]\nsource = "t_1h"\n'
+                                        'interval = "1D"\n\n[[rollup]]\nsource = "t"\ninterval = "1h"\n')  # fmt: skip
     (tmp_path / "ticks.txt").write_text("symbol,timestamp\nAAA,2019-01-02T09:00:00Z\n")
     (tmp_path / "ticks.csv").write_text("symbol,timestamp\nAAA,2019-01-02T09:00:00Z\n")
     # TSSTORE_DATABASE stands for --database on every command.
@@ -200,6 +210,21 @@ def test_a_bad_command_line_gets_one_line_naming_the_value(
     error = one_error(ran)
     assert words.replace("{tmp}", str(doors["tmp"])) in error, error
     assert len(error) < 400  # one line a person reads, not a dump
+
+
+def test_a_variable_that_stands_for_an_option_is_named_in_its_error(doors: dict[str, Any]) -> None:
+    spec = run(doors, "count", env={"TSSTORE_SPEC": "nosuch.toml"})
+    assert spec.returncode == 2 and "(from TSSTORE_SPEC=nosuch.toml)" in one_error(spec)
+    project = run(doors, "count", env={"TSSTORE_PROJECT": "Bad Project"})
+    assert project.returncode == 2 and "TSSTORE_PROJECT='Bad Project' is not a Google Cloud project id" in one_error(
+        project
+    )
+
+
+def test_a_rules_file_in_a_new_folder_says_it_made_the_folder(doors: dict[str, Any]) -> None:
+    ran = run(doors, "rules", "--spec", "plain.toml", "--file", "deploy/firestore.rules")
+    assert ran.returncode == 0 and ran.stdout.splitlines()[0] == "made folder deploy", ran.stdout
+    assert (doors["tmp"] / "deploy" / "firestore.rules").is_file()
 
 
 def test_a_project_without_credentials_says_how_to_log_in(doors: dict[str, Any], tmp_path: Path) -> None:

@@ -290,7 +290,7 @@ def test_the_retention_guard_refuses_then_allows_after_the_rollup_catches_up(emu
     common = ("--spec", "schema:DECLARATION", "--collection", "ticks", "--database", database)
     cli = run_cli("purge", *common, "--before", later.isoformat(), "--yes", emulator=emulator, cwd=tmp_path)
     assert cli.returncode == 1 and cli.stderr.count("\nError: ") == 1 and "Traceback" not in cli.stderr
-    assert f"purge before {two.isoformat()} at most" in cli.stderr and "--past-rollups" in cli.stderr
+    assert f"purge --before {two.isoformat()} at most" in cli.stderr and "--past-rollups" in cli.stderr
     forced = run_cli(
         "purge", *common, "--before", later.isoformat(), "--yes", "--past-rollups", emulator=emulator, cwd=tmp_path
     )

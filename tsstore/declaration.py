@@ -30,7 +30,17 @@ def load_specs(ref: str) -> tuple[SeriesSpec, ...]:
 
 
 def load_declaration(ref: str) -> tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]]:
-    """The series and the roll-ups ``ref`` declares."""
+    """The series and the roll-ups ``ref`` declares; a collection declared twice is refused
+    (a read would answer from whichever came first)."""
+    specs, rollups = _load(ref)
+    names = [spec.collection for spec in specs] + [rollup.name for rollup in rollups]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise SpecError(f"declaration {ref!r} declares collection {twice[0]!r} twice; declare each collection once")
+    return specs, rollups
+
+
+def _load(ref: str) -> tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]]:
     path = Path(ref)
     if path.suffix in (".toml", ".json") or path.is_file():
         return _from_file(path)

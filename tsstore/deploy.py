@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 import json5
 
+from tsstore.errors import ConfigError
+
 FIREBASE_JSON = "firebase.json"
 DeployedFile = Literal["indexes", "rules"]
 
@@ -114,9 +116,13 @@ class GeneratedFile:
 
     def write(self) -> list[Path]:
         """Write the file where it changed, and the ``firebase.json`` beside it where it does
-        not name it; the paths written."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        written = []
+        not name it, making its folder if there is none; the paths written."""
+        folder = self.path.parent
+        blocked = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+        if blocked is not None:
+            raise ConfigError(f"cannot write {self.path}: {blocked} is a file, not a folder")
+        folder.mkdir(parents=True, exist_ok=True)
+        written: list[Path] = []
         if self.old_text != self.new_text:
             self.path.write_text(self.new_text, encoding="utf-8")
             written.append(self.path)

@@ -262,6 +262,8 @@ class RollupResult:
             f"{removed})"
         )
         if self.start is None or self.end is None:
+            if not self.redone and self.watermark is None:
+                return "nothing rolled up: no tick in a closed interval yet (the roll-up has not run before)"
             if not self.redone:
                 return f"no closed interval to roll up (watermark {_iso(self.watermark)})"
             return f"{late}: {counts}; no new closed interval (watermark {_iso(self.watermark)})"
@@ -316,7 +318,10 @@ def rollup_from_mapping(data: Mapping[str, Any], sources: Mapping[str, SeriesSpe
     options = dict(data)
     source = options.pop("source", None)
     if source not in sources:
-        raise SpecError(f"roll-up source {source!r} is not a series of the declaration ({', '.join(sources)})")
+        raise SpecError(
+            f"roll-up source {source!r} is not a series or roll-up declared above it ({', '.join(sources)}); "
+            "a roll-up of a roll-up names that roll-up's collection (e.g. 'instruments_1min') and comes after it"
+        )
     return Rollup(sources[source], **options)
 
 

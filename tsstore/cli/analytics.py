@@ -383,7 +383,7 @@ def rollup(
         raise usage(f"{declaration} declares {what} of {spec.collection!r} (roll-ups: {names})")
     start, end = cli_time(since, option="--since", naive=naive), cli_time(until, option="--until", naive=naive)
     try:
-        with database.open_store(spec, writes=True) as store:
+        with database.open_store(spec, writes=chosen[0].name) as store:
             if verify:
                 checked = store.verify_rollup(chosen[0], since=start, until=end, repair=True)
                 click.echo(checked.describe())

@@ -23,7 +23,7 @@ from tsstore.analytics.rollup import Rollup
 from tsstore.cli.exits import usage
 from tsstore.cli.values import LIMIT, cli_time, naive_option, parse_columns, parse_where
 from tsstore.declaration import load_declaration
-from tsstore.errors import TsstoreWarning
+from tsstore.errors import SpecError, TsstoreWarning
 from tsstore.limits import DATABASE_ID_PATTERN, DEFAULT_DATABASE_ID
 from tsstore.local import supervisor
 from tsstore.local.connect import EMULATOR_ENV, emulator_project
@@ -136,21 +136,20 @@ class Database:
 
     @contextlib.contextmanager
     def open_store(
-        self, spec: SeriesSpec, *, ephemeral: bool = False, max_rate: int | None = None, writes: bool = False
+        self, spec: SeriesSpec, *, ephemeral: bool = False, max_rate: int | None = None, writes: str | None = None
     ) -> Iterator[TimeSeriesStore]:
         """The store of ``spec`` on this database; on an emulator it writes at
         :data:`LOCAL_WRITE_OPTIONS`; ``max_rate`` caps its writes per second. A command that
-        ``writes`` names the collection on stderr, and is refused on a project when the
-        declaration was not given (it would be the demo's)."""
-        if writes:
+        ``writes`` (to that collection) names it on stderr, and is refused on a project when
+        the declaration was not given (it would be the demo's)."""
+        if writes is not None:
             self.check_write_target(spec)
-        with self.connect(ephemeral=ephemeral, writing=spec.collection if writes else None) as (client, local):
+        with self.connect(ephemeral=ephemeral, writing=writes) as (client, local):
             options = LOCAL_WRITE_OPTIONS if local else WriteOptions()
             if max_rate is not None:
                 options = dataclasses.replace(options, max_ops_per_second=max_rate)
             with TimeSeriesStore(client, spec, write_options=options) as store:
                 yield store
-
 
     def check_write_target(self, spec: SeriesSpec) -> None:
         """Refuse to write to a project's collection when ``--spec`` (or ``TSSTORE_SPEC``) was
@@ -169,11 +168,31 @@ class Database:
 #: The environment variables that stand for the options every command repeats.
 SPEC_ENV, PROJECT_ENV, DATABASE_ENV = "TSSTORE_SPEC", "TSSTORE_PROJECT", "TSSTORE_DATABASE"
 
+#: A Google Cloud project id (6 to 30 lowercase letters, digits and hyphens, from a letter, not
+#: ending with a hyphen), optionally after an organisation's domain (``example.com:my-project``).
+PROJECT_ID = re.compile(r"([a-z0-9.-]+\.[a-z]{2,}:)?[a-z][a-z0-9-]{4,28}[a-z0-9]")
+
+
+def _project_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not PROJECT_ID.fullmatch(value):
+        where = (
+            f"{PROJECT_ENV}={value!r}"
+            if ctx.get_parameter_source("project") is click.core.ParameterSource.ENVIRONMENT
+            else repr(value)
+        )
+        raise click.BadParameter(
+            f"{where} is not a Google Cloud project id: 6 to 30 lowercase letters, digits and hyphens, starting "
+            "with a letter (as `gcloud projects list` shows it)"
+        )
+    return value
+
+
 _project_option = click.option(
     "--project",
     default=None,
     envvar=PROJECT_ENV,
     show_envvar=True,
+    callback=_project_id,
     help="Use this Google Cloud project instead of the local emulator.",
 )
 
@@ -237,7 +256,7 @@ def series_rollup_options(command: Command) -> Command:
 
     @functools.wraps(command)
     def run(*args: Any, declaration: str, collection: str | None, **kwargs: Any) -> Any:
-        loaded = load_declaration(declaration)
+        loaded = load_named(declaration)
         spec = pick_declared(declaration, loaded, collection=collection)
         rollups = tuple(r for r in loaded[1] if r.series.collection == spec.collection)
         return command(*args, spec=spec, declared_rollups=rollups, **kwargs)
@@ -260,7 +279,20 @@ def declaration_options(command: Command) -> Command:
 def pick_spec(declaration: str, *, collection: str | None) -> SeriesSpec:
     """The series ``collection`` of ``declaration`` (a roll-up's collection too), or its only
     series."""
-    return pick_declared(declaration, load_declaration(declaration), collection=collection)
+    return pick_declared(declaration, load_named(declaration), collection=collection)
+
+
+def load_named(declaration: str) -> tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]]:
+    """:func:`~tsstore.declaration.load_declaration`, whose errors say when the declaration
+    came from ``TSSTORE_SPEC`` rather than ``--spec`` (the one a user may not know is set)."""
+    try:
+        return load_declaration(declaration)
+    except SpecError as exc:
+        context = click.get_current_context(silent=True)
+        source = None if context is None else context.get_parameter_source("declaration")
+        if source is click.core.ParameterSource.ENVIRONMENT:
+            raise SpecError(f"{exc} (from {SPEC_ENV}={declaration})") from None
+        raise
 
 
 def pick_declared(

@@ -49,7 +49,10 @@ def _settle(update: GeneratedFile, *, command: str, declaration: str, default: P
 
 
 def _wrote(update: GeneratedFile) -> None:
+    missing = [folder for folder in (update.path.parent, *update.path.parent.parents) if not folder.exists()]
     written = update.write() if update.changed else []
+    if missing:
+        click.echo(f"made folder {', '.join(map(str, missing[::-1]))}")
     click.echo(f"wrote {', '.join(map(str, written))}" if written else f"{update.path} already up to date")
 
 

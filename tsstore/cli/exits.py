@@ -98,11 +98,16 @@ class Group(click.Group):
             raise failure from exc
 
 
+#: Option names that are also the nouns library messages use (``collection 't'``).
+_NOUNS = frozenset({"collection"})
+
+
 def speak_cli(message: str, command: click.Command) -> str:
     """A library message in the command's words: a keyword the command has as an option
     (``tolerance '5' ...``, ``give volume=``, ``rollups=[...]``, ``combine=True``) named as
     that option (``--tolerance '5'``, ``give --volume``, ``--rollup``, ``--combine``). Code
-    shown in parentheses (``bars(price=...)``) is left as it is."""
+    shown in parentheses (``bars(price=...)``) is left as it is, and so is a name followed by
+    a word (``until it has run``): only one followed by a value is the option."""
     options: dict[str, str] = {}
     for param in command.params:
         for opt in param.opts:
@@ -117,7 +122,8 @@ def speak_cli(message: str, command: click.Command) -> str:
         message = re.sub(keyword + r"=\[[^\]]*\]", opt, message)
         message = re.sub(keyword + r"=(?=[,;)\s]|$)", opt, message)
         message = re.sub(keyword + r"=(?!=)", f"{opt} ", message)
-        message = re.sub(rf"^{re.escape(name)} (?=['\d-])", f"{opt} ", message)
+        if name not in _NOUNS:  # tolerance '5', until 2019-...: the option and its value
+            message = re.sub(keyword + r" (?=['\d])", f"{opt} ", message)
     return message
 
 

@@ -109,7 +109,7 @@ def ingest(
     sink, close = write_rejects(rejects_file)
     try:
         with (
-            database.open_store(spec, writes=True) as store,
+            database.open_store(spec, writes=spec.collection) as store,
             tqdm(unit="row", desc="ingesting", dynamic_ncols=True, total=None) as bar,
         ):
             summary = ingest_file(

@@ -71,7 +71,7 @@ def reshard(*, spec: SeriesSpec, database: Database, max_rate: int | None, fmt: 
     if not spec.retired:
         raise usage(f"{spec.collection!r} declares no retired shard values: there is nothing to move")
     try:
-        with database.open_store(spec, max_rate=max_rate, writes=True) as store:
+        with database.open_store(spec, max_rate=max_rate, writes=spec.collection) as store:
             before = store.shard_census()
             total = sum(before.count_of(r.value) for r in spec.retired)
             with tqdm(total=total, unit="tick", desc="moving", dynamic_ncols=True) as bar:

@@ -241,7 +241,7 @@ def purge(
             "give --before T, or --start T and/or --end T: a purge without a time bound would delete everything"
         )
     try:
-        with database.open_store(spec, writes=True) as store:
+        with database.open_store(spec, writes=spec.collection) as store:
             try:
                 counted = store.purge(dry_run=True, where=where, **bounds)
             except KeyboardInterrupt:

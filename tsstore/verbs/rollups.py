@@ -66,6 +66,8 @@ def rollup(
         start = to_utc(since, name="since") if since is not None else watermark
     except ValueError as exc:
         raise QueryError(str(exc)) from None
+    if since is not None and until is not None and start is not None and start >= to_utc(until, name="until"):
+        raise QueryError(f"since {start.isoformat()} is not before until {to_utc(until, name='until').isoformat()}")
     first_whole: dt.datetime | None = None  # a roll-up of a roll-up: its first bar its source holds whole
     if rollup.finer is not None:  # bars of bars: only what the finer roll-up has written
         finer = rollup.finer
