@@ -8,17 +8,37 @@ are; pages are Markdown through MyST, and the CLI reference comes from click its
 
 from __future__ import annotations
 
+import logging
+
 import tsstore
+
+# Apache Beam logs what it cannot import (BigQuery clients, apitools) when autodoc imports
+# tsstore.beam: not the reader's concern, and not a warning about these docs.
+for _noisy in ("", "apache_beam"):
+    logging.getLogger(_noisy).setLevel(logging.ERROR)
 
 project = "tsstore"
 author = "The tsstore authors"
 copyright = "2026, The tsstore authors"
 release = version = tsstore.__version__
 
-extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.intersphinx", "sphinx_click"]
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.intersphinx",
+    "sphinx_click",
+    "sphinx_copybutton",
+]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 exclude_patterns = ["_build", "*.png"]
 myst_heading_anchors = 3
+# Code and options are shown as typed: no curly quotes, no en dash for "--" (a pasted
+# `tsstore bars --interval 1h` must run in a shell).
+smartquotes = False
+# The copy button copies commands without their "$ " prompt and without the output after them.
+copybutton_prompt_text = "$ "
+copybutton_only_copy_prompt_lines = True
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
