@@ -153,6 +153,10 @@ CLI_CASES: list[tuple[tuple[str, ...], int, str]] = [
      "plain.toml is a file, not a folder"),
     (("rollup", "--rollup", "instruments_1min", "--since", "2019-01-02T10:00:00Z", "--until", "2019-01-02T09:00:00Z"),
      2, "--since 2019-01-02T10:00:00+00:00 is not before --until 2019-01-02T09:00:00+00:00"),
+    (("ingest", "{tmp}/ticks.csv", "--time-column", "ts"), 1, "the header has no 'ts' column"),
+    (("ingest", "{tmp}/ticks.csv", "--time-unit", "min"), 2, "'min' is not one of"),
+    (("ingest", "{tmp}/notime.csv"), 1, "the header has no 'timestamp' column (found ['symbol', 'when']); name the "
+                                        "time column with --time-column"),
     # one duration grammar: a number needs its unit, and a duration is whole microseconds
     (("asof", "--tolerance", "5"), 2, "--tolerance '5' has no unit: write e.g. '5s', '5min', '5h' or '5D'"),
     (("tail", "--lateness", "5"), 2, "--lateness '5' has no unit"),
@@ -181,6 +185,7 @@ def doors(emulator: Any, database_id: str, tmp_path: Path) -> Iterator[dict[str,
                                         'interval = "1D"\n\n[[rollup]]\nsource = "t"\ninterval = "1h"\n')  # fmt: skip
     (tmp_path / "ticks.txt").write_text("symbol,timestamp\nAAA,2019-01-02T09:00:00Z\n")
     (tmp_path / "ticks.csv").write_text("symbol,timestamp\nAAA,2019-01-02T09:00:00Z\n")
+    (tmp_path / "notime.csv").write_text("symbol,when\nAAA,2019-01-02T09:00:00Z\n")
     # TSSTORE_DATABASE stands for --database on every command.
     env = {"FIRESTORE_EMULATOR_HOST": emulator.address, "TSSTORE_DATABASE": database_id, "TSSTORE_SPEC": None}
     client = emulator.client(database=database_id)

@@ -23,6 +23,7 @@ from tests.cli import tsstore as run_tsstore
 from tsstore import TimeSeriesStore, WriteOptions
 from tsstore.demo import SPEC
 from tsstore.ingest import IngestError, Rejected, ingest_file
+from tsstore.ingest.parse import BadRow, RowParser
 from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
 
 FAST = WriteOptions(ramp=False, max_ops_per_second=100_000)
@@ -247,3 +248,27 @@ def test_review_cases_bom_overflow_surrogates_and_checkpoint_scope(emulator: Any
     assert (again.skipped, again.created, again.present) == (0, 0, 1)
     a.close()
     b.close()
+
+
+def test_a_time_column_of_numbers_since_the_epoch_is_read_in_its_unit() -> None:
+    """``--time-column``/``--time-unit``: the same instant from seconds, ms, us and ns; a
+    number that is not whole microseconds, or not a number, is the row's reject reason; a
+    missing time column, or a timestamp column beside it, stops the file with one line."""
+    at = dt.datetime(2019, 1, 2, 9, 34, 0, 250_000, tzinfo=dt.timezone.utc)
+    for unit, value in (("s", "1546421640.25"), ("ms", "1546421640250"), ("us", "1546421640250000"),
+                        ("ns", "1546421640250000000")):  # fmt: skip
+        parser = RowParser(SPEC, zone=None, strict=False, max_field_bytes=100, time_column="ts", time_unit=unit)
+        record = parser.compile(["ts", "symbol"])([value, "AAA"])
+        assert record == {"timestamp": at, "symbol": "AAA"}, unit
+        assert "ts" not in record
+    nanos = RowParser(SPEC, zone=None, strict=False, max_field_bytes=100, time_column="ts", time_unit="ns")
+    with pytest.raises(BadRow, match="'1546421640250000001' ns is not a whole number of microseconds"):
+        nanos.compile(["ts", "symbol"])(["1546421640250000001", "AAA"])
+    with pytest.raises(BadRow, match="'soon' is not a number of ns since 1970"):
+        nanos.compile(["ts", "symbol"])(["soon", "AAA"])
+    with pytest.raises(IngestError, match=r"the time column 'ts' is not in the file \(columns: time, symbol\)"):
+        nanos.compile(["time", "symbol"])
+    with pytest.raises(IngestError, match="has a 'timestamp' column besides the time column 'ts'; drop one"):
+        nanos.compile(["ts", "timestamp"])
+    with pytest.raises(IngestError, match="time unit 'min' is not one of s, ms, us, ns"):
+        RowParser(SPEC, zone=None, strict=False, max_field_bytes=100, time_unit="min")

@@ -10,10 +10,11 @@ import click
 from tqdm import tqdm
 
 from tsstore.cli.common import Command, Database, library_warnings, series_options
-from tsstore.cli.exits import exit_interrupted
+from tsstore.cli.exits import REJECTED, exit_interrupted
 from tsstore.cli.output import echo_figures
 from tsstore.errors import Interrupted
 from tsstore.ingest import DEFAULT_MAX_FIELD_BYTES, FORMATS, IngestSummary, ingest_file, write_rejects
+from tsstore.ingest.parse import EPOCH_UNITS
 from tsstore.spec import DUPLICATE_POLICIES, DuplicatePolicy, SeriesSpec
 from tsstore.times import naive_zone
 
@@ -77,6 +78,13 @@ def parse_options(command: Command) -> Command:
     default=None,
     help="Checkpoint file. Default: FILE.<target hash>.tsstore-checkpoint.json",
 )
+@click.option(
+    "--time-column", default=None, help="The column holding each tick's time. Default: the spec's timestamp field."
+)
+@click.option(
+    "--time-unit", type=click.Choice(sorted(EPOCH_UNITS)), default=None,
+    help="Read the time column as a number of seconds, ms, us or ns since 1970-01-01 UTC. Default: ISO-8601 text.",
+)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 def ingest(
     *,
@@ -90,6 +98,8 @@ def ingest(
     rejects_path: Path | None,
     checkpoint: Path | None,
     on_duplicate: DuplicatePolicy | None,
+    time_column: str | None,
+    time_unit: str | None,
     as_json: bool,
 ) -> None:
     """Load ticks from a CSV, JSON Lines or Parquet file.
@@ -98,12 +108,14 @@ def ingest(
     typed by the spec's declared columns. Bad rows go to the reject file with their line
     number and reason; good rows are always written. Rows sharing key and time are all
     kept (see --on-duplicate). Interrupted (Ctrl-C, a crash)? Run the same command again:
-    it resumes after the checkpoint and never stores a tick twice.
+    it resumes after the checkpoint and never stores a tick twice. Exit 4 when it finished
+    with rejected rows (the summary counts them), 0 when every row was stored.
 
     \b
     Example:
       tsstore ingest ticks.csv --spec myapp.schema:TICKS
       tsstore ingest ticks.parquet --spec series.toml --naive utc
+      tsstore ingest trades.csv --spec series.toml --time-column ts --time-unit ms
     """
     rejects_file = rejects_path or file.with_name(file.name + ".rejects.csv")
     sink, close = write_rejects(rejects_file)
@@ -124,6 +136,8 @@ def ingest(
                 on_progress=bar.update,
                 on_reject=sink,
                 on_status=_status_on(bar),
+                time_column=time_column,
+                time_unit=time_unit,
             )
     except Interrupted as stop:
         close()
@@ -137,6 +151,7 @@ def ingest(
     echo_figures("json" if as_json else "text", summary.describe(), summary)
     if summary.rejected:
         click.echo(f"rejected rows (line, reason, raw) are in {rejects_file}", err=True)
+        raise SystemExit(REJECTED)
 
 
 def _status_on(bar: tqdm) -> Callable[[str | None], None]:

@@ -10,17 +10,22 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Callable, Mapping
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from tsstore.errors import IngestError
 from tsstore.limits import MAX_INDEXED_VALUE_BYTES
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import get_path
-from tsstore.times import parse_iso
+from tsstore.times import EPOCH, parse_iso
 
 #: Longest text field accepted by default: Firestore indexes at most 1 500 bytes of a value,
 #: and a longer field in a tick file is almost always a broken quote swallowing lines.
 DEFAULT_MAX_FIELD_BYTES = MAX_INDEXED_VALUE_BYTES
 _TRUE = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+#: Times given as numbers since the Unix epoch: microseconds per unit.
+EPOCH_UNITS = {"s": Decimal(1_000_000), "ms": Decimal(1_000), "us": Decimal(1), "ns": Decimal("0.001")}
 
 #: Builds one record from one row's cells (in the order of the names it was compiled for).
 RecordBuilder = Callable[[list[Any]], dict[str, Any]]
@@ -33,9 +38,22 @@ class BadRow(Exception):
 class RowParser:
     """Turns one row's cells into a record, or a reason it cannot be one."""
 
-    def __init__(self, spec: SeriesSpec, *, zone: dt.tzinfo | None, strict: bool, max_field_bytes: int) -> None:
+    def __init__(
+        self,
+        spec: SeriesSpec,
+        *,
+        zone: dt.tzinfo | None,
+        strict: bool,
+        max_field_bytes: int,
+        time_column: str | None = None,
+        time_unit: str | None = None,
+    ) -> None:
+        if time_unit is not None and time_unit not in EPOCH_UNITS:
+            raise IngestError(f"time unit {time_unit!r} is not one of {', '.join(EPOCH_UNITS)} (since 1970-01-01 UTC)")
         self.spec = spec
         self.zone = zone
+        self.time_column = time_column or spec.timestamp_field  # the column holding the tick's time
+        self.time_unit = time_unit
         self.strict = strict
         self.max_field_bytes = max_field_bytes
         self.types = dict(spec.columns)
@@ -47,8 +65,8 @@ class RowParser:
         self._builders: dict[tuple[str, ...], RecordBuilder] = {}
 
     def converter(self, column: str) -> Callable[[Any], Any]:
-        if column == self.spec.timestamp_field:
-            return self.time
+        if column == self.time_column:
+            return self.epoch if self.time_unit is not None else self.time
         kind = self.types.get(column, "string")
         return {
             "string": _as_text,
@@ -77,6 +95,21 @@ class RowParser:
             parsed = parsed.replace(tzinfo=self.zone)
         return parsed
 
+    def epoch(self, value: Any) -> dt.datetime:
+        """A time given as a number of :attr:`time_unit` since the Unix epoch (UTC): whole
+        microseconds, as Firestore keeps them."""
+        try:
+            number = Decimal(value.strip() if isinstance(value, str) else str(value))
+        except (InvalidOperation, ValueError):
+            raise BadRow(f"{value!r} is not a number of {self.time_unit} since 1970") from None
+        micros = number * EPOCH_UNITS[self.time_unit or "s"]
+        if not micros.is_finite() or micros != micros.to_integral_value():
+            raise BadRow(f"{value!r} {self.time_unit} is not a whole number of microseconds")
+        try:
+            return EPOCH + dt.timedelta(microseconds=int(micros))
+        except OverflowError:
+            raise BadRow(f"{value!r} {self.time_unit} since 1970 is outside the times Firestore stores") from None
+
     def record(self, items: Mapping[str, Any]) -> dict[str, Any]:
         """A nested record from an already typed row (JSON Lines, Parquet) with dotted names."""
         names = tuple(items)
@@ -91,9 +124,18 @@ class RowParser:
         """A record builder for rows of cells under ``names``: the per-column work (converter,
         nesting, checks) is decided once, since the builder runs for every row. ``typed``
         rows (JSON, Parquet) keep the types of undeclared values; text rows (CSV) are text."""
+        if self.time_column != self.spec.timestamp_field:
+            if self.time_column not in names:
+                raise IngestError(f"the time column {self.time_column!r} is not in the file (columns: {', '.join(names)})")
+            if self.spec.timestamp_field in names:
+                raise IngestError(
+                    f"the file has a {self.spec.timestamp_field!r} column besides the time column "
+                    f"{self.time_column!r}; drop one"
+                )
         plan = []
-        for i, name in enumerate(names):
-            conv = self.converter(name) if (name in self.known or not typed) else _as_is
+        for i, column in enumerate(names):
+            name = self.spec.timestamp_field if column == self.time_column else column
+            conv = self.converter(column) if (name in self.known or not typed) else _as_is
             passthrough = conv is _as_is or (conv is _as_text and not typed)
             *parents, leaf = name.split(".")
             plan.append((i, name, None if passthrough else conv, tuple(parents), leaf, name in self.known))

@@ -111,8 +111,9 @@ def _csv_rows(
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise IngestError(f"{path}: the header names {dupes} more than once; each column must be named once")
-    if parser.spec.timestamp_field not in names:
-        raise IngestError(f"{path}: the header has no {parser.spec.timestamp_field!r} column (found {names})")
+    if parser.time_column not in names:
+        hint = "" if parser.time_column != parser.spec.timestamp_field else "; name the time column with --time-column"
+        raise IngestError(f"{path}: the header has no {parser.time_column!r} column (found {names}){hint}")
     build = parser.compile(names)
     width = len(names)
     check_utf8 = not _valid_utf8(opener)  # a clean file (the usual case) needs no per-row check

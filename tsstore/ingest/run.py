@@ -88,10 +88,15 @@ def ingest_file(
     on_progress: Callable[[int], None] | None = None,
     on_reject: Callable[[Rejected], None] | None = None,
     on_status: Callable[[str | None], None] | None = None,
+    time_column: str | None = None,
+    time_unit: str | None = None,
 ) -> IngestSummary:
     """Ingest one file into ``store``; see :mod:`tsstore.ingest`. ``naive`` says what a time
     without an offset means: ``"error"`` (reject the row), ``"utc"``, or an IANA zone name.
     ``on_duplicate`` overrides the spec's duplicate policy (:mod:`tsstore.write.identity`).
+    ``time_column`` names the column holding the tick's time when it is not the spec's
+    timestamp field; ``time_unit`` (``"s"``, ``"ms"``, ``"us"``, ``"ns"``) reads it as a number
+    of those since the Unix epoch instead of ISO-8601 text.
     ``checkpoint`` is the checkpoint file (default: beside the input, one per target:
     :func:`~tsstore.ingest.checkpoint.default_checkpoint`). ``on_progress`` gets the number of
     rows finished (stored or rejected) since its last call; ``on_status`` what the writer
@@ -113,7 +118,8 @@ def ingest_file(
         )
     policy = store.spec.on_duplicate if on_duplicate is None else on_duplicate
     kind = detect_format(source, fmt)
-    parser = RowParser(store.spec, zone=zone, strict=strict, max_field_bytes=max_field_bytes)
+    parser = RowParser(store.spec, zone=zone, strict=strict, max_field_bytes=max_field_bytes,
+                       time_column=time_column, time_unit=time_unit)  # fmt: skip
     identity = file_identity(source, store.spec)
     # A checkpoint holds only for the same target and the same reading of the file.
     identity.update(
@@ -125,6 +131,8 @@ def ingest_file(
         max_field_bytes=max_field_bytes,
         on_duplicate=policy,
         checkpoint_version=CHECKPOINT_VERSION,
+        **({"time_column": time_column} if time_column else {}),
+        **({"time_unit": time_unit} if time_unit else {}),
     )
     marker = Checkpoint(Path(checkpoint) if checkpoint else default_checkpoint(source, identity))
     resume, done_records = marker.load(identity)
