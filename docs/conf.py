@@ -12,10 +12,16 @@ import logging
 
 import tsstore
 
-# Apache Beam logs what it cannot import (BigQuery clients, apitools) when autodoc imports
-# tsstore.beam: not the reader's concern, and not a warning about these docs.
-for _noisy in ("", "apache_beam"):
-    logging.getLogger(_noisy).setLevel(logging.ERROR)
+# Apache Beam logs what it cannot import (BigQuery clients, apitools) when tsstore.beam is
+# first imported: not the reader's concern, and not a warning about these docs. Imported here
+# with logging off, autodoc later finds it imported.
+logging.disable(logging.WARNING)
+try:
+    import tsstore.beam  # noqa: F401
+except ImportError:  # built without the beam extra: its page says so
+    pass
+finally:
+    logging.disable(logging.NOTSET)
 
 project = "tsstore"
 author = "The tsstore authors"
