@@ -9,6 +9,7 @@ from tsstore.aio import AsyncTimeSeriesStore
 from tsstore.analytics.aggregate import Aggregates
 from tsstore.analytics.rollup import Rollup, RollupResult
 from tsstore.counters import CounterValue, ShardedCounter
+from tsstore.declaration import load_declaration
 from tsstore.errors import (
     ConfigError,
     CounterError,
@@ -66,6 +67,7 @@ __all__ = [
     "ShardCensus",
     "UndeclaredShardsWarning",
     "capacity_for",
+    "load_declaration",
     "ClientAccess",
     "ConfigError",
     "CounterError",
