@@ -913,7 +913,7 @@ def test_the_bars_command_prints_the_same_bars(
     assert refused.returncode in (1, 2) and "Traceback" not in refused.stderr
     errors = [line for line in refused.stderr.splitlines() if line.startswith("Error:")]
     assert errors == refused.stderr.strip().splitlines()[-1:], refused.stderr  # one Error: line, the last
-    assert "tz='Mars/Base' is not a time zone; give an IANA name" in errors[0]
+    assert "--tz 'Mars/Base' is not a time zone; give an IANA name" in errors[0]
     assert refused.stdout == ""
 
 
