@@ -32,12 +32,13 @@ from google.cloud import firestore
 from tests.overload import FakeClock
 from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.beam import PipelineRamp, ReadTicks, Target, WriteTicks, backfill, export, pipeline_options
+from tsstore.beam.files import ReadTickFiles
 from tsstore.beam.jobs import metric_totals
 from tsstore.beam.read import slices
 from tsstore.beam.write import Planned, _Identify, _Send
 from tsstore.cli import main
 from tsstore.demo import SPEC
-from tsstore.errors import ConfigError, QueryError, SchemaError
+from tsstore.errors import ConfigError, IngestError, QueryError, SchemaError
 from tsstore.ingest import Rejected, ingest_file
 from tsstore.local.emulator import DEFAULT_PROJECT
 from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
@@ -134,6 +135,8 @@ def test_ramp_and_transform_refuse_what_cannot_work() -> None:
         ReadTicks(clash, target=target, columns=["a.b", "a_b"], schema=True)
     with pytest.raises(SchemaError, match="column 'c' has no declared type"):
         ReadTicks(clash, target=target, columns=["c"], schema=True)
+    with pytest.raises(IngestError, match="time unit 'min' is not one of s, ms, us, ns"):
+        ReadTickFiles(["x.csv"], SPEC, time_unit="min")
 
 
 def test_slices_cover_the_range_without_overlap() -> None:
@@ -421,7 +424,7 @@ def test_the_backfill_and_export_commands(emulator: Any, tmp_path: Path) -> None
     common = ["--database", database, "--workers", "2"]
     rejects = str(tmp_path / "rejected.csv")
     loaded = runner.invoke(main, ["backfill", str(tmp_path / "in" / "*"), "--strict", "--rejects", rejects, *common])
-    assert loaded.exit_code == 0, loaded.output
+    assert loaded.exit_code == 4, loaded.output  # finished, with rows rejected
     client = emulator.client(database=database)
     count = client.collection("instruments").count().get()[0][0].value
     assert count == len(expected_docs)

@@ -25,14 +25,19 @@ ROWS = "rows"
 
 
 class _ReadFile(beam.DoFn):
-    def __init__(self, spec: SeriesSpec, fmt: str | None, naive: str, strict: bool, max_field_bytes: int) -> None:
+    def __init__(
+        self, spec: SeriesSpec, fmt: str | None, naive: str, strict: bool, max_field_bytes: int,
+        time_column: str | None, time_unit: str | None,
+    ) -> None:  # fmt: skip
         self._spec, self._fmt, self._naive = spec, fmt, naive
         self._strict, self._max_field_bytes = strict, max_field_bytes
+        self._time_column, self._time_unit = time_column, time_unit
 
     def setup(self) -> None:
         self._parser = RowParser(
-            self._spec, zone=naive_zone(self._naive), strict=self._strict, max_field_bytes=self._max_field_bytes
-        )
+            self._spec, zone=naive_zone(self._naive), strict=self._strict, max_field_bytes=self._max_field_bytes,
+            time_column=self._time_column, time_unit=self._time_unit,
+        )  # fmt: skip
         self._read = Metrics.counter(METRICS, "rows")
         self._rejected = Metrics.counter(METRICS, "rejected")
         self._unreadable = Metrics.counter(METRICS, "unreadable_files")
@@ -57,6 +62,7 @@ class ReadTickFiles(beam.PTransform[beam.pvalue.PBegin, dict[str, beam.PCollecti
     """The rows of every file ``paths`` name (patterns as Beam's file systems read them:
     local paths, ``gs://``…), parsed for ``spec`` as ``tsstore ingest`` parses them.
 
+    ``time_column`` and ``time_unit`` are those of :func:`~tsstore.ingest.ingest_file`.
     Returns ``{"rows": Sourced rows, "rejected": dead letters}``. Each file is read whole by
     one worker, in order, so its line numbers and repeated rows mean what they mean to
     ``tsstore ingest``; spread the input over several files to read in parallel.
@@ -71,14 +77,17 @@ class ReadTickFiles(beam.PTransform[beam.pvalue.PBegin, dict[str, beam.PCollecti
         naive: str = "error",
         strict: bool = False,
         max_field_bytes: int = DEFAULT_MAX_FIELD_BYTES,
+        time_column: str | None = None,
+        time_unit: str | None = None,
     ) -> None:
         super().__init__()
         try:
             naive_zone(naive)
         except ValueError as exc:
             raise IngestError(str(exc)) from None
+        RowParser(spec, zone=None, strict=strict, max_field_bytes=max_field_bytes, time_unit=time_unit)  # checked now
         self._paths = list(paths)
-        self._dofn = _ReadFile(spec, fmt, naive, strict, max_field_bytes)
+        self._dofn = _ReadFile(spec, fmt, naive, strict, max_field_bytes, time_column, time_unit)
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection[Any]]:
         parsed = (

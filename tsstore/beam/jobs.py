@@ -186,6 +186,8 @@ def backfill(
     naive: str = "error",
     strict: bool = False,
     max_field_bytes: int = DEFAULT_MAX_FIELD_BYTES,
+    time_column: str | None = None,
+    time_unit: str | None = None,
     on_duplicate: DuplicatePolicy | None = None,
     ramp: bool = True,
     max_ops_per_second: int | None = None,
@@ -207,8 +209,9 @@ def backfill(
     started = time.perf_counter()
     pipeline = beam.Pipeline(options=options)
     read = pipeline | "ReadFiles" >> ReadTickFiles(
-        files, spec, fmt=fmt, naive=naive, strict=strict, max_field_bytes=max_field_bytes
-    )
+        files, spec, fmt=fmt, naive=naive, strict=strict, max_field_bytes=max_field_bytes, time_column=time_column,
+        time_unit=time_unit,
+    )  # fmt: skip
     written = read[ROWS] | "WriteTicks" >> transform
     rejected = (read[REJECTED], written[REJECTED]) | "AllRejected" >> beam.Flatten()
     totals = _Totals(options)

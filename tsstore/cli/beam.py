@@ -17,6 +17,7 @@ from tsstore.cli.common import (
     query_options,
     series_options,
 )
+from tsstore.cli.exits import REJECTED
 from tsstore.cli.ingest import parse_options
 from tsstore.cli.output import echo_figures
 from tsstore.cli.values import parse_columns
@@ -109,6 +110,8 @@ def backfill(
     naive: str,
     strict: bool,
     max_field_bytes: int,
+    time_column: str | None,
+    time_unit: str | None,
     on_duplicate: DuplicatePolicy | None,
     rejects: str,
     runner: str,
@@ -151,6 +154,8 @@ def backfill(
         naive=naive,
         strict=strict,
         max_field_bytes=max_field_bytes,
+        time_column=time_column,
+        time_unit=time_unit,
         on_duplicate=on_duplicate,
         ramp=not local,
         max_ops_per_second=100_000 if local else None,
@@ -159,6 +164,7 @@ def backfill(
     echo_figures("json" if as_json else "text", summary.describe(), summary)
     if summary.rejected or summary.unreadable:
         click.echo(f"rejected rows (source, line, reason, raw) are in {rejects}", err=True)
+        raise SystemExit(REJECTED)
 
 
 @click.command("export", context_settings=_BEAM_ARGS)

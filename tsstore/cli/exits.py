@@ -2,7 +2,7 @@
 
 * 0: done. 1: a runtime failure (Firestore refused, a fault outlasted its budget, a file
   could not be written, no credentials). 2: a usage error (a bad option value, a query the
-  declaration cannot serve, a bad declaration). 4: finished, with rows rejected (``ingest``).
+  declaration cannot serve, a bad declaration). 4: finished, with rows rejected (``ingest``, ``backfill``).
   130: interrupted by Ctrl-C.
 * A failure prints ``Error: <what, and what to do>`` on stderr: never a traceback. Errors the
   library raises carry their own words; errors of the layers below (google-auth, the
@@ -26,7 +26,7 @@ import click
 from tsstore.errors import ConfigError, CounterError, QueryError, SpecError, TsstoreError
 
 OK, FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
-#: ``ingest`` finished, and some rows were rejected (the summary says how many, the reject
+#: ``ingest`` or ``backfill`` finished, and some rows were rejected (the summary says how many, the reject
 #: file which): a script can tell a clean load from a partial one.
 REJECTED = 4
 

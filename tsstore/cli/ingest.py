@@ -29,7 +29,8 @@ def _zone(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 def parse_options(command: Command) -> Command:
     """How rows are read, for every command that loads files (``ingest``, ``backfill``):
-    ``--format``, ``--naive``, ``--strict``, ``--max-field-bytes``, ``--on-duplicate``."""
+    ``--format``, ``--naive``, ``--strict``, ``--max-field-bytes``, ``--time-column``,
+    ``--time-unit``, ``--on-duplicate``."""
     for option in reversed(
         [
             click.option(
@@ -46,6 +47,14 @@ def parse_options(command: Command) -> Command:
             click.option("--strict", is_flag=True, help="Reject rows with values in undeclared columns."),
             click.option(
                 "--max-field-bytes", type=click.IntRange(min=1), default=DEFAULT_MAX_FIELD_BYTES, show_default=True
+            ),
+            click.option(
+                "--time-column", default=None, help="The column holding each tick's time. Default: the spec's "
+                "timestamp field.",
+            ),
+            click.option(
+                "--time-unit", type=click.Choice(sorted(EPOCH_UNITS)), default=None,
+                help="Read the time column as a number of s, ms, us or ns since 1970-01-01 UTC. Default: ISO-8601.",
             ),
             click.option(
                 "--on-duplicate",
@@ -78,13 +87,6 @@ def parse_options(command: Command) -> Command:
     default=None,
     help="Checkpoint file. Default: FILE.<target hash>.tsstore-checkpoint.json",
 )
-@click.option(
-    "--time-column", default=None, help="The column holding each tick's time. Default: the spec's timestamp field."
-)
-@click.option(
-    "--time-unit", type=click.Choice(sorted(EPOCH_UNITS)), default=None,
-    help="Read the time column as a number of seconds, ms, us or ns since 1970-01-01 UTC. Default: ISO-8601 text.",
-)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 def ingest(
     *,
