@@ -26,6 +26,7 @@ Any other block fails the test: a page cannot hold an example nobody runs.
 from __future__ import annotations
 
 import contextlib
+import html.parser
 import io
 import os
 import re
@@ -36,9 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 
 from tests.cli import tsstore
+from tsstore.cli import main
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 PAGES = sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts)
@@ -253,3 +256,62 @@ def test_the_examples_in_docstrings_run() -> None:
         name = ".".join(path.relative_to(DOCS.parent).with_suffix("").parts)
         result = doctest.testmod(importlib.import_module(name))
         assert result.attempted and not result.failed, name
+
+
+class _Text(html.parser.HTMLParser):
+    """The text of an HTML page, as a browser's copy of it gives it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+
+def built_cli_examples() -> list[str]:
+    """Every example command of the built CLI reference (``docs/_build/reference/cli.html``,
+    which the README's test command builds first; built here when it is missing), as the
+    page's text holds it: continuation lines joined, usage lines left out."""
+    page = DOCS / "_build" / "reference" / "cli.html"
+    if not page.exists():
+        subprocess.run([sys.executable, "-m", "sphinx", "-q", "-b", "html", str(DOCS), str(DOCS / "_build")],
+                       check=True, capture_output=True)  # fmt: skip
+    reader = _Text()
+    reader.feed(page.read_text(encoding="utf-8"))
+    lines = "".join(reader.parts).replace("\\\n", " ").splitlines()
+    return [line.strip() for line in lines
+            if line.strip().startswith("tsstore ") and "[OPTIONS]" not in line and "version" not in line
+            and not re.fullmatch(r"tsstore [\d.]+", line.strip())]  # fmt: skip
+
+
+def test_every_example_of_the_built_cli_reference_pastes_into_a_shell() -> None:
+    """Copied from the page, each example splits as a shell would (straight quotes, no en
+    dash for ``--``), names a command that exists and only options that command takes
+    (``backfill`` and ``export`` pass unknown ones on to Beam)."""
+    examples = built_cli_examples()
+    assert len(examples) >= 50, examples  # 54 when written
+    for example in examples:
+        assert not set(example) & set("\u2013\u2014\u2018\u2019\u201c\u201d"), example
+        segment: list[str] = []
+        for word in [*shlex.split(example, comments=True), "&&"]:  # commands chained with && are checked each
+            if word not in ("&&", "||", ";", "|"):
+                segment.append(word)
+                continue
+            if segment and segment[0] == "tsstore":
+                check_command_line(example, segment[1:])
+            segment = []
+
+
+def check_command_line(example: str, words: list[str]) -> None:
+    """``tsstore WORDS`` names a command, and only options it takes."""
+    command: click.Command = main
+    while isinstance(command, click.Group):
+        found = command.get_command(click.Context(command), words.pop(0))
+        assert found is not None, example
+        command = found
+    if command.context_settings.get("ignore_unknown_options"):
+        return
+    known = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
+    given = [word.split("=", 1)[0] for word in words if word.startswith("--")]
+    assert set(given) <= known, (example, sorted(set(given) - known))
