@@ -9,6 +9,7 @@ are; pages are Markdown through MyST, and the CLI reference comes from click its
 from __future__ import annotations
 
 import logging
+import re
 
 import tsstore
 
@@ -60,5 +61,16 @@ def _literal_stars(app: object, ctx: object, lines: list[str]) -> None:
     lines[:] = [line.replace("*", "\\*") for line in lines]
 
 
+#: The marker a page puts above a block that is a file of its example (the docs test writes
+#: the block to that file); the reader sees the name too.
+_FILE_MARKER = re.compile(r"^<!-- file: (\S+) -->$", re.MULTILINE)
+
+
+def _show_file_names(app: object, docname: str, source: list[str]) -> None:
+    """Show ``<!-- file: NAME -->`` as a caption line (``NAME:``) above its block."""
+    source[0] = _FILE_MARKER.sub(lambda m: f"{m.group(0)}\n\n`{m.group(1)}`:\n", source[0])
+
+
 def setup(app: object) -> None:
     app.connect("sphinx-click-process-description", _literal_stars)  # type: ignore[attr-defined]
+    app.connect("source-read", _show_file_names)  # type: ignore[attr-defined]

@@ -315,3 +315,23 @@ def check_command_line(example: str, words: list[str]) -> None:
     known = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
     given = [word.split("=", 1)[0] for word in words if word.startswith("--")]
     assert set(given) <= known, (example, sorted(set(given) - known))
+
+
+def test_the_file_an_example_block_is_shows_its_name_on_the_built_page() -> None:
+    """A block marked ``<!-- file: NAME -->`` (which the harness writes to NAME) is shown on
+    the built page under the caption ``NAME:``, not only in an HTML comment."""
+    built_cli_examples()  # builds the site when it is missing
+    marked = 0
+    for page in DOCS.rglob("*.md"):
+        if "_build" in page.parts:
+            continue
+        names = re.findall(r"^<!-- file: (\S+) -->$", page.read_text(encoding="utf-8"), flags=re.M)
+        if not names:
+            continue
+        reader = _Text()
+        reader.feed((DOCS / "_build" / page.relative_to(DOCS).with_suffix(".html")).read_text(encoding="utf-8"))
+        shown = "".join(reader.parts)
+        for name in names:
+            assert f"\n{name}:\n" in shown, (page, name)
+            marked += 1
+    assert marked >= 25, marked
