@@ -928,10 +928,12 @@ def interval_rows() -> list[tuple[str, str]]:
 
 
 def edge_ticks(zone: str) -> pd.DatetimeIndex:
-    """Times around both 2024 New York changes and month ends, every 7 minutes across the
-    days around them, and each local midnight, 09:30 and 17:00 of those days 1 µs either
+    """Times from November 2023, around both 2024 New York changes and month ends, every 7
+    minutes across the days around them, and each local midnight, 09:30 and 17:00 of those days 1 µs either
     side: every row's edges are in there, each with its neighbours."""
-    spans = [("2024-03-08", "2024-03-13"), ("2024-10-30", "2024-11-05"), ("2024-01-29", "2024-02-02")]
+    # from November 2023: an n-month row anchored on the first tick's month (pandas' 3MS) shows
+    spans = [("2023-11-03", "2023-11-05"), ("2024-03-08", "2024-03-13"), ("2024-10-30", "2024-11-05"),
+             ("2024-01-29", "2024-02-02")]  # fmt: skip
     times: list[pd.Timestamp] = []
     for first, last in spans:
         times += list(pd.date_range(first, last, freq="7min", tz=UTC))
