@@ -189,6 +189,11 @@ def to_duration(value: object, *, name: str) -> dt.timedelta:
 _BARE_NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")
 
 
+def utc_text(moment: dt.datetime) -> str:
+    """An instant as messages show it: ISO-8601 in UTC with a ``Z`` (``2019-01-02T09:30:00Z``)."""
+    return moment.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
 def interval_label(interval: dt.timedelta) -> str:
     """A short name for an interval: ``1min``, ``15min``, ``1h``, ``1d``, else seconds (``90s``)."""
     seconds = interval.total_seconds()

@@ -32,7 +32,7 @@ import pandas as pd
 from tsstore.analytics.buckets import Buckets, Fill
 from tsstore.errors import QueryError
 from tsstore.ticks import Tick, get_path
-from tsstore.times import bucket_start, interval_label
+from tsstore.times import bucket_start, interval_label, utc_text
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 BAR_COLUMNS = ("open", "high", "low", "close", "count")
@@ -208,7 +208,7 @@ def untiled(
     label = interval_label(length)
     where = ""
     if bar is not None and edge is not None:
-        where = f": the stored bar {_utc(bar)}–{_utc(bar + length)} holds the edge {_utc(edge)}"
+        where = f": the stored bar {utc_text(bar)}–{utc_text(bar + length)} holds the edge {utc_text(edge)}"
     return QueryError(
         f"cannot combine {label} bars (aligned on the UTC epoch) into {asked.describe()}{where}; "
         f"ask for buckets made of whole {label} bars, or make the bars from the ticks (bars(price=...) on the "
@@ -233,16 +233,12 @@ def check_combinable(
 def _on_edge(length: dt.timedelta, moment: dt.datetime, *, name: str) -> None:
     begin = bucket_start(moment, length)
     if begin != moment:
-        label = interval_label(length)
+        label, first, after = interval_label(length), utc_text(begin), utc_text(begin + length)
         raise QueryError(
-            f"{name} {_utc(moment)} falls inside the stored {label} bar {_utc(begin)}–{_utc(begin + length)}, "
-            f"whose ticks cannot be split; give a {name} on a bar edge ({_utc(begin)} or {_utc(begin + length)}), "
-            "or an exact count from the ticks with aggregate(rollups=[...]) on the source's store"
+            f"{name} {utc_text(moment)} falls inside the stored {label} bar {first}–{after}, whose ticks cannot be "
+            f"split; give a {name} on a bar edge ({first} or {after}), or an exact count from the ticks with "
+            "aggregate(rollups=[...]) on the source's store"
         )
-
-
-def _utc(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 def bars_frame(

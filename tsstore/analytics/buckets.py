@@ -29,7 +29,7 @@ from typing import Literal
 import pandas as pd
 
 from tsstore.errors import QueryError
-from tsstore.times import EPOCH, interval_label, to_duration, to_utc
+from tsstore.times import EPOCH, interval_label, to_duration, to_utc, utc_text
 
 UTC = dt.timezone.utc
 _MICROSECOND = dt.timedelta(microseconds=1)
@@ -95,7 +95,7 @@ class Buckets:
             return f"{self.count}{self.unit} buckets{where}"
         assert self.origin is not None
         local_epoch = dt.datetime(1970, 1, 1, tzinfo=self.zone).astimezone(UTC)
-        since = "" if self.origin == local_epoch else f" from {self.origin.isoformat().replace('+00:00', 'Z')}"
+        since = "" if self.origin == local_epoch else f" from {utc_text(self.origin)}"
         return f"{interval_label(self.step)} buckets{since}{where}"
 
     def straddled(self, start: dt.datetime, length: dt.timedelta) -> dt.datetime | None:

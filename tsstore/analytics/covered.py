@@ -39,7 +39,7 @@ from tsstore.errors import QueryError
 from tsstore.read.plan import Filter
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
-from tsstore.times import bucket_ceil, interval_label
+from tsstore.times import bucket_ceil, interval_label, utc_text
 
 Span = tuple[dt.datetime, dt.datetime]
 
@@ -301,4 +301,4 @@ def _empty(start: dt.datetime | None, end: dt.datetime | None) -> bool:
 
 
 def _iso(moment: dt.datetime | None) -> str:
-    return "..." if moment is None else moment.isoformat().replace("+00:00", "Z")
+    return "..." if moment is None else utc_text(moment)

@@ -29,7 +29,7 @@ from tsstore.analytics.buckets import to_interval
 from tsstore.errors import ConfigError, QueryError, SpecError
 from tsstore.late import WATERMARKS
 from tsstore.spec import NUMERIC_TYPES, QueryShape, SeriesSpec, check_field_path, shards_for
-from tsstore.times import interval_label
+from tsstore.times import interval_label, utc_text
 
 BAR_FIELDS = ("open", "high", "low", "close", "count", "volume")
 
@@ -305,7 +305,7 @@ class VerifyResult:
 
 
 def _iso(value: dt.datetime | None) -> str:
-    return "none" if value is None else value.isoformat().replace("+00:00", "Z")
+    return "none" if value is None else utc_text(value)
 
 
 def rollup_from_mapping(data: Mapping[str, Any], sources: Mapping[str, SeriesSpec | Rollup]) -> Rollup:

@@ -3,9 +3,8 @@ values) and ``tsstore capacity`` (the capacity planner)."""
 
 from __future__ import annotations
 
-import datetime as dt
-
 import dataclasses
+import datetime as dt
 
 import click
 from tqdm import tqdm

@@ -62,12 +62,13 @@ def rollup(
     watermark = rollup.check_watermark(mine)
     now = yield from server_time(seat)
     try:
-        limit = now if until is None else min(now, to_utc(until, name="until"))
+        stop = None if until is None else to_utc(until, name="until")
         start = to_utc(since, name="since") if since is not None else watermark
     except ValueError as exc:
         raise QueryError(str(exc)) from None
-    if since is not None and until is not None and start is not None and start >= to_utc(until, name="until"):
-        raise QueryError(f"since {start.isoformat()} is not before until {to_utc(until, name='until').isoformat()}")
+    if since is not None and stop is not None and start is not None and start >= stop:
+        raise QueryError(f"since {start.isoformat()} is not before until {stop.isoformat()}")
+    limit = now if stop is None else min(now, stop)
     first_whole: dt.datetime | None = None  # a roll-up of a roll-up: its first bar its source holds whole
     if rollup.finer is not None:  # bars of bars: only what the finer roll-up has written
         finer = rollup.finer
