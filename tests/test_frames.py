@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tsstore import SchemaError, SeriesSpec, Tick
-from tsstore.frames import DTYPES, FrameBuilder, Run, frame_to_records, frames, ticks_to_frame
+from tsstore.frames import DTYPES, FrameBuilder, Run, frame_to_records, frames, polars_frame, ticks_to_frame
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2024, 3, 1, 9, 30, tzinfo=UTC)
@@ -331,3 +333,68 @@ def test_a_run_gives_back_its_arrays_whole_and_in_part(kind: str, first: list[An
     for r in rows:
         pd.testing.assert_extension_array_equal(run.array(r), typed("c", values[r.start : r.stop], kind))
     assert str(run.array().dtype) == DTYPES[kind]
+
+
+def arrow_of(frame: pd.DataFrame) -> pa.Table:
+    """What Arrow makes of a frame, its time index as the first column (pandas' metadata left
+    out; pyarrow 25 reads a zoned column through ``Series.values``, which pandas 3.1 warns of)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pd.errors.Pandas4Warning)
+        return pa.Table.from_pandas(frame.reset_index(), preserve_index=False).replace_schema_metadata(None)
+
+
+def test_a_table_holds_the_frames_columns_types_and_order_with_the_timestamp_first() -> None:
+    for rows in (1, 2, 100):
+        builder = FrameBuilder(DECLARED, chunk_rows=rows)
+        for tick in MANY + TICKS:
+            builder.add(tick)
+        table = builder.table()
+        assert table.equals(arrow_of(ticks_to_frame(DECLARED, MANY + TICKS)))
+    assert table.column_names[:5] == ["timestamp", "symbol", "price.currency", "price.micros", "volume"]
+    assert {name: str(table.schema.field(name).type) for name in table.column_names[:5]} == {
+        "timestamp": "timestamp[us, tz=UTC]",
+        "symbol": "large_string",
+        "price.currency": "large_string",
+        "price.micros": "int64",
+        "volume": "double",
+    }
+    assert table.column("volume").null_count == len(TICKS)  # missing stays missing, not NaN
+    batches = list(frames(DECLARED, MANY + TICKS, rows=4, arrow=True))
+    assert [b.num_rows for b in batches] == [4, 4, 4, 2]
+    assert pa.Table.from_batches(batches[:2]).equals(arrow_of(ticks_to_frame(DECLARED, MANY[:8])))
+    polars = polars_frame(table)
+    assert polars.columns == table.column_names and polars.height == table.num_rows
+    assert str(polars.schema["timestamp"]) == "Datetime(time_unit='us', time_zone='UTC')"
+
+
+def test_a_column_of_values_no_arrow_type_holds_is_refused_naming_it() -> None:
+    builder = FrameBuilder(SeriesSpec("ticks"))
+    for i, value in enumerate([1, "x", 2.5]):
+        builder.add(t(i, mixed=value))
+    with pytest.raises(SchemaError, match=r"column 'mixed' holds values of float, int, str that no one Arrow type"):
+        builder.table()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(*[VALUES] * 3), max_size=10), st.integers(1, 4))
+def test_a_table_is_what_arrow_makes_of_the_frame(rows: list[tuple[Any, ...]], size: int) -> None:
+    """Whatever the values, the table is Arrow's conversion of the frame built from the same
+    ticks, or, where Arrow has no one type for a column, a SchemaError (and so is Arrow's own
+    conversion an error)."""
+    spec = SeriesSpec("ticks", columns={"n": "Int64", "s": "string"})
+    ticks = [t(i, **{k: v for k, v in zip("nsv", row) if v is not None}) for i, row in enumerate(rows)]
+    frame = outcome(lambda: chunked(spec, ticks, size))
+    builder = FrameBuilder(spec, chunk_rows=size)
+    for tick in ticks:
+        builder.add(tick)
+    if isinstance(frame, str):
+        assert outcome(builder.table) == frame
+        return
+    try:
+        want = arrow_of(frame)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        with pytest.raises(SchemaError, match="that no one Arrow type holds"):
+            builder.table()
+        return
+    got = builder.table()
+    assert got.equals(want), (got.schema, want.schema)

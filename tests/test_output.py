@@ -43,3 +43,20 @@ def test_a_live_table_prints_one_header_and_rows_that_line_up(capsys: pytest.Cap
     assert len(lines) == 4 and lines[0].split() == ["timestamp", "symbol", "x"]
     assert len({len(line) for line in lines}) == 1  # every row as wide as the header: the columns line up
     assert [line.split()[-2:] for line in lines[1:]] == [["AAA", "10"], ["BBBB", "2"], ["C", "300"]]
+
+
+def test_an_arrow_stream_holds_every_frame_in_one_schema_and_parquet_the_same_table(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    parts = [frame({"symbol": "A", "x": 1}), frame({"symbol": "B"}), frame({"symbol": "C", "x": 3})]
+    assert write_frames(iter(parts), fmt="arrow", output=tmp_path / "out.arrow") == 3
+    with pa.ipc.open_stream(tmp_path / "out.arrow") as reader:
+        table = reader.read_all()
+    assert table.column_names == ["timestamp", "symbol", "x"]
+    assert table.column("x").to_pylist() == [1, None, 3] and str(table.schema.field("x").type) == "int64"
+    assert write_frames(iter(parts), fmt="parquet", output=tmp_path / "out.parquet") == 3
+    assert pq.read_table(tmp_path / "out.parquet").replace_schema_metadata(None).equals(table)
+    assert write_frames(iter([]), fmt="arrow", output=tmp_path / "none.arrow") == 0
+    with pa.ipc.open_stream(tmp_path / "none.arrow") as reader:
+        assert reader.read_all().num_rows == 0

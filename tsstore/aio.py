@@ -138,7 +138,7 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
             async for item in (
                 ticks
                 if reading.rows is None
-                else aframes(reading.spec, ticks, rows=reading.rows, columns=reading.columns)
+                else aframes(reading.spec, ticks, rows=reading.rows, columns=reading.columns, arrow=reading.arrow)
             ):
                 yield item
 

@@ -29,17 +29,29 @@ from __future__ import annotations
 import datetime as dt
 from array import array as MachineArray
 from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from tsstore.errors import QueryError, SchemaError
+from tsstore.errors import ConfigError, QueryError, SchemaError
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
 
+if TYPE_CHECKING:
+    import polars as pl
+
 UTC = dt.timezone.utc
+
+#: The Arrow type of each declared column type (of an ``object`` column: what Arrow makes of its values).
+ARROW_TYPES = {
+    "string": pa.large_string(),
+    "Int64": pa.int64(),
+    "Float64": pa.float64(),
+    "boolean": pa.bool_(),
+    "datetime": pa.timestamp("us", tz="UTC"),
+}
 
 #: The pandas dtype of each declared column type.
 DTYPES = {
@@ -203,6 +215,23 @@ class FrameBuilder:
             self._convert_chunk()
 
     def frame(self) -> pd.DataFrame:
+        """The DataFrame of the ticks added (the builder is empty afterwards)."""
+        index, data = self._columns()
+        return pd.DataFrame(data, index=pd.DatetimeIndex(index, name=self._spec.timestamp_field), copy=False)
+
+    def table(self) -> pa.Table:
+        """The same columns as an Arrow table (the builder is empty afterwards): the timestamp
+        first (``timestamp[us, tz=UTC]``, named after the timestamp field), then the frame's
+        columns in the frame's order, each the frame's array handed to Arrow (strings,
+        numbers, flags and times without a copy of their values; see :data:`ARROW_TYPES`)."""
+        index, data = self._columns()
+        arrays = {self._spec.timestamp_field: _arrow(self._spec.timestamp_field, index)}
+        for name in list(data):
+            arrays[name] = _arrow(name, data.pop(name))
+        return pa.table(arrays)
+
+    def _columns(self) -> tuple[Any, dict[str, Any]]:
+        """The timestamps and each column, as pandas arrays, built from the chunks (see the class doc)."""
         self._convert_chunk()
         projection, declared = self._projection, self._declared
         data: dict[str, Any] = {}
@@ -212,8 +241,7 @@ class FrameBuilder:
                 parts = self._parts.pop(name, [self._done])
                 data[name] = _column(name, parts, kind, self._runs.pop(name, None), whole=name in self._misfits)
         stamps, self._stamps = self._stamps, []
-        index = _column(_INDEX, stamps, "datetime", self._runs.pop(_INDEX, None), whole=False)
-        return pd.DataFrame(data, index=pd.DatetimeIndex(index, name=self._spec.timestamp_field), copy=False)
+        return _column(_INDEX, stamps, "datetime", self._runs.pop(_INDEX, None), whole=False), data
 
     def _holds_column(self, name: str) -> bool:
         """Whether the frame has a column ``name`` (else its values are dropped as they come)."""
@@ -284,35 +312,63 @@ def _append(parts: list[Part], run: Run, part: Part) -> None:
     parts.append(part)
 
 
+def polars_frame(table: pa.Table) -> pl.DataFrame:
+    """A Polars DataFrame of an Arrow table (its buffers shared, not copied); Polars is an
+    extra: ``pip install 'tsstore[polars]'``."""
+    try:
+        import polars as pl
+    except ImportError as exc:
+        raise ConfigError("Polars frames need polars, which is not installed: pip install 'tsstore[polars]'") from exc
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
 def check_frame_rows(rows: object, *, name: str = "rows") -> None:
     """Refuse a frame size (``name``) that is not a positive integer, naming it."""
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
         raise QueryError(f"{name} {rows!r} is not allowed; give a positive integer")
 
 
-class FrameBatcher:
-    """Ticks in, a frame out every ``rows`` ticks (:meth:`add`) and for the rest (:meth:`rest`)."""
+#: What a batcher gives: a DataFrame, or an Arrow record batch.
+Batch: TypeAlias = "pd.DataFrame | pa.RecordBatch"
 
-    def __init__(self, spec: SeriesSpec, rows: int, *, columns: Iterable[str] | None = None) -> None:
+
+class FrameBatcher:
+    """Ticks in, a frame out every ``rows`` ticks (:meth:`add`) and for the rest (:meth:`rest`);
+    with ``arrow``, record batches of the same columns."""
+
+    def __init__(
+        self, spec: SeriesSpec, rows: int, *, columns: Iterable[str] | None = None, arrow: bool = False
+    ) -> None:
         check_frame_rows(rows)
-        self._spec, self._rows = spec, rows
+        self._spec, self._rows, self._arrow = spec, rows, arrow
         self._columns = None if columns is None else tuple(columns)
         self._batch: list[Tick] = []
 
-    def add(self, tick: Tick) -> pd.DataFrame | None:
+    def add(self, tick: Tick) -> Batch | None:
         self._batch.append(tick)
         return self.rest() if len(self._batch) == self._rows else None
 
-    def rest(self) -> pd.DataFrame | None:
+    def rest(self) -> Batch | None:
         batch, self._batch = self._batch, []
-        return ticks_to_frame(self._spec, batch, columns=self._columns) if batch else None
+        if not batch:
+            return None
+        builder = FrameBuilder(self._spec, columns=self._columns)
+        for tick in batch:
+            builder.add(tick)
+        if not self._arrow:
+            return builder.frame()
+        (record,) = builder.table().combine_chunks().to_batches()
+        return record
 
 
 def frames(
-    spec: SeriesSpec, ticks: Iterable[Tick], *, rows: int, columns: Iterable[str] | None = None
-) -> Iterator[pd.DataFrame]:
-    """Frames of at most ``rows`` ticks each, built as the ticks arrive (bounded memory)."""
-    batcher = FrameBatcher(spec, rows, columns=columns)
+    spec: SeriesSpec, ticks: Iterable[Tick], *, rows: int, columns: Iterable[str] | None = None, arrow: bool = False
+) -> Iterator[Batch]:
+    """Frames (record batches, with ``arrow``) of at most ``rows`` ticks each, built as the
+    ticks arrive (bounded memory)."""
+    batcher = FrameBatcher(spec, rows, columns=columns, arrow=arrow)
     for frame in map(batcher.add, ticks):
         if frame is not None:
             yield frame
@@ -322,10 +378,15 @@ def frames(
 
 
 async def aframes(
-    spec: SeriesSpec, ticks: AsyncIterator[Tick], *, rows: int, columns: Iterable[str] | None = None
-) -> AsyncIterator[pd.DataFrame]:
+    spec: SeriesSpec,
+    ticks: AsyncIterator[Tick],
+    *,
+    rows: int,
+    columns: Iterable[str] | None = None,
+    arrow: bool = False,
+) -> AsyncIterator[Batch]:
     """:func:`frames` of an async stream of ticks."""
-    batcher = FrameBatcher(spec, rows, columns=columns)
+    batcher = FrameBatcher(spec, rows, columns=columns, arrow=arrow)
     async for tick in ticks:
         if (frame := batcher.add(tick)) is not None:
             yield frame
@@ -443,6 +504,22 @@ def _values(part: Part, run: Run | None) -> list[Any]:
         return [None if v is pd.NaT else v.to_pydatetime() for v in array]
     values: list[Any] = array.to_numpy(dtype=object, na_value=None).tolist()
     return values
+
+
+def _arrow(name: str, array: Any) -> pa.Array | pa.ChunkedArray:
+    """A column's pandas array as Arrow's (see :data:`ARROW_TYPES`); an ``object`` column
+    whose values Arrow cannot hold in one type is refused, naming the column."""
+    if isinstance(array, pd.arrays.DatetimeArray):  # UTC microseconds, as the builder makes them
+        return pa.array(array.asi8, type=ARROW_TYPES["datetime"], mask=np.asarray(array.isna()))
+    try:
+        converted: pa.Array | pa.ChunkedArray = pa.array(array, from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        kinds = sorted({type(v).__name__ for v in array if v is not None})
+        raise SchemaError(
+            f"column {name!r} holds values of {', '.join(kinds)} that no one Arrow type holds ({exc}); "
+            "declare its type in the SeriesSpec, leave it out with columns=[...], or read a DataFrame"
+        ) from exc
+    return converted
 
 
 def _concat(arrays: list[Any]) -> Any:

@@ -115,7 +115,7 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
             yield from (
                 ticks
                 if reading.rows is None
-                else frames(reading.spec, ticks, rows=reading.rows, columns=reading.columns)
+                else frames(reading.spec, ticks, rows=reading.rows, columns=reading.columns, arrow=reading.arrow)
             )
 
         return declare.TickStream(items(), reading.stats)

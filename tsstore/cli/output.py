@@ -1,6 +1,6 @@
 """Writing what a command found: rows as a terminal table, CSV, JSON Lines (``jsonl``, or
-``json``) or Parquet, frame by frame; figures (counts, summaries) as text or, with
-``--format json``, as one JSON object."""
+``json``), an Arrow IPC stream (``arrow``) or Parquet, frame by frame; figures (counts,
+summaries) as text or, with ``--format json``, as one JSON object."""
 
 from __future__ import annotations
 
@@ -10,16 +10,19 @@ import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 import click
 import pandas as pd
+import pyarrow as pa
+import pyarrow.ipc
+import pyarrow.parquet as pq
 
 from tsstore.errors import TsstoreError
 
 #: Row formats: every command that prints rows takes these (``json`` is JSON Lines, one
-#: object per row).
-ROW_FORMATS = ("table", "csv", "jsonl", "json")
+#: object per row; ``arrow`` an Arrow IPC stream, to a file or a pipe).
+ROW_FORMATS = ("table", "csv", "jsonl", "json", "arrow")
 
 #: Figure formats: every command that prints counts or a summary takes these.
 FIGURE_FORMATS = ("text", "json")
@@ -28,7 +31,8 @@ FIGURE_FORMATS = ("text", "json")
 def rows_format(command: Callable[..., Any]) -> Callable[..., Any]:
     """``--format table|csv|jsonl|json`` for a command that prints rows."""
     return click.option("--format", "fmt", type=click.Choice(ROW_FORMATS), default="table", show_default=True,
-                        help="How rows are printed (json: one JSON object per row).")(command)  # fmt: skip
+                        help="How rows are printed (json: one JSON object per row; arrow: an Arrow IPC "
+                             "stream, for a file or a pipe).")(command)  # fmt: skip
 
 
 def figures_format(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -68,6 +72,8 @@ def write_frames(frames: Iterable[pd.DataFrame], *, fmt: str, output: Path | Non
         if output is None:
             raise ValueError("Parquet output needs a file")
         return _parquet(frames, output)
+    if fmt == "arrow":
+        return _arrow_stream(frames, output)
     stream: TextIO = open(output, "w", encoding="utf-8", newline="") if output else sys.stdout
     rows = 0
     live = _LiveTable()
@@ -173,37 +179,71 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def _parquet(frames: Iterable[pd.DataFrame], output: Path) -> int:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    writer: pq.ParquetWriter | None = None
+def _tables(frames: Iterable[pd.DataFrame]) -> Iterable[pa.Table]:
+    """Each frame as an Arrow table, its time index as the first column, every table of the
+    first one's schema (a column that changes type is an error saying what to declare)."""
     schema: pa.Schema | None = None
     rows = 0
+    for frame in _same_columns(frames):
+        with warnings.catch_warnings():
+            # pyarrow < 26 reads tz-aware columns through Series.values, which pandas 3.1
+            # deprecates; the UTC values and the column's zone are kept all the same.
+            warnings.filterwarnings("ignore", message="Series.values returning an ndarray that drops timezone")
+            table = pa.Table.from_pandas(frame.reset_index(), preserve_index=False)
+        if schema is None:
+            schema = table.schema
+        else:
+            try:
+                table = table.cast(schema)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise TsstoreError(
+                    f"a column changed type after the first {rows} rows ({exc}); declare the column "
+                    "types in the SeriesSpec's columns for a stable schema"
+                ) from exc
+        rows += len(frame)
+        yield table
+
+
+#: The schema of a file of no rows.
+_NO_ROWS = pa.schema([("timestamp", pa.timestamp("us", tz="UTC"))])
+
+
+def _parquet(frames: Iterable[pd.DataFrame], output: Path) -> int:
+    writer: pq.ParquetWriter | None = None
+    rows = 0
     try:
-        for frame in _same_columns(frames):
-            with warnings.catch_warnings():
-                # pyarrow < 26 reads tz-aware columns through Series.values, which pandas 3.1
-                # deprecates; the UTC values and the column's zone are kept all the same.
-                warnings.filterwarnings("ignore", message="Series.values returning an ndarray that drops timezone")
-                table = pa.Table.from_pandas(frame.reset_index(), preserve_index=False)
+        for table in _tables(frames):
             if writer is None:
-                schema = table.schema
-                writer = pq.ParquetWriter(output, schema)
-            else:
-                assert schema is not None
-                try:
-                    table = table.cast(schema)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                    raise TsstoreError(
-                        f"a column changed type after the first {rows} rows ({exc}); declare the column "
-                        "types in the SeriesSpec's columns for a stable schema"
-                    ) from exc
+                writer = pq.ParquetWriter(output, table.schema)
             writer.write_table(table)
-            rows += len(frame)
+            rows += table.num_rows
         if writer is None:  # no rows at all: still a valid (empty) file
-            pq.write_table(pa.table({"timestamp": pa.array([], pa.timestamp("us", tz="UTC"))}), output)
+            pq.write_table(_NO_ROWS.empty_table(), output)
     finally:
         if writer is not None:
             writer.close()
+    return rows
+
+
+def _arrow_stream(frames: Iterable[pd.DataFrame], output: Path | None) -> int:
+    """An Arrow IPC stream (``pyarrow.ipc.open_stream`` reads it) to ``output`` or stdout's
+    bytes; refused on a terminal, which would show bytes, not rows."""
+    if output is None and sys.stdout.isatty():
+        raise TsstoreError("--format arrow writes binary: give --output FILE or pipe it on")
+    sink: BinaryIO = open(output, "wb") if output else sys.stdout.buffer
+    writer: pa.ipc.RecordBatchStreamWriter | None = None
+    rows = 0
+    try:
+        for table in _tables(frames):
+            if writer is None:
+                writer = pa.ipc.new_stream(sink, table.schema)
+            writer.write_table(table)
+            rows += table.num_rows
+        if writer is None:
+            writer = pa.ipc.new_stream(sink, _NO_ROWS)
+        writer.close()
+        sink.flush()
+    finally:
+        if output:
+            sink.close()
     return rows

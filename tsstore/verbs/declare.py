@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import types
 import typing
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 from dataclasses import dataclass
@@ -35,13 +36,15 @@ class Reading(Generic[T]):
     """A read handed to the caller as a stream: ``opening`` (the read, or a request whose
     result is the read; it runs when the first tick is asked for), what the read has cost so
     far (``stats``), and ``rows``: ticks as they come (None) or DataFrames of at most that
-    many rows (built by ``spec``, of the projected ``columns`` if given)."""
+    many rows (built by ``spec``, of the projected ``columns`` if given; Arrow record batches
+    when ``arrow``)."""
 
     opening: Request[Readable] | Readable
     stats: ReadStats
     spec: SeriesSpec
     rows: int | None = None
     columns: tuple[str, ...] | None = None
+    arrow: bool = False
 
 
 class TickStream(Iterator[T]):
@@ -256,7 +259,7 @@ def public_signature(make: Callable[..., Any]) -> inspect.Signature:
     (with :class:`~tsstore.read.query.Query`'s default), and a request's result as the
     return annotation."""
     signature = inspect.signature(make)
-    hints = typing.get_type_hints(make)
+    hints = typing.get_type_hints(make, localns=_optional_types(make))
     params: list[inspect.Parameter] = []
     for param in list(signature.parameters.values())[1:]:
         if param.kind is not inspect.Parameter.VAR_KEYWORD:
@@ -270,6 +273,19 @@ def public_signature(make: Callable[..., Any]) -> inspect.Signature:
     if typing.get_origin(returns) is Generator:
         returns = typing.get_args(returns)[2]
     return signature.replace(parameters=params, return_annotation=returns)
+
+
+def _optional_types(make: Callable[..., Any]) -> dict[str, Any]:
+    """The names of an extra's types in ``make``'s annotations (``pl``: Polars, imported only
+    for a verb that returns its frames; ``Any`` when the extra is not installed, and the verb
+    says what to install when called)."""
+    if "pl." not in str(make.__annotations__.get("return", "")):
+        return {}
+    try:
+        import polars
+    except ImportError:
+        return {"pl": types.SimpleNamespace(DataFrame=Any)}
+    return {"pl": polars}
 
 
 QUERY_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Query)}

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import datetime as dt
 import warnings
-from typing import Unpack
+from typing import TYPE_CHECKING, Unpack
 
 import pandas as pd
+import pyarrow as pa
 
 from tsstore.errors import TsstoreError, UndeclaredShardsWarning
-from tsstore.frames import FrameBuilder, check_frame_rows
+from tsstore.frames import FrameBuilder, check_frame_rows, polars_frame
 from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
 from tsstore.read.cursor import decode_cursor
@@ -23,6 +24,9 @@ from tsstore.read.query import Query, QueryOptions, RangeOptions
 from tsstore.ticks import Page, Position, Tick
 from tsstore.verbs.declare import Reading
 from tsstore.verbs.request import Collect, Count, Feed, Part, Request, Seat, Unary, whole
+
+if TYPE_CHECKING:
+    import polars as pl
 
 #: A document id that is never written; reading it returns the server's current time.
 CLOCK_PROBE_ID = "tsstore-read-time-probe"
@@ -85,6 +89,22 @@ def query_frame(seat: Seat, query: Query | None = None, /, **options: Unpack[Que
     return builder.frame()
 
 
+def query_table(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOptions]) -> Request[pa.Table]:
+    """The query's ticks as one Arrow table: :meth:`query_frame`'s columns, values and order,
+    with the timestamp as the first column (see :meth:`tsstore.frames.FrameBuilder.table`),
+    built from the same decoded columns without a DataFrame in between."""
+    plan = plan_query(seat.spec, query, **options)
+    builder = FrameBuilder(seat.spec, columns=plan.columns)
+    yield Feed((yield from read(seat, plan, ReadStats())), builder.add)
+    return builder.table()
+
+
+def query_polars(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOptions]) -> Request[pl.DataFrame]:
+    """The query's ticks as one Polars DataFrame: :meth:`query_table`'s columns, handed to
+    Polars without a copy (needs ``pip install 'tsstore[polars]'``)."""
+    return polars_frame((yield from query_table(seat, query, **options)))
+
+
 def stream_frames(
     seat: Seat, query: Query | None = None, /, *, rows: int = 10_000, **options: Unpack[QueryOptions]
 ) -> Reading[pd.DataFrame]:
@@ -94,6 +114,18 @@ def stream_frames(
     plan = plan_query(seat.spec, query, **options)
     stats = ReadStats()
     return Reading(read(seat, plan, stats), stats, seat.spec, rows=rows, columns=plan.columns)
+
+
+def stream_batches(
+    seat: Seat, query: Query | None = None, /, *, rows: int = 10_000, **options: Unpack[QueryOptions]
+) -> Reading[pa.RecordBatch]:
+    """The query's ticks as Arrow record batches of at most ``rows`` rows (each the columns of
+    :meth:`query_table`), streamed as :meth:`stream_frames` streams DataFrames. Batches of one
+    read may differ in the columns that ticks of only some batches hold."""
+    check_frame_rows(rows)
+    plan = plan_query(seat.spec, query, **options)
+    stats = ReadStats()
+    return Reading(read(seat, plan, stats), stats, seat.spec, rows=rows, columns=plan.columns, arrow=True)
 
 
 def stream_chunk(
