@@ -56,7 +56,7 @@ def firebase_tools() -> Path:
     """firebase-tools installed by the README's test command (npm install --prefix tests/firebase)."""
     module = VALIDATOR.parent / "node_modules" / "firebase-tools" / "package.json"
     if not module.exists():
-        pytest.fail(f"firebase-tools is not installed: run `npm install --prefix {VALIDATOR.parent}` (see README)")
+        pytest.fail(f"firebase-tools is not installed: run `npm install --prefix {VALIDATOR.parent} --ignore-scripts` (see README)")
     assert (
         json.loads(module.read_text())["version"]
         == json.loads((VALIDATOR.parent / "package.json").read_text())["dependencies"]["firebase-tools"]

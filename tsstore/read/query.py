@@ -61,6 +61,26 @@ class Query:
 
 FIELDS = frozenset(f.name for f in dataclasses.fields(Query))
 
+#: What each query option means, once for every verb that takes it (the API reference
+#: describes a verb's parameter from here unless the verb's docstring says more).
+OPTION_HELP = {
+    "query": "a :class:`Query` holding the options below; an option given by keyword beside it replaces "
+    "the query's own",
+    "where": "filters on declared fields: ``{field: value}`` (a list, tuple or set value means ``in``) or "
+    "``(field, op, value)`` triples, ``op`` one of ``==``, ``in``, or a range condition on a shape's "
+    "declared ``ranges``",
+    "start": "the first instant of the range (inclusive): a tz-aware ``datetime``, an ISO 8601 text, or "
+    "a ``pandas.Timestamp``; ``None``: from the oldest tick",
+    "end": "the instant the range stops before (exclusive), given like ``start``; ``None``: up to the newest tick",
+    "direction": "``\"desc\"`` (newest first, the default) or ``\"asc\"``, or a :class:`Direction`",
+    "limit": "at most this many ticks (a page, with a ``cursor`` to continue); ``None``: all of them",
+    "columns": "the fields to read (a map's name brings its leaves); ``None``: every field",
+    "cursor": "where a previous page stopped (its ``cursor``): continue after it",
+    "read_time": "read at this snapshot (a tz-aware ``datetime`` within the last hour); ``None``: one "
+    "snapshot the read takes when it starts",
+    "stats": "a :class:`~tsstore.read.cost.ReadStats` the read adds its cost to; ``None``: a new one",
+}
+
 
 def given(**options: Any) -> dict[str, Any]:
     """The options a caller gave: ``None`` is "not given", so a :class:`Query` passed beside
