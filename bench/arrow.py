@@ -2,7 +2,7 @@
 
 The same ticks (written once per layout, 3 and 40 shards) are read whole by ``query_frame``,
 ``query_table`` and ``query_polars``, each read in a fresh child process so that its peak
-memory is its own: the child connects, reads once to warm up, notes its resident memory,
+memory is its own: the child connects, reads ten ticks to warm up, notes its resident memory,
 reads again and reports wall and CPU seconds and how far its peak resident memory rose
 above the mark (``ru_maxrss``; pyarrow's allocations are not seen by tracemalloc). Methods
 are interleaved, ``--repeats`` times each; medians are printed, and the ratios to
@@ -36,7 +36,7 @@ def child(address: str, database: str, collection: str, shards: int, method: str
 
     store = TimeSeriesStore(emulator_client(address, database=database), spec_for(collection, shards))
     read = getattr(store, method)
-    read(direction="asc")  # connections, imports, caches
+    read(direction="asc", limit=10)  # connections, imports, caches; not the whole read, whose peak would stay
     with open("/proc/self/statm") as statm:
         mark = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     w0, c0 = time.perf_counter(), time.process_time()

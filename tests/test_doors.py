@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from google.cloud import firestore
 
-from tests.cli import tsstore
+from tests.cli import Ran, tsstore
 from tsstore import (
     AsyncTimeSeriesStore,
     ConfigError,
@@ -446,3 +446,121 @@ def test_a_renamed_command_still_runs_under_its_old_name_and_says_the_new_one() 
     assert old.stderr.count("It is now 'tsstore capacity', with the same options.") == 1 and not new.stderr
     listed = tsstore("--help").stdout
     assert "  capacity " in listed and "  plan " not in listed
+
+
+RETIRED = """
+[[series]]
+collection = "moving"
+key_fields = ["symbol"]
+shards = ["a", "b"]
+retired = ["old"]
+"""
+
+#: Every command, with the place Ctrl-C lands in it: "ask" (the store's first request of
+#: Firestore), "write" (a bulk write under way: a store's write job), "counter" (a counter's
+#: first call) or, for another command, the call that does its work (a Beam pipeline's run,
+#: the local store's supervisor, a plan).
+CTRL_C: list[tuple[tuple[str, ...], str, str]] = [
+    (("query", "--limit", "5"), "ask", ""),
+    (("query",), "ask", ""),
+    (("count",), "ask", ""),
+    (("explain", "--limit", "5"), "tsstore.cli.query.plan_query", ""),
+    (("latest", "--by", "symbol", "AAA"), "ask", ""),
+    (("aggregate",), "ask", ""),
+    (("bars", "--interval", "1h"), "ask", ""),
+    (("aligned", "--interval", "1h", "--by", "symbol"), "ask", ""),
+    (("asof", "--by", "symbol", "--tolerance", "5s"), "ask", ""),
+    (("shards",), "ask", ""),
+    (("watch", "--limit", "5"), "ask", ""),
+    (("tail",), "ask", ""),
+    (("purge", "--before", "2019-01-02T12:00:00Z", "--past-rollups", "--yes"), "write", "deleted"),
+    (("rollup",), "write", "before the interrupt"),
+    (("ingest", "{tmp}/day.csv", "--spec", "{tmp}/moving.toml"), "write", "checkpoint saved"),
+    (("reshard", "--spec", "{tmp}/moving.toml"), "write", "before the interrupt"),
+    (("counter", "create", "counters/c", "--shards", "2"), "counter", ""),
+    (("counter", "incr", "counters/c"), "counter", ""),
+    (("counter", "get", "counters/c"), "counter", ""),
+    (("counter", "grow", "counters/c", "--shards", "4"), "counter", ""),
+    (("counter", "rollup", "counters/c"), "counter", ""),
+    (("demo", "--ticks", "100"), "ask", ""),
+    (("backfill", "{tmp}/day.csv", "--spec", "{tmp}/moving.toml"), "tsstore.beam.backfill", ""),
+    (("export", "--spec", "{tmp}/moving.toml", "--to", "{tmp}/out/part"), "tsstore.beam.export", ""),
+    (("emulator", "start"), "tsstore.local.supervisor.start", ""),
+    (("emulator", "status"), "tsstore.local.supervisor.status", ""),
+    (("emulator", "stop"), "tsstore.local.supervisor.stop", ""),
+    (("capacity", "--writes-per-second", "2000"), "tsstore.cli.layout.capacity_for", ""),
+    (("indexes", "tsstore.demo:DECLARATION", "--stdout"), "tsstore.cli.deploy.plan_index_file", ""),
+    (("rules", "tsstore.demo:DECLARATION", "--stdout"), "tsstore.cli.deploy.plan_rules_file", ""),
+]
+
+
+@pytest.fixture
+def stocked(doors: dict[str, Any]) -> dict[str, Any]:
+    """The doors' database with demo ticks, and ticks under a retired shard value of ``moving``."""
+    from tsstore.demo import SPEC
+    from tsstore.local.synthetic import trading_day
+
+    TimeSeriesStore(doors["client"], SPEC, write_options=WriteOptions(ramp=False)).write(trading_day(300, seed=3))
+    old = SeriesSpec("moving", key_fields=["symbol"], shards=["old"])
+    TimeSeriesStore(doors["client"], old, write_options=WriteOptions(ramp=False)).write(trading_day(50, seed=4))
+    (doors["tmp"] / "moving.toml").write_text(RETIRED)
+    (doors["tmp"] / "day.csv").write_text("symbol,timestamp\n" + "".join(
+        f"S{i},2019-01-02T09:{i // 60:02d}:{i % 60:02d}Z\n" for i in range(120)))  # fmt: skip
+    return doors
+
+
+@pytest.mark.parametrize(("args", "where", "said"), CTRL_C, ids=[" ".join(c[0]) for c in CTRL_C])
+def test_ctrl_c_in_every_command_says_what_was_done_and_exits_130(
+    stocked: dict[str, Any], monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], where: str, said: str
+) -> None:
+    from tsstore.cli import exits
+    from tsstore.counters import ShardedCounter
+    from tsstore.write.job import Job
+
+    def stop(*_: Any, **__: Any) -> Any:
+        raise KeyboardInterrupt
+
+    if where == "ask":
+        for name in ("_answer", "_ticks", "_listen"):  # a request's asks, a stream's chunks, the listeners
+            monkeypatch.setattr(TimeSeriesStore, name, stop)
+    elif where == "write":
+        monkeypatch.setattr(Job, "_send", stop)
+    elif where == "counter":
+        for name in ("create", "increment", "read", "grow", "rollup"):
+            monkeypatch.setattr(ShardedCounter, name, stop)
+    else:  # a command that only plans and prints: Ctrl-C while it plans
+        monkeypatch.setattr(where, stop)
+    # A command that leaves threads waiting on Firestore ends with os._exit (see exits.exit_interrupted):
+    # here, in the test's process, it raises SystemExit as a finished command would.
+    monkeypatch.setattr(exits.os, "_exit", lambda code: (_ for _ in ()).throw(SystemExit(code)))
+    home = {"TSSTORE_HOME": str(stocked["tmp"] / "home")}  # never the developer's own local store
+    if args[:2] == ("emulator", "start"):  # tests/cli.py runs it as a process, where no patch reaches
+        from click.testing import CliRunner
+
+        from tsstore.cli import main
+
+        result = CliRunner().invoke(main, list(args), env=home, catch_exceptions=False)
+        ran = Ran(args, result.exit_code, result.stdout, result.stderr)
+    else:
+        ran = run(stocked, *args, env=home)
+    assert ran.returncode == 130, (ran.stdout, ran.stderr)
+    assert "Traceback" not in ran.stderr and "Error" not in ran.stderr, ran.stderr
+    assert any(line.startswith("interrupted: ") for line in ran.stderr.splitlines()), ran.stderr
+    assert said in ran.stdout + ran.stderr, (ran.stdout, ran.stderr)
+
+
+def test_the_ctrl_c_cases_cover_every_command() -> None:
+    import click
+
+    from tsstore.cli import main
+
+    def leaves(group: click.Group, prefix: tuple[str, ...]) -> set[tuple[str, ...]]:
+        found: set[tuple[str, ...]] = set()
+        for name, command in group.commands.items():
+            if command.hidden:
+                continue
+            found |= leaves(command, (*prefix, name)) if isinstance(command, click.Group) else {(*prefix, name)}
+        return found
+
+    covered = {args[: 2 if args[0] in ("counter", "emulator") else 1] for args, _, _ in CTRL_C}
+    assert covered == leaves(main, ()), leaves(main, ()) ^ covered

@@ -27,6 +27,15 @@ class WriteResult:
     replaced: int = 0
     unsettled: int = 0
 
+    def describe(self, what: str = "documents") -> str:
+        """One line: how many ``what`` are stored, and how (``wrote 12 documents: 10 new, 2
+        already stored``), and how many a Ctrl-C left unconfirmed."""
+        parts = [f"{self.created} new", f"{self.present} already stored"]
+        if self.replaced:
+            parts.append(f"{self.replaced} replaced")
+        unsettled = f"; {self.unsettled} unconfirmed (a re-run settles them)" if self.unsettled else ""
+        return f"wrote {self.count} {what}: {', '.join(parts)}{unsettled}"
+
 
 @dataclass(frozen=True)
 class PurgeResult:

@@ -32,6 +32,7 @@ from tsstore.declaration import load_declaration
 from tsstore.errors import Interrupted
 from tsstore.read.cost import ReadStats
 from tsstore.read.query import Query
+from tsstore.results import WriteResult
 from tsstore.spec import SeriesSpec
 
 
@@ -391,7 +392,12 @@ def rollup(
             with tqdm(unit="tick", desc="rolling up", dynamic_ncols=True) as bar:
                 result = store.rollup(chosen[0], since=start, until=end, on_progress=bar.update)
     except Interrupted as stop:
-        click.echo(f"{stop.partial.describe()} (before the interrupt)")  # type: ignore[attr-defined]
+        partial = stop.partial  # the run's result, or its bars' write's when the write was stopped
+        if isinstance(partial, WriteResult):
+            said = partial.describe("bars")
+        else:
+            said = partial.describe()  # type: ignore[attr-defined]
+        click.echo(f"{said} (before the interrupt)")
         exit_interrupted("run the same command to finish (a bar already stored is not stored twice)")
     echo_figures(fmt, result.describe(), result)
 
