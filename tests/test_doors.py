@@ -500,9 +500,9 @@ def stocked(doors: dict[str, Any]) -> dict[str, Any]:
     from tsstore.demo import SPEC
     from tsstore.local.synthetic import trading_day
 
-    TimeSeriesStore(doors["client"], SPEC, write_options=WriteOptions(ramp=False)).write(trading_day(300, seed=3))
+    TimeSeriesStore(doors["client"], SPEC, write_options=WriteOptions(ramp=False)).write(trading_day(60, seed=3))
     old = SeriesSpec("moving", key_fields=["symbol"], shards=["old"])
-    TimeSeriesStore(doors["client"], old, write_options=WriteOptions(ramp=False)).write(trading_day(50, seed=4))
+    TimeSeriesStore(doors["client"], old, write_options=WriteOptions(ramp=False)).write(trading_day(20, seed=4))
     (doors["tmp"] / "moving.toml").write_text(RETIRED)
     (doors["tmp"] / "day.csv").write_text("symbol,timestamp\n" + "".join(
         f"S{i},2019-01-02T09:{i // 60:02d}:{i % 60:02d}Z\n" for i in range(120)))  # fmt: skip
