@@ -564,3 +564,14 @@ def test_the_ctrl_c_cases_cover_every_command() -> None:
 
     covered = {args[: 2 if args[0] in ("counter", "emulator") else 1] for args, _, _ in CTRL_C}
     assert covered == leaves(main, ()), leaves(main, ()) ^ covered
+
+
+def test_a_rejected_time_is_named_by_the_files_own_column(doors: dict[str, Any]) -> None:
+    """A time column given with ``--time-column`` is named as the file names it in each rejected
+    row's reason (vega-datasets' stocks.csv writes dates as 'Jan 1 2000')."""
+    (doors["tmp"] / "stocks.csv").write_text("symbol,date,price\nMSFT,Jan 1 2000,39.81\nMSFT,2000-02-01,36.35\n")
+    ran = run(doors, "ingest", "{tmp}/stocks.csv", "--spec", "{tmp}/plain.toml", "--time-column", "date",
+              "--naive", "utc")  # fmt: skip
+    assert ran.returncode == 4 and "2 rows read: 1 stored new" in ran.stdout, (ran.stdout, ran.stderr)
+    rejects = (doors["tmp"] / "stocks.csv.rejects.csv").read_text()
+    assert "column 'date': 'Jan 1 2000' is not an ISO-8601 time" in rejects, rejects

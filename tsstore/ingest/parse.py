@@ -138,13 +138,13 @@ class RowParser:
             conv = self.converter(column) if (name in self.known or not typed) else _as_is
             passthrough = conv is _as_is or (conv is _as_text and not typed)
             *parents, leaf = name.split(".")
-            plan.append((i, name, None if passthrough else conv, tuple(parents), leaf, name in self.known))
+            plan.append((i, column, name, None if passthrough else conv, tuple(parents), leaf, name in self.known))
         strict, limit = self.strict, self.max_field_bytes
         ts_path = self.spec.timestamp_field.split(".")
 
         def build(row: list[Any]) -> dict[str, Any]:
             record: dict[str, Any] = {}
-            for i, name, conv, parents, leaf, known in plan:
+            for i, column, name, conv, parents, leaf, known in plan:
                 raw = row[i]
                 if raw == "" or raw is None:
                     continue
@@ -158,7 +158,7 @@ class RowParser:
                     try:
                         value = conv(raw)
                     except BadRow as bad:
-                        raise BadRow(f"column {name!r}: {bad}") from None
+                        raise BadRow(f"column {column!r}: {bad}") from None  # the file's name for it
                 target = record
                 for part in parents:
                     target = target.setdefault(part, {})
