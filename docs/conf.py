@@ -102,16 +102,18 @@ def _field_docs(cls: type) -> dict[str, str]:
 
 def describe_parameters(app: object, what: str, name: str, obj: Any, options: object, lines: list[str]) -> None:
     """Give each parameter the docstring does not describe its description from the query
-    options' (:data:`tsstore.read.query.OPTION_HELP`) or, for a class, its field's ``#:``
-    comment; so every parameter of the reference has a description, written once."""
+    options' (:data:`tsstore.read.query.OPTION_HELP`), its module's ``PARAMETER_HELP`` or,
+    for a class, its field's ``#:`` comment; so every parameter of the reference has a
+    description, written once."""
     if what not in ("function", "method", "class"):
         return
     lines[:] = _bullets_as_fields(lines, set(parameters(obj)))
     described = set(_PARAM.findall("\n".join(lines)))
     fields = _field_docs(obj) if inspect.isclass(obj) else {}
+    glossary = {**OPTION_HELP, **getattr(inspect.getmodule(obj), "PARAMETER_HELP", {})}  # the verb's module's
     added = []
     for param in parameters(obj):
-        text = fields.get(param) or OPTION_HELP.get(param)
+        text = fields.get(param) or glossary.get(param)
         if param not in described and text:
             added.append(f":param {param}: {text}")
     if added:

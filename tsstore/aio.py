@@ -46,7 +46,16 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
     """Write and query one sharded time-series collection from asyncio: every verb of
     :class:`~tsstore.store.TimeSeriesStore` with the same options, awaited
     (``await store.query(limit=10)``), streams as async iterators (``async for tick in
-    store.iter_ticks(start=...)``), over a ``firestore.AsyncClient``."""
+    store.iter_ticks(start=...)``), over a ``firestore.AsyncClient``.
+
+    - ``client``: a ready ``google.cloud.firestore.AsyncClient``; the store never closes it.
+    - ``spec``: the :class:`~tsstore.spec.SeriesSpec` of the collection.
+    - ``write_options``: the writer's pace, ramp, batch size and retries
+      (:class:`~tsstore.write.options.WriteOptions`).
+    - ``page_size``: the largest ``limit`` read as one lean page (default 2000).
+    - ``lean``: read each chunk its share of a page first, then refill (the default).
+    - ``max_concurrency``: chunk queries sent at once; more wait their turn (default 8).
+    """
 
     client: firestore.AsyncClient
 

@@ -42,7 +42,21 @@ L = TypeVar("L")
 class TimeSeriesStore(StoreBase, declare.ThreadDriver):
     """Write and query one sharded time-series collection over a ``firestore.Client``:
     ``TimeSeriesStore(client, spec).write(ticks)``, then ``store.query(where={"exchange":
-    "EXCHG1"}, limit=5)`` (the tutorials walk through it)."""
+    "EXCHG1"}, limit=5)`` (the tutorials walk through it).
+
+    - ``client``: a ready ``google.cloud.firestore.Client`` (its project, database and
+      ``FIRESTORE_EMULATOR_HOST``); the store never closes it.
+    - ``spec``: the :class:`~tsstore.spec.SeriesSpec` of the collection.
+    - ``write_options``: the writer's pace, ramp, batch size and retries
+      (:class:`~tsstore.write.options.WriteOptions`).
+    - ``max_workers``: reader threads, so chunk queries that run at once (default 8).
+    - ``page_size``: the largest ``limit`` read as one lean page; above it, and without a
+      limit, each chunk is one streaming query (default 2000).
+    - ``fast_wire``: send queries and writes through the client's own gRPC stub and decode
+      documents directly (the default); ``False`` uses the client's public calls.
+    - ``lean``: read each chunk its share of a page first and refill what may be missing
+      (the default), instead of ``limit`` documents from every chunk.
+    """
 
     client: firestore.Client
 

@@ -23,6 +23,9 @@ from tsstore.verbs import live as live_reads
 from tsstore.verbs.declare import live, stream, verb
 from tsstore.verbs.request import Seat
 
+#: What the parameters of the verbs declared here mean (see :data:`tsstore.read.query.OPTION_HELP`).
+PARAMETER_HELP = {"plan": "a :class:`~tsstore.read.plan.QueryPlan` (from :meth:`plan`)"}
+
 
 class Verbs:
     """Every public verb, declared once for :class:`~tsstore.store.TimeSeriesStore` and

@@ -27,6 +27,14 @@ from tsstore.write.ops import NOT_FOUND, Patch
 from tsstore.write.prepare import PreparedDoc
 from tsstore.write.sender import BulkSender
 
+#: What each parameter of these verbs means (the API reference describes a parameter from
+#: here unless the verb's docstring says more).
+PARAMETER_HELP = {
+    "since": "count the ticks from this instant on (e.g. the last layout change); ``None``: all",
+    "on_progress": "called with each moved batch's size",
+    "max_passes": "passes over the retired values at most (a further pass catches what old writers added meanwhile)",
+}
+
 
 def shard_census(seat: Seat, *, since: object = None, read_time: dt.datetime | None = None) -> Request[ShardCensus]:
     """How many ticks each shard value holds, which values documents carry that the

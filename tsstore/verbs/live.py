@@ -29,6 +29,16 @@ DEFAULT_LATENESS = dt.timedelta(seconds=30)
 DEFAULT_HOLD = 10_000
 
 
+#: What each parameter of these verbs means (the API reference describes a parameter from
+#: here unless the verb's docstring says more).
+PARAMETER_HELP = {
+    "since": "deliver the ticks written from this instant on; ``None``: the server's time now",
+    "lateness": "how much older than the newest delivered tick a tick may be and still be on time "
+    "(older ones come marked ``late``)",
+    "hold": "restart a chunk's listener from the moving bound once it holds this many documents (bounds memory)",
+}
+
+
 def watch(
     seat: Seat,
     query: Query | None = None,

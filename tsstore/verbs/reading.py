@@ -35,6 +35,15 @@ CLOCK_PROBE_ID = "tsstore-read-time-probe"
 COUNT_OPTIONS = ("where", "start", "end", "read_time")
 
 
+#: What each parameter of these verbs means (the API reference describes a parameter from
+#: here unless the verb's docstring says more).
+PARAMETER_HELP = {
+    "rows": "at most this many rows per frame or batch",
+    "plan": "a :class:`~tsstore.read.plan.QueryPlan` (from :meth:`plan`)",
+    "chunk": "the shard values of one of the plan's chunks",
+}
+
+
 def server_time(seat: Seat) -> Request[dt.datetime]:
     """The database's current time, for a ``read_time`` that sees every committed write.
 

@@ -26,6 +26,19 @@ from tsstore.write.ops import Erase
 from tsstore.write.prepare import PreparedDoc
 from tsstore.write.sender import BulkSender
 
+#: What each parameter of these verbs means (the API reference describes a parameter from
+#: here unless the verb's docstring says more).
+PARAMETER_HELP = {
+    "before": "delete the ticks before this instant (exclusive); or give ``start`` and ``end``",
+    "dry_run": "only count what would be deleted",
+    "on_progress": "called with each deleted batch's size",
+    "rollups": "declared roll-ups of this series whose watermarks bound the purge (one never run holds "
+    "back every purge)",
+    "past_rollups": "delete ticks the roll-ups have not rolled up yet too (their bars stay as they are)",
+    "correct": "delete to correct the data: the deleted ticks' buckets are marked late, so the next roll-up "
+    "recomputes them",
+}
+
 
 def purge(
     seat: Seat,

@@ -32,6 +32,17 @@ from tsstore.write.ops import Erase
 from tsstore.write.prepare import PreparedDoc, prepare_records
 from tsstore.write.sender import BulkSender
 
+#: What each parameter of these verbs means (the API reference describes a parameter from
+#: here unless the verb's docstring says more).
+PARAMETER_HELP = {
+    "rollup": "the roll-up, declared on this store's series",
+    "since": "the first instant to compute (aligned down to the interval); ``None``: from the stored "
+    "watermark, else the oldest tick",
+    "until": "the instant to stop at (aligned down); ``None``: now, so an open interval is left for later",
+    "on_progress": "called with the number of ticks read as they stream",
+    "repair": "mark each bucket whose stored bar differs, so reads stop using it and the next run recomputes it",
+}
+
 
 def rollup(
     seat: Seat,

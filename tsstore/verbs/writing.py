@@ -21,6 +21,25 @@ from tsstore.write.sender import BulkSender, Written
 ProgressCallback = Callable[[int], None]
 
 
+#: What each parameter of these verbs means (the API reference describes a parameter from
+#: here unless the verb's docstring says more).
+PARAMETER_HELP = {
+    "records": "the ticks: mappings (nested maps for dotted fields) or a DataFrame with dotted column names "
+    "and the time as a column or a ``DatetimeIndex``",
+    "naive": "what a time without a zone means: ``\"error\"`` (refuse it), ``\"utc\"`` or an IANA zone",
+    "on_duplicate": "a tick with the key and time of a stored one but other content: ``\"keep\"`` both, "
+    "``\"replace\"`` it or ``\"error\"``; ``None``: the spec's",
+    "on_progress": "called with the number of documents confirmed since the last call",
+    "on_reject": "called with each invalid record's :class:`~tsstore.errors.RecordError`, the write going on "
+    "without it; ``None``: the first one raises",
+    "on_written": "called with the input positions of the records each batch settled",
+    "on_status": "called with what the writer waits for (a retry and why), or ``None`` once it goes on",
+    "skip_first": "records an earlier run wrote (a resumed ingest): numbered for their ids, not sent",
+    "keep_ids": "whether the result lists every document id (``False`` keeps memory flat for huge inputs)",
+    "key": "the series: its ``count_by`` fields and their values (``{\"symbol\": \"AAA\"}``)",
+}
+
+
 def write(
     seat: Seat,
     records: Iterable[Mapping[str, Any]] | pd.DataFrame,
