@@ -513,7 +513,7 @@ def _arrow(name: str, array: Any) -> pa.Array | pa.ChunkedArray:
         return pa.array(array.asi8, type=ARROW_TYPES["datetime"], mask=np.asarray(array.isna()))
     try:
         converted: pa.Array | pa.ChunkedArray = pa.array(array, from_pandas=True)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError) as exc:
         kinds = sorted({type(v).__name__ for v in array if v is not None})
         raise SchemaError(
             f"column {name!r} holds values of {', '.join(kinds)} that no one Arrow type holds ({exc}); "
