@@ -16,7 +16,6 @@ import click
 import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc
-import pyarrow.parquet as pq
 
 from tsstore.errors import TsstoreError
 
@@ -209,6 +208,8 @@ _NO_ROWS = pa.schema([("timestamp", pa.timestamp("us", tz="UTC"))])
 
 
 def _parquet(frames: Iterable[pd.DataFrame], output: Path) -> int:
+    import pyarrow.parquet as pq  # only when asked: every command imports this module
+
     writer: pq.ParquetWriter | None = None
     rows = 0
     try:
