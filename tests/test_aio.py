@@ -26,8 +26,14 @@ def astore(skewed: dict[str, Any], tsstore_emulator: Any) -> Iterator[AsyncTimeS
     yield AsyncTimeSeriesStore(tsstore_emulator.async_client(database=database), SPEC, page_size=500)
 
 
-@pytest.mark.parametrize("direction", ["desc", "asc"])
-@pytest.mark.parametrize("symbols", [["HOT"], ["HOT", "AAA", "TWO"], None], ids=["one-shard", "mixed", "all"])
+@pytest.mark.parametrize(
+    ("symbols", "direction"),
+    [(["HOT"], "desc"), (["HOT", "AAA", "TWO"], "desc"), (["HOT", "AAA", "TWO"], "asc"), (None, "desc")],
+    # The direction only reaches the plan and the page rounds the async store shares with the
+    # sync one (test_lean_pages_... runs every shape both ways); ascending is kept for the
+    # mixed shape, where the async rounds run the most chunk queries at once.
+    ids=["one-shard-desc", "mixed-desc", "mixed-asc", "all-desc"],
+)
 @pytest.mark.parametrize("limit", [1, 70])
 def test_async_pages_equal_the_oracle_and_the_sync_pages(
     skewed: dict[str, Any], astore: AsyncTimeSeriesStore, direction: str, symbols: list[str] | None, limit: int

@@ -282,6 +282,15 @@ def cut(tsstore_emulator: Any, database_id: str) -> Iterator[dict[str, Any]]:
     proxy.close()
 
 
+#: Channel arguments for the clients whose reads are cut: a 16 KiB flow-control window per
+#: stream and no growing it (BDP probing). With gRPC's defaults the client may already hold a
+#: whole chunk's stream when the cut comes, so "cut in the middle" would often cut nothing;
+#: with this window the server still holds the rest, and every stream cut breaks off.
+SMALL_WINDOW = (("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 16 * 1024))
+#: Ticks the read tests write, and the page of their walk: 4 pages (the cut after the first).
+READ_TICKS, WALK_PAGE = 800, 250
+
+
 def stored_ids(store: TimeSeriesStore) -> list[str]:
     return sorted(t.id for t in store.query(columns=()))
 
@@ -301,8 +310,11 @@ def cut_every(proxy: CuttingProxy, n: int) -> Callable[[int], None]:
 
 
 def test_writes_and_purges_through_cuts_store_exactly_what_a_clean_run_stores(cut: dict[str, Any]) -> None:
+    # 1 500 rows: three batches of 500, each one's progress followed by a cut (and the timer
+    # cuts every ~1 s); each cut costs its 0.3 s down and the pauses after it, so more rows
+    # only meant more of the same cuts.
     layout = spec(3)
-    rows = list(trading_day(3000, seed=22))
+    rows = list(trading_day(1500, seed=22))
     expected = sorted({d.id for d in prepare_records(layout, rows)})
     statuses: list[str] = []
     proxy: CuttingProxy = cut["proxy"]
@@ -311,8 +323,8 @@ def test_writes_and_purges_through_cuts_store_exactly_what_a_clean_run_stores(cu
             rows, on_status=lambda s: statuses.append(s) if s else None, on_progress=cut_every(proxy, 500)
         )
     oracle = TimeSeriesStore(cut["direct"], layout)
-    assert (written.count, written.created, written.present) == (3000, 3000, 0)
-    assert stored_ids(oracle) == expected and oracle.count() == 3000
+    assert (written.count, written.created, written.present) == (1500, 1500, 0)
+    assert stored_ids(oracle) == expected and oracle.count() == 1500
     assert any(s.startswith("retrying after connection faults") for s in statuses)
     # Faults are retried without lowering the pace: the status never names a throttle.
     assert not any("throttled" in s for s in statuses)
@@ -320,20 +332,20 @@ def test_writes_and_purges_through_cuts_store_exactly_what_a_clean_run_stores(cu
     before = oracle.count(end=noon)
     with TimeSeriesStore(cut["proxied"], layout, write_options=FAST) as store, proxy.cutting(every=1.0, seed=1):
         purged = store.purge(before=noon, on_progress=cut_every(proxy, 500))
-    assert (purged.matched, purged.deleted) == (before, before) and before > 1000
-    assert oracle.count() == 3000 - before and oracle.count(end=noon) == 0
+    assert (purged.matched, purged.deleted) == (before, before) and before > 500  # two batches: cut between
+    assert oracle.count() == 1500 - before and oracle.count(end=noon) == 0
 
 
 def faulty_reads(store: TimeSeriesStore, cut_now: Callable[[], object]) -> dict[str, Any]:
     """Every read kind, with the connections cut in the middle of each (``cut_now``)."""
-    walk, page = [], store.query(limit=400, columns=())
+    walk, page = [], store.query(limit=WALK_PAGE, columns=())
     while True:
         walk += [t.id for t in page]
         if page.cursor is None:
             break
-        if len(walk) == 400:
+        if len(walk) == WALK_PAGE:
             cut_now()  # the next page starts on a dead connection
-        page = store.query(limit=400, columns=(), cursor=page.cursor)
+        page = store.query(limit=WALK_PAGE, columns=(), cursor=page.cursor)
     streamed = []
     for i, tick in enumerate(store.iter_ticks(start=DAY.replace(hour=9), end=DAY.replace(hour=15))):
         if i == 300:
@@ -359,13 +371,15 @@ def faulty_reads(store: TimeSeriesStore, cut_now: Callable[[], object]) -> dict[
 @pytest.mark.parametrize("shards", [3, 40])
 def test_reads_through_cuts_equal_a_clean_run(cut: dict[str, Any], shards: int) -> None:
     layout = spec(shards)
-    TimeSeriesStore(cut["direct"], layout, write_options=FAST).write(trading_day(1500, seed=shards))
+    TimeSeriesStore(cut["direct"], layout, write_options=FAST).write(trading_day(READ_TICKS, seed=shards))
     proxy: CuttingProxy = cut["proxy"]
     clean = faulty_reads(TimeSeriesStore(cut["direct"], layout), lambda: None)
-    with TimeSeriesStore(cut["proxied"], layout) as store:
+    proxied = emulator_client(cut["address"], database=cut["database"], channel_options=SMALL_WINDOW)
+    with TimeSeriesStore(proxied, layout) as store:
         faulty = faulty_reads(store, proxy.cut)
+    proxied.close()
     assert proxy.cuts == 6
-    assert len(clean["walk"]) == 1500 and faulty["walk"] == clean["walk"]
+    assert len(clean["walk"]) == READ_TICKS and faulty["walk"] == clean["walk"]
     assert faulty["page"] == clean["page"] and faulty["count"] == clean["count"]
     assert faulty["aggregate"] == clean["aggregate"]
     for frame in ("frame", "frame_at_once"):
@@ -374,12 +388,14 @@ def test_reads_through_cuts_equal_a_clean_run(cut: dict[str, Any], shards: int) 
 
 def test_the_async_store_reads_through_cuts_too(cut: dict[str, Any]) -> None:
     layout = spec(3)
-    TimeSeriesStore(cut["direct"], layout, write_options=FAST).write(trading_day(2000, seed=9))
+    TimeSeriesStore(cut["direct"], layout, write_options=FAST).write(trading_day(READ_TICKS, seed=9))
     clean = TimeSeriesStore(cut["direct"], layout)
     proxy: CuttingProxy = cut["proxy"]
 
     async def reads() -> tuple[list[Tick], int, Any]:
-        client = emulator_client(cut["address"], database=cut["database"], asynchronous=True)
+        client = emulator_client(
+            cut["address"], database=cut["database"], asynchronous=True, channel_options=SMALL_WINDOW
+        )
         store = AsyncTimeSeriesStore(client, layout)
         streamed = []
         async for tick in store.iter_ticks():
@@ -400,15 +416,15 @@ def test_series_counters_count_each_tick_once_through_cuts(cut: dict[str, Any]) 
     """A counter increment cut off before its answer may have landed: its retry must not add
     it twice (the receipt committed with it says it landed)."""
     layout = dataclasses.replace(spec(3), count_by=("symbol",))
-    rows = list(trading_day(1500, seed=4))
+    rows = list(trading_day(1000, seed=4))  # two batches of 500, a cut after each (and every ~1 s)
     proxy: CuttingProxy = cut["proxy"]
     with TimeSeriesStore(cut["proxied"], layout, write_options=FAST) as store, proxy.cutting(every=1.0, seed=2):
-        assert store.write(rows, on_progress=cut_every(proxy, 500)).created == 1500
+        assert store.write(rows, on_progress=cut_every(proxy, 500)).created == 1000
     oracle = TimeSeriesStore(cut["direct"], layout)
     symbols = {row["symbol"] for row in rows}
     counted = {s: oracle.series_counter({"symbol": s}).value() for s in symbols}
     assert counted == {s: oracle.count(where={"symbol": s}) for s in symbols}
-    assert sum(counted.values()) == 1500
+    assert sum(counted.values()) == 1000
     receipts = cut["direct"].collection(f"{layout.collection}{COUNTERS_SUFFIX}{RECEIPTS_SUFFIX}")
     assert list(receipts.limit(1).stream()) == []  # each receipt is deleted once it has landed
 

@@ -108,20 +108,20 @@ LAYOUTS = {
 @pytest.mark.parametrize("layout", LAYOUTS, ids=list(LAYOUTS))
 def test_every_read_verb_sees_every_tick_after_a_layout_change(database: Any, layout: str) -> None:
     before = TimeSeriesStore(database, spec("ticks", shards=shards_for(5_000)), write_options=FAST)
-    before.write(trading_day(600, day=DAY, seed=4))
+    before.write(trading_day(300, day=DAY, seed=4))
     after = TimeSeriesStore(database, spec("ticks", **LAYOUTS[layout]), write_options=FAST)
-    after.write(trading_day(150, day=DAY, seed=5))  # new ticks go to the new active values
+    after.write(trading_day(75, day=DAY, seed=5))  # new ticks go to the new active values
     oracle = stored(database, "ticks")
-    assert len(oracle) == 750
+    assert len(oracle) == 375
     ids = [i for _, i, _ in oracle]
-    assert after.count() == 750
-    assert pages(after, "asc", 97) == ids and pages(after, "desc", 97) == ids[::-1]
+    assert after.count() == 375
+    assert pages(after, "asc", 97) == ids and pages(after, "desc", 97) == ids[::-1]  # 4 pages each
     assert [t.id for t in after.iter_ticks(direction="asc")] == ids
     frame = after.query_frame(direction="asc")
-    assert len(frame) == 750 and list(frame.index) == [t for t, _, _ in oracle]
+    assert len(frame) == 375 and list(frame.index) == [t for t, _, _ in oracle]
     aaa = [i for _, i, data in oracle if data["symbol"] == "AAA"]
-    assert pages(after, "desc", 13, where={"symbol": "AAA"}) == aaa[::-1] and aaa
-    assert after.purge(before=AFTER, dry_run=True).matched == 750
+    assert pages(after, "desc", 13, where={"symbol": "AAA"}) == aaa[::-1] and len(aaa) > 2 * 13  # 3 pages
+    assert after.purge(before=AFTER, dry_run=True).matched == 375
     planned = {v for chunk in after.plan().chunks for v in chunk}
     assert planned == set(after.spec.read_shards)
     used = {data["shard"] for _, _, data in oracle} - set(before.spec.shards)
@@ -159,7 +159,9 @@ def test_reads_from_a_retirement_time_on_skip_the_retired_values(database: Any) 
     assert pages(new, "desc", 150) == [i for _, i, _ in oracle][::-1]
 
 
-@pytest.mark.parametrize("declared", [3, 40, 90])
+# 3 and 40 declared values: one census over one or many values, each counted, with gaps before,
+# between and after them (90 values ran the very same rounds as 40, only more of each ask).
+@pytest.mark.parametrize("declared", [3, 40])
 def test_the_census_finds_undeclared_values_and_counts_each_value_exactly(database: Any, declared: int) -> None:
     values = shards_for(declared * 500)
     undeclared = ["a", "s1x", "zz"]  # before, between and after the declared values
@@ -205,7 +207,7 @@ def test_the_planner_agrees_with_the_store_on_shards_and_reads_per_page(database
     layout = spec("ticks", shards=plan.shards)
     assert plan.shards == SeriesSpec.for_write_rate("t", writes_per_second=25_000).shards and len(plan.shards) == 50
     store = TimeSeriesStore(database, layout, write_options=FAST)
-    store.write(trading_day(3000, day=DAY, seed=9))
+    store.write(trading_day(1000, day=DAY, seed=9))  # every chunk still fills its lean ask before 09:00
     checked = 0
     for limit in (10, 100):
         planned = plan.reads_per_page(direction="desc")[limit]
@@ -333,7 +335,7 @@ def test_reshard_command_resumes_after_sigkill_exactly(tsstore_emulator: Any, tm
     name = f"reshard-cli-{random.randrange(10**9)}"
     client = tsstore_emulator.client(database=name)
     TimeSeriesStore(client, spec("ticks", shards=shards_for(5_000)), write_options=FAST).write(
-        trading_day(1500, day=DAY, seed=13)
+        trading_day(750, day=DAY, seed=13)
     )
     before = moved_state(client, "ticks")
     retired = shards_for(5_000)[3:]
@@ -346,19 +348,20 @@ def test_reshard_command_resumes_after_sigkill_exactly(tsstore_emulator: Any, tm
     initial = on_retired.count(start=early)
     env = dict(os.environ, FIRESTORE_EMULATOR_HOST=tsstore_emulator.address)
     command = [sys.executable, "-m", "tsstore", "reshard", "--spec", "spec.toml", "--database", name]
-    first = subprocess.Popen([*command, "--max-rate", "500"], cwd=tmp_path, env=env, stderr=subprocess.DEVNULL)
+    # ~525 ticks to move at 200/s: batches of 200, a second apart; killed after the first
+    first = subprocess.Popen([*command, "--max-rate", "200"], cwd=tmp_path, env=env, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while on_retired.count(start=early) > initial - 300 and time.monotonic() < deadline:  # of ~1 050 at 500/s
+    while on_retired.count(start=early) > initial - 100 and time.monotonic() < deadline:
         time.sleep(0.1)
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=30)
     left = on_retired.count(start=early)
     assert 0 < left < initial, "the first run was not killed half-way"
     assert moved_state(client, "ticks") == before  # killed mid-move: nothing lost, nothing doubled
-    second = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    second = run_cli(*command[3:], emulator=tsstore_emulator, cwd=tmp_path)  # the resumed run: in this process
     assert second.returncode == 0, second.stderr
     assert f"moved {left} ticks off retired shard values {', '.join(retired)}; they now hold no tick" in second.stdout
-    assert "census: retired values hold 0, active values 1500, collection 1500" in second.stdout
+    assert "census: retired values hold 0, active values 750, collection 750" in second.stdout
     assert "moving" in second.stderr  # the progress bar
     assert moved_state(client, "ticks") == before
     assert {d.get("shard") for d in client.collection("ticks").stream()} <= set(shards_for(1_500))

@@ -29,6 +29,7 @@ from tsstore.ticks import sort_key
 UTC = dt.timezone.utc
 FAST = WriteOptions(ramp=False, max_ops_per_second=50_000)
 BOTH = ("desc", "asc")
+TICKS, MILLISECONDS, PAGE_SIZE = 360, 60, 150  # the module's shared data set (see `big`)
 
 
 def seed_spec(collection: str) -> SeriesSpec:
@@ -68,7 +69,7 @@ def test_seed_scenario(client: firestore.Client, collection_name: str) -> None:
 
 @pytest.fixture(scope="module")
 def big(emulator: Any) -> dict[str, Any]:
-    """2 600 ticks over 40 shards (two chunks), written once for the module's tests."""
+    """360 ticks over 40 shards (two chunks), written once for the module's tests."""
     client = emulator.client(database=f"big-{uuid.uuid4().hex[:12]}")
     spec = SeriesSpec(
         "ticks",
@@ -77,20 +78,24 @@ def big(emulator: Any) -> dict[str, Any]:
         key_fields=["symbol"],
         columns={"symbol": "string", "price.currency": "string", "price.micros": "Int64"},
     )
-    store = TimeSeriesStore(client, spec, write_options=FAST, page_size=1000)
-    # 2 600 ticks of 6 instruments squeezed into 450 distinct milliseconds, so equal
-    # timestamps are common while (symbol, timestamp) stays unique.
+    # page_size 150: a limit of up to 150 is one lean page, a larger one (or none) streams
+    store = TimeSeriesStore(client, spec, write_options=FAST, page_size=PAGE_SIZE)
+    # 360 ticks of 6 instruments squeezed into 60 distinct milliseconds, so equal
+    # timestamps are common (6 per millisecond) while (symbol, timestamp) stays unique.
+    # (The emulator scans the collection once per `in` value of every chunk query, so every
+    # read here costs in proportion to the collection: it is kept just big enough for the
+    # pages, chunks and ties the tests need.)
     rows = []
     base = dt.datetime(2019, 1, 2, 9, tzinfo=UTC)
-    for i in range(2600):
-        symbol, exchange, currency, kind, micros = INSTRUMENTS[i // 450]
+    for i in range(TICKS):
+        symbol, exchange, currency, kind, micros = INSTRUMENTS[i // MILLISECONDS]
         rows.append(
             {
                 "symbol": symbol,
                 "exchange": exchange,
                 "instrumentType": kind,
                 "price": {"currency": currency, "micros": micros + i},
-                "timestamp": base + dt.timedelta(milliseconds=(i * 7919) % 450),
+                "timestamp": base + dt.timedelta(milliseconds=(i * 7919) % MILLISECONDS),
             }
         )
     result = store.write(rows)
@@ -119,8 +124,8 @@ def oracle(
 def test_big_plan_has_two_chunks(big: dict[str, Any]) -> None:
     plan = big["store"].plan()
     assert [len(c) for c in plan.chunks] == [20, 20]
-    assert len(big["ticks"]) == 2600
-    assert len({t.timestamp for t in big["ticks"]}) == 450  # many ties
+    assert len(big["ticks"]) == TICKS == 360
+    assert len({t.timestamp for t in big["ticks"]}) == MILLISECONDS == 60  # many ties
 
 
 def test_random_queries_equal_the_oracle(big: dict[str, Any]) -> None:
@@ -138,10 +143,12 @@ def test_random_queries_equal_the_oracle(big: dict[str, Any]) -> None:
             where = {"exchange": rng.choice(exchanges)}
         elif kind == 3:
             where = {"exchange": rng.sample(exchanges, 2), "instrumentType": "commonstock"}
-        start = base + dt.timedelta(milliseconds=rng.randrange(225)) if rng.random() < 0.5 else None
-        end = base + dt.timedelta(milliseconds=rng.randrange(225, 450)) if rng.random() < 0.5 else None
+        half = MILLISECONDS // 2
+        start = base + dt.timedelta(milliseconds=rng.randrange(half)) if rng.random() < 0.5 else None
+        end = base + dt.timedelta(milliseconds=rng.randrange(half, MILLISECONDS)) if rng.random() < 0.5 else None
         descending = rng.random() < 0.5
-        limit = rng.choice([None, 1, 7, 100, 1000, 1000, 3000])
+        # lean pages (up to PAGE_SIZE), a limited stream (above it, more than every tick), no limit
+        limit = rng.choice([None, 1, 7, 100, PAGE_SIZE, PAGE_SIZE, 3 * PAGE_SIZE])
         page = store.query(where=where, start=start, end=end, direction="desc" if descending else "asc", limit=limit)
         expected = oracle(ticks, where, start, end, descending, limit)
         assert [(t.id, t.timestamp) for t in page] == [(t.id, t.timestamp) for t in expected], (
@@ -173,21 +180,22 @@ def test_paging_returns_every_document_once_in_order(
     assert [t.id for t in seen] == [t.id for t in expected]
     assert len({t.id for t in seen}) == len(seen)
     assert pages == -(-len(expected) // PAGE)
+    assert any(seen[k - 1].timestamp == seen[k].timestamp for k in range(PAGE, len(seen), PAGE))  # a page ends in a tie
 
 
-PAGE = 777  # ~5.8 ticks share each millisecond, so page boundaries fall inside ties
+PAGE = 107  # 6 ticks share each millisecond, so page boundaries fall inside ties
 
 
 def test_iter_ticks_reads_all_pages_lazily(big: dict[str, Any]) -> None:
     store, ticks = big["store"], big["ticks"]
-    got = list(store.iter_ticks(direction="asc"))  # page_size 1000: two pages per chunk
+    got = list(store.iter_ticks(direction="asc"))  # ~180 ticks per chunk, more than page_size: streamed
     assert [t.id for t in got] == [t.id for t in oracle(ticks, {}, None, None, False, None)]
 
 
 def test_fast_decoder_matches_public_client_path(big: dict[str, Any], emulator: Any) -> None:
     client = big["store"].client
     public = TimeSeriesStore(client, big["spec"], fast_wire=False)
-    args = {"where": {"symbol": ["AAA", "BBB"]}, "limit": 500}
+    args = {"where": {"symbol": ["AAA", "BBB"]}, "limit": 70}  # a lean page, of 120 matches
     assert big["store"].query(**args).ticks == public.query(**args).ticks
     public.close()
 
@@ -195,10 +203,10 @@ def test_fast_decoder_matches_public_client_path(big: dict[str, Any], emulator: 
 def test_frames_leave_the_shard_out_unless_the_columns_name_it(big: dict[str, Any]) -> None:
     store = big["store"]
     assert "shard" not in store.query_frame(limit=5).columns
-    assert "shard" not in next(iter(store.stream_frames(rows=100, limit=200))).columns
+    assert "shard" not in next(iter(store.stream_frames(rows=100, limit=120))).columns
     asked = store.query_frame(limit=5, columns=["shard", "symbol"])
     assert asked["shard"].str.match(r"s\d\d").all() and list(asked.columns)[-1] == "shard"
-    assert "shard" in next(iter(store.stream_frames(rows=100, limit=200, columns=["shard"]))).columns
+    assert "shard" in next(iter(store.stream_frames(rows=100, limit=120, columns=["shard"]))).columns
 
 
 def test_projection_returns_only_the_asked_columns(big: dict[str, Any]) -> None:
@@ -216,9 +224,9 @@ def test_frames_match_ticks_and_stream_in_bounded_pieces(big: dict[str, Any]) ->
     assert len(frame) == len(ticks)
     assert list(frame.index) == [t.timestamp for t in ticks]
     assert frame["price.micros"].tolist() == [t.data["price"]["micros"] for t in ticks]
-    parts = list(store.stream_frames(where={"exchange": "EXCHG1"}, direction="asc", rows=1000))
+    parts = list(store.stream_frames(where={"exchange": "EXCHG1"}, direction="asc", rows=70))
     assert len(parts) > 1
-    assert [len(p) for p in parts[:-1]] == [1000] * (len(parts) - 1)
+    assert [len(p) for p in parts[:-1]] == [70] * (len(parts) - 1)
     pd.testing.assert_frame_equal(pd.concat(parts), frame)
 
 
@@ -231,11 +239,11 @@ def test_cursor_misuse_is_refused(big: dict[str, Any]) -> None:
 def test_rewriting_keyed_ticks_does_not_duplicate(client: firestore.Client, collection_name: str) -> None:
     spec = SeriesSpec(collection_name, key_fields=["symbol"])
     store = TimeSeriesStore(client, spec, write_options=FAST)
-    rows = list(trading_day(300, seed=3))
+    rows = list(trading_day(120, seed=3))  # one batch, as 300 were
     first = store.write(rows)
     second = store.write(rows)  # a retry of the whole batch
     assert first.ids == second.ids
-    assert len(list(client.collection(collection_name).select([]).stream())) == 300
+    assert len(list(client.collection(collection_name).select([]).stream())) == 120
 
 
 def test_dataframe_write_round_trip(client: firestore.Client, collection_name: str) -> None:
