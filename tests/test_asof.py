@@ -59,6 +59,8 @@ T0 = dt.datetime(2025, 6, 2, 14, 30, tzinfo=UTC)
 SEC = dt.timedelta(seconds=1)
 BYS: list[tuple[str, ...]] = [(), ("sym",), ("sym", "venue.code")]
 TOLERANCES: list[dt.timedelta | None] = [None, dt.timedelta(0), 2 * SEC]
+#: The emulator's writes unthrottled (the store's default pace would make the fixture wait, not work).
+FAST = WriteOptions(ramp=False, max_ops_per_second=100_000)
 
 
 # ------------------------------------------------------------------------------ the oracle (pure)
@@ -334,10 +336,10 @@ def written(tsstore_emulator: Any) -> Iterator[Written]:
         for row in rows:  # the three trades of a tie group a third of the shard values apart: over every chunk
             if row["n"] >= 1000:
                 row["shard"] = spec.shards[(row["n"] % 10 * shards // 3 + row["n"] // 10) % shards]
-        store = TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False), page_size=100)
+        store = TimeSeriesStore(client, spec, write_options=FAST, page_size=100)
         assert store.write(rows).created == len(rows)
         stores[shards] = store
-    quote_store = TimeSeriesStore(client, QUOTES, write_options=WriteOptions(ramp=False))
+    quote_store = TimeSeriesStore(client, QUOTES, write_options=FAST)
     result = quote_store.write(quotes)
     assert result.created == len(quotes)
     quote_ids = {row["n"]: i for row, i in zip(quotes, result.ids)}

@@ -21,11 +21,13 @@ from tsstore.counters import CounterValue, ShardedCounter, plan_counter_shards
 
 T = TypeVar("T")
 
-THREADS, PER_THREAD = 16, 200
+#: 16 threads at once: the contention is the point; 50 increments each keep every shard (and,
+#: after a growth, the new ones) busy while the roll-ups run beside them.
+THREADS, PER_THREAD = 16, 50
 
 
 def hammer(counter: ShardedCounter, *, during: object = None) -> list[int]:
-    """16 threads x 200 increments of 1 on ``counter``, rolling up concurrently; ``during``
+    """16 threads x 50 increments of 1 on ``counter``, rolling up concurrently; ``during``
     (a callable) runs once when half the increments are done. Returns the roll-ups seen."""
     done = 0
     lock = threading.Lock()

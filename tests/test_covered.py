@@ -111,12 +111,19 @@ GARBAGE = {"open": 10**9, "high": 10**9, "low": -(10**9), "close": 10**9, "count
            "sum": 10**12, "m2": 1e20}  # fmt: skip
 
 
+#: The strategies ``layers`` draws from, built once (not again for every example).
+OFFSETS = st.tuples(st.integers(0, 239), st.sampled_from([0, 0, -1, 1, 30_000_000, 59_999_999]))
+ROWS = st.lists(st.tuples(OFFSETS, st.integers(-50, 50), st.integers(0, 9)), min_size=0, max_size=40)
+MINUTE_MARKS, HOUR_MARKS = st.lists(st.integers(0, 239), max_size=4), st.lists(st.integers(0, 3), max_size=1)
+BOUND = st.one_of(st.none(), st.builds(lambda m, us: at(m) + dt.timedelta(microseconds=us), st.integers(-5, 250),
+                                       st.sampled_from([0, 0, -1, 1, 1_000_000])))  # fmt: skip
+
+
 @st.composite
 def layers(draw: st.DrawFn) -> tuple[list[Tick], list[Any], dict[str, list[dt.datetime]], list[Any]]:
     """Ticks over four hours (many on minute and hour edges, 1 µs either side, some tied), the
     span each roll-up holds (or none), marked buckets of each, and a range (or open ends)."""
-    offsets = st.tuples(st.integers(0, 239), st.sampled_from([0, 0, -1, 1, 30_000_000, 59_999_999]))
-    rows = draw(st.lists(st.tuples(offsets, st.integers(-50, 50), st.integers(0, 9)), min_size=0, max_size=40))
+    rows = draw(ROWS)
     ticks = [Tick(f"t{i:03d}", at(m) + dt.timedelta(microseconds=us),
                   {"symbol": "AAA", "n": i, "price": {"micros": p}, "volume": v})
              for i, ((m, us), p, v) in enumerate(rows)]  # fmt: skip
@@ -128,12 +135,10 @@ def layers(draw: st.DrawFn) -> tuple[list[Tick], list[Any], dict[str, list[dt.da
         return (at(first), at(draw(st.integers(first // step + 1, 240 // step + 1)) * step))
 
     marks = {
-        MINUTES.name: [at(m) for m in draw(st.lists(st.integers(0, 239), max_size=4))],
-        HOURS.name: [at(60 * h) for h in draw(st.lists(st.integers(0, 3), max_size=1))],
+        MINUTES.name: [at(m) for m in draw(MINUTE_MARKS)],
+        HOURS.name: [at(60 * h) for h in draw(HOUR_MARKS)],
     }
-    bound = st.one_of(st.none(), st.builds(lambda m, us: at(m) + dt.timedelta(microseconds=us), st.integers(-5, 250),
-                                           st.sampled_from([0, 0, -1, 1, 1_000_000])))  # fmt: skip
-    start, end = draw(bound), draw(bound)
+    start, end = draw(BOUND), draw(BOUND)
     if start is not None and end is not None and end < start:
         start, end = end, start
     return ticks, [span(60), span(1)], marks, [start, end]

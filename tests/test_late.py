@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import os
+import pickle
 import random
 import signal
 import subprocess
@@ -26,6 +27,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.cli import tsstore
 from tsstore import (
     AsyncTimeSeriesStore,
     QueryError,
@@ -38,7 +40,7 @@ from tsstore import (
     shards_for,
 )
 from tsstore.analytics.rollup import Rollup
-from tsstore.late import Horizon, LatePolicy, Lease, Leases, mark_id
+from tsstore.late import WRITERS, Horizon, LatePolicy, Lease, Leases, mark_id
 from tsstore.read.cost import ReadStats
 from tsstore.times import bucket_start
 from tsstore.wire import database_id
@@ -56,9 +58,9 @@ def at(minutes: float) -> dt.datetime:
     return T0 + dt.timedelta(minutes=minutes)
 
 
-def series(shards: int = 3, **options: Any) -> SeriesSpec:
+def series(shards: int = 3, collection: str = "ticks", **options: Any) -> SeriesSpec:
     return SeriesSpec(
-        "ticks",
+        collection,
         shards=shards_for(shards * 500),
         shapes=[QueryShape("symbol", ("desc", "asc"))],
         key_fields=["symbol", "n"],
@@ -89,10 +91,18 @@ def mismatches(client: Any, store: TimeSeriesStore, rollup: Rollup, start: dt.da
                       start=start, end=end)  # fmt: skip
     stored = TimeSeriesStore(client, rollup.spec).query_frame(direction="asc", start=start, end=end)
     have = stored.reset_index().set_index([*rollup.by, "timestamp"]).sort_index() if len(stored) else stored
+
+    def rows(frame: Any) -> dict[Any, list[int]]:  # each bar's figures by its key (one bar per key)
+        if not len(frame):
+            return {}
+        assert frame.index.is_unique, frame
+        figures = frame[BAR_COLUMNS].itertuples(index=False)
+        return {key: [int(v) for v in values] for key, values in zip(frame.index, figures)}
+
+    ticks, bars = rows(want), rows(have)
     wrong = []
-    for key in sorted(set(want.index) | set(have.index if len(have) else [])):
-        a = [int(want.loc[key][c]) for c in BAR_COLUMNS] if key in want.index else None
-        b = [int(have.loc[key][c]) for c in BAR_COLUMNS] if len(have) and key in have.index else None
+    for key in sorted(set(ticks) | set(bars)):
+        a, b = ticks.get(key), bars.get(key)
         if a != b:
             wrong.append(f"{key}: ticks {a}, stored {b}")
     return wrong
@@ -266,7 +276,9 @@ def hourly_and_minutes(spec: SeriesSpec) -> tuple[Rollup, Rollup]:
     return minutes, Rollup(minutes, interval="1h")
 
 
-@pytest.mark.parametrize("shards,driver", [(3, "sync"), (40, "sync"), (3, "async"), (40, "async")])
+#: No (3, "async"): the async store's reads run here at 40 shards (two chunks, each read as the one
+#: chunk of 3 shards is), and the sync store's at both shard counts.
+@pytest.mark.parametrize("shards,driver", [(3, "sync"), (40, "sync"), (40, "async")])
 def test_a_late_tick_is_read_from_the_ticks_until_the_rollups_redo_its_bucket(
     tsstore_emulator: Any, shards: int, driver: str
 ) -> None:
@@ -386,6 +398,7 @@ def test_writers_beside_a_running_rollup_lose_no_tick(tsstore_emulator: Any, sha
     store.write(hundred()[:10])
     stop = threading.Event()
     errors: list[BaseException] = []
+    sent: list[int] = []  # the batches the writers have written, as they land
 
     def writer(seed: int) -> None:
         rng = random.Random(seed)
@@ -396,20 +409,26 @@ def test_writers_beside_a_running_rollup_lose_no_tick(tsstore_emulator: Any, sha
                          for k in range(rng.randrange(1, 30))]  # fmt: skip
                 n += len(batch)
                 on(spec, "write", batch)
+                sent.append(len(batch))
+                stop.wait(0.02)  # batches all through each run, not a flood that only makes every run longer
         except BaseException as exc:  # noqa: BLE001  (reported by the test)
             errors.append(exc)
 
     threads = [threading.Thread(target=writer, args=(seed,)) for seed in (1, 2)]
     for thread in threads:
         thread.start()
+    overlapped = []  # per run: the batches that landed while it ran
     try:
-        for k in range(1, 7):
-            on(spec, "rollup", minutes, until=at(10 * k))
+        for k in range(1, 4):  # three runs, each end 20 minutes on
+            before = len(sent)
+            on(spec, "rollup", minutes, until=at(20 * k))
+            overlapped.append(len(sent) - before)
     finally:
         stop.set()
         for thread in threads:
             thread.join(timeout=60)
     assert not errors, errors
+    assert all(overlapped), overlapped  # the writers really ran beside every run
     last = store.rollup(minutes, until=at(60))
     assert marks(client, minutes) == [], last.describe()
     assert mismatches(client, store, minutes) == []
@@ -417,12 +436,12 @@ def test_writers_beside_a_running_rollup_lose_no_tick(tsstore_emulator: Any, sha
     client.close()
 
 
+#: ``spec, rows`` come pickled from the test: ``series(shards, late=QUICK)`` and ``[tick(5000, 7.5, 424_242)]``
+#: (so the writer imports tsstore only, not this module and pytest with it).
 KILLED_WRITER = """
-import asyncio, os, signal, sys, datetime as dt
+import asyncio, os, pickle, signal
 from tsstore import AsyncTimeSeriesStore, TimeSeriesStore, WriteOptions
 from tsstore.local.emulator import emulator_client
-sys.path.insert(0, {tests!r})
-from tests.test_late import QUICK, series, tick
 
 def die(ops):
     os.kill(os.getpid(), signal.SIGKILL)  # after the marks, before the tick: the worst moment
@@ -430,17 +449,17 @@ def die(ops):
 def dying(collection, timeout):
     return die, lambda ids: {{}}
 
-host, spec = os.environ["FIRESTORE_EMULATOR_HOST"], series({shards}, late=QUICK)
+host, (spec, rows) = os.environ["FIRESTORE_EMULATOR_HOST"], pickle.loads({pickled!r})
 if {driver!r} == "sync":
     store = TimeSeriesStore(emulator_client(host, database={database!r}), spec, write_options=WriteOptions(ramp=False))
     store._transport = dying
-    store.write([tick(5000, 7.5, 424_242)])
+    store.write(rows)
 else:
     async def main():
         client = emulator_client(host, database={database!r}, asynchronous=True)
         async with AsyncTimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False)) as store:
             store._transport = dying
-            await store.write([tick(5000, 7.5, 424_242)])
+            await store.write(rows)
     asyncio.run(main())
 """
 
@@ -461,38 +480,49 @@ def test_a_writer_killed_between_its_mark_and_its_tick_and_a_rollup_killed_mid_r
     store.write(hundred())
     store.rollup(minutes, until=at(120))
     env = dict(os.environ, FIRESTORE_EMULATOR_HOST=tsstore_emulator.address)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    script = KILLED_WRITER.format(tests=root, database=database, shards=shards, driver=driver)
+    pickled = pickle.dumps((spec, [tick(5000, 7.5, 424_242)]))
+    script = KILLED_WRITER.format(pickled=pickled, database=database, driver=driver)
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert marks(client, minutes) == [mark_id(at(7))] and store.count(start=at(7), end=at(8)) == 1
+    [lease] = client.collection(WRITERS).where(filter=FieldFilter("source", "==", "ticks")).get()  # the killed one's
+    expires = lease.update_time + dt.timedelta(seconds=lease.get("lease_seconds"))
+    assert lease.get("lease_seconds") == QUICK.lease.total_seconds()
     first = store.rollup(minutes, until=at(120))
     assert first.redone == 1 and marks(client, minutes) == [mark_id(at(7))]  # the lease may still send
-    time.sleep(QUICK.lease.total_seconds())
-    assert store.rollup(minutes, until=at(120)).redone == 1 and marks(client, minutes) == []
-    assert mismatches(client, store, minutes) == []
 
-    # a roll-up killed while it writes the redone bars of many late minutes
-    store.write([tick(6000 + k, k + 0.25, 1_000_000 + k, symbol="CCC") for k in range(100)])
-    assert len(marks(client, minutes)) == 100
-    (tmp_path / "decl.py").write_text(
-        f"import sys\nsys.path.insert(0, {root!r})\nfrom tests.test_late import series, QUICK\n"
-        "from tsstore.analytics.rollup import Rollup\n"
-        f"TICKS = series({shards}, late=QUICK)\n"
-        "DECLARATION = [TICKS, Rollup(TICKS, interval='1min', by='symbol', volume='volume')]\n"
+    # While that lease runs out, on a series of its own (whose roll-up no writer's lease holds up):
+    # a roll-up killed while it writes the redone bars of many late minutes.
+    trades = series(shards, collection="trades", late=QUICK)
+    trade_minutes, _ = hourly_and_minutes(trades)
+    trade_store = TimeSeriesStore(client, trades, write_options=FAST)
+    trade_store.write(hundred())
+    trade_store.rollup(trade_minutes, until=at(120))
+    trade_store.write([tick(6000 + k, k + 0.25, 1_000_000 + k, symbol="CCC") for k in range(100)])
+    assert len(marks(client, trade_minutes)) == 100
+    (tmp_path / "decl.py").write_text(  # the test's own series and roll-up, pickled: [trades, trade_minutes]
+        f"import pickle\nDECLARATION = pickle.loads({pickle.dumps([trades, trade_minutes])!r})\n"
     )
-    command = [sys.executable, "-m", "tsstore", "rollup", "--spec", "decl:DECLARATION", "--database", database]
-    killed = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    command = ["rollup", "--spec", "decl:DECLARATION", "--database", database, "--until", at(120).isoformat()]
+    killed = subprocess.Popen([sys.executable, "-m", "tsstore", *command], cwd=tmp_path, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     deadline = time.monotonic() + 60
-    written = client.collection("ticks_1min").where(filter=FieldFilter("symbol", "==", "CCC")).limit(1)
+    written = client.collection("trades_1min").where(filter=FieldFilter("symbol", "==", "CCC")).limit(1)
     while time.monotonic() < deadline and not list(written.stream()):
         time.sleep(0.01)
     killed.send_signal(signal.SIGKILL)
-    killed.wait(timeout=30)
-    finished = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert killed.wait(timeout=30) == -signal.SIGKILL
+    assert list(written.stream()) and marks(client, trade_minutes)  # killed mid-run: bars written, marks not cleared
+    # the next run: in this process (what it finds matters, not that it is a process of its own)
+    finished = tsstore(*command, cwd=tmp_path, env={"FIRESTORE_EMULATOR_HOST": tsstore_emulator.address})
     assert finished.returncode == 0, finished.stderr
     assert "late bucket(s) redone" in finished.stdout
-    assert marks(client, minutes) == [] and mismatches(client, store, minutes) == []
+    assert marks(client, trade_minutes) == [] and mismatches(client, trade_store, trade_minutes) == []
+
+    # back to the killed writer: once its lease has expired (and no sooner), a run clears its mark
+    time.sleep(max(0.0, (expires - dt.datetime.now(UTC)).total_seconds()) + 0.2)
+    assert store.rollup(minutes, until=at(120)).redone == 1 and marks(client, minutes) == []
+    assert mismatches(client, store, minutes) == []
     client.close()
 
 
@@ -510,7 +540,8 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+#: 5 examples (8 before) of 3 to 10 random ops each, every example a database of its own on the emulator.
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=OPS, shards=st.sampled_from([3, 40]), driver=st.sampled_from(["sync", "async"]))
 def test_any_interleaving_of_writes_rollups_corrections_and_reads_reads_the_ticks_answer(
     tsstore_emulator: Any, ops: list[tuple[Any, ...]], shards: int, driver: str
@@ -611,10 +642,9 @@ def test_verify_finds_bars_that_writes_outside_tsstore_left_wrong_and_repairs_th
         "from tests.test_late import series\nfrom tsstore.analytics.rollup import Rollup\n"
         "TICKS = series(3)\nDECLARATION = [TICKS, Rollup(TICKS, interval='1min', by='symbol', volume='volume')]\n"
     )
-    env = dict(os.environ, FIRESTORE_EMULATOR_HOST=tsstore_emulator.address)
-    command = [sys.executable, "-m", "tsstore", "rollup", "--spec", "decl:DECLARATION", "--database", database,
-               "--verify", "--until", at(120).isoformat()]  # fmt: skip
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    env = {"FIRESTORE_EMULATOR_HOST": tsstore_emulator.address}
+    done = tsstore("rollup", "--spec", "decl:DECLARATION", "--database", database, "--verify", "--until",
+                   at(120).isoformat(), cwd=tmp_path, env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "1 bucket(s) differ" in done.stdout and "marked for the next run" in done.stdout
     assert "1 late bucket(s) redone" in done.stdout and mismatches(client, store, minutes) == []
