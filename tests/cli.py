@@ -4,9 +4,11 @@ A command run here sees the environment given (variables set to ``None`` are uns
 in ``cwd``, reads ``stdin``, and answers like a finished process: ``returncode``, ``stdout``
 and ``stderr`` apart. A Python exception that escapes the command fails the test with its
 traceback (a process would print it and exit 1), so "no traceback" is checked by the test
-failing. Commands that must be killed or interrupted still run as processes, and so do
-``tsstore emulator start``: it leaves a background process running, as it should, which a
-test process would report as a leaked child.
+failing. Commands that must be killed or interrupted still run as processes, and so does a
+``tsstore emulator start`` that starts the local store: it leaves a background process
+running, as it should, which a test process would report as a leaked child. Once the store
+runs, ``emulator start`` starts nothing (it finds the store, or loads rules into it), and
+runs here like the other commands.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from tsstore.cli import main
+from tsstore.local import supervisor
 
 
 @dataclass(frozen=True)
@@ -36,9 +39,11 @@ class Ran:
 
 def tsstore(*args: str, env: Mapping[str, str | None] | None = None, cwd: Path | None = None,
             stdin: str | None = None) -> Ran:  # fmt: skip
-    """``tsstore ARGS`` run in this process (``emulator start``: in a process of its own)."""
-    if args[:2] == ("emulator", "start"):
-        environ = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
+    """``tsstore ARGS`` run in this process (``emulator start`` with no store running: in a
+    process of its own)."""
+    environ = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
+    home = Path(environ["TSSTORE_HOME"]) if "TSSTORE_HOME" in environ else None
+    if args[:2] == ("emulator", "start") and supervisor.status(home) is None:
         done = subprocess.run([sys.executable, "-m", "tsstore", *args], env=environ, cwd=cwd, input=stdin,
                               capture_output=True, text=True, timeout=300)  # fmt: skip
         return Ran(tuple(args), done.returncode, done.stdout, done.stderr)

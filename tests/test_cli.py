@@ -32,8 +32,8 @@ def test_local_store_keeps_its_data_and_query_writes_files(tmp_path: Path) -> No
         started = tsstore("emulator", "start", home=home, cwd=tmp_path)
         assert started.returncode == 0, started.stderr
         assert "local store started at 127.0.0.1:" in started.stdout
-        again = tsstore("emulator", "start", home=home, cwd=tmp_path)
-        assert "already running" in again.stdout
+        again = tsstore("emulator", "start", home=home, cwd=tmp_path)  # finds it running
+        assert again.returncode == 0 and "already running" in again.stdout
         status = tsstore("emulator", "status", home=home, cwd=tmp_path)
         assert status.returncode == 0 and "running at 127.0.0.1:" in status.stdout
 

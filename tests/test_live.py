@@ -5,7 +5,9 @@ tested without Firestore."""
 
 from __future__ import annotations
 
+import _thread
 import asyncio
+import contextlib
 import datetime as dt
 import functools
 import json
@@ -214,12 +216,19 @@ def ours() -> int:
     return sum(not t.name.startswith("proxy") for t in threading.enumerate())
 
 
-def drain(tail: Any, until: set[str], *, timeout: float = 60, settle: float = 2) -> list[Any]:
+def drain(tail: Any, until: set[str], *, timeout: float = 60, settle: float = 1) -> list[Any]:
+    """What ``tail`` delivers until every id of ``until`` came, then until it is quiet: every
+    listener that replaces another has made its first report (what it re-reports is where a
+    tick delivered twice would come from), and ``settle`` seconds pass with nothing more."""
     got: list[Any] = []
     deadline = time.monotonic() + timeout
     while not until <= {t.tick.id for t in got} and time.monotonic() < deadline:
         item = tail.next_tick(timeout=1)
         if item is not None:
+            got.append(item)
+    assert isinstance(tail._pending, dict)  # chunk -> when its replacement listener started
+    while settle and tail._pending and time.monotonic() < deadline + 30:
+        if (item := tail.next_tick(timeout=0.2)) is not None:
             got.append(item)
     while settle and (item := tail.next_tick(timeout=settle)) is not None:  # anything delivered twice shows up now
         got.append(item)
@@ -265,14 +274,18 @@ def test_tail_delivers_every_tick_written_after_it_started_exactly_once(live: di
 
 def test_watch_window_equals_the_newest_stored_ticks_once_the_writer_stops(live: dict[str, Any]) -> None:
     store, writer, client = live["store"], live["writer"], live["client"]
-    for where, limit in ((None, 25), ({"symbol": ["AAA", "BBB"]}, 7), (EVEN_LATER, 9)):
-        with store.watch(where=where, limit=limit) as watch:
-            write_steadily(writer, batches=6, per_batch=8, late_every=4)
-            docs = [d.to_dict() | {"id": d.id} for d in client.collection("live").stream()]  # the writer stopped
+    cases = ((None, 25), ({"symbol": ["AAA", "BBB"]}, 7), (EVEN_LATER, 9))
+    settled = []
+    with contextlib.ExitStack() as watches:  # three watches on the same writes, each with its own oracle
+        opened = [watches.enter_context(store.watch(where=where, limit=limit)) for where, limit in cases]
+        write_steadily(writer, batches=6, per_batch=8, late_every=4)
+        docs = [d.to_dict() | {"id": d.id} for d in client.collection("live").stream()]  # the writer stopped
+        for (where, limit), watch in zip(cases, opened):
             matching = [d for d in docs if kept(d, where)]
             in_order = (lambda d: (d["timestamp"], d["n"], d["id"])) if where == EVEN_LATER else None
             oracle = sorted(matching, key=in_order or (lambda d: (d["timestamp"], d["id"])), reverse=True)[:limit]
-            last = settled_window(watch, [d["id"] for d in oracle])
+            settled.append((where, oracle, settled_window(watch, [d["id"] for d in oracle])))
+    for where, oracle, last in settled:
         assert last is not None and len(last.read_times) == len(store.plan(where=where).chunks)
         assert [t.id for t in last.window] == [d["id"] for d in oracle]
 
@@ -368,15 +381,32 @@ def test_tail_and_watch_commands(live: dict[str, Any], tsstore_emulator: Any, tm
                 stop = None
         return process.communicate(timeout=30)
 
-    limited = subprocess.Popen(
-        [*base, "tail", *common, "--format", "jsonl", "--max-ticks", "10", "--where", "symbol=AAA"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    out, err = run_until_done(limited)
-    rows = [json.loads(line) for line in out.splitlines()]
-    assert limited.returncode == 0, err
+    # --max-ticks ends the tail by itself: in this process (tests/cli.py), while a thread writes.
+    host = {"FIRESTORE_EMULATOR_HOST": tsstore_emulator.address}
+    writing = threading.Event()
+
+    def write_until_done() -> None:
+        deadline = time.monotonic() + 120
+        try:
+            while not writing.is_set() and time.monotonic() < deadline:
+                written.update(r["id"] for r in write_steadily(writer, batches=2, per_batch=5, late_every=2))
+        finally:
+            if not writing.is_set():  # the tail still waits, and will get nothing more: Ctrl-C (exit 130)
+                _thread.interrupt_main()
+
+    writes = threading.Thread(target=write_until_done, name="test-writer")
+    writes.start()
+    try:
+        limited = run_tsstore("tail", *common, "--format", "jsonl", "--max-ticks", "10", "--where", "symbol=AAA",
+                              env=host, cwd=tmp_path)  # fmt: skip
+    finally:
+        writing.set()
+        writes.join(timeout=60)
+    rows = [json.loads(line) for line in limited.stdout.splitlines()]
+    assert limited.returncode == 0, limited.stderr
     assert len(rows) == 10 and all(r["symbol"] == "AAA" for r in rows) and {r["_id"] for r in rows} <= written
-    assert len({r["_id"] for r in rows}) == 10 and f"tailed 10 tick(s), {sum(r['_late'] for r in rows)} late" in err
+    assert len({r["_id"] for r in rows}) == 10
+    assert f"tailed 10 tick(s), {sum(r['_late'] for r in rows)} late" in limited.stderr
 
     started = time.monotonic()
     stopped = subprocess.Popen(
@@ -399,7 +429,6 @@ def test_tail_and_watch_commands(live: dict[str, Any], tsstore_emulator: Any, tm
     assert lines[0].startswith("timestamp,_id,_late,") and len(lines) > 1
     assert f"tailed {len(lines) - 1} tick(s)" in err
 
-    host = {"FIRESTORE_EMULATOR_HOST": tsstore_emulator.address}
     once = run_tsstore("watch", *common, "--limit", "5", "--once", env=host, cwd=tmp_path)  # ends by itself
     assert once.returncode == 0, once.stderr
     assert len(once.stdout.splitlines()) == 2 + 5 and "5 entered, 0 left" in once.stderr  # two header lines
@@ -439,7 +468,11 @@ def test_async_watch_and_tail_run_the_same_engine(live: dict[str, Any], tsstore_
                 got.append(item)
                 if {t.tick.id for t in got} >= wanted:
                     break
-            while (extra := await tail.next(timeout=2)) is not None:
+            quiet = time.monotonic() + 30  # as drain(): every replacing listener has reported, then 1 s of nothing
+            while tail._live._pending and time.monotonic() < quiet:
+                if (extra := await tail.next(timeout=0.2)) is not None:
+                    got.append(extra)
+            while (extra := await tail.next(timeout=1)) is not None:
                 got.append(extra)
             stored = await asyncio.to_thread(lambda: list(live["client"].collection("live").stream()))  # all written
             newest = [d.id for d in sorted(stored, key=lambda d: (d.get("timestamp"), d.id), reverse=True)[:6]]
@@ -463,11 +496,15 @@ def test_async_watch_and_tail_run_the_same_engine(live: dict[str, Any], tsstore_
 
 DYING_WATCH = """
 import datetime as dt, os, sys, time
-from tsstore import TimeSeriesStore, WriteOptions
+from tsstore import QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions, shards_for
 from tsstore.live.listen import LiveError, LiveWatch, decoder
 from tsstore.local.emulator import emulator_client
 from tsstore.read.chunks import chunk_query
-from tests.test_live import SPEC
+
+# SPEC as tests/test_live.py declares it (importing that module would import pytest and hypothesis)
+SPEC = SeriesSpec("live", shards=shards_for(20_000),
+                  shapes=[QueryShape("symbol", ("desc", "asc")), QueryShape([], ("desc", "asc"), ranges=["n"])],
+                  key_fields=["symbol", "n"])
 
 client = emulator_client(os.environ["FIRESTORE_EMULATOR_HOST"], database=sys.argv[1])
 store = TimeSeriesStore(client, SPEC, write_options=WriteOptions(ramp=False))
