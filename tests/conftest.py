@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from google.cloud import firestore
 
-from tsstore.local.emulator import Emulator
+from tsstore.local.emulator import EmulatorAt
 from tsstore.local.pytest_plugin import unique_database_id
 
 VALIDATOR = Path(__file__).parent / "firebase" / "validate.js"
@@ -28,7 +28,7 @@ VALIDATOR = Path(__file__).parent / "firebase" / "validate.js"
 
 
 @pytest.fixture(scope="session")
-def emulator(tsstore_emulator: Emulator) -> Emulator:
+def emulator(tsstore_emulator: EmulatorAt) -> EmulatorAt:
     """The session's emulator (the plugin's ``tsstore_emulator``)."""
     return tsstore_emulator
 
@@ -69,3 +69,4 @@ def firebase_validate(validator: Path, kind: str, path: Path) -> dict[str, Any]:
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert (done.returncode == 0) == result["ok"], done
     return result
+

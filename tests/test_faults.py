@@ -310,11 +310,11 @@ def cut_every(proxy: CuttingProxy, n: int) -> Callable[[int], None]:
 
 
 def test_writes_and_purges_through_cuts_store_exactly_what_a_clean_run_stores(cut: dict[str, Any]) -> None:
-    # 1 500 rows: three batches of 500, each one's progress followed by a cut (and the timer
-    # cuts every ~1 s); each cut costs its 0.3 s down and the pauses after it, so more rows
-    # only meant more of the same cuts.
+    # 3 000 rows: six batches of 500, each one's progress followed by a cut (and the timer
+    # cuts every ~1 s). With three batches all were sometimes answered before the first cut
+    # (the unpaced writer sends them at once), and no call met a fault.
     layout = spec(3)
-    rows = list(trading_day(1500, seed=22))
+    rows = list(trading_day(3000, seed=22))
     expected = sorted({d.id for d in prepare_records(layout, rows)})
     statuses: list[str] = []
     proxy: CuttingProxy = cut["proxy"]
@@ -323,8 +323,8 @@ def test_writes_and_purges_through_cuts_store_exactly_what_a_clean_run_stores(cu
             rows, on_status=lambda s: statuses.append(s) if s else None, on_progress=cut_every(proxy, 500)
         )
     oracle = TimeSeriesStore(cut["direct"], layout)
-    assert (written.count, written.created, written.present) == (1500, 1500, 0)
-    assert stored_ids(oracle) == expected and oracle.count() == 1500
+    assert (written.count, written.created, written.present) == (3000, 3000, 0)
+    assert stored_ids(oracle) == expected and oracle.count() == 3000
     assert any(s.startswith("retrying after connection faults") for s in statuses)
     # Faults are retried without lowering the pace: the status never names a throttle.
     assert not any("throttled" in s for s in statuses)
@@ -332,8 +332,8 @@ def test_writes_and_purges_through_cuts_store_exactly_what_a_clean_run_stores(cu
     before = oracle.count(end=noon)
     with TimeSeriesStore(cut["proxied"], layout, write_options=FAST) as store, proxy.cutting(every=1.0, seed=1):
         purged = store.purge(before=noon, on_progress=cut_every(proxy, 500))
-    assert (purged.matched, purged.deleted) == (before, before) and before > 500  # two batches: cut between
-    assert oracle.count() == 1500 - before and oracle.count(end=noon) == 0
+    assert (purged.matched, purged.deleted) == (before, before) and before > 1000
+    assert oracle.count() == 3000 - before and oracle.count(end=noon) == 0
 
 
 def faulty_reads(store: TimeSeriesStore, cut_now: Callable[[], object]) -> dict[str, Any]:

@@ -7,10 +7,14 @@ import datetime as dt
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
 from google.cloud import firestore
 
 from tsstore import SeriesSpec, TimeSeriesStore
+from tsstore.errors import EmulatorError
+from tsstore.local import pytest_plugin
 
 
 def test_shipped_fixtures_give_an_isolated_database(tsstore_client: firestore.Client, tsstore_collection: str) -> None:
@@ -22,6 +26,7 @@ def test_shipped_fixtures_give_an_isolated_database(tsstore_client: firestore.Cl
 
 USER_TEST = """
 import datetime as dt
+import os
 from tsstore import SeriesSpec, TimeSeriesStore
 
 def test_write_and_read(tsstore_client, tsstore_collection):
@@ -29,19 +34,49 @@ def test_write_and_read(tsstore_client, tsstore_collection):
     store.write([{"symbol": "A", "timestamp": dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)}])
     assert [t.data["symbol"] for t in store.query(where={"symbol": "A"})] == ["A"]
 
-def test_isolated(tsstore_client, tsstore_collection):
+def test_isolated(tsstore_client, tsstore_collection, tsstore_emulator):
     assert list(tsstore_client.collection(tsstore_collection).stream()) == []
+    with open(f"seen-by-{os.environ['PYTEST_XDIST_WORKER']}", "w") as seen:
+        seen.write(f"{tsstore_emulator.address} {type(tsstore_emulator).__name__}")
 """
 
 
 def test_plugin_works_in_a_project_without_conftest(tmp_path: Path) -> None:
+    """Run with two xdist workers, each running every test (``--dist each``), and the ini
+    option that shares one emulator: both workers reach the same one, started by the
+    controller. (Without xdist, the testing guide's runs start one of their own.)"""
     (tmp_path / "test_mine.py").write_text(USER_TEST)
+    (tmp_path / "pytest.ini").write_text("[pytest]\ntsstore_share_emulator = true\n")
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "each", str(tmp_path)],
         capture_output=True,
         text=True,
         cwd=tmp_path,
         timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 passed" in done.stdout
+    assert "4 passed" in done.stdout
+    seen = {path.name: path.read_text() for path in tmp_path.glob("seen-by-*")}
+    assert set(seen) == {"seen-by-gw0", "seen-by-gw1"}
+    assert len(set(seen.values())) == 1 and seen["seen-by-gw0"].endswith(" EmulatorAt"), seen
+
+
+def test_a_shared_emulator_that_cannot_start_is_tried_once_and_each_worker_gets_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tries: list[int] = []
+
+    def refuse() -> None:
+        tries.append(1)
+        raise EmulatorError("no Java here: install a JDK 17")
+
+    monkeypatch.setattr(pytest_plugin, "start_emulator", refuse)
+    shared = pytest_plugin._SharedEmulator()
+    nodes = [SimpleNamespace(workerinput={"workerid": f"gw{k}"}) for k in range(3)]
+    for node in nodes:
+        shared.pytest_configure_node(node)
+    assert tries == [1]
+    for node in nodes:
+        assert node.workerinput["tsstore_emulator"] is None
+        assert node.workerinput["tsstore_emulator_error"] == "no Java here: install a JDK 17"
+    shared.pytest_unconfigure()  # nothing to stop

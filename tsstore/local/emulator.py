@@ -48,7 +48,7 @@ from tsstore.wire import quick_reconnects
 if TYPE_CHECKING:  # importing google.cloud.firestore costs ~0.5 s; only client() needs it
     from google.cloud import firestore
 
-__all__ = ["Emulator", "find_emulator_command", "free_port", "load_rules", "start_emulator"]
+__all__ = ["Emulator", "EmulatorAt", "find_emulator_command", "free_port", "load_rules", "start_emulator"]
 
 JAR_ENV = "TSSTORE_EMULATOR_JAR"
 """Environment variable naming the emulator jar explicitly (read at call time only)."""
@@ -374,47 +374,21 @@ def _read_log(path: Path) -> str:
 # --------------------------------------------------------------------------- the emulator
 
 
-class Emulator:
-    """A running Firestore emulator that this process started and owns.
-
-    Made by :func:`start_emulator`; use it as a context manager or call :meth:`stop`.
+class EmulatorAt:
+    """A Firestore emulator at ``host:port``, whoever started it: clients on it, its rules,
+    its reset. :class:`Emulator` is one this process started and owns; an ``EmulatorAt`` is
+    how another process reaches it (the pytest plugin's workers, for one the run shares).
     """
 
-    def __init__(
-        self,
-        *,
-        process: subprocess.Popen[bytes],
-        host: str,
-        port: int,
-        command: list[str],
-        log_path: Path,
-        data_dir: Path | None = None,
-        cds_pending: tuple[Path, Path] | None = None,
-        wrapper: bool = False,
-    ) -> None:
+    def __init__(self, host: str, port: int) -> None:
         self.host = host
         self.port = port
-        self.command = command
-        self._process = process
-        self._log_path = log_path
-        self._data_dir = data_dir
-        self._cds_pending = cds_pending  # (temporary file the JVM dumps into, final archive path)
-        self._persist: set[tuple[str, str]] = set()
-        self._lock = threading.Lock()
-        self._stopped = False
-        self._final_tail = ""
-        self._wrapper = wrapper  # gcloud fallback: the JVM is a grandchild in our group
-        self._rules: Path | None = None
-        #: What the rules compiler warned of in the file given to :func:`start_emulator`.
-        self.rules_warnings: tuple[str, ...] = ()
-        _LIVE.add(self)
 
-    # -- identity
-
-    @property
-    def pid(self) -> int:
-        """PID of the process we started (the JVM itself, unless the gcloud fallback is used)."""
-        return self._process.pid
+    @classmethod
+    def of(cls, address: str) -> EmulatorAt:
+        """The emulator at ``address`` (``host:port``, as ``FIRESTORE_EMULATOR_HOST`` takes it)."""
+        host, _, port = address.rpartition(":")
+        return cls(host.strip("[]"), int(port))
 
     @property
     def address(self) -> str:
@@ -426,32 +400,8 @@ class Emulator:
         """Base URL of the emulator's HTTP endpoints (reset, import/export, ``/``)."""
         return f"http://{self.address}"
 
-    @property
-    def log_path(self) -> Path:
-        """The file the emulator's stdout and stderr go to (removed by a clean :meth:`stop`)."""
-        return self._log_path
-
-    @property
-    def data_dir(self) -> Path | None:
-        """Where databases are saved on :meth:`stop` and restored at start, if anywhere."""
-        return self._data_dir
-
-    @property
-    def rules(self) -> Path | None:
-        """The rules file the emulator enforces on every project, if one was given."""
-        return self._rules
-
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        """The last ``lines`` lines of the emulator's output (kept in memory after stop)."""
-        if self._stopped:
-            return _tail(self._final_tail, lines)
-        return _tail(_read_log(self._log_path), lines)
-
     def __repr__(self) -> str:
-        state = "running" if self._process.poll() is None else f"exited rc={self._process.returncode}"
-        return f"<Emulator {self.address} pid={self.pid} {state}>"
-
-    # -- use
+        return f"<EmulatorAt {self.address}>"
 
     def client(self, *, project: str = DEFAULT_PROJECT, database: str = DEFAULT_DATABASE) -> firestore.Client:
         """A new ``google.cloud.firestore.Client`` talking to this emulator.
@@ -470,8 +420,6 @@ class Emulator:
         The caller closes it (``client.close()``).
         """
         client: firestore.Client = emulator_client(self.address, project=project, database=database)
-        if self._data_dir is not None:
-            self.persist(project=project, database=database)
         return client
 
     def async_client(
@@ -481,19 +429,7 @@ class Emulator:
         client: firestore.AsyncClient = emulator_client(
             self.address, project=project, database=database, asynchronous=True
         )
-        if self._data_dir is not None:
-            self.persist(project=project, database=database)
         return client
-
-    def persist(self, *, project: str, database: str = DEFAULT_DATABASE) -> None:
-        """Also save this database to ``data_dir`` on :meth:`stop`.
-
-        Databases that :meth:`client` handed out a client for, and those restored at start,
-        are saved already; call this for ones only other processes write to (the emulator
-        cannot list its databases). Without ``data_dir`` this does nothing.
-        """
-        with self._lock:
-            self._persist.add((project, database))
 
     def reset(self, *, project: str | None = None, database: str = DEFAULT_DATABASE) -> None:
         """Delete documents: all of them (``project=None``), or one project's one database.
@@ -523,15 +459,113 @@ class Emulator:
         (see :func:`load_rules`); the server client is never subject to them."""
         return load_rules(self.url, source, project=project, name=name)
 
-    def is_running(self) -> bool:
-        """Our process is alive and the emulator answers ``GET /`` with ``Ok``."""
-        if self._process.poll() is not None:
-            return False
+    def answers(self) -> bool:
+        """The emulator answers ``GET /`` with ``Ok``."""
         try:
             status, text = _http("GET", self.url + "/", timeout=2.0)
         except OSError:
             return False
         return status == 200 and text.strip() == "Ok"
+
+
+class Emulator(EmulatorAt):
+    """A running Firestore emulator that this process started and owns.
+
+    Made by :func:`start_emulator`; use it as a context manager or call :meth:`stop`.
+    """
+
+    def __init__(
+        self,
+        *,
+        process: subprocess.Popen[bytes],
+        host: str,
+        port: int,
+        command: list[str],
+        log_path: Path,
+        data_dir: Path | None = None,
+        cds_pending: tuple[Path, Path] | None = None,
+        wrapper: bool = False,
+    ) -> None:
+        super().__init__(host, port)
+        self.command = command
+        self._process = process
+        self._log_path = log_path
+        self._data_dir = data_dir
+        self._cds_pending = cds_pending  # (temporary file the JVM dumps into, final archive path)
+        self._persist: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._final_tail = ""
+        self._wrapper = wrapper  # gcloud fallback: the JVM is a grandchild in our group
+        self._rules: Path | None = None
+        #: What the rules compiler warned of in the file given to :func:`start_emulator`.
+        self.rules_warnings: tuple[str, ...] = ()
+        _LIVE.add(self)
+
+    # -- identity
+
+    @property
+    def pid(self) -> int:
+        """PID of the process we started (the JVM itself, unless the gcloud fallback is used)."""
+        return self._process.pid
+
+    @property
+    def log_path(self) -> Path:
+        """The file the emulator's stdout and stderr go to (removed by a clean :meth:`stop`)."""
+        return self._log_path
+
+    @property
+    def data_dir(self) -> Path | None:
+        """Where databases are saved on :meth:`stop` and restored at start, if anywhere."""
+        return self._data_dir
+
+    @property
+    def rules(self) -> Path | None:
+        """The rules file the emulator enforces on every project, if one was given."""
+        return self._rules
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        """The last ``lines`` lines of the emulator's output (kept in memory after stop)."""
+        if self._stopped:
+            return _tail(self._final_tail, lines)
+        return _tail(_read_log(self._log_path), lines)
+
+    def __repr__(self) -> str:
+        state = "running" if self._process.poll() is None else f"exited rc={self._process.returncode}"
+        return f"<Emulator {self.address} pid={self.pid} {state}>"
+
+    # -- use
+
+    def client(self, *, project: str = DEFAULT_PROJECT, database: str = DEFAULT_DATABASE) -> firestore.Client:
+        """A new client on this emulator (:meth:`EmulatorAt.client`); with a ``data_dir``, its
+        database is saved on :meth:`stop`."""
+        client = super().client(project=project, database=database)
+        if self._data_dir is not None:
+            self.persist(project=project, database=database)
+        return client
+
+    def async_client(
+        self, *, project: str = DEFAULT_PROJECT, database: str = DEFAULT_DATABASE
+    ) -> firestore.AsyncClient:
+        """A new asyncio client on this emulator (as :meth:`client`)."""
+        client = super().async_client(project=project, database=database)
+        if self._data_dir is not None:
+            self.persist(project=project, database=database)
+        return client
+
+    def persist(self, *, project: str, database: str = DEFAULT_DATABASE) -> None:
+        """Also save this database to ``data_dir`` on :meth:`stop`.
+
+        Databases that :meth:`client` handed out a client for, and those restored at start,
+        are saved already; call this for ones only other processes write to (the emulator
+        cannot list its databases). Without ``data_dir`` this does nothing.
+        """
+        with self._lock:
+            self._persist.add((project, database))
+
+    def is_running(self) -> bool:
+        """Our process is alive and the emulator answers ``GET /`` with ``Ok``."""
+        return self._process.poll() is None and self.answers()
 
     # -- data_dir
 

@@ -4,7 +4,11 @@ Installed with tsstore (entry point ``pytest11``), so its fixtures are available
 test suite without a conftest:
 
 - ``tsstore_emulator`` (session): a running emulator, started once, stopped at the end;
-  never skipped: if it cannot start, tests error with the reason (what to install).
+  never skipped: if it cannot start, tests error with the reason (what to install). With
+  pytest-xdist, each worker starts its own, or, with the ini option
+  ``tsstore_share_emulator = true``, the controller starts one for the whole run and every
+  worker reaches it (:class:`~tsstore.local.emulator.EmulatorAt`): one JVM instead of one per
+  worker, and the emulator's warm-up paid once.
 - ``tsstore_client``: a ``google.cloud.firestore.Client`` on a database of its own, so
   tests never see each other's documents (the emulator needs no database creation).
 - ``tsstore_collection``: a collection name unique to the test.
@@ -19,10 +23,56 @@ from collections.abc import Iterator
 import pytest
 from google.cloud import firestore
 
+from tsstore.errors import EmulatorError
 from tsstore.limits import DATABASE_ID_PATTERN
-from tsstore.local.emulator import Emulator, start_emulator
+from tsstore.local.emulator import Emulator, EmulatorAt, start_emulator
 
 _DATABASE_ID = re.compile(DATABASE_ID_PATTERN)
+#: The ini option that shares one emulator among pytest-xdist's workers.
+SHARE_OPTION = "tsstore_share_emulator"
+#: What the controller hands each worker (``workerinput``): the shared emulator's address, or
+#: why it could not start.
+_SHARED, _SHARED_ERROR = "tsstore_emulator", "tsstore_emulator_error"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        SHARE_OPTION,
+        "with pytest-xdist: start one Firestore emulator in the controller for every worker "
+        "(instead of one per worker)",
+        type="bool",
+        default=False,
+    )
+
+
+class _SharedEmulator:
+    """The controller's side of a shared emulator: started when xdist sets up its first worker
+    (only runs with workers start one), stopped when the run ends."""
+
+    def __init__(self) -> None:
+        self.emulator: Emulator | None = None
+        self.error: str | None = None
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: object) -> None:
+        if self.emulator is None and self.error is None:
+            try:
+                self.emulator = start_emulator()
+            except EmulatorError as exc:
+                self.error = str(exc)
+        given: dict[str, object] = node.workerinput  # type: ignore[attr-defined]
+        given[_SHARED] = self.emulator.address if self.emulator is not None else None
+        given[_SHARED_ERROR] = self.error
+
+    def pytest_unconfigure(self) -> None:
+        if self.emulator is not None:
+            self.emulator.stop()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    controller = not hasattr(config, "workerinput")
+    if controller and config.getini(SHARE_OPTION) and config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_SharedEmulator(), "tsstore-shared-emulator")
 
 
 def unique_database_id(hint: str = "t") -> str:
@@ -34,8 +84,15 @@ def unique_database_id(hint: str = "t") -> str:
 
 
 @pytest.fixture(scope="session")
-def tsstore_emulator() -> Iterator[Emulator]:
-    """The session's Firestore emulator; stopped (its JVM gone) when the session ends."""
+def tsstore_emulator(request: pytest.FixtureRequest) -> Iterator[EmulatorAt]:
+    """The session's Firestore emulator; stopped (its JVM gone) when the session ends. A
+    worker given the run's shared emulator reaches that one (the controller stops it)."""
+    given: dict[str, object] = getattr(request.config, "workerinput", {})
+    if _SHARED in given:
+        if given[_SHARED] is None:
+            raise EmulatorError(str(given[_SHARED_ERROR]))
+        yield EmulatorAt.of(str(given[_SHARED]))
+        return
     running = start_emulator()
     try:
         yield running
@@ -44,7 +101,7 @@ def tsstore_emulator() -> Iterator[Emulator]:
 
 
 @pytest.fixture
-def tsstore_client(tsstore_emulator: Emulator, request: pytest.FixtureRequest) -> Iterator[firestore.Client]:
+def tsstore_client(tsstore_emulator: EmulatorAt, request: pytest.FixtureRequest) -> Iterator[firestore.Client]:
     """A client on a database of this test's own, closed afterwards."""
     made = tsstore_emulator.client(database=unique_database_id(request.node.name))
     try:
