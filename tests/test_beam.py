@@ -6,8 +6,8 @@ Starting worker processes costs seconds per pipeline, so runs whose point is not
 processes use two worker threads of the same runner (the transforms are pickled and run by
 its workers all the same), and a run whose point is a worker process starts one: each
 transform still runs in worker processes somewhere here (the first backfill's ReadTickFiles
-and WriteTicks in two, their counts adding up across them; ReadTicks at 40 shards, and export
-and backfill as commands, in one)."""
+and WriteTicks in two, their counts adding up across them; ReadTicks in the export command,
+and backfill as a command, in one)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,6 @@ from .test_ingest import MALFORMED, write_malformed
 
 FAST = WriteOptions(ramp=False, max_ops_per_second=100_000)
 TWO_WORKERS = pipeline_options(runner="DirectRunner", workers=2)
-ONE_WORKER = pipeline_options(runner="DirectRunner", workers=1)  # a worker process all the same
 TWO_THREADS = PipelineOptions(
     ["--runner=DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_threading"]
 )
@@ -71,14 +70,14 @@ def test_each_worker_gets_its_share_of_one_ramp_and_the_total_never_exceeds_500_
     # 10-second window the workers together get at most the ramp's integral plus one bucket each.
     clock = FakeClock(ramp.start)
     limiters = [ramp.limiter(clock=clock, sleep=lambda s: None) for _ in range(workers)]
-    step, window, taken = 0.25, 0.0, 0.0
+    step, window, taken = 1.0, 0.0, 0.0  # a second per step: each worker's bucket refills up to its cap
     windows = []
     for _ in range(int(30 * 60 / step)):
         clock.t += step
         for limiter in limiters:
             # Greedy in falling sizes: the clock stands still here, so this takes exactly what
             # taking 1 at a time would (every whole token there is), in fewer calls.
-            for size in (16, 4, 1):
+            for size in (64, 8, 1):
                 while limiter.try_take(size):
                     taken += size
         window += step
@@ -373,7 +372,7 @@ def test_read_ticks_returns_exactly_the_ticks_of_the_range(client: firestore.Cli
         if start <= t["timestamp"] < end and t["exchange"] == "EXCHG1"
     ]
     whole = sorted(ids)
-    pipeline = beam.Pipeline(options=ONE_WORKER if shards == 40 else TWO_THREADS)  # 40: in a worker process
+    pipeline = beam.Pipeline(options=TWO_THREADS)  # ReadTicks in a worker process: the export command below
     target = Target.of(client)
     ranged = pipeline | "Range" >> ReadTicks(
         spec, target=target, where={"exchange": "EXCHG1"}, start=start, end=end, unit_ticks=100

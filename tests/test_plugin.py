@@ -66,7 +66,8 @@ def test_a_shared_emulator_that_cannot_start_is_tried_once_and_each_worker_gets_
 ) -> None:
     tries: list[int] = []
 
-    def refuse() -> None:
+    def refuse(*, short_run: bool) -> None:
+        assert short_run  # the plugin's emulator serves a test session
         tries.append(1)
         raise EmulatorError("no Java here: install a JDK 17")
 

@@ -57,7 +57,7 @@ class _SharedEmulator:
     def pytest_configure_node(self, node: object) -> None:
         if self.emulator is None and self.error is None:
             try:
-                self.emulator = start_emulator()
+                self.emulator = start_emulator(short_run=True)
             except EmulatorError as exc:
                 self.error = str(exc)
         given: dict[str, object] = node.workerinput  # type: ignore[attr-defined]
@@ -93,7 +93,7 @@ def tsstore_emulator(request: pytest.FixtureRequest) -> Iterator[EmulatorAt]:
             raise EmulatorError(str(given[_SHARED_ERROR]))
         yield EmulatorAt.of(str(given[_SHARED]))
         return
-    running = start_emulator()
+    running = start_emulator(short_run=True)
     try:
         yield running
     finally:
