@@ -28,16 +28,20 @@ THREADS, PER_THREAD = 16, 50
 
 def hammer(counter: ShardedCounter, *, during: object = None) -> list[int]:
     """16 threads x 50 increments of 1 on ``counter``, rolling up concurrently; ``during``
-    (a callable) runs once when half the increments are done. Returns the roll-ups seen."""
+    (a callable) runs once when half the increments are done, beside the third quarter of
+    each thread's; the last quarter waits for it to return. Returns the roll-ups seen."""
     done = 0
     lock = threading.Lock()
     half = threading.Event()
+    after = threading.Event()  # ``during`` has returned (or there is none)
     stop = threading.Event()
     rollups: list[int] = []
 
     def work(_: int) -> None:
         nonlocal done
-        for _ in range(PER_THREAD):
+        for k in range(PER_THREAD):
+            if k == PER_THREAD * 3 // 4:
+                after.wait()
             counter.increment()
             with lock:
                 done += 1
@@ -55,6 +59,7 @@ def hammer(counter: ShardedCounter, *, during: object = None) -> list[int]:
         if during is not None:
             half.wait()
             during()  # type: ignore[operator]
+        after.set()
         for f in futures:
             f.result()
     stop.set()
