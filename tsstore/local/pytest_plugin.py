@@ -47,7 +47,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 class _SharedEmulator:
     """The controller's side of a shared emulator: started when xdist sets up its first worker
-    (only runs with workers start one), stopped when the run ends."""
+    (only runs with workers start one), stopped when the run ends. Started in the thread that
+    runs the session, not one of its own: the emulator dies with the thread that started it
+    (``PR_SET_PDEATHSIG`` follows the thread, so a starter thread that ends takes the JVM)."""
 
     def __init__(self) -> None:
         self.emulator: Emulator | None = None
