@@ -68,8 +68,11 @@ _Decision: TypeAlias = tuple[_T, dict[str, Any] | None]
 class CounterValue:
     """A counter's value, when it was true, and whether it is live or a stored roll-up."""
 
+    #: The count.
     value: int
+    #: When it was true: the read's time for a live value, the roll-up's for a stored one.
     as_of: dt.datetime
+    #: Summed from the shards now (``True``), or a stored roll-up (``False``).
     live: bool
 
 

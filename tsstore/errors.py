@@ -98,9 +98,13 @@ class CursorError(QueryError):
 class WriteFailure:
     """One document Firestore refused after all retries."""
 
+    #: The record's position in what the write was given (0-based).
     index: int
+    #: The id of the document refused.
     document_id: str
+    #: The gRPC status code of the refusal (6, ALREADY_EXISTS: the duplicate policy).
     code: int
+    #: What Firestore said.
     message: str
 
     @property

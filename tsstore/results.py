@@ -20,11 +20,17 @@ class WriteResult:
     confirmed when Ctrl-C stopped the write (a re-run settles them).
     """
 
+    #: Records now stored (``created + present + replaced``).
     count: int
+    #: Their document ids, in input order (empty when asked not to keep them).
     ids: tuple[str, ...]
+    #: New documents.
     created: int = 0
+    #: Ticks already stored with the same content (a re-run, a retried write).
     present: int = 0
+    #: Ticks that overwrote another of the same key and time (``on_duplicate="replace"``).
     replaced: int = 0
+    #: Records not confirmed when Ctrl-C stopped the write (a re-run settles them).
     unsettled: int = 0
 
     def describe(self, what: str = "documents") -> str:
@@ -41,8 +47,11 @@ class WriteResult:
 class PurgeResult:
     """What a purge matched (counted first) and deleted; a dry run deletes nothing."""
 
+    #: Ticks in the range, counted before deleting.
     matched: int
+    #: Ticks deleted (0 on a dry run).
     deleted: int
+    #: Whether this was a dry run (nothing deleted).
     dry_run: bool
 
 
@@ -53,9 +62,13 @@ class ReshardResult:
     not moved, and ``remaining`` ticks under each retired value when it finished (0 each when
     done: the value can then leave the declaration), after ``passes`` passes."""
 
+    #: Ticks rewritten from retired shard values onto active ones (same ids and content).
     moved: int
+    #: Ticks deleted meanwhile (a purge, TTL), and so not moved.
     vanished: int
+    #: Ticks left under each retired value when it finished (0 each when done).
     remaining: Mapping[str, int]
+    #: How many passes over the retired values it made.
     passes: int
 
     def describe(self) -> str:

@@ -184,7 +184,9 @@ class RetiredShard:
     time such that the value holds no tick at or after it (typically when the writers
     stopped using it); a read whose range starts at or after ``until`` skips the value."""
 
+    #: The shard value.
     value: str
+    #: A time at and after which the value holds no tick (``None``: not known).
     until: dt.datetime | None = None
 
 

@@ -14,8 +14,11 @@ class Tick:
     """One stored document: its id, its timestamp (aware UTC) and its data as stored
     (nested maps stay nested; the timestamp and shard fields are included)."""
 
+    #: The document id.
     id: str
+    #: Its time (aware, UTC).
     timestamp: dt.datetime
+    #: The document's fields as stored (nested maps nested; time and shard included).
     data: dict[str, Any]
 
 
@@ -114,6 +117,7 @@ class Page(Sequence[Tick]):
     once the query has no more results), and what reading them cost (a
     :class:`~tsstore.read.cost.ReadStats`)."""
 
+    #: The page's ticks, in the query's order.
     ticks: tuple[Tick, ...]
     cursor: str | None
     stats: Any = None

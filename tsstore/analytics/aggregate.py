@@ -115,12 +115,19 @@ class Aggregates:
     two), and ``sources``: which part of the range each source answered
     (:mod:`tsstore.analytics.covered`)."""
 
+    #: How many ticks matched (``None`` when the count was not asked for).
     count: int | None
+    #: Each summed field's total over the matching ticks.
     sum: Mapping[str, Number] = field(default_factory=dict)
+    #: Each averaged field's mean (``None`` where no tick holds a number in it).
     avg: Mapping[str, float | None] = field(default_factory=dict)
+    #: Each field's smallest value, from roll-ups (``None`` without a tick).
     min: Mapping[str, Number | None] = field(default_factory=dict)
+    #: Each field's largest value, from roll-ups (``None`` without a tick).
     max: Mapping[str, Number | None] = field(default_factory=dict)
+    #: Each field's sample standard deviation, from roll-ups (``None`` below two ticks).
     std: Mapping[str, float | None] = field(default_factory=dict)
+    #: Which source answered which part of the range (a roll-up's bars, or the ticks).
     sources: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Number | None]:

@@ -42,11 +42,17 @@ class Prices:
     (nam5, eur3) prices on Google's pricing page; regional locations cost less. Pass your
     own for your location or currency."""
 
+    #: When these prices were read (year and month), shown beside every cost.
     as_of: str = "2026-11"
+    #: The location they are for, shown beside every cost.
     location: str = "multi-region nam5/eur3"
+    #: USD per 100 000 document reads.
     reads_per_100k: float = 0.06
+    #: USD per 100 000 document writes.
     writes_per_100k: float = 0.18
+    #: USD per 100 000 document deletes.
     deletes_per_100k: float = 0.02
+    #: USD per GiB stored for a month (documents and their index entries).
     storage_gib_month: float = 0.18
 
 

@@ -22,9 +22,13 @@ class WriteOptions:
     tries per document on retryable errors.
     """
 
+    #: The pace a ramp starts at (500 writes/s, as Firestore asks of new traffic).
     initial_ops_per_second: int = RAMP_START_OPS_PER_SECOND
+    #: The ceiling (``None``: 500 writes/s per shard value of the declaration).
     max_ops_per_second: int | None = None
+    #: Grow from ``initial_ops_per_second`` by 50 % every 5 minutes (``False``: the emulator only).
     ramp: bool = True
+    #: Tries per document on retryable errors.
     max_attempts: int = 15
 
     def __post_init__(self) -> None:
