@@ -97,9 +97,13 @@ class QueryShape:
     sharded plan).
     """
 
+    #: Fields filtered by equality or ``in`` (kept sorted).
     fields: tuple[str, ...]
+    #: The time orders the shape is queried in (``"desc"``, ``"asc"``).
     directions: tuple[Direction, ...]
+    #: Value fields filtered by range or ``!=`` on the server (kept sorted).
     ranges: tuple[str, ...]
+    #: Ticks per second of the one series the equality fields pin (``None``: sharded reads).
     series_rate: float | None
 
     def __init__(

@@ -240,17 +240,29 @@ class RollupResult:
     writers) recomputed; ``removed``: stored bars deleted because their bucket holds no tick
     any more."""
 
+    #: Where the range rolled up, ``[start, end)``, starts (``None`` when there was nothing to do).
     start: dt.datetime | None
+    #: Where that range ends (``None`` when there was nothing to do).
     end: dt.datetime | None
+    #: What was read: ticks, or the source roll-up's bars (see ``read``).
     ticks: int = 0
+    #: Bars made.
     bars: int = 0
+    #: Of ``bars``, those stored new.
     created: int = 0
+    #: Of ``bars``, stored ones that late ticks changed.
     replaced: int = 0
+    #: Of ``bars``, those already stored as they are.
     present: int = 0
+    #: What was read without a price, and left out.
     skipped: int = 0
+    #: Where the next run starts.
     watermark: dt.datetime | None = None
-    read: str = "ticks"  # what ``ticks`` counts: ticks, or the shorter bars of a roll-up of a roll-up
+    #: What ``ticks`` counts: ``"ticks"``, or ``"bars"`` for a roll-up of a roll-up.
+    read: str = "ticks"
+    #: Late buckets (marked by the writers) recomputed.
     redone: int = 0
+    #: Stored bars deleted because their bucket holds no tick any more.
     removed: int = 0
 
     def describe(self) -> str:
