@@ -58,6 +58,18 @@ WRITE_ATTEMPTS = 20
 _BACKOFF_FIRST = 0.005
 _BACKOFF_CAP = 0.25
 
+#: What the parameters of :class:`ShardedCounter` and its methods mean (the reference shows
+#: each beside its method).
+PARAMETER_HELP = {
+    "client": "a ready ``google.cloud.firestore.Client``; the counter never closes it.",
+    "path": "the counter document's path, an even number of segments (``counters/likes``); its shard "
+    "documents live in its ``shards`` subcollection.",
+    "shards": "how many shard documents (1 to 10 000); each takes about one write a second.",
+    "by": "the amount to add: any integer, negative too.",
+    "amounts": "the amounts to add, one increment each (integers, negative too).",
+    "live": "sum the shard documents now (one read each) instead of reading the stored roll-up.",
+}
+
 _T = TypeVar("_T")
 #: What a verb decides from one snapshot of the counter document: its result, and the fields
 #: to write (``None``: nothing to write, the result stands as it is).

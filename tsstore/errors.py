@@ -10,6 +10,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+#: What the exceptions' parameters mean (the reference shows each beside its exception; for
+#: the errors it names, this wins over the query options' glossary).
+PARAMETER_HELP = {
+    "message": "what went wrong, in one line (the exception's text).",
+    "limit": "how far the purge may go: the earliest watermark of the roll-ups holding it back "
+    "(``None`` when a declared roll-up has never run).",
+    "rollups": "the names of the roll-ups that hold the purge back.",
+    "returned": "how many ticks were delivered before the failure.",
+    "cursor": "continues right after the last tick delivered (``None`` if none was, or the read "
+    "has no order to continue in).",
+    "verb": "the verb that was called.",
+    "unknown": "the keyword options it does not take.",
+    "allowed": "the keyword options it takes.",
+    "partial": "what was done before the stop (the verb's own result type).",
+    "index": "the record's position in the input (0-based).",
+    "reason": "the rule the record breaks.",
+    "failures": "each refused record, as a :class:`WriteFailure`.",
+    "written": "how many records did land.",
+    "result": "what those were (a write's or a purge's result).",
+}
+
 
 class TsstoreError(Exception):
     """Root of every error raised by tsstore."""
