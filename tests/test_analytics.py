@@ -587,7 +587,7 @@ def test_a_rollup_stores_each_bar_once_corrects_late_ticks_and_resumes(tsstore_e
     client = tsstore_emulator.client(database=database)
     source_spec = spec("ticks", 3)
     store = TimeSeriesStore(client, source_spec, write_options=FAST)
-    rows = ticks(800, seed=9)  # ~700 bars of 10 s: the killed run below writes them over a second or more
+    rows = ticks(1500, seed=9)  # at 800 the killed run below once wrote all its bars before the kill
     store.write(rows)
     bars = Rollup(source_spec, interval="1min", by="symbol", volume="volume")
     until = T0 + dt.timedelta(hours=3)
