@@ -78,4 +78,3 @@ def firebase_validate(validator: Path, kind: str, path: Path) -> dict[str, Any]:
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert (done.returncode == 0) == result["ok"], done
     return result
-

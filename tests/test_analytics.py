@@ -30,7 +30,6 @@ from tsstore import (
     SeriesSpec,
     SpecError,
     TimeSeriesStore,
-    WriteOptions,
     shards_for,
 )
 from tsstore.analytics.aggregate import MAX_AGGREGATIONS, AggregateRequest
@@ -43,12 +42,12 @@ from tsstore.read.cost import ReadStats
 from tsstore.ticks import Tick
 from tsstore.times import interval_label
 from tsstore.wire import database_id
+from tsstore.write.options import EMULATOR_WRITE_OPTIONS
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 SYMBOLS = ["AAA", "BBB", "CCC", "DDD"]
-#: The emulator's writes unthrottled (the store's default pace would make tests wait, not work).
-FAST = WriteOptions(ramp=False, max_ops_per_second=100_000)
+FAST = EMULATOR_WRITE_OPTIONS  # no ramp, no ceiling: the emulator is the tests' own
 
 
 def spec(collection: str, shards: int, **options: Any) -> SeriesSpec:

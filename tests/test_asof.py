@@ -47,20 +47,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.cli import tsstore
-from tsstore import AsyncTimeSeriesStore, QueryError, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions
+from tsstore import AsyncTimeSeriesStore, QueryError, QueryShape, SeriesSpec, TimeSeriesStore
 from tsstore.analytics.asof import DIRECTIONS, LEFT, RIGHT, AsofJoiner, amerged, merged, priority
 from tsstore.local.pytest_plugin import unique_database_id
 from tsstore.read.cost import ReadStats
 from tsstore.read.query import Query
 from tsstore.ticks import Tick, without_paths
+from tsstore.write.options import EMULATOR_WRITE_OPTIONS
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2025, 6, 2, 14, 30, tzinfo=UTC)
 SEC = dt.timedelta(seconds=1)
 BYS: list[tuple[str, ...]] = [(), ("sym",), ("sym", "venue.code")]
 TOLERANCES: list[dt.timedelta | None] = [None, dt.timedelta(0), 2 * SEC]
-#: The emulator's writes unthrottled (the store's default pace would make the fixture wait, not work).
-FAST = WriteOptions(ramp=False, max_ops_per_second=100_000)
+FAST = EMULATOR_WRITE_OPTIONS  # no ramp, no ceiling: the emulator is the tests' own
 
 
 # ------------------------------------------------------------------------------ the oracle (pure)

@@ -31,7 +31,7 @@ from click.testing import CliRunner
 from google.cloud import firestore
 
 from tests.overload import FakeClock
-from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
+from tsstore import SeriesSpec, TimeSeriesStore
 from tsstore.beam import PipelineRamp, ReadTicks, Target, WriteTicks, backfill, export, pipeline_options
 from tsstore.beam.files import ReadTickFiles
 from tsstore.beam.jobs import metric_totals
@@ -43,12 +43,13 @@ from tsstore.errors import ConfigError, IngestError, QueryError, SchemaError
 from tsstore.ingest import Rejected, ingest_file
 from tsstore.local.emulator import DEFAULT_PROJECT
 from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
+from tsstore.write.options import EMULATOR_WRITE_OPTIONS
 from tsstore.write.prepare import prepare_records
 from tsstore.write.ramp import ramp_rate
 
 from .test_ingest import MALFORMED, write_malformed
 
-FAST = WriteOptions(ramp=False, max_ops_per_second=100_000)
+FAST = EMULATOR_WRITE_OPTIONS  # no ramp, no ceiling: the emulator is the tests' own
 TWO_WORKERS = pipeline_options(runner="DirectRunner", workers=2)
 TWO_THREADS = PipelineOptions(
     ["--runner=DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_threading"]

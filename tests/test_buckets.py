@@ -48,7 +48,7 @@ from hypothesis import strategies as st
 
 from tests.cli import tsstore
 from tests.mutants import Mutation, bites, edge_moved, tie_flipped
-from tsstore import AsyncTimeSeriesStore, QueryError, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions, shards_for
+from tsstore import AsyncTimeSeriesStore, QueryError, QueryShape, SeriesSpec, TimeSeriesStore, shards_for
 from tsstore.analytics.bars import (
     EPOCH,
     BarBuilder,
@@ -62,6 +62,7 @@ from tsstore.analytics.buckets import Buckets, buckets, check_fill, to_zone
 from tsstore.analytics.rollup import Rollup
 from tsstore.read.cost import ReadStats
 from tsstore.ticks import Tick
+from tsstore.write.options import EMULATOR_WRITE_OPTIONS
 
 UTC = dt.timezone.utc
 NEW_YORK = "America/New_York"
@@ -72,8 +73,7 @@ FALL_1969 = dt.datetime(1969, 10, 26, 6, tzinfo=UTC)  # before the epoch: negati
 OPEN_0930 = dt.datetime(2024, 3, 4, 9, 30, tzinfo=NY)  # a Monday's opening bell, EST (14:30Z)
 EVENING_1700 = dt.datetime(2024, 3, 4, 17, tzinfo=NY)  # a trading day from 17:00 EST (22:00Z)
 US = dt.timedelta(microseconds=1)
-#: The emulator's writes unthrottled (the store's default pace would make the fixture wait, not work).
-FAST = WriteOptions(ramp=False, max_ops_per_second=100_000)
+FAST = EMULATOR_WRITE_OPTIONS  # no ramp, no ceiling: the emulator is the tests' own
 
 
 def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0, us: int = 0) -> dt.datetime:

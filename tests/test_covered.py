@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from tests.cli import tsstore
 from tests.mutants import US, bites
-from tsstore import AsyncTimeSeriesStore, QueryError, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions, shards_for
+from tsstore import AsyncTimeSeriesStore, QueryError, QueryShape, SeriesSpec, TimeSeriesStore, shards_for
 from tsstore.analytics import covered
 from tsstore.analytics.bars import BarBuilder, iter_bars
 from tsstore.analytics.covered import CoveredRequest, Part, Total, cover, late_spans
@@ -28,11 +28,12 @@ from tsstore.read.cost import ReadStats
 from tsstore.read.plan import normalize_where
 from tsstore.ticks import Tick
 from tsstore.wire import database_id
+from tsstore.write.options import EMULATOR_WRITE_OPTIONS
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 SYMBOLS = ["AAA", "BBB", "CCC"]
-FAST = WriteOptions(ramp=False, max_ops_per_second=100_000)
+FAST = EMULATOR_WRITE_OPTIONS  # no ramp, no ceiling: the emulator is the tests' own
 
 
 def at(minutes: float) -> dt.datetime:

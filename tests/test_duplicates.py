@@ -18,11 +18,12 @@ import pytest
 from google.cloud import firestore
 
 from tests.cli import Ran, tsstore
-from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
+from tsstore import SeriesSpec, TimeSeriesStore
 from tsstore.ingest import IngestSummary, Rejected, ingest_file
 from tsstore.local.emulator import Emulator
+from tsstore.write.options import EMULATOR_WRITE_OPTIONS
 
-FAST = WriteOptions(ramp=False, max_ops_per_second=100_000)
+FAST = EMULATOR_WRITE_OPTIONS  # no ramp, no ceiling: the emulator is the tests' own
 AIRPORTS = ["ABQ", "ATL", "BOS", "DEN", "JFK", "LAX", "ORD", "SEA"]
 SPEC_TOML = """
 [[series]]

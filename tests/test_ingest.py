@@ -20,13 +20,14 @@ from google.cloud import firestore
 
 from tests.cli import Ran
 from tests.cli import tsstore as run_tsstore
-from tsstore import TimeSeriesStore, WriteOptions
+from tsstore import TimeSeriesStore
 from tsstore.demo import SPEC
 from tsstore.ingest import IngestError, Rejected, ingest_file
 from tsstore.ingest.parse import BadRow, RowParser
 from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
+from tsstore.write.options import EMULATOR_WRITE_OPTIONS
 
-FAST = WriteOptions(ramp=False, max_ops_per_second=100_000)
+FAST = EMULATOR_WRITE_OPTIONS  # no ramp, no ceiling: the emulator is the tests' own
 HEADER = "timestamp,symbol,exchange,instrumentType,price.currency,price.micros,volume,note"
 
 

@@ -36,7 +36,6 @@ from tsstore import (
     SeriesSpec,
     TimeSeriesStore,
     WriteError,
-    WriteOptions,
     shards_for,
 )
 from tsstore.analytics.rollup import Rollup
@@ -46,10 +45,11 @@ from tsstore.times import bucket_start
 from tsstore.wire import database_id
 from tsstore.write.marks import LateGuard, View, decide
 from tsstore.write.ops import Erase, Patch
+from tsstore.write.options import EMULATOR_WRITE_OPTIONS
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
-FAST = WriteOptions(ramp=False, max_ops_per_second=100_000)
+FAST = EMULATOR_WRITE_OPTIONS  # no ramp, no ceiling: the emulator is the tests' own
 #: A lease of about four seconds: tests that wait for a killed writer's lease stay short.
 QUICK = LatePolicy(window="30D", refresh="0.2s", send_timeout="1s")
 

@@ -27,13 +27,13 @@ from tsstore import (
     SeriesSpec,
     SpecError,
     TimeSeriesStore,
-    WriteOptions,
 )
 from tsstore.indexes.build import generate, render
 from tsstore.local.synthetic import trading_day
+from tsstore.write.options import EMULATOR_WRITE_OPTIONS
 
 UTC = dt.timezone.utc
-FAST = WriteOptions(ramp=False, max_ops_per_second=100_000)
+FAST = EMULATOR_WRITE_OPTIONS  # no ramp, no ceiling: the emulator is the tests' own
 BOTH = ("desc", "asc")
 DAY = dt.date(2019, 1, 2)
 OPEN = dt.datetime(2019, 1, 2, 8, tzinfo=UTC)

@@ -32,11 +32,7 @@ from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
 from tsstore.store import TimeSeriesStore
 from tsstore.wire import database_id, quick_reconnects
-from tsstore.write.options import WriteOptions
-
-#: How fast the commands write to an emulator: no ramp and no production ceiling, since no one
-#: else shares it (a real project gets the default ramped, spec-bounded rate).
-LOCAL_WRITE_OPTIONS = WriteOptions(ramp=False, max_ops_per_second=100_000)
+from tsstore.write.options import EMULATOR_WRITE_OPTIONS, WriteOptions
 
 #: A click command callback, before or after the decorators below.
 Command = Callable[..., Any]
@@ -139,13 +135,13 @@ class Database:
         self, spec: SeriesSpec, *, ephemeral: bool = False, max_rate: int | None = None, writes: str | None = None
     ) -> Iterator[TimeSeriesStore]:
         """The store of ``spec`` on this database; on an emulator it writes at
-        :data:`LOCAL_WRITE_OPTIONS`; ``max_rate`` caps its writes per second. A command that
+        :data:`~tsstore.write.options.EMULATOR_WRITE_OPTIONS`; ``max_rate`` caps its writes per second. A command that
         ``writes`` (to that collection) names it on stderr, and is refused on a project when
         the declaration was not given (it would be the demo's)."""
         if writes is not None:
             self.check_write_target(spec)
         with self.connect(ephemeral=ephemeral, writing=writes) as (client, local):
-            options = LOCAL_WRITE_OPTIONS if local else WriteOptions()
+            options = EMULATOR_WRITE_OPTIONS if local else WriteOptions()
             if max_rate is not None:
                 options = dataclasses.replace(options, max_ops_per_second=max_rate)
             with TimeSeriesStore(client, spec, write_options=options) as store:

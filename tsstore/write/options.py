@@ -36,3 +36,9 @@ class WriteOptions:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ConfigError(f"{name} {value!r} is not allowed; give a positive integer")
+
+
+#: How fast to write to an emulator: no ramp and no production ceiling, since no one else
+#: shares it (a real project gets the default ramped, spec-bounded rate). The commands use it
+#: on the local emulator, and tsstore's tests on theirs.
+EMULATOR_WRITE_OPTIONS = WriteOptions(ramp=False, max_ops_per_second=100_000)
