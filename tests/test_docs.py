@@ -411,11 +411,6 @@ def test_every_exported_name_and_every_type_of_a_public_signature_has_a_referenc
     assert not lacking, lacking
 
 
-#: Parameters the reference does not yet describe, "name.param" per line: the list may only
-#: shrink (a new parameter without a description fails, and so does one described but still listed).
-UNDESCRIBED = Path(__file__).parent / "golden" / "undescribed-parameters.txt"
-
-
 def reference_entries() -> Iterator[tuple[str, Any, str]]:
     """``(name, object, kind)`` for each export of ``tsstore``, its public methods and both stores' verbs."""
     import enum
@@ -437,10 +432,9 @@ def reference_entries() -> Iterator[tuple[str, Any, str]]:
             yield name, obj, "function"
 
 
-def test_every_parameter_has_a_description_but_a_shrinking_list() -> None:
+def test_every_parameter_has_a_description() -> None:
     """Each parameter of the reference's entries has its own description (after napoleon and
-    docs/conf.py's ``describe_parameters``, which builds the page), but those listed in
-    ``tests/golden/undescribed-parameters.txt``."""
+    docs/conf.py's ``describe_parameters``, which builds the page)."""
     import importlib.util
     import inspect
 
@@ -457,6 +451,4 @@ def test_every_parameter_has_a_description_but_a_shrinking_list() -> None:
         lines = GoogleDocstring(inspect.getdoc(obj) or "", config, what=kind).lines()
         conf.describe_parameters(None, kind, name, obj, None, lines)
         undescribed |= {f"{name}.{param}" for param in conf.undescribed(obj, lines)}
-    listed = set(UNDESCRIBED.read_text().split())
-    assert not undescribed - listed, sorted(undescribed - listed)  # described when added
-    assert not listed - undescribed, sorted(listed - undescribed)  # described since: take it off the list
+    assert not undescribed, sorted(undescribed)

@@ -2,17 +2,7 @@
 
 The Python server client goes through IAM and bypasses security rules; browsers and devices
 go through them. A declaration says, per collection, what the generated ``firestore.rules``
-(:mod:`tsstore.rules`) lets those clients do:
-
-- ``read``: ``"signed-in"`` (the default: any signed-in user), ``"public"`` (anyone, signed
-  in or not), ``"custom"`` (the rules expression ``condition``) or ``"none"``. A list query
-  must carry a ``limit`` of at most ``max_limit``: an unbounded query would be billed for the
-  whole collection.
-- ``create``: ``"none"`` (the default: only the server writes), ``"signed-in"`` or
-  ``"custom"``. A client create is checked against the declaration (the shard among the
-  active values, the timestamp a timestamp, the key fields present, every field declared and
-  of its declared type); a tick is never updated or deleted by a client. Where the series are
-  counted, a client may add to its series counter's shard documents, and nothing else.
+(:mod:`tsstore.rules`) lets those clients do (the parameters of :class:`ClientAccess`).
 """
 
 from __future__ import annotations
@@ -33,10 +23,20 @@ DEFAULT_MAX_LIMIT = 1000
 
 @dataclass(frozen=True)
 class ClientAccess:
-    """What web and mobile clients may do with one collection (see the module's text).
+    """What web and mobile clients may do with one collection.
 
-    ``condition`` is a Firestore security rules expression (``request.auth.token.desk ==
-    'fx'``), used where ``read`` or ``create`` is ``"custom"``.
+    - ``read``: ``"signed-in"`` (the default: any signed-in user), ``"public"`` (anyone, signed
+      in or not), ``"custom"`` (the rules expression ``condition``) or ``"none"``
+    - ``create``: ``"none"`` (the default: only the server writes), ``"signed-in"`` or
+      ``"custom"``. A client create is checked against the declaration (the shard among the
+      active values, the timestamp a timestamp, the key fields present, every field declared
+      and of its declared type); a tick is never updated or deleted by a client. Where the
+      series are counted, a client may add to its series counter's shard documents, and
+      nothing else.
+    - ``condition``: a Firestore security rules expression (``request.auth.token.desk ==
+      'fx'``), used where ``read`` or ``create`` is ``"custom"``
+    - ``max_limit``: the largest ``limit`` a client's list query may carry (an unbounded
+      query would be billed for the whole collection)
     """
 
     read: ReadAccess = "signed-in"

@@ -30,8 +30,12 @@ def load_specs(ref: str) -> tuple[SeriesSpec, ...]:
 
 
 def load_declaration(ref: str) -> tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]]:
-    """The series and the roll-ups ``ref`` declares; a collection declared twice is refused
-    (a read would answer from whichever came first)."""
+    """The series and the roll-ups a declaration holds; a collection declared twice is
+    refused (a read would answer from whichever came first).
+
+    - ``ref``: a ``.toml`` or ``.json`` file with a ``[[series]]`` list, or an import path
+      ``package.module:NAME`` naming a :class:`~tsstore.spec.SeriesSpec`, a roll-up or a
+      sequence of them"""
     specs, rollups = _load(ref)
     names = [spec.collection for spec in specs] + [rollup.name for rollup in rollups]
     twice = sorted({name for name in names if names.count(name) > 1})

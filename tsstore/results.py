@@ -34,8 +34,10 @@ class WriteResult:
     unsettled: int = 0
 
     def describe(self, what: str = "documents") -> str:
-        """One line: how many ``what`` are stored, and how (``wrote 12 documents: 10 new, 2
-        already stored``), and how many a Ctrl-C left unconfirmed."""
+        """One line: how many are stored, and how (``wrote 12 documents: 10 new, 2 already
+        stored``), and how many a Ctrl-C left unconfirmed.
+
+        - ``what``: what the documents are called in the line (``"ticks"``, ``"bars"``)"""
         parts = [f"{self.created} new", f"{self.present} already stored"]
         if self.replaced:
             parts.append(f"{self.replaced} replaced")

@@ -230,6 +230,7 @@ class SeriesSpec:
 
     Parameters (all but ``collection`` keyword-only):
 
+    - ``collection``: the Firestore collection the ticks are stored in
     - ``shards``: the active shard values, which new ticks are written to (``shard_field``);
       each lifts the collection's write ceiling by another 500 writes/s. Distinct, non-empty
       strings.
@@ -238,6 +239,8 @@ class SeriesSpec:
       until}`` mappings. Every read verb covers active and retired values
       (:attr:`read_shards`); a read whose range starts at or after a retired value's
       ``until`` skips it.
+    - ``timestamp_field``: the field holding each tick's time (a Firestore timestamp)
+    - ``shard_field``: the field holding each tick's shard value
     - ``shapes``: the query shapes the application uses besides the plain time range
       (which is always served). A shape may be given as a ``QueryShape``, a field name,
       or a sequence of field names (then queried newest first only).
@@ -255,6 +258,7 @@ class SeriesSpec:
     - ``expire_after``: a ``timedelta``; the writer then sets ``expire_field`` to timestamp +
       expire_after, and the index file marks that field as the collection's TTL field
       (Firestore deletes expired documents itself, typically within a day or so).
+    - ``expire_field``: the field the expiry time is written to (the TTL field)
     - ``measures``: numeric fields :meth:`~tsstore.store.TimeSeriesStore.aggregate` may sum
       and average. Firestore computes ``sum()`` and ``avg()`` from index entries, so each
       measure adds one composite index per query shape (shard, the shape's fields,
@@ -262,9 +266,14 @@ class SeriesSpec:
     - ``count_by``: fields whose values name a series (e.g. ``symbol``); the writer then keeps
       one sharded counter per series, incremented once per written batch, with
       ``counter_shards`` shards each.
+    - ``counter_shards``: the shard documents of each series counter (each takes about one
+      write a second)
     - ``late``: what a tick landing in a bucket a roll-up has stored does
       (:class:`~tsstore.late.LatePolicy`: how late it may be and still be folded in; default
       30 days).
+    - ``access``: what web and mobile clients may do with the collection
+      (:class:`~tsstore.access.ClientAccess`, its ``read`` value, or its fields as a
+      mapping); default signed-in reads, no client writes
     """
 
     collection: str
@@ -410,7 +419,11 @@ class SeriesSpec:
 
     @classmethod
     def for_write_rate(cls, collection: str, *, writes_per_second: float, **options: object) -> "SeriesSpec":
-        """A spec with ⌈writes_per_second / 500⌉ shards named ``s0``, ``s1``, …"""
+        """A spec with ⌈writes_per_second / 500⌉ shards named ``s0``, ``s1``, …; the other
+        options as :class:`SeriesSpec` takes them.
+
+        - ``collection``: the Firestore collection the ticks are stored in
+        - ``writes_per_second``: the sustained write rate to plan for"""
         return cls(collection, shards=shards_for(writes_per_second), **options)  # type: ignore[arg-type]
 
     @property
@@ -445,9 +458,13 @@ class SeriesSpec:
         return frozenset(named) | self.filter_fields
 
     def check_declared(self, fields: Iterable[tuple[str, str | None]], *, verb: str) -> None:
-        """Refuse, before any read, a field (``(what, name)`` pairs, ``None`` names skipped) that
-        a declaration with ``columns`` does not name: a misspelt field reads as missing in every
-        tick, which would answer nothing, or one series keyed by a missing value."""
+        """Refuse, before any read, a field that a declaration with ``columns`` does not name:
+        a misspelt field reads as missing in every tick, which would answer nothing, or one
+        series keyed by a missing value.
+
+        - ``fields``: ``(what, name)`` pairs (``("price", "price.micros")``); ``None`` names
+          are skipped
+        - ``verb``: the verb's name, as the refusal shows it"""
         if not self.columns:
             return
         known = self.declared_fields
@@ -502,6 +519,8 @@ def shards_for(writes_per_second: float) -> tuple[str, ...]:
 
     Names are ``s0``…``s{n-1}``, not padded, so a plan for more shards keeps every name of a
     plan for fewer: growing a collection from 10 to 20 shards adds ``s10``…``s19``.
+
+    - ``writes_per_second``: the sustained write rate, a positive finite number
     """
     if (
         not isinstance(writes_per_second, (int, float))

@@ -186,14 +186,16 @@ QUICK_RECONNECT_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 100), ("grpc.ma
 
 
 def quick_reconnects(client: Any, *, options: Sequence[tuple[str, Any]] = ()) -> Any:
-    """``client`` (a ``firestore.Client`` or ``AsyncClient`` not used yet), with a channel that
-    tries to reconnect within a second after the network comes back (gRPC's own back-off
-    between connection attempts grows to 2 minutes). The client still builds its channel and
-    GAPIC client on first use (an ``AsyncClient``'s must be built in the event loop that
-    uses it), as it would, with :data:`QUICK_RECONNECT_OPTIONS` added, and ``options``, more
-    gRPC channel arguments, put first (gRPC takes the first of a repeated argument, so they
-    win over the client's own). A client already in use, or one whose internals moved, is
-    returned as it is."""
+    """The client, with a channel that tries to reconnect within a second after the network
+    comes back (gRPC's own back-off between connection attempts grows to 2 minutes). The
+    client still builds its channel and GAPIC client on first use (an ``AsyncClient``'s must
+    be built in the event loop that uses it), as it would, with
+    :data:`QUICK_RECONNECT_OPTIONS` added. A client already in use, or one whose internals
+    moved, is returned as it is.
+
+    - ``client``: a ``firestore.Client`` or ``AsyncClient`` not used yet
+    - ``options``: more gRPC channel arguments, ``(name, value)`` pairs, put first (gRPC
+      takes the first of a repeated argument, so they win over the client's own)"""
     import grpc
     from google.cloud.firestore_v1 import base_client
 

@@ -33,6 +33,26 @@ from tsstore.times import interval_label, utc_text
 
 BAR_FIELDS = ("open", "high", "low", "close", "count", "volume")
 
+#: What a roll-up's parameters mean (shown in the reference for :class:`Rollup` and its methods).
+PARAMETER_HELP = {
+    "source": "the tick series rolled up (a :class:`~tsstore.spec.SeriesSpec`), or a finer roll-up whose bars "
+    "are combined",
+    "interval": "the bar length (``\"1min\"``, ``\"1h\"``, ``\"1D\"`` or a timedelta); for a roll-up of a roll-up "
+    "a multiple of the finer one's",
+    "by": "the field or fields whose values name a series (one bar per series and interval); a roll-up of a roll-up "
+    "keeps its source's",
+    "price": "the numeric field the OHLC, sum and m2 are taken from (a dotted path)",
+    "volume": "the numeric field summed into each bar's volume; ``None``: bars without volume",
+    "collection": "where the bars are stored; default ``<source>_<interval>``",
+    "writes_per_second": "the bars' own write rate, which sets their shards as for ticks",
+    "access": "what web and mobile clients may read of the bars (a :class:`~tsstore.access.ClientAccess`, its "
+    "``read`` value, or its fields as a mapping); default the source's reads; clients never write a roll-up",
+    "stored": "the roll-up's watermark document as read from ``tsstore_rollups/<name>``; ``None``: none stored",
+    "spec": "the declaration of the store that runs the roll-up",
+    "bars": "the bars of one run",
+    "since": "the start of the span whose bars are all stored; ``None``: not known",
+}
+
 
 @dataclass(frozen=True)
 class Rollup:
@@ -43,10 +63,7 @@ class Rollup:
     then combined into longer ones exactly, as if made from the ticks (its ``by`` fields, an
     interval that is a multiple of its own). Each stored bar keeps, beside OHLCV, the price's
     ``sum`` and ``m2`` (sum of squared deviations from the bar's mean) and the times of its
-    open and close ticks, which is what makes it combine (:class:`~tsstore.analytics.bars.Bar`).
-
-    ``access`` is what web and mobile clients may read of the bars (the generated security
-    rules): by default the source's reads; clients never write a roll-up."""
+    open and close ticks, which is what makes it combine (:class:`~tsstore.analytics.bars.Bar`)."""
 
     source: SeriesSpec
     interval: dt.timedelta

@@ -35,6 +35,21 @@ _GIB = 2**30
 _DAY = 86_400
 _MONTH_DAYS = 30
 
+#: What the planner's parameters mean (shown in the reference for :func:`capacity_for` and
+#: :class:`Capacity`, which records them).
+PARAMETER_HELP = {
+    "writes_per_second": "the sustained write rate of the whole collection, ticks per second",
+    "headroom": "the factor of spare capacity planned above the rate (1.25: 25 % spare); at least 1",
+    "retention": "how long ticks are kept (a positive timedelta); ``None``: kept for good, storage priced "
+    "after one month",
+    "prices": "the unit prices costs are computed from (default :data:`PRICES`)",
+    "pages_per_day": "pages read a day on the plain time range, newest first (0: reads not priced)",
+    "page_limit": "the page size those reads use",
+    "busiest_series": "the write rate of the busiest single series (a symbol), which a series shape "
+    "(``series_rate``) must keep under 500 writes/s; ``None``: not known, shapes not judged",
+    "spec": "the declaration compared with or planned for",
+}
+
 
 @dataclass(frozen=True)
 class Prices:
@@ -126,17 +141,24 @@ class Capacity:
 
     writes_per_second: float
     headroom: float
+    #: The shard values planned, named as :func:`~tsstore.spec.shards_for` names them.
     shards: tuple[str, ...]
+    #: Each declared query shape's chunks and reads per page, in each of its directions.
     shapes: tuple[ShapeCost, ...]
+    #: The stored size of one tick document (its name and fields), in bytes.
     tick_bytes: int
+    #: The index entries one tick writes (the declared composite indexes and the single-field ones).
     index_entries_per_tick: int
+    #: The stored size of those index entries, in bytes.
     index_bytes_per_tick: int
     retention: dt.timedelta | None
     prices: Prices
     pages_per_day: float
     page_limit: int
+    #: The monthly cost in USD by item (writes, storage, deletes, reads, bar writes, ...).
     costs: Mapping[str, float] = field(default_factory=dict)
     busiest_series: float | None = None
+    #: The roll-ups priced beside the ticks.
     tiers: tuple[Tier, ...] = ()
 
     @property
@@ -164,7 +186,10 @@ class Capacity:
     def reads_per_page(
         self, fields: Sequence[str] = (), direction: Direction | str = Direction.DESC
     ) -> Mapping[int, int]:
-        """Reads per page by limit for the shape filtering ``fields`` in ``direction``."""
+        """Reads per page by limit for one declared shape in one direction.
+
+        - ``fields``: the field names the shape pins with equality, exactly
+        - ``direction``: ``"desc"`` (newest first, the default) or ``"asc"``"""
         key, wanted = tuple(sorted(fields)), Direction.parse(direction)
         for cost in self.shapes:
             if cost.shape == _shape_name(key) and cost.direction is wanted:
@@ -289,17 +314,19 @@ def capacity_for(
     tiers: Sequence[tuple[object, dt.timedelta | None]] = (),
 ) -> Capacity:
     """Plan a collection for a sustained ``writes_per_second``: ⌈rate·headroom/500⌉ shards,
-    named as :func:`~tsstore.spec.shards_for` names them. ``spec`` supplies the collection,
-    query shapes and fields (its shards are ignored; compare with :meth:`Capacity.advice`);
-    ``tick`` is a sample tick for sizes (default :data:`SAMPLE_TICK`). Reads cost
-    ``pages_per_day`` pages of ``page_limit`` on the plain time range, newest first.
-    ``busiest_series``: the write rate of the busiest single series (a symbol), which a
-    series shape (``series_rate``) must keep under 500 writes/s; :meth:`Capacity.advice`
-    then says which shapes must be sharded and which could be read with one query.
+    named as :func:`~tsstore.spec.shards_for` names them. With ``busiest_series``,
+    :meth:`Capacity.advice` says which shapes must be sharded and which could be read with
+    one query.
 
-    ``tiers`` prices roll-ups kept beside the ticks, as ``(interval, retention)`` pairs
-    (``("1min", timedelta(days=3650))``; retention ``None``: for good), for ``series``
-    series (symbols): typically ticks for days and minute bars for years."""
+    - ``spec``: supplies the collection, query shapes and fields (its shards are ignored;
+      compare with :meth:`Capacity.advice`); default a collection ``ticks`` with the plain
+      time range only
+    - ``limits``: the page sizes reads per page are shown for
+    - ``tick``: a sample tick the sizes are computed from (default :data:`SAMPLE_TICK`)
+    - ``tiers``: roll-ups kept beside the ticks, as ``(interval, retention)`` pairs
+      (``("1min", timedelta(days=3650))``; retention ``None``: for good); typically ticks
+      for days and minute bars for years
+    - ``series``: the number of series (symbols) the tiers roll up; needed with ``tiers``"""
     if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not headroom >= 1:
         raise SpecError(f"headroom {headroom!r} is not allowed; give a number >= 1 (1.25 plans 25% spare)")
     if retention is not None and (not isinstance(retention, dt.timedelta) or retention <= dt.timedelta(0)):

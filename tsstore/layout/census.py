@@ -112,28 +112,36 @@ class Spread:
 @dataclass(frozen=True)
 class ShardCensus:
     """What :meth:`TimeSeriesStore.shard_census <tsstore.store.TimeSeriesStore.shard_census>`
-    found, all at one ``read_time``: ``rows`` per shard value (declared first, in declaration
-    order, then undeclared ones), ``total`` documents in the collection, ``unnamed``
-    undeclared ticks beyond :data:`MAX_NAMED` values, ``other`` documents with no string shard
-    value at all, ``stats`` what the census cost, ``since`` the start of the spread window,
-    ``series_shapes`` the declared shapes read as one series (no shard filter: they do see
-    undeclared values, so the two plans disagree until those are declared)."""
+    found, all at one ``read_time``. The series shapes read without a shard filter do see
+    undeclared values, so the two plans disagree until those are declared."""
 
+    #: The collection counted.
     collection: str
     read_time: dt.datetime | None
+    #: The ticks per shard value: declared values first, in declaration order, then undeclared ones.
     rows: tuple[ShardCount, ...]
+    #: The documents in the collection.
     total: int
+    #: Undeclared ticks beyond the :data:`MAX_NAMED` values named in ``rows``.
     unnamed: int
+    #: Documents with no string shard value at all.
     other: int
+    #: The start of the window the spread over active values is judged on; ``None``: all ticks.
     since: dt.datetime | None
     stats: ReadStats = field(compare=False)
-    series_shapes: tuple[str, ...] = ()  # shapes read without a shard filter, which do see undeclared values
+    #: The declared shapes read as one series (without a shard filter).
+    series_shapes: tuple[str, ...] = ()
 
     def ticks(self, role: Role | None = None) -> int:
+        """The ticks counted under the shard values of one role.
+
+        - ``role``: ``"active"``, ``"retired"`` or ``"undeclared"``; ``None``: every named value"""
         return sum(r.ticks for r in self.rows if role is None or r.role == role)
 
     def count_of(self, value: str) -> int:
-        """Ticks under ``value`` (0 for a value no document carries)."""
+        """The ticks under one shard value (0 for a value no document carries).
+
+        - ``value``: the shard value"""
         return next((r.ticks for r in self.rows if r.value == value), 0)
 
     @property

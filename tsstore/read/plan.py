@@ -72,18 +72,26 @@ class QueryPlan:
     """Everything the store needs to run one query: its chunk queries (``chunks``; a series
     plan has one, :data:`UNSHARDED`), the filters and range, the order and the index."""
 
+    #: The declaration the query was planned against.
     spec: SeriesSpec
+    #: The equality and ``in`` filters on value fields.
     filters: tuple[Filter, ...]
     start: dt.datetime | None
     end: dt.datetime | None
     direction: Direction
     limit: int | None
     columns: tuple[str, ...] | None
+    #: The shard values of each chunk query, each within the disjunction budget.
     chunks: tuple[tuple[str, ...], ...]
+    #: The composite index that serves every chunk query.
     index: CompositeIndex
-    query: Query  # as asked: its cursor and read_time are the run's, not the plan's
-    skipped: tuple[str, ...] = ()  # retired shard values that hold nothing from start on
-    ranges: tuple[Filter, ...] = ()  # range conditions on value fields, sorted by field
+    #: The query as asked: its cursor and read_time are the run's, not the plan's.
+    query: Query
+    #: Retired shard values that hold nothing from ``start`` on, left out of the chunks.
+    skipped: tuple[str, ...] = ()
+    #: The range conditions on value fields, sorted by field.
+    ranges: tuple[Filter, ...] = ()
+    #: The declared query shape that serves the query.
     shape: QueryShape = QueryShape(())
 
     @property
@@ -103,7 +111,9 @@ class QueryPlan:
 
     def key(self, tick: Tick) -> Position:
         """Where ``tick`` stands in the query's order: (timestamp, the order fields' values in
-        Firestore's order of values, document id). The merge and cursors use it."""
+        Firestore's order of values, document id). The merge and cursors use it.
+
+        - ``tick``: a tick this query read"""
         if not self.ranges:
             return (tick.timestamp, tick.id)
         return (tick.timestamp, *(Ordered(get_path(tick.data, f.split("."))) for f in self.order_fields), tick.id)
@@ -294,7 +304,10 @@ def plan_query(
     options) and plan its shard chunks.
 
     ``start`` is inclusive and ``end`` exclusive (``[start, end)``); both must be aware
-    times. ``max_chunk`` caps the chunk size below the disjunction budget (for measurements).
+    times.
+
+    - ``spec``: the declaration the query must fit (a declared shape, declared fields)
+    - ``max_chunk``: caps the chunk size below the disjunction budget (for measurements)
     """
     q = Query.of(query, options)
     where, start, end, direction, limit, columns = q.where, q.start, q.end, q.direction, q.limit, q.columns

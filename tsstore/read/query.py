@@ -43,7 +43,9 @@ class Query:
     @staticmethod
     def of(query: Query | None, options: Mapping[str, Any]) -> Query:
         """``query`` (or an empty one) with ``options`` applied; an unknown option is a
-        :class:`~tsstore.errors.QueryError` that names it and the allowed ones."""
+        :class:`~tsstore.errors.QueryError` that names it and the allowed ones.
+
+        - ``options``: query options by name (``{"limit": 10}``), each a field of :class:`Query`"""
         if query is not None and not isinstance(query, Query):
             raise QueryError(f"query must be a Query, got {type(query).__name__}; pass options by keyword")
         unknown = sorted(set(options) - FIELDS)
@@ -52,7 +54,10 @@ class Query:
         return dataclasses.replace(query or Query(), **options)
 
     def only(self, allowed: Iterable[str], verb: str) -> None:
-        """Refuse fields ``verb`` does not use (e.g. a ``limit`` given to ``count``)."""
+        """Refuse fields ``verb`` does not use (e.g. a ``limit`` given to ``count``).
+
+        - ``allowed``: the names of the fields the verb takes
+        - ``verb``: the verb's name, as the refusal shows it"""
         default = Query()
         extra = sorted(f for f in FIELDS - set(allowed) if getattr(self, f) != getattr(default, f))
         if extra:
