@@ -15,7 +15,7 @@ from google.cloud import firestore
 from tsstore.errors import EmulatorError
 from tsstore.local import emulator as emulator_module
 from tsstore.local.emulator import (
-    SHORT_RUN_FLAGS,
+    JVM_FLAGS,
     Emulator,
     emulator_client,
     find_emulator_command,
@@ -175,11 +175,11 @@ def test_a_port_taken_between_choice_and_bind_is_retried(
 
 
 def test_stop_ends_the_jvm_and_is_idempotent() -> None:
-    started = start_emulator(short_run=True)  # (a short run's JVM, as the pytest plugin's)
+    started = start_emulator()
     pid, port = started.pid, started.port
     assert started.is_running() and _port_accepts(started.host, port)
     running = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    assert all(flag.encode() in running for flag in SHORT_RUN_FLAGS)
+    assert all(flag.encode() in running for flag in JVM_FLAGS)  # e.g. the compile thresholds
     log = started.log_path
     started.stop()
     with pytest.raises(ProcessLookupError):
@@ -195,7 +195,6 @@ def test_stop_ends_the_jvm_and_is_idempotent() -> None:
 def test_data_dir_survives_stop_and_start(tmp_path: Path) -> None:
     data = tmp_path / "data"
     with start_emulator(data_dir=data) as first:
-        assert not set(SHORT_RUN_FLAGS) & set(first.command)  # a long-lived store compiles as the JVM likes
         default, named = first.client(), first.client(project="p2", database="kept-db")
         default.collection("c").document("a").set({"v": "default"})
         named.collection("c").document("b").set({"v": "named"})

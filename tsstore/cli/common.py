@@ -93,7 +93,7 @@ def connect(
         return
     if ephemeral:
         click.echo("tsstore: no FIRESTORE_EMULATOR_HOST or --project: starting a temporary local emulator", err=True)
-        with start_emulator(short_run=True) as emulator:  # one command's emulator: quick to compile
+        with start_emulator() as emulator:
             click.echo(f"tsstore: emulator ready at {emulator.address} (pid {emulator.pid})", err=True)
             client = emulator.client(database=database)
             try:

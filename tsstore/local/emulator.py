@@ -61,13 +61,14 @@ WELL_KNOWN_SDK_ROOTS = (Path("/usr/lib/google-cloud-sdk"), Path("/usr/share/goog
 # -Xmx2g: tests write tens of thousands of documents; the emulator keeps everything on the heap
 # (~0.6-0.9 GiB at 20 000 docs) and never gives memory back after a reset. With a small heap
 # the client only sees ``Unknown: None`` when the JVM runs out.
-# No -XX:TieredStopAtLevel=1: it makes heavy queries ~2x slower once warm, and costs a test
-# suite more than it saves.
-JVM_FLAGS = ("-Duser.language=en", "-Xmx2g")
-#: A short run (start_emulator(short_run=True)): the optimizing compiler (C2) only for code 30
-#: times hotter than its defaults ask (15 000 invocations, 140 000 loop iterations), so it
-#: compiles the emulator's query scans and little else.
-SHORT_RUN_FLAGS = (
+# The Tier4 thresholds: the optimizing compiler (C2) only for code 30 times hotter than its
+# defaults ask (15 000 invocations, 140 000 loop iterations), so it compiles the emulator's
+# query scans and little else; the JVM's defaults spend more CPU compiling than the
+# compiled code saves over minutes of use (see start_emulator for the figures).
+# No -XX:TieredStopAtLevel=1 (no C2 at all): it makes heavy queries ~2x slower once warm.
+JVM_FLAGS = (
+    "-Duser.language=en",
+    "-Xmx2g",
     "-XX:Tier4InvocationThreshold=150000",
     "-XX:Tier4MinInvocationThreshold=20000",
     "-XX:Tier4CompileThreshold=450000",
@@ -789,7 +790,6 @@ def start_emulator(
     cds: bool = True,
     max_heap: str | None = None,
     rules: str | os.PathLike[str] | None = None,
-    short_run: bool = False,
 ) -> Emulator:
     """Start an emulator owned by this process and return once it is ready.
 
@@ -834,14 +834,14 @@ def start_emulator(
     archive is written when the first emulator stops, keyed by the java and jar it was made
     for; a missing, unwritable or unusable archive just means a plain start.
 
-    ``short_run=True`` is for an emulator that serves minutes, not hours (a test session, a
-    demo): its JVM leaves all but the hottest code to the quick compiler
-    (:data:`SHORT_RUN_FLAGS`). Over tsstore's own test suite the optimizing compiler took 65
-    of the emulator's 120 CPU-seconds (measured per JVM thread). On its query-heavy files, the
-    emulator used 42-47 CPU-seconds instead of 54-66 and the files ran in 45-48 s instead of
-    51-59 s; the quick compiler alone (``-XX:TieredStopAtLevel=1``) made them slower (70 s,
-    81 CPU-seconds: each query about twice as slow). The pytest plugin's emulator is a short
-    run; the local store (``tsstore emulator start``) is not.
+    The JVM leaves all but the hottest code to the quick compiler (the Tier4 thresholds of
+    :data:`JVM_FLAGS`, 30 times the defaults). With the JVM's defaults, over tsstore's own
+    test suite the optimizing compiler took 65 of the emulator's 120 CPU-seconds (measured per
+    JVM thread). With the raised thresholds, on its query-heavy files the emulator used 42-47
+    CPU-seconds instead of 54-66 and the files ran in 45-48 s instead of 51-59 s; four tests
+    that start local stores ran in 24.9 s instead of 29.6 s (medians of 3). The quick compiler
+    alone (``-XX:TieredStopAtLevel=1``) made them slower (70 s, 81 CPU-seconds: each query
+    about twice as slow).
 
     On failure raises :class:`EmulatorError` with the command line, the first error lines and
     the last lines of the emulator's output.
@@ -862,8 +862,6 @@ def start_emulator(
         if max_heap is not None and located.kind == "java":
             # The emulator keeps every document on the heap (~3.6 GiB at 200 000 ticks).
             command = [f"-Xmx{max_heap}" if part.startswith("-Xmx") else part for part in command]
-        if short_run and located.kind == "java":
-            command = [command[0], *SHORT_RUN_FLAGS, *command[1:]]
         if located.kind == "java":
             command += [f"--host={host}", f"--port={chosen}"]
         else:

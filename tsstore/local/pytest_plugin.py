@@ -59,7 +59,7 @@ class _SharedEmulator:
     def pytest_configure_node(self, node: object) -> None:
         if self.emulator is None and self.error is None:
             try:
-                self.emulator = start_emulator(short_run=True)
+                self.emulator = start_emulator()
             except EmulatorError as exc:
                 self.error = str(exc)
         given: dict[str, object] = node.workerinput  # type: ignore[attr-defined]
@@ -95,7 +95,7 @@ def tsstore_emulator(request: pytest.FixtureRequest) -> Iterator[EmulatorAt]:
             raise EmulatorError(str(given[_SHARED_ERROR]))
         yield EmulatorAt.of(str(given[_SHARED]))
         return
-    running = start_emulator(short_run=True)
+    running = start_emulator()
     try:
         yield running
     finally:
