@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import click
 from click.testing import CliRunner
 
 from tsstore.cli import main
@@ -59,3 +60,11 @@ def tsstore(*args: str, env: Mapping[str, str | None] | None = None, cwd: Path |
             if str(getattr(sys.modules[name], "__file__", None) or "").startswith(str(where)):
                 del sys.modules[name]
     return Ran(tuple(args), result.exit_code, result.stdout, result.stderr)
+
+
+def subcommands(group: click.Group) -> dict[str, click.Command]:
+    """A group's commands by name, as ``--help`` lists them (``tsstore``'s are looked up, not
+    held in ``group.commands``)."""
+    context = click.Context(group)
+    found = {name: group.get_command(context, name) for name in group.list_commands(context)}
+    return {name: command for name, command in found.items() if command is not None}

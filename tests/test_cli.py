@@ -124,3 +124,26 @@ def test_local_store_keeps_its_data_and_query_writes_files(tmp_path: Path) -> No
     finally:
         tsstore("emulator", "stop", home=home, cwd=tmp_path)
     assert tsstore("emulator", "status", home=home, cwd=tmp_path).returncode == 3
+
+
+def test_the_emulator_commands_import_neither_pandas_nor_the_client() -> None:
+    """``tsstore emulator ...``, the local store's supervisor and the pytest plugin (which every
+    pytest run loads) import what they use: not pandas, not the Firestore client (about a
+    second of start-up each); ``import tsstore`` imports a name's module when it is used."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, tsstore, tsstore.local.supervisor, tsstore.local.pytest_plugin\n"
+        "from tsstore.cli import main\n"
+        "from click.testing import CliRunner\n"
+        "ran = CliRunner().invoke(main, ['emulator', 'status'], env={'TSSTORE_HOME': sys.argv[1]})\n"
+        "assert ran.exit_code == 3, ran.output\n"
+        "heavy = sorted(m for m in ('pandas', 'google.cloud.firestore', 'grpc') if m in sys.modules)\n"
+        "tsstore.SeriesSpec, tsstore.TimeSeriesStore\n"
+        "print(heavy, 'pandas' in sys.modules, 'google.cloud.firestore' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, "/nonexistent-tsstore-home"], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]", "True", "True"], done.stdout  # a name used imports its module

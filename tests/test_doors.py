@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from google.cloud import firestore
 
-from tests.cli import Ran, tsstore
+from tests.cli import Ran, subcommands, tsstore
 from tsstore import (
     AsyncTimeSeriesStore,
     ConfigError,
@@ -556,7 +556,7 @@ def test_the_ctrl_c_cases_cover_every_command() -> None:
 
     def leaves(group: click.Group, prefix: tuple[str, ...]) -> set[tuple[str, ...]]:
         found: set[tuple[str, ...]] = set()
-        for name, command in group.commands.items():
+        for name, command in subcommands(group).items():
             if command.hidden:
                 continue
             found |= leaves(command, (*prefix, name)) if isinstance(command, click.Group) else {(*prefix, name)}

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from tests.cli import tsstore
+from tests.cli import subcommands, tsstore
 from tests.test_docs import DOCS, Block, Reader, matches, page_env
 from tsstore.cli import main
 
@@ -52,10 +52,10 @@ def test_every_cli_command_has_an_example_in_its_help() -> None:
     every command and subcommand is documented; each help also shows an example."""
     import click
 
-    for name, command in main.commands.items():
+    for name, command in subcommands(main).items():
         assert command.help and "Example:" in command.help, f"`tsstore {name} --help` has no example"
         if isinstance(command, click.Group):
-            for sub_name, sub in command.commands.items():
+            for sub_name, sub in subcommands(command).items():
                 assert sub.help and "Example:" in sub.help, f"`tsstore {name} {sub_name} --help` has no example"
     assert ":nested: full" in (DOCS / "reference" / "cli.md").read_text()
 

@@ -13,13 +13,68 @@ explain, purge), :mod:`~tsstore.cli.deploy`, :mod:`~tsstore.cli.counters`,
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
-from tsstore.cli import analytics, beam, counters, demo, deploy, emulator, ingest, layout, live, query
 from tsstore.cli.exits import Group
 
+#: Each command as ``module:attribute`` under :mod:`tsstore.cli`, in the order ``--help``
+#: lists them. A command's module is imported when the command is looked up, so ``tsstore
+#: emulator status`` does not import pandas or the Firestore client.
+COMMANDS = {
+    "demo": "demo:demo",
+    "indexes": "deploy:indexes",
+    "rules": "deploy:rules",
+    "count": "query:count",
+    "aggregate": "analytics:aggregate",
+    "latest": "analytics:latest",
+    "bars": "analytics:bars",
+    "aligned": "analytics:aligned",
+    "asof": "analytics:asof",
+    "rollup": "analytics:rollup",
+    "explain": "query:explain",
+    "purge": "query:purge",
+    "query": "query:query_ticks",
+    "shards": "layout:shards",
+    "reshard": "layout:reshard",
+    "capacity": "layout:capacity",
+    "tail": "live:tail",
+    "watch": "live:watch",
+    "ingest": "ingest:ingest",
+    "backfill": "beam:backfill",
+    "export": "beam:export",
+    "counter": "counters:counter",
+    "emulator": "emulator:emulator",
+}
+#: Earlier names of commands, kept (hidden, with a warning on standard error) for the scripts
+#: that still call them.
+RENAMED = {"plan": "capacity"}
 
-@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+
+class _Commands(Group):
+    """The ``tsstore`` group, whose commands are imported when looked up."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in RENAMED:
+            new = self.get_command(ctx, RENAMED[cmd_name])
+            assert new is not None
+            return click.Command(
+                cmd_name, params=new.params, callback=new.callback, help=new.help, hidden=True,
+                deprecated=f"It is now 'tsstore {new.name}', with the same options.",
+            )  # fmt: skip
+        if cmd_name not in COMMANDS:
+            return None
+        module, _, attribute = COMMANDS[cmd_name].partition(":")
+        command = getattr(importlib.import_module(f"tsstore.cli.{module}"), attribute)
+        assert isinstance(command, click.Command) and command.name == cmd_name, (cmd_name, command)
+        return command
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="tsstore")
 def main() -> None:
     """tsstore: high-rate time series in Firestore with sharded timestamps.
@@ -32,43 +87,5 @@ def main() -> None:
     watch, which redraws a screen) take --format json. Times are ISO-8601 with an offset (or add --naive utc|ZONE).
     """
 
-
-for _command in (
-    demo.demo,
-    deploy.indexes,
-    deploy.rules,
-    query.count,
-    analytics.aggregate,
-    analytics.latest,
-    analytics.bars,
-    analytics.aligned,
-    analytics.asof,
-    analytics.rollup,
-    query.explain,
-    query.purge,
-    query.query_ticks,
-    layout.shards,
-    layout.reshard,
-    layout.capacity,
-    live.tail,
-    live.watch,
-    ingest.ingest,
-    beam.backfill,
-    beam.export,
-    counters.counter,
-    emulator.emulator,
-):
-    main.add_command(_command)
-
-#: Earlier names of commands, kept (hidden, with a warning on standard error) for the scripts
-#: that still call them.
-RENAMED = {"plan": layout.capacity}
-for _old, _new in RENAMED.items():
-    main.add_command(
-        click.Command(
-            _old, params=_new.params, callback=_new.callback, help=_new.help, hidden=True,
-            deprecated=f"It is now 'tsstore {_new.name}', with the same options.",
-        )  # fmt: skip
-    )
 
 __all__ = ["main"]

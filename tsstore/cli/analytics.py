@@ -15,7 +15,6 @@ from tsstore.cli.common import (
     Database,
     declaration_options,
     echo_cost,
-    library_warnings,
     pick_declared,
     pick_spec,
     query_options,
@@ -24,7 +23,7 @@ from tsstore.cli.common import (
     warn_if_no_collection,
     where_option,
 )
-from tsstore.cli.exits import exit_interrupted, usage
+from tsstore.cli.exits import exit_interrupted, library_warnings, usage
 from tsstore.cli.output import echo_figures, figures_format, rows_format, write_frames
 from tsstore.cli.query import stats_option
 from tsstore.cli.values import OutputFile, cli_time, naive_option, parse_columns, parse_value, parse_where

@@ -13,11 +13,10 @@ import click
 
 from tsstore.cli.common import (
     Database,
-    library_warnings,
     query_options,
     series_options,
 )
-from tsstore.cli.exits import REJECTED
+from tsstore.cli.exits import REJECTED, library_warnings
 from tsstore.cli.ingest import parse_options
 from tsstore.cli.output import echo_figures
 from tsstore.cli.values import parse_columns

@@ -12,7 +12,6 @@ import dataclasses
 import functools
 import os
 import re
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +22,7 @@ from tsstore.analytics.rollup import Rollup
 from tsstore.cli.exits import usage
 from tsstore.cli.values import LIMIT, cli_time, naive_option, parse_columns, parse_where
 from tsstore.declaration import load_declaration
-from tsstore.errors import SpecError, TsstoreWarning
+from tsstore.errors import SpecError
 from tsstore.limits import DATABASE_ID_PATTERN, DEFAULT_DATABASE_ID
 from tsstore.local import supervisor
 from tsstore.local.connect import EMULATOR_ENV, emulator_project
@@ -36,27 +35,6 @@ from tsstore.write.options import EMULATOR_WRITE_OPTIONS, WriteOptions
 
 #: A click command callback, before or after the decorators below.
 Command = Callable[..., Any]
-
-
-def library_warnings(command: Command) -> Command:
-    """Print the library's warnings as ``warning: <message>`` lines on stderr (others as
-    Python shows them). Goes right below ``@click.command``; how errors end a command is
-    :mod:`tsstore.cli.exits`'s."""
-
-    @functools.wraps(command)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", TsstoreWarning)
-            try:
-                return command(*args, **kwargs)
-            finally:
-                for w in caught:
-                    if issubclass(w.category, TsstoreWarning):
-                        click.echo(f"warning: {w.message}", err=True)
-                    else:
-                        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-
-    return run
 
 
 @contextlib.contextmanager

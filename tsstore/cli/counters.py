@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from tsstore.cli.common import Database, database_options, library_warnings
+from tsstore.cli.common import Database, database_options
+from tsstore.cli.exits import library_warnings
 from tsstore.cli.output import figures_format
 from tsstore.counters import MAX_COUNTER_SHARDS, ShardedCounter
 from tsstore.limits import MAX_INT64, MIN_INT64

@@ -13,7 +13,8 @@ import pandas as pd
 from tqdm import tqdm
 
 from tsstore.analytics.plot import plot_bars
-from tsstore.cli.common import Database, database_options, library_warnings
+from tsstore.cli.common import Database, database_options
+from tsstore.cli.exits import library_warnings
 from tsstore.demo import SPEC as DEMO_SPEC
 from tsstore.errors import PlotError
 from tsstore.local.synthetic import SEED_INSTRUMENTS, trading_day

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from tsstore.cli.common import SPEC_ENV, SPEC_HELP, Command, library_warnings
-from tsstore.cli.exits import usage
+from tsstore.cli.common import SPEC_ENV, SPEC_HELP, Command
+from tsstore.cli.exits import library_warnings, usage
 from tsstore.declaration import load_declaration, load_specs
 from tsstore.deploy import GeneratedFile
 from tsstore.indexes.file import DEFAULT_INDEX_FILE, plan_index_file

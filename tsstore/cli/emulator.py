@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from tsstore.cli.common import library_warnings
+from tsstore.cli.exits import library_warnings
 from tsstore.local import supervisor
 
 

@@ -14,16 +14,19 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
 import sys
 import threading
+import warnings
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import click
 
-from tsstore.errors import ConfigError, CounterError, QueryError, SpecError, TsstoreError
+from tsstore.errors import ConfigError, CounterError, QueryError, SpecError, TsstoreError, TsstoreWarning
 
 OK, FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
 #: ``ingest`` or ``backfill`` finished, and some rows were rejected (the summary says how many, the reject
@@ -145,3 +148,23 @@ def exit_interrupted(advice: str, *, show_command: bool = True) -> NoReturn:
     if any(t is not threading.main_thread() and t.is_alive() and not t.daemon for t in threading.enumerate()):
         os._exit(INTERRUPTED)
     raise SystemExit(INTERRUPTED)
+
+
+def library_warnings(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Print the library's warnings as ``warning: <message>`` lines on stderr (others as
+    Python shows them). Goes right below ``@click.command``."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", TsstoreWarning)
+            try:
+                return command(*args, **kwargs)
+            finally:
+                for w in caught:
+                    if issubclass(w.category, TsstoreWarning):
+                        click.echo(f"warning: {w.message}", err=True)
+                    else:
+                        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+    return run

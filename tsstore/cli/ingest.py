@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from tsstore.cli.common import Command, Database, library_warnings, series_options
-from tsstore.cli.exits import REJECTED, exit_interrupted
+from tsstore.cli.common import Command, Database, series_options
+from tsstore.cli.exits import REJECTED, exit_interrupted, library_warnings
 from tsstore.cli.output import echo_figures
 from tsstore.errors import Interrupted
 from tsstore.ingest import DEFAULT_MAX_FIELD_BYTES, FORMATS, IngestSummary, ingest_file, write_rejects

@@ -9,8 +9,8 @@ import datetime as dt
 import click
 from tqdm import tqdm
 
-from tsstore.cli.common import Database, library_warnings, pick_spec, series_options, warn_if_no_collection
-from tsstore.cli.exits import Failure, exit_interrupted, usage
+from tsstore.cli.common import Database, pick_spec, series_options, warn_if_no_collection
+from tsstore.cli.exits import Failure, exit_interrupted, library_warnings, usage
 from tsstore.cli.output import echo_figures, figures_format
 from tsstore.cli.values import cli_time, naive_option
 from tsstore.errors import Interrupted

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import click
 import pandas as pd
 
-from tsstore.cli.common import WHERE_HELP, Database, library_warnings, series_options, where_option
-from tsstore.cli.exits import exit_interrupted, usage
+from tsstore.cli.common import WHERE_HELP, Database, series_options, where_option
+from tsstore.cli.exits import exit_interrupted, library_warnings, usage
 from tsstore.cli.output import rows_format, write_frames
 from tsstore.cli.values import cli_time, naive_option, parse_where
 from tsstore.errors import TsstoreError

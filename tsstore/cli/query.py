@@ -17,14 +17,13 @@ from tsstore.cli.common import (
     Database,
     declaration_options,
     echo_cost,
-    library_warnings,
     pick_declared,
     query_options,
     series_options,
     warn_if_no_collection,
     where_option,
 )
-from tsstore.cli.exits import exit_interrupted, usage
+from tsstore.cli.exits import exit_interrupted, library_warnings, usage
 from tsstore.cli.output import ROW_FORMATS, echo_figures, figures_format, write_frames
 from tsstore.cli.values import OutputFile, cli_time, naive_option, parse_where
 from tsstore.declaration import load_declaration

@@ -43,7 +43,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from tsstore.errors import EmulatorError
-from tsstore.wire import quick_reconnects
 
 if TYPE_CHECKING:  # importing google.cloud.firestore costs ~0.5 s; only client() needs it
     from google.cloud import firestore
@@ -216,6 +215,8 @@ def emulator_client(
     :func:`tsstore.wire.quick_reconnects` takes them)."""
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import firestore
+
+    from tsstore.wire import quick_reconnects  # (with the client: not for starting an emulator)
 
     kind = firestore.AsyncClient if asynchronous else firestore.Client
     with _ENV_LOCK:

@@ -19,13 +19,16 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
-from google.cloud import firestore
 
 from tsstore.errors import EmulatorError
 from tsstore.limits import DATABASE_ID_PATTERN
 from tsstore.local.emulator import Emulator, EmulatorAt, start_emulator
+
+if TYPE_CHECKING:  # a plugin every pytest run loads: the client is imported when a test asks for one
+    from google.cloud import firestore
 
 _DATABASE_ID = re.compile(DATABASE_ID_PATTERN)
 #: The ini option that shares one emulator among pytest-xdist's workers.
