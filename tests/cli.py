@@ -56,8 +56,9 @@ def tsstore(*args: str, env: Mapping[str, str | None] | None = None, cwd: Path |
                                    prog_name="tsstore")  # fmt: skip
     finally:  # a declaration imported from cwd (module:NAME) is the command's, as in its own process
         sys.path[:] = path
-        for name in set(sys.modules) - modules:
-            if str(getattr(sys.modules[name], "__file__", None) or "").startswith(str(where)):
+        for name in set(sys.modules) - modules:  # (tsstore's own, imported as commands are looked up, stay)
+            file = str(getattr(sys.modules[name], "__file__", None) or "")
+            if file.startswith(str(where)) and name.partition(".")[0] != "tsstore":
                 del sys.modules[name]
     return Ran(tuple(args), result.exit_code, result.stdout, result.stderr)
 
