@@ -20,6 +20,7 @@ from google.cloud import firestore
 
 from tsstore import faults
 from tsstore.analytics.asof import JoinRead
+from tsstore.asks import DeleteDoc, FindDocs, GetDoc, SetDoc
 from tsstore.counters import ShardedCounter
 from tsstore.errors import ConfigError
 from tsstore.frames import aframes
@@ -34,7 +35,7 @@ from tsstore.ticks import Position, Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.verbs.request import Readable
-from tsstore.wire import abatch_write, aget_documents, astream_ticks, sync_twin
+from tsstore.wire import aanswer_document, abatch_write, aget_documents, astream_ticks, sync_twin
 from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
 
@@ -127,8 +128,8 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
                 async for tick in self._ticks(read):
                     sink(tick)
                 return None
-            case asks.Unary(call=call, what=what):
-                return await faults.acall(lambda: call(self.client), what=what)
+            case GetDoc() | SetDoc() | DeleteDoc() | FindDocs():
+                return await faults.acall(lambda: aanswer_document(self.client, ask), what=ask.what)
             case asks.Send(read=read):
                 loop = asyncio.get_running_loop()
                 ticks = _pulled(self._ticks(read), loop) if read is not None else iter(())

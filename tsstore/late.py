@@ -115,6 +115,11 @@ def mark_id(bucket: dt.datetime) -> str:
     return str((bucket - EPOCH) // dt.timedelta(milliseconds=1))
 
 
+def watermark_path(rollup: str) -> str:
+    """The path of roll-up ``rollup``'s watermark document."""
+    return f"{WATERMARKS}/{rollup}"
+
+
 def marks_path(rollup: str) -> str:
     """The collection of ``rollup``'s marks."""
     return f"{WATERMARKS}/{rollup}/{MARKS}"

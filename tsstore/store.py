@@ -19,6 +19,7 @@ from google.cloud import firestore
 
 from tsstore import faults
 from tsstore.analytics.asof import JoinRead
+from tsstore.asks import DeleteDoc, FindDocs, GetDoc, SetDoc
 from tsstore.errors import ConfigError
 from tsstore.frames import frames
 from tsstore.read.chunks import chunk_query
@@ -30,7 +31,7 @@ from tsstore.ticks import Position, Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.verbs.request import Readable
-from tsstore.wire import stream_ticks, transport
+from tsstore.wire import answer_document, stream_ticks, transport
 from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
 
@@ -111,8 +112,8 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
                 for tick in self._ticks(read):
                     sink(tick)
                 return None
-            case asks.Unary(call=call, what=what):
-                return faults.call(lambda: call(self.client), what=what)
+            case GetDoc() | SetDoc() | DeleteDoc() | FindDocs():
+                return faults.call(lambda: answer_document(self.client, ask), what=ask.what)
             case asks.Send(read=read):
                 return self._job(ask, self._ticks(read) if read is not None else iter(())).run()
             case asks.Pause(seconds=seconds):

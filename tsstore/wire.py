@@ -23,7 +23,7 @@ from typing import Any, cast
 
 import grpc
 from google.api_core import exceptions as gexc
-from google.cloud.firestore_v1 import _helpers
+from google.cloud.firestore_v1 import SERVER_TIMESTAMP, _helpers
 from google.cloud.firestore_v1.base_collection import BaseCollectionReference
 from google.cloud.firestore_v1.base_document import DocumentSnapshot
 from google.cloud.firestore_v1.base_query import BaseQuery, FieldFilter
@@ -33,6 +33,7 @@ from google.cloud.firestore_v1.types import firestore as firestore_types
 from google.cloud.firestore_v1.watch import Watch
 
 from tsstore import faults
+from tsstore.asks import DeleteDoc, Doc, DocAsk, FindDocs, GetDoc, SetDoc
 from tsstore.late import WATERMARKS, WRITERS, Horizon, mark_id, marks_path
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Ordered, Tick, get_path
@@ -226,6 +227,58 @@ def quick_reconnects(client: Any, *, options: Sequence[tuple[str, Any]] = ()) ->
 
     client._firestore_api_helper = helper
     return client
+
+
+def answer_document(client: Any, ask: DocAsk) -> Any:
+    """The answer to a document ask, on a ``firestore.Client`` (one attempt)."""
+    call, finish = _document_call(client, ask)
+    try:
+        return finish(call())
+    except gexc.FailedPrecondition:
+        if isinstance(ask, DeleteDoc) and ask.written is not None:
+            return False  # written again since it was read
+        raise
+
+
+async def aanswer_document(client: Any, ask: DocAsk) -> Any:
+    """The answer to a document ask, on a ``firestore.AsyncClient`` (one attempt)."""
+    call, finish = _document_call(client, ask)
+    try:
+        return finish(await call())
+    except gexc.FailedPrecondition:
+        if isinstance(ask, DeleteDoc) and ask.written is not None:
+            return False
+        raise
+
+
+def _document_call(client: Any, ask: DocAsk) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
+    """The client call a document ask makes (its response, or an awaitable of it on an async
+    client) and what turns the response into the ask's answer."""
+    match ask:
+        case GetDoc(path=path, fields=fields, read_time=read_time):
+            paths = list(fields) if fields is not None else None
+            return lambda: client.document(path).get(field_paths=paths, read_time=read_time, retry=None), _doc
+        case SetDoc(path=path, merge=merge):
+            data = {**ask.data, **dict.fromkeys(ask.server_time, SERVER_TIMESTAMP)}
+            return lambda: client.document(path).set(data, merge=merge, retry=None), lambda done: done.update_time
+        case DeleteDoc(path=path, written=written):
+            option = client.write_option(last_update_time=written) if written is not None else None
+            return lambda: client.document(path).delete(option=option, retry=None), lambda _: True
+        case FindDocs(collection=collection, where=where, read_time=read_time):
+            query = client.collection(collection)
+            for field, op, value in where:
+                query = query.where(filter=FieldFilter(field, op, value))
+            return lambda: query.get(read_time=read_time, retry=None), lambda found: [_doc(snap) for snap in found]
+    raise TypeError(f"not a document ask: {ask!r}")  # pragma: no cover - DocAsk is the four above
+
+
+def _doc(snapshot: Any) -> Doc:
+    return Doc(
+        id=snapshot.id,
+        data=snapshot.to_dict() if snapshot.exists else None,
+        update_time=snapshot.update_time,
+        read_time=snapshot.read_time,
+    )
 
 
 def database_id(client: Any) -> str:

@@ -18,6 +18,7 @@ from tsstore.analytics.covered import CoveredPlan, CoveredRequest, Total
 from tsstore.analytics.covered import Part as CoveredPart
 from tsstore.analytics.latest import LatestRequest
 from tsstore.analytics.rollup import BAR_FIELDS, Rollup, bar_length
+from tsstore.asks import asked_together
 from tsstore.errors import QueryError, SpecError
 from tsstore.frames import FrameBuilder
 from tsstore.late import PURGED
@@ -30,7 +31,7 @@ from tsstore.spec import Direction, SeriesSpec, check_field_path
 from tsstore.ticks import Tick
 from tsstore.times import to_utc
 from tsstore.verbs.declare import Reading
-from tsstore.verbs.marks import document, late_in, marks_ask, marks_of, read_watermark, watermark_ask
+from tsstore.verbs.marks import late_in, marks_ask, marks_of, read_watermark, watermark_ask
 from tsstore.verbs.reading import COUNT_OPTIONS, probe, read, snapshot_of
 from tsstore.verbs.request import Aggregate, Collect, Feed, Part, Request, Seat
 
@@ -178,18 +179,18 @@ def covered_parts(
 ) -> Request[list[CoveredPart]]:
     """The parts of ``plan``'s range, from the roll-ups' watermark documents and the marks of
     late ticks in the range, at ``snapshot``."""
-    stored = yield [watermark_ask(rollup.name, read_time=snapshot) for rollup in request.rollups]
+    stored = yield from asked_together([watermark_ask(rollup.name, read_time=snapshot) for rollup in request.rollups])
     for _ in stored:
         cost.query_done(1)
-    documents = [document(snap) for snap in stored]
+    documents = [doc.data for doc in stored]
     spans = [r.coverage(doc) for r, doc in zip(request.rollups, documents)]
     gone = [d.get(PURGED) for r, d in zip(request.rollups, documents) if d and r.finer is None]
     purged = max((g for g in gone if isinstance(g, dt.datetime)), default=None)
     layers = request.layers
-    found = yield [
-        marks_ask(layer.name, since=plan.start and plan.start - layer.interval, before=plan.end, read_time=snapshot)
-        for layer in layers
-    ]
+    found = yield from asked_together(
+        [marks_ask(layer.name, since=plan.start and plan.start - layer.interval, before=plan.end, read_time=snapshot)
+         for layer in layers]  # fmt: skip
+    )
     marks = {}
     for layer, answer in zip(layers, found):
         marked = marks_of(answer)

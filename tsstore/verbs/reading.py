@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Unpack
 import pandas as pd
 import pyarrow as pa
 
+from tsstore.asks import GetDoc, ask
 from tsstore.errors import TsstoreError, UndeclaredShardsWarning
 from tsstore.frames import FrameBuilder, check_frame_rows, polars_frame
 from tsstore.read.chunks import chunk_query
@@ -23,7 +24,7 @@ from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query, QueryOptions, RangeOptions
 from tsstore.ticks import Page, Position, Tick
 from tsstore.verbs.declare import Reading
-from tsstore.verbs.request import Collect, Count, Feed, Part, Request, Seat, Unary, whole
+from tsstore.verbs.request import Collect, Count, Feed, Part, Request, Seat, whole
 
 if TYPE_CHECKING:
     import polars as pl
@@ -49,12 +50,11 @@ def server_time(seat: Seat) -> Request[dt.datetime]:
 
     Reading a document that does not exist costs one read and returns the server's time;
     the client's clock may lag the server's and miss a write just committed."""
-    probe = seat.collection.document(CLOCK_PROBE_ID)
-    fields = [seat.spec.timestamp_field]
-    snap = yield Unary(lambda _client: probe.get(field_paths=fields, retry=None), "reading the server's time")
-    if snap.read_time is None:  # pragma: no cover - the API always sets it
+    probe = GetDoc(f"{seat.spec.collection}/{CLOCK_PROBE_ID}", "reading the server's time",
+                   fields=(seat.spec.timestamp_field,))  # fmt: skip
+    read_time = (yield from ask(probe)).read_time
+    if read_time is None:  # pragma: no cover - the API always sets it
         raise TsstoreError("Firestore returned no read time")
-    read_time: dt.datetime = snap.read_time
     return read_time
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from tsstore.analytics.asof import JoinRead
+from tsstore.asks import DocAsk
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
 from tsstore.spec import SeriesSpec
@@ -158,13 +159,6 @@ class Feed:
     sink: Callable[[Tick], None]
 
 
-@dataclass(frozen=True)
-class Unary:
-    """One call of the client (``call(client)``: a document's get or set), tried again after
-    faults; ``what`` names it in the error when every attempt failed."""
-
-    call: Callable[[Any], Any]
-    what: str
 
 
 @dataclass(frozen=True)
@@ -203,7 +197,7 @@ class CounterFor:
     values: tuple[Any, ...]
 
 
-Ask = Aggregation | Documents | Collect | Feed | Unary | Send[Any] | Pause | CounterFor | list[Any]
+Ask = Aggregation | Documents | Collect | Feed | DocAsk | Send[Any] | Pause | CounterFor | list[Any]
 
 #: A request: yields asks, receives their answers, returns the verb's result.
 Request = Generator[Any, Any, R]

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from google.cloud.firestore_v1.base_query import FieldFilter
-
 from tsstore.analytics.rollup import Rollup
+from tsstore.asks import FindDocs, ask, asked_together
 from tsstore.errors import QueryError, RetentionError
 from tsstore.late import PURGED, WATERMARKS
 from tsstore.read.cost import ReadStats
@@ -18,9 +17,9 @@ from tsstore.results import PurgeResult
 from tsstore.ticks import Tick
 from tsstore.times import to_utc
 from tsstore.verbs.analytics import oldest_first
-from tsstore.verbs.marks import marks_ask, settle_writers
+from tsstore.verbs.marks import marks_ask, settle_writers, watermark_write
 from tsstore.verbs.reading import count
-from tsstore.verbs.request import Request, Seat, Send, Unary
+from tsstore.verbs.request import Request, Seat, Send
 from tsstore.verbs.writing import ProgressCallback
 from tsstore.write.ops import Erase
 from tsstore.write.prepare import PreparedDoc
@@ -98,7 +97,7 @@ def purge(
         except ValueError as exc:
             raise QueryError(str(exc)) from None
         check_retention(marks, upto)
-        found = yield [marks_ask(name, before=upto, read_time=None) for name in marks]
+        found = yield from asked_together([marks_ask(name, before=upto, read_time=None) for name in marks])
         check_marks({name: len(answer) for name, answer in zip(marks, found)})
     plan = oldest_first(seat.spec, bounds.replace(columns=()))
     matched = yield from count(seat, bounds)
@@ -127,10 +126,8 @@ def source_rollups(seat: Seat) -> Request[dict[str, dict[str, Any]]]:
     """The watermark documents (by roll-up) that name this collection as their source."""
     source = seat.spec.collection
     what = f"the watermarks of the roll-ups of {source!r}"
-    found = yield Unary(
-        lambda client: client.collection(WATERMARKS).where(filter=FieldFilter("source", "==", source)).get(), what
-    )
-    return {snapshot.id: snapshot.to_dict() or {} for snapshot in found}
+    found = yield from ask(FindDocs(WATERMARKS, what, where=(("source", "==", source),)))
+    return {doc.id: doc.data or {} for doc in found}
 
 
 def rollup_watermarks(
@@ -154,19 +151,16 @@ def keep_bars_before(seat: Seat, documents: Mapping[str, Mapping[str, Any]], end
     behind = [name for name, data in documents.items() if not _at_or_after(data.get(PURGED), end)]
     if not behind:
         return
-    said = yield [
-        Unary(_purged_before(name, end), f"the retention horizon of roll-up {name!r}") for name in behind
-    ]
-    announced = max(written.update_time for written in said)
+    said = yield from asked_together(
+        [watermark_write(name, {PURGED: end}, what=f"the retention horizon of roll-up {name!r}") for name in behind]
+    )
+    announced = max(said)
     yield from settle_writers(seat, source, announced=announced, refresh=seat.spec.late.refresh.total_seconds())
 
 
 def _at_or_after(value: object, end: dt.datetime) -> bool:
     return isinstance(value, dt.datetime) and value >= end
 
-
-def _purged_before(name: str, end: dt.datetime) -> Callable[[Any], Any]:
-    return lambda client: client.collection(WATERMARKS).document(name).set({PURGED: end}, merge=True, retry=None)
 
 
 def check_marks(late: Mapping[str, int]) -> None:

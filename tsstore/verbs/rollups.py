@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from tsstore.analytics.bars import Bar, BarBuilder, bar_start, iter_bars, stored_bar
 from tsstore.analytics.covered import join_spans
 from tsstore.analytics.rollup import Rollup, RollupResult, VerifyResult
+from tsstore.asks import ask
 from tsstore.errors import QueryError, RetentionWarning
-from tsstore.late import PURGED, WATERMARKS, Horizon
+from tsstore.late import PURGED, Horizon
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
 from tsstore.read.plan import QueryPlan
@@ -24,9 +25,17 @@ from tsstore.spec import Direction
 from tsstore.ticks import Tick
 from tsstore.times import bucket_ceil, to_utc
 from tsstore.verbs.analytics import bars_plan, oldest_first
-from tsstore.verbs.marks import announce, clear_marks, put_marks, read_marks, read_watermark, settle_writers
+from tsstore.verbs.marks import (
+    announce,
+    clear_marks,
+    put_marks,
+    read_marks,
+    read_watermark,
+    settle_writers,
+    watermark_write,
+)
 from tsstore.verbs.reading import probe, query, read, server_time
-from tsstore.verbs.request import Collect, Feed, Request, Seat, Send, Unary
+from tsstore.verbs.request import Collect, Feed, Request, Seat, Send
 from tsstore.verbs.writing import ProgressCallback
 from tsstore.write.ops import Erase
 from tsstore.write.prepare import PreparedDoc, prepare_records
@@ -197,10 +206,7 @@ def rollup(
         begin = start if first_whole is None else max(start, first_whole)
         since_now = rollup.covered_since(mine, begin, end) if begin < end else (mine or {}).get("since")
         document = rollup.watermark_document(mark, since_now if isinstance(since_now, dt.datetime) else None)
-        yield Unary(
-            lambda client: client.collection(WATERMARKS).document(rollup.name).set(document, merge=True, retry=None),
-            f"the watermark of roll-up {rollup.name!r}",
-        )
+        yield from ask(watermark_write(rollup.name, document, what=f"the watermark of roll-up {rollup.name!r}"))
     return dataclasses.replace(done, ticks=cost.documents, watermark=mark)
 
 

@@ -1,0 +1,124 @@
+"""The verbs' decisions, taken by their requests with every ask answered by the test: no
+Firestore, no emulator (see tests/scripted.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from tests.scripted import doc, documents, run, seat
+from tsstore.analytics.rollup import Rollup
+from tsstore.asks import FindDocs, GetDoc, SetDoc
+from tsstore.errors import QueryError, RetentionError
+from tsstore.spec import SeriesSpec
+from tsstore.verbs import retention, rollups
+from tsstore.verbs.request import Collect, Count, Send
+
+UTC = dt.timezone.utc
+SPEC = SeriesSpec("ticks", shards=("s0", "s1"))
+MINUTES = Rollup(SPEC, interval="1min")
+HOURS = Rollup(MINUTES, interval="1h")
+
+
+def at(hhmmss: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(f"2026-01-02T{hhmmss}+00:00")
+
+
+def watermark_doc(rollup: Rollup, mark: dt.datetime, since: dt.datetime | None = None) -> dict[str, Any]:
+    return rollup.watermark_document(mark, since)
+
+
+def purge_answers(mark: dt.datetime | None, marked: int = 0) -> dict[type, Any]:
+    """The watermark documents naming ``ticks`` as their source, and ``marked`` late marks."""
+    held = [] if mark is None else [doc(f"tsstore_rollups/{MINUTES.name}", watermark_doc(MINUTES, mark))]
+
+    def find(ask: FindDocs) -> list[Any]:
+        if ask.collection == "tsstore_rollups":
+            return held
+        return [doc(f"{ask.collection}/{n}", {"bucket": at("09:00:00")}, at=at("09:30:00")) for n in range(marked)]
+
+    return {FindDocs: find}
+
+
+def test_a_purge_past_a_rollups_watermark_is_refused_with_how_far_it_may_go() -> None:
+    with pytest.raises(RetentionError) as refused:
+        run(retention.purge(seat(SPEC), before=at("11:00:00")), purge_answers(at("10:00:00")))
+    assert refused.value.limit == at("10:00:00") and list(refused.value.rollups) == [MINUTES.name]
+    assert "purge before 2026-01-02T10:00:00+00:00 at most" in str(refused.value)
+
+
+def test_a_declared_rollup_never_run_holds_back_every_purge() -> None:
+    with pytest.raises(RetentionError) as refused:
+        run(retention.purge(seat(SPEC), before=at("09:00:00"), rollups=[MINUTES]), purge_answers(None))
+    assert refused.value.limit is None and "never run" in str(refused.value)
+
+
+def test_a_purge_before_the_watermark_asks_for_the_late_marks_in_its_range_and_waits_for_them() -> None:
+    with pytest.raises(RetentionError, match="late ticks changed") as refused:
+        run(retention.purge(seat(SPEC), before=at("09:30:00")), purge_answers(at("10:00:00"), marked=2))
+    assert list(refused.value.rollups) == [MINUTES.name]
+    ran = run(retention.purge(seat(SPEC), before=at("09:30:00")), purge_answers(at("10:00:00")), until=Count)
+    rollups_read, marks_read = ran.of(FindDocs)
+    assert rollups_read.collection == "tsstore_rollups" and rollups_read.where == (("source", "==", "ticks"),)
+    assert marks_read.collection == f"tsstore_rollups/{MINUTES.name}/marks"
+    assert marks_read.where == (("bucket", "<", at("09:30:00")),)  # the marks of the purge's range only
+    assert isinstance(ran.stopped_at, Count)  # checked: it goes on to count what it deletes
+
+
+def rollup_answers(now: dt.datetime, held: dict[str, dict[str, Any]]) -> dict[type, Any]:
+    """A database at ``now`` holding the ``held`` documents, no writer alive and no mark."""
+    return {
+        GetDoc: documents(held, now=now),
+        FindDocs: lambda ask: [],
+        SetDoc: lambda ask: now,
+        Collect: lambda ask: [],  # no stored bar where a run reaches back below its watermark
+    }
+
+
+#: (since, until, the stored watermark, the server's time) -> the range the run reads.
+RANGES = [
+    (None, None, "10:00:00", "10:37:20", ("10:00:00", "10:37:00")),  # from the watermark to now, aligned down
+    ("09:30:30", None, "10:00:00", "10:37:20", ("09:30:00", "10:37:00")),  # since, aligned down, reaches back
+    ("09:30:30", "10:15:30", None, "10:37:20", ("09:30:00", "10:15:00")),  # until, aligned down
+    (None, "11:00:00", "10:00:00", "10:37:20", ("10:00:00", "10:37:00")),  # an until in the future: now
+]
+
+
+@pytest.mark.parametrize(("since", "until", "mark", "now", "expected"), RANGES)
+def test_a_rollups_range_comes_from_since_until_its_watermark_and_the_servers_time(
+    since: str | None, until: str | None, mark: str | None, now: str, expected: tuple[str, str]
+) -> None:
+    held = {} if mark is None else {f"tsstore_rollups/{MINUTES.name}": watermark_doc(MINUTES, at(mark))}
+    request = rollups.rollup(seat(SPEC), MINUTES, since=since and at(since), until=until and at(until))
+    ran = run(request, rollup_answers(at(now), held), until=Send)
+    send = ran.stopped_at
+    assert send.read.plan.start == at(expected[0]) and send.read.plan.end == at(expected[1])
+    [announced] = [a for a in ran.of(SetDoc) if a.path == f"tsstore_rollups/{MINUTES.name}"]
+    assert announced.data["closing"] == at(expected[1]) and announced.server_time == ("announced",)
+    assert announced.merge
+
+
+def test_a_rollup_with_nothing_closed_since_its_watermark_reads_nothing() -> None:
+    held = {f"tsstore_rollups/{MINUTES.name}": watermark_doc(MINUTES, at("10:37:00"))}
+    ran = run(rollups.rollup(seat(SPEC), MINUTES), rollup_answers(at("10:37:50"), held))
+    assert ran.result.start is None and ran.result.watermark == at("10:37:00")
+    assert not ran.of(Send) and not ran.of(SetDoc)
+
+
+def test_a_rollup_of_a_rollup_starts_where_the_finer_one_holds_whole_bars_and_stops_at_its_watermark() -> None:
+    """Issue 40, item 1, at the request: an hourly roll-up of a minute roll-up run from 06:30
+    does not claim the hour of 06:00."""
+    held = {f"tsstore_rollups/{MINUTES.name}": watermark_doc(MINUTES, at("08:10:00"), since=at("06:30:00"))}
+    ran = run(rollups.rollup(seat(MINUTES.spec), HOURS, since=at("06:00:00")), rollup_answers(at("09:00:00"), held),
+              until=Send)  # fmt: skip
+    assert ran.stopped_at.read.plan.end == at("08:00:00")  # the finer watermark, aligned down
+    [written] = [a for a in ran.asked if isinstance(a, SetDoc) and a.path == f"tsstore_rollups/{HOURS.name}"]
+    assert written.data["closing"] == at("08:00:00")
+
+
+def test_a_rollup_since_after_until_is_refused_before_any_read() -> None:
+    with pytest.raises(QueryError, match="is not before until"):
+        run(rollups.rollup(seat(SPEC), MINUTES, since=at("10:00:00"), until=at("09:00:00")),
+            rollup_answers(at("11:00:00"), {}))  # fmt: skip

@@ -1,0 +1,99 @@
+"""Asks as data: what a request asks of Firestore, answered by a driver.
+
+An ask is a frozen dataclass of :class:`Asking` ``[T]``, answered with a ``T``; it carries
+paths, field values and times, never a client or a callable, so a request can be run and
+checked by a test that answers its asks itself. ``answer = yield from ask(GetDoc(...))``
+yields one and types its answer; :func:`asked_together` yields several, answered
+concurrently. :mod:`tsstore.wire` builds each Firestore call from an ask, once for both
+drivers (:mod:`tsstore.store`, :mod:`tsstore.aio`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Asking(Generic[T]):
+    """An ask answered with a ``T``: ``answer = yield from ask(GetDoc(...))`` types the
+    answer. A driver answers each kind with one handler, building the Firestore call from the
+    ask's data (paths, field values, times: no client, no callable), and tries it again after
+    faults; ``what`` names the call in the error when every attempt failed."""
+
+    what: str
+
+
+def ask(question: Asking[T]) -> Generator[Asking[T], T, T]:
+    """Yield one ask and return its answer, typed (``doc = yield from ask(GetDoc(path))``)."""
+    answer = yield question
+    return answer
+
+
+def asked_together(questions: Sequence[Asking[T]]) -> Generator[list[Asking[T]], list[T], list[T]]:
+    """Yield asks to be answered concurrently and return their answers, in order."""
+    answers = yield list(questions)
+    return answers
+
+
+@dataclass(frozen=True)
+class Doc:
+    """A document as read: its ``id``, its ``data`` (``None``: it does not exist), when it was
+    last written and the time it was read at."""
+
+    id: str
+    data: dict[str, Any] | None
+    update_time: dt.datetime | None
+    read_time: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class GetDoc(Asking[Doc]):
+    """The document at ``path`` (``collection/id``), only ``fields`` of it (``None``: all),
+    at ``read_time`` (``None``: now)."""
+
+    path: str
+    what: str
+    fields: tuple[str, ...] | None = None
+    read_time: dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class SetDoc(Asking[dt.datetime]):
+    """Write ``data`` to the document at ``path`` (merged into what it holds when ``merge``),
+    with the ``server_time`` fields set to the server's commit time; answers when it was
+    written."""
+
+    path: str
+    data: Mapping[str, Any]
+    what: str
+    merge: bool = False
+    server_time: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeleteDoc(Asking[bool]):
+    """Delete the document at ``path`` if it was last written at ``written`` (``None``:
+    whenever); answers ``False`` when it was written again since."""
+
+    path: str
+    what: str
+    written: dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class FindDocs(Asking[list[Doc]]):
+    """The documents of the collection at ``collection`` (a path) that pass every ``where``
+    condition (``(field, operator, value)``), at ``read_time`` (``None``: now)."""
+
+    collection: str
+    what: str
+    where: tuple[tuple[str, str, Any], ...] = ()
+    read_time: dt.datetime | None = None
+
+
+#: The document asks: each answered by one handler of each driver.
+DocAsk = GetDoc | SetDoc | DeleteDoc | FindDocs
