@@ -4,6 +4,7 @@ Firestore, no emulator (see tests/scripted.py)."""
 from __future__ import annotations
 
 import datetime as dt
+import warnings
 from typing import Any
 
 import pytest
@@ -11,9 +12,12 @@ import pytest
 from tests.scripted import doc, documents, run, seat
 from tsstore.analytics.rollup import Rollup
 from tsstore.asks import FindDocs, GetDoc, SetDoc
-from tsstore.errors import QueryError, RetentionError
+from tsstore.errors import QueryError, RetentionError, UndeclaredShardsWarning
+from tsstore.layout.census import CountAll
+from tsstore.read.chunks import ChunkTicks
+from tsstore.read.cost import ReadStats
 from tsstore.spec import SeriesSpec
-from tsstore.verbs import retention, rollups
+from tsstore.verbs import reading, retention, rollups
 from tsstore.verbs.request import Collect, Count, Send
 
 UTC = dt.timezone.utc
@@ -122,3 +126,36 @@ def test_a_rollup_since_after_until_is_refused_before_any_read() -> None:
     with pytest.raises(QueryError, match="is not before until"):
         run(rollups.rollup(seat(SPEC), MINUTES, since=at("10:00:00"), until=at("09:00:00")),
             rollup_answers(at("11:00:00"), {}))  # fmt: skip
+
+
+def count_answers(per_chunk: list[int], everything: int) -> dict[type, Any]:
+    """Each chunk's count (as the driver answers: one count per query it sent), the whole
+    collection's, and the server's time."""
+
+    def counted(ask: Count) -> list[int]:
+        if isinstance(ask.over, CountAll):
+            return [everything]
+        return per_chunk
+
+    return {Count: counted, GetDoc: documents({}, now=at("12:00:00"))}
+
+
+def test_a_count_of_everything_warns_of_documents_under_undeclared_shard_values() -> None:
+    spec = SeriesSpec("ticks", shards=[f"s{i}" for i in range(40)])  # two chunks
+    with pytest.warns(UndeclaredShardsWarning, match="holds 13 documents but its declared shard values only 10"):
+        ran = run(reading.count(seat(spec)), count_answers([5], 13))
+    assert ran.result == 10
+    counts = ran.of(Count)
+    assert [type(c.over) for c in counts] == [ChunkTicks, ChunkTicks, CountAll]
+    assert {c.read_time for c in counts} == {at("12:00:00")}  # one snapshot for the three
+    assert [c.over.chunk for c in counts[:2]] == [spec.shards[:20], spec.shards[20:]]  # balanced, each within 30
+
+
+def test_a_count_of_a_range_asks_no_whole_collection_and_bills_each_query_sent() -> None:
+    stats = ReadStats()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ran = run(reading.count(seat(SPEC), start=at("09:00:00"), stats=stats), count_answers([1500, 700], 0))
+    assert ran.result == 2200  # one chunk, answered in two halves: their counts add up
+    assert [type(c.over) for c in ran.of(Count)] == [ChunkTicks]
+    assert stats.queries == 2 and stats.billed_reads == 2 + 1  # 1 500 entries: 2 reads; 700: 1

@@ -30,12 +30,12 @@ from tsstore.read.chunks import chunk_query
 from tsstore.read.engine import TickRead
 from tsstore.read.plan import QueryPlan
 from tsstore.spec import SeriesSpec
-from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase
+from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, aggregated
 from tsstore.ticks import Position, Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.verbs.request import Readable
-from tsstore.wire import aanswer_document, abatch_write, aget_documents, astream_ticks, sync_twin
+from tsstore.wire import aanswer_document, abatch_write, aget_documents, astream_ticks, doc_of, sync_twin
 from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
 
@@ -111,17 +111,17 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         match ask:
             case list():  # concurrently, on the loop
                 return list(await asyncio.gather(*map(self._answer, ask)))
-            case asks.Aggregation(read_time=read_time):
+            case asks.Count() | asks.Aggregate():
 
                 async def aggregate(values: Sequence[str]) -> Any:
+                    query = self._aggregation(ask, values)
                     async with self._gate:
-                        return ask.answered(await ask.query(values).get(read_time=read_time, retry=None))
+                        return aggregated(ask, await query.get(read_time=ask.read_time, retry=None))
 
-                return ask.total(
-                    await faults.acall_split(aggregate, ask.values, what=ask.what, divisible=ask.divisible)
-                )
-            case asks.Documents(query=query, read_time=read_time):
-                return ask.answered(await faults.acall(self._gated(query.get, read_time=read_time), what=ask.what))
+                return await faults.acall_split(aggregate, ask.values, what=ask.what, divisible=ask.divisible)
+            case asks.Documents(over=over, read_time=read_time):
+                found = await faults.acall(self._gated(self._over(over, ()).get, read_time=read_time), what=ask.what)
+                return [doc_of(snapshot) for snapshot in found]
             case asks.Collect(read=read):
                 return [tick async for tick in self._ticks(read)]
             case asks.Feed(read=read, sink=sink):

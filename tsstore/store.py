@@ -26,12 +26,12 @@ from tsstore.read.chunks import chunk_query
 from tsstore.read.engine import Fetch, TickRead, read_ticks
 from tsstore.read.plan import QueryPlan
 from tsstore.spec import SeriesSpec
-from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase
+from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, aggregated
 from tsstore.ticks import Position, Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.verbs.request import Readable
-from tsstore.wire import answer_document, stream_ticks, transport
+from tsstore.wire import answer_document, doc_of, stream_ticks, transport
 from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
 
@@ -98,14 +98,15 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
         match ask:
             case list():  # concurrently, on the reader threads
                 return list(self._pool.map(self._answer, ask))
-            case asks.Aggregation(read_time=read_time):
+            case asks.Count() | asks.Aggregate():
 
                 def aggregate(values: Sequence[str]) -> Any:
-                    return ask.answered(ask.query(values).get(read_time=read_time, retry=None))
+                    return aggregated(ask, self._aggregation(ask, values).get(read_time=ask.read_time, retry=None))
 
-                return ask.total(faults.call_split(aggregate, ask.values, what=ask.what, divisible=ask.divisible))
-            case asks.Documents(query=query, read_time=read_time):
-                return ask.answered(faults.call(lambda: query.get(read_time=read_time, retry=None), what=ask.what))
+                return faults.call_split(aggregate, ask.values, what=ask.what, divisible=ask.divisible)
+            case asks.Documents(over=over, read_time=read_time):
+                found = faults.call(lambda: self._over(over, ()).get(read_time=read_time, retry=None), what=ask.what)
+                return [doc_of(snapshot) for snapshot in found]
             case asks.Collect(read=read):
                 return list(self._ticks(read))
             case asks.Feed(read=read, sink=sink):

@@ -5,14 +5,16 @@ event loop."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from tsstore.errors import ConfigError
+from tsstore.layout.census import census_query
+from tsstore.read.chunks import ChunkTicks, chunk_query
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
 from tsstore.verbs import Verbs
-from tsstore.verbs.request import Seat, Send
+from tsstore.verbs.request import Aggregate, Count, Over, Seat, Send
 from tsstore.wire import late_guard
 from tsstore.write.counting import SeriesCounters
 from tsstore.write.job import Job, bulk_sender
@@ -33,6 +35,16 @@ DEFAULT_PAGE_SIZE = 2000
 #: keeps many concurrent callers from swamping the server (the emulator fails requests with
 #: UNKNOWN after minutes when some hundred heavy queries arrive together).
 DEFAULT_CONCURRENCY = 8
+
+
+def aggregated(ask: Count | Aggregate, results: Any) -> Any:
+    """One answer to ``ask`` from the client's aggregation results: the count, or
+    ``{alias: value}``."""
+    [row] = results
+    if isinstance(ask, Count):
+        [result] = row
+        return int(result.value)  # the emulator reports an empty count as 0.0
+    return {result.alias: result.value for result in row}
 
 
 class StoreBase(Verbs):
@@ -60,6 +72,23 @@ class StoreBase(Verbs):
         """The collection of ``spec``: this store's own, or another one a request reads or
         writes (a roll-up's, the right side of an as-of join)."""
         return self._collection if spec.collection == self.spec.collection else self.client.collection(spec.collection)
+
+    def _over(self, over: Over, values: Sequence[str]) -> Any:
+        """The query of what a count, an aggregation or a census read runs over (``values``:
+        the chunk's shard values, or a part of them)."""
+        if isinstance(over, ChunkTicks):
+            plan = over.plan
+            return chunk_query(self._collection_of(plan.spec), plan, tuple(values), None, None, also_by=over.also_by)
+        return census_query(self._collection, self.spec, over)
+
+    def _aggregation(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
+        """The aggregation query ``ask`` sends for ``values``."""
+        query = self._over(ask.over, values)
+        if isinstance(ask, Count):
+            return query.count()
+        for kind, alias, field in ask.aggregations:
+            query = getattr(query, kind)(*(() if field is None else (field,)), alias=alias)
+        return query
 
     def _series(self, spec: SeriesSpec) -> SeriesCounters:
         """The series counters of ``spec``'s collection, on the sync client (made once)."""

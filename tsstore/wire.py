@@ -257,7 +257,7 @@ def _document_call(client: Any, ask: DocAsk) -> tuple[Callable[[], Any], Callabl
     match ask:
         case GetDoc(path=path, fields=fields, read_time=read_time):
             paths = list(fields) if fields is not None else None
-            return lambda: client.document(path).get(field_paths=paths, read_time=read_time, retry=None), _doc
+            return lambda: client.document(path).get(field_paths=paths, read_time=read_time, retry=None), doc_of
         case SetDoc(path=path, merge=merge):
             data = {**ask.data, **dict.fromkeys(ask.server_time, SERVER_TIMESTAMP)}
             return lambda: client.document(path).set(data, merge=merge, retry=None), lambda done: done.update_time
@@ -268,11 +268,12 @@ def _document_call(client: Any, ask: DocAsk) -> tuple[Callable[[], Any], Callabl
             query = client.collection(collection)
             for field, op, value in where:
                 query = query.where(filter=FieldFilter(field, op, value))
-            return lambda: query.get(read_time=read_time, retry=None), lambda found: [_doc(snap) for snap in found]
+            return lambda: query.get(read_time=read_time, retry=None), lambda found: [doc_of(snap) for snap in found]
     raise TypeError(f"not a document ask: {ask!r}")  # pragma: no cover - DocAsk is the four above
 
 
-def _doc(snapshot: Any) -> Doc:
+def doc_of(snapshot: Any) -> Doc:
+    """A document snapshot of the client as an answer (:class:`~tsstore.asks.Doc`)."""
     return Doc(
         id=snapshot.id,
         data=snapshot.to_dict() if snapshot.exists else None,

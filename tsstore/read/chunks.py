@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from google.cloud.firestore_v1.base_collection import BaseCollectionReference
@@ -14,6 +15,16 @@ from tsstore.spec import SeriesSpec
 from tsstore.ticks import Position
 
 Chunk = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ChunkTicks:
+    """The ticks of one chunk of ``plan`` (its shard values ``chunk``), as data: what a count
+    or an aggregation runs over (:func:`chunk_query` builds it); ``also_by`` as there."""
+
+    plan: QueryPlan
+    chunk: Chunk
+    also_by: str | None = None
 
 
 def chunk_query(

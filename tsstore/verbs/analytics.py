@@ -5,12 +5,12 @@ OHLCV bars built while ticks stream. The arithmetic lives in :mod:`tsstore.analy
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Unpack
 
 import pandas as pd
 
-from tsstore.analytics.aggregate import AggregateRequest, Aggregates, Aggregation, field_names
+from tsstore.analytics.aggregate import AggregateRequest, Aggregates, field_names
 from tsstore.analytics.asof import JoinRead, check_direction, check_tolerance
 from tsstore.analytics.bars import STORED_MOMENTS, Bar, BarBuilder, bars_frame, check_combinable, side_by_side
 from tsstore.analytics.buckets import buckets, check_fill
@@ -22,7 +22,7 @@ from tsstore.asks import asked_together
 from tsstore.errors import QueryError, SpecError
 from tsstore.frames import FrameBuilder
 from tsstore.late import PURGED
-from tsstore.read.chunks import chunk_query
+from tsstore.read.chunks import ChunkTicks
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
 from tsstore.read.plan import QueryPlan, plan_query
@@ -33,7 +33,7 @@ from tsstore.times import to_utc
 from tsstore.verbs.declare import Reading
 from tsstore.verbs.marks import late_in, marks_ask, marks_of, read_watermark, watermark_ask
 from tsstore.verbs.reading import COUNT_OPTIONS, probe, read, snapshot_of
-from tsstore.verbs.request import Aggregate, Collect, Feed, Part, Request, Seat
+from tsstore.verbs.request import Aggregate, Collect, Feed, Request, Seat
 
 #: What each parameter of these verbs means, once for every verb that takes it (the API
 #: reference describes a parameter from here unless the verb's docstring says more).
@@ -122,20 +122,11 @@ def aggregate(
     plan = oldest_first(seat.spec, bounds)  # the direction the measures' indexes are declared in
     checked = AggregateRequest.checked(seat.spec, count=count, sum=sum, avg=avg)
 
-    def asking(measure: str | None, asks: list[Aggregation]) -> Callable[[Sequence[str]], Any]:
-        def aggregation(values: Sequence[str]) -> Any:
-            built: Any = chunk_query(seat.collection, plan, tuple(values), None, None, also_by=measure)
-            for kind, alias, field in asks:
-                built = getattr(built, kind)(*(() if field is None else (field,)), alias=alias)
-            return built
-
-        return aggregation
-
-    parts: list[Part] = [(chunk, asking(m, asks)) for chunk in plan.chunks for m, asks in checked.requests()]
+    overs = [(ChunkTicks(plan, chunk, m), tuple(asks)) for chunk in plan.chunks for m, asks in checked.requests()]
     cost.chunks = len(plan.chunks)
-    snapshot = yield from snapshot_of(seat, plan, cost, parts=len(parts))
+    snapshot = yield from snapshot_of(seat, plan, cost, parts=len(overs))
     cost.waited()
-    answers: list[list[dict[str, Any]]] = yield [Aggregate(part, snapshot) for part in parts]
+    answers = yield from asked_together([Aggregate(over, asks, snapshot) for over, asks in overs])
     answered = [answer for split in answers for answer in split]  # a part asked in halves answers twice
     for answer in answered:  # each billed by the index entries it went over: the count it returned
         counted = next(v for k, v in answer.items() if k == "count" or k.startswith("count_"))

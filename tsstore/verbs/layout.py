@@ -9,18 +9,19 @@ import datetime as dt
 from collections.abc import Iterator
 from typing import Any
 
+from tsstore.asks import Asking, Doc, asked_together
 from tsstore.errors import QueryError
-from tsstore.layout.census import Ask, Census, FirstValue, ShardCensus, census_query
-from tsstore.read.chunks import chunk_query
+from tsstore.layout.census import Ask, Census, FirstValue, ShardCensus
+from tsstore.read.chunks import ChunkTicks
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead, sweep_cursor
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.results import ReshardResult
 from tsstore.spec import Direction
-from tsstore.ticks import Tick
+from tsstore.ticks import Tick, get_path
 from tsstore.times import to_utc
 from tsstore.verbs.reading import probe
-from tsstore.verbs.request import Count, Documents, Request, Seat, Send, whole
+from tsstore.verbs.request import Count, Documents, Request, Seat, Send, billed
 from tsstore.verbs.writing import ProgressCallback
 from tsstore.write.identity import shard_for_id
 from tsstore.write.ops import NOT_FOUND, Patch
@@ -51,31 +52,34 @@ def shard_census(seat: Seat, *, since: object = None, read_time: dt.datetime | N
     asks = census.first()
     while asks:
         stats.waited()
-        answers = yield [census_ask(seat, ask, snapshot, stats) for ask in asks]
-        asks = census.feed([census_answer(seat, ask, answer) for ask, answer in zip(asks, answers)])
+        questions: list[Asking[list[Any]]] = [census_ask(ask, snapshot) for ask in asks]
+        answers = yield from asked_together(questions)
+        asks = census.feed([census_answer(seat, ask, answer, stats) for ask, answer in zip(asks, answers)])
     return census.result()
 
 
-def census_ask(seat: Seat, ask: Ask, read_time: dt.datetime, stats: ReadStats) -> Count | Documents:
+def census_ask(ask: Ask, read_time: dt.datetime) -> Count | Documents:
     """The Firestore ask of one census ask: a count, or the first document of a range."""
-    query: Any = census_query(seat.collection, seat.spec, ask)
-    return Documents(query, read_time, stats) if isinstance(ask, FirstValue) else Count(whole(query), read_time, stats)
+    return Documents(ask, read_time) if isinstance(ask, FirstValue) else Count(ask, read_time)
 
 
-def census_answer(seat: Seat, ask: Ask, answer: Any) -> int | str | None:
-    """What the census takes from an answer: a count, or the first document's shard value."""
-    if not isinstance(ask, FirstValue):
-        return int(answer)
-    return answer[0].get(seat.spec.shard_field) if answer else None
+def census_answer(seat: Seat, ask: Ask, answer: list[Any], stats: ReadStats) -> int | str | None:
+    """What the census takes from the answer to ``ask``, billed into ``stats``: a count, or
+    the first document's shard value."""
+    if isinstance(ask, FirstValue):
+        stats.query_done(len(answer))
+        first: Doc | None = answer[0] if answer else None
+        return None if first is None else get_path(first.data or {}, seat.spec.shard_field.split("."))
+    [total] = billed([answer], stats)
+    return total
 
 
 def remaining(seat: Seat, plan: QueryPlan, values: tuple[str, ...]) -> Request[dict[str, int]]:
     """Ticks under each of ``values`` (retired shard values a reshard empties), at one snapshot."""
     stats = ReadStats()
     snapshot = (yield from probe(seat, stats)) if len(values) > 1 else None
-    queries = [chunk_query(seat.collection, plan, (value,), None, None) for value in values]
-    counts = yield [Count(whole(query), snapshot, stats) for query in queries]
-    return dict(zip(values, counts))
+    counts = yield from asked_together([Count(ChunkTicks(plan, (value,)), snapshot) for value in values])
+    return dict(zip(values, billed(counts, stats)))
 
 
 def reshard(seat: Seat, *, on_progress: ProgressCallback | None = None, max_passes: int = 3) -> Request[ReshardResult]:

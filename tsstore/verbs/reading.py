@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Unpack
 import pandas as pd
 import pyarrow as pa
 
-from tsstore.asks import GetDoc, ask
+from tsstore.asks import GetDoc, ask, asked_together
 from tsstore.errors import TsstoreError, UndeclaredShardsWarning
 from tsstore.frames import FrameBuilder, check_frame_rows, polars_frame
-from tsstore.read.chunks import chunk_query
+from tsstore.layout.census import CountAll
+from tsstore.read.chunks import ChunkTicks
 from tsstore.read.cost import ReadStats
 from tsstore.read.cursor import decode_cursor
 from tsstore.read.engine import ChunkCursor, PageRounds, TickRead, chunk_cursors, finish_page
@@ -24,7 +25,7 @@ from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query, QueryOptions, RangeOptions
 from tsstore.ticks import Page, Position, Tick
 from tsstore.verbs.declare import Reading
-from tsstore.verbs.request import Collect, Count, Feed, Part, Request, Seat, whole
+from tsstore.verbs.request import Collect, Count, Feed, Over, Request, Seat, billed
 
 if TYPE_CHECKING:
     import polars as pl
@@ -160,15 +161,13 @@ def count(
     plan.query.only(COUNT_OPTIONS, "count")
     cost = stats if stats is not None else ReadStats()
     cost.chunks = len(plan.chunks)
-    parts: list[Part] = [
-        (chunk, lambda values: chunk_query(seat.collection, plan, tuple(values), None, None)) for chunk in plan.chunks
-    ]
+    overs: list[Over] = [ChunkTicks(plan, chunk) for chunk in plan.chunks]
     everything = not plan.filters and not plan.ranges and plan.start is None and plan.end is None
     if everything:  # documents under values the declaration does not list are noticed
-        parts.append(whole(seat.collection))
-    snapshot = yield from snapshot_of(seat, plan, cost, parts=len(parts))
+        overs.append(CountAll())
+    snapshot = yield from snapshot_of(seat, plan, cost, parts=len(overs))
     cost.waited()
-    counts: list[int] = yield [Count(part, snapshot, cost) for part in parts]
+    counts = billed((yield from asked_together([Count(over, snapshot) for over in overs])), cost)
     counted = sum(counts[: len(plan.chunks)])
     if everything and counts[-1] > counted:
         warnings.warn(

@@ -20,7 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from tsstore.analytics.asof import JoinRead
-from tsstore.asks import DocAsk
+from tsstore.asks import Asking, Doc, DocAsk
+from tsstore.layout.census import Ask as CensusAsk
+from tsstore.layout.census import FirstValue
+from tsstore.read.chunks import ChunkTicks
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
 from tsstore.spec import SeriesSpec
@@ -51,95 +54,64 @@ class Seat:
 #: What a store reads: one query's ticks, or an as-of join of two (its joined ticks).
 Readable = TickRead | JoinRead
 
-#: A query over some shard values: the values, and its query for any part of them (a part is
-#: asked on its own when the whole keeps failing: :func:`tsstore.faults.call_split`).
-Part = tuple[tuple[str, ...], Callable[[Sequence[str]], Any]]
-
-
-def whole(query: Any) -> Part:
-    """A query over no shard values of its own (the whole collection, one value's census),
-    asked as it is."""
-    return (), lambda _values: query
+#: What a count or an aggregation runs over: one chunk of a plan's ticks, or one ask of the
+#: shard census (every document, one shard value's ticks, a range of shard values).
+Over = ChunkTicks | CensusAsk
 
 
 class Aggregation:
-    """An aggregation query over the shard values of ``part``, at ``read_time``. A driver
-    sends :meth:`query` for all of them (or, when that keeps failing and the read has a
-    snapshot, for parts of them: ``divisible``), gives each answer to :meth:`answered` and
-    the list of those to :meth:`total`."""
+    """A count or aggregations over ``over`` at ``read_time``, answered with one result per
+    query the driver sent: the whole, or (when it keeps failing, and the read has a snapshot
+    that keeps the parts consistent) its chunk's shard values in parts."""
 
-    part: Part
+    over: Over
     read_time: dt.datetime | None
 
     @property
     def values(self) -> tuple[str, ...]:
-        return self.part[0]
+        return self.over.chunk if isinstance(self.over, ChunkTicks) else ()
 
     @property
     def divisible(self) -> bool:
-        return self.read_time is not None
-
-    @property
-    def what(self) -> str:
-        return f"aggregating shard value(s) {', '.join(self.values)}"
-
-    def query(self, values: Sequence[str]) -> Any:
-        return self.part[1](values)
-
-    def answered(self, results: Any) -> Any:
-        [row] = results
-        return {r.alias: r.value for r in row}
-
-    def total(self, answers: list[Any]) -> Any:
-        return answers
+        return self.read_time is not None and isinstance(self.over, ChunkTicks)
 
 
 @dataclass(frozen=True)
-class Aggregate(Aggregation):
-    """The aggregations ``part``'s query asks for: a list of ``{alias: value}``, one per
-    part it was asked in."""
+class Aggregate(Aggregation, Asking[list[dict[str, Any]]]):
+    """The ``aggregations`` (``(kind, alias, field)``: ``count``, ``sum`` or ``avg``, ``field``
+    ``None`` for a count) over ``over``: ``{alias: value}`` per query sent."""
 
-    part: Part
+    over: Over
+    aggregations: tuple[tuple[str, str, str | None], ...]
     read_time: dt.datetime | None
+    what: str = "aggregating ticks"
 
 
 @dataclass(frozen=True)
-class Count(Aggregation):
-    """The ``count()`` of ``part``'s query, billed into ``stats``: an int."""
+class Count(Aggregation, Asking[list[int]]):
+    """The ``count()`` of ``over``: one count per query sent, each billed by what it counted."""
 
-    part: Part
+    over: Over
     read_time: dt.datetime | None
-    stats: ReadStats
+    what: str = "counting ticks"
 
-    @property
-    def what(self) -> str:
-        return "counting ticks"
 
-    def query(self, values: Sequence[str]) -> Any:
-        return self.part[1](values).count()
-
-    def answered(self, results: Any) -> int:
-        [[result]] = results
-        counted = int(result.value)  # the emulator reports an empty count as 0.0
-        self.stats.aggregation_done(counted)
-        return counted
-
-    def total(self, answers: list[Any]) -> int:
-        return sum(answers)
+def billed(counts: Sequence[list[int]], stats: ReadStats) -> list[int]:
+    """The totals of some :class:`Count` answers, each query's count billed into ``stats``
+    (one read per 1 000 index entries counted, at least one)."""
+    for answer in counts:
+        for counted in answer:
+            stats.aggregation_done(counted)
+    return [sum(answer) for answer in counts]
 
 
 @dataclass(frozen=True)
-class Documents:
-    """The documents ``query`` returns at ``read_time`` (small queries: limit 1), billed."""
+class Documents(Asking[list[Doc]]):
+    """The documents of census ask ``over`` (a limit-1 query) at ``read_time``."""
 
-    query: Any
+    over: FirstValue
     read_time: dt.datetime | None
-    stats: ReadStats
-    what = "reading documents"
-
-    def answered(self, docs: list[Any]) -> list[Any]:
-        self.stats.query_done(len(docs))
-        return docs
+    what: str = "reading documents"
 
 
 @dataclass(frozen=True)
