@@ -32,6 +32,20 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "emulator: needs the Firestore emulator (a JVM); given to every test that uses the emulator fixture, and "
+        "set by hand on those that start one themselves. `pytest -m 'not emulator'` runs the rest.",
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tsstore_emulator" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.emulator)
+
+
 # tsstore's own tests use the fixtures the package ships to users (tsstore.local.pytest_plugin),
 # under shorter names.
 

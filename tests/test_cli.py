@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from tests.cli import Ran
 from tests.cli import tsstore as run_tsstore
@@ -19,6 +20,7 @@ def tsstore(*args: str, home: Path, cwd: Path) -> Ran:
     return run_tsstore(*args, env=env, cwd=cwd)
 
 
+@pytest.mark.emulator  # it starts an emulator of its own
 def test_local_store_keeps_its_data_and_query_writes_files(tmp_path: Path) -> None:
     home = tmp_path / "home"
     rows = [flat_row(t) for t in trading_day(400, seed=31)]

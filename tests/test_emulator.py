@@ -23,6 +23,8 @@ from tsstore.local.emulator import (
     start_emulator,
 )
 
+pytestmark = pytest.mark.emulator  # every test here starts emulators of its own
+
 
 def _ids(collection: firestore.CollectionReference) -> list[str]:
     return sorted(snapshot.id for snapshot in collection.stream())

@@ -168,6 +168,7 @@ def test_csv_jsonl_and_parquet_give_the_same_documents(emulator: Any, tmp_path: 
 # --- interrupted for real, then resumed ----------------------------------------------------------
 
 
+@pytest.mark.emulator  # it starts an emulator of its own
 def test_interrupted_ingest_resumes_without_duplicates(tmp_path: Path) -> None:
     """6 000 rows into the local store (as `tsstore ingest` uses it with no emulator or
     project configured: the first run starts it), killed with SIGKILL midway, then run again."""

@@ -16,6 +16,8 @@ from tsstore import SeriesSpec, TimeSeriesStore
 from tsstore.errors import EmulatorError
 from tsstore.local import pytest_plugin
 
+pytestmark = pytest.mark.emulator  # every test here starts emulators of its own
+
 
 def test_shipped_fixtures_give_an_isolated_database(tsstore_client: firestore.Client, tsstore_collection: str) -> None:
     store = TimeSeriesStore(tsstore_client, SeriesSpec(tsstore_collection))

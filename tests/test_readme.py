@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 
 from tests.cli import subcommands, tsstore
 from tests.test_docs import DOCS, Block, Reader, matches, page_env
@@ -60,6 +61,7 @@ def test_every_cli_command_has_an_example_in_its_help() -> None:
     assert ":nested: full" in (DOCS / "reference" / "cli.md").read_text()
 
 
+@pytest.mark.emulator  # it starts an emulator of its own
 def test_demo_runs_on_the_embedded_emulator(tmp_path: Path) -> None:
     # In this process (tests/cli.py): the demo's emulator is its own, started and stopped by the
     # command. The display options it sets for its tables are put back afterwards.

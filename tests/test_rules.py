@@ -360,6 +360,7 @@ def test_rules_command_errors_in_one_line(tmp_path: Path) -> None:
     assert warned.returncode == 0 and warned.stderr.startswith("warning: your rules have 'match /{document=**}'")
 
 
+@pytest.mark.emulator  # it starts an emulator of its own
 def test_emulator_start_enforces_a_rules_file(tmp_path: Path) -> None:
     env = {"FIRESTORE_EMULATOR_HOST": None, "GOOGLE_CLOUD_PROJECT": None, "TSSTORE_HOME": str(tmp_path / "home")}
     bad = tmp_path / "bad.rules"

@@ -802,6 +802,7 @@ def test_server_client_is_unaffected(emulator: Emulator, projects: dict[Target, 
     assert must(meters, "owner", get(f"closed/{written.ids[0]}"))["fields"]["sensor"] == {"stringValue": sensor}
 
 
+@pytest.mark.emulator  # it starts an emulator of its own
 def test_rules_file_enforced_on_every_project(tmp_path: Path) -> None:
     """start_emulator(rules=path): the file holds on any project id; rules that do not compile
     are refused naming the file and line, and the project keeps the rules it had. (A start
