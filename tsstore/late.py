@@ -7,7 +7,7 @@ announced (``closing``). A write, replace or correction of a late tick leaves a 
 that bucket, ``tsstore_rollups/<roll-up>/marks/<bucket start in epoch ms>``, before the tick
 is sent; reads answer a marked bucket from the ticks, and the next run recomputes it and
 clears the mark. :mod:`tsstore.write.marks` is the writer's side of the protocol,
-``tsstore.verbs.analytics.rollup`` the roll-up's, and ``docs/explanation/late-ticks.md``
+``tsstore.verbs.rollups.rollup`` the roll-up's, and ``docs/explanation/late-ticks.md``
 states it and why it holds.
 
 Everything here is plain data; nothing talks to Firestore.

@@ -126,7 +126,9 @@ class RowParser:
         rows (JSON, Parquet) keep the types of undeclared values; text rows (CSV) are text."""
         if self.time_column != self.spec.timestamp_field:
             if self.time_column not in names:
-                raise IngestError(f"the time column {self.time_column!r} is not in the file (columns: {', '.join(names)})")
+                raise IngestError(
+                    f"the time column {self.time_column!r} is not in the file (columns: {', '.join(names)})"
+                )
             if self.spec.timestamp_field in names:
                 raise IngestError(
                     f"the file has a {self.spec.timestamp_field!r} column besides the time column "

@@ -365,3 +365,12 @@ def plan_query(
         ranges=ranges,
         shape=shape,
     )
+
+
+def oldest_first(spec: SeriesSpec, query: Query) -> QueryPlan:
+    """The plan of ``query`` on ``spec`` oldest first where an index for that is declared,
+    else newest first: for reads that take every match, whose order is only cosmetic."""
+    try:
+        return plan_query(spec, query, direction=Direction.ASC)
+    except QueryError:
+        return plan_query(spec, query, direction=Direction.DESC)

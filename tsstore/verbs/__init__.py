@@ -1,7 +1,8 @@
 """The public verbs of both stores, each declared once.
 
 A verb is a request (:mod:`tsstore.verbs.request`) written in the room it belongs to
-(:mod:`~tsstore.verbs.reading`, :mod:`~tsstore.verbs.analytics`,
+(:mod:`~tsstore.verbs.reading`, :mod:`~tsstore.verbs.aggregates`, :mod:`~tsstore.verbs.latest`,
+:mod:`~tsstore.verbs.bars`, :mod:`~tsstore.verbs.asof`,
 :mod:`~tsstore.verbs.writing`, :mod:`~tsstore.verbs.retention`, :mod:`~tsstore.verbs.layout`,
 :mod:`~tsstore.verbs.live`); :class:`Verbs` lists them. The sync store runs each on its
 threads and returns the result; the async store awaits the same request on its loop. So the
@@ -18,7 +19,10 @@ from tsstore.read.chunks import chunk_query
 from tsstore.read.explain import Explanation, explain
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query, QueryOptions
-from tsstore.verbs import analytics, layout, reading, retention, rollups, writing
+from tsstore.verbs import aggregates, layout, reading, retention, rollups, writing
+from tsstore.verbs import asof as asof_reads
+from tsstore.verbs import bars as bar_reads
+from tsstore.verbs import latest as latest_reads
 from tsstore.verbs import live as live_reads
 from tsstore.verbs.declare import live, stream, verb
 from tsstore.verbs.request import Seat
@@ -45,13 +49,13 @@ class Verbs:
     count = verb(reading.count)
     server_time = verb(reading.server_time)
     # analytics
-    aggregate = verb(analytics.aggregate)
-    explain_aggregate = verb(analytics.explain_aggregate)
-    latest = verb(analytics.latest)
-    bars = verb(analytics.bars)
-    aligned = verb(analytics.aligned)
-    asof = verb(analytics.asof)
-    iter_asof = stream(analytics.iter_asof)
+    aggregate = verb(aggregates.aggregate)
+    explain_aggregate = verb(aggregates.explain_aggregate)
+    latest = verb(latest_reads.latest)
+    bars = verb(bar_reads.bars)
+    aligned = verb(bar_reads.aligned)
+    asof = verb(asof_reads.asof)
+    iter_asof = stream(asof_reads.iter_asof)
     rollup = verb(rollups.rollup)
     verify_rollup = verb(rollups.verify_rollup)
     # writing, retention

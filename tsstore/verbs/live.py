@@ -12,11 +12,10 @@ from tsstore.errors import ConfigError, QueryError
 from tsstore.live.listen import LiveTail, LiveWatch, decoder
 from tsstore.live.state import TailState, TailTick, WindowUpdate
 from tsstore.read.chunks import chunk_query
-from tsstore.read.plan import plan_query
+from tsstore.read.plan import oldest_first, plan_query
 from tsstore.read.query import Query, Where, given
 from tsstore.spec import Direction
 from tsstore.times import to_utc
-from tsstore.verbs.analytics import oldest_first
 from tsstore.verbs.declare import Listening
 from tsstore.verbs.reading import server_time
 from tsstore.verbs.request import Request, Seat

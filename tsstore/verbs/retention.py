@@ -12,11 +12,11 @@ from tsstore.errors import QueryError, RetentionError
 from tsstore.late import PURGED, WATERMARKS
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead, sweep_cursor
+from tsstore.read.plan import oldest_first
 from tsstore.read.query import Query, Where, given
 from tsstore.results import PurgeResult
 from tsstore.ticks import Tick
 from tsstore.times import to_utc
-from tsstore.verbs.analytics import oldest_first
 from tsstore.verbs.marks import marks_ask, settle_writers, watermark_write
 from tsstore.verbs.reading import count
 from tsstore.verbs.request import Request, Seat, Send

@@ -19,12 +19,12 @@ from tsstore.errors import QueryError, RetentionWarning
 from tsstore.late import PURGED, Horizon
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
-from tsstore.read.plan import QueryPlan
+from tsstore.read.plan import QueryPlan, oldest_first
 from tsstore.read.query import Query
 from tsstore.spec import Direction
 from tsstore.ticks import Tick
 from tsstore.times import bucket_ceil, to_utc
-from tsstore.verbs.analytics import bars_plan, oldest_first
+from tsstore.verbs.bars import bars_plan
 from tsstore.verbs.marks import (
     announce,
     clear_marks,

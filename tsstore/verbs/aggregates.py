@@ -1,0 +1,165 @@
+"""Aggregates as requests: count, sum and average computed by Firestore per shard chunk at one
+snapshot, or answered from stored roll-ups where they cover the range (the arithmetic is
+:mod:`tsstore.analytics.aggregate`'s and :mod:`tsstore.analytics.covered`'s)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from typing import Unpack
+
+from tsstore.analytics import PARAMETER_HELP as PARAMETER_HELP  # the analytics verbs' words, one glossary
+from tsstore.analytics.aggregate import AggregateRequest, Aggregates, field_names
+from tsstore.analytics.bars import STORED_MOMENTS
+from tsstore.analytics.covered import CoveredPlan, CoveredRequest, Total
+from tsstore.analytics.covered import Part as CoveredPart
+from tsstore.analytics.rollup import BAR_FIELDS, Rollup
+from tsstore.asks import asked_together
+from tsstore.errors import QueryError
+from tsstore.late import PURGED
+from tsstore.read.chunks import ChunkTicks
+from tsstore.read.cost import ReadStats
+from tsstore.read.plan import QueryPlan, oldest_first
+from tsstore.read.query import Query, RangeOptions
+from tsstore.ticks import Tick
+from tsstore.verbs.marks import marks_ask, marks_of, watermark_ask
+from tsstore.verbs.reading import COUNT_OPTIONS, probe, read, snapshot_of
+from tsstore.verbs.request import Aggregate, Feed, Request, Seat
+
+
+def aggregate(
+    seat: Seat,
+    query: Query | None = None,
+    /,
+    *,
+    count: bool = True,
+    sum: Iterable[str] = (),
+    avg: Iterable[str] = (),
+    min: Iterable[str] = (),
+    max: Iterable[str] = (),
+    std: Iterable[str] = (),
+    rollups: Iterable[Rollup] | None = None,
+    stats: ReadStats | None = None,
+    **options: Unpack[RangeOptions],
+) -> Request[Aggregates]:
+    """The count of the ticks that match (``where``, ``start``, ``end``, ``read_time``),
+    and the sum and average of numeric fields over them, computed by Firestore:
+    ``store.aggregate(where={"symbol": "AAA"}, sum=["volume"], avg=["price.micros"])``.
+    ``sum`` and ``avg`` take the spec's measures. Per chunk, one ``count()`` request and one
+    request per measure (its count, ``sum()`` and ``avg()``), all concurrent at one
+    snapshot, combined exactly (see :mod:`tsstore.analytics.aggregate`); each billed one read
+    per 1 000 ticks it scans.
+
+    With ``rollups`` (roll-ups of this series, e.g. ``[BARS_1H, BARS_1MIN]``), the range is
+    answered from their stored bars where they cover it and from the ticks only at the edges
+    and past their watermarks (``explain_aggregate`` says which part comes from where, and
+    so does the result's ``sources``); the ``min``, ``max`` and ``std`` of the price come
+    from there too, which Firestore cannot aggregate. ``count`` then counts the ticks with a
+    price, as the bars do; see :mod:`tsstore.analytics.covered`."""
+    bounds = Query.of(query, options)
+    bounds.only(COUNT_OPTIONS, "aggregate")
+    cost = stats if stats is not None else ReadStats()
+    if rollups is not None:
+        asked = {"sum": sum, "avg": avg, "min": min, "max": max, "std": std}
+        request, plan = covered_request(seat, bounds, rollups, count=count, asked=asked)
+        return (yield from covered_aggregate(seat, request, plan, cost))
+    spread = [kind for kind, fields in (("min", min), ("max", max), ("std", std)) if tuple(fields)]
+    if spread:
+        raise QueryError(
+            f"{', '.join(spread)} come from stored roll-ups (Firestore aggregates only count, sum and avg): give "
+            "rollups=[...] of this series"
+        )
+    plan = oldest_first(seat.spec, bounds)  # the direction the measures' indexes are declared in
+    checked = AggregateRequest.checked(seat.spec, count=count, sum=sum, avg=avg)
+
+    overs = [(ChunkTicks(plan, chunk, m), tuple(asks)) for chunk in plan.chunks for m, asks in checked.requests()]
+    cost.chunks = len(plan.chunks)
+    snapshot = yield from snapshot_of(seat, plan, cost, parts=len(overs))
+    cost.waited()
+    answers = yield from asked_together([Aggregate(over, asks, snapshot) for over, asks in overs])
+    answered = [answer for split in answers for answer in split]  # a part asked in halves answers twice
+    for answer in answered:  # each billed by the index entries it went over: the count it returned
+        counted = next(v for k, v in answer.items() if k == "count" or k.startswith("count_"))
+        cost.aggregation_done(int(counted or 0))
+    return checked.combine(answered)
+
+
+def explain_aggregate(
+    seat: Seat,
+    query: Query | None = None,
+    /,
+    *,
+    rollups: Iterable[Rollup],
+    stats: ReadStats | None = None,
+    **options: Unpack[RangeOptions],
+) -> Request[CoveredPlan]:
+    """Which part of the range ``aggregate(..., rollups=...)`` would answer from which
+    roll-up's bars, and which from the ticks (``print(store.explain_aggregate(...).describe())``):
+    reads the roll-ups' watermark documents (a read each), nothing else."""
+    bounds = Query.of(query, options)
+    bounds.only(COUNT_OPTIONS, "explain_aggregate")
+    request, plan = covered_request(seat, bounds, rollups, count=True, asked={})
+    cost = stats if stats is not None else ReadStats()
+    parts = yield from covered_parts(seat, request, plan, bounds.read_time, cost)
+    return CoveredPlan(seat.spec.collection, tuple(parts))
+
+
+def covered_request(
+    seat: Seat, bounds: Query, rollups: Iterable[Rollup], *, count: bool, asked: Mapping[str, Iterable[str]]
+) -> tuple[CoveredRequest, QueryPlan]:
+    """The aggregate from roll-ups, checked, and the plan of its range on the ticks."""
+    if isinstance(rollups, Rollup):
+        rollups = [rollups]
+    fields = {kind: field_names(names, kind) for kind, names in asked.items()}
+    plan = oldest_first(seat.spec, bounds)
+    return CoveredRequest.checked(seat.spec, rollups, plan.filters, count=count, asked=fields), plan
+
+
+def covered_parts(
+    seat: Seat, request: CoveredRequest, plan: QueryPlan, snapshot: dt.datetime | None, cost: ReadStats
+) -> Request[list[CoveredPart]]:
+    """The parts of ``plan``'s range, from the roll-ups' watermark documents and the marks of
+    late ticks in the range, at ``snapshot``."""
+    stored = yield from asked_together([watermark_ask(rollup.name, read_time=snapshot) for rollup in request.rollups])
+    for _ in stored:
+        cost.query_done(1)
+    documents = [doc.data for doc in stored]
+    spans = [r.coverage(doc) for r, doc in zip(request.rollups, documents)]
+    gone = [d.get(PURGED) for r, d in zip(request.rollups, documents) if d and r.finer is None]
+    purged = max((g for g in gone if isinstance(g, dt.datetime)), default=None)
+    layers = request.layers
+    found = yield from asked_together(
+        [marks_ask(layer.name, since=plan.start and plan.start - layer.interval, before=plan.end, read_time=snapshot)
+         for layer in layers]  # fmt: skip
+    )
+    marks = {}
+    for layer, answer in zip(layers, found):
+        marked = marks_of(answer)
+        cost.query_done(len(marked))
+        marks[layer.name] = [mark.bucket for mark in marked]
+    return request.parts_of(plan.start, plan.end, spans, marks, purged)
+
+
+def covered_aggregate(seat: Seat, request: CoveredRequest, plan: QueryPlan, cost: ReadStats) -> Request[Aggregates]:
+    """Each part read (bars or ticks) at one snapshot and folded into one bar."""
+    bounds = plan.query
+    snapshot = bounds.read_time
+    if snapshot is None:
+        snapshot = yield from probe(seat, cost)  # the watermarks and every part at one time
+    parts = yield from covered_parts(seat, request, plan, snapshot, cost)
+    total = Total()
+    for part in parts:
+        if part.rollup is None:
+            spec, columns = seat.spec, request.columns
+        else:
+            spec, columns = part.rollup.spec, (*BAR_FIELDS, *STORED_MOMENTS)
+        piece = Query(where=bounds.where, start=part.start, end=part.end, columns=columns, read_time=snapshot)
+        ticks = yield from read(seat, oldest_first(spec, piece), cost)
+
+        def sink(tick: Tick, part: CoveredPart = part) -> None:
+            total.add(request.bar_of(tick, part))
+
+        yield Feed(ticks, sink)
+    return request.result(total.bar, parts)
+
+

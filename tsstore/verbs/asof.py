@@ -1,0 +1,158 @@
+"""The as-of join as a request: two reads at one snapshot, the right one's range from the
+left's and the tolerance, merged by :mod:`tsstore.analytics.asof`."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+
+import pandas as pd
+
+from tsstore.analytics import PARAMETER_HELP as PARAMETER_HELP  # the analytics verbs' words, one glossary
+from tsstore.analytics.asof import JoinRead, check_direction, check_tolerance
+from tsstore.errors import QueryError, SpecError
+from tsstore.frames import FrameBuilder
+from tsstore.read.cost import ReadStats
+from tsstore.read.plan import plan_query
+from tsstore.read.query import Query
+from tsstore.spec import Direction, SeriesSpec, check_field_path
+from tsstore.ticks import Tick
+from tsstore.times import to_utc
+from tsstore.verbs.declare import Reading
+from tsstore.verbs.reading import probe, read
+from tsstore.verbs.request import Feed, Request, Seat
+
+#: The query fields each side of an as-of join takes.
+ASOF_OPTIONS = ("where", "start", "end", "read_time", "columns")
+
+
+def asof(
+    seat: Seat,
+    left: Query | None = None,
+    right: Query | None = None,
+    /,
+    *,
+    right_spec: SeriesSpec | None = None,
+    by: str | Sequence[str] = (),
+    direction: str = "backward",
+    tolerance: object = None,
+    allow_exact_matches: bool = True,
+    prefix: str = "right",
+    ids: bool = False,
+    stats: ReadStats | None = None,
+) -> Request[pd.DataFrame]:
+    """An as-of join: each tick of the ``left`` query with the tick of the ``right`` query
+    (of this series, or of ``right_spec``'s collection) nearest before it in time, as one
+    DataFrame: ``store.asof(Query(where={"symbol": "AAA"}, start=..., end=...), right_spec=QUOTES,
+    by="symbol", tolerance="5s")``. The left tick's columns, then its match's under
+    ``prefix`` (``right.price.micros``, ``right.timestamp``; with ``ids=True`` also
+    ``right.id``, its document id), but the ``by`` fields, which are the left's (as
+    ``pandas.merge_asof`` keeps them once); missing where nothing matched.
+
+    ``direction`` ``"backward"`` (the newest at or before), ``"forward"`` (the oldest at or
+    after) or ``"nearest"``; ``by``: fields that must be equal on both sides;
+    ``tolerance``: the largest time apart (``"5s"``); ``allow_exact_matches=False``: a match
+    at the same time does not count. The rules of ``pandas.merge_asof``
+    (:mod:`tsstore.analytics.asof`). Each query takes ``where``, ``start``, ``end`` and
+    ``columns``; the right query's range defaults to what can match the left's (with a
+    tolerance, one tolerance around it). Both are read oldest first at one snapshot and
+    joined as they stream: memory holds the rows of the result and one tolerance window, not
+    the right side."""
+    joining = yield from asof_read(
+        seat, left, right, right_spec=right_spec, by=by, direction=direction, tolerance=tolerance,
+        allow_exact_matches=allow_exact_matches, prefix=prefix, ids=ids,
+        stats=stats if stats is not None else ReadStats(),
+    )  # fmt: skip
+    builder = FrameBuilder(seat.spec)
+    yield Feed(joining, builder.add)
+    return joining.with_right_columns(builder.frame())
+
+
+def iter_asof(
+    seat: Seat,
+    left: Query | None = None,
+    right: Query | None = None,
+    /,
+    *,
+    right_spec: SeriesSpec | None = None,
+    by: str | Sequence[str] = (),
+    direction: str = "backward",
+    tolerance: object = None,
+    allow_exact_matches: bool = True,
+    prefix: str = "right",
+) -> Reading[Tick]:
+    """:meth:`asof` as a stream of ticks, each the left tick with its match under ``prefix``
+    (a map: its fields but the ``by`` fields, its timestamp and document ``id``; absent where
+    nothing matched), in the left ticks' order; the stream's ``stats`` say what it has cost
+    so far."""
+    stats = ReadStats()
+    opening = asof_read(
+        seat, left, right, right_spec=right_spec, by=by, direction=direction, tolerance=tolerance,
+        allow_exact_matches=allow_exact_matches, prefix=prefix, ids=True, stats=stats,
+    )  # fmt: skip
+    return Reading(opening, stats, seat.spec)
+
+
+def asof_read(
+    seat: Seat,
+    left: Query | None,
+    right: Query | None,
+    *,
+    right_spec: SeriesSpec | None,
+    by: str | Sequence[str],
+    direction: str,
+    tolerance: object,
+    allow_exact_matches: bool,
+    prefix: str,
+    ids: bool,
+    stats: ReadStats,
+) -> Request[JoinRead]:
+    """The two reads of an as-of join, oldest first at one snapshot."""
+    way, reach = check_direction(direction), check_tolerance(tolerance)
+    fields = (by,) if isinstance(by, str) else tuple(by)
+    try:
+        for name in (*fields, prefix):
+            check_field_path(name, what="as-of join field" if name != prefix else "prefix")
+    except SpecError as exc:
+        raise QueryError(str(exc)) from None
+    spec = seat.spec
+    if right_spec is not None and not isinstance(right_spec, SeriesSpec):
+        raise QueryError(f"right_spec takes a SeriesSpec (the right series' declaration), got {right_spec!r}")
+    for declared in (spec, right_spec or spec):
+        declared.check_declared((("by field", f) for f in fields), verb="asof")
+    taken = {spec.timestamp_field, spec.shard_field, *fields, *spec.filter_fields, *spec.key_fields, *spec.measures}
+    taken |= {name.split(".")[0] for name, _ in spec.columns}
+    if prefix in taken or "." in prefix:
+        raise QueryError(f"prefix {prefix!r} must be a plain field name that is none of the left series' fields")
+    other = right_spec if right_spec is not None else seat.spec
+    sides = []
+    for side, asked in (("left", left), ("right", right)):
+        bounds = asked if asked is not None else Query()
+        bounds.only(ASOF_OPTIONS, f"asof ({side} query)")
+        if bounds.columns is not None:  # the join needs the by fields
+            bounds = bounds.replace(columns=tuple(dict.fromkeys((*bounds.columns, *fields))))
+        sides.append(bounds)
+    lq, rq = sides
+    try:
+        lstart = None if lq.start is None else to_utc(lq.start, name="start")
+        lend = None if lq.end is None else to_utc(lq.end, name="end")
+    except ValueError as exc:
+        raise QueryError(str(exc)) from None
+    # What of the right side can match the left's range: before it only back to one tolerance
+    # (forward: nothing before it), after it only up to one tolerance (backward: nothing after).
+    behind = dt.timedelta(0) if way == "forward" else reach
+    ahead = dt.timedelta(0) if way == "backward" else reach
+    if rq.start is None and lstart is not None and behind is not None:
+        rq = rq.replace(start=lstart - behind)
+    if rq.end is None and lend is not None and ahead is not None:
+        rq = rq.replace(end=lend + ahead)
+    snapshot = lq.read_time or rq.read_time or (yield from probe(seat, stats))
+    lplan = plan_query(seat.spec, lq.replace(read_time=snapshot), direction=Direction.ASC)
+    rplan = plan_query(other, rq.replace(read_time=snapshot), direction=Direction.ASC)
+    lread = yield from read(seat, lplan, stats)
+    rread = yield from read(seat, rplan, stats)
+    stats.chunks = len(lplan.chunks) + len(rplan.chunks)
+    return JoinRead(lread, rread, way, fields, reach, allow_exact_matches, prefix, other, ids)
+
+
+#: Bar columns that are amounts: an empty bucket has none of them (0), not the last one.
