@@ -17,10 +17,10 @@ import datetime as dt
 import typing
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from tsstore.analytics.asof import JoinRead
-from tsstore.asks import Asking, Doc, DocAsk
+from tsstore.asks import Asking, Doc
 from tsstore.layout.census import Ask as CensusAsk
 from tsstore.layout.census import FirstValue
 from tsstore.read.chunks import ChunkTicks
@@ -115,26 +115,26 @@ class Documents(Asking[list[Doc]]):
 
 
 @dataclass(frozen=True)
-class Collect:
+class Collect(Asking[list[Tick]]):
     """All the ticks of ``read``, as a list. In a list of asks, only reads of one cursor
     (the stores run a list's asks on their reader threads, which a merge needs itself)."""
 
     read: Readable
+    what: str = "reading ticks"
 
 
 @dataclass(frozen=True)
-class Feed:
+class Feed(Asking[None]):
     """Every tick of ``read`` given to ``sink`` as it streams (memory stays flat); answers
     ``None``."""
 
     read: Readable
     sink: Callable[[Tick], None]
-
-
+    what: str = "reading ticks"
 
 
 @dataclass(frozen=True)
-class Send(Generic[R]):
+class Send(Asking[R]):
     """A bulk job (:class:`~tsstore.write.job.Job`) through the store's sender at its ramped
     rate: ``docs`` made from the ticks of ``read`` (a thread-side iterator; empty when
     ``read`` is None), into ``spec``'s collection (default: the store's). Answers
@@ -155,24 +155,28 @@ class Send(Generic[R]):
 
 
 @dataclass(frozen=True)
-class Pause:
-    """Wait ``seconds`` (a roll-up waiting for writers to see its horizon); answers ``None``."""
+class Pause(Asking[None]):
+    """Wait ``seconds`` (a roll-up waiting for writers to see its horizon: ``what``); answers
+    ``None``."""
 
     seconds: float
-    why: str
+    what: str
 
 
 @dataclass(frozen=True)
-class CounterFor:
-    """The sharded counter of one series (``spec.count_by`` values), made on first use."""
+class CounterFor(Asking[Any]):
+    """The sharded counter of one series (``spec.count_by`` values), made on first use: a
+    :class:`~tsstore.counters.ShardedCounter`, or its awaited twin from the async store."""
 
     values: tuple[Any, ...]
+    what: str = "making a series counter"
 
 
-Ask = Aggregation | Documents | Collect | Feed | DocAsk | Send[Any] | Pause | CounterFor | list[Any]
+#: What a request yields: one ask, or a list of asks answered concurrently (in order).
+Ask = Asking[Any] | list[Asking[Any]]
 
 #: A request: yields asks, receives their answers, returns the verb's result.
-Request = Generator[Any, Any, R]
+Request = Generator[Ask, Any, R]
 
 
 def step(request: Request[Any], reply: Any) -> tuple[bool, Any]:
