@@ -159,3 +159,23 @@ def test_a_count_of_a_range_asks_no_whole_collection_and_bills_each_query_sent()
     assert ran.result == 2200  # one chunk, answered in two halves: their counts add up
     assert [type(c.over) for c in ran.of(Count)] == [ChunkTicks]
     assert stats.queries == 2 and stats.billed_reads == 2 + 1  # 1 500 entries: 2 reads; 700: 1
+
+
+def test_a_usage_error_is_what_a_command_answers_with_exit_2() -> None:
+    """One class says "the caller asked for what cannot be" (the CLI's exit 2, decided in one
+    place); bad input (a record, a file) and failures are not it."""
+    from tsstore import errors
+    from tsstore.cli.exits import USAGE, failure_of
+
+    usage = [errors.SpecError, errors.ConfigError, errors.QueryError, errors.CounterError, errors.OptionError,
+             errors.CursorError]  # fmt: skip
+    others = [errors.IngestError, errors.SchemaError, errors.EmulatorError, errors.LiveError]
+    for kind in usage:
+        assert issubclass(kind, errors.UsageError) and issubclass(kind, ValueError), kind
+    for made in [*(kind("no") for kind in usage[:4]), errors.OptionError("query", ["limt"], ["limit"])]:
+        failure = failure_of(made)
+        assert failure is not None and failure.exit_code == USAGE, made
+    for kind in others:
+        assert not issubclass(kind, errors.UsageError), kind
+        failure = failure_of(kind("no"))
+        assert failure is not None and failure.exit_code != USAGE, kind

@@ -27,6 +27,7 @@ from .errors import (
     SpecError,
     TsstoreError,
     UndeclaredShardsWarning,
+    UsageError,
     WriteError,
     WriteFailure,
 )
@@ -92,6 +93,7 @@ __all__ = [
     "Tick",
     "TimeSeriesStore",
     "TsstoreError",
+    "UsageError",
     "WriteError",
     "WriteFailure",
     "WriteOptions",

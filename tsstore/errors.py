@@ -36,11 +36,16 @@ class TsstoreError(Exception):
     """Root of every error raised by tsstore."""
 
 
-class SpecError(TsstoreError, ValueError):
+class UsageError(TsstoreError, ValueError):
+    """The caller asked for something that cannot be: a declaration, an option, a query or a
+    counter's use (the command line exits 2 on one; its subclasses say which)."""
+
+
+class SpecError(UsageError):
     """A series declaration (``SeriesSpec``/``QueryShape``) is invalid."""
 
 
-class ConfigError(TsstoreError, ValueError):
+class ConfigError(UsageError):
     """An option given to a tsstore object is invalid."""
 
 
@@ -56,7 +61,7 @@ class RecordError(TsstoreError, ValueError):
         self.reason = reason
 
 
-class QueryError(TsstoreError, ValueError):
+class QueryError(UsageError):
     """A query asks for something tsstore or Firestore cannot serve."""
 
 
@@ -83,7 +88,7 @@ class OptionError(QueryError, TypeError):
         )
 
 
-class CounterError(TsstoreError, ValueError):
+class CounterError(UsageError):
     """A sharded counter was used wrongly (bad path, shard count or increment)."""
 
 

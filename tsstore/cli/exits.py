@@ -26,7 +26,7 @@ from typing import Any, NoReturn
 
 import click
 
-from tsstore.errors import ConfigError, CounterError, QueryError, SpecError, TsstoreError, TsstoreWarning
+from tsstore.errors import TsstoreError, TsstoreWarning, UsageError
 
 OK, FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
 #: ``ingest`` or ``backfill`` finished, and some rows were rejected (the summary says how many, the reject
@@ -34,7 +34,6 @@ OK, FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
 REJECTED = 4
 
 #: Library errors that mean the command was asked for something it cannot do as asked.
-USAGE_ERRORS = (SpecError, ConfigError, QueryError, CounterError)
 
 
 class Failure(click.ClickException):
@@ -59,7 +58,7 @@ def failure_of(exc: BaseException) -> Failure | None:
     """The one-line failure ``exc`` ends a command with, or ``None`` if it is not one the
     commands expect (a bug: it keeps its traceback)."""
     if isinstance(exc, TsstoreError):
-        return UsageFailure(str(exc)) if isinstance(exc, USAGE_ERRORS) else Failure(str(exc))
+        return UsageFailure(str(exc)) if isinstance(exc, UsageError) else Failure(str(exc))
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth
 
