@@ -81,16 +81,13 @@ def seat(spec: SeriesSpec, *, page_size: int = 2000, lean: bool = True) -> Seat:
 
 
 def doc(path: str, data: Mapping[str, Any] | None, *, at: dt.datetime | None = None) -> Doc:
-    """A document as a driver answers it: its id (the path's last part), data, and times."""
-    return Doc(path.rsplit("/", 1)[-1], dict(data) if data is not None else None, at, at)
+    """A document as a driver answers it: its id (the path's last part) and data, read at
+    ``at`` and (when it exists) last written then."""
+    exists = data is not None
+    return Doc(path.rsplit("/", 1)[-1], dict(data) if exists else None, at if exists else None, at)
 
 
 def documents(held: Mapping[str, Mapping[str, Any]], *, now: dt.datetime) -> Callable[[Any], Doc]:
     """Answers for :class:`~tsstore.asks.GetDoc`: the documents ``held`` by path, others
     missing, read at ``now``."""
-
-    def get(ask: Any) -> Doc:
-        found = held.get(ask.path)
-        return Doc(ask.path.rsplit("/", 1)[-1], dict(found) if found is not None else None, now if found else None, now)
-
-    return get
+    return lambda ask: doc(ask.path, held.get(ask.path), at=now)

@@ -33,8 +33,6 @@ OK, FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
 #: file which): a script can tell a clean load from a partial one.
 REJECTED = 4
 
-#: Library errors that mean the command was asked for something it cannot do as asked.
-
 
 class Failure(click.ClickException):
     """``Error: <message>`` on stderr and exit 1."""

@@ -162,7 +162,6 @@ def _at_or_after(value: object, end: dt.datetime) -> bool:
     return isinstance(value, dt.datetime) and value >= end
 
 
-
 def check_marks(late: Mapping[str, int]) -> None:
     """Refuse a purge over buckets that late ticks changed and a roll-up has not folded in."""
     behind = {name: n for name, n in late.items() if n}
