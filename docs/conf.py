@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import logging
 import re
+from pathlib import Path
 from typing import Any
 
 import tsstore
@@ -167,7 +168,33 @@ def _exported_name(app: Any, env: Any, node: Any, contnode: Any) -> Any:
     return None
 
 
+def _defining_modules() -> dict[str, str]:
+    """Where each name ``tsstore`` exports is defined, from the stub its loader reads."""
+    import ast
+
+    import tsstore
+
+    stub = ast.parse(Path(tsstore.__file__).with_name("__init__.pyi").read_text())
+    return {alias.name: f"tsstore{node.module and '.' + node.module}" for node in stub.body
+            if isinstance(node, ast.ImportFrom) for alias in node.names}  # fmt: skip
+
+
+def alias_docs(app: object, what: str, name: str, obj: Any, options: object, lines: list[str]) -> None:
+    """An exported type alias (``tsstore.TimeLike``) described by the ``#:`` comment above it
+    in its module, not by the docstring of the kind of object it is (a union)."""
+    from sphinx.pycode import ModuleAnalyzer
+
+    module, _, attr = name.rpartition(".")
+    if what != "data" or module != "tsstore":
+        return
+    defined = _defining_modules().get(attr)
+    comment = ModuleAnalyzer.for_module(defined).find_attr_docs().get(("", attr)) if defined else None
+    if comment:
+        lines[:] = [line for line in comment if line.strip()]
+
+
 def setup(app: object) -> None:
+    app.connect("autodoc-process-docstring", alias_docs)  # type: ignore[attr-defined]
     app.connect("missing-reference", _exported_name)  # type: ignore[attr-defined]
     app.connect("autodoc-process-docstring", describe_parameters, priority=600)  # type: ignore[attr-defined]
     app.connect("sphinx-click-process-description", _literal_stars)  # type: ignore[attr-defined]

@@ -35,7 +35,7 @@ from tsstore import (
 from tsstore.analytics.aggregate import MAX_AGGREGATIONS, AggregateRequest
 from tsstore.analytics.bars import Bar, BarBuilder, bar_start, iter_bars
 from tsstore.analytics.buckets import to_interval
-from tsstore.analytics.rollup import Rollup
+from tsstore.analytics.rollup import Rollup, RollupWindow, rollup_window
 from tsstore.declaration import load_declaration, load_specs
 from tsstore.indexes.build import declared_indexes
 from tsstore.read.cost import ReadStats
@@ -514,6 +514,88 @@ def test_without_matplotlib_a_chart_says_how_to_get_it(tmp_path: Any, monkeypatc
 
 
 # ------------------------------------------------------------------------------ roll-ups
+
+
+ROLLUP_SOURCE = SeriesSpec(
+    "ticks", columns={"symbol": "string", "price.micros": "Int64", "size": "string"}, expire_after=dt.timedelta(hours=2)
+)
+
+
+@pytest.mark.parametrize(
+    ("source", "options", "message"),
+    [
+        ("ticks", {}, r"a roll-up's source must be a SeriesSpec or a Rollup, got str"),
+        (ROLLUP_SOURCE, {"interval": "soon"}, r"interval 'soon' is not a duration"),
+        (ROLLUP_SOURCE, {"interval": "2h"}, r"roll-up interval '2h' is not shorter than 'ticks'.s expire_after"),
+        (ROLLUP_SOURCE, {"by": "open"}, r"roll-up by fields \['open'\] clash with the bar's own fields"),
+        (ROLLUP_SOURCE, {"by": "bad field"}, r"roll-up by field 'bad field' is not a valid field path"),
+        (ROLLUP_SOURCE, {"price": "symbol"}, r"roll-up price 'symbol' is declared string; it must be Int64"),
+        (ROLLUP_SOURCE, {"volume": "size"}, r"roll-up volume 'size' is declared string; it must be Int64"),
+        (ROLLUP_SOURCE, {"collection": "ticks"}, r"cannot be stored in its source collection 'ticks'"),
+        (ROLLUP_SOURCE, {"access": {"read": "public", "create": "signed-in"}}, r"written by the server only"),
+        (Rollup(ROLLUP_SOURCE, interval="15min", by="symbol"), {"interval": "20min"}, r"must be a multiple of the 15min"),
+        (Rollup(ROLLUP_SOURCE, by="symbol"), {"interval": "1h", "by": "size"}, r"is by its fields \['symbol'\], not"),
+    ],
+)
+def test_each_check_of_a_rollup_refuses_with_what_is_allowed(source: Any, options: dict[str, Any], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        Rollup(source, **options)
+
+
+def _at(hhmm: str) -> dt.datetime:
+    hours, minutes = map(int, hhmm.split(":"))
+    return dt.datetime(2024, 3, 1, hours, minutes, tzinfo=UTC)
+
+
+MINUTES = Rollup(SeriesSpec("ticks"), interval="1min", by="symbol")
+HOURS = Rollup(SeriesSpec("ticks"), interval="1h", by="symbol")
+HOURS_OF_MINUTES = Rollup(MINUTES, interval="1h")
+
+
+def _minute_mark(watermark: str, since: str | None = None) -> dict[str, Any]:
+    return MINUTES.watermark_document(_at(watermark), None if since is None else _at(since))
+
+
+@pytest.mark.parametrize(
+    ("rollup", "given", "window"),
+    [
+        # the first run starts at the oldest tick, aligned down; ends at now, aligned down
+        (HOURS, {"oldest": "06:10"}, RollupWindow(_at("06:00"), _at("09:00"))),
+        (HOURS, {"since": "06:30", "oldest": "05:00"}, RollupWindow(_at("06:00"), _at("09:00"))),
+        (HOURS, {"watermark": "08:00"}, RollupWindow(_at("08:00"), _at("09:00"))),
+        (HOURS, {"watermark": "09:00"}, RollupWindow(_at("09:00"), _at("09:00"))),  # nothing closed yet
+        (HOURS, {"watermark": "06:00", "until": "08:30"}, RollupWindow(_at("06:00"), _at("08:00"))),
+        (HOURS, {"since": "07:00", "watermark": "10:00"}, RollupWindow(_at("07:00"), _at("09:00"))),
+        (HOURS, {}, RollupWindow(None, _at("09:00"))),  # no tick at all
+        # bars of bars: no further than the finer roll-up wrote, never a bar it holds only in part
+        (HOURS_OF_MINUTES, {"oldest": "06:30"}, None),  # the minute roll-up has not run
+        (HOURS_OF_MINUTES, {"finer": ("08:30", "06:30"), "oldest": "06:30"},
+         RollupWindow(_at("06:00"), _at("08:00"), _at("07:00"))),  # fmt: skip
+        (HOURS_OF_MINUTES, {"finer": ("08:30", None), "since": "05:00"}, RollupWindow(_at("05:00"), _at("08:00"))),
+    ],
+)
+def test_a_rollup_window_is_decided_from_the_times_alone(
+    rollup: Rollup, given: dict[str, Any], window: RollupWindow | None
+) -> None:
+    times = {k: _at(v) for k, v in given.items() if k in ("since", "until", "watermark", "oldest")}
+    finer = _minute_mark(*given["finer"]) if "finer" in given else None
+    got = rollup_window(rollup, now=_at("09:20"), since=times.get("since"), until=times.get("until"),
+                        watermark=times.get("watermark"), finer=finer, oldest=times.get("oldest"))  # fmt: skip
+    assert got == window
+    if got is not None:
+        assert got.fresh == (got.start is not None and got.start < got.end)
+
+
+def test_the_watermark_after_a_run_never_moves_back_nor_claims_a_partial_bar() -> None:
+    partial = RollupWindow(_at("06:00"), _at("08:00"), _at("07:00"))  # minutes held from 06:30
+    assert partial.watermark_after(HOURS_OF_MINUTES, None, None) == HOURS_OF_MINUTES.watermark_document(
+        _at("08:00"), _at("07:00")
+    )
+    rerun = RollupWindow(_at("06:00"), _at("08:00"))  # a re-run below a later watermark
+    stored = HOURS.watermark_document(_at("10:00"), _at("07:00"))
+    assert rerun.watermark_after(HOURS, stored, _at("10:00")) == HOURS.watermark_document(_at("10:00"), _at("06:00"))
+    assert RollupWindow(_at("09:00"), _at("09:00")).watermark_after(HOURS, stored, _at("09:00")) is None
+    assert RollupWindow(None, _at("09:00")).watermark_after(HOURS, None, None) is None
 
 
 def test_a_rollup_derives_its_own_spec_and_documents() -> None:

@@ -338,11 +338,10 @@ def test_the_file_an_example_block_is_shows_its_name_on_the_built_page() -> None
     assert marked >= 25, marked
 
 
-#: Types a public signature names that are the request model's own, not a reader's: a stream
-#: verb's request returns a ``Reading`` and a live verb's a ``Listening``, which each store turns
-#: into what it returns (``TickStream``, ``LiveWatch``, ... all in the reference); ``QueryOptions``
-#: is expanded into one keyword per option. (Issue 42 makes the signatures say what each store returns.)
-REQUEST_TYPES = {"tsstore.verbs.declare.Reading", "tsstore.verbs.declare.Listening", "tsstore.read.query.QueryOptions"}
+#: Types a public signature names that are the request model's own, not a reader's:
+#: ``QueryOptions`` is expanded into one keyword per option. (A stream verb's request returns a
+#: ``Reading`` and a live verb's a ``Listening``; each store's signature shows what it returns.)
+REQUEST_TYPES = {"tsstore.read.query.QueryOptions"}
 
 
 def public_types() -> dict[str, set[str]]:
@@ -380,7 +379,7 @@ def public_types() -> dict[str, set[str]]:
                 attribute = getattr(obj, member)
                 if not member.startswith("_") and inspect.isfunction(attribute):
                     hints(attribute, f"{name}.{member}")
-        elif callable(obj):
+        elif inspect.isroutine(obj):  # (a type alias such as ``DuplicatePolicy`` names no parameters)
             hints(obj, name)
     for store in (tsstore.TimeSeriesStore, tsstore.AsyncTimeSeriesStore):
         for member in dir(store):
@@ -428,7 +427,7 @@ def reference_entries() -> Iterator[tuple[str, Any, str]]:
                 if (not member.startswith("_") and callable(attribute) and not inspect.isclass(attribute)
                         and (getattr(attribute, "__module__", "") or "").startswith("tsstore")):  # fmt: skip
                     yield f"{name}.{member}", attribute, "method"
-        elif callable(obj):
+        elif inspect.isroutine(obj):
             yield name, obj, "function"
 
 

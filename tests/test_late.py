@@ -452,13 +452,13 @@ def dying(collection, timeout):
 host, (spec, rows) = os.environ["FIRESTORE_EMULATOR_HOST"], pickle.loads({pickled!r})
 if {driver!r} == "sync":
     store = TimeSeriesStore(emulator_client(host, database={database!r}), spec, write_options=WriteOptions(ramp=False))
-    store._transport = dying
+    store._writer._transport = dying
     store.write(rows)
 else:
     async def main():
         client = emulator_client(host, database={database!r}, asynchronous=True)
         async with AsyncTimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False)) as store:
-            store._transport = dying
+            store._writer._transport = dying
             await store.write(rows)
     asyncio.run(main())
 """

@@ -40,6 +40,32 @@ def test_both_stores_have_the_same_verbs_with_the_same_options() -> None:
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("verb", "sync", "aio"),
+    [
+        ("iter_ticks", "TickStream[tsstore.ticks.Tick]", "AsyncTickStream[tsstore.ticks.Tick]"),
+        ("stream_frames", "TickStream[pandas.DataFrame]", "AsyncTickStream[pandas.DataFrame]"),
+        ("watch", "LiveWatch", "AsyncLive[tsstore.live.state.WindowUpdate]"),
+        ("tail", "LiveTail", "AsyncLive[tsstore.live.state.TailTick]"),
+        ("count", "int", "int"),
+    ],
+)
+def test_each_store_shows_what_it_returns(verb: str, sync: str, aio: str) -> None:
+    """help() and the reference (which read the class) show each store's own result."""
+    from tsstore import AsyncLive, AsyncTickStream, LiveTail, LiveWatch, TickStream
+
+    exported = {TickStream, AsyncTickStream, LiveWatch, LiveTail, AsyncLive}
+    for store, shown in ((TimeSeriesStore, sync), (AsyncTimeSeriesStore, aio)):
+        returns = inspect.signature(getattr(store, verb)).return_annotation
+        name = getattr(returns, "__name__", None) if isinstance(returns, type) else None
+        text = name if name is not None else str(returns).replace("tsstore.verbs.declare.", "").replace(
+            "tsstore.live.aio.", "")  # fmt: skip
+        assert text == shown, (store.__name__, verb, returns)
+        origin = getattr(returns, "__origin__", returns)
+        assert origin in exported or origin is int
+        assert "Reading" not in str(returns) and "Listening" not in str(returns)
+
+
 def test_a_wrong_keyword_names_the_public_verb_on_both_stores(tsstore_emulator: Any) -> None:
     client, aclient = tsstore_emulator.client(database="parity"), tsstore_emulator.async_client(database="parity")
     store, astore = TimeSeriesStore(client, spec("p", 3)), AsyncTimeSeriesStore(aclient, spec("p", 3))

@@ -184,7 +184,7 @@ def test_a_whole_batch_refusal_names_every_document(error: type[gexc.GoogleAPICa
     assert code is not None and {f.code for f in failures} == {code.value[0]}
     assert all("refused as a whole" in f.message for f in failures)
     # InvalidArgument is split in halves to find the culprit (here: every document refuses).
-    assert sum(sent) >= 23 if error is gexc.InvalidArgument else sent == [7, 7, 7, 2]
+    assert sum(sent) >= 23 if error is gexc.InvalidArgument else sorted(sent) == [2, 7, 7, 7]  # batches run at once
 
 
 def test_connection_faults_are_retried_for_the_budget_then_each_document_is_named() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 
 import pytest
 
@@ -22,7 +23,21 @@ from tsstore import Direction, QueryShape, SeriesSpec, SpecError, TsstoreError, 
         ({"shard_field": "timestamp"}, r"both 'timestamp'"),
         ({"shapes": ["shard"]}, r"filters on \['shard'\]"),
         ({"shapes": [("a", "a")]}, r"repeat a field"),
-        ({"key_fields": ["timestamp"]}, r"may not include the timestamp"),
+        ({"key_fields": ["timestamp"]}, r"key_fields \['timestamp'\] must be distinct fields other than the timestamp"),
+        ({"key_fields": ["k", "k"]}, r"key_fields \['k', 'k'\] must be distinct"),
+        ({"retired": "x"}, r"retired 'x' must be a list of shard values"),
+        ({"retired": ["x"]}, r"shard values \['x'\] are both active and retired"),
+        ({"retired": ["q", {"value": "q"}]}, r"retired shard values \['q'\] appear more than once"),
+        ({"retired": [{"until": "2024-01-01"}]}, r"needs 'value'"),
+        ({"on_duplicate": "twice"}, r"twice"),
+        ({"expire_after": 3600}, r"expire_after 3600 is not allowed; give a positive datetime.timedelta"),
+        ({"expire_after": dt.timedelta(0)}, r"expire_after .* is not allowed"),
+        ({"expire_field": "shard"}, r"expire_field 'shard' is already the timestamp or shard field"),
+        ({"measures": ["v", "v"]}, r"measures \['v', 'v'\] must be distinct"),
+        ({"measures": "v", "columns": {"v": "string"}}, r"measure 'v' is declared string; a measure is Int64"),
+        ({"count_by": ["shard"]}, r"count_by \['shard'\] must be distinct fields other than"),
+        ({"counter_shards": 0}, r"counter_shards 0 is not allowed"),
+        ({"counter_shards": True}, r"counter_shards True is not allowed"),
         ({"columns": {"x": "int"}}, r"column 'x' has type 'int'; allowed: string, Int64"),
         ({"columns": {"timestamp": "datetime"}}, r"is the timestamp field"),
         ({"shapes": [QueryShape(["a"], series_rate=10), ("a",)]}, r"declared twice with series_rate 10.0 and None"),
@@ -92,6 +107,9 @@ def test_plan_shards_refuses_bad_rates(rate: object) -> None:
         ({"fields": ["a"], "ranges": ["v", "v"]}, r"repeat a field"),
         ({"fields": ["a"], "ranges": [f"v{i}" for i in range(10)]}, r"at most 9"),
         ({"fields": ["a"], "ranges": ["bad field"]}, r"range field 'bad field' is not a valid field path"),
+        ({"fields": ["a", "a"]}, r"query shape fields \['a', 'a'\] repeat a field"),
+        ({"fields": ["a"], "directions": []}, r"needs at least one direction"),
+        ({"fields": ["a"], "directions": ["up"]}, r"'up'"),
     ],
 )
 def test_bad_shapes(kwargs: dict[str, object], message: str) -> None:

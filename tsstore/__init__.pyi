@@ -4,7 +4,9 @@
 from .access import ClientAccess
 from .aio import AsyncTimeSeriesStore
 from .analytics.aggregate import Aggregates
-from .analytics.rollup import Rollup, RollupResult
+from .analytics.bars import Bar
+from .analytics.covered import CoveredPlan
+from .analytics.rollup import Rollup, RollupResult, VerifyResult
 from .counters import CounterValue, ShardedCounter
 from .declaration import load_declaration
 from .errors import (
@@ -31,14 +33,22 @@ from .errors import (
     WriteError,
     WriteFailure,
 )
+from .late import LatePolicy
 from .layout.capacity import Capacity, Prices, capacity_for
-from .layout.census import ShardCensus
+from .layout.census import ShardCensus, ShardCount
+from .live.aio import AsyncLive
+from .live.listen import LiveTail, LiveWatch
+from .live.state import TailTick, WindowUpdate
+from .read.cost import ReadStats
+from .read.explain import Explanation
 from .read.plan import QueryPlan, plan_query
-from .read.query import Query
+from .read.query import Query, Where
 from .results import PurgeResult, ReshardResult, WriteResult
-from .spec import Direction, QueryShape, RetiredShard, SeriesSpec, shards_for
+from .spec import Direction, DuplicatePolicy, QueryShape, RetiredShard, SeriesSpec, shards_for
 from .store import TimeSeriesStore
 from .ticks import Page, Tick
+from .times import DurationLike, TimeLike, ZoneLike
+from .verbs.declare import AsyncTickStream, TickStream
 from .wire import quick_reconnects
 from .write.options import WriteOptions
 
@@ -101,4 +111,23 @@ __all__ = [
     "plan_query",
     "shards_for",
     "quick_reconnects",
+    "AsyncLive",
+    "AsyncTickStream",
+    "Bar",
+    "CoveredPlan",
+    "DuplicatePolicy",
+    "DurationLike",
+    "Explanation",
+    "LatePolicy",
+    "LiveTail",
+    "LiveWatch",
+    "ReadStats",
+    "ShardCount",
+    "TailTick",
+    "TickStream",
+    "TimeLike",
+    "VerifyResult",
+    "Where",
+    "WindowUpdate",
+    "ZoneLike",
 ]

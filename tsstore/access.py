@@ -21,6 +21,34 @@ CREATE_ACCESS: tuple[CreateAccess, ...] = ("none", "signed-in", "custom")
 DEFAULT_MAX_LIMIT = 1000
 
 
+def _check_who(read: object, create: object) -> None:
+    """Refuse a ``read`` or ``create`` value that is not one of the allowed ones."""
+    if read not in READ_ACCESS:
+        raise SpecError(f"access read={read!r} is not allowed; use one of {', '.join(READ_ACCESS)}")
+    if create not in CREATE_ACCESS:
+        public = str(create) == "public"
+        why = " (anyone could write ticks: sign devices in, anonymously if need be)" if public else ""
+        raise SpecError(f"access create={create!r} is not allowed{why}; use one of {', '.join(CREATE_ACCESS)}")
+
+
+def _checked_condition(condition: str | None, read: str, create: str) -> str | None:
+    """The rules expression ``custom`` access needs (and only it): one line, no comment."""
+    custom = "custom" in (read, create)
+    if custom and (not isinstance(condition, str) or not condition.strip()):
+        raise SpecError(
+            f"access read={read!r}, create={create!r} needs condition, a security rules expression "
+            "such as \"request.auth.token.desk == 'fx'\""
+        )
+    if not custom and condition is not None:
+        raise SpecError(
+            f"access condition {condition!r} is used only with read='custom' or create='custom'; "
+            f"got read={read!r}, create={create!r}"
+        )
+    if condition is not None and ("\n" in condition or "\r" in condition or "//" in condition):
+        raise SpecError(f"access condition {condition!r} must be one line, without // comments")
+    return None if condition is None else condition.strip()
+
+
 @dataclass(frozen=True)
 class ClientAccess:
     """What web and mobile clients may do with one collection.
@@ -52,30 +80,13 @@ class ClientAccess:
         condition: str | None = None,
         max_limit: int = DEFAULT_MAX_LIMIT,
     ) -> None:
-        if read not in READ_ACCESS:
-            raise SpecError(f"access read={read!r} is not allowed; use one of {', '.join(READ_ACCESS)}")
-        if create not in CREATE_ACCESS:
-            public = str(create) == "public"
-            why = " (anyone could write ticks: sign devices in, anonymously if need be)" if public else ""
-            raise SpecError(f"access create={create!r} is not allowed{why}; use one of {', '.join(CREATE_ACCESS)}")
-        custom = "custom" in (read, create)
-        if custom and (not isinstance(condition, str) or not condition.strip()):
-            raise SpecError(
-                f"access read={read!r}, create={create!r} needs condition, a security rules expression "
-                "such as \"request.auth.token.desk == 'fx'\""
-            )
-        if not custom and condition is not None:
-            raise SpecError(
-                f"access condition {condition!r} is used only with read='custom' or create='custom'; "
-                f"got read={read!r}, create={create!r}"
-            )
-        if condition is not None and ("\n" in condition or "\r" in condition or "//" in condition):
-            raise SpecError(f"access condition {condition!r} must be one line, without // comments")
+        _check_who(read, create)
+        condition = _checked_condition(condition, read, create)
         if isinstance(max_limit, bool) or not isinstance(max_limit, int) or max_limit < 1:
             raise SpecError(f"access max_limit {max_limit!r} is not allowed; give a positive integer")
         object.__setattr__(self, "read", read)
         object.__setattr__(self, "create", create)
-        object.__setattr__(self, "condition", condition.strip() if condition is not None else None)
+        object.__setattr__(self, "condition", condition)
         object.__setattr__(self, "max_limit", max_limit)
 
     @property

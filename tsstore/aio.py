@@ -11,7 +11,6 @@ conditional writes) runs on its sync twin (:func:`~tsstore.wire.sync_twin`), in 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
@@ -25,17 +24,16 @@ from tsstore.counters import ShardedCounter
 from tsstore.errors import ConfigError
 from tsstore.frames import aframes
 from tsstore.live.aio import AsyncLive
-from tsstore.read.async_engine import AsyncFetch, aread_ticks
-from tsstore.read.chunks import chunk_query
+from tsstore.read.async_engine import aread_ticks
 from tsstore.read.engine import TickRead
-from tsstore.read.plan import QueryPlan
+from tsstore.read.fetch import afetcher
 from tsstore.spec import SeriesSpec
-from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, aggregated
-from tsstore.ticks import Position, Tick
+from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, Writer, aggregated
+from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.verbs.request import Readable
-from tsstore.wire import aanswer_document, abatch_write, aget_documents, astream_ticks, doc_of, sync_twin
+from tsstore.wire import aanswer_document, abatch_write, aget_documents, doc_of, sync_twin
 from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
 
@@ -79,6 +77,8 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         # query before answering), not while the caller consumes the stream: a merge keeps
         # every chunk's stream open at once, and must not wait on itself.
         self._gate = asyncio.Semaphore(max_concurrency)
+        self._writer = Writer(spec, write_options, sync_client=lambda: self._twin, collection_of=self._collection_of,
+                              transport=_loop_transport)  # fmt: skip
 
     def close(self) -> None:
         """Close the sync client made for listeners and counters, if one was (the async
@@ -97,9 +97,6 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         """A sync client on this client's database, for listeners and counters."""
         twin: firestore.Client = sync_twin(self.client)
         return twin
-
-    def _sync_client(self) -> firestore.Client:
-        return self._twin
 
     # ------------------------------------------------------------------ the driver
 
@@ -126,19 +123,19 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
                 return [tick async for tick in self._ticks(read)]
             case asks.Feed(read=read, sink=sink):
                 async for tick in self._ticks(read):
-                    sink(tick)
+                    sink.add(tick)
                 return None
             case GetDoc() | SetDoc() | DeleteDoc() | FindDocs():
                 return await faults.acall(lambda: aanswer_document(self.client, ask), what=ask.what)
             case asks.Send(read=read):
                 loop = asyncio.get_running_loop()
                 ticks = _pulled(self._ticks(read), loop) if read is not None else iter(())
-                return await asyncio.to_thread(self._job(ask, ticks).run)
+                return await asyncio.to_thread(self._writer.job(ask, ticks).run)
             case asks.Pause(seconds=seconds):
                 await asyncio.sleep(seconds)
                 return None
             case asks.CounterFor(values=values):
-                return AsyncCounter(await asyncio.to_thread(self._series(self.spec).counter, values))
+                return AsyncCounter(await asyncio.to_thread(self._writer.series(self.spec).counter, values))
         raise TypeError(f"no answer for {ask!r}")  # pragma: no cover - every ask is answered above
 
     def _stream(self, reading: declare.Reading[T]) -> declare.AsyncTickStream[T]:
@@ -164,7 +161,7 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
     def _ticks(self, read: Readable) -> AsyncIterator[Tick]:
         if isinstance(read, JoinRead):
             return read.ajoined(self._ticks(read.left), self._ticks(read.right))
-        fetch = self._fetcher(read.plan)
+        fetch = afetcher(self._collection_of, read.plan, gate=self._gate)
         return aread_ticks(read, fetch=fetch, renew=lambda: self._run(reading.server_time(self.seat)))
 
     def _gated(self, call: Callable[..., Awaitable[T]], **kwargs: Any) -> Callable[[], Awaitable[T]]:
@@ -174,22 +171,12 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
 
         return gated
 
-    def _fetcher(self, plan: QueryPlan) -> AsyncFetch:
-        async def fetch(
-            chunk: tuple[str, ...], after: Position | None, limit: int | None, read_time: dt.datetime | None
-        ) -> AsyncIterator[Tick]:
-            query = chunk_query(self._collection_of(plan.spec), plan, chunk, after, limit)
-            async with self._gate:
-                return await astream_ticks(query, timestamp_field=plan.spec.timestamp_field, read_time=read_time)
 
-        return fetch
 
-    def _transport(self, collection: Any, *, timeout: float) -> Transport:
-        loop = asyncio.get_running_loop()  # made on the loop; called from the sender's threads
-        return (
-            lambda writes: _on_loop(abatch_write(collection, writes, timeout=timeout), loop),
-            lambda ids: _on_loop(aget_documents(collection, ids), loop),
-        )
+
+#: Ticks a bulk job's thread takes from the loop at a time (a purge, a reshard, a roll-up
+#: reads on the loop and sends from a thread): one hop per batch, not per tick.
+PULLED_BATCH = 500
 
 
 class AsyncCounter:
@@ -212,15 +199,31 @@ class AsyncCounter:
         return f"AsyncCounter({self.counter!r})"
 
 
+def _loop_transport(collection: Any, timeout: float) -> Transport:
+    """The bulk sender's send and lookup on ``collection``, called from the sender's worker
+    threads and run on the loop they are made on (a job is made on the loop)."""
+    loop = asyncio.get_running_loop()
+    return (
+        lambda writes: _on_loop(abatch_write(collection, writes, timeout=timeout), loop),
+        lambda ids: _on_loop(aget_documents(collection, ids), loop),
+    )
+
+
 def _on_loop(coroutine: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop) -> T:
     """Run ``coroutine`` on ``loop`` from a worker thread and wait for its result."""
     return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
 
 
-def _pulled(ticks: AsyncIterator[T], loop: asyncio.AbstractEventLoop) -> Iterator[T]:
-    """An async iterator read from a worker thread, one item at a time on ``loop``."""
-    while True:
-        try:
-            yield _on_loop(anext(ticks), loop)  # type: ignore[arg-type]
-        except StopAsyncIteration:
-            return
+def _pulled(ticks: AsyncIterator[T], loop: asyncio.AbstractEventLoop, *, batch: int = PULLED_BATCH) -> Iterator[T]:
+    """An async iterator read from a worker thread, ``batch`` items per hop to ``loop``."""
+
+    async def some() -> list[T]:
+        taken: list[T] = []
+        async for item in ticks:
+            taken.append(item)
+            if len(taken) == batch:
+                break
+        return taken
+
+    while taken := _on_loop(some(), loop):
+        yield from taken

@@ -114,35 +114,12 @@ class QueryShape:
         ranges: str | Iterable[str] = (),
         series_rate: float | None = None,
     ) -> None:
-        if isinstance(fields, str):
-            fields = (fields,)
-        fields = tuple(check_field_path(f, what="query shape field") for f in fields)
-        if len(set(fields)) != len(fields):
-            raise SpecError(f"query shape fields {list(fields)!r} repeat a field")
-        if isinstance(directions, (str, Direction)):
-            directions = (directions,)
-        parsed = tuple(dict.fromkeys(Direction.parse(d) for d in directions))
-        if not parsed:
-            raise SpecError("a query shape needs at least one direction ('desc', 'asc')")
-        if isinstance(ranges, str):
-            ranges = (ranges,)
-        ranged = tuple(check_field_path(f, what="query shape range field") for f in ranges)
-        if len(set(ranged)) != len(ranged) or set(ranged) & set(fields):
-            raise SpecError(
-                f"query shape range fields {list(ranged)!r} repeat a field or one of its equality fields "
-                f"{list(fields)!r}"
-            )
-        if len(ranged) > MAX_INEQUALITY_FIELDS - 1:  # the timestamp is one of Firestore's 10
-            raise SpecError(
-                f"query shape range fields {list(ranged)!r}: Firestore allows {MAX_INEQUALITY_FIELDS} range fields "
-                f"per query and the timestamp is one, so at most {MAX_INEQUALITY_FIELDS - 1}"
-            )
-        if series_rate is not None:
-            series_rate = check_series_rate(series_rate, fields)
-        object.__setattr__(self, "fields", tuple(sorted(fields)))
-        object.__setattr__(self, "directions", parsed)
+        equal = _checked_shape_fields(fields)
+        ranged = _checked_shape_ranges(ranges, equal)
+        object.__setattr__(self, "fields", tuple(sorted(equal)))
+        object.__setattr__(self, "directions", _checked_directions(directions))
         object.__setattr__(self, "ranges", tuple(sorted(ranged)))
-        object.__setattr__(self, "series_rate", series_rate)
+        object.__setattr__(self, "series_rate", None if series_rate is None else check_series_rate(series_rate, equal))
 
     @property
     def series(self) -> bool:
@@ -159,6 +136,43 @@ class QueryShape:
         ranged = f" ranges [{', '.join(self.ranges)}]" if self.ranges else ""
         series = f" series <= {self.series_rate:g} writes/s" if self.series_rate is not None else ""
         return f"[{names}]{ranged} {'/'.join(d.value for d in self.directions)}{series}"
+
+
+def _checked_shape_fields(fields: str | Iterable[str]) -> tuple[str, ...]:
+    """A shape's equality fields: valid paths, none twice."""
+    paths = tuple(
+        check_field_path(f, what="query shape field") for f in ((fields,) if isinstance(fields, str) else fields)
+    )
+    if len(set(paths)) != len(paths):
+        raise SpecError(f"query shape fields {list(paths)!r} repeat a field")
+    return paths
+
+
+def _checked_directions(directions: Direction | str | Iterable[Direction | str]) -> tuple[Direction, ...]:
+    """A shape's time orders: at least one, each once."""
+    given = (directions,) if isinstance(directions, (str, Direction)) else directions
+    parsed = tuple(dict.fromkeys(Direction.parse(d) for d in given))
+    if not parsed:
+        raise SpecError("a query shape needs at least one direction ('desc', 'asc')")
+    return parsed
+
+
+def _checked_shape_ranges(ranges: str | Iterable[str], fields: tuple[str, ...]) -> tuple[str, ...]:
+    """A shape's range fields: valid paths, none twice nor an equality field, within
+    Firestore's range-field budget beside the timestamp."""
+    paths = tuple(
+        check_field_path(f, what="query shape range field") for f in ((ranges,) if isinstance(ranges, str) else ranges)
+    )
+    if len(set(paths)) != len(paths) or set(paths) & set(fields):
+        raise SpecError(
+            f"query shape range fields {list(paths)!r} repeat a field or one of its equality fields {list(fields)!r}"
+        )
+    if len(paths) > MAX_INEQUALITY_FIELDS - 1:  # the timestamp is one of Firestore's 10
+        raise SpecError(
+            f"query shape range fields {list(paths)!r}: Firestore allows {MAX_INEQUALITY_FIELDS} range fields "
+            f"per query and the timestamp is one, so at most {MAX_INEQUALITY_FIELDS - 1}"
+        )
+    return paths
 
 
 def check_series_rate(rate: object, fields: tuple[str, ...]) -> float:
@@ -313,109 +327,29 @@ class SeriesSpec:
         access: "ClientAccess | str | Mapping[str, object]" = DEFAULT_ACCESS,
         late: "LatePolicy | Mapping[str, object] | None" = None,
     ) -> None:
-        if (
-            not isinstance(collection, str)
-            or not _COLLECTION_RE.fullmatch(collection)
-            or (collection in (".", "..") or (collection.startswith("__") and collection.endswith("__")))
-        ):
-            raise SpecError(
-                f"collection {collection!r} is not a valid collection id; use a non-empty "
-                "name without '/', not '.', '..' or __reserved__"
-            )
-        if isinstance(shards, str):
-            raise SpecError(f"shards {shards!r} must be a list of strings, not one string")
-        if isinstance(shards, int):
-            raise SpecError(
-                f"shards={shards!r} is a number; give the shard values, e.g. shards=shards_for({shards * 500}) for "
-                f"{shards} values ({shards * 500} writes/s), or ['x', 'y', 'z']"
-            )
-        shard_tuple = tuple(shards)
-        if not shard_tuple:
-            raise SpecError("shards is empty; give at least one shard value, e.g. ['x', 'y', 'z']")
-        for value in shard_tuple:
-            if not isinstance(value, str) or not value:
-                raise SpecError(f"shard value {value!r} is not allowed; shard values are non-empty strings")
-        dupes = sorted({s for s in shard_tuple if shard_tuple.count(s) > 1})
-        if dupes:
-            raise SpecError(f"shard values {dupes!r} appear more than once; shard values must be distinct")
-        if isinstance(retired, str):
-            raise SpecError(f"retired {retired!r} must be a list of shard values, not one string")
-        if isinstance(retired, Mapping):  # {value: until or None}
-            retired = [{"value": v, "until": u} for v, u in retired.items()]
-        retired_tuple = tuple(_coerce_retired(r) for r in retired)
-        names = [r.value for r in retired_tuple]
-        both = sorted(set(names) & set(shard_tuple))
-        if both:
-            raise SpecError(f"shard values {both!r} are both active and retired; a value is one or the other")
-        dupes = sorted({v for v in names if names.count(v) > 1})
-        if dupes:
-            raise SpecError(f"retired shard values {dupes!r} appear more than once")
-        check_field_path(timestamp_field, what="timestamp_field")
-        check_field_path(shard_field, what="shard_field")
-        if timestamp_field == shard_field:
-            raise SpecError(f"timestamp_field and shard_field are both {shard_field!r}")
-        shape_tuple: list[QueryShape] = []
-        for raw in (shapes,) if isinstance(shapes, (str, QueryShape)) else shapes:
-            shape = _coerce_shape(raw)
-            reserved = {timestamp_field, shard_field} & {*shape.fields, *shape.ranges}
-            if reserved:
-                raise SpecError(
-                    f"query shape {shape.describe()} filters on {sorted(reserved)!r}; the shard and "
-                    "timestamp fields are handled by tsstore (use start/end for time)"
-                )
-            if shape.fields or shape.ranges:  # the plain time range is always served in both directions
-                shape_tuple.append(shape)
-        keys = tuple(check_field_path(k, what="key field") for k in key_fields)
-        if {timestamp_field, shard_field} & set(keys):
-            raise SpecError(f"key_fields {list(keys)!r} may not include the timestamp or shard field")
-        if len(set(keys)) != len(keys):
-            raise SpecError(f"key_fields {list(keys)!r} repeat a field")
-        object.__setattr__(self, "collection", collection)
-        object.__setattr__(self, "shards", shard_tuple)
-        object.__setattr__(self, "retired", retired_tuple)
-        object.__setattr__(self, "timestamp_field", timestamp_field)
-        object.__setattr__(self, "shard_field", shard_field)
-        object.__setattr__(self, "shapes", _merge_shapes(shape_tuple))
-        column_items = tuple((columns.items() if isinstance(columns, Mapping) else columns))
-        for path, kind in column_items:
-            check_field_path(path, what="column")
-            if path == timestamp_field:
-                raise SpecError(f"column {path!r} is the timestamp field; it becomes the frame's index")
-            if kind not in COLUMN_TYPES:
-                raise SpecError(f"column {path!r} has type {kind!r}; allowed: {', '.join(COLUMN_TYPES)}")
-        if expire_after is not None and (not isinstance(expire_after, dt.timedelta) or expire_after <= dt.timedelta(0)):
-            raise SpecError(f"expire_after {expire_after!r} is not allowed; give a positive datetime.timedelta")
-        check_field_path(expire_field, what="expire_field")
-        if expire_field in (timestamp_field, shard_field):
-            raise SpecError(f"expire_field {expire_field!r} is already the timestamp or shard field")
-        if isinstance(measures, str):
-            measures = (measures,)
-        measured = tuple(check_field_path(f, what="measure") for f in measures)
-        if {timestamp_field, shard_field} & set(measured) or len(set(measured)) != len(measured):
-            raise SpecError(f"measures {list(measured)!r} must be distinct fields other than the timestamp and shard")
-        kinds = dict(column_items)
-        for name in measured:
-            if name in kinds and kinds[name] not in NUMERIC_TYPES:
-                raise SpecError(f"measure {name!r} is declared {kinds[name]}; a measure is Int64 or Float64")
-        counted = tuple(check_field_path(f, what="count_by field") for f in count_by)
-        if {timestamp_field, shard_field} & set(counted) or len(set(counted)) != len(counted):
-            raise SpecError(f"count_by {list(counted)!r} must be distinct fields other than the timestamp and shard")
-        if isinstance(counter_shards, bool) or not isinstance(counter_shards, int) or counter_shards < 1:
-            raise SpecError(f"counter_shards {counter_shards!r} is not allowed; give a positive integer")
-        try:
-            policy = check_policy(on_duplicate)
-        except ValueError as exc:
-            raise SpecError(str(exc)) from None
-        object.__setattr__(self, "key_fields", keys)
-        object.__setattr__(self, "on_duplicate", policy)
-        object.__setattr__(self, "columns", tuple((p, k) for p, k in column_items))
-        object.__setattr__(self, "expire_after", expire_after)
-        object.__setattr__(self, "expire_field", expire_field)
-        object.__setattr__(self, "measures", measured)
-        object.__setattr__(self, "count_by", counted)
-        object.__setattr__(self, "counter_shards", counter_shards)
-        object.__setattr__(self, "access", access_from(access))
-        object.__setattr__(self, "late", late_from(late))
+        active = _checked_shards(shards)
+        reserved = _checked_reserved(timestamp_field, shard_field)
+        column_items = _checked_columns(columns, timestamp_field)
+        checked = {
+            "collection": _checked_collection(collection),
+            "shards": active,
+            "retired": _checked_retired(retired, active),
+            "timestamp_field": timestamp_field,
+            "shard_field": shard_field,
+            "shapes": _checked_shapes(shapes, reserved),
+            "key_fields": _checked_fields(key_fields, reserved, what="key field", name="key_fields"),
+            "on_duplicate": _checked_policy(on_duplicate),
+            "columns": column_items,
+            "expire_after": _checked_expiry(expire_after),
+            "expire_field": _checked_expire_field(expire_field, reserved),
+            "measures": _checked_measures(measures, reserved, dict(column_items)),
+            "count_by": _checked_fields(count_by, reserved, what="count_by field", name="count_by"),
+            "counter_shards": _checked_counter_shards(counter_shards),
+            "access": access_from(access),
+            "late": late_from(late),
+        }
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
 
     @classmethod
     def for_write_rate(cls, collection: str, *, writes_per_second: float, **options: object) -> "SeriesSpec":
@@ -488,6 +422,152 @@ class SeriesSpec:
     def all_shapes(self) -> tuple[QueryShape, ...]:
         """The declared shapes plus the plain time-range shape, in a stable order."""
         return (QueryShape((), self.range_directions),) + self.shapes
+
+
+# ------------------------------------------------------- the checking steps of SeriesSpec
+
+
+def _checked_collection(collection: object) -> str:
+    """A valid collection id: non-empty, no ``/``, not ``.``, ``..`` or ``__reserved__``."""
+    if (
+        not isinstance(collection, str)
+        or not _COLLECTION_RE.fullmatch(collection)
+        or (collection in (".", "..") or (collection.startswith("__") and collection.endswith("__")))
+    ):
+        raise SpecError(
+            f"collection {collection!r} is not a valid collection id; use a non-empty "
+            "name without '/', not '.', '..' or __reserved__"
+        )
+    return collection
+
+
+def _checked_shards(shards: Iterable[str]) -> tuple[str, ...]:
+    """The active shard values: a non-empty list of distinct non-empty strings."""
+    if isinstance(shards, str):
+        raise SpecError(f"shards {shards!r} must be a list of strings, not one string")
+    if isinstance(shards, int):
+        raise SpecError(
+            f"shards={shards!r} is a number; give the shard values, e.g. shards=shards_for({shards * 500}) for "
+            f"{shards} values ({shards * 500} writes/s), or ['x', 'y', 'z']"
+        )
+    values = tuple(shards)
+    if not values:
+        raise SpecError("shards is empty; give at least one shard value, e.g. ['x', 'y', 'z']")
+    for value in values:
+        if not isinstance(value, str) or not value:
+            raise SpecError(f"shard value {value!r} is not allowed; shard values are non-empty strings")
+    dupes = sorted({s for s in values if values.count(s) > 1})
+    if dupes:
+        raise SpecError(f"shard values {dupes!r} appear more than once; shard values must be distinct")
+    return values
+
+
+def _checked_retired(
+    retired: "Iterable[str | RetiredShard | Mapping[str, object]] | Mapping[str, object]", active: tuple[str, ...]
+) -> tuple[RetiredShard, ...]:
+    """The retired shard values: distinct, none of them active."""
+    if isinstance(retired, str):
+        raise SpecError(f"retired {retired!r} must be a list of shard values, not one string")
+    if isinstance(retired, Mapping):  # {value: until or None}
+        retired = [{"value": v, "until": u} for v, u in retired.items()]
+    values = tuple(_coerce_retired(r) for r in retired)
+    names = [r.value for r in values]
+    both = sorted(set(names) & set(active))
+    if both:
+        raise SpecError(f"shard values {both!r} are both active and retired; a value is one or the other")
+    dupes = sorted({v for v in names if names.count(v) > 1})
+    if dupes:
+        raise SpecError(f"retired shard values {dupes!r} appear more than once")
+    return values
+
+
+def _checked_reserved(timestamp_field: str, shard_field: str) -> frozenset[str]:
+    """The two fields tsstore handles itself (valid paths, not the same one)."""
+    check_field_path(timestamp_field, what="timestamp_field")
+    check_field_path(shard_field, what="shard_field")
+    if timestamp_field == shard_field:
+        raise SpecError(f"timestamp_field and shard_field are both {shard_field!r}")
+    return frozenset((timestamp_field, shard_field))
+
+
+def _checked_shapes(
+    shapes: Iterable["QueryShape | str | Iterable[str]"], reserved: frozenset[str]
+) -> tuple[QueryShape, ...]:
+    """The declared query shapes, merged; none filters on the shard or timestamp field, and
+    the plain time range (always served) is left out."""
+    kept: list[QueryShape] = []
+    for raw in (shapes,) if isinstance(shapes, (str, QueryShape)) else shapes:
+        shape = _coerce_shape(raw)
+        taken = reserved & {*shape.fields, *shape.ranges}
+        if taken:
+            raise SpecError(
+                f"query shape {shape.describe()} filters on {sorted(taken)!r}; the shard and "
+                "timestamp fields are handled by tsstore (use start/end for time)"
+            )
+        if shape.fields or shape.ranges:
+            kept.append(shape)
+    return _merge_shapes(kept)
+
+
+def _checked_fields(fields: Iterable[str], reserved: frozenset[str], *, what: str, name: str) -> tuple[str, ...]:
+    """``name``'s field paths: valid, distinct, neither the timestamp nor the shard field."""
+    paths = tuple(check_field_path(f, what=what) for f in fields)
+    if reserved & set(paths) or len(set(paths)) != len(paths):
+        raise SpecError(f"{name} {list(paths)!r} must be distinct fields other than the timestamp and shard")
+    return paths
+
+
+def _checked_policy(on_duplicate: object) -> DuplicatePolicy:
+    try:
+        return check_policy(on_duplicate)
+    except ValueError as exc:
+        raise SpecError(str(exc)) from None
+
+
+def _checked_columns(
+    columns: "Mapping[str, str] | Iterable[tuple[str, str]]", timestamp_field: str
+) -> tuple[tuple[str, str], ...]:
+    """The declared columns as ``(path, type)``, types from :data:`COLUMN_TYPES`; the
+    timestamp is the frame's index, never a column."""
+    items = tuple(columns.items() if isinstance(columns, Mapping) else columns)
+    for path, kind in items:
+        check_field_path(path, what="column")
+        if path == timestamp_field:
+            raise SpecError(f"column {path!r} is the timestamp field; it becomes the frame's index")
+        if kind not in COLUMN_TYPES:
+            raise SpecError(f"column {path!r} has type {kind!r}; allowed: {', '.join(COLUMN_TYPES)}")
+    return tuple((path, kind) for path, kind in items)
+
+
+def _checked_expiry(expire_after: object) -> dt.timedelta | None:
+    if expire_after is not None and (not isinstance(expire_after, dt.timedelta) or expire_after <= dt.timedelta(0)):
+        raise SpecError(f"expire_after {expire_after!r} is not allowed; give a positive datetime.timedelta")
+    return expire_after
+
+
+def _checked_expire_field(expire_field: str, reserved: frozenset[str]) -> str:
+    check_field_path(expire_field, what="expire_field")
+    if expire_field in reserved:
+        raise SpecError(f"expire_field {expire_field!r} is already the timestamp or shard field")
+    return expire_field
+
+
+def _checked_measures(
+    measures: str | Iterable[str], reserved: frozenset[str], kinds: Mapping[str, str]
+) -> tuple[str, ...]:
+    """The measures: distinct fields, neither timestamp nor shard, numeric where declared."""
+    measured = _checked_fields((measures,) if isinstance(measures, str) else measures, reserved,
+                               what="measure", name="measures")  # fmt: skip
+    for name in measured:
+        if name in kinds and kinds[name] not in NUMERIC_TYPES:
+            raise SpecError(f"measure {name!r} is declared {kinds[name]}; a measure is Int64 or Float64")
+    return measured
+
+
+def _checked_counter_shards(counter_shards: object) -> int:
+    if isinstance(counter_shards, bool) or not isinstance(counter_shards, int) or counter_shards < 1:
+        raise SpecError(f"counter_shards {counter_shards!r} is not allowed; give a positive integer")
+    return counter_shards
 
 
 def aggregate_direction(shape: QueryShape) -> Direction:

@@ -9,7 +9,7 @@ client (which already knows the project, the database and ``FIRESTORE_EMULATOR_H
 
 from __future__ import annotations
 
-import datetime as dt
+import functools
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -22,16 +22,15 @@ from tsstore.analytics.asof import JoinRead
 from tsstore.asks import DeleteDoc, FindDocs, GetDoc, SetDoc
 from tsstore.errors import ConfigError
 from tsstore.frames import frames
-from tsstore.read.chunks import chunk_query
-from tsstore.read.engine import Fetch, TickRead, read_ticks
-from tsstore.read.plan import QueryPlan
+from tsstore.read.engine import TickRead, read_ticks
+from tsstore.read.fetch import fetcher
 from tsstore.spec import SeriesSpec
-from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, aggregated
-from tsstore.ticks import Position, Tick
+from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, Writer, aggregated
+from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.verbs.request import Readable
-from tsstore.wire import answer_document, doc_of, stream_ticks, transport
+from tsstore.wire import answer_document, doc_of, transport
 from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
 
@@ -77,6 +76,8 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
         super().__init__(spec, client, write_options=write_options, page_size=page_size, lean=lean)
         self._fast = fast_wire
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tsstore-read")
+        self._writer = Writer(spec, write_options, sync_client=lambda: client, collection_of=self._collection_of,
+                              transport=functools.partial(_transport, fast=fast_wire))  # fmt: skip
 
     def close(self) -> None:
         """Stop the reader threads (the client stays open: it is the caller's)."""
@@ -111,17 +112,17 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
                 return list(self._ticks(read))
             case asks.Feed(read=read, sink=sink):
                 for tick in self._ticks(read):
-                    sink(tick)
+                    sink.add(tick)
                 return None
             case GetDoc() | SetDoc() | DeleteDoc() | FindDocs():
                 return faults.call(lambda: answer_document(self.client, ask), what=ask.what)
             case asks.Send(read=read):
-                return self._job(ask, self._ticks(read) if read is not None else iter(())).run()
+                return self._writer.job(ask, self._ticks(read) if read is not None else iter(())).run()
             case asks.Pause(seconds=seconds):
                 time.sleep(seconds)
                 return None
             case asks.CounterFor(values=values):
-                return self._series(self.spec).counter(values)
+                return self._writer.series(self.spec).counter(values)
         raise TypeError(f"no answer for {ask!r}")  # pragma: no cover - every ask is answered above
 
     def _stream(self, reading: declare.Reading[T]) -> declare.TickStream[T]:
@@ -142,23 +143,10 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
     def _ticks(self, read: Readable) -> Iterator[Tick]:
         if isinstance(read, JoinRead):
             return read.joined(self._ticks(read.left), self._ticks(read.right))
-        fetch = self._fetcher(read.plan)
+        fetch = fetcher(self._collection_of, read.plan, fast=self._fast)
         return read_ticks(read, fetch=fetch, pool=self._pool, renew=lambda: self._run(reading.server_time(self.seat)))
 
-    def _fetcher(self, plan: QueryPlan) -> Fetch:
-        def fetch(
-            chunk: tuple[str, ...],
-            after: Position | None,
-            limit: int | None,
-            read_time: dt.datetime | None,
-        ) -> Iterator[Tick]:
-            query = chunk_query(self._collection_of(plan.spec), plan, chunk, after, limit)
-            return stream_ticks(query, timestamp_field=plan.spec.timestamp_field, read_time=read_time, fast=self._fast)
 
-        return fetch
-
-    def _transport(self, collection: Any, *, timeout: float) -> Transport:
-        return transport(collection, fast=self._fast, timeout=timeout)
-
-    def _sync_client(self) -> firestore.Client:
-        return self.client
+def _transport(collection: Any, timeout: float, *, fast: bool) -> Transport:
+    """The bulk sender's send and lookup on ``collection`` (the client's calls, or its stub's)."""
+    return transport(collection, fast=fast, timeout=timeout)

@@ -1,7 +1,7 @@
-"""What both stores are besides their driver: the declaration, the collection and its
-ramp, and how a bulk send becomes a job. The verbs are :class:`~tsstore.verbs.Verbs`'; the
-stores add how asks are answered: :mod:`tsstore.store` on threads, :mod:`tsstore.aio` on an
-event loop."""
+"""What both stores are besides their driver: the declaration, the collection, and how a
+bulk send becomes a job (:class:`Writer`, which each store holds). The verbs are
+:class:`~tsstore.verbs.Verbs`'; the stores add how asks are answered: :mod:`tsstore.store`
+on threads, :mod:`tsstore.aio` on an event loop."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from tsstore.verbs.request import Aggregate, Count, Over, Seat, Send
 from tsstore.wire import late_guard
 from tsstore.write.counting import SeriesCounters
 from tsstore.write.job import Job, bulk_sender
-from tsstore.write.marks import LateGuard
 from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
 from tsstore.write.ramp import RampLimiter
@@ -48,7 +47,9 @@ def aggregated(ask: Count | Aggregate, results: Any) -> Any:
 
 
 class StoreBase(Verbs):
-    """A store of one collection, whatever its driver."""
+    """A store of one collection, whatever its driver: the declaration, the collection and
+    the query of what a count or an aggregation runs over. Its driver adds how asks are
+    answered, and holds a :class:`Writer` for its bulk sends."""
 
     def __init__(
         self, spec: SeriesSpec, client: Any, *, write_options: WriteOptions, page_size: int, lean: bool
@@ -62,11 +63,6 @@ class StoreBase(Verbs):
         self.write_options = write_options
         self._collection = client.collection(spec.collection)
         self.seat = Seat(spec, self._collection, page_size, lean)
-        # One ramp per collection written, for every write, purge and reshard of this store:
-        # its traffic to the collection is one stream, so a second write() continues the
-        # ramp instead of starting at 500 again.
-        self._limiters: dict[str, tuple[RampLimiter, int]] = {}
-        self._counters: dict[str, SeriesCounters] = {}
 
     def _collection_of(self, spec: SeriesSpec) -> Any:
         """The collection of ``spec``: this store's own, or another one a request reads or
@@ -90,61 +86,63 @@ class StoreBase(Verbs):
             query = getattr(query, kind)(*(() if field is None else (field,)), alias=alias)
         return query
 
-    def _series(self, spec: SeriesSpec) -> SeriesCounters:
+
+class Writer:
+    """How a store's bulk sends become jobs: a sender on the driver's ``transport`` (of a
+    collection, each send timing out after the given seconds), paced by the collection's
+    ramp, its settled batches counted into the series counters when the send asks, its late
+    writes marked by a guard; the counters and guards run on ``sync_client()``.
+
+    One ramp per collection written, for every write, purge and reshard of the store: its
+    traffic to the collection is one stream, so a second write continues the ramp instead
+    of starting at 500 again."""
+
+    def __init__(
+        self,
+        spec: SeriesSpec,
+        options: WriteOptions,
+        *,
+        sync_client: Callable[[], Any],
+        transport: Callable[[Any, float], Transport],
+        collection_of: Callable[[SeriesSpec], Any],
+    ) -> None:
+        self.spec, self.options = spec, options
+        self._sync_client, self._transport, self._collection_of = sync_client, transport, collection_of
+        self._limiters: dict[str, tuple[RampLimiter, int]] = {}
+        self._counters: dict[str, SeriesCounters] = {}
+
+    def series(self, spec: SeriesSpec) -> SeriesCounters:
         """The series counters of ``spec``'s collection, on the sync client (made once)."""
         if spec.collection not in self._counters:
             self._counters[spec.collection] = SeriesCounters(self._sync_client(), spec)
         return self._counters[spec.collection]
 
-    def _job(self, ask: Send[R], ticks: Iterator[Tick]) -> Job[R]:
-        """The job that runs ``ask`` over ``ticks`` (the sender on this driver's transport;
-        batches counted into the series counters when asked)."""
-        spec = ask.spec or self.spec
-        options = dict(ask.options)
-        if ask.counted:
-            counters = self._series(spec)
-            on_written: Callable[[list[Written]], None] | None = options.get("on_written")
+    def job(self, ask: Send[R], ticks: Iterator[Tick]) -> Job[R]:
+        """The job that runs ``ask`` over ``ticks``."""
+        spec, making, options = ask.spec or self.spec, ask.making, ask.options
+        count = self.series(spec).count_written if ask.counted else None
 
-            def written(batch: list[Written], count: Callable[[list[Written]], None] = counters.count_written) -> None:
+        def written(batch: list[Written]) -> None:  # every settled batch: the counters, then the verb
+            if count is not None:
                 count(batch)
-                if on_written is not None:
-                    on_written(batch)
+            making.settled(batch)
 
-            options["on_written"] = written
-        guard = self._guard(spec)
-        timeout = spec.late.send_timeout.total_seconds()
-        transport = guard.guard(self._transport(self._collection_of(spec), timeout=timeout))
+        guard = late_guard(self._sync_client(), spec)
+        transport = guard.guard(self._transport(self._collection_of(spec), spec.late.send_timeout.total_seconds()))
         limiter, batch_docs = self._limiter(spec)
         sender = bulk_sender(
-            transport,
-            spec,
-            pace=limiter,
-            batch_docs=batch_docs,
-            max_attempts=self.write_options.max_attempts,
-            **options,
-        )
-        return Job(sender, ask.docs(ticks), lambda: ask.result(sender), ask.what, ask.tolerate, guard.close)
-
-    def _guard(self, spec: SeriesSpec) -> LateGuard:
-        """What marks the late writes of a job on ``spec``'s collection (on the sync client)."""
-        return late_guard(self._sync_client(), spec)
+            transport, spec, pace=limiter, batch_docs=batch_docs, max_attempts=self.options.max_attempts,
+            on_duplicate=options.on_duplicate, on_progress=options.on_progress, on_status=options.on_status,
+            on_written=written,
+        )  # fmt: skip
+        return Job(sender, making.docs(ticks), lambda: making.result(sender), ask.what, ask.tolerate, guard.close)
 
     def _limiter(self, spec: SeriesSpec) -> tuple[RampLimiter, int]:
         """The ramp of ``spec``'s collection (from 500 ops/s, or the ceiling unramped, up to
         the write options' ceiling or the spec's capacity), and the largest batch it sends: a
         batch never needs more tokens than the slowest second holds."""
         if spec.collection not in self._limiters:
-            options = self.write_options
-            ceiling = options.max_ops_per_second or spec.max_write_rate
-            initial = ceiling if not options.ramp else min(options.initial_ops_per_second, ceiling)
+            ceiling = self.options.max_ops_per_second or spec.max_write_rate
+            initial = ceiling if not self.options.ramp else min(self.options.initial_ops_per_second, ceiling)
             self._limiters[spec.collection] = (RampLimiter(initial=initial, ceiling=ceiling), initial)
         return self._limiters[spec.collection]
-
-    def _sync_client(self) -> Any:
-        """A sync ``firestore.Client`` on this store's database (counters and listeners run on it)."""
-        raise NotImplementedError
-
-    def _transport(self, collection: Any, *, timeout: float) -> Transport:
-        """The bulk sender's send and lookup functions on ``collection`` (called from its
-        worker threads), each send timing out after ``timeout`` seconds."""
-        raise NotImplementedError

@@ -18,6 +18,17 @@ import pandas as pd
 #: name such as ``"Europe/Rome"`` (daylight saving included): see :func:`naive_zone`.
 NaivePolicy = str
 
+#: A time as a verb takes it: an aware ``datetime`` (a pandas ``Timestamp`` is one) or ISO-8601
+#: text with its offset (``"2024-03-01T09:30:00Z"``); see :func:`to_utc`.
+TimeLike = dt.datetime | str
+
+#: A duration as a verb takes it: a ``timedelta`` (a pandas ``Timedelta`` is one), seconds, or
+#: text with its unit (``"5min"``, ``"1h"``, ``"30 days"``, ``"P30D"``); see :func:`to_duration`.
+DurationLike = dt.timedelta | float | str
+
+#: A time zone as a verb takes it: a ``tzinfo`` or an IANA name (``"America/New_York"``).
+ZoneLike = dt.tzinfo | str
+
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 _LEAP_SECOND = re.compile(r"\d\d:\d\d:60")

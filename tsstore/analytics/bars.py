@@ -47,27 +47,42 @@ STORED_MOMENTS = ("sum", "m2", "open_at", "close_at")
 @dataclass
 class Bar:
     """One series' bar over one bucket, as it grows: OHLCV, and what makes bars combine
-    into longer ones exactly: the price's ``sum`` and ``m2`` (the sum of squared deviations
-    from the bar's mean, the stable form of a sum of squares: ``std = sqrt(m2 / (count -
-    1))``), and the times of the ``open`` and ``close`` ticks. ``sum`` and ``m2`` are
-    ``None`` where a bar read back has none (stored before they were kept)."""
+    into longer ones exactly (:meth:`absorb`): the price's ``sum`` and ``m2``, and the times
+    of the ``open`` and ``close`` ticks. Prices are of the price field's type; "first" and
+    "last" are in the read engine's order (timestamp, then document id)."""
 
+    #: The values of the ``by`` fields that name the series, in the order of ``by`` (empty without ``by``).
     key: tuple[Any, ...]
+    #: Where the bar's bucket starts (aware, UTC).
     start: dt.datetime
+    #: The price of the first tick; ``None`` in a bar a ``"nan"`` fill made.
     open: Any
+    #: The highest price; ``None`` in a bar a ``"nan"`` fill made.
     high: Any
+    #: The lowest price; ``None`` in a bar a ``"nan"`` fill made.
     low: Any
+    #: The price of the last tick; ``None`` in a bar a ``"nan"`` fill made.
     close: Any
+    #: The ticks with a price the bar holds (0 in a bar a fill made).
     count: int = 1
+    #: The sum of the volume field over those ticks (a tick without a volume adds none; 0 without a volume field).
     volume: Any = 0
+    #: The sum of the prices; ``None`` in a bar read back without it (stored before it was kept).
     sum: Any = None
+    #: The sum of the prices' squared deviations from the bar's mean, the stable form of a sum
+    #: of squares (``std = sqrt(m2 / (count - 1))``); ``None`` where ``sum`` is.
     m2: float | None = 0.0
+    #: The time of the ``open`` tick (aware, UTC); ``None`` in a bar a fill made or read back without it.
     open_at: dt.datetime | None = None
+    #: The time of the ``close`` tick (aware, UTC); ``None`` in a bar a fill made or read back without it.
     close_at: dt.datetime | None = None
 
     def absorb(self, part: Bar, *, earlier: bool) -> None:
-        """Take ``part`` (ticks or a bar of the same series and bucket) into this bar; it
-        comes ``earlier`` in time than what the bar holds, or later."""
+        """Take ``part`` into this bar, exactly as if its ticks had been added one by one.
+
+        - ``part``: ticks or a bar of the same series and bucket, as a bar
+        - ``earlier``: ``True`` when ``part``'s ticks come before those the bar holds (it
+          gives the ``open``), ``False`` when they come after (it gives the ``close``)"""
         if earlier:
             self.open, self.open_at = part.open, part.open_at
         else:

@@ -46,14 +46,21 @@ Span = tuple[dt.datetime, dt.datetime]
 
 @dataclass(frozen=True)
 class Part:
-    """``[start, end)`` (``None``: unbounded) answered by ``rollup``'s bars, or by the ticks;
-    ``late``: a roll-up holds bars there, but late ticks changed them (marks)."""
+    """One part of an aggregate's range, ``[start, end)``, and what answers it: a roll-up's
+    stored bars, or the ticks."""
 
+    #: Where the part starts (inclusive, aware UTC); ``None``: unbounded (the range has no start).
     start: dt.datetime | None
+    #: Where the part stops (exclusive, aware UTC); ``None``: unbounded (the range has no end).
     end: dt.datetime | None
+    #: The roll-up whose stored bars answer the part; ``None``: the ticks answer it.
     rollup: Rollup | None = None
+    #: Whether a roll-up holds bars over the part that late ticks changed (marked, not rolled up
+    #: again yet), so that finer bars or the ticks answer it instead.
     late: bool = False
-    purged: dt.datetime | None = None  # retention deleted the ticks before this time
+    #: The time before which retention deleted the ticks (the latest ``purged_before`` of the
+    #: roll-ups made from ticks); ``None``: none deleted, or not known.
+    purged: dt.datetime | None = None
 
     def describe(self) -> str:
         source = "ticks" if self.rollup is None else f"{self.rollup.name} ({interval_label(self.rollup.interval)} bars)"
@@ -70,7 +77,9 @@ class Part:
 class CoveredPlan:
     """Where an aggregate of ``collection`` from roll-ups takes each part of its range."""
 
+    #: The collection of the ticks aggregated (the store's).
     collection: str
+    #: The parts of the range in time order, oldest first (empty for an empty range).
     parts: tuple[Part, ...]
 
     def describe(self) -> str:

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tsstore.access import ClientAccess, access_from
-from tsstore.analytics.bars import STORED_MOMENTS, Bar
+from tsstore.analytics.bars import STORED_MOMENTS, Bar, bar_start
 from tsstore.analytics.buckets import to_interval
 from tsstore.errors import ConfigError, QueryError, SpecError
 from tsstore.late import WATERMARKS
 from tsstore.spec import NUMERIC_TYPES, QueryShape, SeriesSpec, check_field_path, shards_for
-from tsstore.times import interval_label, utc_text
+from tsstore.times import DurationLike, bucket_ceil, interval_label, utc_text
 
 BAR_FIELDS = ("open", "high", "low", "close", "count", "volume")
 
@@ -37,7 +37,7 @@ BAR_FIELDS = ("open", "high", "low", "close", "count", "volume")
 PARAMETER_HELP = {
     "source": "the tick series rolled up (a :class:`~tsstore.spec.SeriesSpec`), or a finer roll-up whose bars "
     "are combined",
-    "interval": "the bar length (``\"1min\"``, ``\"1h\"``, ``\"1D\"`` or a timedelta); for a roll-up of a roll-up "
+    "interval": 'the bar length (``"1min"``, ``"1h"``, ``"1D"`` or a timedelta); for a roll-up of a roll-up '
     "a multiple of the finer one's",
     "by": "the field or fields whose values name a series (one bar per series and interval); a roll-up of a roll-up "
     "keeps its source's",
@@ -77,7 +77,7 @@ class Rollup:
         self,
         source: SeriesSpec | Rollup,
         *,
-        interval: object = "1min",
+        interval: DurationLike = "1min",
         by: str | Iterable[str] = (),
         price: str = "price.micros",
         volume: str | None = None,
@@ -87,74 +87,16 @@ class Rollup:
     ) -> None:
         finer = source if isinstance(source, Rollup) else None
         if finer is not None:  # bars of bars: 1 h from 1 min, combined exactly
-            by, price, volume = by or finer.by, finer.price, "volume" if finer.volume is not None else None
-            source = finer.spec
+            source, by, price, volume = finer.spec, by or finer.by, finer.price, finer.volume and "volume"
         if not isinstance(source, SeriesSpec):
             raise SpecError(f"a roll-up's source must be a SeriesSpec or a Rollup, got {type(source).__name__}")
-        reads = source.access.read_only() if access is None else access_from(access)
-        if reads.creates:
-            raise SpecError(f"a roll-up is written by the server only; its access may not let clients create ({reads})")
-        try:
-            step = to_interval(interval)
-        except QueryError as exc:
-            raise SpecError(str(exc)) from None
-        fields = (by,) if isinstance(by, str) else tuple(by)
-        if source.expire_after is not None and step >= source.expire_after:
-            raise SpecError(
-                f"roll-up interval {interval!r} is not shorter than {source.collection!r}'s expire_after "
-                f"({source.expire_after}): its ticks would expire before their bar closes"
-            )
-        if finer is not None:
-            if fields != finer.by:
-                raise SpecError(
-                    f"a roll-up of roll-up {finer.name!r} is by its fields {list(finer.by)}, not {list(fields)}"
-                )
-            if step <= finer.interval or step % finer.interval:
-                raise SpecError(
-                    f"roll-up interval {interval!r} must be a multiple of the {interval_label(finer.interval)} of "
-                    f"{finer.name!r} (and longer), so that each of its bars falls in one longer bar"
-                )
-        checked = [*((f, "roll-up by field") for f in fields), (price, "roll-up price"), (volume, "roll-up volume")]
-        for name, what in checked:
-            if name is not None:
-                check_field_path(name, what=what)
-        clash = sorted(set(fields) & {*BAR_FIELDS, source.timestamp_field, source.shard_field})
-        if clash:
-            raise SpecError(f"roll-up by fields {clash} clash with the bar's own fields {', '.join(BAR_FIELDS)}")
-        declared = dict(source.columns)
-        for name, what in ((price, "price"), (volume, "volume")):
-            if name in declared and declared[name] not in NUMERIC_TYPES:
-                raise SpecError(f"roll-up {what} {name!r} is declared {declared[name]}; it must be Int64 or Float64")
-        # The bars' columns take the source's declared types; what the source leaves to
-        # inference stays so here (big integer prices stay integers).
-        columns = {f: declared[f] for f in fields if f in declared}
-        if finer is not None:
-            columns.update({name: kind for name, kind in source.columns if name in BAR_FIELDS + STORED_MOMENTS})
-        elif price in declared:
-            columns.update({name: declared[price] for name in ("open", "high", "low", "close", "sum")})
-        columns.update(count="Int64", m2="Float64", open_at="datetime", close_at="datetime")
-        if volume is not None and volume in declared:
-            columns["volume"] = declared[volume]
-        spec = SeriesSpec(
-            collection or f"{source.collection}_{interval_label(step)}",
-            shards=shards_for(writes_per_second),
-            timestamp_field=source.timestamp_field,
-            shard_field=source.shard_field,
-            shapes=[QueryShape(fields, ("desc", "asc"))] if fields else [],
-            key_fields=fields,
-            on_duplicate="replace",
-            columns=columns,
-            measures=("count", "volume") if volume is not None else ("count",),
-            access=reads,
-            late=source.late,
-        )
-        if spec.collection == source.collection:
-            raise SpecError(f"a roll-up cannot be stored in its source collection {source.collection!r}")
-        for name, value in (("source", source), ("interval", step), ("by", fields), ("price", price)):
+        step = _checked_interval(interval, source, finer)
+        fields = _checked_by(by, price, volume, source, finer)
+        spec = _bars_spec(source, step, fields, _bar_columns(fields, price, volume, source, finer), volume=volume,
+                          collection=collection, writes_per_second=writes_per_second, access=access)  # fmt: skip
+        checked = {"source": source, "interval": step, "by": fields, "price": price, "volume": volume}
+        for name, value in {**checked, "spec": spec, "finer": finer}.items():
             object.__setattr__(self, name, value)
-        object.__setattr__(self, "volume", volume)
-        object.__setattr__(self, "spec", spec)
-        object.__setattr__(self, "finer", finer)
 
     @property
     def name(self) -> str:
@@ -249,6 +191,64 @@ class Rollup:
 
 
 @dataclass(frozen=True)
+class RollupWindow:
+    """What one run of a roll-up computes: the bars of ``[start, end)`` (both on the bar
+    grid; ``start`` ``None``: no tick to start from), and for a roll-up of a roll-up the
+    first of its bars the finer roll-up holds whole (``first_whole``)."""
+
+    start: dt.datetime | None
+    end: dt.datetime
+    first_whole: dt.datetime | None = None
+
+    @property
+    def fresh(self) -> bool:
+        """Whether the run has a range of closed intervals to roll up."""
+        return self.start is not None and self.start < self.end
+
+    def watermark_after(
+        self, rollup: Rollup, stored: Mapping[str, Any] | None, watermark: dt.datetime | None
+    ) -> dict[str, Any] | None:
+        """The watermark document a run that stored every bar of this window writes (``None``:
+        the window was empty and the stored one stays): the watermark never moves back, and
+        ``since`` never claims a bar the finer roll-up did not hold whole."""
+        if self.start is None or not self.fresh:
+            return None
+        mark = self.end if watermark is None else max(self.end, watermark)
+        begin = self.start if self.first_whole is None else max(self.start, self.first_whole)
+        since = rollup.covered_since(stored, begin, self.end) if begin < self.end else (stored or {}).get("since")
+        return rollup.watermark_document(mark, since if isinstance(since, dt.datetime) else None)
+
+
+def rollup_window(
+    rollup: Rollup,
+    *,
+    now: dt.datetime,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    watermark: dt.datetime | None,
+    finer: Mapping[str, Any] | None = None,
+    oldest: dt.datetime | None = None,
+) -> RollupWindow | None:
+    """The window of one run: from ``since``, else the stored ``watermark``, else the
+    ``oldest`` tick, aligned down; to ``until`` or ``now``, aligned down (an open interval
+    is left for a later run), and for a roll-up of a roll-up no further than its ``finer``
+    watermark document says is written. ``None``: the finer roll-up has not run."""
+    limit = now if until is None else min(now, until)
+    first_whole = None
+    if rollup.finer is not None:  # bars of bars: only what the finer roll-up has written
+        written = rollup.finer.check_watermark(finer)
+        if written is None:
+            return None
+        limit = min(limit, written)
+        span = rollup.finer.coverage(finer)
+        first_whole = None if span is None else bucket_ceil(span[0], rollup.interval)
+    start = since if since is not None else watermark if watermark is not None else oldest
+    return RollupWindow(
+        None if start is None else bar_start(start, rollup.interval), bar_start(limit, rollup.interval), first_whole
+    )
+
+
+@dataclass(frozen=True)
 class RollupResult:
     """What a roll-up run did: the bars of ``[start, end)`` (``None`` when there was nothing
     to do) from ``ticks`` read; of its ``bars``, ``created`` new, ``replaced`` ones that
@@ -302,22 +302,37 @@ class RollupResult:
 
 @dataclass(frozen=True)
 class VerifyResult:
-    """A check of a roll-up's stored bars against their ticks over ``[start, end)``: ``bars``
-    stored, ``ticks`` read (or shorter bars, ``read``), the buckets whose bars ``differ`` (one
-    line each), ``late`` buckets skipped because they are marked already, what it was billed;
-    ``repaired``: the differing buckets were marked for the next run."""
+    """A check of a roll-up's stored bars against the bars of their ticks over ``[start,
+    end)``, bucket by bucket, at one snapshot."""
 
+    #: Where the range checked starts (aware, UTC): ``since``, else where the stored bars begin,
+    #: aligned down to a bar's start.
     start: dt.datetime
+    #: Where the range checked stops (exclusive): ``until`` or the watermark, whichever is earlier.
     end: dt.datetime
+    #: The stored bars read over the range.
     bars: int
+    #: What was read to make the bars again: ticks, or the finer roll-up's bars (see ``read``).
     ticks: int
+    #: What ``ticks`` counts: ``"ticks"``, or ``"bars"`` for a roll-up of a roll-up.
     read: str
+    #: One line per bucket whose stored bar differs from the bar of its ticks, oldest first: the
+    #: bucket's start, the first series that differs, and how.
     differ: tuple[str, ...]
+    #: Buckets skipped because late ticks marked them already (the next run recomputes them).
     late: int
+    #: The reads Firestore billed for the check (added to its ``stats``): the ticks and bars of
+    #: the range, and the read of the server's time.
     billed_reads: int
+    #: Whether the differing buckets were marked, so that reads stop using their bars and the
+    #: next run recomputes them (``repair=True`` and some bar differs).
     repaired: bool
 
     def describe(self, *, shown: int = 5) -> str:
+        """The check in words: what was compared and billed, then the buckets that differ and
+        whether they were marked for the next run.
+
+        - ``shown``: list at most this many differing buckets (the rest are counted)"""
         head = (
             f"verified [{_iso(self.start)}, {_iso(self.end)}): {self.bars} stored bars against {self.ticks} {self.read}"
             f"{f', {self.late} late bucket(s) skipped (marked, the next run redoes them)' if self.late else ''}; "
@@ -365,3 +380,106 @@ def bar_length(collection: str, record: Mapping[str, Any] | None) -> dt.timedelt
             "ticks with price="
         )
     return dt.timedelta(seconds=seconds)
+
+
+# --------------------------------------------------------- the checking steps of Rollup
+
+
+def _checked_reads(access: "ClientAccess | str | Mapping[str, object] | None", source: SeriesSpec) -> ClientAccess:
+    """What clients may do with the bars: the source's reads by default, never a create."""
+    reads = source.access.read_only() if access is None else access_from(access)
+    if reads.creates:
+        raise SpecError(f"a roll-up is written by the server only; its access may not let clients create ({reads})")
+    return reads
+
+
+def _checked_interval(interval: object, source: SeriesSpec, finer: Rollup | None) -> dt.timedelta:
+    """The bar length: shorter than the ticks' expiry, a multiple of the finer roll-up's."""
+    try:
+        step = to_interval(interval)
+    except QueryError as exc:
+        raise SpecError(str(exc)) from None
+    if source.expire_after is not None and step >= source.expire_after:
+        raise SpecError(
+            f"roll-up interval {interval!r} is not shorter than {source.collection!r}'s expire_after "
+            f"({source.expire_after}): its ticks would expire before their bar closes"
+        )
+    if finer is not None and (step <= finer.interval or step % finer.interval):
+        raise SpecError(
+            f"roll-up interval {interval!r} must be a multiple of the {interval_label(finer.interval)} of "
+            f"{finer.name!r} (and longer), so that each of its bars falls in one longer bar"
+        )
+    return step
+
+
+def _checked_by(
+    by: str | Iterable[str], price: str, volume: str | None, source: SeriesSpec, finer: Rollup | None
+) -> tuple[str, ...]:
+    """The ``by`` fields (the finer roll-up's, for bars of bars), with the price and volume:
+    valid paths, clear of the bar's own fields, numeric where the source declares them."""
+    fields = (by,) if isinstance(by, str) else tuple(by)
+    if finer is not None and fields != finer.by:
+        raise SpecError(f"a roll-up of roll-up {finer.name!r} is by its fields {list(finer.by)}, not {list(fields)}")
+    for name, what in [
+        *((f, "roll-up by field") for f in fields),
+        (price, "roll-up price"),
+        (volume, "roll-up volume"),
+    ]:
+        if name is not None:
+            check_field_path(name, what=what)
+    clash = sorted(set(fields) & {*BAR_FIELDS, source.timestamp_field, source.shard_field})
+    if clash:
+        raise SpecError(f"roll-up by fields {clash} clash with the bar's own fields {', '.join(BAR_FIELDS)}")
+    declared = dict(source.columns)
+    for name, what in ((price, "price"), (volume, "volume")):
+        if name in declared and declared[name] not in NUMERIC_TYPES:
+            raise SpecError(f"roll-up {what} {name!r} is declared {declared[name]}; it must be Int64 or Float64")
+    return fields
+
+
+def _bar_columns(
+    fields: tuple[str, ...], price: str, volume: str | None, source: SeriesSpec, finer: Rollup | None
+) -> dict[str, str]:
+    """The bars' declared columns: the source's declared types (what the source leaves to
+    inference stays so here: big integer prices stay integers), and the bar's own."""
+    declared = dict(source.columns)
+    columns = {f: declared[f] for f in fields if f in declared}
+    if finer is not None:
+        columns.update({name: kind for name, kind in source.columns if name in BAR_FIELDS + STORED_MOMENTS})
+    elif price in declared:
+        columns.update({name: declared[price] for name in ("open", "high", "low", "close", "sum")})
+    columns.update(count="Int64", m2="Float64", open_at="datetime", close_at="datetime")
+    if volume is not None and volume in declared:
+        columns["volume"] = declared[volume]
+    return columns
+
+
+def _bars_spec(
+    source: SeriesSpec,
+    step: dt.timedelta,
+    fields: tuple[str, ...],
+    columns: dict[str, str],
+    *,
+    volume: str | None,
+    collection: str | None,
+    writes_per_second: float,
+    access: "ClientAccess | str | Mapping[str, object] | None",
+) -> SeriesSpec:
+    """The bars' own declaration: keyed by the ``by`` fields at the bar start, replaced on a
+    duplicate, shards sized to the bars' write rate, in a collection other than the source's."""
+    spec = SeriesSpec(
+        collection or f"{source.collection}_{interval_label(step)}",
+        shards=shards_for(writes_per_second),
+        timestamp_field=source.timestamp_field,
+        shard_field=source.shard_field,
+        shapes=[QueryShape(fields, ("desc", "asc"))] if fields else [],
+        key_fields=fields,
+        on_duplicate="replace",
+        columns=columns,
+        measures=("count", "volume") if volume is not None else ("count",),
+        access=_checked_reads(access, source),
+        late=source.late,
+    )
+    if spec.collection == source.collection:
+        raise SpecError(f"a roll-up cannot be stored in its source collection {source.collection!r}")
+    return spec

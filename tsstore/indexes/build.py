@@ -207,10 +207,24 @@ def merge(
     generated = generate(specs)
     by_collection = {s.collection: s for s in specs}
     report = MergeReport(stale_kept=keep_stale)
+    indexes = _merged_indexes(_list(existing, "indexes"), generated["indexes"], by_collection, report)
+    overrides = _merged_overrides(_list(existing, "fieldOverrides"), generated["fieldOverrides"], set(by_collection),
+                                  report)  # fmt: skip
+    merged = {k: v for k, v in existing.items() if k not in TOP_KEYS}
+    merged = {"indexes": indexes, "fieldOverrides": overrides, **merged}
+    return merged, report
+
+
+def _merged_indexes(
+    existing: list[Any], generated: list[dict[str, Any]], by_collection: Mapping[str, SeriesSpec], report: MergeReport
+) -> list[Any]:
+    """The composites: others kept in their order, then the generated ones (each reported
+    added or unchanged, and ours no longer generated as removed); a stale timestamp composite
+    without the shard is reported, and kept only when the report says so."""
     old_ours: list[Mapping[str, Any]] = []
     indexes: list[Any] = []
-    new_keys = {_index_key(e) for e in generated["indexes"]}
-    for entry in _list(existing, "indexes"):
+    new_keys = {_index_key(e) for e in generated}
+    for entry in existing:
         spec = by_collection.get(str(entry.get("collectionGroup"))) if isinstance(entry, Mapping) else None
         paths = _paths(entry) if spec is not None else set()
         if spec is None or spec.timestamp_field not in paths:
@@ -220,36 +234,35 @@ def merge(
             old_ours.append(entry)
         else:
             report.stale.append(_describe(entry))
-            if keep_stale:
+            if report.stale_kept:
                 indexes.append(entry)
     old_keys = [_index_key(e) for e in old_ours]
-    for entry in generated["indexes"]:
-        key = _index_key(entry)
-        (report.unchanged if key in old_keys else report.added).append(_describe(entry))
+    for entry in generated:
+        (report.unchanged if _index_key(entry) in old_keys else report.added).append(_describe(entry))
         indexes.append(entry)
     report.removed = [_describe(e) for e in old_ours if _index_key(e) not in new_keys]
+    return indexes
 
-    ours = {(o["collectionGroup"], o["fieldPath"]) for o in generated["fieldOverrides"]}
+
+def _merged_overrides(
+    existing: list[Any], generated: list[dict[str, Any]], collections: set[str], report: MergeReport
+) -> list[Any]:
+    """The field overrides: others kept, ours replaced by the generated ones. Any TTL override
+    on these collections is tsstore's: the declaration alone decides the TTL field, so a
+    removed or renamed ``expire_field`` must not keep deleting documents."""
+    ours = {(o["collectionGroup"], o["fieldPath"]) for o in generated}
     overrides: list[Any] = []
-    collections = set(by_collection)
-    for entry in _list(existing, "fieldOverrides"):
-        # Any TTL override on these collections is tsstore's: the spec alone decides the TTL
-        # field, so a removed or renamed expire_field must not keep deleting documents.
-        stale_ttl = (
-            isinstance(entry, Mapping) and entry.get("ttl") is True and entry.get("collectionGroup") in collections
-        )
-        if stale_ttl and (entry.get("collectionGroup"), entry.get("fieldPath")) not in ours:
-            report.removed.append(f"TTL override {entry.get('collectionGroup')}.{entry.get('fieldPath')}")
-            continue
-        if not isinstance(entry, Mapping) or (entry.get("collectionGroup"), entry.get("fieldPath")) not in ours:
+    for entry in existing:
+        mine = isinstance(entry, Mapping) and (entry.get("collectionGroup"), entry.get("fieldPath")) in ours
+        if isinstance(entry, Mapping) and entry.get("ttl") is True and entry.get("collectionGroup") in collections:
+            if not mine:
+                report.removed.append(f"TTL override {entry.get('collectionGroup')}.{entry.get('fieldPath')}")
+                continue
+        if not mine:
             overrides.append(entry)
             report.other_overrides += 1
-    overrides.extend(generated["fieldOverrides"])
-    report.overrides_written = len(generated["fieldOverrides"])
-
-    merged = {k: v for k, v in existing.items() if k not in TOP_KEYS}
-    merged = {"indexes": indexes, "fieldOverrides": overrides, **merged}
-    return merged, report
+    report.overrides_written = len(generated)
+    return [*overrides, *generated]
 
 
 def _list(document: Mapping[str, Any], key: str) -> list[Any]:
@@ -288,44 +301,48 @@ def lint(document: Mapping[str, Any]) -> list[str]:
     """What the Firebase CLI accepts but production rejects or silently drops: unknown keys
     (ignored by the CLI), more than one of order/arrayConfig/… on a field (the CLI keeps
     only the first), and composite indexes on a single field (refused by the API)."""
-    problems: list[str] = []
-    for key in document:
-        if key not in TOP_KEYS:
-            problems.append(f"unknown top-level key {key!r} (the Firebase CLI ignores it)")
+    problems = [
+        f"unknown top-level key {key!r} (the Firebase CLI ignores it)" for key in document if key not in TOP_KEYS
+    ]
     for i, entry in enumerate(document.get("indexes", [])):
-        where = f"indexes[{i}] {_describe(entry) if isinstance(entry, Mapping) else entry!r}"
-        if not isinstance(entry, Mapping):
-            problems.append(f"{where}: not an object")
-            continue
-        problems += [f"{where}: unknown key {k!r} (ignored by the CLI)" for k in entry if k not in INDEX_KEYS]
-        fields = [f for f in entry.get("fields", []) if isinstance(f, Mapping)]
-        for f in fields:
-            problems += [
-                f"{where}: field {f.get('fieldPath')!r} has unknown key {k!r} (ignored by the CLI)"
-                for k in f
-                if k not in FIELD_KEYS
-            ]
-            kinds = [k for k in FIELD_KINDS if k in f]
-            if len(kinds) > 1:
-                problems.append(
-                    f"{where}: field {f.get('fieldPath')!r} has {' and '.join(kinds)}; the CLI keeps only {kinds[0]!r}"
-                )
-        real = [f for f in fields if f.get("fieldPath") != "__name__"]
-        if len(real) < 2:
-            problems.append(
-                f"{where}: a composite index needs at least two fields; Firestore refuses single-field "
-                "composites (use a field override instead)"
-            )
+        problems += _index_problems(i, entry)
     for i, entry in enumerate(document.get("fieldOverrides", [])):
-        if not isinstance(entry, Mapping):
-            problems.append(f"fieldOverrides[{i}]: not an object")
-            continue
-        where = f"fieldOverrides[{i}] {entry.get('collectionGroup')}.{entry.get('fieldPath')}"
-        problems += [f"{where}: unknown key {k!r} (ignored by the CLI)" for k in entry if k not in OVERRIDE_KEYS]
-        for index in entry.get("indexes", []):
-            if isinstance(index, Mapping):
-                problems += [f"{where}: index has unknown key {k!r}" for k in index if k not in OVERRIDE_INDEX_KEYS]
-                kinds = [k for k in ("order", "arrayConfig") if k in index]
-                if len(kinds) > 1:
-                    problems.append(f"{where}: index has both order and arrayConfig; the CLI keeps only 'order'")
+        problems += _override_problems(i, entry)
+    return problems
+
+
+def _index_problems(i: int, entry: object) -> list[str]:
+    """What is wrong with composite index ``i``: unknown keys, a field of two kinds, a single field."""
+    where = f"indexes[{i}] {_describe(entry) if isinstance(entry, Mapping) else entry!r}"
+    if not isinstance(entry, Mapping):
+        return [f"{where}: not an object"]
+    problems = [f"{where}: unknown key {k!r} (ignored by the CLI)" for k in entry if k not in INDEX_KEYS]
+    fields = [f for f in entry.get("fields", []) if isinstance(f, Mapping)]
+    for f in fields:
+        name = f.get("fieldPath")
+        problems += [
+            f"{where}: field {name!r} has unknown key {k!r} (ignored by the CLI)" for k in f if k not in FIELD_KEYS
+        ]
+        kinds = [k for k in FIELD_KINDS if k in f]
+        if len(kinds) > 1:
+            problems.append(f"{where}: field {name!r} has {' and '.join(kinds)}; the CLI keeps only {kinds[0]!r}")
+    if len([f for f in fields if f.get("fieldPath") != "__name__"]) < 2:
+        problems.append(
+            f"{where}: a composite index needs at least two fields; Firestore refuses single-field "
+            "composites (use a field override instead)"
+        )
+    return problems
+
+
+def _override_problems(i: int, entry: object) -> list[str]:
+    """What is wrong with field override ``i``: unknown keys, an index of two kinds."""
+    if not isinstance(entry, Mapping):
+        return [f"fieldOverrides[{i}]: not an object"]
+    where = f"fieldOverrides[{i}] {entry.get('collectionGroup')}.{entry.get('fieldPath')}"
+    problems = [f"{where}: unknown key {k!r} (ignored by the CLI)" for k in entry if k not in OVERRIDE_KEYS]
+    for index in entry.get("indexes", []):
+        if isinstance(index, Mapping):
+            problems += [f"{where}: index has unknown key {k!r}" for k in index if k not in OVERRIDE_INDEX_KEYS]
+            if "order" in index and "arrayConfig" in index:
+                problems.append(f"{where}: index has both order and arrayConfig; the CLI keeps only 'order'")
     return problems

@@ -327,22 +327,8 @@ def capacity_for(
       (``("1min", timedelta(days=3650))``; retention ``None``: for good); typically ticks
       for days and minute bars for years
     - ``series``: the number of series (symbols) the tiers roll up; needed with ``tiers``"""
-    if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not headroom >= 1:
-        raise SpecError(f"headroom {headroom!r} is not allowed; give a number >= 1 (1.25 plans 25% spare)")
-    if retention is not None and (not isinstance(retention, dt.timedelta) or retention <= dt.timedelta(0)):
-        raise SpecError(f"retention {retention!r} is not allowed; give a positive timedelta")
-    if busiest_series is not None and (
-        isinstance(busiest_series, bool)
-        or not isinstance(busiest_series, (int, float))
-        or not (0 < busiest_series <= writes_per_second)
-    ):
-        raise SpecError(
-            f"busiest_series {busiest_series!r} is not allowed; give one series' writes/s, positive and at most "
-            f"the collection's {writes_per_second!r}"
-        )
-    bad = [n for n in limits if isinstance(n, bool) or not isinstance(n, int) or n < 1]
-    if bad or not limits:
-        raise SpecError(f"limits {list(limits)!r} are not allowed; give positive page sizes such as 10, 100, 1000")
+    _check_capacity_options(writes_per_second, headroom=headroom, retention=retention, busiest_series=busiest_series,
+                            limits=limits)  # fmt: skip
     try:
         needed = shards_for(writes_per_second * headroom)
     except SpecError:
@@ -371,27 +357,60 @@ def capacity_for(
         pages_per_day=pages_per_day,
         page_limit=page_limit,
         busiest_series=busiest_series,
+        tiers=_tiers(planned, tiers, series=series, writes_per_second=writes_per_second),
     )
-    made = _tiers(planned, tiers, series=series, writes_per_second=writes_per_second)
-    plan = dataclasses.replace(plan, tiers=made)
-    ticks_a_month = writes_per_second * _DAY * _MONTH_DAYS
     page_reads = _shape_cost(planned, QueryShape(()), Direction.DESC, [page_limit], sample).reads_per_page[page_limit]
+    return dataclasses.replace(plan, costs=_monthly_costs(plan, page_reads))
+
+
+def _check_capacity_options(
+    writes_per_second: float,
+    *,
+    headroom: float,
+    retention: dt.timedelta | None,
+    busiest_series: float | None,
+    limits: Sequence[int],
+) -> None:
+    """Refuse an option of :func:`capacity_for` that plans nothing."""
+    if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not headroom >= 1:
+        raise SpecError(f"headroom {headroom!r} is not allowed; give a number >= 1 (1.25 plans 25% spare)")
+    if retention is not None and (not isinstance(retention, dt.timedelta) or retention <= dt.timedelta(0)):
+        raise SpecError(f"retention {retention!r} is not allowed; give a positive timedelta")
+    if busiest_series is not None and (
+        isinstance(busiest_series, bool)
+        or not isinstance(busiest_series, (int, float))
+        or not (0 < busiest_series <= writes_per_second)
+    ):
+        raise SpecError(
+            f"busiest_series {busiest_series!r} is not allowed; give one series' writes/s, positive and at most "
+            f"the collection's {writes_per_second!r}"
+        )
+    bad = [n for n in limits if isinstance(n, bool) or not isinstance(n, int) or n < 1]
+    if bad or not limits:
+        raise SpecError(f"limits {list(limits)!r} are not allowed; give positive page sizes such as 10, 100, 1000")
+
+
+def _monthly_costs(plan: Capacity, page_reads: int) -> dict[str, float]:
+    """What a month of ``plan`` costs, by item: writes and storage; deletes at steady state
+    when ticks expire (as many expire as arrive); ``pages_per_day`` reads of ``page_reads``
+    each; the tiers' bar writes, storage and deletes."""
+    prices, made = plan.prices, plan.tiers
+    ticks_a_month = plan.writes_per_second * _DAY * _MONTH_DAYS
     costs = {
         "writes": ticks_a_month / 1e5 * prices.writes_per_100k,
         "storage": plan.stored_gib * prices.storage_gib_month,
     }
-    if retention is not None:  # at steady state as many ticks expire as arrive
+    if plan.retention is not None:
         costs["deletes"] = ticks_a_month / 1e5 * prices.deletes_per_100k
-    if pages_per_day:
-        costs["reads"] = pages_per_day * _MONTH_DAYS * page_reads / 1e5 * prices.reads_per_100k
+    if plan.pages_per_day:
+        costs["reads"] = plan.pages_per_day * _MONTH_DAYS * page_reads / 1e5 * prices.reads_per_100k
     if made:
-        bars_a_month = sum(t.bars_per_day for t in made) * _MONTH_DAYS
-        costs["bar writes"] = bars_a_month / 1e5 * prices.writes_per_100k
+        costs["bar writes"] = sum(t.bars_per_day for t in made) * _MONTH_DAYS / 1e5 * prices.writes_per_100k
         costs["bar storage"] = sum(t.stored_gib for t in made) * prices.storage_gib_month
         expiring = sum(t.bars_per_day for t in made if t.retention is not None) * _MONTH_DAYS
         if expiring:
             costs["bar deletes"] = expiring / 1e5 * prices.deletes_per_100k
-    return dataclasses.replace(plan, costs=costs)
+    return costs
 
 
 def _tiers(

@@ -76,14 +76,20 @@ Role = Literal["active", "retired", "undeclared"]
 
 @dataclass(frozen=True)
 class ShardCount:
-    """One shard value: its role in the declaration and the ticks it holds. ``late``: for a
-    retired value with ``until``, the ticks at or after it (which a read from ``until`` on
-    would skip; it should be 0). ``recent``: ticks at or after the census' ``since``."""
+    """One shard value: its role in the declaration and the ticks it holds."""
 
+    #: The shard value.
     value: str
+    #: ``"active"`` (the writers write it), ``"retired"`` (declared, read, no longer written) or
+    #: ``"undeclared"`` (documents carry it, the declaration does not list it).
     role: Role
+    #: The ticks under the value (every document that carries it).
     ticks: int
+    #: For a retired value with ``until``, the ticks at or after it (which a read from ``until`` on
+    #: would skip; it should be 0); ``None`` for any other value.
     late: int | None = None
+    #: For an active value, the ticks at or after the census' ``since``; ``None`` without
+    #: ``since``, or for a value not active.
     recent: int | None = None
 
 

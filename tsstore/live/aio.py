@@ -12,11 +12,16 @@ T = TypeVar("T")
 
 
 class AsyncLive(AsyncIterator[T]):
-    """A live watch or tail as an async iterator: ``start`` starts the listeners and returns
-    the live object, awaited by ``async with`` (so ticks written inside the block are seen), by
-    :meth:`started` or else on first use; each ``step`` (its method that waits for the next
-    item) waits in a worker thread (listeners exist on the sync client only), so the event
-    loop never blocks. ``async with`` or :meth:`close` stops every listener."""
+    """A live watch or tail as an async iterator. Its listeners start when ``async with``
+    enters (so ticks written inside the block are seen), on :meth:`started`, or else on first
+    use; each wait for the next item runs in a worker thread (listeners exist on the sync
+    client only), so the event loop never blocks. ``async with`` or :meth:`close` stops every
+    listener.
+
+    - ``start``: an async function that starts the listeners and returns the live object (a
+      :class:`~tsstore.live.listen.LiveWatch` or :class:`~tsstore.live.listen.LiveTail`)
+    - ``step``: the name of the live object's method that waits for its next item, given a
+      timeout in seconds (``"next_update"`` or ``"next_tick"``)"""
 
     def __init__(self, start: Callable[[], Awaitable[Any]], step: str) -> None:
         self._start = start
@@ -33,7 +38,10 @@ class AsyncLive(AsyncIterator[T]):
         return self
 
     async def next(self, timeout: float | None = None) -> T | None:
-        """The next item, or ``None`` after ``timeout`` seconds without one or once closed."""
+        """The next item, or ``None`` after ``timeout`` seconds without one or once closed.
+
+        - ``timeout``: how long to wait, in seconds; ``None``: until an item comes or the live
+          read is closed"""
         await self.started()
         result: T | None = await asyncio.to_thread(getattr(self._live, self._step), timeout)
         return result

@@ -40,6 +40,14 @@ RELISTENS_PER_MINUTE = 3
 
 Event = tuple[Hashable, list[Any], list[Any], dt.datetime]
 
+#: What the parameters the live objects share mean (the API reference describes a parameter
+#: from here unless its docstring says more).
+PARAMETER_HELP = {
+    "decode": "turns a reported document snapshot into a :class:`~tsstore.ticks.Tick` (:func:`decoder`: its "
+    "timestamp, and only the columns asked when a read named them)",
+    "timeout": "how long to wait, in seconds; ``None``: until an item comes or the live read is closed",
+}
+
 
 class Listeners:
     """Listeners keyed by the caller; their snapshots in arrival order from :meth:`events`."""
@@ -170,7 +178,14 @@ class _Live:
 
 class LiveWatch(_Live, Iterator[WindowUpdate]):
     """The newest ticks over every chunk, kept current: iterate for each
-    :class:`~tsstore.live.state.WindowUpdate`; :meth:`next_update` waits with a timeout."""
+    :class:`~tsstore.live.state.WindowUpdate`; :meth:`next_update` waits with a timeout.
+    Making one starts the listeners and returns once each has made its first report.
+
+    - ``queries``: the chunks' queries (on the sync client), each limited to its newest
+      ``limit`` matches; one listener each
+    - ``limit``: how many ticks the window holds: the newest of the chunks' latest reports together
+    - ``key``: where a tick stands in the query's order (timestamp, range-filtered value
+      fields, document id), which merges the chunks' reports"""
 
     def __init__(
         self, queries: Sequence[Any], limit: int, decode: Callable[[Any], Tick], *, key: Key = sort_key
@@ -212,7 +227,16 @@ class LiveTail(_Live, Iterator[TailTick]):
     """Every tick written from ``since`` on, once each, in the order the listeners report
     them; ``late`` marks one older than a tick delivered before it. A chunk's listener is
     restarted from the tail's moving bound (:meth:`TailState.bound`) once it holds more than
-    ``hold`` documents, so memory stays bounded."""
+    ``hold`` documents, so memory stays bounded. Making one starts the listeners and returns
+    once each has made its first report.
+
+    - ``chunks``: how many shard chunks the read has (one listener each, two while the
+      first is being replaced)
+    - ``query_from``: ``query_from(chunk, bound)``, the query (on the sync client) of chunk
+      ``chunk``'s ticks at or after ``bound``, which a listener of that chunk starts on
+    - ``state``: what the tail has delivered, and the bound its listeners start from
+    - ``hold``: restart a chunk's listener from the tail's moving bound once it holds more
+      than this many documents"""
 
     def __init__(
         self,

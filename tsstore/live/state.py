@@ -21,13 +21,19 @@ from tsstore.ticks import Tick, sort_key
 
 @dataclass(frozen=True)
 class WindowUpdate:
-    """The newest ticks (``window``, newest first) after a change, the ticks that ``entered``
-    and ``left`` it since the previous update (a tick whose content changed is in both), and
-    each chunk's snapshot time (``read_times``, in plan order)."""
+    """The newest ticks after a change, and how they changed since the previous update (a
+    tick whose content changed has left and entered)."""
 
+    #: The newest ``limit`` matching ticks, newest first (fewer while fewer match).
     window: tuple[Tick, ...]
+    #: The ticks of ``window`` not in the previous update's, or there with other content (all of
+    #: ``window`` in the first update), in ``window``'s order.
     entered: tuple[Tick, ...]
+    #: The ticks of the previous update's window not in this one, or here with other content (none
+    #: in the first update), in that window's order.
     left: tuple[Tick, ...]
+    #: Each chunk's snapshot time, in the plan's chunk order: its part of ``window`` is as of
+    #: then (aware, UTC; ``None`` where its listener reported no time).
     read_times: tuple[dt.datetime | None, ...]
 
 
@@ -65,22 +71,24 @@ class WindowState:
 
 @dataclass(frozen=True)
 class TailTick:
-    """A tick a tail delivers: ``late`` when its timestamp is older than a tick the tail
-    delivered before it; ``created`` is when Firestore stored it."""
+    """A tick a tail delivers, once."""
 
+    #: The tick: its id, timestamp and data (only the columns asked, when a read named them).
     tick: Tick
+    #: Whether its timestamp is older than that of a tick the tail delivered before it.
     late: bool
+    #: When Firestore stored its document (the document's create time, aware, UTC).
     created: dt.datetime
 
 
 class TailState:
-    """Which reported ticks a tail delivers, and where its listeners may start.
+    """Which reported ticks a tail delivers, and where its listeners may start: at the newest
+    delivered timestamp minus ``lateness`` (at first ``since`` minus it), so what they hold,
+    and the ids remembered here, stay bounded however long the tail runs.
 
-    ``since``: ticks created before it are not delivered. ``lateness``: how far behind the
-    newest delivered timestamp a tick's own timestamp may be and still be seen; listeners
-    start at the newest delivered timestamp minus ``lateness`` (at first ``since`` minus
-    it), so what they hold, and the ids remembered here, stay bounded however long the tail
-    runs."""
+    - ``since``: ticks whose documents were created before this instant (aware) are not delivered
+    - ``lateness``: how far behind the newest delivered timestamp a tick's own timestamp may be
+      and still be seen"""
 
     def __init__(self, *, since: dt.datetime, lateness: dt.timedelta) -> None:
         self.since = since
@@ -95,7 +103,10 @@ class TailState:
         """The delivery of ``tick``, or ``None`` when it was delivered already, created before
         ``since``, or older than the ids forgotten (only a listener about to be replaced, or
         one listened to again from its old bound, reports those: they may have been delivered,
-        and are more than ``lateness`` late in any case)."""
+        and are more than ``lateness`` late in any case).
+
+        - ``tick``: a tick a listener reported as added
+        - ``created``: when Firestore created its document"""
         if tick.id in self._seen or created < self.since:
             return None
         if self._horizon is not None and tick.timestamp < self._horizon:
@@ -114,7 +125,9 @@ class TailState:
         return (self.newest if self.newest is not None and self.newest > self.since else self.since) - self.lateness
 
     def forget_before(self, bound: dt.datetime) -> None:
-        """Drop remembered ids older than ``bound``: no listener reports them again."""
+        """Drop remembered ids older than ``bound``: no listener reports them again.
+
+        - ``bound``: the earliest bound any chunk's listener now starts from"""
         self._seen = {i: t for i, t in self._seen.items() if t >= bound}
         self._horizon = bound if self._horizon is None else max(self._horizon, bound)
 

@@ -859,36 +859,8 @@ def start_emulator(
     last_error = ""
     for attempt in range(attempts + 1):  # +1: one retry without CDS if the archive is suspect
         chosen = free_port(host) if port is None else port
-        command = located.base_command()
-        if max_heap is not None and located.kind == "java":
-            # The emulator keeps every document on the heap (~3.6 GiB at 200 000 ticks).
-            command = [f"-Xmx{max_heap}" if part.startswith("-Xmx") else part for part in command]
-        if located.kind == "java":
-            command += [f"--host={host}", f"--port={chosen}"]
-        else:
-            command += [f"--host-port={host}:{chosen}"]
-        if rules_path is not None:
-            command.append(f"--rules={rules_path}")
-        cds_pending: tuple[Path, Path] | None = None
-        archive = _cds_archive(located.java, located.jar) if use_cds and located.java and located.jar else None
-        if archive is not None:
-            # -Xshare:auto (the default) makes a missing/unmappable archive a no-op, and a stale
-            # one only a warning; a failed start with it is retried once without it below.
-            if archive.is_file() and archive.stat().st_size > 0:
-                flags = ["-Xshare:auto", f"-XX:SharedArchiveFile={archive}"]
-            else:
-                # First start on this machine: the JVM dumps the classes it loaded when it
-                # exits on SIGTERM; stop() moves the file into place (atomic, so parallel
-                # first starts each write their own temporary file and the last one wins).
-                temporary = archive.with_name(f"{archive.name}.{os.getpid()}-{threading.get_ident()}-{attempt}.tmp")
-                flags = ["-Xshare:auto", f"-XX:ArchiveClassesAtExit={temporary}"]
-                cds_pending = (temporary, archive)
-            command = [command[0], *flags, *command[1:]]
-        if located.kind == "java":
-            # A JVM crash (e.g. SIGBUS on a truncated CDS archive) writes hs_err_pid*.log into
-            # the working directory; keep that out of the user's project.
-            error_file = Path(tempfile.gettempdir()) / "tsstore-emulator-hs_err_pid%p.log"
-            command = [command[0], f"-XX:ErrorFile={error_file}", *command[1:]]
+        command, archive, cds_pending = _start_command(located, host, chosen, max_heap=max_heap, rules=rules_path,
+                                                       cds=use_cds, attempt=attempt)  # fmt: skip
         fd, log_name = tempfile.mkstemp(prefix=f"tsstore-emulator-{chosen}-", suffix=".log")
         os.close(fd)
         log_path = Path(log_name)
@@ -899,20 +871,7 @@ def start_emulator(
         try:
             _wait_ready(process, log_path, f"http://{host if ':' not in host else f'[{host}]'}:{chosen}", deadline)
         except _StartFailure as failure:
-            _kill_group(process)
-            if cds_pending is not None:
-                cds_pending[0].unlink(missing_ok=True)
-            text = _read_log(log_path)
-            log_path.unlink(missing_ok=True)
-            # The crash report's gist is in the log tail; don't leave one file per failed start.
-            Path(tempfile.gettempdir(), f"tsstore-emulator-hs_err_pid{process.pid}.log").unlink(missing_ok=True)
-            key = _key_lines(text)
-            last_error = (
-                f"could not start the Firestore emulator on {host}:{chosen}: {failure}\n"
-                f"command: {subprocess.list2cmdline(command)}\n"
-                + (f"first errors in its output:\n{key}\n" if key else "")
-                + f"last {LOG_TAIL_LINES} lines of its output:\n{_tail(text)}"
-            )
+            last_error = _failed_start(process, log_path, cds_pending, failure, f"{host}:{chosen}", command)
             if failure.bind and port is None and attempt < BIND_RETRIES:
                 continue  # someone took the free port between free_port() and the bind
             if use_cds and archive is not None and not failure.bind and time.monotonic() < deadline:
@@ -921,30 +880,91 @@ def start_emulator(
                     archive.unlink(missing_ok=True)
                 continue
             raise EmulatorError(last_error) from None
-        emulator = Emulator(
-            process=process,
-            host=host,
-            port=chosen,
-            command=command,
-            log_path=log_path,
-            data_dir=data_path,
-            cds_pending=cds_pending,
-            wrapper=located.kind == "gcloud",
-        )
-        if rules_path is not None and rules_text is not None:
-            try:  # the jar takes any file; compiling it once tells a broken one from a strict one
-                warned = load_rules(emulator.url, rules_text, project=RULES_CHECK_PROJECT, name=rules_path.name)
-            except EmulatorError as exc:
-                emulator.stop()
-                raise EmulatorError(f"{exc}\n(from {rules_path})") from None
-            emulator._rules = rules_path
-            emulator.rules_warnings = tuple(warned)
-        if data_path is not None:
-            try:
-                emulator._restore(deadline=deadline)
-            except (OSError, EmulatorError) as exc:
-                emulator._data_dir = None  # do not overwrite what we could not load
-                emulator.stop()
-                raise EmulatorError(f"could not restore data_dir {data_path}: {exc}") from exc
-        return emulator
+        emulator = Emulator(process=process, host=host, port=chosen, command=command, log_path=log_path,
+                            data_dir=data_path, cds_pending=cds_pending, wrapper=located.kind == "gcloud")  # fmt: skip
+        return _made_ready(emulator, rules_path, rules_text, deadline)
     raise EmulatorError(last_error)
+
+
+def _start_command(
+    located: _Located, host: str, port: int, *, max_heap: str | None, rules: Path | None, cds: bool, attempt: int
+) -> tuple[list[str], Path | None, tuple[Path, Path] | None]:
+    """The command that starts an emulator on ``host:port``, with the CDS archive it uses
+    (``None``: none) and, on a machine's first start, where the JVM writes it and where
+    :meth:`Emulator.stop` moves it."""
+    command = located.base_command()
+    if max_heap is not None and located.kind == "java":
+        # The emulator keeps every document on the heap (~3.6 GiB at 200 000 ticks).
+        command = [f"-Xmx{max_heap}" if part.startswith("-Xmx") else part for part in command]
+    command += [f"--host={host}", f"--port={port}"] if located.kind == "java" else [f"--host-port={host}:{port}"]
+    if rules is not None:
+        command.append(f"--rules={rules}")
+    if located.kind != "java":
+        return command, None, None
+    cds_pending: tuple[Path, Path] | None = None
+    archive = _cds_archive(located.java, located.jar) if cds and located.java and located.jar else None
+    if archive is not None:
+        # -Xshare:auto (the default) makes a missing/unmappable archive a no-op, and a stale
+        # one only a warning; a failed start with it is retried once without it.
+        if archive.is_file() and archive.stat().st_size > 0:
+            flags = ["-Xshare:auto", f"-XX:SharedArchiveFile={archive}"]
+        else:
+            # First start on this machine: the JVM dumps the classes it loaded when it
+            # exits on SIGTERM; stop() moves the file into place (atomic, so parallel
+            # first starts each write their own temporary file and the last one wins).
+            temporary = archive.with_name(f"{archive.name}.{os.getpid()}-{threading.get_ident()}-{attempt}.tmp")
+            flags = ["-Xshare:auto", f"-XX:ArchiveClassesAtExit={temporary}"]
+            cds_pending = (temporary, archive)
+        command = [command[0], *flags, *command[1:]]
+    # A JVM crash (e.g. SIGBUS on a truncated CDS archive) writes hs_err_pid*.log into the
+    # working directory; keep that out of the user's project.
+    error_file = Path(tempfile.gettempdir()) / "tsstore-emulator-hs_err_pid%p.log"
+    return [command[0], f"-XX:ErrorFile={error_file}", *command[1:]], archive, cds_pending
+
+
+def _failed_start(
+    process: subprocess.Popen[bytes],
+    log_path: Path,
+    cds_pending: tuple[Path, Path] | None,
+    failure: _StartFailure,
+    where: str,
+    command: list[str],
+) -> str:
+    """Clean up after a start that failed (the process group, the half-written archive, the
+    log, a crash report) and say why, with the command, the first errors and the log's tail."""
+    _kill_group(process)
+    if cds_pending is not None:
+        cds_pending[0].unlink(missing_ok=True)
+    text = _read_log(log_path)
+    log_path.unlink(missing_ok=True)
+    # The crash report's gist is in the log tail; don't leave one file per failed start.
+    Path(tempfile.gettempdir(), f"tsstore-emulator-hs_err_pid{process.pid}.log").unlink(missing_ok=True)
+    key = _key_lines(text)
+    return (
+        f"could not start the Firestore emulator on {where}: {failure}\n"
+        f"command: {subprocess.list2cmdline(command)}\n"
+        + (f"first errors in its output:\n{key}\n" if key else "")
+        + f"last {LOG_TAIL_LINES} lines of its output:\n{_tail(text)}"
+    )
+
+
+def _made_ready(emulator: Emulator, rules_path: Path | None, rules_text: str | None, deadline: float) -> Emulator:
+    """A started emulator with its rules compiled (a file that does not compile stops it and
+    says why) and its ``data_dir`` restored (or stopped, saving nothing, when it cannot be)."""
+    if rules_path is not None and rules_text is not None:
+        try:  # the jar takes any file; compiling it once tells a broken one from a strict one
+            warned = load_rules(emulator.url, rules_text, project=RULES_CHECK_PROJECT, name=rules_path.name)
+        except EmulatorError as exc:
+            emulator.stop()
+            raise EmulatorError(f"{exc}\n(from {rules_path})") from None
+        emulator._rules = rules_path
+        emulator.rules_warnings = tuple(warned)
+    data_path = emulator._data_dir
+    if data_path is not None:
+        try:
+            emulator._restore(deadline=deadline)
+        except (OSError, EmulatorError) as exc:
+            emulator._data_dir = None  # do not overwrite what we could not load
+            emulator.stop()
+            raise EmulatorError(f"could not restore data_dir {data_path}: {exc}") from exc
+    return emulator

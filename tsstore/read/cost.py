@@ -31,26 +31,28 @@ ENTRIES_PER_AGGREGATION_READ = 1000
 
 @dataclass
 class ReadStats:
-    """What one page, iteration or count cost, as the server saw it.
+    """What one page, iteration or count cost, as the server saw it; its methods add to it
+    from any thread."""
 
-    ``documents`` the server returned; ``queries`` sent (RunQuery or aggregation requests,
-    and the read of the server's time); ``round_trips`` waves of requests the caller waited
-    for (concurrent requests count once); ``chunks`` the plan fanned out over;
-    ``billed_reads`` Firestore's charge: per query the documents it returned, at least 1;
-    per aggregation 1 per 1 000 index entries, at least 1; ``refills`` the chunk queries a
-    lean page sent after its first round.
-    """
-
+    #: The chunk queries the plan fanned out over (a join's: both sides').
     chunks: int = 0
+    #: The queries sent: RunQuery or aggregation requests, and the reads of the server's time.
     queries: int = 0
+    #: The waves of requests the caller waited for (concurrent requests count once).
     round_trips: int = 0
+    #: The documents the server returned.
     documents: int = 0
+    #: Firestore's charge, in document reads: per query the documents it returned, at least 1;
+    #: per aggregation 1 per 1 000 index entries it counted, at least 1.
     billed_reads: int = 0
+    #: The chunk queries a lean page sent after its first round.
     refills: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def query_done(self, documents: int) -> None:
-        """Count one query that returned ``documents`` documents (thread-safe)."""
+        """Count one query that returned ``documents`` documents (thread-safe).
+
+        - ``documents``: how many documents the query returned (0 or more)"""
         with self._lock:
             self.queries += 1
             self.documents += documents
@@ -58,18 +60,26 @@ class ReadStats:
 
     def document_returned(self, *, first_of_query: bool) -> None:
         """Count one document a streaming query returned; its query's minimum charge already
-        covers the first (thread-safe)."""
+        covers the first (thread-safe).
+
+        - ``first_of_query``: whether it is the first document its query returned (billed
+          already, by the query's minimum charge)"""
         with self._lock:
             self.documents += 1
             self.billed_reads += not first_of_query
 
     def aggregation_done(self, entries: int) -> None:
-        """Count one aggregation that counted ``entries`` index entries (thread-safe)."""
+        """Count one aggregation that counted ``entries`` index entries (thread-safe).
+
+        - ``entries``: how many index entries the aggregation went over (the count it returned)"""
         with self._lock:
             self.queries += 1
             self.billed_reads += max(1, math.ceil(entries / ENTRIES_PER_AGGREGATION_READ))
 
     def waited(self, waves: int = 1) -> None:
+        """Count waves of requests the caller waited for (thread-safe).
+
+        - ``waves``: how many waves (concurrent requests count as one)"""
         with self._lock:
             self.round_trips += waves
 

@@ -11,17 +11,24 @@ from tsstore.read.plan import QueryPlan
 
 @dataclass(frozen=True)
 class Explanation:
-    """What a query would send and cost. ``eager_reads`` / ``lean_reads``: documents a page
-    of ``limit`` reads asking every chunk for limit + 1, and in the lean first round (refills
-    come on top only where a chunk may hide rows, see :mod:`tsstore.read.cost`); ``snapshot_reads``:
-    the one read of the server's time several chunks need. ``None`` without a limit: a read
-    without one returns (and is billed for) every match, one streaming query per chunk."""
+    """What a query would send and cost (:meth:`describe` says it in words)."""
 
+    #: The plan explained.
     plan: QueryPlan
+    #: Each query sent, as text (its filters, order, projection and, with a limit, the lean first
+    #: round's limit): one per chunk, in the plan's chunk order, or the one query of a series shape.
     queries: tuple[str, ...]
+    #: The index that serves the queries, as text: its collection group, and its fields with their order.
     index: str
+    #: The documents a page of ``limit`` rows reads when every chunk is asked for ``limit`` + 1;
+    #: ``None`` without a limit (a read without one returns, and is billed for, every match, one
+    #: streaming query per chunk).
     eager_reads: int | None
+    #: The documents the lean first round of such a page reads (refills come on top only where a
+    #: chunk may hide rows, see :mod:`tsstore.read.cost`); ``None`` without a limit.
     lean_reads: int | None
+    #: The reads of the server's time a page needs: 1 when several chunks are read at one
+    #: snapshot, else 0.
     snapshot_reads: int
 
     def describe(self) -> str:

@@ -124,62 +124,73 @@ def normalize_where(where: Where) -> tuple[Filter, ...]:
     ``(field, op, value)`` triples into filters, validating operators and ``in`` lists.
     A field takes one equality or ``in`` filter, or any number of range conditions (at most
     one ``!=`` in the query, as Firestore allows)."""
-    if where is None:
-        return ()
-    if isinstance(where, Mapping):
-        triples: list[tuple[str, str, Any]] = [
-            (k, "in" if isinstance(v, (list, tuple, set, frozenset)) else "==", v) for k, v in where.items()
-        ]
-    else:
-        triples = []
-        for item in where:
-            if not isinstance(item, (tuple, list)) or len(item) != 3:
-                raise QueryError(f"filter {item!r} is not a (field, operator, value) triple")
-            triples.append((item[0], item[1], item[2]))
     filters: list[Filter] = []
     equal: set[str] = set()
     ranged: set[str] = set()
-    for field, op, value in triples:
-        try:
-            check_field_path(field, what="filter field")
-        except SpecError as exc:
-            raise QueryError(str(exc)) from None
-        if op not in ALLOWED_OPERATORS:
-            why = _REFUSED_OPERATORS.get(op, "unknown operator")
-            raise QueryError(
-                f"operator {op!r} on {field!r} is not allowed ({why}); allowed: {', '.join(ALLOWED_OPERATORS)}"
-            )
+    for field, op, value in _triples(where):
+        _check_operator(field, op)
         if field in equal or (field in ranged and op in EQUALITY_OPERATORS):
             raise QueryError(
                 f"field {field!r} is filtered twice; combine equality values into one 'in' filter "
                 "(range conditions may repeat a field, equality may not join them)"
             )
         (equal if op in EQUALITY_OPERATORS else ranged).add(field)
-        if op == "in":
-            if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-                raise QueryError(f"'in' on {field!r} needs a list of values, got {value!r}")
-            values = tuple(dict.fromkeys(value))
-            if not values:
-                raise QueryError(f"'in' on {field!r} has no values; give 1 to {MAX_IN_VALUES}")
-            if len(values) > MAX_IN_VALUES:
-                raise QueryError(
-                    f"'in' on {field!r} has {len(values)} values; Firestore allows at most {MAX_IN_VALUES}"
-                )
-            filters.append(Filter(field, "in", values))
-            continue
-        if op in RANGE_OPERATORS and (
-            isinstance(value, (list, tuple, set, frozenset, Mapping)) or (value is None and op != "!=")
-        ):
-            raise QueryError(f"{field} {op} {value!r}: a range condition compares with one value (not null)")
-        if op in ("<", "<=", ">", ">=") and isinstance(value, float) and math.isnan(value):
-            raise QueryError(
-                f"{field} {op} nan: Firestore takes no NaN as a range bound (NaN orders before every number); "
-                "give a number"
-            )
-        filters.append(Filter(field, op, (value,)))
+        filters.append(Filter(field, "in", _in_values(field, value)) if op == "in" else _compared(field, op, value))
     if sum(f.op == "!=" for f in filters) > 1:
         raise QueryError("Firestore allows one '!=' filter per query; keep one and filter the rest after reading")
     return tuple(sorted(filters, key=lambda f: (f.field, f.op, repr(f.values))))
+
+
+def _triples(where: Where) -> list[tuple[str, str, Any]]:
+    """``where`` as ``(field, operator, value)`` triples (a mapping's list value means ``in``)."""
+    if where is None:
+        return []
+    if isinstance(where, Mapping):
+        return [(k, "in" if isinstance(v, (list, tuple, set, frozenset)) else "==", v) for k, v in where.items()]
+    triples = []
+    for item in where:
+        if not isinstance(item, (tuple, list)) or len(item) != 3:
+            raise QueryError(f"filter {item!r} is not a (field, operator, value) triple")
+        triples.append((item[0], item[1], item[2]))
+    return triples
+
+
+def _check_operator(field: str, op: str) -> None:
+    """Refuse a field that is no field path and an operator tsstore does not serve."""
+    try:
+        check_field_path(field, what="filter field")
+    except SpecError as exc:
+        raise QueryError(str(exc)) from None
+    if op not in ALLOWED_OPERATORS:
+        why = _REFUSED_OPERATORS.get(op, "unknown operator")
+        allowed = ", ".join(ALLOWED_OPERATORS)
+        raise QueryError(f"operator {op!r} on {field!r} is not allowed ({why}); allowed: {allowed}")
+
+
+def _in_values(field: str, value: object) -> tuple[Any, ...]:
+    """An ``in`` filter's values: a list of 1 to 30 distinct values (repeats dropped)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise QueryError(f"'in' on {field!r} needs a list of values, got {value!r}")
+    values = tuple(dict.fromkeys(value))
+    if not values:
+        raise QueryError(f"'in' on {field!r} has no values; give 1 to {MAX_IN_VALUES}")
+    if len(values) > MAX_IN_VALUES:
+        raise QueryError(f"'in' on {field!r} has {len(values)} values; Firestore allows at most {MAX_IN_VALUES}")
+    return values
+
+
+def _compared(field: str, op: str, value: Any) -> Filter:
+    """An equality or range filter: a range condition compares with one value, never a list,
+    a map, null (but ``!= None``) or NaN."""
+    if op in RANGE_OPERATORS and (
+        isinstance(value, (list, tuple, set, frozenset, Mapping)) or (value is None and op != "!=")
+    ):
+        raise QueryError(f"{field} {op} {value!r}: a range condition compares with one value (not null)")
+    if op in ("<", "<=", ">", ">=") and isinstance(value, float) and math.isnan(value):
+        raise QueryError(
+            f"{field} {op} nan: Firestore takes no NaN as a range bound (NaN orders before every number); give a number"
+        )
+    return Filter(field, op, (value,))
 
 
 #: What a value of each declared column type is in Python (``object``: anything).
@@ -310,16 +321,37 @@ def plan_query(
     - ``max_chunk``: caps the chunk size below the disjunction budget (for measurements)
     """
     q = Query.of(query, options)
-    where, start, end, direction, limit, columns = q.where, q.start, q.end, q.direction, q.limit, q.columns
-    every = normalize_where(where)
+    every = normalize_where(q.where)
     check_value_types(spec, every)
     filters = tuple(f for f in every if not f.is_range)
     ranges = tuple(f for f in every if f.is_range)
     try:
-        parsed_direction = Direction.parse(direction)
+        direction = Direction.parse(q.direction)
     except SpecError as exc:
         raise QueryError(str(exc)) from None
-    index, shape = check_index(spec, (f.field for f in filters), parsed_direction, ranges=(f.field for f in ranges))
+    index, shape = check_index(spec, (f.field for f in filters), direction, ranges=(f.field for f in ranges))
+    start, end = _time_range(q.start, q.end)
+    size = chunk_size(filters) if max_chunk is None else max(1, min(chunk_size(filters), max_chunk))
+    shards, skipped = spec.shards_from(start)
+    return QueryPlan(
+        spec=spec,
+        filters=filters,
+        start=start,
+        end=end,
+        direction=direction,
+        limit=_checked_limit(q.limit),
+        columns=_projection(spec, q.columns, ranges),
+        chunks=(UNSHARDED,) if shape.series else chunk_shards(shards, size),
+        index=index,
+        query=q,
+        skipped=() if shape.series else skipped,
+        ranges=ranges,
+        shape=shape,
+    )
+
+
+def _time_range(start: object, end: object) -> tuple[dt.datetime | None, dt.datetime | None]:
+    """``[start, end)`` as UTC times, not empty."""
     try:
         start_t = None if start is None else to_utc(start, name="start")
         end_t = None if end is None else to_utc(end, name="end")
@@ -327,44 +359,33 @@ def plan_query(
         raise QueryError(str(exc)) from None
     if start_t is not None and end_t is not None and start_t >= end_t:
         raise QueryError(f"empty time range: start {start_t.isoformat()} is not before end {end_t.isoformat()}")
+    return start_t, end_t
+
+
+def _checked_limit(limit: object) -> int | None:
     if limit is not None and (
         isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= MAX_QUERY_LIMIT
     ):
         raise QueryError(
             f"limit {limit!r} is not allowed; give an integer from 1 to {MAX_QUERY_LIMIT}, or None for no limit"
         )
-    projection: tuple[str, ...] | None = None
-    if columns is not None:
-        if isinstance(columns, str):
-            columns = (columns,)
-        cols = []
-        for c in columns:
-            try:
-                cols.append(check_field_path(c, what="column"))
-            except SpecError as exc:
-                raise QueryError(str(exc)) from None
-        # The timestamp and range-filtered fields are always read: the merge and the cursor need them.
-        projection = tuple(dict.fromkeys([spec.timestamp_field, *cols, *after_timestamp(f.field for f in ranges)]))
-    size = chunk_size(filters)
-    if max_chunk is not None:
-        size = max(1, min(size, max_chunk))
-    shards, skipped = spec.shards_from(start_t)
-    chunks = (UNSHARDED,) if shape.series else chunk_shards(shards, size)
-    return QueryPlan(
-        spec=spec,
-        filters=filters,
-        start=start_t,
-        end=end_t,
-        direction=parsed_direction,
-        limit=limit,
-        columns=projection,
-        chunks=chunks,
-        index=index,
-        query=q,
-        skipped=() if shape.series else skipped,
-        ranges=ranges,
-        shape=shape,
-    )
+    return limit
+
+
+def _projection(
+    spec: SeriesSpec, columns: str | Iterable[str] | None, ranges: tuple[Filter, ...]
+) -> tuple[str, ...] | None:
+    """The fields a projected read asks for: the timestamp and the range-filtered fields are
+    always read (the merge and the cursor need them), then the columns asked for."""
+    if columns is None:
+        return None
+    cols = []
+    for c in (columns,) if isinstance(columns, str) else columns:
+        try:
+            cols.append(check_field_path(c, what="column"))
+        except SpecError as exc:
+            raise QueryError(str(exc)) from None
+    return tuple(dict.fromkeys([spec.timestamp_field, *cols, *after_timestamp(f.field for f in ranges)]))
 
 
 def oldest_first(spec: SeriesSpec, query: Query) -> QueryPlan:

@@ -14,6 +14,7 @@ from typing import Any, TypedDict
 
 from tsstore.errors import QueryError
 from tsstore.spec import Direction
+from tsstore.times import TimeLike
 
 #: Filters on declared fields: ``{field: value}`` (a list, tuple or set value means ``in``)
 #: or ``(field, op, value)`` triples with op ``==``, ``in``, or a range condition (``<``,
@@ -28,8 +29,8 @@ class Query:
     Validated when planned (:func:`tsstore.read.plan.plan_query`), against the spec."""
 
     where: Where = None
-    start: object = None
-    end: object = None
+    start: TimeLike | None = None
+    end: TimeLike | None = None
     direction: Direction | str = Direction.DESC
     limit: int | None = None
     columns: Iterable[str] | None = None
@@ -98,8 +99,8 @@ class RangeOptions(TypedDict, total=False):
     ``aggregate``, ``bars``): see :class:`Query`."""
 
     where: Where
-    start: object
-    end: object
+    start: TimeLike | None
+    end: TimeLike | None
     read_time: dt.datetime | None
 
 

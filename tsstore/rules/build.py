@@ -283,36 +283,47 @@ def rules_lines(specs: Sequence[SeriesSpec], rollups: Sequence[Rollup] = ()) -> 
     """The lines of the generated block (without its markers), indented for a place directly
     inside ``match /databases/{database}/documents``: one ``match`` per collection clients
     may use, and a comment for each collection they may not."""
+    rolled = {r.spec.collection: r for r in rollups}
+    lines: list[str] = []
+    for name, spec in _declared_collections(specs, rollups).items():
+        rollup = rolled.get(name)
+        what = f" ({interval_label(rollup.interval)} bars of {rollup.source.collection})" if rollup else ""
+        lines.append(f"// {name}{what}: {spec.access.describe()}")
+        if spec.access.reads or spec.access.creates:
+            lines += _collection_lines(spec, rollup, [r for r in rollups if r.source.collection == name])
+    return lines
+
+
+def _declared_collections(specs: Sequence[SeriesSpec], rollups: Sequence[Rollup]) -> dict[str, SeriesSpec]:
+    """Every collection the declarations name (the roll-ups' sources and bars too), each
+    declared once."""
     if not specs and not rollups:
         raise SpecError("no SeriesSpec given; declare at least one")
     for given, kind in ((specs, SeriesSpec), (rollups, Rollup)):
         if isinstance(given, (str, kind)) or any(not isinstance(item, kind) for item in given):
             wrong = given if isinstance(given, (str, kind)) else next(i for i in given if not isinstance(i, kind))
             raise SpecError(f"rules are made from a list of {kind.__name__} declarations, got {wrong!r}")
-    rolled = {r.spec.collection: r for r in rollups}
     series: dict[str, SeriesSpec] = {}
     for spec in (*specs, *(r.source for r in rollups), *(r.spec for r in rollups)):
         if series.setdefault(spec.collection, spec) != spec:
             raise SpecError(f"two different SeriesSpecs declare collection {spec.collection!r}; declare it once")
-    lines: list[str] = []
-    for name, spec in series.items():
-        rollup = rolled.get(name)
-        what = f" ({interval_label(rollup.interval)} bars of {rollup.source.collection})" if rollup else ""
-        lines.append(f"// {name}{what}: {spec.access.describe()}")
-        if not spec.access.reads and not spec.access.creates:
-            continue
-        late = [r for r in rollups if r.source.collection == name] if spec.access.creates else []
-        lines += _series_block(spec, "bar" if rollup else "tick", late).render(0)
-        for marked in late:
-            lines.append(f"// {WATERMARKS}/{marked.name}/{MARKS}: late-tick marks clients write with their ticks")
-            lines += _marks_block(marked, spec.access).render(0)
-        if spec.count_by:
-            lines.append(f"// {spec.collection}{COUNTERS_SUFFIX}: its series counters, read like it")
-            lines += _counters_block(spec).render(0)
-        if rollup is not None and spec.access.reads:
-            segment, guard = _segment(name, "rollup")
-            reads = [_allow("get", guard, _condition(spec.access, spec.access.read))]
-            watermark = _Match(f"/{WATERMARKS}/{segment}", guard, reads)
-            lines.append(f"// {WATERMARKS}/{name}: how far the roll-up has been written")
-            lines += watermark.render(0)
+    return series
+
+
+def _collection_lines(spec: SeriesSpec, rollup: Rollup | None, rolled_up: list[Rollup]) -> list[str]:
+    """The matches of one collection clients may use: its documents; the late-tick marks of
+    the roll-ups of it when clients create ticks; its series counters; a roll-up's watermark."""
+    late = rolled_up if spec.access.creates else []
+    lines = list(_series_block(spec, "bar" if rollup else "tick", late).render(0))
+    for marked in late:
+        lines.append(f"// {WATERMARKS}/{marked.name}/{MARKS}: late-tick marks clients write with their ticks")
+        lines += _marks_block(marked, spec.access).render(0)
+    if spec.count_by:
+        lines.append(f"// {spec.collection}{COUNTERS_SUFFIX}: its series counters, read like it")
+        lines += _counters_block(spec).render(0)
+    if rollup is not None and spec.access.reads:
+        segment, guard = _segment(spec.collection, "rollup")
+        reads = [_allow("get", guard, _condition(spec.access, spec.access.read))]
+        lines.append(f"// {WATERMARKS}/{spec.collection}: how far the roll-up has been written")
+        lines += _Match(f"/{WATERMARKS}/{segment}", guard, reads).render(0)
     return lines

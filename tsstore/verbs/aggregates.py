@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Unpack
 
 from tsstore.analytics import PARAMETER_HELP as PARAMETER_HELP  # the analytics verbs' words, one glossary
@@ -154,12 +155,18 @@ def covered_aggregate(seat: Seat, request: CoveredRequest, plan: QueryPlan, cost
         else:
             spec, columns = part.rollup.spec, (*BAR_FIELDS, *STORED_MOMENTS)
         piece = Query(where=bounds.where, start=part.start, end=part.end, columns=columns, read_time=snapshot)
-        ticks = yield from read(seat, oldest_first(spec, piece), cost)
-
-        def sink(tick: Tick, part: CoveredPart = part) -> None:
-            total.add(request.bar_of(tick, part))
-
-        yield Feed(ticks, sink)
+        yield Feed((yield from read(seat, oldest_first(spec, piece), cost)), _Folded(total, request, part))
     return request.result(total.bar, parts)
 
 
+@dataclass(frozen=True)
+class _Folded:
+    """A :class:`~tsstore.verbs.request.Feed`'s sink: each tick (or stored bar) of one
+    ``part`` of a covered aggregate, folded into the ``total``."""
+
+    total: Total
+    request: CoveredRequest
+    part: CoveredPart
+
+    def add(self, tick: Tick) -> None:
+        self.total.add(self.request.bar_of(tick, self.part))

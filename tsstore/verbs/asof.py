@@ -17,7 +17,7 @@ from tsstore.read.plan import plan_query
 from tsstore.read.query import Query
 from tsstore.spec import Direction, SeriesSpec, check_field_path
 from tsstore.ticks import Tick
-from tsstore.times import to_utc
+from tsstore.times import DurationLike, to_utc
 from tsstore.verbs.declare import Reading
 from tsstore.verbs.reading import probe, read
 from tsstore.verbs.request import Feed, Request, Seat
@@ -35,7 +35,7 @@ def asof(
     right_spec: SeriesSpec | None = None,
     by: str | Sequence[str] = (),
     direction: str = "backward",
-    tolerance: object = None,
+    tolerance: DurationLike | None = None,
     allow_exact_matches: bool = True,
     prefix: str = "right",
     ids: bool = False,
@@ -64,7 +64,7 @@ def asof(
         stats=stats if stats is not None else ReadStats(),
     )  # fmt: skip
     builder = FrameBuilder(seat.spec)
-    yield Feed(joining, builder.add)
+    yield Feed(joining, builder)
     return joining.with_right_columns(builder.frame())
 
 
@@ -77,7 +77,7 @@ def iter_asof(
     right_spec: SeriesSpec | None = None,
     by: str | Sequence[str] = (),
     direction: str = "backward",
-    tolerance: object = None,
+    tolerance: DurationLike | None = None,
     allow_exact_matches: bool = True,
     prefix: str = "right",
 ) -> Reading[Tick]:
@@ -101,7 +101,7 @@ def asof_read(
     right_spec: SeriesSpec | None,
     by: str | Sequence[str],
     direction: str,
-    tolerance: object,
+    tolerance: DurationLike | None,
     allow_exact_matches: bool,
     prefix: str,
     ids: bool,
@@ -109,43 +109,12 @@ def asof_read(
 ) -> Request[JoinRead]:
     """The two reads of an as-of join, oldest first at one snapshot."""
     way, reach = check_direction(direction), check_tolerance(tolerance)
-    fields = (by,) if isinstance(by, str) else tuple(by)
-    try:
-        for name in (*fields, prefix):
-            check_field_path(name, what="as-of join field" if name != prefix else "prefix")
-    except SpecError as exc:
-        raise QueryError(str(exc)) from None
-    spec = seat.spec
     if right_spec is not None and not isinstance(right_spec, SeriesSpec):
         raise QueryError(f"right_spec takes a SeriesSpec (the right series' declaration), got {right_spec!r}")
-    for declared in (spec, right_spec or spec):
-        declared.check_declared((("by field", f) for f in fields), verb="asof")
-    taken = {spec.timestamp_field, spec.shard_field, *fields, *spec.filter_fields, *spec.key_fields, *spec.measures}
-    taken |= {name.split(".")[0] for name, _ in spec.columns}
-    if prefix in taken or "." in prefix:
-        raise QueryError(f"prefix {prefix!r} must be a plain field name that is none of the left series' fields")
     other = right_spec if right_spec is not None else seat.spec
-    sides = []
-    for side, asked in (("left", left), ("right", right)):
-        bounds = asked if asked is not None else Query()
-        bounds.only(ASOF_OPTIONS, f"asof ({side} query)")
-        if bounds.columns is not None:  # the join needs the by fields
-            bounds = bounds.replace(columns=tuple(dict.fromkeys((*bounds.columns, *fields))))
-        sides.append(bounds)
-    lq, rq = sides
-    try:
-        lstart = None if lq.start is None else to_utc(lq.start, name="start")
-        lend = None if lq.end is None else to_utc(lq.end, name="end")
-    except ValueError as exc:
-        raise QueryError(str(exc)) from None
-    # What of the right side can match the left's range: before it only back to one tolerance
-    # (forward: nothing before it), after it only up to one tolerance (backward: nothing after).
-    behind = dt.timedelta(0) if way == "forward" else reach
-    ahead = dt.timedelta(0) if way == "backward" else reach
-    if rq.start is None and lstart is not None and behind is not None:
-        rq = rq.replace(start=lstart - behind)
-    if rq.end is None and lend is not None and ahead is not None:
-        rq = rq.replace(end=lend + ahead)
+    fields = _join_fields(seat.spec, other, by, prefix)
+    lq, rq = (_side(asked, side, fields) for side, asked in (("left", left), ("right", right)))
+    rq = _right_reach(lq, rq, way, reach)
     snapshot = lq.read_time or rq.read_time or (yield from probe(seat, stats))
     lplan = plan_query(seat.spec, lq.replace(read_time=snapshot), direction=Direction.ASC)
     rplan = plan_query(other, rq.replace(read_time=snapshot), direction=Direction.ASC)
@@ -153,6 +122,51 @@ def asof_read(
     rread = yield from read(seat, rplan, stats)
     stats.chunks = len(lplan.chunks) + len(rplan.chunks)
     return JoinRead(lread, rread, way, fields, reach, allow_exact_matches, prefix, other, ids)
+
+
+def _join_fields(spec: SeriesSpec, other: SeriesSpec, by: str | Sequence[str], prefix: str) -> tuple[str, ...]:
+    """The ``by`` fields of a join (declared on both sides), with a ``prefix`` that names no
+    field of the left series."""
+    fields = (by,) if isinstance(by, str) else tuple(by)
+    try:
+        for name in (*fields, prefix):
+            check_field_path(name, what="as-of join field" if name != prefix else "prefix")
+    except SpecError as exc:
+        raise QueryError(str(exc)) from None
+    for declared in (spec, other):
+        declared.check_declared((("by field", f) for f in fields), verb="asof")
+    taken = {spec.timestamp_field, spec.shard_field, *fields, *spec.filter_fields, *spec.key_fields, *spec.measures}
+    taken |= {name.split(".")[0] for name, _ in spec.columns}
+    if prefix in taken or "." in prefix:
+        raise QueryError(f"prefix {prefix!r} must be a plain field name that is none of the left series' fields")
+    return fields
+
+
+def _side(asked: Query | None, side: str, fields: tuple[str, ...]) -> Query:
+    """One side's query, its columns holding the ``by`` fields the join needs."""
+    bounds = asked if asked is not None else Query()
+    bounds.only(ASOF_OPTIONS, f"asof ({side} query)")
+    if bounds.columns is not None:
+        bounds = bounds.replace(columns=tuple(dict.fromkeys((*bounds.columns, *fields))))
+    return bounds
+
+
+def _right_reach(lq: Query, rq: Query, way: str, reach: dt.timedelta | None) -> Query:
+    """The right side bounded to what can match the left's range, where it gives no bound:
+    before it only back to one tolerance (forward: nothing before it), after it only up to
+    one tolerance (backward: nothing after)."""
+    try:
+        lstart = None if lq.start is None else to_utc(lq.start, name="start")
+        lend = None if lq.end is None else to_utc(lq.end, name="end")
+    except ValueError as exc:
+        raise QueryError(str(exc)) from None
+    behind = dt.timedelta(0) if way == "forward" else reach
+    ahead = dt.timedelta(0) if way == "backward" else reach
+    if rq.start is None and lstart is not None and behind is not None:
+        rq = rq.replace(start=lstart - behind)
+    if rq.end is None and lend is not None and ahead is not None:
+        rq = rq.replace(end=lend + ahead)
+    return rq
 
 
 #: Bar columns that are amounts: an empty bucket has none of them (0), not the last one.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Unpack
 
 import pandas as pd
@@ -19,22 +20,40 @@ from tsstore.read.cost import ReadStats
 from tsstore.read.plan import QueryPlan, oldest_first
 from tsstore.read.query import Query, RangeOptions
 from tsstore.spec import check_field_path
+from tsstore.ticks import Tick
+from tsstore.times import DurationLike, TimeLike, ZoneLike
 from tsstore.verbs.marks import late_in, read_watermark
 from tsstore.verbs.reading import COUNT_OPTIONS, read
 from tsstore.verbs.request import Feed, Request, Seat
 
+
+@dataclass(frozen=True)
+class FedBars:
+    """A :class:`~tsstore.verbs.request.Feed`'s sink: the bars ``builder`` closes as the
+    ticks stream in, in order."""
+
+    builder: BarBuilder
+    bars: list[Bar] = field(default_factory=list)
+
+    def add(self, tick: Tick) -> None:
+        self.bars.extend(self.builder.add(tick))
+
+    def finished(self) -> list[Bar]:
+        """Every bar: those closed as ticks came, then those still open at the end."""
+        self.bars.extend(self.builder.rest())
+        return self.bars
 
 def bars(
     seat: Seat,
     query: Query | None = None,
     /,
     *,
-    interval: object,
+    interval: DurationLike,
     price: str | None = None,
     by: str | Sequence[str] | None = None,
     volume: str | None = None,
-    tz: object = None,
-    origin: object = None,
+    tz: ZoneLike | None = None,
+    origin: TimeLike | None = None,
     fill: str | None = None,
     moments: bool = False,
     combine: bool = False,
@@ -89,10 +108,9 @@ def bars(
                 f"(first: {late[0].bucket.isoformat()}): run the roll-up first (tsstore rollup), or make the bars "
                 "from the ticks (bars(price=...) on the source's store)"
             )
-    done: list[Bar] = []
-    ticks = yield from read(seat, plan, stats if stats is not None else ReadStats())
-    yield Feed(ticks, lambda tick: done.extend(builder.add(tick)))
-    done.extend(builder.rest())
+    fed = FedBars(builder)
+    yield Feed((yield from read(seat, plan, stats if stats is not None else ReadStats())), fed)
+    done = fed.finished()
     absent(done, builder.skipped, fields, price=None if combine else price)
     zone = builder.buckets.zone
     return bars_frame(
@@ -116,12 +134,12 @@ def bars_plan(
     seat: Seat,
     bounds: Query,
     *,
-    interval: object,
+    interval: DurationLike,
     by: str | Sequence[str] | None,
     price: str,
     volume: str | None,
-    tz: object = None,
-    origin: object = None,
+    tz: ZoneLike | None = None,
+    origin: TimeLike | None = None,
     fill: str | None = None,
     combine: dt.timedelta | None = None,
 ) -> tuple[QueryPlan, BarBuilder, tuple[str, ...]]:
@@ -156,13 +174,13 @@ def aligned(
     query: Query | None = None,
     /,
     *,
-    interval: object,
+    interval: DurationLike,
     by: str | Sequence[str],
     price: str | None = None,
     value: str = "close",
     volume: str | None = None,
-    tz: object = None,
-    origin: object = None,
+    tz: ZoneLike | None = None,
+    origin: TimeLike | None = None,
     fill: str | None = "prev",
     combine: bool = False,
     stats: ReadStats | None = None,

@@ -49,8 +49,12 @@ class Reading(Generic[T]):
 
 class TickStream(Iterator[T]):
     """What a streaming verb of :class:`~tsstore.store.TimeSeriesStore` returns: its ticks
-    (or frames), and ``stats``, what reading them has cost so far (a
-    :class:`~tsstore.read.cost.ReadStats`)."""
+    (or frames), and ``stats``, what reading them has cost so far.
+
+    - ``items``: what the stream hands out, in order: ticks, or DataFrames or Arrow record
+      batches of them; the read runs as they are asked for
+    - ``stats``: the :class:`~tsstore.read.cost.ReadStats` the read adds its cost to as
+      ``items`` are read (the one the verb was given, or a new one)"""
 
     def __init__(self, items: Iterator[T], stats: ReadStats) -> None:
         self._items = items
@@ -62,7 +66,12 @@ class TickStream(Iterator[T]):
 
 class AsyncTickStream(AsyncIterator[T]):
     """What a streaming verb of :class:`~tsstore.aio.AsyncTimeSeriesStore` returns (``async
-    for``), and ``stats``: what reading it has cost so far."""
+    for``), and ``stats``: what reading it has cost so far.
+
+    - ``items``: what the stream hands out, in order: ticks, or DataFrames or Arrow record
+      batches of them; the read runs as they are asked for
+    - ``stats``: the :class:`~tsstore.read.cost.ReadStats` the read adds its cost to as
+      ``items`` are read (the one the verb was given, or a new one)"""
 
     def __init__(self, items: AsyncIterator[T], stats: ReadStats) -> None:
         self._items = items
@@ -143,6 +152,16 @@ class _Declared(Generic[P, R]):
             self._signature = public_signature(self._make)
         return self._signature
 
+    def signature_of(self, owner: type) -> inspect.Signature:
+        """The verb's signature on store class ``owner``: the result as that store returns it."""
+        base = self.signature
+        return base.replace(return_annotation=self._returns(base.return_annotation, issubclass(owner, LoopDriver)))
+
+    def _returns(self, result: Any, asynchronous: bool) -> Any:
+        """What a store returns for a request whose result is ``result`` (awaited, when
+        ``asynchronous``)."""
+        return result
+
     def _request(self, store: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         self._check(args, kwargs)
         return self._make(store.seat, *args, **kwargs)
@@ -166,28 +185,29 @@ class _Declared(Generic[P, R]):
                     f"got {type(value).__name__} {value!r}; or give its fields as keywords"
                 )
 
-    def _get(self, store: Any, bind: Callable[[Any], Callable[..., Any]]) -> Any:
+    def _get(self, store: Any, owner: type, bind: Callable[[Any], Callable[..., Any]]) -> Any:
         """What ``store.<verb>`` is: the class's view without a store; else ``bind(store)``,
         made once per store (kept in its ``__dict__``, where later lookups find it first:
         this descriptor defines no ``__set__``)."""
         if store is None:
-            return self._unbound()
-        bound = store.__dict__[self.__name__] = self._bound(bind(store))
+            return self._unbound(owner)
+        bound = store.__dict__[self.__name__] = self._bound(bind(store), self.signature_of(owner))
         return bound
 
-    def _bound(self, call: Callable[..., Any], signature: inspect.Signature | None = None) -> Callable[..., Any]:
+    def _bound(self, call: Callable[..., Any], signature: inspect.Signature) -> Callable[..., Any]:
         wrapper = functools.update_wrapper(call, self._make)  # ``call`` itself, typed as a wrapper
         call.__name__ = call.__qualname__ = self.__name__
-        call.__signature__ = signature or self.signature  # type: ignore[attr-defined]
+        call.__signature__ = signature  # type: ignore[attr-defined]
         del wrapper.__wrapped__  # help() and inspect show the public signature, not the request's
         return call
 
-    def _unbound(self) -> Callable[..., Any]:
-        """The verb as the class shows it (``help(TimeSeriesStore)``, the API reference): a
-        function of the store and the verb's own parameters."""
+    def _unbound(self, owner: type) -> Callable[..., Any]:
+        """The verb as class ``owner`` shows it (``help(TimeSeriesStore)``, the API reference):
+        a function of the store and the verb's own parameters, returning what that store does."""
         name = self.__name__
         store = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
-        signature = self.signature.replace(parameters=[store, *self.signature.parameters.values()])
+        shown = self.signature_of(owner)
+        signature = shown.replace(parameters=[store, *shown.parameters.values()])
         return self._bound(lambda store, *args, **kwargs: getattr(store, name)(*args, **kwargs), signature)
 
 
@@ -205,7 +225,7 @@ class verb(_Declared[P, R]):
     @overload
     def __get__(self, store: LoopDriver, owner: type) -> Callable[P, Awaitable[R]]: ...
     def __get__(self, store: Any, owner: type) -> Any:
-        return self._get(store, self._awaited if isinstance(store, LoopDriver) else self._returned)
+        return self._get(store, owner, self._awaited if issubclass(owner, LoopDriver) else self._returned)
 
     def _returned(self, store: Any) -> Callable[..., Any]:
         return lambda *args, **kwargs: store._run(self._request(store, args, kwargs))
@@ -232,7 +252,13 @@ class stream(_Declared[P, R]):
     @overload
     def __get__(self, store: LoopDriver, owner: type) -> Callable[P, AsyncTickStream[R]]: ...
     def __get__(self, store: Any, owner: type) -> Any:
-        return self._get(store, lambda store: lambda *args, **kwargs: store._stream(self._request(store, args, kwargs)))
+        return self._get(
+            store, owner, lambda store: lambda *args, **kwargs: store._stream(self._request(store, args, kwargs))
+        )
+
+    def _returns(self, result: Any, asynchronous: bool) -> Any:
+        [item] = typing.get_args(result) or (Any,)
+        return AsyncTickStream[item] if asynchronous else TickStream[item]  # type: ignore[valid-type]
 
 
 class live(_Declared[P, Any], Generic[P, L, T]):
@@ -250,7 +276,13 @@ class live(_Declared[P, Any], Generic[P, L, T]):
     @overload
     def __get__(self, store: LoopDriver, owner: type) -> Callable[P, AsyncLive[T]]: ...
     def __get__(self, store: Any, owner: type) -> Any:
-        return self._get(store, lambda store: lambda *args, **kwargs: store._listen(self._request(store, args, kwargs)))
+        return self._get(
+            store, owner, lambda store: lambda *args, **kwargs: store._listen(self._request(store, args, kwargs))
+        )
+
+    def _returns(self, result: Any, asynchronous: bool) -> Any:
+        live_object, item = typing.get_args(result) or (Any, Any)
+        return AsyncLive[item] if asynchronous else live_object  # type: ignore[valid-type]
 
 
 def public_signature(make: Callable[..., Any]) -> inspect.Signature:

@@ -15,6 +15,7 @@ from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
 from tsstore.read.plan import plan_query
 from tsstore.read.query import Query, Where, given
+from tsstore.times import TimeLike
 from tsstore.verbs.reading import snapshot_of
 from tsstore.verbs.request import Collect, Request, Seat
 
@@ -27,8 +28,8 @@ def latest(
     by: str,
     values: Iterable[Any],
     where: Where = None,
-    before: object = None,
-    end: object = None,
+    before: TimeLike | None = None,
+    end: TimeLike | None = None,
     columns: Iterable[str] | None = None,
     read_time: dt.datetime | None = None,
     stats: ReadStats | None = None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from tsstore.asks import Asking, Doc, asked_together
@@ -19,14 +20,14 @@ from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.results import ReshardResult
 from tsstore.spec import Direction
 from tsstore.ticks import Tick, get_path
-from tsstore.times import to_utc
+from tsstore.times import TimeLike, to_utc
 from tsstore.verbs.reading import probe
-from tsstore.verbs.request import Count, Documents, Request, Seat, Send, billed
+from tsstore.verbs.request import Count, Documents, Request, Seat, Send, SendOptions, billed
 from tsstore.verbs.writing import ProgressCallback
 from tsstore.write.identity import shard_for_id
 from tsstore.write.ops import NOT_FOUND, Patch
 from tsstore.write.prepare import PreparedDoc
-from tsstore.write.sender import BulkSender
+from tsstore.write.sender import BulkSender, Written
 
 #: What each parameter of these verbs means (the API reference describes a parameter from
 #: here unless the verb's docstring says more).
@@ -37,7 +38,9 @@ PARAMETER_HELP = {
 }
 
 
-def shard_census(seat: Seat, *, since: object = None, read_time: dt.datetime | None = None) -> Request[ShardCensus]:
+def shard_census(
+    seat: Seat, *, since: TimeLike | None = None, read_time: dt.datetime | None = None
+) -> Request[ShardCensus]:
     """How many ticks each shard value holds, which values documents carry that the
     declaration does not list, and how evenly the active values share ticks (since
     ``since``, when given, e.g. the last layout change). All at one snapshot, by count
@@ -82,6 +85,29 @@ def remaining(seat: Seat, plan: QueryPlan, values: tuple[str, ...]) -> Request[d
     return dict(zip(values, billed(counts, stats)))
 
 
+@dataclass(frozen=True)
+class _Moving:
+    """One pass of a reshard: each tick as a patch of its shard field only, onto the active
+    value its id picks; the pass's result adds what it moved (and what vanished meanwhile)
+    to what the passes ``before`` it did."""
+
+    shard_field: str
+    shards: tuple[str, ...]
+    before: ReshardResult
+
+    def docs(self, ticks: Iterator[Tick]) -> Iterator[PreparedDoc]:
+        for i, tick in enumerate(ticks):
+            yield PreparedDoc(i, tick.id, Patch({self.shard_field: shard_for_id(tick.id, self.shards)}), 0)
+
+    def settled(self, batch: list[Written]) -> None:
+        return None
+
+    def result(self, sender: BulkSender) -> ReshardResult:
+        before = self.before
+        moved, vanished = before.moved + sender.counts["patched"], before.vanished + len(sender.failures)
+        return ReshardResult(moved, vanished, before.remaining, before.passes + 1)
+
+
 def reshard(seat: Seat, *, on_progress: ProgressCallback | None = None, max_passes: int = 3) -> Request[ReshardResult]:
     """Move every tick under a retired shard value onto the active values, so the retired
     values can leave the declaration. Safe to run while others read and write:
@@ -108,18 +134,8 @@ def reshard(seat: Seat, *, on_progress: ProgressCallback | None = None, max_pass
     while any(done.remaining.values()) and done.passes < max_passes:
         before, stats = done, ReadStats()
         cursors = [sweep_cursor((value,), plan, stats) for value, left in before.remaining.items() if left]
-
-        def moves(ticks: Iterator[Tick]) -> Iterator[PreparedDoc]:
-            """Each tick as a patch of its shard field only, onto the active value its id picks."""
-            for i, tick in enumerate(ticks):
-                yield PreparedDoc(i, tick.id, Patch({spec.shard_field: shard_for_id(tick.id, spec.shards)}), 0)
-
-        def result(sender: BulkSender, before: ReshardResult = before) -> ReshardResult:
-            moved, vanished = before.moved + sender.counts["patched"], before.vanished + len(sender.failures)
-            return ReshardResult(moved, vanished, before.remaining, before.passes + 1)
-
         read = TickRead(plan, cursors=cursors, sweep=True)
-        options = {"on_progress": on_progress}
-        passed = yield Send(moves, result, "reshard", read=read, tolerate=frozenset({NOT_FOUND}), options=options)
+        passed = yield Send(_Moving(spec.shard_field, spec.shards, before), "reshard", read=read,
+                            tolerate=frozenset({NOT_FOUND}), options=SendOptions(on_progress=on_progress))  # fmt: skip
         done = dataclasses.replace(passed, remaining=(yield from remaining(seat, plan, tuple(before.remaining))))
     return done

@@ -15,7 +15,7 @@ from tsstore.read.chunks import chunk_query
 from tsstore.read.plan import oldest_first, plan_query
 from tsstore.read.query import Query, Where, given
 from tsstore.spec import Direction
-from tsstore.times import to_utc
+from tsstore.times import TimeLike, to_utc
 from tsstore.verbs.declare import Listening
 from tsstore.verbs.reading import server_time
 from tsstore.verbs.request import Request, Seat
@@ -73,7 +73,7 @@ def tail(
     query: Query | None = None,
     /,
     *,
-    since: object = None,
+    since: TimeLike | None = None,
     lateness: dt.timedelta = DEFAULT_LATENESS,
     hold: int = DEFAULT_HOLD,
     where: Where = None,

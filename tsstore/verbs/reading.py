@@ -95,7 +95,7 @@ def query_frame(seat: Seat, query: Query | None = None, /, **options: Unpack[Que
     as they stream."""
     plan = plan_query(seat.spec, query, **options)
     builder = FrameBuilder(seat.spec, columns=plan.columns)
-    yield Feed((yield from read(seat, plan, ReadStats())), builder.add)
+    yield Feed((yield from read(seat, plan, ReadStats())), builder)
     return builder.frame()
 
 
@@ -105,7 +105,7 @@ def query_table(seat: Seat, query: Query | None = None, /, **options: Unpack[Que
     built from the same decoded columns without a DataFrame in between."""
     plan = plan_query(seat.spec, query, **options)
     builder = FrameBuilder(seat.spec, columns=plan.columns)
-    yield Feed((yield from read(seat, plan, ReadStats())), builder.add)
+    yield Feed((yield from read(seat, plan, ReadStats())), builder)
     return builder.table()
 
 

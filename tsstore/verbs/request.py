@@ -16,8 +16,8 @@ from __future__ import annotations
 import datetime as dt
 import typing
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ParamSpec, TypeVar
+from dataclasses import dataclass
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from tsstore.analytics.asof import JoinRead
 from tsstore.asks import Asking, Doc
@@ -26,13 +26,14 @@ from tsstore.layout.census import FirstValue
 from tsstore.read.chunks import ChunkTicks
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
-from tsstore.spec import SeriesSpec
+from tsstore.spec import DuplicatePolicy, SeriesSpec
 from tsstore.ticks import Tick
 from tsstore.write.prepare import PreparedDoc
-from tsstore.write.sender import BulkSender
+from tsstore.write.sender import BulkSender, Written
 
 P = ParamSpec("P")
 R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 T = TypeVar("T")
 
 
@@ -123,35 +124,62 @@ class Collect(Asking[list[Tick]]):
     what: str = "reading ticks"
 
 
+class Sink(Protocol):
+    """Where a :class:`Feed` puts each tick as it streams: a frame, bar or join builder, or
+    a fold of a request's own."""
+
+    def add(self, tick: Tick, /) -> object: ...
+
+
 @dataclass(frozen=True)
 class Feed(Asking[None]):
     """Every tick of ``read`` given to ``sink`` as it streams (memory stays flat); answers
     ``None``."""
 
     read: Readable
-    sink: Callable[[Tick], None]
+    sink: Sink
     what: str = "reading ticks"
+
+
+class Making(Protocol[R_co]):
+    """What a bulk send writes and reports: its documents, made from the ticks read (an
+    iterator the sender's thread consumes; empty when the send reads nothing); what each
+    settled batch means to the verb (``settled``, in the sender's calling thread); and the
+    result the sender's counts give, which is also what Ctrl-C or a refusal reports as done."""
+
+    def docs(self, ticks: Iterator[Tick], /) -> Iterable[PreparedDoc]: ...
+
+    def settled(self, batch: list[Written], /) -> None: ...
+
+    def result(self, sender: BulkSender, /) -> R_co: ...
+
+
+@dataclass(frozen=True)
+class SendOptions:
+    """How a send's sender treats what it finds and whom it tells: ``on_duplicate`` (a tick
+    whose key and time are stored with other content), ``on_progress`` (documents settled
+    since the last call), ``on_status`` (what the sender waits for, or ``None``)."""
+
+    on_duplicate: DuplicatePolicy = "keep"
+    on_progress: Callable[[int], None] | None = None
+    on_status: Callable[[str | None], None] | None = None
 
 
 @dataclass(frozen=True)
 class Send(Asking[R]):
     """A bulk job (:class:`~tsstore.write.job.Job`) through the store's sender at its ramped
-    rate: ``docs`` made from the ticks of ``read`` (a thread-side iterator; empty when
-    ``read`` is None), into ``spec``'s collection (default: the store's). Answers
-    ``result(sender)``, which is also what Ctrl-C or a refusal reports as done.
+    rate: what ``making`` makes of the ticks of ``read`` (none when ``read`` is None), into
+    ``spec``'s collection (default: the store's); answers ``making.result(sender)``.
+    ``counted``: the batches settled go to the series counters too; ``tolerate``: refusal
+    codes that are an answer, not a failure; ``what`` names the job."""
 
-    ``options`` go to the :class:`~tsstore.write.sender.BulkSender` (``on_duplicate``,
-    callbacks); ``counted``: the batches settled go to the series counters too;
-    ``tolerate``: refusal codes that are an answer, not a failure; ``what`` names the job."""
-
-    docs: Callable[[Iterator[Tick]], Iterable[PreparedDoc]]
-    result: Callable[[BulkSender], R]
+    making: Making[R]
     what: str
     read: TickRead | None = None
     spec: SeriesSpec | None = None
     counted: bool = False
     tolerate: frozenset[int] = frozenset()
-    options: dict[str, Any] = field(default_factory=dict)
+    options: SendOptions = SendOptions()
 
 
 @dataclass(frozen=True)

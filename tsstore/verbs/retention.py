@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tsstore.analytics.rollup import Rollup
@@ -15,15 +16,16 @@ from tsstore.read.engine import TickRead, sweep_cursor
 from tsstore.read.plan import oldest_first
 from tsstore.read.query import Query, Where, given
 from tsstore.results import PurgeResult
+from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
-from tsstore.times import to_utc
+from tsstore.times import TimeLike, to_utc
 from tsstore.verbs.marks import marks_ask, settle_writers, watermark_write
 from tsstore.verbs.reading import count
-from tsstore.verbs.request import Request, Seat, Send
+from tsstore.verbs.request import Request, Seat, Send, SendOptions
 from tsstore.verbs.writing import ProgressCallback
 from tsstore.write.ops import Erase
 from tsstore.write.prepare import PreparedDoc
-from tsstore.write.sender import BulkSender
+from tsstore.write.sender import BulkSender, Written
 
 #: What each parameter of these verbs means (the API reference describes a parameter from
 #: here unless the verb's docstring says more).
@@ -44,9 +46,9 @@ def purge(
     query: Query | None = None,
     /,
     *,
-    before: object = None,
-    start: object = None,
-    end: object = None,
+    before: TimeLike | None = None,
+    start: TimeLike | None = None,
+    end: TimeLike | None = None,
     where: Where = None,
     dry_run: bool = False,
     on_progress: ProgressCallback | None = None,
@@ -76,29 +78,11 @@ def purge(
     after its last tick if it breaks off, at no shared snapshot), and its ticks are deleted
     with the writer's bulk batches at its bounded, ramped rate. A purge needs at least one
     time bound."""
-    bounds = Query.of(query, given(where=where, start=start, end=end))
-    bounds.only(("where", "start", "end"), "purge")
-    if before is not None:
-        if bounds.end is not None or bounds.start is not None:
-            raise QueryError("give either before (everything older) or start/end (a range), not both")
-        bounds = bounds.replace(end=before)
-    if bounds.start is None and bounds.end is None:
-        raise QueryError("purge needs a time bound: before=, or start=/end=; refusing to delete everything")
-    declared = (rollups,) if isinstance(rollups, (str, Rollup)) else tuple(rollups)
-    for rollup in declared:
-        if not isinstance(rollup, Rollup):
-            raise QueryError(f"purge: rollups takes Rollup declarations, got {type(rollup).__name__} {rollup!r}")
-        rollup.check_source(seat.spec)
+    bounds = _purge_bounds(Query.of(query, given(where=where, start=start, end=end)), before)
+    declared = _declared_rollups(rollups, seat.spec)
     documents = {} if correct else (yield from source_rollups(seat))  # read once: checked, then told
     if not past_rollups and not correct:
-        marks = rollup_watermarks(documents, declared)
-        try:
-            upto = None if bounds.end is None else to_utc(bounds.end, name="end")
-        except ValueError as exc:
-            raise QueryError(str(exc)) from None
-        check_retention(marks, upto)
-        found = yield from asked_together([marks_ask(name, before=upto, read_time=None) for name in marks])
-        check_marks({name: len(answer) for name, answer in zip(marks, found)})
+        yield from _check_tiers(seat, documents, declared, bounds)
     plan = oldest_first(seat.spec, bounds.replace(columns=()))
     matched = yield from count(seat, bounds)
     if dry_run:
@@ -110,16 +94,65 @@ def purge(
     stats = ReadStats()
     sweep = TickRead(plan, cursors=[sweep_cursor(chunk, plan, stats) for chunk in plan.chunks], sweep=True)
 
-    def doomed(ticks: Iterator[Tick]) -> Iterator[PreparedDoc]:
-        if correct:  # the roll-ups holding these ticks are told (their buckets marked)
+    sweeping = _Deleting(correct=correct, matched=matched)
+    purged: PurgeResult = yield Send(sweeping, "purge", read=sweep, options=SendOptions(on_progress=on_progress))
+    return purged
+
+
+@dataclass(frozen=True)
+class _Deleting:
+    """A purge's deletes, one per tick read; when it ``correct``s the data, each tells the
+    roll-ups holding its tick (its bucket is marked late)."""
+
+    correct: bool
+    matched: int
+
+    def docs(self, ticks: Iterator[Tick]) -> Iterator[PreparedDoc]:
+        if self.correct:
             return (PreparedDoc(i, tick.id, Erase(tick.timestamp), 0) for i, tick in enumerate(ticks))
         return (PreparedDoc(i, tick.id, None, 0) for i, tick in enumerate(ticks))
 
-    def result(sender: BulkSender) -> PurgeResult:
-        return PurgeResult(matched=matched, deleted=sender.counts["deleted"], dry_run=False)
+    def settled(self, batch: list[Written]) -> None:
+        return None
 
-    purged: PurgeResult = yield Send(doomed, result, "purge", read=sweep, options={"on_progress": on_progress})
-    return purged
+    def result(self, sender: BulkSender) -> PurgeResult:
+        return PurgeResult(matched=self.matched, deleted=sender.counts["deleted"], dry_run=False)
+
+
+def _purge_bounds(bounds: Query, before: object) -> Query:
+    """A purge's range: ``before`` (everything older) or ``start``/``end``, never unbounded."""
+    bounds.only(("where", "start", "end"), "purge")
+    if before is not None:
+        if bounds.end is not None or bounds.start is not None:
+            raise QueryError("give either before (everything older) or start/end (a range), not both")
+        bounds = bounds.replace(end=before)
+    if bounds.start is None and bounds.end is None:
+        raise QueryError("purge needs a time bound: before=, or start=/end=; refusing to delete everything")
+    return bounds
+
+
+def _declared_rollups(rollups: Iterable[Rollup], spec: SeriesSpec) -> tuple[Rollup, ...]:
+    """The roll-ups a purge is told of: declarations of this series."""
+    declared = (rollups,) if isinstance(rollups, (str, Rollup)) else tuple(rollups)
+    for rollup in declared:
+        if not isinstance(rollup, Rollup):
+            raise QueryError(f"purge: rollups takes Rollup declarations, got {type(rollup).__name__} {rollup!r}")
+        rollup.check_source(spec)
+    return declared
+
+
+def _check_tiers(
+    seat: Seat, documents: dict[str, dict[str, Any]], declared: tuple[Rollup, ...], bounds: Query
+) -> Request[None]:
+    """Refuse a purge past a roll-up's watermark, or over late ticks not yet folded in."""
+    marks = rollup_watermarks(documents, declared)
+    try:
+        upto = None if bounds.end is None else to_utc(bounds.end, name="end")
+    except ValueError as exc:
+        raise QueryError(str(exc)) from None
+    check_retention(marks, upto)
+    found = yield from asked_together([marks_ask(name, before=upto, read_time=None) for name in marks])
+    check_marks({name: len(answer) for name, answer in zip(marks, found)})
 
 
 def source_rollups(seat: Seat) -> Request[dict[str, dict[str, Any]]]:

@@ -10,22 +10,24 @@ import datetime as dt
 import itertools
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 from tsstore.analytics.bars import Bar, BarBuilder, bar_start, iter_bars, stored_bar
 from tsstore.analytics.covered import join_spans
-from tsstore.analytics.rollup import Rollup, RollupResult, VerifyResult
+from tsstore.analytics.rollup import Rollup, RollupResult, RollupWindow, VerifyResult, rollup_window
 from tsstore.asks import ask
 from tsstore.errors import QueryError, RetentionWarning
 from tsstore.late import PURGED, Horizon
 from tsstore.read.cost import ReadStats
-from tsstore.read.engine import TickRead
 from tsstore.read.plan import QueryPlan, oldest_first
 from tsstore.read.query import Query
 from tsstore.spec import Direction
 from tsstore.ticks import Tick
-from tsstore.times import bucket_ceil, to_utc
-from tsstore.verbs.bars import bars_plan
+from tsstore.times import TimeLike, to_utc
+from tsstore.verbs.bars import FedBars, bars_plan
 from tsstore.verbs.marks import (
+    Mark,
     announce,
     clear_marks,
     put_marks,
@@ -35,11 +37,11 @@ from tsstore.verbs.marks import (
     watermark_write,
 )
 from tsstore.verbs.reading import probe, query, read, server_time
-from tsstore.verbs.request import Collect, Feed, Request, Seat, Send
+from tsstore.verbs.request import Collect, Feed, Request, Seat, Send, SendOptions
 from tsstore.verbs.writing import ProgressCallback
 from tsstore.write.ops import Erase
 from tsstore.write.prepare import PreparedDoc, prepare_records
-from tsstore.write.sender import BulkSender
+from tsstore.write.sender import BulkSender, Written
 
 #: What each parameter of these verbs means (the API reference describes a parameter from
 #: here unless the verb's docstring says more).
@@ -52,13 +54,16 @@ PARAMETER_HELP = {
     "repair": "mark each bucket whose stored bar differs, so reads stop using it and the next run recomputes it",
 }
 
+#: Bars by (series key, bar start).
+Bars = dict[tuple[object, dt.datetime], Bar]
+
 
 def rollup(
     seat: Seat,
     rollup: Rollup,
     *,
-    since: object = None,
-    until: object = None,
+    since: TimeLike | None = None,
+    until: TimeLike | None = None,
     on_progress: ProgressCallback | None = None,
 ) -> Request[RollupResult]:
     """Compute and store the bars of ``rollup`` (declared on this store's series) for
@@ -76,146 +81,203 @@ def rollup(
     a new range the run announces its end and waits for the writers still deciding with an
     older view (at most their lease, ``spec.late.lease``), so no tick lands unmarked behind
     it."""
-    spec = seat.spec
-    rollup.check_source(spec)
+    rollup.check_source(seat.spec)
+    since_at, until_at = _since_until(since, until)
+    if since_at is not None and until_at is not None and since_at >= until_at:
+        raise QueryError(f"since {since_at.isoformat()} is not before until {until_at.isoformat()}")
     mine = yield from read_watermark(seat, rollup.name)
     watermark = rollup.check_watermark(mine)
     now = yield from server_time(seat)
-    try:
-        stop = None if until is None else to_utc(until, name="until")
-        start = to_utc(since, name="since") if since is not None else watermark
-    except ValueError as exc:
-        raise QueryError(str(exc)) from None
-    if since is not None and stop is not None and start is not None and start >= stop:
-        raise QueryError(f"since {start.isoformat()} is not before until {stop.isoformat()}")
-    limit = now if stop is None else min(now, stop)
-    first_whole: dt.datetime | None = None  # a roll-up of a roll-up: its first bar its source holds whole
-    if rollup.finer is not None:  # bars of bars: only what the finer roll-up has written
-        finer = rollup.finer
-        finer_doc = yield from read_watermark(seat, finer.name)
-        written = finer.check_watermark(finer_doc)
-        if written is None:  # the finer roll-up has not run: nothing of it to combine yet
-            return RollupResult(None, None, watermark=watermark)
-        limit = min(limit, written)
-        span = finer.coverage(finer_doc)
-        if span is not None:
-            first_whole = bucket_ceil(span[0], rollup.interval)
-    end = bar_start(limit, rollup.interval)
-    if start is None:
-        oldest = yield from query(seat, direction=Direction.ASC, limit=1, columns=())
-        start = oldest[0].timestamp if len(oldest) else None
-    fresh = start is not None and bar_start(start, rollup.interval) < end  # a range to roll up
-    if start is not None:
-        start = bar_start(start, rollup.interval)
-    held = Horizon.of(rollup.name, mine) if mine else None  # as writers see it: watermark or announced end
-    announced = (mine or {}).get("announced")
-    if fresh:
-        if held is None or held.horizon is None or end > held.horizon:  # writers must mark ticks before ``end``
-            identity = rollup.watermark_document(end)
-            del identity["watermark"]
-            announced = yield from announce(seat, rollup.name, identity, end)
-        kept = rollup.source.expire_after
-        if kept is not None and start is not None and start < now - kept:  # the TTL may have deleted some ticks
-            warnings.warn(
-                f"roll-up {rollup.name!r} starts at {start.isoformat()}, before {(now - kept).isoformat()}: ticks "
-                f"older than {spec.collection!r}'s expire_after ({kept}) may be deleted by their TTL already, and "
-                "those bars short of them; run the roll-up more often than the ticks expire",
-                RetentionWarning,
-                stacklevel=2,
-            )
-    cutoff = yield from settle_writers(
-        seat, spec.collection, announced=announced if fresh and isinstance(announced, dt.datetime) else None,
-        refresh=spec.late.refresh.total_seconds(),
-    )  # fmt: skip
+    window = yield from _window(seat, rollup, now=now, since=since_at, until=until_at, watermark=watermark)
+    if window is None:
+        return RollupResult(None, None, watermark=watermark)  # the finer roll-up has not run: nothing to combine
+    cutoff = yield from _hold_writers(seat, rollup, mine, window, now)
     cost = ReadStats()
     snapshot = yield from probe(seat, cost)
-    upto = end if fresh else watermark
+    upto = window.end if window.fresh else watermark
     marks = [] if upto is None else (yield from read_marks(seat, rollup.name, before=upto, read_time=snapshot))
-    late = [m for m in marks if not fresh or (start is not None and m.bucket < start)]
-    purged = (mine or {}).get(PURGED)
-    if isinstance(purged, dt.datetime):  # their ticks are gone: the bars stay, the marks go
-        late = [m for m in late if m.bucket >= purged]
-    if not fresh and not marks:
+    if not window.fresh and not marks:
         return RollupResult(None, None, watermark=watermark)
-    # Recomputed over stored bars: the late buckets, and a re-run's range below the watermark.
-    late_spans = join_spans((m.bucket, m.bucket + rollup.interval) for m in late)  # one read per run of buckets
-    redo = list(late_spans)
-    if fresh and watermark is not None and start is not None and start < watermark:
-        redo.append((start, min(end, watermark)))
-    combine = None if rollup.finer is None else rollup.finer.interval  # the stored bars' length
-    price = "close" if combine else rollup.price
-
-    def bars_over(begin: dt.datetime, stop: dt.datetime) -> tuple[QueryPlan, BarBuilder]:
-        plan, making, _ = bars_plan(
-            seat, Query(start=begin, end=stop, read_time=snapshot), interval=rollup.interval, by=rollup.by,
-            price=price, volume=rollup.volume, combine=combine,
-        )  # fmt: skip
-        return plan, making
-
-    redone: list[Bar] = []
-    for begin, stop in late_spans:
-        plan, making = bars_over(begin, stop)
-        ticks = yield Collect((yield from read(seat, plan, cost)))
-        redone.extend(iter_bars(making, ticks))
-    stale: list[tuple[str, dt.datetime]] = []  # stored bars of the recomputed spans
-    for begin, stop in redo:
-        bars_read = oldest_first(rollup.spec, Query(start=begin, end=stop, columns=(), read_time=snapshot))
-        found = yield Collect((yield from read(seat, bars_read, ReadStats())))  # not what ``ticks`` counts
-        stale.extend((bar.id, bar.timestamp) for bar in found)
-    policy = rollup.spec.on_duplicate
-    builder: BarBuilder | None = None
-    reading: TickRead | None = None
-    if fresh and start is not None:
-        plan, builder = bars_over(start, end)
+    late = _late_buckets(marks, window, (mine or {}).get(PURGED))
+    redone, stale = yield from _redo(seat, rollup, late, window, watermark, snapshot, cost)
+    builder, reading = None, None
+    if window.fresh and window.start is not None:
+        plan, builder = _bars_over(seat, rollup, window.start, window.end, snapshot)
         reading = yield from read(seat, plan, cost)
-
-    def bars_of(ticks: Iterator[Tick]) -> Iterator[PreparedDoc]:
-        def counted() -> Iterator[Tick]:
-            for n, tick in enumerate(ticks, 1):
-                yield tick
-                if on_progress is not None and n % 1000 == 0:
-                    on_progress(1000)
-
-        made = iter(redone) if builder is None else itertools.chain(redone, iter_bars(builder, counted()))
-        kept: set[str] = set()
-        for doc in prepare_records(rollup.spec, rollup.records(made), on_duplicate=policy):
-            kept.add(doc.id)
-            yield doc
-        emptied = [(doc_id, at) for doc_id, at in stale if doc_id not in kept]
-        for n, (doc_id, at) in enumerate(emptied):  # bars left without ticks (the coarser roll-ups are told)
-            yield PreparedDoc(len(kept) + n, doc_id, Erase(at), 0)
-
-    def so_far(sender: BulkSender) -> RollupResult:  # also what Ctrl-C reports as done
-        counts = sender.counts
-        return RollupResult(
-            start if fresh else None, end if fresh else None, ticks=cost.documents,
-            bars=sender.written - counts["deleted"],
-            created=counts["created"], replaced=counts["replaced"], present=counts["present"],
-            skipped=0 if builder is None else builder.skipped, watermark=watermark, read="bars" if combine else "ticks",
-            redone=len(late), removed=counts["deleted"],
-        )  # fmt: skip
-
-    done: RollupResult = yield Send(bars_of, so_far, "roll-up", read=reading, spec=rollup.spec,
-                                    options={"on_duplicate": policy})  # fmt: skip
+    made = _Made(rollup, redone, stale, builder, on_progress, window, watermark, cost, len(late))
+    options = SendOptions(on_duplicate=rollup.spec.on_duplicate)
+    done: RollupResult = yield Send(made, "roll-up", read=reading, spec=rollup.spec, options=options)
     if on_progress is not None:
         on_progress(cost.documents % 1000)
     yield from clear_marks(seat, rollup.name, marks, cutoff=cutoff)
-    mark = watermark
-    if fresh and start is not None:
-        mark = end if watermark is None else max(end, watermark)
-        begin = start if first_whole is None else max(start, first_whole)
-        since_now = rollup.covered_since(mine, begin, end) if begin < end else (mine or {}).get("since")
-        document = rollup.watermark_document(mark, since_now if isinstance(since_now, dt.datetime) else None)
+    document = window.watermark_after(rollup, mine, watermark)
+    if document is not None:
         yield from ask(watermark_write(rollup.name, document, what=f"the watermark of roll-up {rollup.name!r}"))
-    return dataclasses.replace(done, ticks=cost.documents, watermark=mark)
+    return dataclasses.replace(
+        done, ticks=cost.documents, watermark=watermark if document is None else document["watermark"]
+    )
+
+
+def _since_until(since: object, until: object) -> tuple[dt.datetime | None, dt.datetime | None]:
+    """A run's ``since`` and ``until`` as UTC times (``None`` stays ``None``)."""
+    try:
+        return (None if since is None else to_utc(since, name="since"),
+                None if until is None else to_utc(until, name="until"))  # fmt: skip
+    except ValueError as exc:
+        raise QueryError(str(exc)) from None
+
+
+def _window(
+    seat: Seat,
+    rollup: Rollup,
+    *,
+    now: dt.datetime,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    watermark: dt.datetime | None,
+) -> Request[RollupWindow | None]:
+    """The window of this run (:func:`~tsstore.analytics.rollup.rollup_window`), with what it
+    needs read: the finer roll-up's watermark document, the oldest tick when neither
+    ``since`` nor a watermark says where to start."""
+    finer = None if rollup.finer is None else (yield from read_watermark(seat, rollup.finer.name))
+    if rollup.finer is not None and rollup.finer.check_watermark(finer) is None:
+        return None
+    oldest = None
+    if since is None and watermark is None:
+        first = yield from query(seat, direction=Direction.ASC, limit=1, columns=())
+        oldest = first[0].timestamp if len(first) else None
+    return rollup_window(rollup, now=now, since=since, until=until, watermark=watermark, finer=finer, oldest=oldest)
+
+
+def _hold_writers(
+    seat: Seat, rollup: Rollup, mine: dict[str, Any] | None, window: RollupWindow, now: dt.datetime
+) -> Request[dt.datetime]:
+    """Before a new range is read: announce its end unless the writers already hold it (a
+    writer marks the ticks it writes before a roll-up's horizon), warn when its start is older
+    than the ticks' TTL, and wait for the writers deciding with an older view. Answers the
+    cutoff of the marks this run may clear."""
+    announced = (mine or {}).get("announced")
+    if window.fresh and window.start is not None:
+        held = Horizon.of(rollup.name, mine) if mine else None  # as writers see it: watermark or announced end
+        if held is None or held.horizon is None or window.end > held.horizon:
+            identity = rollup.watermark_document(window.end)
+            del identity["watermark"]
+            announced = yield from announce(seat, rollup.name, identity, window.end)
+        kept = rollup.source.expire_after
+        if kept is not None and window.start < now - kept:  # the TTL may have deleted some ticks
+            warnings.warn(
+                f"roll-up {rollup.name!r} starts at {window.start.isoformat()}, before {(now - kept).isoformat()}: "
+                f"ticks older than {seat.spec.collection!r}'s expire_after ({kept}) may be deleted by their TTL "
+                "already, and those bars short of them; run the roll-up more often than the ticks expire",
+                RetentionWarning,
+                stacklevel=3,
+            )
+    waited = announced if window.fresh and isinstance(announced, dt.datetime) else None
+    return (yield from settle_writers(seat, seat.spec.collection, announced=waited,
+                                      refresh=seat.spec.late.refresh.total_seconds()))  # fmt: skip
+
+
+def _late_buckets(marks: list[Mark], window: RollupWindow, purged: object) -> list[Mark]:
+    """The marked buckets a run recomputes: those before its new range (a fresh run reads the
+    range itself), none before the purge horizon (their ticks are gone: the bars stay)."""
+    late = [m for m in marks if not window.fresh or (window.start is not None and m.bucket < window.start)]
+    return [m for m in late if m.bucket >= purged] if isinstance(purged, dt.datetime) else late
+
+
+def _bars_over(
+    seat: Seat, rollup: Rollup, begin: dt.datetime, end: dt.datetime, snapshot: dt.datetime
+) -> tuple[QueryPlan, BarBuilder]:
+    """The read and the bar builder of ``rollup``'s bars over ``[begin, end)`` at ``snapshot``."""
+    combine = None if rollup.finer is None else rollup.finer.interval  # the stored bars' length
+    plan, making, _ = bars_plan(
+        seat, Query(start=begin, end=end, read_time=snapshot), interval=rollup.interval, by=rollup.by,
+        price="close" if combine else rollup.price, volume=rollup.volume, combine=combine,
+    )  # fmt: skip
+    return plan, making
+
+
+def _redo(
+    seat: Seat,
+    rollup: Rollup,
+    late: list[Mark],
+    window: RollupWindow,
+    watermark: dt.datetime | None,
+    snapshot: dt.datetime,
+    cost: ReadStats,
+) -> Request[tuple[list[Bar], list[tuple[str, dt.datetime]]]]:
+    """The bars of the late buckets (one read per run of buckets), and the stored bars of
+    every span recomputed below the watermark (``(id, bar start)``: those left without a tick
+    are deleted)."""
+    late_spans = join_spans((m.bucket, m.bucket + rollup.interval) for m in late)
+    redo = list(late_spans)
+    if window.fresh and watermark is not None and window.start is not None and window.start < watermark:
+        redo.append((window.start, min(window.end, watermark)))  # a re-run's range below the watermark
+    redone: list[Bar] = []
+    for begin, end in late_spans:
+        plan, making = _bars_over(seat, rollup, begin, end, snapshot)
+        ticks = yield Collect((yield from read(seat, plan, cost)))
+        redone.extend(iter_bars(making, ticks))
+    stale: list[tuple[str, dt.datetime]] = []
+    for begin, end in redo:
+        bars_read = oldest_first(rollup.spec, Query(start=begin, end=end, columns=(), read_time=snapshot))
+        found = yield Collect((yield from read(seat, bars_read, ReadStats())))  # not what ``ticks`` counts
+        stale.extend((bar.id, bar.timestamp) for bar in found)
+    return redone, stale
+
+
+@dataclass(frozen=True)
+class _Made:
+    """What a run sends: the redone bars, then the bars of its new range as its ticks stream
+    (``builder``), then deletions of the stale bars no bar replaced; and what it reports."""
+
+    rollup: Rollup
+    redone: list[Bar]
+    stale: list[tuple[str, dt.datetime]]
+    builder: BarBuilder | None
+    on_progress: ProgressCallback | None
+    window: RollupWindow
+    watermark: dt.datetime | None
+    cost: ReadStats
+    marked: int  # late buckets folded in
+
+    def docs(self, ticks: Iterator[Tick]) -> Iterator[PreparedDoc]:
+        new = () if self.builder is None else iter_bars(self.builder, self._counted(ticks))
+        kept: set[str] = set()
+        for doc in prepare_records(self.rollup.spec, self.rollup.records(itertools.chain(self.redone, new)),
+                                   on_duplicate=self.rollup.spec.on_duplicate):  # fmt: skip
+            kept.add(doc.id)
+            yield doc
+        emptied = [(doc_id, at) for doc_id, at in self.stale if doc_id not in kept]
+        for n, (doc_id, at) in enumerate(emptied):  # bars left without ticks (the coarser roll-ups are told)
+            yield PreparedDoc(len(kept) + n, doc_id, Erase(at), 0)
+
+    def _counted(self, ticks: Iterator[Tick]) -> Iterator[Tick]:
+        for n, tick in enumerate(ticks, 1):
+            yield tick
+            if self.on_progress is not None and n % 1000 == 0:
+                self.on_progress(1000)
+
+    def settled(self, batch: list[Written]) -> None:
+        return None
+
+    def result(self, sender: BulkSender) -> RollupResult:
+        """What the run did so far (also what Ctrl-C reports as done)."""
+        counts, window = sender.counts, self.window
+        return RollupResult(
+            window.start if window.fresh else None, window.end if window.fresh else None, ticks=self.cost.documents,
+            bars=sender.written - counts["deleted"], created=counts["created"], replaced=counts["replaced"],
+            present=counts["present"], skipped=0 if self.builder is None else self.builder.skipped,
+            watermark=self.watermark, read="ticks" if self.rollup.finer is None else "bars", redone=self.marked,
+            removed=counts["deleted"],
+        )  # fmt: skip
 
 
 def verify_rollup(
     seat: Seat,
     rollup: Rollup,
     *,
-    since: object = None,
-    until: object = None,
+    since: TimeLike | None = None,
+    until: TimeLike | None = None,
     repair: bool = False,
     stats: ReadStats | None = None,
 ) -> Request[VerifyResult]:
@@ -225,54 +287,68 @@ def verify_rollup(
     code). Buckets already marked late are left to the next run. ``repair=True`` marks each
     bucket that differs, so reads stop using it at once and the next run recomputes it.
     Billed: every tick and bar of the range (``stats``)."""
-    spec = seat.spec
-    rollup.check_source(spec)
+    rollup.check_source(seat.spec)
     if not isinstance(repair, bool):
         raise QueryError(f"repair takes True or False, got {repair!r}")
     mine = yield from read_watermark(seat, rollup.name)
-    watermark = rollup.check_watermark(mine)
-    if watermark is None:
-        raise QueryError(f"roll-up {rollup.name!r} has not run yet: nothing stored to verify; run it first")
-    span = rollup.coverage(mine)
-    try:
-        start = to_utc(since, name="since") if since is not None else (span[0] if span else None)
-        end = min(watermark, to_utc(until, name="until")) if until is not None else watermark
-    except ValueError as exc:
-        raise QueryError(str(exc)) from None
-    if start is None:
-        raise QueryError(f"roll-up {rollup.name!r} does not say where its bars begin; give since=")
-    start = bar_start(start, rollup.interval)
-    if start >= end:
-        raise QueryError(f"since {start.isoformat()} is not before {end.isoformat()}: nothing to verify")
+    start, end = _verified_range(rollup, mine, *_since_until(since, until))
     cost = stats if stats is not None else ReadStats()
     snapshot = yield from probe(seat, cost)
-    combine = None if rollup.finer is None else rollup.finer.interval
-    plan, builder, _ = bars_plan(
-        seat, Query(start=start, end=end, read_time=snapshot), interval=rollup.interval, by=rollup.by,
-        price="close" if combine else rollup.price, volume=rollup.volume, combine=combine,
-    )  # fmt: skip
-    made: dict[tuple[object, dt.datetime], Bar] = {}
-    ticks = yield from read(seat, plan, cost)
-
-    def take(tick: Tick) -> None:
-        for bar in builder.add(tick):
-            made[(bar.key, bar.start)] = bar
-
-    yield Feed(ticks, take)
-    for bar in builder.rest():
-        made[(bar.key, bar.start)] = bar
+    plan, builder = _bars_over(seat, rollup, start, end, snapshot)
+    fed = FedBars(builder)
+    yield Feed((yield from read(seat, plan, cost)), fed)
+    made: Bars = {(bar.key, bar.start): bar for bar in fed.finished()}
     ticks_read = cost.documents
-    kept: dict[tuple[object, dt.datetime], Bar] = {}
-    by = [f.split(".") for f in rollup.by]
-    bars_read = yield from read(seat, oldest_first(rollup.spec, Query(start=start, end=end, read_time=snapshot)), cost)
-
-    def keep(tick: Tick) -> None:
-        bar = stored_bar(tick, by)
-        if bar is not None:
-            kept[(bar.key, bar.start)] = bar
-
-    yield Feed(bars_read, keep)
+    stored = _StoredBars([f.split(".") for f in rollup.by])
+    bars_read = oldest_first(rollup.spec, Query(start=start, end=end, read_time=snapshot))
+    yield Feed((yield from read(seat, bars_read, cost)), stored)
+    kept = stored.bars
     late = {m.bucket for m in (yield from read_marks(seat, rollup.name, before=end, read_time=snapshot))}
+    differ = _differences(made, kept, late)
+    if repair and differ:
+        yield from put_marks(seat, rollup.name, sorted(differ))
+    return VerifyResult(
+        start, end, bars=len(kept), ticks=ticks_read, read="ticks" if rollup.finer is None else "bars",
+        differ=tuple(differ.values()), late=len({k[1] for k in set(made) | set(kept)} & late),
+        billed_reads=cost.billed_reads, repaired=repair and bool(differ),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _StoredBars:
+    """A :class:`~tsstore.verbs.request.Feed`'s sink: the stored bars read, by (series, bar
+    start); ``by``: the series fields' paths."""
+
+    by: list[list[str]]
+    bars: Bars = field(default_factory=dict)
+
+    def add(self, tick: Tick) -> None:
+        bar = stored_bar(tick, self.by)
+        if bar is not None:
+            self.bars[(bar.key, bar.start)] = bar
+
+
+def _verified_range(
+    rollup: Rollup, stored: dict[str, Any] | None, since: dt.datetime | None, until: dt.datetime | None
+) -> tuple[dt.datetime, dt.datetime]:
+    """What a check covers: from ``since`` (else where the stored span begins), aligned down,
+    to ``until`` or the watermark, whichever is earlier."""
+    watermark = rollup.check_watermark(stored)
+    if watermark is None:
+        raise QueryError(f"roll-up {rollup.name!r} has not run yet: nothing stored to verify; run it first")
+    span = rollup.coverage(stored)
+    start = since if since is not None else (span[0] if span else None)
+    if start is None:
+        raise QueryError(f"roll-up {rollup.name!r} does not say where its bars begin; give since=")
+    start, end = bar_start(start, rollup.interval), watermark if until is None else min(watermark, until)
+    if start >= end:
+        raise QueryError(f"since {start.isoformat()} is not before {end.isoformat()}: nothing to verify")
+    return start, end
+
+
+def _differences(made: Bars, kept: Bars, late: set[dt.datetime]) -> dict[dt.datetime, str]:
+    """Per bucket (not marked late), the first series whose stored bar differs from the bar
+    of its ticks, and how."""
     differ: dict[dt.datetime, str] = {}
     for key in sorted(set(made) | set(kept), key=lambda k: (k[1], repr(k[0]))):
         bucket = key[1]
@@ -281,13 +357,7 @@ def verify_rollup(
         why = _difference(made.get(key), kept.get(key))
         if why:
             differ[bucket] = f"{bucket.isoformat()} {key[0]!r}: {why}"
-    if repair and differ:
-        yield from put_marks(seat, rollup.name, sorted(differ))
-    return VerifyResult(
-        start, end, bars=len(kept), ticks=ticks_read, read="bars" if combine else "ticks",
-        differ=tuple(differ.values()), late=len({k[1] for k in set(made) | set(kept)} & late),
-        billed_reads=cost.billed_reads, repaired=repair and bool(differ),
-    )  # fmt: skip
+    return differ
 
 
 def _difference(made: Bar | None, kept: Bar | None) -> str:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -12,10 +13,11 @@ from tsstore.errors import RecordError
 from tsstore.frames import frame_to_records
 from tsstore.results import WriteResult
 from tsstore.spec import DuplicatePolicy
+from tsstore.ticks import Tick
 from tsstore.times import NaivePolicy
-from tsstore.verbs.request import CounterFor, Request, Seat, Send
+from tsstore.verbs.request import CounterFor, Request, Seat, Send, SendOptions
 from tsstore.write.counting import SeriesCounters
-from tsstore.write.prepare import prepare_records
+from tsstore.write.prepare import PreparedDoc, prepare_records
 from tsstore.write.sender import BulkSender, Written
 
 ProgressCallback = Callable[[int], None]
@@ -80,21 +82,34 @@ def write(
     spec = seat.spec
     rows = frame_to_records(spec, records) if isinstance(records, pd.DataFrame) else records
     policy = spec.on_duplicate if on_duplicate is None else on_duplicate
-    final_ids: dict[int, str] = {}
-
-    def written(batch: list[Written]) -> None:
-        if keep_ids:
-            for item in batch:
-                final_ids[item.doc.index] = item.id
-        if on_written is not None:
-            on_written([item.doc.index for item in batch])
-
     docs = prepare_records(spec, rows, naive=naive, on_duplicate=policy, on_reject=on_reject, skip_first=skip_first)
-    options = {"on_duplicate": policy, "on_progress": on_progress, "on_written": written, "on_status": on_status}
-    send = Send(lambda _: docs, lambda sender: written_result(sender, final_ids), "write", counted=bool(spec.count_by),
-                options=options)  # fmt: skip
-    result: WriteResult = yield send
+    options = SendOptions(on_duplicate=policy, on_progress=on_progress, on_status=on_status)
+    result: WriteResult = yield Send(_Writing(docs, keep_ids, on_written), "write", counted=bool(spec.count_by),
+                                     options=options)  # fmt: skip
     return result
+
+
+@dataclass(frozen=True)
+class _Writing:
+    """A write's documents (prepared as the sender takes them), the ids of those settled
+    (by input position, when ``keep_ids``), and the caller's ``on_written``."""
+
+    prepared: Iterable[PreparedDoc]
+    keep_ids: bool
+    on_written: Callable[[list[int]], None] | None
+    ids: dict[int, str] = field(default_factory=dict)
+
+    def docs(self, ticks: Iterator[Tick]) -> Iterable[PreparedDoc]:
+        return self.prepared
+
+    def settled(self, batch: list[Written]) -> None:
+        if self.keep_ids:
+            self.ids.update((item.doc.index, item.id) for item in batch)
+        if self.on_written is not None:
+            self.on_written([item.doc.index for item in batch])
+
+    def result(self, sender: BulkSender) -> WriteResult:
+        return written_result(sender, self.ids)
 
 
 def written_result(sender: BulkSender, ids: Mapping[int, str]) -> WriteResult:

@@ -11,29 +11,40 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from tsstore.errors import FaultError, Interrupted, WriteError
-from tsstore.spec import SeriesSpec
+from tsstore.spec import DuplicatePolicy, SeriesSpec
 from tsstore.write.ops import Transport
 from tsstore.write.prepare import PreparedDoc
-from tsstore.write.sender import BulkSender, Pace
+from tsstore.write.sender import BulkSender, Pace, Written
 
 R = TypeVar("R")
 log = logging.getLogger(__name__)
 
 
 def bulk_sender(
-    transport: Transport, spec: SeriesSpec, *, pace: Pace, batch_docs: int, max_attempts: int, **options: Any
+    transport: Transport,
+    spec: SeriesSpec,
+    *,
+    pace: Pace,
+    batch_docs: int,
+    max_attempts: int,
+    on_duplicate: DuplicatePolicy = "keep",
+    on_progress: Callable[[int], None] | None = None,
+    on_written: Callable[[list[Written]], None] | None = None,
+    on_status: Callable[[str | None], None] | None = None,
+    created_since: float | None = None,
 ) -> BulkSender:
     """The one recipe for a sender of ``spec``'s documents, for the stores' jobs and Beam's
     workers alike: ``transport``'s calls, paced by ``pace`` in batches of at most
     ``batch_docs``, each document tried ``max_attempts`` times, the shard field left out of
-    content comparisons (a re-sent tick may land on another shard); ``options`` go to
-    :class:`~tsstore.write.sender.BulkSender`."""
+    content comparisons (a re-sent tick may land on another shard); the rest as
+    :class:`~tsstore.write.sender.BulkSender` takes them."""
     send, lookup = transport
     return BulkSender(send=send, lookup=lookup, pace=pace, max_batch_docs=batch_docs, max_attempts=max_attempts,
-                      ignore_field=spec.shard_field, **options)  # fmt: skip
+                      ignore_field=spec.shard_field, on_duplicate=on_duplicate, on_progress=on_progress,
+                      on_written=on_written, on_status=on_status, created_since=created_since)  # fmt: skip
 
 
 @dataclass

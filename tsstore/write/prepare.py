@@ -295,23 +295,38 @@ def _clean_value(value: Any, naive: NaivePolicy, name: str, depth: int, *, in_ar
     if isinstance(value, (float, np.floating)):
         return float(value), 8
     if isinstance(value, (dt.datetime, np.datetime64)):
-        if isinstance(value, np.datetime64):
-            value = pd.Timestamp(value)
-        try:
-            return to_utc(value, name=f"field {name!r}", naive=naive, naive_option=True), 8
-        except ValueError as exc:
-            raise _Bad(str(exc).replace(f"field {name!r}", "field {field}")) from None
+        return _clean_time(value, naive, name), 8
     if value is None:
         return None, 1
     if isinstance(value, Mapping):
         return _clean_map(value, naive, depth + 1)
     if isinstance(value, (list, tuple)):
-        if in_array:
-            raise _Bad("field {field} holds an array inside an array, which Firestore does not store")
-        if depth + 1 > MAX_FIELD_DEPTH:
-            raise _Bad(f"nests maps or arrays more than {MAX_FIELD_DEPTH} levels deep, which Firestore refuses")
-        items = [_clean_value(v, naive, name, depth + 1, in_array=True) for v in value]
-        return [v for v, _ in items], sum(s for _, s in items)
+        return _clean_array(value, naive, name, depth, in_array=in_array)
+    return _clean_other(value)
+
+
+def _clean_time(value: dt.datetime | np.datetime64, naive: NaivePolicy, name: str) -> dt.datetime:
+    try:
+        return to_utc(pd.Timestamp(value) if isinstance(value, np.datetime64) else value, name=f"field {name!r}",
+                      naive=naive, naive_option=True)  # fmt: skip
+    except ValueError as exc:
+        raise _Bad(str(exc).replace(f"field {name!r}", "field {field}")) from None
+
+
+def _clean_array(
+    value: list[Any] | tuple[Any, ...], naive: NaivePolicy, name: str, depth: int, *, in_array: bool
+) -> tuple[list[Any], int]:
+    """An array's values, cleaned: no array directly inside an array, nesting within Firestore's depth."""
+    if in_array:
+        raise _Bad("field {field} holds an array inside an array, which Firestore does not store")
+    if depth + 1 > MAX_FIELD_DEPTH:
+        raise _Bad(f"nests maps or arrays more than {MAX_FIELD_DEPTH} levels deep, which Firestore refuses")
+    items = [_clean_value(v, naive, name, depth + 1, in_array=True) for v in value]
+    return [v for v, _ in items], sum(s for _, s in items)
+
+
+def _clean_other(value: Any) -> tuple[Any, int]:
+    """A value of the rarer types Firestore stores (bytes, a GeoPoint, a Vector), or the refusal."""
     if isinstance(value, (bytes, bytearray)):
         return bytes(value), len(value)
     if isinstance(value, GeoPoint):

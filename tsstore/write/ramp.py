@@ -84,6 +84,35 @@ def _finite(name: str, value: object, allowed: str, *, above: float = -math.inf,
         raise ConfigError(f"{name} {value!r} is not allowed; {allowed}")
 
 
+def _check_limiter(
+    initial: int,
+    ceiling: int,
+    start: float | None,
+    share: float,
+    step_seconds: float,
+    growth: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], object],
+) -> None:
+    """Refuse a limiter's options that are not what :class:`RampLimiter` allows."""
+    for name, value in (("initial", initial), ("ceiling", ceiling)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name} {value!r} is not allowed; give a positive integer of ops/s")
+    if ceiling < initial:
+        raise ConfigError(f"ceiling {ceiling!r} is not allowed; give an integer of ops/s >= initial ({initial!r})")
+    _check_schedule(initial, ceiling, step_seconds, growth)
+    if not _is_real(share) or not 0 < share <= 1:
+        raise ConfigError(
+            f"share {share!r} is not allowed; give this limiter's fraction of the collection's rate, "
+            "0 < share <= 1 (1 / workers)"
+        )
+    if start is not None:
+        _finite("start", start, "give None (first use) or a finite value of the limiter's clock")
+    for name, fn in (("clock", clock), ("sleep", sleep)):
+        if not callable(fn):
+            raise ConfigError(f"{name} {fn!r} is not allowed; give a callable")
+
+
 def _check_schedule(initial: float, ceiling: float, step_seconds: float, growth: float) -> None:
     """Raise :class:`ConfigError` unless the four numbers describe a ramp."""
     _finite("initial", initial, "give a finite number of ops/s > 0", above=0)
@@ -184,22 +213,7 @@ class RampLimiter:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], object] = time.sleep,
     ) -> None:
-        for name, value in (("initial", initial), ("ceiling", ceiling)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} {value!r} is not allowed; give a positive integer of ops/s")
-        if ceiling < initial:
-            raise ConfigError(f"ceiling {ceiling!r} is not allowed; give an integer of ops/s >= initial ({initial!r})")
-        _check_schedule(initial, ceiling, step_seconds, growth)
-        if not _is_real(share) or not 0 < share <= 1:
-            raise ConfigError(
-                f"share {share!r} is not allowed; give this limiter's fraction of the collection's rate, "
-                "0 < share <= 1 (1 / workers)"
-            )
-        if start is not None:
-            _finite("start", start, "give None (first use) or a finite value of the limiter's clock")
-        for name, fn in (("clock", clock), ("sleep", sleep)):
-            if not callable(fn):
-                raise ConfigError(f"{name} {fn!r} is not allowed; give a callable")
+        _check_limiter(initial, ceiling, start, share, step_seconds, growth, clock, sleep)
         self._initial = float(initial)
         self._ceiling = float(ceiling)
         self._step = float(step_seconds)

@@ -155,21 +155,13 @@ class BulkSender:
         created_since: float | None = None,
         fault_budget: float = FAULT_BUDGET_SECONDS,
     ) -> None:
-        self._send_fn = send
-        self._lookup = lookup
-        self._pace = pace
+        self._send_fn, self._lookup, self._pace = send, lookup, pace  # the three calls it makes
         self._max_docs = max(1, min(MAX_BATCH_DOCS, max_batch_docs))
-        self._max_attempts = max_attempts
-        self._policy = on_duplicate
-        self._ignore = ignore_field
-        self._stop_timeout = stop_timeout
+        self._max_attempts, self._fault_budget, self._stop_timeout = max_attempts, fault_budget, stop_timeout
+        self._policy, self._ignore, self._created_since = on_duplicate, ignore_field, created_since
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tsstore-write")
         self._max_in_flight = workers * 2
-        self._on_progress = on_progress
-        self._on_written = on_written
-        self._on_status = on_status
-        self._created_since = created_since
-        self._fault_budget = fault_budget
+        self._on_progress, self._on_written, self._on_status = on_progress, on_written, on_status
         self._in_flight: dict[Future[_Outcome], frozenset[str]] = {}  # batch -> its ids
         self._held: list[PreparedDoc] = []  # the batch being filled
         self._stopping = threading.Event()
