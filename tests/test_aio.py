@@ -55,11 +55,12 @@ def test_async_pages_equal_the_oracle_and_the_sync_pages(
     got = asyncio.run(pages())
     ids = [i for page_ids, _ in got for i in page_ids]
     assert ids == [t.id for t in want[: len(ids)]] and ids
-    cursor = None
-    for page_ids, page_cursor in got:  # the sync store's pages: the same rows and cursors
-        page = store.query(where=where, direction=direction, limit=limit, cursor=cursor)
-        assert ([t.id for t in page], page.cursor) == (page_ids, page_cursor)
-        cursor = page.cursor
+    # The stores' cursors are one format: the sync store resumes from the async store's first
+    # cursor and gives the async store's second page and cursor (the sync store's own walks
+    # are test_read_engine's).
+    if len(got) > 1:
+        page = store.query(where=where, direction=direction, limit=limit, cursor=got[0][1])
+        assert ([t.id for t in page], page.cursor) == got[1]
 
 
 def test_async_streams_frames_and_counts_equal_the_oracle(skewed: dict[str, Any], astore: AsyncTimeSeriesStore) -> None:

@@ -32,7 +32,7 @@ from tsstore import (
     TimeSeriesStore,
     shards_for,
 )
-from tsstore.analytics.aggregate import MAX_AGGREGATIONS, AggregateRequest
+from tsstore.analytics.aggregate import MAX_AGGREGATIONS, AggregateSelection
 from tsstore.analytics.bars import Bar, BarBuilder, bar_start, iter_bars
 from tsstore.analytics.buckets import to_interval
 from tsstore.analytics.rollup import Rollup, RollupWindow, rollup_window
@@ -63,17 +63,17 @@ def spec(collection: str, shards: int, **options: Any) -> SeriesSpec:
 
 def test_each_chunk_is_asked_for_its_count_and_each_measure_in_requests_firestore_accepts() -> None:
     s = spec("t", 3)
-    request = AggregateRequest.checked(s, sum=["volume", "price.micros"], avg=["price.micros"])
+    request = AggregateSelection.checked(s, sum=["volume", "price.micros"], avg=["price.micros"])
     requests = request.requests()
     assert [measure for measure, _ in requests] == [None, "volume", "price.micros"]
     assert all(len(asks) <= MAX_AGGREGATIONS for _, asks in requests)
     assert [kind for kind, _, _ in requests[2][1]] == ["count", "sum", "avg"]
-    assert [m for m, _ in AggregateRequest.checked(s, count=False, avg=["volume"]).requests()] == ["volume"]
+    assert [m for m, _ in AggregateSelection.checked(s, count=False, avg=["volume"]).requests()] == ["volume"]
 
 
 def test_chunks_combine_exactly_not_as_an_average_of_averages() -> None:
     s = spec("t", 3)
-    request = AggregateRequest.checked(s, sum=["volume"], avg=["volume", "price.micros"])
+    request = AggregateSelection.checked(s, sum=["volume"], avg=["volume", "price.micros"])
     big = 2**62  # beyond a float's 53 bits: the sum must stay an integer
     chunks = [
         # 3 ticks, all holding volume; price.micros on 2 of them
@@ -101,7 +101,7 @@ def test_a_nan_measure_gives_nan_sums_and_averages_not_an_exception(tsstore_emul
     """A NaN the writer stored in a measure: Firestore (and the emulator) answer its chunk's
     sum and avg as NaN; combined, sum and avg are NaN and the count is exact (this raised
     ``ValueError: cannot convert float NaN to integer``)."""
-    request = AggregateRequest.checked(spec("t", 3), sum=["volume"], avg=["volume"])
+    request = AggregateSelection.checked(spec("t", 3), sum=["volume"], avg=["volume"])
     nan = float("nan")
     chunks = [{"count": 2, "count_0": 2, "sum_0": nan, "avg_0": nan},
               {"count": 1, "count_0": 1, "sum_0": 5, "avg_0": 5.0}]  # fmt: skip
@@ -121,11 +121,11 @@ def test_a_nan_measure_gives_nan_sums_and_averages_not_an_exception(tsstore_emul
 def test_aggregates_refuse_what_is_not_a_measure_by_name() -> None:
     s = spec("t", 3)
     with pytest.raises(QueryError, match=r"'exchange': it is not a measure of 't' \(measures: price.micros, volume\)"):
-        AggregateRequest.checked(s, sum=["exchange"])
+        AggregateSelection.checked(s, sum=["exchange"])
     with pytest.raises(QueryError, match="nothing to aggregate"):
-        AggregateRequest.checked(s, count=False)
+        AggregateSelection.checked(s, count=False)
     with pytest.raises(QueryError, match="avg names a field twice"):
-        AggregateRequest.checked(s, avg=["volume", "volume"])
+        AggregateSelection.checked(s, avg=["volume", "volume"])
     with pytest.raises(SpecError, match="measure 'symbol' is declared string; a measure is Int64 or Float64"):
         SeriesSpec("t", columns={"symbol": "string"}, measures=["symbol"])
     with pytest.raises(SpecError, match="measures .* other than the timestamp and shard"):
@@ -533,11 +533,13 @@ ROLLUP_SOURCE = SeriesSpec(
         (ROLLUP_SOURCE, {"volume": "size"}, r"roll-up volume 'size' is declared string; it must be Int64"),
         (ROLLUP_SOURCE, {"collection": "ticks"}, r"cannot be stored in its source collection 'ticks'"),
         (ROLLUP_SOURCE, {"access": {"read": "public", "create": "signed-in"}}, r"written by the server only"),
-        (Rollup(ROLLUP_SOURCE, interval="15min", by="symbol"), {"interval": "20min"}, r"must be a multiple of the 15min"),
+        (Rollup(ROLLUP_SOURCE, interval="15min", by="symbol"), {"interval": "20min"}, r"a multiple of the 15min"),
         (Rollup(ROLLUP_SOURCE, by="symbol"), {"interval": "1h", "by": "size"}, r"is by its fields \['symbol'\], not"),
     ],
 )
-def test_each_check_of_a_rollup_refuses_with_what_is_allowed(source: Any, options: dict[str, Any], message: str) -> None:
+def test_each_check_of_a_rollup_refuses_with_what_is_allowed(
+    source: Any, options: dict[str, Any], message: str
+) -> None:
     with pytest.raises(SpecError, match=message):
         Rollup(source, **options)
 

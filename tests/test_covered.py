@@ -22,7 +22,7 @@ from tests.mutants import US, bites
 from tsstore import AsyncTimeSeriesStore, QueryError, QueryShape, SeriesSpec, TimeSeriesStore, shards_for
 from tsstore.analytics import covered
 from tsstore.analytics.bars import BarBuilder, iter_bars
-from tsstore.analytics.covered import CoveredRequest, Part, Total, cover, late_spans
+from tsstore.analytics.covered import CoveredSelection, Part, Total, cover, late_spans
 from tsstore.analytics.rollup import Rollup
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import normalize_where
@@ -83,7 +83,7 @@ def test_what_no_rollup_holds_is_read_from_the_ticks() -> None:
 
 
 def test_a_late_bucket_is_answered_by_finer_bars_or_the_ticks_and_says_so() -> None:
-    request = CoveredRequest.checked(SPEC, [HOURS, MINUTES], [], count=True, asked={})
+    request = CoveredSelection.checked(SPEC, [HOURS, MINUTES], [], count=True, asked={})
     spans = [(T0, at(120)), (T0, at(150))]
     # a marked minute at 61: the hour 60-120 is late, the other minutes of it still serve
     parts = request.parts_of(at(0), at(150), spans, {"ticks_1min": [at(61)]})
@@ -171,7 +171,7 @@ def test_an_aggregate_from_rollups_equals_the_ticks_on_any_coverage_and_marks(
     parts answer count, sum, min, max and std of the ticks in the range exactly (brute force):
     a bar outside its roll-up's span, or stale under a mark, is garbage here, so using one shows."""
     ticks, spans, marks, (start, end) = drawn
-    request = CoveredRequest.checked(SPEC, [HOURS, MINUTES], [], count=True, asked={
+    request = CoveredSelection.checked(SPEC, [HOURS, MINUTES], [], count=True, asked={
         "sum": ("price.micros", "volume"), "min": ("price.micros",), "max": ("price.micros",),
         "std": ("price.micros",)})  # fmt: skip
     parts = request.parts_of(start, end, spans, marks)
@@ -220,8 +220,8 @@ def test_a_rollup_knows_which_span_its_bars_cover() -> None:
 
 
 def test_an_aggregate_from_rollups_refuses_what_the_bars_do_not_hold_by_name() -> None:
-    def check(rollups: Any, where: Any = None, **asked: tuple[str, ...]) -> CoveredRequest:
-        return CoveredRequest.checked(SPEC, rollups, normalize_where(where), count=True, asked=asked)
+    def check(rollups: Any, where: Any = None, **asked: tuple[str, ...]) -> CoveredSelection:
+        return CoveredSelection.checked(SPEC, rollups, normalize_where(where), count=True, asked=asked)
 
     assert check([HOURS, MINUTES], {"symbol": ["AAA", "BBB"]}, sum=("volume", "price.micros")).volume == "volume"
     cases = [
@@ -246,7 +246,7 @@ def test_an_aggregate_from_rollups_refuses_what_the_bars_do_not_hold_by_name() -
     with pytest.raises(QueryError, match=r"exchange == 'X1' cannot be answered from bars \(ticks_1min is not by it\)"):
         check([MINUTES], {"exchange": "X1"})
     with pytest.raises(QueryError, match="nothing to aggregate"):
-        CoveredRequest.checked(SPEC, [MINUTES], (), count=False, asked={})
+        CoveredSelection.checked(SPEC, [MINUTES], (), count=False, asked={})
 
 
 # ------------------------------------------------------------------------------ on the emulator

@@ -12,8 +12,9 @@ line before its fence:
   fails), compared with what it printed (``...`` stands for any text); a command whose shown
   output holds ``Error:`` must fail, and a last line ``[exit N]`` says which exit code it must
   give.
-  ``tsstore ...`` runs in this process, ``python``/``pytest`` as processes, ``export A=B``
-  and ``cd DIR`` change what the next commands see.
+  ``tsstore ...`` runs in this process, ``python``/``pytest`` as processes (``$NAME`` in
+  their words is the variable's value), ``export A=B`` and ``cd DIR`` change what the next
+  commands see.
 - ``<!-- file: PATH -->`` before any block: the block is written to PATH (a declaration, a
   module a later command names, a test file) instead of being run.
 - ``<!-- output -->`` before a block: what the previous block printed, compared as above.
@@ -163,6 +164,7 @@ class Reader:
         if words[0] in ("python", "pytest"):
             program = [sys.executable] + (["-m", "pytest", "-p", "no:cacheprovider"] if words[0] == "pytest" else [])
             environ = {**os.environ, **self.env}
+            words = [re.sub(r"\$(\w+)", lambda found: environ[found.group(1)], word) for word in words]  # as a shell
             environ["PYTHONPATH"] = str(self.folder)
             done = subprocess.run(program + words[1:], cwd=self.folder, env=environ, capture_output=True, text=True,
                                   timeout=300)  # fmt: skip

@@ -82,3 +82,15 @@ def test_a_shared_emulator_that_cannot_start_is_tried_once_and_each_worker_gets_
         assert node.workerinput["tsstore_emulator"] is None
         assert node.workerinput["tsstore_emulator_error"] == "no Java here: install a JDK 17"
     shared.pytest_unconfigure()  # nothing to stop
+
+
+@pytest.mark.parametrize(
+    ("address", "message"),
+    [
+        ("localhost", r"tsstore_emulator_host = 'localhost' is not HOST:PORT \(e.g. 127.0.0.1:8080\)"),
+        ("127.0.0.1:1", r"tsstore_emulator_host = '127.0.0.1:1': no Firestore emulator answers there; start one"),
+    ],
+)
+def test_an_emulator_host_that_is_not_one_says_so(address: str, message: str) -> None:
+    with pytest.raises(EmulatorError, match=message):
+        pytest_plugin.running_emulator(address)

@@ -40,7 +40,7 @@ Number = int | float
 
 
 @dataclass(frozen=True)
-class AggregateRequest:
+class AggregateSelection:
     """Which aggregates to compute: ``count``, and the ``sum`` and ``avg`` of measures."""
 
     count: bool = True
@@ -50,7 +50,7 @@ class AggregateRequest:
     @classmethod
     def checked(
         cls, spec: SeriesSpec, *, count: bool = True, sum: Iterable[str] = (), avg: Iterable[str] = ()
-    ) -> AggregateRequest:
+    ) -> AggregateSelection:
         """The request, its fields checked against ``spec``: each must be a declared measure
         (whose indexes serve its ``sum()`` and ``avg()``)."""
         sums, avgs = field_names(sum, "sum"), field_names(avg, "avg")

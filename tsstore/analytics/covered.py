@@ -154,7 +154,7 @@ def join_spans(spans: Iterable[Span]) -> list[Span]:
 
 
 @dataclass(frozen=True)
-class CoveredRequest:
+class CoveredSelection:
     """An aggregate to answer from ``rollups`` (of ``spec``'s ticks) and the ticks: what is
     asked, checked against what the bars hold."""
 
@@ -177,7 +177,7 @@ class CoveredRequest:
         *,
         count: bool,
         asked: Mapping[str, tuple[str, ...]],
-    ) -> CoveredRequest:
+    ) -> CoveredSelection:
         """The request, or a :class:`~tsstore.errors.QueryError` naming what the bars cannot
         answer: ``asked`` maps ``sum``, ``avg``, ``min``, ``max``, ``std`` to field names."""
         given = tuple(rollups)

@@ -8,7 +8,10 @@ test suite without a conftest:
   pytest-xdist, each worker starts its own, or, with the ini option
   ``tsstore_share_emulator = true``, the controller starts one for the whole run and every
   worker reaches it (:class:`~tsstore.local.emulator.EmulatorAt`): one JVM instead of one per
-  worker, and the emulator's warm-up paid once.
+  worker, and the emulator's warm-up paid once. With the ini option ``tsstore_emulator_host
+  = HOST:PORT`` (``-o tsstore_emulator_host=$FIRESTORE_EMULATOR_HOST``) the run starts none
+  and uses the emulator already there (``firebase emulators:exec``, a CI service): an
+  :class:`~tsstore.local.emulator.EmulatorAt`, left running at the end.
 - ``tsstore_client``: a ``google.cloud.firestore.Client`` on a database of its own, so
   tests never see each other's documents (the emulator needs no database creation).
 - ``tsstore_collection``: a collection name unique to the test.
@@ -33,6 +36,8 @@ if TYPE_CHECKING:  # a plugin every pytest run loads: the client is imported whe
 _DATABASE_ID = re.compile(DATABASE_ID_PATTERN)
 #: The ini option that shares one emulator among pytest-xdist's workers.
 SHARE_OPTION = "tsstore_share_emulator"
+#: The ini option that names an emulator already running, which the run uses instead of starting one.
+HOST_OPTION = "tsstore_emulator_host"
 #: What the controller hands each worker (``workerinput``): the shared emulator's address, or
 #: why it could not start.
 _SHARED, _SHARED_ERROR = "tsstore_emulator", "tsstore_emulator_error"
@@ -46,6 +51,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="bool",
         default=False,
     )
+    parser.addini(
+        HOST_OPTION,
+        "HOST:PORT of a Firestore emulator already running (as FIRESTORE_EMULATOR_HOST names it): the run uses it "
+        "and starts none",
+        default="",
+    )
+
+
+def running_emulator(address: str) -> EmulatorAt:
+    """The emulator at ``address`` (``host:port``) that a run was told to use, once it answers."""
+    host, _, port = address.strip().rpartition(":")
+    if not host or not port.isdigit():
+        raise EmulatorError(f"{HOST_OPTION} = {address!r} is not HOST:PORT (e.g. 127.0.0.1:8080)")
+    running = EmulatorAt.of(address.strip())
+    if not running.answers():
+        raise EmulatorError(
+            f"{HOST_OPTION} = {address!r}: no Firestore emulator answers there; start one (tsstore emulator "
+            f"start, firebase emulators:start) or leave {HOST_OPTION} out to have the run start its own"
+        )
+    return running
 
 
 class _SharedEmulator:
@@ -76,7 +101,8 @@ class _SharedEmulator:
 
 def pytest_configure(config: pytest.Config) -> None:
     controller = not hasattr(config, "workerinput")
-    if controller and config.getini(SHARE_OPTION) and config.pluginmanager.hasplugin("xdist"):
+    shared = config.getini(SHARE_OPTION) and not config.getini(HOST_OPTION)  # (an emulator already there is shared)
+    if controller and shared and config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_SharedEmulator(), "tsstore-shared-emulator")
 
 
@@ -92,6 +118,10 @@ def unique_database_id(hint: str = "t") -> str:
 def tsstore_emulator(request: pytest.FixtureRequest) -> Iterator[EmulatorAt]:
     """The session's Firestore emulator; stopped (its JVM gone) when the session ends. A
     worker given the run's shared emulator reaches that one (the controller stops it)."""
+    address = str(request.config.getini(HOST_OPTION) or "")
+    if address:
+        yield running_emulator(address)
+        return
     given: dict[str, object] = getattr(request.config, "workerinput", {})
     if _SHARED in given:
         if given[_SHARED] is None:

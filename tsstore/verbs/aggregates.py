@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Unpack
 
 from tsstore.analytics import PARAMETER_HELP as PARAMETER_HELP  # the analytics verbs' words, one glossary
-from tsstore.analytics.aggregate import AggregateRequest, Aggregates, field_names
+from tsstore.analytics.aggregate import Aggregates, AggregateSelection, field_names
 from tsstore.analytics.bars import STORED_MOMENTS
-from tsstore.analytics.covered import CoveredPlan, CoveredRequest, Total
+from tsstore.analytics.covered import CoveredPlan, CoveredSelection, Total
 from tsstore.analytics.covered import Part as CoveredPart
 from tsstore.analytics.rollup import BAR_FIELDS, Rollup
 from tsstore.asks import asked_together
@@ -62,8 +62,8 @@ def aggregate(
     cost = stats if stats is not None else ReadStats()
     if rollups is not None:
         asked = {"sum": sum, "avg": avg, "min": min, "max": max, "std": std}
-        request, plan = covered_request(seat, bounds, rollups, count=count, asked=asked)
-        return (yield from covered_aggregate(seat, request, plan, cost))
+        selection, plan = covered_selection(seat, bounds, rollups, count=count, asked=asked)
+        return (yield from covered_aggregate(seat, selection, plan, cost))
     spread = [kind for kind, fields in (("min", min), ("max", max), ("std", std)) if tuple(fields)]
     if spread:
         raise QueryError(
@@ -71,7 +71,7 @@ def aggregate(
             "rollups=[...] of this series"
         )
     plan = oldest_first(seat.spec, bounds)  # the direction the measures' indexes are declared in
-    checked = AggregateRequest.checked(seat.spec, count=count, sum=sum, avg=avg)
+    checked = AggregateSelection.checked(seat.spec, count=count, sum=sum, avg=avg)
 
     overs = [(ChunkTicks(plan, chunk, m), tuple(asks)) for chunk in plan.chunks for m, asks in checked.requests()]
     cost.chunks = len(plan.chunks)
@@ -99,36 +99,36 @@ def explain_aggregate(
     reads the roll-ups' watermark documents (a read each), nothing else."""
     bounds = Query.of(query, options)
     bounds.only(COUNT_OPTIONS, "explain_aggregate")
-    request, plan = covered_request(seat, bounds, rollups, count=True, asked={})
+    selection, plan = covered_selection(seat, bounds, rollups, count=True, asked={})
     cost = stats if stats is not None else ReadStats()
-    parts = yield from covered_parts(seat, request, plan, bounds.read_time, cost)
+    parts = yield from covered_parts(seat, selection, plan, bounds.read_time, cost)
     return CoveredPlan(seat.spec.collection, tuple(parts))
 
 
-def covered_request(
+def covered_selection(
     seat: Seat, bounds: Query, rollups: Iterable[Rollup], *, count: bool, asked: Mapping[str, Iterable[str]]
-) -> tuple[CoveredRequest, QueryPlan]:
+) -> tuple[CoveredSelection, QueryPlan]:
     """The aggregate from roll-ups, checked, and the plan of its range on the ticks."""
     if isinstance(rollups, Rollup):
         rollups = [rollups]
     fields = {kind: field_names(names, kind) for kind, names in asked.items()}
     plan = oldest_first(seat.spec, bounds)
-    return CoveredRequest.checked(seat.spec, rollups, plan.filters, count=count, asked=fields), plan
+    return CoveredSelection.checked(seat.spec, rollups, plan.filters, count=count, asked=fields), plan
 
 
 def covered_parts(
-    seat: Seat, request: CoveredRequest, plan: QueryPlan, snapshot: dt.datetime | None, cost: ReadStats
+    seat: Seat, selection: CoveredSelection, plan: QueryPlan, snapshot: dt.datetime | None, cost: ReadStats
 ) -> Request[list[CoveredPart]]:
     """The parts of ``plan``'s range, from the roll-ups' watermark documents and the marks of
     late ticks in the range, at ``snapshot``."""
-    stored = yield from asked_together([watermark_ask(rollup.name, read_time=snapshot) for rollup in request.rollups])
+    stored = yield from asked_together([watermark_ask(rollup.name, read_time=snapshot) for rollup in selection.rollups])
     for _ in stored:
         cost.query_done(1)
     documents = [doc.data for doc in stored]
-    spans = [r.coverage(doc) for r, doc in zip(request.rollups, documents)]
-    gone = [d.get(PURGED) for r, d in zip(request.rollups, documents) if d and r.finer is None]
+    spans = [r.coverage(doc) for r, doc in zip(selection.rollups, documents)]
+    gone = [d.get(PURGED) for r, d in zip(selection.rollups, documents) if d and r.finer is None]
     purged = max((g for g in gone if isinstance(g, dt.datetime)), default=None)
-    layers = request.layers
+    layers = selection.layers
     found = yield from asked_together(
         [marks_ask(layer.name, since=plan.start and plan.start - layer.interval, before=plan.end, read_time=snapshot)
          for layer in layers]  # fmt: skip
@@ -138,25 +138,25 @@ def covered_parts(
         marked = marks_of(answer)
         cost.query_done(len(marked))
         marks[layer.name] = [mark.bucket for mark in marked]
-    return request.parts_of(plan.start, plan.end, spans, marks, purged)
+    return selection.parts_of(plan.start, plan.end, spans, marks, purged)
 
 
-def covered_aggregate(seat: Seat, request: CoveredRequest, plan: QueryPlan, cost: ReadStats) -> Request[Aggregates]:
+def covered_aggregate(seat: Seat, selection: CoveredSelection, plan: QueryPlan, cost: ReadStats) -> Request[Aggregates]:
     """Each part read (bars or ticks) at one snapshot and folded into one bar."""
     bounds = plan.query
     snapshot = bounds.read_time
     if snapshot is None:
         snapshot = yield from probe(seat, cost)  # the watermarks and every part at one time
-    parts = yield from covered_parts(seat, request, plan, snapshot, cost)
+    parts = yield from covered_parts(seat, selection, plan, snapshot, cost)
     total = Total()
     for part in parts:
         if part.rollup is None:
-            spec, columns = seat.spec, request.columns
+            spec, columns = seat.spec, selection.columns
         else:
             spec, columns = part.rollup.spec, (*BAR_FIELDS, *STORED_MOMENTS)
         piece = Query(where=bounds.where, start=part.start, end=part.end, columns=columns, read_time=snapshot)
-        yield Feed((yield from read(seat, oldest_first(spec, piece), cost)), _Folded(total, request, part))
-    return request.result(total.bar, parts)
+        yield Feed((yield from read(seat, oldest_first(spec, piece), cost)), _Folded(total, selection, part))
+    return selection.result(total.bar, parts)
 
 
 @dataclass(frozen=True)
@@ -165,8 +165,8 @@ class _Folded:
     ``part`` of a covered aggregate, folded into the ``total``."""
 
     total: Total
-    request: CoveredRequest
+    selection: CoveredSelection
     part: CoveredPart
 
     def add(self, tick: Tick) -> None:
-        self.total.add(self.request.bar_of(tick, self.part))
+        self.total.add(self.selection.bar_of(tick, self.part))
