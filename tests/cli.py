@@ -20,6 +20,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 from click.testing import CliRunner
@@ -69,3 +70,8 @@ def subcommands(group: click.Group) -> dict[str, click.Command]:
     context = click.Context(group)
     found = {name: group.get_command(context, name) for name in group.list_commands(context)}
     return {name: command for name, command in found.items() if command is not None}
+
+
+def run_cli(*args: str, emulator: Any, cwd: Path, stdin: str | None = None) -> Ran:
+    env = {} if emulator is None else {"FIRESTORE_EMULATOR_HOST": emulator.address}
+    return tsstore(*args, env=env, cwd=cwd, stdin=stdin)

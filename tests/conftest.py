@@ -9,16 +9,21 @@ come from the plugin tsstore ships (``tsstore.local.pytest_plugin``), so users g
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import random
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from google.cloud import firestore
 
+from tests.shared import MILLISECONDS, SPEC, TICKS, UTC
+from tsstore import TimeSeriesStore, WriteOptions
 from tsstore.local.emulator import EmulatorAt
 from tsstore.local.pytest_plugin import unique_database_id
 
@@ -92,3 +97,33 @@ def firebase_validate(validator: Path, kind: str, path: Path) -> dict[str, Any]:
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert (done.returncode == 0) == result["ok"], done
     return result
+
+
+#: The skewed ticks (``tests/shared.py``) written to a database of the module's own: HOT in one
+#: shard, TWO in two, the rest anywhere; ``{"store": its store, "ticks": every tick read back}``.
+@pytest.fixture(scope="module")
+def skewed(tsstore_emulator: Any) -> Iterator[dict[str, Any]]:
+    client = tsstore_emulator.client(database=f"skew-{random.randrange(10**9)}")
+    store = TimeSeriesStore(client, SPEC, write_options=WriteOptions(ramp=False), page_size=500)
+    rng = random.Random(3)
+    base = dt.datetime(2024, 1, 2, 9, tzinfo=UTC)
+    rows: list[dict[str, Any]] = []
+    for n in range(TICKS):
+        symbol = rng.choice(["AAA", "BBB", "CCC", "HOT", "HOT", "TWO"])
+        row: dict[str, Any] = {
+            "symbol": symbol,
+            "n": n,
+            "timestamp": base + dt.timedelta(milliseconds=rng.randrange(MILLISECONDS)),
+        }
+        if symbol == "HOT":
+            row["shard"] = "s07"  # every HOT tick in one shard: one chunk holds them all
+        elif symbol == "TWO":
+            row["shard"] = rng.choice(["s03", "s31"])  # two chunks, the rest run dry at once
+        rows.append(row)
+    store.write(rows)
+    ticks = list(store.iter_ticks())
+    assert len(ticks) == TICKS and len({t.timestamp for t in ticks}) <= MILLISECONDS  # ~6 ticks share each ms
+    assert sum(t.data["symbol"] == "HOT" for t in ticks) > 101  # more than a page of 100 and its extra one
+    yield {"store": store, "ticks": ticks}
+    store.close()
+    client.close()

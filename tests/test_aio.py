@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_read_engine import PAGES, SPEC, brute_force, skewed  # noqa: F401 (a fixture)
+from tests.shared import PAGES, SPEC, brute_force
 from tsstore import ConfigError, SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.aio import AsyncTimeSeriesStore
 from tsstore.ticks import Tick

@@ -23,14 +23,13 @@ import pandas as pd
 import pytest
 
 from tests.cli import Ran, tsstore
+from tests.shared import SYMBOLS, T0, oracle_bars, spec, ticks
 from tsstore import (
     AsyncTimeSeriesStore,
     QueryError,
-    QueryShape,
     SeriesSpec,
     SpecError,
     TimeSeriesStore,
-    shards_for,
 )
 from tsstore.analytics.aggregate import MAX_AGGREGATIONS, AggregateSelection
 from tsstore.analytics.bars import Bar, BarBuilder, bar_start, iter_bars
@@ -45,20 +44,7 @@ from tsstore.wire import database_id
 from tsstore.write.options import EMULATOR_WRITE_OPTIONS
 
 UTC = dt.timezone.utc
-T0 = dt.datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
-SYMBOLS = ["AAA", "BBB", "CCC", "DDD"]
 FAST = EMULATOR_WRITE_OPTIONS  # no ramp, no ceiling: the emulator is the tests' own
-
-
-def spec(collection: str, shards: int, **options: Any) -> SeriesSpec:
-    return SeriesSpec(
-        collection,
-        shards=shards_for(shards * 500),
-        shapes=[QueryShape("symbol", ("desc", "asc")), QueryShape("exchange"), QueryShape(("exchange", "symbol"))],
-        key_fields=["symbol", "n"],
-        measures=["price.micros", "volume"],
-        **options,
-    )
 
 
 def test_each_chunk_is_asked_for_its_count_and_each_measure_in_requests_firestore_accepts() -> None:
@@ -142,24 +128,6 @@ def test_each_measure_gets_one_index_per_shape_ordered_after_the_timestamp() -> 
 
 
 # ------------------------------------------------------------------------------ on the emulator
-
-
-def ticks(n: int, seed: int) -> list[dict[str, Any]]:
-    rng = random.Random(seed)
-    rows = []
-    for i in range(n):
-        row: dict[str, Any] = {
-            "symbol": rng.choice(SYMBOLS),
-            "exchange": rng.choice(["X1", "X2"]),
-            "n": i,
-            "timestamp": T0 + dt.timedelta(seconds=rng.randrange(7200)),
-            "price": {"micros": rng.randrange(10**11, 10**12)},  # sums beyond 2**53: exact only as integers
-            "volume": rng.randrange(1, 50) * 100,
-        }
-        if i % 17 == 0:
-            del row["volume"]  # a tick without the measure: counted, but not in its sum or average
-        rows.append(row)
-    return rows
 
 
 def oracle(rows: list[dict[str, Any]], **filters: Any) -> dict[str, Any]:
@@ -408,25 +376,6 @@ def test_bars_open_at_boundaries_close_when_time_moves_on_and_skip_what_has_no_p
         to_interval("0s")
     with pytest.raises(QueryError, match="is not a duration"):
         to_interval("a while")
-
-
-def oracle_bars(rows: list[dict[str, Any]], ids: tuple[str, ...], interval: str, start: Any, end: Any) -> pd.DataFrame:
-    frame = pd.DataFrame(
-        {
-            "symbol": [r["symbol"] for r in rows],
-            "id": list(ids),
-            "timestamp": pd.DatetimeIndex([r["timestamp"] for r in rows]),
-            "price": [r["price"]["micros"] for r in rows],
-            "volume": [r.get("volume", 0) for r in rows],
-        }
-    )
-    frame = frame[(frame["timestamp"] >= start) & (frame["timestamp"] < end)]
-    frame = frame.sort_values(["timestamp", "id"]).set_index("timestamp")  # the engine's order
-    grouped = frame.groupby("symbol")
-    ohlc = grouped["price"].resample(interval).ohlc()
-    ohlc["count"] = grouped["price"].resample(interval).count()
-    ohlc["volume"] = grouped["volume"].resample(interval).sum()
-    return ohlc[ohlc["count"] > 0]  # resample fills empty intervals; bars leave them out
 
 
 @pytest.mark.parametrize("shards", [3, 40])

@@ -18,7 +18,7 @@ import polars.testing
 import pyarrow as pa
 import pytest
 
-from tests.test_frames import arrow_of
+from tests.shared import arrow_of
 from tsstore import QueryShape, SeriesSpec, Tick, TimeSeriesStore
 from tsstore.aio import AsyncTimeSeriesStore
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,6 +20,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from tests.shared import arrow_of
 from tsstore import SchemaError, SeriesSpec, Tick
 from tsstore.frames import DTYPES, FrameBuilder, Run, frame_to_records, frames, polars_frame, ticks_to_frame
 
@@ -333,14 +333,6 @@ def test_a_run_gives_back_its_arrays_whole_and_in_part(kind: str, first: list[An
     for r in rows:
         pd.testing.assert_extension_array_equal(run.array(r), typed("c", values[r.start : r.stop], kind))
     assert str(run.array().dtype) == DTYPES[kind]
-
-
-def arrow_of(frame: pd.DataFrame) -> pa.Table:
-    """What Arrow makes of a frame, its time index as the first column (pandas' metadata left
-    out; pyarrow 25 reads a zoned column through ``Series.values``, which pandas 3.1 warns of)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", pd.errors.Pandas4Warning)
-        return pa.Table.from_pandas(frame.reset_index(), preserve_index=False).replace_schema_metadata(None)
 
 
 def test_a_table_holds_the_frames_columns_types_and_order_with_the_timestamp_first() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_retention import run_cli
+from tests.cli import run_cli
 from tsstore import (
     QueryShape,
     ReshardResult,

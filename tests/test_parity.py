@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from tests.test_analytics import T0, oracle_bars, spec, ticks
+from tests.shared import T0, oracle_bars, spec, ticks
 from tsstore import AsyncTimeSeriesStore, OptionError, Rollup, SeriesSpec, TimeSeriesStore, WriteOptions, shards_for
 from tsstore.local.synthetic import trading_day
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -20,7 +19,8 @@ from hypothesis import strategies as st
 
 from tests.cli import Ran
 from tests.cli import tsstore as run_tsstore
-from tsstore import QueryShape, SeriesSpec, Tick, TimeSeriesStore, WriteOptions, plan_query
+from tests.shared import PAGES, SPEC, TICKS, brute_force
+from tsstore import QueryShape, SeriesSpec, Tick, TimeSeriesStore, plan_query
 from tsstore.read.cost import ReadStats, lean_asks, lean_refills, refill_asks
 from tsstore.read.engine import LEAN_REFILLS
 from tsstore.read.explain import explain
@@ -29,13 +29,6 @@ from tsstore.ticks import sort_key
 from tsstore.wire import database_id
 
 UTC = dt.timezone.utc
-PAGES = 3  # pages followed per case, two cursors (the emulator scans the collection once per `in` value)
-SHARDS = [f"s{i:02d}" for i in range(40)]  # 2 chunks of 20; 4 of 10 with an `in` of 3
-SPEC = SeriesSpec("skew", shards=SHARDS, shapes=[QueryShape("symbol", ("desc", "asc"))], key_fields=["symbol", "n"])
-# The emulator scans the collection for every query (once per `in` value), so the skewed data
-# is small: 360 ticks in 60 ms (~6 share each ms); HOT is drawn twice as often as the others,
-# so it has ~120 ticks (a page of 100 HOT ticks still fits) and the others ~60 each.
-TICKS, MILLISECONDS = 360, 60
 
 
 def test_lean_asks_are_the_expected_share_plus_slack() -> None:
@@ -78,39 +71,6 @@ def test_two_rounds_always_give_the_exact_page(chunks: list[list[int]], rows: in
     for g, s, more in zip(got, streams, refill_asks(rows, ranks)):
         g.extend(s[len(g) : len(g) + more])
     assert list(take(merge_streams(got, descending=descending), rows)) == want
-
-
-@pytest.fixture(scope="module")
-def skewed(tsstore_emulator: Any) -> Iterator[dict[str, Any]]:
-    client = tsstore_emulator.client(database=f"skew-{random.randrange(10**9)}")
-    store = TimeSeriesStore(client, SPEC, write_options=WriteOptions(ramp=False), page_size=500)
-    rng = random.Random(3)
-    base = dt.datetime(2024, 1, 2, 9, tzinfo=UTC)
-    rows: list[dict[str, Any]] = []
-    for n in range(TICKS):
-        symbol = rng.choice(["AAA", "BBB", "CCC", "HOT", "HOT", "TWO"])
-        row: dict[str, Any] = {
-            "symbol": symbol,
-            "n": n,
-            "timestamp": base + dt.timedelta(milliseconds=rng.randrange(MILLISECONDS)),
-        }
-        if symbol == "HOT":
-            row["shard"] = "s07"  # every HOT tick in one shard: one chunk holds them all
-        elif symbol == "TWO":
-            row["shard"] = rng.choice(["s03", "s31"])  # two chunks, the rest run dry at once
-        rows.append(row)
-    store.write(rows)
-    ticks = list(store.iter_ticks())
-    assert len(ticks) == TICKS and len({t.timestamp for t in ticks}) <= MILLISECONDS  # ~6 ticks share each ms
-    assert sum(t.data["symbol"] == "HOT" for t in ticks) > 101  # more than a page of 100 and its extra one
-    yield {"store": store, "ticks": ticks}
-    store.close()
-    client.close()
-
-
-def brute_force(ticks: list[Tick], symbols: list[str] | None, descending: bool) -> list[Tick]:
-    kept = [t for t in ticks if symbols is None or t.data["symbol"] in symbols]
-    return sorted(kept, key=sort_key, reverse=descending)
 
 
 @pytest.mark.parametrize("direction", ["desc", "asc"])

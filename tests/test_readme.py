@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from tests.cli import subcommands, tsstore
-from tests.test_docs import DOCS, Block, Reader, matches, page_env
+from tests.docs_reader import DOCS, Block, Reader, matches, page_env
 from tsstore.cli import main
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()

@@ -16,9 +16,10 @@ from tsstore.errors import QueryError, RetentionError, UndeclaredShardsWarning
 from tsstore.layout.census import CountAll
 from tsstore.read.chunks import ChunkTicks
 from tsstore.read.cost import ReadStats
+from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
-from tsstore.verbs import reading, retention, rollups
-from tsstore.verbs.request import Collect, Count, Send
+from tsstore.verbs import aggregates, asof, reading, retention, rollups
+from tsstore.verbs.request import Collect, Count, Feed, Send
 
 UTC = dt.timezone.utc
 SPEC = SeriesSpec("ticks", shards=("s0", "s1"))
@@ -159,6 +160,47 @@ def test_a_count_of_a_range_asks_no_whole_collection_and_bills_each_query_sent()
     assert ran.result == 2200  # one chunk, answered in two halves: their counts add up
     assert [type(c.over) for c in ran.of(Count)] == [ChunkTicks]
     assert stats.queries == 2 and stats.billed_reads == 2 + 1  # 1 500 entries: 2 reads; 700: 1
+
+
+#: An as-of join's direction and tolerance -> the right side's range for a left side of [10:00, 11:00).
+JOIN_RANGES = [
+    ("backward", "5s", ("09:59:55", "11:00:00")),  # a match at most 5 s before: nothing after the left's end
+    ("forward", "5s", ("10:00:00", "11:00:05")),  # at most 5 s after: nothing before the left's start
+    ("nearest", "5s", ("09:59:55", "11:00:05")),
+    ("backward", None, (None, "11:00:00")),  # no tolerance: a match may be any time before
+    ("forward", None, ("10:00:00", None)),
+]
+
+
+@pytest.mark.parametrize(("direction", "tolerance", "right"), JOIN_RANGES)
+def test_an_asof_join_reads_of_the_right_side_only_what_can_match(
+    direction: str, tolerance: str | None, right: tuple[str | None, str | None]
+) -> None:
+    left = Query(start=at("10:00:00"), end=at("11:00:00"))
+    request = asof.asof_read(seat(SPEC), left, None, right_spec=None, by="symbol", direction=direction,
+                             tolerance=tolerance, allow_exact_matches=True, prefix="right", ids=False,
+                             stats=ReadStats())  # fmt: skip
+    ran = run(request, {GetDoc: documents({}, now=at("12:00:00"))})
+    join = ran.result
+    assert (join.left.plan.start, join.left.plan.end) == (at("10:00:00"), at("11:00:00"))
+    assert (join.right.plan.start, join.right.plan.end) == tuple(None if t is None else at(t) for t in right)
+    assert join.left.plan.query.read_time == join.right.plan.query.read_time == at("12:00:00")  # one snapshot
+    assert len(ran.of(GetDoc)) == 1
+
+
+def test_a_covered_aggregate_reads_whole_bars_where_the_rollup_holds_them_and_ticks_at_the_edges() -> None:
+    held = {f"tsstore_rollups/{MINUTES.name}": watermark_doc(MINUTES, at("10:30:00"), since=at("09:00:00"))}
+    answers = {GetDoc: documents(held, now=at("12:00:00")), FindDocs: lambda ask: [], Feed: lambda ask: None}
+    ran = run(aggregates.aggregate(seat(SPEC), start=at("09:58:30"), end=at("10:31:10"), rollups=[MINUTES]), answers)
+    parts = [(feed.read.plan.spec.collection, feed.read.plan.start, feed.read.plan.end) for feed in ran.of(Feed)]
+    assert sorted(parts, key=lambda part: part[1]) == [
+        ("ticks", at("09:58:30"), at("09:59:00")),  # up to the first whole minute: ticks
+        (MINUTES.name, at("09:59:00"), at("10:30:00")),  # whole minutes the roll-up holds: its bars
+        ("ticks", at("10:30:00"), at("10:31:10")),  # past its watermark: ticks
+    ]
+    assert {feed.read.plan.query.read_time for feed in ran.of(Feed)} == {at("12:00:00")}  # one snapshot
+    assert [a.collection for a in ran.of(FindDocs)] == [f"tsstore_rollups/{MINUTES.name}/marks"]  # its late buckets
+    assert ran.result.count == 0  # nothing fed: nothing counted
 
 
 def test_a_usage_error_is_what_a_command_answers_with_exit_2() -> None:

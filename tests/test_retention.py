@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from google.cloud import firestore
 
-from tests.cli import Ran, tsstore
+from tests.cli import run_cli
 from tests.conftest import firebase_validate
 from tsstore import (
     AsyncTimeSeriesStore,
@@ -175,11 +175,6 @@ def test_series_counters_count_each_batch_once(client: firestore.Client, collect
 
 
 # --- the CLI, as a user runs it -----------------------------------------------------------------
-
-
-def run_cli(*args: str, emulator: Any, cwd: Path, stdin: str | None = None) -> Ran:
-    env = {} if emulator is None else {"FIRESTORE_EMULATOR_HOST": emulator.address}
-    return tsstore(*args, env=env, cwd=cwd, stdin=stdin)
 
 
 def test_counter_count_and_purge_commands(emulator: Any, tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from tests.test_wire import too_deep
+from tests.shared import too_deep
 from tsstore.errors import WriteFailure
 from tsstore.wire import batch_write, get_documents
 from tsstore.write.identity import base_of

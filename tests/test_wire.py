@@ -9,6 +9,7 @@ from google.cloud import firestore
 from google.cloud.firestore_v1 import GeoPoint
 from google.cloud.firestore_v1.base_query import FieldFilter
 
+from tests.shared import too_deep
 from tsstore.wire import batch_write, fast_path_problems, get_documents, stream_ticks
 
 UTC = dt.timezone.utc
@@ -96,12 +97,3 @@ def test_creates_and_overwrites_agree_on_both_paths(client: firestore.Client, co
         stored = get_documents(coll, ["a", "b", "missing"])
         assert {k: v.data for k, v in stored.items()} == {"a": {"v": 1}, "b": {"v": 3}}
         assert all(v.create_time.tzinfo is not None for v in stored.values())
-
-
-def too_deep() -> dict[str, Any]:
-    """21 nested maps: one more than Firestore stores (the writer's validation refuses it
-    too; these tests go below that validation on purpose)."""
-    deep: dict[str, Any] = {"v": 1}
-    for _ in range(20):
-        deep = {"d": deep}
-    return {"deep": deep}

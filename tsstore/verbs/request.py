@@ -19,6 +19,9 @@ from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, 
 from dataclasses import dataclass
 from typing import Any, ParamSpec, Protocol, TypeVar
 
+from google.cloud.firestore_v1.base_collection import BaseCollectionReference
+
+from tsstore.analytics.aggregate import Number
 from tsstore.analytics.asof import JoinRead
 from tsstore.asks import Asking, Doc
 from tsstore.layout.census import Ask as CensusAsk
@@ -44,7 +47,7 @@ class Seat:
     how the store reads."""
 
     spec: SeriesSpec
-    collection: Any
+    collection: BaseCollectionReference[Any]
     page_size: int
     lean: bool
 
@@ -78,9 +81,10 @@ class Aggregation:
 
 
 @dataclass(frozen=True)
-class Aggregate(Aggregation, Asking[list[dict[str, Any]]]):
+class Aggregate(Aggregation, Asking[list[dict[str, Number | None]]]):
     """The ``aggregations`` (``(kind, alias, field)``: ``count``, ``sum`` or ``avg``, ``field``
-    ``None`` for a count) over ``over``: ``{alias: value}`` per query sent."""
+    ``None`` for a count) over ``over``: ``{alias: value}`` per query sent (an average of
+    nothing is ``None``)."""
 
     over: Over
     aggregations: tuple[tuple[str, str, str | None], ...]

@@ -1,0 +1,109 @@
+"""What several test modules share: the oracles (answers computed without tsstore's read
+path: sorting, pandas, Arrow) and the data sets they are checked on, so that no test module
+imports another."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import warnings
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from tsstore import QueryShape, SeriesSpec, Tick, shards_for
+from tsstore.ticks import sort_key
+
+UTC = dt.timezone.utc
+
+
+# ------------------------------------------------------------ ticks, and their order by brute force
+
+PAGES = 3  # pages followed per case, two cursors (the emulator scans the collection once per `in` value)
+SHARDS = [f"s{i:02d}" for i in range(40)]  # 2 chunks of 20; 4 of 10 with an `in` of 3
+SPEC = SeriesSpec("skew", shards=SHARDS, shapes=[QueryShape("symbol", ("desc", "asc"))], key_fields=["symbol", "n"])
+# The emulator scans the collection for every query (once per `in` value), so the skewed data
+# is small: 360 ticks in 60 ms (~6 share each ms); HOT is drawn twice as often as the others,
+# so it has ~120 ticks (a page of 100 HOT ticks still fits) and the others ~60 each.
+TICKS, MILLISECONDS = 360, 60
+
+
+def brute_force(ticks: list[Tick], symbols: list[str] | None, descending: bool) -> list[Tick]:
+    kept = [t for t in ticks if symbols is None or t.data["symbol"] in symbols]
+    return sorted(kept, key=sort_key, reverse=descending)
+
+
+# ----------------------------------------------------------------- series, and bars from pandas
+
+T0 = dt.datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+SYMBOLS = ["AAA", "BBB", "CCC", "DDD"]
+
+
+def spec(collection: str, shards: int, **options: Any) -> SeriesSpec:
+    return SeriesSpec(
+        collection,
+        shards=shards_for(shards * 500),
+        shapes=[QueryShape("symbol", ("desc", "asc")), QueryShape("exchange"), QueryShape(("exchange", "symbol"))],
+        key_fields=["symbol", "n"],
+        measures=["price.micros", "volume"],
+        **options,
+    )
+
+
+def ticks(n: int, seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        row: dict[str, Any] = {
+            "symbol": rng.choice(SYMBOLS),
+            "exchange": rng.choice(["X1", "X2"]),
+            "n": i,
+            "timestamp": T0 + dt.timedelta(seconds=rng.randrange(7200)),
+            "price": {"micros": rng.randrange(10**11, 10**12)},  # sums beyond 2**53: exact only as integers
+            "volume": rng.randrange(1, 50) * 100,
+        }
+        if i % 17 == 0:
+            del row["volume"]  # a tick without the measure: counted, but not in its sum or average
+        rows.append(row)
+    return rows
+
+
+def oracle_bars(rows: list[dict[str, Any]], ids: tuple[str, ...], interval: str, start: Any, end: Any) -> pd.DataFrame:
+    frame = pd.DataFrame(
+        {
+            "symbol": [r["symbol"] for r in rows],
+            "id": list(ids),
+            "timestamp": pd.DatetimeIndex([r["timestamp"] for r in rows]),
+            "price": [r["price"]["micros"] for r in rows],
+            "volume": [r.get("volume", 0) for r in rows],
+        }
+    )
+    frame = frame[(frame["timestamp"] >= start) & (frame["timestamp"] < end)]
+    frame = frame.sort_values(["timestamp", "id"]).set_index("timestamp")  # the engine's order
+    grouped = frame.groupby("symbol")
+    ohlc = grouped["price"].resample(interval).ohlc()
+    ohlc["count"] = grouped["price"].resample(interval).count()
+    ohlc["volume"] = grouped["volume"].resample(interval).sum()
+    return ohlc[ohlc["count"] > 0]  # resample fills empty intervals; bars leave them out
+
+
+# ------------------------------------------------------------------------- frames, from Arrow
+
+def arrow_of(frame: pd.DataFrame) -> pa.Table:
+    """What Arrow makes of a frame, its time index as the first column (pandas' metadata left
+    out; pyarrow 25 reads a zoned column through ``Series.values``, which pandas 3.1 warns of)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pd.errors.Pandas4Warning)
+        return pa.Table.from_pandas(frame.reset_index(), preserve_index=False).replace_schema_metadata(None)
+
+
+# ------------------------------------------------------------------- documents Firestore refuses
+
+def too_deep() -> dict[str, Any]:
+    """21 nested maps: one more than Firestore stores (the writer's validation refuses it
+    too; these tests go below that validation on purpose)."""
+    deep: dict[str, Any] = {"v": 1}
+    for _ in range(20):
+        deep = {"d": deep}
+    return {"deep": deep}
