@@ -172,8 +172,6 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         return gated
 
 
-
-
 #: Ticks a bulk job's thread takes from the loop at a time (a purge, a reshard, a roll-up
 #: reads on the loop and sends from a thread): one hop per batch, not per tick.
 PULLED_BATCH = 500
