@@ -180,28 +180,9 @@ class CoveredSelection:
     ) -> CoveredSelection:
         """The request, or a :class:`~tsstore.errors.QueryError` naming what the bars cannot
         answer: ``asked`` maps ``sum``, ``avg``, ``min``, ``max``, ``std`` to field names."""
-        given = tuple(rollups)
-        if not given:
-            raise QueryError("rollups= is empty; give the roll-ups to answer from, or leave it out to ask Firestore")
-        for rollup in given:
-            if not isinstance(rollup, Rollup):
-                raise QueryError(f"rollups= takes Rollup declarations, got {type(rollup).__name__} {rollup!r}")
-            if rollup.series.collection != spec.collection:
-                raise QueryError(
-                    f"roll-up {rollup.name!r} holds bars of {rollup.series.collection!r}, not this store's "
-                    f"{spec.collection!r}"
-                )
+        given = _checked_rollups(spec, rollups)
+        price, volume = _common_fields(given)
         names = [r.name for r in given]
-        if len(set(names)) != len(names):
-            raise QueryError(f"rollups= names a roll-up twice: {names}")
-        price, volume = given[0].root.price, given[0].root.volume
-        for rollup in given[1:]:
-            if (rollup.root.price, rollup.root.volume) != (price, volume):
-                raise QueryError(
-                    f"roll-ups {given[0].name!r} and {rollup.name!r} hold different fields (price {price!r}, volume "
-                    f"{volume!r}; price {rollup.root.price!r}, volume {rollup.root.volume!r}); give roll-ups of one "
-                    "price and volume"
-                )
         for kind, fields in asked.items():
             allowed = (price, volume) if kind == "sum" and volume is not None else (price,)
             for name in fields:
@@ -210,14 +191,7 @@ class CoveredSelection:
                         f"cannot take {kind}({name}) from roll-ups {names}: their bars hold "
                         f"{' and '.join(repr(a) for a in allowed)} for {kind}"
                     )
-        for found in filters:
-            outside = [r.name for r in given if found.field not in r.by]
-            if found.op not in ("==", "in") or outside:
-                why = f"{', '.join(outside)} {'is' if len(outside) == 1 else 'are'} not by it" if outside else "a range"
-                raise QueryError(
-                    f"an aggregate from roll-ups filters on the roll-ups' by fields only, with == or in: "
-                    f"{found.describe()} cannot be answered from bars ({why}); leave out rollups= to ask Firestore"
-                )
+        _check_bar_filters(given, filters)
         if not isinstance(count, bool):
             raise QueryError(f"count must be True or False, got {count!r}")
         if not (count or any(asked.values())):
@@ -311,3 +285,48 @@ def _empty(start: dt.datetime | None, end: dt.datetime | None) -> bool:
 
 def _iso(moment: dt.datetime | None) -> str:
     return "..." if moment is None else utc_text(moment)
+
+
+def _checked_rollups(spec: SeriesSpec, rollups: Iterable[Rollup]) -> tuple[Rollup, ...]:
+    """The roll-ups an aggregate answers from: at least one, each a roll-up of ``spec``'s
+    ticks, none twice."""
+    given = tuple(rollups)
+    if not given:
+        raise QueryError("rollups= is empty; give the roll-ups to answer from, or leave it out to ask Firestore")
+    for rollup in given:
+        if not isinstance(rollup, Rollup):
+            raise QueryError(f"rollups= takes Rollup declarations, got {type(rollup).__name__} {rollup!r}")
+        if rollup.series.collection != spec.collection:
+            raise QueryError(
+                f"roll-up {rollup.name!r} holds bars of {rollup.series.collection!r}, not this store's "
+                f"{spec.collection!r}"
+            )
+    names = [r.name for r in given]
+    if len(set(names)) != len(names):
+        raise QueryError(f"rollups= names a roll-up twice: {names}")
+    return given
+
+
+def _common_fields(given: tuple[Rollup, ...]) -> tuple[str, str | None]:
+    """The price and volume fields every one of the roll-ups holds."""
+    price, volume = given[0].root.price, given[0].root.volume
+    for rollup in given[1:]:
+        if (rollup.root.price, rollup.root.volume) != (price, volume):
+            raise QueryError(
+                f"roll-ups {given[0].name!r} and {rollup.name!r} hold different fields (price {price!r}, volume "
+                f"{volume!r}; price {rollup.root.price!r}, volume {rollup.root.volume!r}); give roll-ups of one "
+                "price and volume"
+            )
+    return price, volume
+
+
+def _check_bar_filters(given: tuple[Rollup, ...], filters: Sequence[Filter]) -> None:
+    """Refuse a filter the bars cannot answer: only == or in on a ``by`` field of every roll-up."""
+    for found in filters:
+        outside = [r.name for r in given if found.field not in r.by]
+        if found.op not in ("==", "in") or outside:
+            why = f"{', '.join(outside)} {'is' if len(outside) == 1 else 'are'} not by it" if outside else "a range"
+            raise QueryError(
+                f"an aggregate from roll-ups filters on the roll-ups' by fields only, with == or in: "
+                f"{found.describe()} cannot be answered from bars ({why}); leave out rollups= to ask Firestore"
+            )
