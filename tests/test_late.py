@@ -446,7 +446,7 @@ from tsstore.local.emulator import emulator_client
 def die(ops):
     os.kill(os.getpid(), signal.SIGKILL)  # after the marks, before the tick: the worst moment
 
-def dying(collection, timeout):
+def dying(collection, *, timeout):
     return die, lambda ids: {{}}
 
 host, (spec, rows) = os.environ["FIRESTORE_EMULATOR_HOST"], pickle.loads({pickled!r})

@@ -197,7 +197,7 @@ class AsyncCounter:
         return f"AsyncCounter({self.counter!r})"
 
 
-def _loop_transport(collection: Any, timeout: float) -> Transport:
+def _loop_transport(collection: Any, *, timeout: float) -> Transport:
     """The bulk sender's send and lookup on ``collection``, called from the sender's worker
     threads and run on the loop they are made on (a job is made on the loop)."""
     loop = asyncio.get_running_loop()

@@ -31,7 +31,6 @@ from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.verbs.request import Readable
 from tsstore.wire import answer_document, doc_of, transport
-from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
 
 R = TypeVar("R")
@@ -77,7 +76,7 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
         self._fast = fast_wire
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tsstore-read")
         self._writer = Writer(spec, write_options, sync_client=lambda: client, collection_of=self._collection_of,
-                              transport=functools.partial(_transport, fast=fast_wire))  # fmt: skip
+                              transport=functools.partial(transport, fast=fast_wire))  # fmt: skip
 
     def close(self) -> None:
         """Stop the reader threads (the client stays open: it is the caller's)."""
@@ -145,8 +144,3 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
             return read.joined(self._ticks(read.left), self._ticks(read.right))
         fetch = fetcher(self._collection_of, read.plan, fast=self._fast)
         return read_ticks(read, fetch=fetch, pool=self._pool, renew=lambda: self._run(reading.server_time(self.seat)))
-
-
-def _transport(collection: Any, timeout: float, *, fast: bool) -> Transport:
-    """The bulk sender's send and lookup on ``collection`` (the client's calls, or its stub's)."""
-    return transport(collection, fast=fast, timeout=timeout)

@@ -88,8 +88,8 @@ class StoreBase(Verbs):
 
 
 class Writer:
-    """How a store's bulk sends become jobs: a sender on the driver's ``transport`` (of a
-    collection, each send timing out after the given seconds), paced by the collection's
+    """How a store's bulk sends become jobs: a sender on the driver's ``transport`` (called
+    with a collection and ``timeout=``, the seconds each send may take), paced by the collection's
     ramp, its settled batches counted into the series counters when the send asks, its late
     writes marked by a guard; the counters and guards run on ``sync_client()``.
 
@@ -103,7 +103,7 @@ class Writer:
         options: WriteOptions,
         *,
         sync_client: Callable[[], Any],
-        transport: Callable[[Any, float], Transport],
+        transport: Callable[..., Transport],
         collection_of: Callable[[SeriesSpec], Any],
     ) -> None:
         self.spec, self.options = spec, options
@@ -128,7 +128,8 @@ class Writer:
             making.settled(batch)
 
         guard = late_guard(self._sync_client(), spec)
-        transport = guard.guard(self._transport(self._collection_of(spec), spec.late.send_timeout.total_seconds()))
+        timeout = spec.late.send_timeout.total_seconds()
+        transport = guard.guard(self._transport(self._collection_of(spec), timeout=timeout))
         limiter, batch_docs = self._limiter(spec)
         sender = bulk_sender(
             transport, spec, pace=limiter, batch_docs=batch_docs, max_attempts=self.options.max_attempts,

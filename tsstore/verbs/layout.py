@@ -22,12 +22,12 @@ from tsstore.spec import Direction
 from tsstore.ticks import Tick, get_path
 from tsstore.times import TimeLike, to_utc
 from tsstore.verbs.reading import probe
-from tsstore.verbs.request import Count, Documents, Request, Seat, Send, SendOptions, billed
+from tsstore.verbs.request import Count, Documents, Making, Request, Seat, Send, SendOptions, billed
 from tsstore.verbs.writing import ProgressCallback
 from tsstore.write.identity import shard_for_id
 from tsstore.write.ops import NOT_FOUND, Patch
 from tsstore.write.prepare import PreparedDoc
-from tsstore.write.sender import BulkSender, Written
+from tsstore.write.sender import BulkSender
 
 #: What each parameter of these verbs means (the API reference describes a parameter from
 #: here unless the verb's docstring says more).
@@ -86,7 +86,7 @@ def remaining(seat: Seat, plan: QueryPlan, values: tuple[str, ...]) -> Request[d
 
 
 @dataclass(frozen=True)
-class _Moving:
+class _Moving(Making[ReshardResult]):
     """One pass of a reshard: each tick as a patch of its shard field only, onto the active
     value its id picks; the pass's result adds what it moved (and what vanished meanwhile)
     to what the passes ``before`` it did."""
@@ -98,9 +98,6 @@ class _Moving:
     def docs(self, ticks: Iterator[Tick]) -> Iterator[PreparedDoc]:
         for i, tick in enumerate(ticks):
             yield PreparedDoc(i, tick.id, Patch({self.shard_field: shard_for_id(tick.id, self.shards)}), 0)
-
-    def settled(self, batch: list[Written]) -> None:
-        return None
 
     def result(self, sender: BulkSender) -> ReshardResult:
         before = self.before

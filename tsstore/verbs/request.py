@@ -149,11 +149,14 @@ class Making(Protocol[R_co]):
     """What a bulk send writes and reports: its documents, made from the ticks read (an
     iterator the sender's thread consumes; empty when the send reads nothing); what each
     settled batch means to the verb (``settled``, in the sender's calling thread); and the
-    result the sender's counts give, which is also what Ctrl-C or a refusal reports as done."""
+    result the sender's counts give, which is also what Ctrl-C or a refusal reports as done.
+    A verb's making subclasses it (and so takes its ``settled``)."""
 
     def docs(self, ticks: Iterator[Tick], /) -> Iterable[PreparedDoc]: ...
 
-    def settled(self, batch: list[Written], /) -> None: ...
+    def settled(self, batch: list[Written], /) -> None:
+        """Nothing, unless the verb keeps what its batches settled (a write's ids)."""
+        return None
 
     def result(self, sender: BulkSender, /) -> R_co: ...
 

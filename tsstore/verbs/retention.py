@@ -21,11 +21,11 @@ from tsstore.ticks import Tick
 from tsstore.times import TimeLike, to_utc
 from tsstore.verbs.marks import marks_ask, settle_writers, watermark_write
 from tsstore.verbs.reading import count
-from tsstore.verbs.request import Request, Seat, Send, SendOptions
+from tsstore.verbs.request import Making, Request, Seat, Send, SendOptions
 from tsstore.verbs.writing import ProgressCallback
 from tsstore.write.ops import Erase
 from tsstore.write.prepare import PreparedDoc
-from tsstore.write.sender import BulkSender, Written
+from tsstore.write.sender import BulkSender
 
 #: What each parameter of these verbs means (the API reference describes a parameter from
 #: here unless the verb's docstring says more).
@@ -100,7 +100,7 @@ def purge(
 
 
 @dataclass(frozen=True)
-class _Deleting:
+class _Deleting(Making[PurgeResult]):
     """A purge's deletes, one per tick read; when it ``correct``s the data, each tells the
     roll-ups holding its tick (its bucket is marked late)."""
 
@@ -111,9 +111,6 @@ class _Deleting:
         if self.correct:
             return (PreparedDoc(i, tick.id, Erase(tick.timestamp), 0) for i, tick in enumerate(ticks))
         return (PreparedDoc(i, tick.id, None, 0) for i, tick in enumerate(ticks))
-
-    def settled(self, batch: list[Written]) -> None:
-        return None
 
     def result(self, sender: BulkSender) -> PurgeResult:
         return PurgeResult(matched=self.matched, deleted=sender.counts["deleted"], dry_run=False)

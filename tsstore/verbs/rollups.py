@@ -37,11 +37,11 @@ from tsstore.verbs.marks import (
     watermark_write,
 )
 from tsstore.verbs.reading import probe, query, read, server_time
-from tsstore.verbs.request import Collect, Feed, Request, Seat, Send, SendOptions
+from tsstore.verbs.request import Collect, Feed, Making, Request, Seat, Send, SendOptions
 from tsstore.verbs.writing import ProgressCallback
 from tsstore.write.ops import Erase
 from tsstore.write.prepare import PreparedDoc, prepare_records
-from tsstore.write.sender import BulkSender, Written
+from tsstore.write.sender import BulkSender
 
 #: What each parameter of these verbs means (the API reference describes a parameter from
 #: here unless the verb's docstring says more).
@@ -226,7 +226,7 @@ def _redo(
 
 
 @dataclass(frozen=True)
-class _Made:
+class _Made(Making[RollupResult]):
     """What a run sends: the redone bars, then the bars of its new range as its ticks stream
     (``builder``), then deletions of the stale bars no bar replaced; and what it reports."""
 
@@ -256,9 +256,6 @@ class _Made:
             yield tick
             if self.on_progress is not None and n % 1000 == 0:
                 self.on_progress(1000)
-
-    def settled(self, batch: list[Written]) -> None:
-        return None
 
     def result(self, sender: BulkSender) -> RollupResult:
         """What the run did so far (also what Ctrl-C reports as done)."""

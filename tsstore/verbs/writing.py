@@ -15,7 +15,7 @@ from tsstore.results import WriteResult
 from tsstore.spec import DuplicatePolicy
 from tsstore.ticks import Tick
 from tsstore.times import NaivePolicy
-from tsstore.verbs.request import CounterFor, Request, Seat, Send, SendOptions
+from tsstore.verbs.request import CounterFor, Making, Request, Seat, Send, SendOptions
 from tsstore.write.counting import SeriesCounters
 from tsstore.write.prepare import PreparedDoc, prepare_records
 from tsstore.write.sender import BulkSender, Written
@@ -90,7 +90,7 @@ def write(
 
 
 @dataclass(frozen=True)
-class _Writing:
+class _Writing(Making[WriteResult]):
     """A write's documents (prepared as the sender takes them), the ids of those settled
     (by input position, when ``keep_ids``), and the caller's ``on_written``."""
 
