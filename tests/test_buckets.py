@@ -122,13 +122,15 @@ class Case:
         return self.tz or "UTC"
 
 
-def oracle(ticks: pd.DataFrame, case: Case) -> pd.DataFrame:
-    """pandas' bars of ``ticks`` (columns symbol, id, timestamp (UTC), price, volume) under
-    ``case.rule``, shaped as tsstore's frame."""
-    rule, zone, by = case.rule, case.zone, bool(case.by)
+def pandas_bins(ticks: pd.DataFrame, case: Case, *, grid: bool = False) -> tuple[pd.DataFrame, np.ndarray, bool]:
+    """pandas' bins of ``ticks`` (columns symbol, id, timestamp (UTC), price, volume) under
+    ``case.rule``, per series when ``case.by`` (first/last row, high, low, count, volume), with
+    the prices in the engine's order and whether the bins are local wall times; ``grid``: the
+    counts only (what labels the bins)."""
+    rule, by = case.rule, bool(case.by)
     ordered = ticks.sort_values(["timestamp", "id"]).reset_index(drop=True)  # the read engine's order
     prices = ordered["price"].to_numpy(dtype=np.int64)
-    at = pd.DatetimeIndex(ordered["timestamp"]).tz_convert(zone)
+    at = pd.DatetimeIndex(ordered["timestamp"]).tz_convert(case.zone)
     data = pd.DataFrame(
         {
             "key": ordered["symbol"].to_numpy() if by else "",
@@ -155,6 +157,10 @@ def oracle(ticks: pd.DataFrame, case: Case) -> pd.DataFrame:
     # apply): pandas' bins from the series' first row to its last, empty ones included.
     parts = {}
     for key, rows in data.groupby("key", sort=True):
+        if grid:
+            parts[key] = pd.DataFrame({"count": rows["price"].resample(rule.freq, closed="left", label="left",
+                                                                      **options).count()})  # fmt: skip
+            continue
         cut = rows[["order", "price", "volume"]].resample(rule.freq, closed="left", label="left", **options)
         lowest, highest, count, total = cut.min(), cut.max(), cut.count(), cut.sum()
         parts[key] = pd.DataFrame({
@@ -165,9 +171,22 @@ def oracle(ticks: pd.DataFrame, case: Case) -> pd.DataFrame:
     if rule.kind == "anchored":  # only the bins from each series' first bar to its last
         ticked = (agg["count"] > 0).groupby(level=0)
         agg = agg[ticked.cummax() & ticked.transform(lambda s: s[::-1].cummax()[::-1])]
-    keys = agg.index.get_level_values(0)
+    return agg, prices, naive
+
+
+def bin_starts(agg: pd.DataFrame, case: Case, *, naive: bool) -> pd.DatetimeIndex:
+    """The bins' starts as instants in the case's zone."""
     starts = pd.DatetimeIndex(agg.index.get_level_values(1))
-    starts = (starts.tz_localize(zone) if naive else starts).tz_convert(zone).as_unit("us").rename("timestamp")
+    return (starts.tz_localize(case.zone) if naive else starts).tz_convert(case.zone).as_unit("us").rename("timestamp")
+
+
+def oracle(ticks: pd.DataFrame, case: Case) -> pd.DataFrame:
+    """pandas' bars of ``ticks`` (columns symbol, id, timestamp (UTC), price, volume) under
+    ``case.rule``, shaped as tsstore's frame."""
+    agg, prices, naive = pandas_bins(ticks, case)
+    by = bool(case.by)
+    keys = agg.index.get_level_values(0)
+    starts = bin_starts(agg, case, naive=naive)
     count = agg["count"].to_numpy()
 
     def prices_at(column: str) -> Any:
@@ -613,7 +632,9 @@ def test_aligned_series_equal_brute_force_on_pandas_buckets(
     frame = bars_frame(iter_bars(builder, ticks), by=chosen.by, timestamp_field="timestamp", volume="volume",
                        zone=cut.zone, moments=True)  # fmt: skip
     got = side_by_side(frame, series=1, value=value, fill=fill, edges=cut, amount=value in ("count", "volume", "sum"))
-    grid = oracle(ticks_frame(ticks), replace(chosen, by=(), fill="nan")).index  # every bucket, first to last
+    whole = replace(chosen, by=())
+    agg, _, naive = pandas_bins(ticks_frame(ticks), whole, grid=True)
+    grid = bin_starts(agg, whole, naive=naive)  # pandas' buckets of all the ticks, first to last
     labels = grid.tz_convert(UTC)
     cells: dict[tuple[str, int], list[Tick]] = {}
     for tick in sorted(ticks, key=lambda t: (t.timestamp, t.id)):

@@ -12,7 +12,7 @@ from google.cloud.firestore_v1.types import StructuredQuery
 
 from tests.cli import Ran
 from tests.cli import tsstore as run_tsstore
-from tests.conftest import firebase_validate
+from tests.conftest import FirebaseTools
 from tsstore import QueryError, QueryShape, SeriesSpec, SpecError, TimeSeriesStore
 from tsstore.declaration import load_specs
 from tsstore.indexes.build import generate, lint, merge, render
@@ -296,18 +296,18 @@ def test_lint_finds_what_the_cli_silently_accepts() -> None:
 # --- firebase-tools' own validation ------------------------------------------------------------
 
 
-def test_firebase_tools_accepts_generated_and_merged_files(firebase_tools: Path, tmp_path: Path) -> None:
+def test_firebase_tools_accepts_generated_and_merged_files(firebase_tools: FirebaseTools, tmp_path: Path) -> None:
     generated = tmp_path / "generated.json"
     generated.write_text(render(generate([SEED])))
-    assert firebase_validate(firebase_tools, "indexes", generated) == {"ok": True, "indexes": 5, "fieldOverrides": 2}
+    assert firebase_tools.validate("indexes", generated) == {"ok": True, "indexes": 5, "fieldOverrides": 2}
     merged = tmp_path / "merged" / "firestore.indexes.json"
     merged.parent.mkdir()
     merged.write_text(EXISTING)
     plan_index_file(merged, [SEED]).write()
-    assert firebase_validate(firebase_tools, "indexes", merged)["indexes"] == 8
-    assert firebase_validate(firebase_tools, "config", merged.parent / "firebase.json") == {"ok": True}
+    assert firebase_tools.validate("indexes", merged)["indexes"] == 8
+    assert firebase_tools.validate("config", merged.parent / "firebase.json") == {"ok": True}
     for committed in ("firestore.indexes.json",):
-        assert firebase_validate(firebase_tools, "indexes", ROOT / "indexes" / committed)["ok"]
+        assert firebase_tools.validate("indexes", ROOT / "indexes" / committed)["ok"]
 
 
 @pytest.mark.parametrize(
@@ -330,11 +330,11 @@ def test_firebase_tools_accepts_generated_and_merged_files(firebase_tools: Path,
     ],
 )
 def test_firebase_tools_rejects_broken_files(
-    firebase_tools: Path, tmp_path: Path, broken: dict[str, Any], message: str
+    firebase_tools: FirebaseTools, tmp_path: Path, broken: dict[str, Any], message: str
 ) -> None:
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(broken))
-    result = firebase_validate(firebase_tools, "indexes", path)
+    result = firebase_tools.validate("indexes", path)
     assert not result["ok"] and message in result["error"]
 
 

@@ -15,7 +15,7 @@ import pytest
 from google.cloud import firestore
 
 from tests.cli import run_cli
-from tests.conftest import firebase_validate
+from tests.conftest import FirebaseTools
 from tsstore import (
     AsyncTimeSeriesStore,
     Query,
@@ -133,7 +133,7 @@ def test_purge_needs_a_bound(client: firestore.Client, collection_name: str) -> 
 
 
 def test_ttl_field_is_written_and_declared(
-    client: firestore.Client, collection_name: str, firebase_tools: Path, tmp_path: Path
+    client: firestore.Client, collection_name: str, firebase_tools: FirebaseTools, tmp_path: Path
 ) -> None:
     spec = forty_shard_spec(collection_name, expire_after=dt.timedelta(days=30))
     store = TimeSeriesStore(client, spec, write_options=FAST)
@@ -147,7 +147,7 @@ def test_ttl_field_is_written_and_declared(
     ]
     path = tmp_path / "firestore.indexes.json"
     path.write_text(render(document))
-    assert firebase_validate(firebase_tools, "indexes", path) == {"ok": True, "indexes": 6, "fieldOverrides": 3}
+    assert firebase_tools.validate("indexes", path) == {"ok": True, "indexes": 6, "fieldOverrides": 3}
 
 
 def test_expire_after_must_be_a_positive_duration() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli import tsstore
-from tests.conftest import firebase_validate
+from tests.conftest import FirebaseTools
 from tsstore.access import ClientAccess, access_from
 from tsstore.analytics.rollup import Rollup
 from tsstore.declaration import load_declaration
@@ -288,8 +288,8 @@ def test_firebase_json_is_made_to_name_the_file(tmp_path: Path) -> None:
     assert "comments and trailing commas" in (commented.warning or "") and commented.new_text is not None
 
 
-def test_firebase_tools_accepts_a_firebase_json_naming_both_files(firebase_tools: Path) -> None:
-    assert firebase_validate(firebase_tools, "config", ROOT / "indexes" / "firebase.json") == {"ok": True}
+def test_firebase_tools_accepts_a_firebase_json_naming_both_files(firebase_tools: FirebaseTools) -> None:
+    assert firebase_tools.validate("config", ROOT / "indexes" / "firebase.json") == {"ok": True}
     assert json.loads((ROOT / "indexes" / "firebase.json").read_text())["firestore"] == {
         "indexes": "firestore.indexes.json",
         "rules": "firestore.rules",
