@@ -1,8 +1,11 @@
-"""A TCP proxy for tests and benchmarks that must cut a client's connections to the emulator."""
+"""TCP proxies for tests and benchmarks: one that cuts a client's connections to the emulator,
+and one that also puts a network's distance between them (a delay each way, with jitter, and a
+bandwidth cap), below gRPC, so every call passes unchanged."""
 
 from __future__ import annotations
 
 import contextlib
+import queue
 import random
 import socket
 import threading
@@ -52,18 +55,13 @@ class CuttingProxy:
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True, name="proxy-pump").start()
 
-    @staticmethod
-    def _pump(source: socket.socket, target: socket.socket) -> None:
+    def _pump(self, source: socket.socket, target: socket.socket) -> None:
         try:
             while data := source.recv(65536):
                 target.sendall(data)
         except OSError:
             pass
-        for s in (source, target):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        _shut(source, target)
 
     def cut(self) -> int:
         """Close every open connection (and refuse new ones for ``down`` seconds); returns
@@ -105,6 +103,56 @@ class CuttingProxy:
             pass
         self._server.close()
         self.cut()
+
+
+class DistanceProxy(CuttingProxy):
+    """A :class:`CuttingProxy` ``round_trip`` seconds away: each direction holds what it
+    carries for half of it (plus or minus ``jitter`` seconds, never reordering bytes) and, with
+    ``bandwidth`` (bytes a second, each way), for as long as sending it takes. ``round_trip``
+    and ``jitter`` may be changed while connections are open."""
+
+    def __init__(
+        self, upstream: str, *, round_trip: float, jitter: float = 0.0, bandwidth: float | None = None,
+        down: float = 0.0, seed: int = 0,
+    ) -> None:  # fmt: skip
+        self.round_trip, self.jitter, self.bandwidth = round_trip, jitter, bandwidth
+        self._jitters = random.Random(seed)
+        super().__init__(upstream, down=down)
+
+    def _pump(self, source: socket.socket, target: socket.socket) -> None:
+        held: queue.Queue[tuple[float, bytes] | None] = queue.Queue()
+        threading.Thread(target=self._deliver, args=(held, target), daemon=True, name="proxy-deliver").start()
+        due = 0.0  # when the last bytes leave: later bytes never leave before them
+        try:
+            while data := source.recv(65536):
+                now = time.monotonic()
+                spread = self._jitters.uniform(-self.jitter, self.jitter) if self.jitter else 0.0
+                sending = len(data) / self.bandwidth if self.bandwidth else 0.0
+                due = max(due + sending, now + max(0.0, self.round_trip / 2 + spread) + sending)
+                held.put((due, data))
+        except OSError:
+            pass
+        held.put(None)
+
+    @staticmethod
+    def _deliver(held: queue.Queue[tuple[float, bytes] | None], target: socket.socket) -> None:
+        try:
+            while (item := held.get()) is not None:
+                due, data = item
+                if (wait := due - time.monotonic()) > 0:
+                    time.sleep(wait)
+                target.sendall(data)
+        except OSError:
+            pass
+        _shut(target)
+
+
+def _shut(*sockets: socket.socket) -> None:
+    for s in sockets:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 def _host_port(address: str) -> tuple[str, int]:

@@ -21,7 +21,7 @@ from tests.cli import Ran
 from tests.cli import tsstore as run_tsstore
 from tests.shared import PAGES, SPEC, TICKS, brute_force
 from tsstore import QueryShape, SeriesSpec, Tick, TimeSeriesStore, plan_query
-from tsstore.read.cost import ReadStats, lean_asks, lean_refills, refill_asks
+from tsstore.read.cost import ReadStats, bills_index_entries, lean_asks, lean_refills, range_fields, refill_asks
 from tsstore.read.engine import LEAN_REFILLS
 from tsstore.read.explain import explain
 from tsstore.read.merge import merge_streams, take
@@ -29,6 +29,47 @@ from tsstore.ticks import sort_key
 from tsstore.wire import database_id
 
 UTC = dt.timezone.utc
+
+
+#: (fields with a range or inequality filter, order-by fields) -> the range fields Firestore's
+#: Standard edition counts when it bills index entries, and whether it bills them.
+BILLING = [
+    ((), ("t",), (), False),  # ordered, nothing filtered: no range field
+    (("t",), ("t",), ("t",), False),  # a time range, ordered by time: one
+    (("volume",), ("t", "volume"), ("volume", "t"), True),  # a value range: the time order counts too
+    (("t", "volume"), ("t", "volume"), ("t", "volume"), True),  # a value range inside a time range
+    (("price", "volume"), ("t", "price", "volume"), ("price", "volume", "t"), True),
+    ((), ("t", "__name__"), ("__name__", "t"), True),  # a __name__ order is always a range field
+    (("t",), ("t", "__name__"), ("t", "__name__"), True),
+]
+
+
+@pytest.mark.parametrize(("filtered", "ordered", "fields", "billed"), BILLING)
+def test_the_billing_rule_counts_range_fields_as_firestore_documents_them(
+    filtered: tuple[str, ...], ordered: tuple[str, ...], fields: tuple[str, ...], billed: bool
+) -> None:
+    assert range_fields(filtered, ordered) == fields
+    assert bills_index_entries(filtered, ordered) is billed
+
+
+def test_only_queries_with_a_value_range_pay_index_entries_and_explain_says_so() -> None:
+    """Issue 43: a plain page (a time range, the document-id tie-break left to Firestore)
+    has one range field; a range condition on a value field makes two, billed at least one
+    read per 1 000 entries of each chunk query."""
+    spec = SeriesSpec("ticks", shards=[f"s{i}" for i in range(40)], shapes=[QueryShape(("symbol",), ranges=("volume",))])
+    plain = explain(plan_query(spec, start="2024-01-02T09:00:00Z", limit=100))
+    assert plain.range_fields == ("timestamp",) and plain.index_reads == 0 and not plain.plan.index_billed
+    assert "index entries: not billed (range fields: timestamp)" in plain.describe()
+    assert (plain.snapshot_reads, plain.round_trips) == (1, 2)  # two chunks: at most one read of the time
+    ranged = explain(plan_query(spec, where=[("symbol", "==", "A"), ("volume", ">=", 10)], limit=1500))
+    assert ranged.range_fields == ("volume", "timestamp") and ranged.plan.index_billed
+    assert ranged.index_reads == 2 * 1  # two chunk queries, each asking for fewer than 1 000 documents
+    assert "index entries: billed (range fields: volume, timestamp), at least 2 read(s) a page" in ranged.describe()
+    stats = ReadStats()
+    for n in range(1, 2002):  # one query billed by its entries returns 2 001 documents
+        stats.document_returned(first_of_query=n == 1, entry_read=n % 1000 == 1)
+    assert (stats.documents, stats.index_reads, stats.billed_reads) == (2001, 3, 2000 + 3)
+    assert stats.describe().endswith("2003 billed reads (3 of index entries)")
 
 
 def test_lean_asks_are_the_expected_share_plus_slack() -> None:

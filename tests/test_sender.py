@@ -21,6 +21,7 @@ from tsstore.write.identity import base_of
 from tsstore.write.ops import Stored, WriteOp
 from tsstore.write.prepare import PreparedDoc
 from tsstore.write.sender import BulkSender, Written
+from tsstore.write.window import Window
 
 
 def doc(index: int, doc_id: str, data: dict[str, Any]) -> PreparedDoc:
@@ -31,6 +32,7 @@ class Unpaced:
     """A pace that never waits, and records what it heard."""
 
     throttled = None
+    rate = float("inf")
 
     def __init__(self) -> None:
         self.answers: list[tuple[int, int]] = []
@@ -232,7 +234,8 @@ def test_a_fault_between_answers_changes_nothing_but_the_time_taken() -> None:
         return [(0, "")] * len(writes)
 
     pace = Unpaced()
-    sender = BulkSender(send=flaky, lookup=lambda ids: {}, pace=pace, max_attempts=1, max_batch_docs=10, workers=1)
+    sender = BulkSender(send=flaky, lookup=lambda ids: {}, pace=pace, max_attempts=1, max_batch_docs=10,
+                        window=Window(least=1, most=1))  # fmt: skip
     sender.send_all([doc(i, f"id{i}", {"i": i}) for i in range(30)])
     assert sender.counts["created"] == 30 and not sender.failures and calls == 6
     assert pace.answers == [(10, 0)] * 3

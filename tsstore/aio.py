@@ -19,7 +19,8 @@ from google.cloud import firestore
 
 from tsstore import faults
 from tsstore.analytics.asof import JoinRead
-from tsstore.asks import DeleteDoc, FindDocs, GetDoc, SetDoc
+from tsstore.asks import DeleteDoc, Doc, FindDocs, GetDoc, KnownTime, SetDoc
+from tsstore.clock import local_us
 from tsstore.counters import ShardedCounter
 from tsstore.errors import ConfigError
 from tsstore.frames import aframes
@@ -33,7 +34,7 @@ from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.verbs.request import Readable
-from tsstore.wire import aanswer_document, abatch_write, aget_documents, doc_of, sync_twin
+from tsstore.wire import aanswer_document, abatch_write, aget_documents, sync_twin
 from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
 
@@ -113,12 +114,19 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
                 async def aggregate(values: Sequence[str]) -> Any:
                     query = self._aggregation(ask, values)
                     async with self._gate:
-                        return aggregated(ask, await query.get(read_time=ask.read_time, retry=None))
+                        sent = local_us()
+                        return aggregated(ask, await query.get(read_time=ask.read_time, retry=None), self._clock, sent)
 
                 return await faults.acall_split(aggregate, ask.values, what=ask.what, divisible=ask.divisible)
             case asks.Documents(over=over, read_time=read_time):
-                found = await faults.acall(self._gated(self._over(over, ()).get, read_time=read_time), what=ask.what)
-                return [doc_of(snapshot) for snapshot in found]
+
+                async def documents() -> list[Doc]:
+                    query = self._over(over, ())
+                    async with self._gate:
+                        sent = local_us()
+                        return self._docs(await query.get(read_time=read_time, retry=None), sent)
+
+                return await faults.acall(documents, what=ask.what)
             case asks.Collect(read=read):
                 return [tick async for tick in self._ticks(read)]
             case asks.Feed(read=read, sink=sink):
@@ -131,6 +139,8 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
                 loop = asyncio.get_running_loop()
                 ticks = _pulled(self._ticks(read), loop) if read is not None else iter(())
                 return await asyncio.to_thread(self._writer.job(ask, ticks).run)
+            case KnownTime():
+                return self._clock.now()
             case asks.Pause(seconds=seconds):
                 await asyncio.sleep(seconds)
                 return None
@@ -163,13 +173,6 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
             return read.ajoined(self._ticks(read.left), self._ticks(read.right))
         fetch = afetcher(self._collection_of, read.plan, gate=self._gate)
         return aread_ticks(read, fetch=fetch, renew=lambda: self._run(reading.server_time(self.seat)))
-
-    def _gated(self, call: Callable[..., Awaitable[T]], **kwargs: Any) -> Callable[[], Awaitable[T]]:
-        async def gated() -> T:
-            async with self._gate:
-                return await call(retry=None, **kwargs)
-
-        return gated
 
 
 #: Ticks a bulk job's thread takes from the loop at a time (a purge, a reshard, a roll-up

@@ -95,5 +95,14 @@ class FindDocs(Asking[list[Doc]]):
     read_time: dt.datetime | None = None
 
 
+@dataclass(frozen=True)
+class KnownTime(Asking[dt.datetime | None]):
+    """The server's time as this process last saw it on the store's database, moved on by the
+    local clock (:mod:`tsstore.clock`): a time the server has reached, no call made; ``None``
+    when no answer brought one lately."""
+
+    what: str = "the server's time as last seen"
+
+
 #: The document asks: each answered by one handler of each driver.
 DocAsk = GetDoc | SetDoc | DeleteDoc | FindDocs

@@ -102,9 +102,16 @@ def kind_of(exc: BaseException) -> Kind | None:
     trying again would fail the same way)."""
     if isinstance(exc, _OVERLOADS):
         return "overload"
-    if isinstance(exc, _FAULTS):
+    if isinstance(exc, _FAULTS) or early_read_time(exc):
         return "fault"
     return None
+
+
+def early_read_time(exc: BaseException) -> bool:
+    """Whether Firestore refused a read at a time it has not reached yet: a snapshot time
+    known from earlier answers (:mod:`tsstore.clock`) that this call outran; the same call
+    after a pause is read."""
+    return isinstance(exc, gexc.InvalidArgument) and "cannot be in the future" in str(exc)
 
 
 def status_kind(code: int) -> Kind | None:

@@ -19,7 +19,8 @@ from google.cloud import firestore
 
 from tsstore import faults
 from tsstore.analytics.asof import JoinRead
-from tsstore.asks import DeleteDoc, FindDocs, GetDoc, SetDoc
+from tsstore.asks import DeleteDoc, Doc, FindDocs, GetDoc, KnownTime, SetDoc
+from tsstore.clock import local_us
 from tsstore.errors import ConfigError
 from tsstore.frames import frames
 from tsstore.read.engine import TickRead, read_ticks
@@ -30,7 +31,7 @@ from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.verbs.request import Readable
-from tsstore.wire import answer_document, doc_of, transport
+from tsstore.wire import answer_document, transport
 from tsstore.write.options import WriteOptions
 
 R = TypeVar("R")
@@ -101,12 +102,17 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
             case asks.Count() | asks.Aggregate():
 
                 def aggregate(values: Sequence[str]) -> Any:
-                    return aggregated(ask, self._aggregation(ask, values).get(read_time=ask.read_time, retry=None))
+                    query, sent = self._aggregation(ask, values), local_us()
+                    return aggregated(ask, query.get(read_time=ask.read_time, retry=None), self._clock, sent)
 
                 return faults.call_split(aggregate, ask.values, what=ask.what, divisible=ask.divisible)
             case asks.Documents(over=over, read_time=read_time):
-                found = faults.call(lambda: self._over(over, ()).get(read_time=read_time, retry=None), what=ask.what)
-                return [doc_of(snapshot) for snapshot in found]
+
+                def documents() -> list[Doc]:
+                    query, sent = self._over(over, ()), local_us()
+                    return self._docs(query.get(read_time=read_time, retry=None), sent)
+
+                return faults.call(documents, what=ask.what)
             case asks.Collect(read=read):
                 return list(self._ticks(read))
             case asks.Feed(read=read, sink=sink):
@@ -117,6 +123,8 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
                 return faults.call(lambda: answer_document(self.client, ask), what=ask.what)
             case asks.Send(read=read):
                 return self._writer.job(ask, self._ticks(read) if read is not None else iter(())).run()
+            case KnownTime():
+                return self._clock.now()
             case asks.Pause(seconds=seconds):
                 time.sleep(seconds)
                 return None

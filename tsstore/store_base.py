@@ -8,20 +8,25 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
+from tsstore import faults
+from tsstore.asks import Doc
+from tsstore.clock import ServerClock
 from tsstore.errors import ConfigError
 from tsstore.layout.census import census_query
 from tsstore.read.chunks import ChunkTicks, chunk_query
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
 from tsstore.verbs import Verbs
+from tsstore.verbs.reading import clock_probe
 from tsstore.verbs.request import Aggregate, Count, Over, Seat, Send
-from tsstore.wire import late_guard
+from tsstore.wire import answer_document, doc_of, late_guard, server_clock
 from tsstore.write.counting import SeriesCounters
 from tsstore.write.job import Job, bulk_sender
 from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
 from tsstore.write.ramp import RampLimiter
 from tsstore.write.sender import Written
+from tsstore.write.window import Window
 
 R = TypeVar("R")
 
@@ -36,10 +41,11 @@ DEFAULT_PAGE_SIZE = 2000
 DEFAULT_CONCURRENCY = 8
 
 
-def aggregated(ask: Count | Aggregate, results: Any) -> Any:
-    """One answer to ``ask`` from the client's aggregation results: the count, or
-    ``{alias: value}``."""
+def aggregated(ask: Count | Aggregate, results: Any, clock: ServerClock, sent: int) -> Any:
+    """One answer to ``ask`` from the client's aggregation results (of a call ``sent`` then):
+    the count, or ``{alias: value}``; their read time told to ``clock``."""
     [row] = results
+    clock.saw(row[0].read_time if row else None, sent=sent)
     if isinstance(ask, Count):
         [result] = row
         return int(result.value)  # the emulator reports an empty count as 0.0
@@ -63,6 +69,14 @@ class StoreBase(Verbs):
         self.write_options = write_options
         self._collection = client.collection(spec.collection)
         self.seat = Seat(spec, self._collection, page_size, lean)
+        self._clock = server_clock(client)
+
+    def _docs(self, snapshots: Any, sent: int) -> list[Doc]:
+        """The documents a query (sent then) returned, their read time told to the database's
+        clock."""
+        found = [doc_of(snapshot) for snapshot in snapshots]
+        self._clock.saw(max((doc.read_time for doc in found if doc.read_time is not None), default=None), sent=sent)
+        return found
 
     def _collection_of(self, spec: SeriesSpec) -> Any:
         """The collection of ``spec``: this store's own, or another one a request reads or
@@ -95,7 +109,10 @@ class Writer:
 
     One ramp per collection written, for every write, purge and reshard of the store: its
     traffic to the collection is one stream, so a second write continues the ramp instead
-    of starting at 500 again."""
+    of starting at 500 again. As many batches are in flight as carry the ramp's rate across the
+    network's round trip (:mod:`tsstore.write.window`), known from the project's recent reads
+    (:meth:`~tsstore.clock.ServerClock.round_trip`), or measured by reading the server's time
+    once (one read) when a job starts without it."""
 
     def __init__(
         self,
@@ -117,6 +134,15 @@ class Writer:
             self._counters[spec.collection] = SeriesCounters(self._sync_client(), spec)
         return self._counters[spec.collection]
 
+    def _round_trip(self, spec: SeriesSpec) -> Callable[[], float | None]:
+        """The network's round trip as the project's clock knows it, read once now if it does
+        not (the server's time: one read of a document that does not exist)."""
+        client = self._sync_client()
+        clock = server_clock(client)
+        if clock.round_trip() is None:
+            faults.call(lambda: answer_document(client, clock_probe(spec)), what="measuring the round trip")
+        return clock.round_trip
+
     def job(self, ask: Send[R], ticks: Iterator[Tick]) -> Job[R]:
         """The job that runs ``ask`` over ``ticks``."""
         spec, making, options = ask.spec or self.spec, ask.making, ask.options
@@ -134,7 +160,7 @@ class Writer:
         sender = bulk_sender(
             transport, spec, pace=limiter, batch_docs=batch_docs, max_attempts=self.options.max_attempts,
             on_duplicate=options.on_duplicate, on_progress=options.on_progress, on_status=options.on_status,
-            on_written=written,
+            on_written=written, window=Window(round_trip=self._round_trip(spec)),
         )  # fmt: skip
         return Job(sender, making.docs(ticks), lambda: making.result(sender), ask.what, ask.tolerate, guard.close)
 

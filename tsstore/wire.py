@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
+import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
@@ -34,6 +35,7 @@ from google.cloud.firestore_v1.watch import Watch
 
 from tsstore import faults
 from tsstore.asks import DeleteDoc, Doc, DocAsk, FindDocs, GetDoc, SetDoc
+from tsstore.clock import ServerClock, local_us
 from tsstore.late import WATERMARKS, WRITERS, Horizon, mark_id, marks_path
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Ordered, Tick, get_path
@@ -56,7 +58,8 @@ def stream_ticks(
         except (AttributeError, TypeError, ValueError) as exc:  # client internals changed
             log.warning("tsstore fast query path unavailable (%s); using query.stream()", exc)
         else:
-            return _decode_responses(call(), client, expected_prefix, timestamp_field=timestamp_field)
+            sent = local_us()
+            return _decode_responses(call(), _Decoder(client, expected_prefix, timestamp_field, sent=sent))
     return _public_stream(query, timestamp_field=timestamp_field, read_time=read_time)
 
 
@@ -232,8 +235,9 @@ def quick_reconnects(client: Any, *, options: Sequence[tuple[str, Any]] = ()) ->
 def answer_document(client: Any, ask: DocAsk) -> Any:
     """The answer to a document ask, on a ``firestore.Client`` (one attempt)."""
     call, finish = _document_call(client, ask)
+    sent = local_us()
     try:
-        return finish(call())
+        return _seen(client, finish(call()), sent)
     except gexc.FailedPrecondition:
         if isinstance(ask, DeleteDoc) and ask.written is not None:
             return False  # written again since it was read
@@ -243,12 +247,43 @@ def answer_document(client: Any, ask: DocAsk) -> Any:
 async def aanswer_document(client: Any, ask: DocAsk) -> Any:
     """The answer to a document ask, on a ``firestore.AsyncClient`` (one attempt)."""
     call, finish = _document_call(client, ask)
+    sent = local_us()
     try:
-        return finish(await call())
+        return _seen(client, finish(await call()), sent)
     except gexc.FailedPrecondition:
         if isinstance(ask, DeleteDoc) and ask.written is not None:
             return False
         raise
+
+
+def _seen(client: Any, answer: Any, sent: int) -> Any:
+    """``answer`` to a call ``sent`` then, its server time told to the database's clock (a
+    document's read time, a write's commit time)."""
+    clock = server_clock(client)
+    if isinstance(answer, dt.datetime):
+        clock.saw(answer, sent=sent, read=False)
+    else:
+        read = [doc.read_time for doc in (answer if isinstance(answer, list) else [answer]) if isinstance(doc, Doc)]
+        clock.saw(max((t for t in read if t is not None), default=None), sent=sent)
+    return answer
+
+
+#: The server's time as seen on each (emulator host, project): every client and store of this
+#: process on the project's databases share it.
+_CLOCKS: dict[tuple[str, str], ServerClock] = {}
+_CLOCKS_LOCK = threading.Lock()
+
+
+def server_clock(client: Any) -> ServerClock:
+    """The clock of ``client``'s project (:mod:`tsstore.clock`), told every server time an
+    answer on one of its databases carries."""
+    key = (emulator_host(client) or "", str(client.project))
+    with _CLOCKS_LOCK:
+        return _CLOCKS.setdefault(key, ServerClock())
+
+
+def _pb_time(stamp: Any) -> dt.datetime:
+    return _EPOCH + dt.timedelta(seconds=stamp.seconds, microseconds=stamp.nanos // 1000)
 
 
 def _document_call(client: Any, ask: DocAsk) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
@@ -292,8 +327,7 @@ def emulator_host(client: Any) -> str | None:
     return getattr(client, "_emulator_host", None) or None
 
 
-def _decode_responses(responses: Any, client: Any, expected_prefix: str, *, timestamp_field: str) -> Iterator[Tick]:
-    decode = _Decoder(client, expected_prefix, timestamp_field)
+def _decode_responses(responses: Any, decode: _Decoder) -> Iterator[Tick]:
     for response in responses:
         tick = decode(response)
         if tick is not None:
@@ -306,7 +340,8 @@ async def astream_ticks(
     """:func:`stream_ticks` for an ``AsyncClient``'s query (the fast path only: it is the
     same request on the client's async GAPIC transport). The request is sent when awaited."""
     call, client, expected_prefix = _run_query(query, read_time)
-    return _adecode_responses(await call(), _Decoder(client, expected_prefix, timestamp_field))
+    sent = local_us()
+    return _adecode_responses(await call(), _Decoder(client, expected_prefix, timestamp_field, sent=sent))
 
 
 async def _adecode_responses(responses: Any, decode: _Decoder) -> AsyncIterator[Tick]:
@@ -317,15 +352,21 @@ async def _adecode_responses(responses: Any, decode: _Decoder) -> AsyncIterator[
 
 
 class _Decoder:
-    """One RunQuery response to a tick (``None`` for a response without a document)."""
+    """One RunQuery response to a tick (``None`` for a response without a document); the
+    query's read time told to the database's clock (the query was ``sent`` then)."""
 
-    def __init__(self, client: Any, expected_prefix: str, timestamp_field: str) -> None:
+    def __init__(self, client: Any, expected_prefix: str, timestamp_field: str, *, sent: int) -> None:
         self._client = client
         self._prefix_len = len(expected_prefix) + 1  # "<collection path>/" then the document id
         self._path = timestamp_field.split(".")
+        self._clock: ServerClock | None = server_clock(client)  # told the first read time, then None
+        self._sent = sent
 
     def __call__(self, response: Any) -> Tick | None:
         pb = response._pb
+        if self._clock is not None and pb.HasField("read_time"):
+            self._clock.saw(_pb_time(pb.read_time), sent=self._sent)
+            self._clock = None
         if not pb.HasField("document"):
             return None
         doc = pb.document
@@ -394,8 +435,9 @@ def batch_write(
         except (AttributeError, TypeError, ValueError) as exc:  # client internals changed
             log.warning("tsstore fast write path unavailable (%s); using BulkWriteBatch", exc)
         else:
+            sent = local_us()
             response = send(request=request, metadata=metadata, retry=None, timeout=timeout)
-            return [(st.code, st.message) for st in response.status]
+            return _statuses(client, response, sent)
     batch = BulkWriteBatch(collection._client)
     for doc_id, data, create in writes:
         if data is None or isinstance(data, Erase):
@@ -406,8 +448,8 @@ def batch_write(
             batch.create(collection.document(doc_id), data)
         else:
             batch.set(collection.document(doc_id), data)
-    response = batch.commit(retry=None, timeout=timeout)
-    return [(st.code, st.message) for st in response.status]
+    sent = local_us()
+    return _statuses(collection._client, batch.commit(retry=None, timeout=timeout), sent)
 
 
 async def abatch_write(
@@ -416,7 +458,17 @@ async def abatch_write(
     """:func:`batch_write` for an ``AsyncClient``'s collection (the fast path only)."""
     request, client = _batch_write_request(collection, writes)
     send = client._firestore_api.batch_write
+    sent = local_us()
     response = await send(request=request, metadata=client._rpc_metadata, retry=None, timeout=timeout)
+    return _statuses(client, response, sent)
+
+
+def _statuses(client: Any, response: Any, sent: int) -> list[WriteStatus]:
+    """Each write's status in a ``BatchWrite`` response (to a call ``sent`` then); the latest
+    commit time told to the database's clock."""
+    stamps = [w.update_time for w in response._pb.write_results if w.HasField("update_time")]
+    if stamps:
+        server_clock(client).saw(_pb_time(max(stamps, key=lambda t: (t.seconds, t.nanos))), sent=sent, read=False)
     return [(st.code, st.message) for st in response.status]
 
 

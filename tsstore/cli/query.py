@@ -172,6 +172,9 @@ def explain(*, spec: SeriesSpec, database: Database, query: Query, fmt: str) -> 
         "lean_reads": told.lean_reads,
         "eager_reads": told.eager_reads,
         "snapshot_reads": told.snapshot_reads,
+        "round_trips": told.round_trips,
+        "range_fields": list(told.range_fields),
+        "index_reads": told.index_reads,
     }
     echo_figures(fmt, told.describe(), figures)
 

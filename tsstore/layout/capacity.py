@@ -92,7 +92,7 @@ class ShapeCost:
     shape: str
     direction: Direction
     chunks: int
-    reads_per_page: Mapping[int, int]  # page limit -> billed reads (lean first round + snapshot)
+    reads_per_page: Mapping[int, int]  # page limit -> billed reads (lean first round + snapshot + index entries)
     series: bool = False
 
 
@@ -461,7 +461,7 @@ def _shape_cost(
     for limit in limits:
         explained = explain(plan_query(spec, where=where, direction=direction, limit=limit))
         assert explained.lean_reads is not None
-        reads[limit] = explained.lean_reads + explained.snapshot_reads
+        reads[limit] = explained.lean_reads + explained.snapshot_reads + explained.index_reads
         chunks = len(explained.plan.chunks)  # the same for every limit
     return ShapeCost(_shape_name(shape.fields, shape.ranges), direction, chunks, reads, series=shape.series)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 #: A page's first round asks each chunk for its expected share of the page times
@@ -27,6 +27,28 @@ REFILL_FACTOR = 1.25
 REFILL_SLACK = 2
 #: Index entries one billed read of an aggregation covers.
 ENTRIES_PER_AGGREGATION_READ = 1000
+#: Index entries one billed read covers for a query with two or more range fields (Standard
+#: edition), on top of the documents it returns.
+ENTRIES_PER_INDEX_READ = 1000
+
+
+def range_fields(filtered: Iterable[str], ordered: Sequence[str]) -> tuple[str, ...]:
+    """The fields Firestore's Standard edition counts as a query's range fields when it bills
+    index entries: each field with a range or inequality filter (``filtered``), ``__name__``
+    when ordered by, and each order-by field once another range field exists."""
+    fields = dict.fromkeys(filtered)
+    if "__name__" in ordered:
+        fields.setdefault("__name__")
+    if fields:
+        for name in ordered:
+            fields.setdefault(name)
+    return tuple(fields)
+
+
+def bills_index_entries(filtered: Iterable[str], ordered: Sequence[str]) -> bool:
+    """Whether such a query is billed one read per :data:`ENTRIES_PER_INDEX_READ` index
+    entries it reads, on top of its documents: when it has two or more range fields."""
+    return len(range_fields(filtered, ordered)) >= 2
 
 
 @dataclass
@@ -43,8 +65,13 @@ class ReadStats:
     #: The documents the server returned.
     documents: int = 0
     #: Firestore's charge, in document reads: per query the documents it returned, at least 1;
-    #: per aggregation 1 per 1 000 index entries it counted, at least 1.
+    #: per aggregation 1 per 1 000 index entries it counted, at least 1; and :attr:`index_reads`.
     billed_reads: int = 0
+    #: The index-entry reads billed to queries with two or more range fields (value filters:
+    #: :func:`bills_index_entries`): 1 per 1 000 entries read, counted here from the documents
+    #: returned, each an entry read (the entries a filter skips are billed too, but no answer
+    #: says how many: at least this many).
+    index_reads: int = 0
     #: The chunk queries a lean page sent after its first round.
     refills: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
@@ -58,15 +85,18 @@ class ReadStats:
             self.documents += documents
             self.billed_reads += max(1, documents)
 
-    def document_returned(self, *, first_of_query: bool) -> None:
+    def document_returned(self, *, first_of_query: bool, entry_read: bool = False) -> None:
         """Count one document a streaming query returned; its query's minimum charge already
         covers the first (thread-safe).
 
         - ``first_of_query``: whether it is the first document its query returned (billed
-          already, by the query's minimum charge)"""
+          already, by the query's minimum charge)
+        - ``entry_read``: whether it opens a new billed batch of index entries (a query billed
+          by its index entries: its 1st, 1 001st, ... document)"""
         with self._lock:
             self.documents += 1
-            self.billed_reads += not first_of_query
+            self.billed_reads += (not first_of_query) + entry_read
+            self.index_reads += entry_read
 
     def aggregation_done(self, entries: int) -> None:
         """Count one aggregation that counted ``entries`` index entries (thread-safe).
@@ -89,6 +119,7 @@ class ReadStats:
             f"{self.round_trips} round trip{'' if self.round_trips == 1 else 's'}, {self.chunks} "
             f"chunk{'' if self.chunks == 1 else 's'}, {self.billed_reads} billed read"
             f"{'' if self.billed_reads == 1 else 's'}"
+            + (f" ({self.index_reads} of index entries)" if self.index_reads else "")
         )
 
 

@@ -35,7 +35,7 @@ from google.api_core import exceptions as gexc
 
 from tsstore.errors import FaultError, SnapshotExpiredError
 from tsstore.faults import SPLIT_AFTER, Backoff, pause_or_raise
-from tsstore.read.cost import ReadStats, lean_asks, lean_refills, refill_asks
+from tsstore.read.cost import ENTRIES_PER_INDEX_READ, ReadStats, lean_asks, lean_refills, refill_asks
 from tsstore.read.cursor import encode_cursor
 from tsstore.read.merge import Key, merge_streams, take
 from tsstore.read.plan import QueryPlan
@@ -182,9 +182,10 @@ class ChunkCursor:
         renewable: bool = False,
         consistent: bool = True,
         backoff: Backoff | None = None,
+        index_billed: bool = False,
     ) -> None:
         self.chunk, self.after, self.left, self.read_time = chunk, after, limit, read_time
-        self.descending, self.key = descending, key
+        self.descending, self.key, self.index_billed = descending, key, index_billed
         self._stats, self._renewable, self._consistent = stats, renewable, consistent
         self._backoff = backoff or Backoff()
         self._read = 0  # ticks returned by all its queries
@@ -217,6 +218,7 @@ class ChunkCursor:
             key=plan.key,
             renewable=renewable,
             consistent=consistent,
+            index_billed=plan.index_billed,
         )
 
     def query_args(self) -> tuple[Chunk, Position | None, int | None, dt.datetime | None]:
@@ -232,7 +234,8 @@ class ChunkCursor:
             self._fruitless = 0
             if self._backoff.failures:
                 self._backoff.progress()  # it got somewhere: a new streak of failures starts
-            self._stats.document_returned(first_of_query=self._returned == 1)
+            entry_read = self.index_billed and self._returned % ENTRIES_PER_INDEX_READ == 1
+            self._stats.document_returned(first_of_query=self._returned == 1, entry_read=entry_read)
         self.after = self.key(tick)
         if self.left is not None:
             self.left -= 1

@@ -3,9 +3,10 @@ them and what a page is expected to cost. Pure: nothing here talks to Firestore.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from tsstore.read.cost import lean_asks
+from tsstore.read.cost import ENTRIES_PER_INDEX_READ, lean_asks
 from tsstore.read.plan import QueryPlan
 
 
@@ -27,9 +28,19 @@ class Explanation:
     #: The documents the lean first round of such a page reads (refills come on top only where a
     #: chunk may hide rows, see :mod:`tsstore.read.cost`); ``None`` without a limit.
     lean_reads: int | None
-    #: The reads of the server's time a page needs: 1 when several chunks are read at one
-    #: snapshot, else 0.
+    #: The reads of the server's time a page may need: 1 when several chunks are read at one
+    #: snapshot and this process has seen no server time in the last minute (any answer
+    #: brings one), else 0; 0 for one chunk.
     snapshot_reads: int
+    #: The round trips of such a page's first round: 1, and 1 more for a read of the server's
+    #: time (refills come on top only where a chunk may hide rows).
+    round_trips: int
+    #: The fields Firestore counts as each query's range fields when it bills index entries.
+    range_fields: tuple[str, ...]
+    #: The index-entry reads billed on top of documents: 0 unless the queries have two or more
+    #: range fields (a range condition on a value field), then at least 1 per 1 000 entries of
+    #: the lean first round (the entries a filter skips are billed too).
+    index_reads: int
 
     def describe(self) -> str:
         plan = self.plan
@@ -51,6 +62,10 @@ class Explanation:
                 f"skipped {len(plan.skipped)} retired shard value(s) {list(plan.skipped)!r}: they hold no tick at or "
                 f"after {plan.start.isoformat() if plan.start else ''}"
             )
+        if self.index_reads or self.range_fields:
+            billed = "billed" if self.index_reads or len(self.range_fields) >= 2 else "not billed"
+            lines.append(f"index entries: {billed} (range fields: {', '.join(self.range_fields)})"
+                         + (f", at least {self.index_reads} read(s) a page" if self.index_reads else ""))  # fmt: skip
         if self.eager_reads is None:
             lines.append("reads: every match, one streaming query per chunk (billed one read per document)")
         elif plan.series:
@@ -58,7 +73,8 @@ class Explanation:
         else:
             lines.append(
                 f"reads per page of {plan.limit}: lean about {self.lean_reads} (first round; refills only where a "
-                f"chunk may hide rows), eager {self.eager_reads}; plus {self.snapshot_reads} for the snapshot time"
+                f"chunk may hide rows), eager {self.eager_reads}; plus at most {self.snapshot_reads} for the snapshot "
+                f"time; {self.round_trips} round trip(s)"
             )
         return "\n".join(lines)
 
@@ -81,11 +97,18 @@ def explain(plan: QueryPlan) -> Explanation:
         if plan.columns is not None:
             text += f" select {list(plan.columns)!r}"
         queries.append(text + (f" limit {ask} (lean)" if ask is not None else ""))
+    snapshot_reads = int(len(plan.chunks) > 1)
+    index_reads = 0
+    if plan.index_billed and rows is not None:
+        index_reads = sum(math.ceil(ask / ENTRIES_PER_INDEX_READ) for ask in asks if ask is not None)
     return Explanation(
         plan=plan,
         queries=tuple(queries),
         index=plan.index.describe(),
         eager_reads=None if rows is None else rows * len(plan.chunks),
         lean_reads=None if rows is None else sum(asks),  # type: ignore[arg-type]
-        snapshot_reads=int(len(plan.chunks) > 1),
+        snapshot_reads=snapshot_reads,
+        round_trips=1 + snapshot_reads,
+        range_fields=plan.range_fields,
+        index_reads=index_reads,
     )

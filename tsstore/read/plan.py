@@ -20,6 +20,7 @@ from typing import Any, Unpack
 from tsstore.errors import QueryError, SpecError
 from tsstore.indexes.build import CompositeIndex, after_timestamp, required_index, shape_index
 from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_QUERY_LIMIT
+from tsstore.read.cost import range_fields
 from tsstore.read.query import Query, QueryOptions, Where
 from tsstore.spec import Direction, QueryShape, SeriesSpec, check_field_path
 from tsstore.ticks import Ordered, Position, Tick, get_path
@@ -102,6 +103,23 @@ class QueryPlan:
     def series(self) -> bool:
         """Read as one series: one query without a shard filter (see :class:`QueryShape`)."""
         return self.shape.series
+
+    @property
+    def range_fields(self) -> tuple[str, ...]:
+        """The range fields of each chunk query, as Firestore bills index entries
+        (:func:`~tsstore.read.cost.range_fields`): the timestamp when bounded, the value
+        fields of range conditions, the timestamp again as their order. The document-id
+        tie-break is left out: it is Firestore's own last order of every query (whether a
+        project is billed for it is checked with Query Explain, see the query-cost page)."""
+        timestamp = self.spec.timestamp_field
+        bounded = [timestamp] if self.start is not None or self.end is not None else []
+        return range_fields([*bounded, *(f.field for f in self.ranges)], (timestamp, *self.order_fields))
+
+    @property
+    def index_billed(self) -> bool:
+        """Whether each chunk query is billed its index entries on top of its documents (two or
+        more range fields: a range condition on a value field)."""
+        return len(self.range_fields) >= 2
 
     @property
     def order_fields(self) -> tuple[str, ...]:

@@ -24,7 +24,7 @@ from tsstore.read.plan import QueryPlan, oldest_first
 from tsstore.read.query import Query, RangeOptions
 from tsstore.ticks import Tick
 from tsstore.verbs.marks import marks_ask, marks_of, watermark_ask
-from tsstore.verbs.reading import COUNT_OPTIONS, probe, read, snapshot_of
+from tsstore.verbs.reading import COUNT_OPTIONS, read, snapshot_now, snapshot_of
 from tsstore.verbs.request import Aggregate, Feed, Request, Seat
 
 
@@ -146,7 +146,7 @@ def covered_aggregate(seat: Seat, selection: CoveredSelection, plan: QueryPlan, 
     bounds = plan.query
     snapshot = bounds.read_time
     if snapshot is None:
-        snapshot = yield from probe(seat, cost)  # the watermarks and every part at one time
+        snapshot = yield from snapshot_now(seat, cost)  # the watermarks and every part at one time
     parts = yield from covered_parts(seat, selection, plan, snapshot, cost)
     total = Total()
     for part in parts:

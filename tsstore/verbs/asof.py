@@ -19,7 +19,7 @@ from tsstore.spec import Direction, SeriesSpec, check_field_path
 from tsstore.ticks import Tick
 from tsstore.times import DurationLike, to_utc
 from tsstore.verbs.declare import Reading
-from tsstore.verbs.reading import probe, read
+from tsstore.verbs.reading import read, snapshot_now
 from tsstore.verbs.request import Feed, Request, Seat
 
 #: The query fields each side of an as-of join takes.
@@ -115,7 +115,7 @@ def asof_read(
     fields = _join_fields(seat.spec, other, by, prefix)
     lq, rq = (_side(asked, side, fields) for side, asked in (("left", left), ("right", right)))
     rq = _right_reach(lq, rq, way, reach)
-    snapshot = lq.read_time or rq.read_time or (yield from probe(seat, stats))
+    snapshot = lq.read_time or rq.read_time or (yield from snapshot_now(seat, stats))
     lplan = plan_query(seat.spec, lq.replace(read_time=snapshot), direction=Direction.ASC)
     rplan = plan_query(other, rq.replace(read_time=snapshot), direction=Direction.ASC)
     lread = yield from read(seat, lplan, stats)

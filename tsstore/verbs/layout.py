@@ -21,7 +21,7 @@ from tsstore.results import ReshardResult
 from tsstore.spec import Direction
 from tsstore.ticks import Tick, get_path
 from tsstore.times import TimeLike, to_utc
-from tsstore.verbs.reading import probe
+from tsstore.verbs.reading import snapshot_now
 from tsstore.verbs.request import Count, Documents, Making, Request, Seat, Send, SendOptions, billed
 from tsstore.verbs.writing import ProgressCallback
 from tsstore.write.identity import shard_for_id
@@ -50,7 +50,7 @@ def shard_census(
     except ValueError as exc:
         raise QueryError(str(exc)) from None
     stats = ReadStats()
-    snapshot = read_time or (yield from probe(seat, stats))
+    snapshot = read_time or (yield from snapshot_now(seat, stats))
     census = Census(seat.spec, since=since_t, read_time=snapshot, stats=stats)
     asks = census.first()
     while asks:
@@ -80,7 +80,7 @@ def census_answer(seat: Seat, ask: Ask, answer: list[Any], stats: ReadStats) -> 
 def remaining(seat: Seat, plan: QueryPlan, values: tuple[str, ...]) -> Request[dict[str, int]]:
     """Ticks under each of ``values`` (retired shard values a reshard empties), at one snapshot."""
     stats = ReadStats()
-    snapshot = (yield from probe(seat, stats)) if len(values) > 1 else None
+    snapshot = (yield from snapshot_now(seat, stats)) if len(values) > 1 else None
     counts = yield from asked_together([Count(ChunkTicks(plan, (value,)), snapshot) for value in values])
     return dict(zip(values, billed(counts, stats)))
 

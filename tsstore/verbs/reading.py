@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Unpack
 import pandas as pd
 import pyarrow as pa
 
-from tsstore.asks import GetDoc, ask, asked_together
+from tsstore.asks import GetDoc, KnownTime, ask, asked_together
 from tsstore.errors import TsstoreError, UndeclaredShardsWarning
 from tsstore.frames import FrameBuilder, check_frame_rows, polars_frame
 from tsstore.layout.census import CountAll
@@ -23,6 +23,7 @@ from tsstore.read.cursor import decode_cursor
 from tsstore.read.engine import ChunkCursor, PageRounds, TickRead, chunk_cursors, finish_page
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query, QueryOptions, RangeOptions
+from tsstore.spec import SeriesSpec
 from tsstore.ticks import Page, Position, Tick
 from tsstore.verbs.declare import Reading
 from tsstore.verbs.request import Collect, Count, Feed, Over, Request, Seat, billed
@@ -46,14 +47,18 @@ PARAMETER_HELP = {
 }
 
 
+def clock_probe(spec: SeriesSpec) -> GetDoc:
+    """The read that answers with the server's time: a document of ``spec``'s collection that
+    is never written (one read)."""
+    return GetDoc(f"{spec.collection}/{CLOCK_PROBE_ID}", "reading the server's time", fields=(spec.timestamp_field,))
+
+
 def server_time(seat: Seat) -> Request[dt.datetime]:
     """The database's current time, for a ``read_time`` that sees every committed write.
 
     Reading a document that does not exist costs one read and returns the server's time;
     the client's clock may lag the server's and miss a write just committed."""
-    probe = GetDoc(f"{seat.spec.collection}/{CLOCK_PROBE_ID}", "reading the server's time",
-                   fields=(seat.spec.timestamp_field,))  # fmt: skip
-    read_time = (yield from ask(probe)).read_time
+    read_time = (yield from ask(clock_probe(seat.spec))).read_time
     if read_time is None:  # pragma: no cover - the API always sets it
         raise TsstoreError("Firestore returned no read time")
     return read_time
@@ -203,16 +208,23 @@ def snapshot_of(
     seat: Seat, plan: QueryPlan, stats: ReadStats, *, parts: int | None = None
 ) -> Request[dt.datetime | None]:
     """One snapshot for every chunk (or every one of ``parts`` queries): the caller's, or
-    the server's time now (the client's clock may lag the server's and miss a write just
-    committed). One query needs none."""
+    :func:`snapshot_now`. One query needs none."""
     read_time = plan.query.read_time
     if read_time is not None or (parts or len(plan.chunks)) == 1:
         return read_time
-    return (yield from probe(seat, stats))
+    return (yield from snapshot_now(seat, stats))
 
 
-def probe(seat: Seat, stats: ReadStats) -> Request[dt.datetime]:
-    """The server's time, billed into ``stats`` (one read, one wait)."""
+def snapshot_now(seat: Seat, stats: ReadStats) -> Request[dt.datetime]:
+    """A time the server has reached, for a read of several queries at one snapshot: the
+    server's time as this process last saw it, moved on by the local clock (no call:
+    :class:`~tsstore.asks.KnownTime`), or, when no answer brought one lately, the server's time
+    read now (one read and one wait, billed into ``stats``). Every write this process saw
+    committed is in it; one another process committed during the last answer's trip back
+    may not be."""
+    known = yield from ask(KnownTime())
+    if known is not None:
+        return known
     stats.query_done(0)
     stats.waited()
     return (yield from server_time(seat))

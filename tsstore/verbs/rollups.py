@@ -36,7 +36,7 @@ from tsstore.verbs.marks import (
     settle_writers,
     watermark_write,
 )
-from tsstore.verbs.reading import probe, query, read, server_time
+from tsstore.verbs.reading import query, read, server_time, snapshot_now
 from tsstore.verbs.request import Collect, Feed, Making, Request, Seat, Send, SendOptions
 from tsstore.verbs.writing import ProgressCallback
 from tsstore.write.ops import Erase
@@ -93,7 +93,7 @@ def rollup(
         return RollupResult(None, None, watermark=watermark)  # the finer roll-up has not run: nothing to combine
     cutoff = yield from _hold_writers(seat, rollup, mine, window, now)
     cost = ReadStats()
-    snapshot = yield from probe(seat, cost)
+    snapshot = yield from snapshot_now(seat, cost)
     upto = window.end if window.fresh else watermark
     marks = [] if upto is None else (yield from read_marks(seat, rollup.name, before=upto, read_time=snapshot))
     if not window.fresh and not marks:
@@ -290,7 +290,7 @@ def verify_rollup(
     mine = yield from read_watermark(seat, rollup.name)
     start, end = _verified_range(rollup, mine, *_since_until(since, until))
     cost = stats if stats is not None else ReadStats()
-    snapshot = yield from probe(seat, cost)
+    snapshot = yield from snapshot_now(seat, cost)
     plan, builder = _bars_over(seat, rollup, start, end, snapshot)
     fed = FedBars(builder)
     yield Feed((yield from read(seat, plan, cost)), fed)

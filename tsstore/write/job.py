@@ -18,6 +18,7 @@ from tsstore.spec import DuplicatePolicy, SeriesSpec
 from tsstore.write.ops import Transport
 from tsstore.write.prepare import PreparedDoc
 from tsstore.write.sender import BulkSender, Pace, Written
+from tsstore.write.window import Window
 
 R = TypeVar("R")
 log = logging.getLogger(__name__)
@@ -35,16 +36,18 @@ def bulk_sender(
     on_written: Callable[[list[Written]], None] | None = None,
     on_status: Callable[[str | None], None] | None = None,
     created_since: float | None = None,
+    window: Window | None = None,
 ) -> BulkSender:
     """The one recipe for a sender of ``spec``'s documents, for the stores' jobs and Beam's
     workers alike: ``transport``'s calls, paced by ``pace`` in batches of at most
     ``batch_docs``, each document tried ``max_attempts`` times, the shard field left out of
-    content comparisons (a re-sent tick may land on another shard); the rest as
-    :class:`~tsstore.write.sender.BulkSender` takes them."""
+    content comparisons (a re-sent tick may land on another shard), as many batches in flight
+    as ``window`` says; the rest as :class:`~tsstore.write.sender.BulkSender` takes them."""
     send, lookup = transport
     return BulkSender(send=send, lookup=lookup, pace=pace, max_batch_docs=batch_docs, max_attempts=max_attempts,
                       ignore_field=spec.shard_field, on_duplicate=on_duplicate, on_progress=on_progress,
-                      on_written=on_written, on_status=on_status, created_since=created_since)  # fmt: skip
+                      on_written=on_written, on_status=on_status, created_since=created_since,
+                      window=window)  # fmt: skip
 
 
 @dataclass

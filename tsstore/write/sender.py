@@ -44,6 +44,7 @@ from tsstore.spec import DuplicatePolicy
 from tsstore.write.identity import content_digest, fingerprint, id_from_digest
 from tsstore.write.ops import ALREADY_EXISTS, Erase, Patch, Stored, WriteOp, WriteStatus
 from tsstore.write.prepare import PreparedDoc
+from tsstore.write.window import Window
 
 #: Documents per BatchWrite request. The request is also capped at MAX_BATCH_BYTES.
 MAX_BATCH_DOCS = 500
@@ -68,12 +69,16 @@ Lookup = Callable[[list[str]], Mapping[str, Stored]]
 class Pace(Protocol):
     """How fast a sender may go (:class:`~tsstore.write.ramp.RampLimiter` is one): ``take``
     blocks until ``n`` writes may be sent; ``answered`` hears how many of a request's writes
-    the server refused as overload; ``throttled`` is ``(rate, ramp)`` while that holds the
-    rate below the ramp."""
+    the server refused as overload; ``rate`` is the writes a second it allows now (what the
+    sender keeps enough batches in flight for); ``throttled`` is ``(rate, ramp)`` while
+    refusals hold the rate below the ramp."""
 
     def take(self, n: int) -> None: ...
 
     def answered(self, *, sent: int, refused: int) -> None: ...
+
+    @property
+    def rate(self) -> float: ...
 
     @property
     def throttled(self) -> tuple[float, float] | None: ...
@@ -113,8 +118,9 @@ def code_name(code: int) -> str:
 
 
 class BulkSender:
-    """Writes batches on a small thread pool with a bounded number in flight. A document
-    whose ``data`` is ``None`` is deleted instead of created.
+    """Writes batches on a thread pool, as many in flight as ``window`` says carry the pace's
+    rate across the network's round trip (:mod:`tsstore.write.window`; memory bounded). A
+    document whose ``data`` is ``None`` is deleted instead of created.
 
     Two writes to the same document never travel concurrently: a later write of an id
     waits for the batch holding the earlier one, so the last record given wins, as it
@@ -147,7 +153,7 @@ class BulkSender:
         max_attempts: int,
         on_duplicate: DuplicatePolicy = "keep",
         ignore_field: str | None = None,
-        workers: int = 4,
+        window: Window | None = None,
         stop_timeout: float = 10.0,
         on_progress: Callable[[int], None] | None = None,
         on_written: Callable[[list[Written]], None] | None = None,
@@ -159,8 +165,9 @@ class BulkSender:
         self._max_docs = max(1, min(MAX_BATCH_DOCS, max_batch_docs))
         self._max_attempts, self._fault_budget, self._stop_timeout = max_attempts, fault_budget, stop_timeout
         self._policy, self._ignore, self._created_since = on_duplicate, ignore_field, created_since
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tsstore-write")
-        self._max_in_flight = workers * 2
+        self._window = window if window is not None else Window()
+        self._pool = ThreadPoolExecutor(max_workers=self._window.most, thread_name_prefix="tsstore-write")
+        self._opened = self._window.least  # batches allowed in flight so far: one more per answer (a slow start)
         self._on_progress, self._on_written, self._on_status = on_progress, on_written, on_status
         self._in_flight: dict[Future[_Outcome], frozenset[str]] = {}  # batch -> its ids
         self._held: list[PreparedDoc] = []  # the batch being filled
@@ -229,7 +236,9 @@ class BulkSender:
     def _submit_held(self) -> None:
         if not self._held:
             return
-        self._drain(self._max_in_flight - 1)
+        size = sum(doc.size for doc in self._held)
+        window = self._window.size(rate=self._pace.rate, batch_docs=len(self._held), batch_bytes=size)
+        self._drain(min(window, self._opened) - 1)
         batch, self._held = self._held, []
         self._in_flight[self._pool.submit(self._send, batch)] = frozenset(d.id for d in batch)
 
@@ -246,6 +255,7 @@ class BulkSender:
             return
         outcome = future.result()  # _send never raises for a Firestore error: it reports it
         del self._in_flight[future]
+        self._opened = min(self._opened + 1, self._window.most)
         self.written += len(outcome.written)
         for item in outcome.written:
             self.counts[item.outcome] += 1

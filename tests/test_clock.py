@@ -1,0 +1,92 @@
+"""The server's time from its answers (tsstore.clock): bounds from when a call was sent and its
+answer came back, their midpoint, and no guess without a read time seen lately."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from tsstore.clock import FRESH, ServerClock
+from tsstore.faults import early_read_time, kind_of
+
+UTC = dt.timezone.utc
+T = dt.datetime(2026, 11, 27, 12, tzinfo=UTC)
+MS = dt.timedelta(milliseconds=1)
+US = dt.timedelta(microseconds=1)
+
+
+class Local:
+    """A local clock the test moves (microseconds), and a server clock ``ahead`` of it."""
+
+    def __init__(self, ahead: dt.timedelta = dt.timedelta(hours=1)) -> None:
+        self.us = 5_000_000
+        self.ahead = ahead
+
+    def __call__(self) -> int:
+        return self.us
+
+    def wait(self, delta: dt.timedelta) -> None:
+        self.us += delta // US
+
+    def server(self) -> dt.datetime:
+        """The server's true time now."""
+        return dt.datetime(1970, 1, 1, tzinfo=UTC) + self.us * US + self.ahead
+
+
+def answer(clock: ServerClock, local: Local, *, up: dt.timedelta, down: dt.timedelta, read: bool = True) -> None:
+    """A call that takes ``up`` to reach the server, stamped there on arrival, and ``down``
+    back."""
+    sent = local()
+    local.wait(up)
+    stamped = local.server()
+    local.wait(down)
+    clock.saw(stamped, sent=sent if read else None)
+
+
+def test_no_time_is_known_before_a_read_answers() -> None:
+    local = Local()
+    clock = ServerClock(local=local)
+    clock.saw(None)  # an answer without a time
+    assert clock.now() is None
+    answer(clock, local, up=5 * MS, down=5 * MS, read=False)  # a commit: a lower bound only
+    assert clock.now() is None
+
+
+def test_the_time_is_the_midpoint_of_the_bounds_and_exact_when_both_ways_take_as_long() -> None:
+    local = Local()
+    clock = ServerClock(local=local)
+    answer(clock, local, up=40 * MS, down=40 * MS)  # 80 ms away, as far each way
+    assert clock.now() == local.server()
+    local.wait(250 * MS)
+    assert clock.now() == local.server()  # the local clock carries it on
+
+
+def test_a_faster_way_up_than_down_puts_it_at_most_half_the_difference_off() -> None:
+    local = Local()
+    clock = ServerClock(local=local)
+    answer(clock, local, up=10 * MS, down=50 * MS)
+    off = local.server() - clock.now()  # type: ignore[operator]
+    assert off == 20 * MS  # (50 - 10) / 2 behind: every write acknowledged before the call is in it
+    answer(clock, local, up=45 * MS, down=12 * MS)  # another answer tightens the other bound
+    assert abs(local.server() - clock.now()) <= 20 * MS  # type: ignore[operator]
+
+
+def test_the_tightest_bounds_of_recent_answers_win_and_stale_ones_are_dropped() -> None:
+    local = Local()
+    clock = ServerClock(local=local)
+    answer(clock, local, up=40 * MS, down=40 * MS)
+    answer(clock, local, up=400 * MS, down=400 * MS)  # a slow answer (a pause, a queue) loosens nothing
+    answer(clock, local, up=1 * MS, down=40 * MS, read=False)  # a commit: a lower bound, no round trip
+    assert clock.now() == local.server() and clock.round_trip() == pytest.approx(0.080)
+    local.wait(FRESH + MS)
+    assert clock.now() is None and clock.round_trip() is None  # nothing lately: the caller asks again
+
+
+def test_a_read_time_the_server_has_not_reached_is_retried_not_raised() -> None:
+    from google.api_core import exceptions as gexc
+
+    early = gexc.InvalidArgument("The requested 'read_time' cannot be in the future.")
+    assert early_read_time(early) and kind_of(early) == "fault"
+    other = gexc.InvalidArgument("Invalid query")
+    assert not early_read_time(other) and kind_of(other) is None

@@ -1,0 +1,86 @@
+"""The server's time, known from its answers, so a read of several queries needs no round
+trip to learn it.
+
+Every answer of Firestore carries a time of the server's: a query's or a document's read
+time, a write's commit time. An answer that arrived at local time ``received`` to a call sent
+at ``sent`` says the server's clock minus the local one lies between ``seen - received`` (the
+answer was stamped before it travelled back) and ``seen - sent`` (it was stamped after the
+call arrived); the second bound holds for read times only, which the server stamps when a
+read arrives (a commit is stamped after the write's work). :meth:`ServerClock.now` takes the
+tightest bounds of the answers of the last :data:`FRESH` and returns the local clock plus their
+midpoint (as NTP does): the server's time when the caller asks, give or take half the
+difference between the two ways' trips. So a read at it sees every write committed before it
+was asked for, through this process or any other, and is not in the server's future (a read
+time Firestore refuses) unless the way to the server is much faster now than in every recent
+answer, which is retried after a pause (:mod:`tsstore.faults`). Bounds older than
+:data:`FRESH` are dropped (clocks drift); with none left, the caller reads the server's time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+#: How long an answer's bounds are used: without an answer in this long, a read of several
+#: queries asks the server for its time again.
+FRESH = dt.timedelta(seconds=30)
+
+_US = dt.timedelta(microseconds=1)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def local_us() -> int:
+    """The local monotonic clock, in microseconds."""
+    return time.monotonic_ns() // 1000
+
+
+class ServerClock:
+    """Bounds of the server's clock from recent answers (thread-safe); ``local``: the local
+    clock, in microseconds (monotonic)."""
+
+    def __init__(self, *, fresh: dt.timedelta = FRESH, local: Callable[[], int] = local_us) -> None:
+        self._fresh = fresh // _US
+        self._local = local
+        self._lock = threading.Lock()
+        # (local microseconds it arrived, server - local: at least, at most or None, the call's microseconds)
+        self._bounds: deque[tuple[int, int, int | None, int | None]] = deque(maxlen=256)
+
+    def saw(self, server_time: dt.datetime | None, *, sent: int | None = None, read: bool = True) -> None:
+        """Take the time an answer that just arrived carries (``None``: it had none);
+        ``sent``: when its call was sent (local microseconds); ``read``: the time is a read
+        time (stamped on arrival), not a commit time (stamped after the write's work)."""
+        if server_time is None:
+            return
+        received = self._local()
+        seen = (server_time - _EPOCH) // _US
+        took = None if sent is None else received - sent
+        with self._lock:
+            self._bounds.append((received, seen - received, seen - sent if sent is not None and read else None, took))
+
+    def round_trip(self) -> float | None:
+        """The network's round trip in seconds, at most: the shortest call answered in the
+        last :data:`FRESH` (a small read's is the round trip and next to no work); ``None``
+        without one."""
+        local = self._local()
+        with self._lock:
+            calls = [took for at, _, _, took in self._bounds if took is not None and local - at <= self._fresh]
+        return min(calls) / 1e6 if calls else None
+
+    def now(self) -> dt.datetime | None:
+        """The server's time now, at the midpoint of the bounds of the answers of the last
+        :data:`FRESH`; ``None`` when there are none, or no read time among them."""
+        local = self._local()
+        with self._lock:
+            while self._bounds and local - self._bounds[0][0] > self._fresh:
+                self._bounds.popleft()
+            if not self._bounds:
+                return None
+            least = max(low for _, low, _, _ in self._bounds)
+            highs = [high for _, _, high, _ in self._bounds if high is not None]
+        if not highs:
+            return None
+        most = max(least, min(highs))
+        return _EPOCH + (local + (least + most) // 2) * _US

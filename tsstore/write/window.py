@@ -1,0 +1,57 @@
+"""How many batches a sender keeps in flight: enough to keep its pace across the network.
+
+A batch is in flight for the server's work plus a round trip. :data:`LEAST` batches keep the
+server busy where the round trip is nothing (the writer's four threads of before, measured on
+the loopback by bench/write.py); a round
+trip of ``r`` seconds away, sending ``rate`` documents a second in batches of ``batch_docs``
+needs about ``rate * r / batch_docs`` more on the wire (Little's law: the bandwidth-delay
+product of TCP), with a quarter more for the spread of round trips. The round trip is the
+network's, measured on small reads (:meth:`tsstore.clock.ServerClock.round_trip`), not the
+time a batch takes: that includes the server's queue, which more batches in flight would
+lengthen, and a window sized from it would grow its own wait (bufferbloat). The window stays
+within :data:`MOST` batches and :data:`BUDGET_BYTES` of documents, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+#: Batches in flight at least (what the loopback needs), and at most.
+LEAST, MOST = 4, 32
+#: The documents in flight at most, in bytes.
+BUDGET_BYTES = 64 * 1024 * 1024
+#: The share added to the product for the spread of round trips.
+_SPREAD = 1.25
+
+
+def _unknown() -> float | None:
+    return None
+
+
+class Window:
+    """The batches to keep in flight; ``round_trip`` gives the network's round trip in seconds
+    (``None`` while unknown: then :data:`LEAST`)."""
+
+    def __init__(
+        self,
+        *,
+        round_trip: Callable[[], float | None] = _unknown,
+        least: int = LEAST,
+        most: int = MOST,
+        budget_bytes: int = BUDGET_BYTES,
+    ) -> None:
+        self.round_trip, self.least, self.most, self.budget_bytes = round_trip, least, most, budget_bytes
+
+    def size(self, *, rate: float, batch_docs: int, batch_bytes: int) -> int:
+        """Batches to keep in flight to send ``rate`` documents a second in batches of
+        ``batch_docs`` documents and about ``batch_bytes`` bytes."""
+        seconds = self.round_trip()
+        if seconds is None or seconds <= 0:
+            on_the_wire = 0
+        elif not math.isfinite(rate):  # an unbounded pace: the most allowed
+            on_the_wire = self.most
+        else:
+            on_the_wire = math.ceil(_SPREAD * rate * seconds / max(1, batch_docs))
+        by_bytes = max(1, self.budget_bytes // max(1, batch_bytes))
+        return max(1, min(self.least + on_the_wire, self.most, by_bytes))
