@@ -16,7 +16,7 @@ from typing import Any
 
 from tsstore.asks import Doc
 from tsstore.spec import SeriesSpec
-from tsstore.verbs.request import Request, Seat, step
+from tsstore.verbs.request import Request, Seat, Snapshots, step
 
 Answers = Mapping[type, Callable[[Any], Any]]
 
@@ -75,9 +75,9 @@ class _Stop(Exception):
         self.ask = ask
 
 
-def seat(spec: SeriesSpec, *, page_size: int = 2000, lean: bool = True) -> Seat:
+def seat(spec: SeriesSpec, *, page_size: int = 2000, lean: bool = True, snapshots: Snapshots = "read") -> Seat:
     """A request's view of a store that has no client: requests that only ask build nothing."""
-    return Seat(spec, None, page_size, lean)
+    return Seat(spec, None, page_size, lean, snapshots)
 
 
 def doc(path: str, data: Mapping[str, Any] | None, *, at: dt.datetime | None = None) -> Doc:

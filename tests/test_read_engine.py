@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from tests.cli import Ran
 from tests.cli import tsstore as run_tsstore
 from tests.shared import PAGES, SPEC, TICKS, brute_force
-from tsstore import QueryShape, SeriesSpec, Tick, TimeSeriesStore, plan_query
+from tsstore import QueryShape, SeriesSpec, Tick, TimeSeriesStore, WriteOptions, plan_query
+from tsstore.errors import ConfigError
 from tsstore.read.cost import ReadStats, bills_index_entries, lean_asks, lean_refills, range_fields, refill_asks
 from tsstore.read.engine import LEAN_REFILLS
 from tsstore.read.explain import explain
@@ -155,7 +156,8 @@ def test_a_skewed_page_refills_once_and_reads_about_what_it_shows(skewed: dict[s
     # other chunk returns nothing. About what the page shows, never 2 x 101.
     assert stats.chunks == 2 and 1 <= stats.refills <= LEAN_REFILLS + 1
     assert 101 <= stats.documents <= 1.3 * 101 + 2 * 2
-    assert stats.queries == 1 + 2 + stats.refills  # the snapshot's time, two chunks, the refills
+    assert stats.queries == stats.snapshot_reads + 2 + stats.refills  # at one snapshot, two chunks, the refills
+    assert stats.snapshot_reads <= 1
 
 
 def test_an_iteration_abandoned_early_reads_little(skewed: dict[str, Any]) -> None:
@@ -195,9 +197,10 @@ def test_page_stats_count_what_came_back(skewed: dict[str, Any]) -> None:
     assert eager.stats.documents == 4 * 31 > stats.documents  # 4 chunks of 10 shards (41+ matches each), asked 31 each
     counted = ReadStats()
     assert store.count(stats=counted) == TICKS
-    # the time read, 2 chunk aggregations, and the whole collection's (a count of everything checks
-    # for shard values the declaration does not list): 1 read each at 1 000 entries or fewer
-    assert (counted.chunks, counted.queries, counted.billed_reads) == (2, 4, 1 + 2 + 1)
+    # 2 chunk aggregations and the whole collection's (a count of everything checks for shard
+    # values the declaration does not list), at one snapshot: 1 read each at 1 000 entries or fewer
+    probes = counted.snapshot_reads
+    assert (counted.chunks, counted.queries, counted.billed_reads) == (2, probes + 3, probes + 2 + 1) and probes <= 1
     # past 1 000 entries an aggregation bills a read per 1 000 begun (the data above is smaller)
     over = ReadStats()
     over.aggregation_done(1200)
@@ -307,3 +310,23 @@ def test_stats_equal_what_the_server_returned(
     assert counter.calls >= 3 + 2 and counter.documents > 150  # the channel really was the counting one
     store.close()
     client.close()
+
+
+def test_estimated_snapshots_skip_the_time_read_and_see_what_this_process_wrote(client: Any) -> None:
+    """Issue 43: a store made with ``snapshots="estimated"`` reads a page of several chunks
+    in one round trip once answers have told it the server's time, and the ticks it has just
+    written (their commit times are bounds the clock keeps) are in it."""
+    spec = SeriesSpec("ticks", shards=[f"s{i:02d}" for i in range(40)], key_fields=["symbol"])
+    store = TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False), snapshots="estimated")
+    strict = TimeSeriesStore(client, spec)
+    base = dt.datetime(2024, 1, 2, 9, tzinfo=UTC)
+    store.write([{"symbol": "AAA", "timestamp": base + dt.timedelta(seconds=n), "n": n} for n in range(300)])
+    store.query(limit=5)  # a read time answered (the first page reads the server's time if none was)
+    for n in range(300, 306):  # each tick written, then read at once: the newest tick is the one just written
+        store.write([{"symbol": "AAA", "timestamp": base + dt.timedelta(seconds=n), "n": n}])
+        page = store.query(limit=20)
+        assert page.ticks[0].data["n"] == n and page.stats.snapshot_reads == 0
+        assert page.stats.round_trips == 1 + (page.stats.refills > 0)
+        assert [t.id for t in page] == [t.id for t in strict.query(limit=20)]
+    with pytest.raises(ConfigError, match="snapshots 'later' is not allowed; give 'read' or 'estimated'"):
+        TimeSeriesStore(client, spec, snapshots="later")  # type: ignore[arg-type]

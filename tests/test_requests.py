@@ -76,7 +76,6 @@ def rollup_answers(now: dt.datetime, held: dict[str, dict[str, Any]]) -> dict[ty
     """A database at ``now`` holding the ``held`` documents, no writer alive and no mark."""
     return {
         GetDoc: documents(held, now=now),
-        KnownTime: lambda ask: None,  # no time seen yet: the server's is read
         FindDocs: lambda ask: [],
         SetDoc: lambda ask: now,
         Collect: lambda ask: [],  # no stored bar where a run reaches back below its watermark
@@ -139,21 +138,25 @@ def count_answers(per_chunk: list[int], everything: int) -> dict[type, Any]:
             return [everything]
         return per_chunk
 
-    return {Count: counted, KnownTime: lambda ask: None, GetDoc: documents({}, now=at("12:00:00"))}
+    return {Count: counted, GetDoc: documents({}, now=at("12:00:00"))}
 
 
-def test_a_read_of_several_queries_reads_the_servers_time_only_when_no_answer_brought_one_lately() -> None:
-    """Issue 43: one round trip per answer. A count of two chunks at the time the clock knows
-    sends its counts at once; with no time known it reads the server's first (one read and
-    one round trip more, billed)."""
+def test_estimated_snapshots_read_the_servers_time_only_when_no_answer_brought_one_lately() -> None:
+    """Issue 43: one round trip per answer. With ``snapshots="estimated"`` a count of two
+    chunks at the time the clock estimates sends its counts at once; with no time known it
+    reads the server's first (one read and one round trip more, billed). By default the
+    server's time is always read, and the clock is not asked."""
     spec = SeriesSpec("ticks", shards=[f"s{i}" for i in range(40)])
     for known, probes in ((at("11:59:58"), 0), (None, 1)):
         stats = ReadStats()
         answers = {**count_answers([5], 10), KnownTime: lambda ask, known=known: known}
-        ran = run(reading.count(seat(spec), start=at("09:00:00"), stats=stats), answers)
-        assert ran.result == 10 and len(ran.of(GetDoc)) == probes
+        ran = run(reading.count(seat(spec, snapshots="estimated"), start=at("09:00:00"), stats=stats), answers)
+        assert ran.result == 10 and len(ran.of(GetDoc)) == probes and len(ran.of(KnownTime)) == 1
         assert {c.read_time for c in ran.of(Count)} == {known or at("12:00:00")}  # one snapshot for both
         assert (stats.round_trips, stats.queries, stats.billed_reads) == (1 + probes, 2 + probes, 2 + probes)
+        assert stats.snapshot_reads == probes
+    ran = run(reading.count(seat(spec), start=at("09:00:00")), count_answers([5], 10))
+    assert len(ran.of(GetDoc)) == 1 and not ran.of(KnownTime)
 
 
 def test_a_count_of_everything_warns_of_documents_under_undeclared_shard_values() -> None:
@@ -195,7 +198,7 @@ def test_an_asof_join_reads_of_the_right_side_only_what_can_match(
     request = asof.asof_read(seat(SPEC), left, None, right_spec=None, by="symbol", direction=direction,
                              tolerance=tolerance, allow_exact_matches=True, prefix="right", ids=False,
                              stats=ReadStats())  # fmt: skip
-    ran = run(request, {KnownTime: lambda ask: None, GetDoc: documents({}, now=at("12:00:00"))})
+    ran = run(request, {GetDoc: documents({}, now=at("12:00:00"))})
     join = ran.result
     assert (join.left.plan.start, join.left.plan.end) == (at("10:00:00"), at("11:00:00"))
     assert (join.right.plan.start, join.right.plan.end) == tuple(None if t is None else at(t) for t in right)
@@ -205,8 +208,7 @@ def test_an_asof_join_reads_of_the_right_side_only_what_can_match(
 
 def test_a_covered_aggregate_reads_whole_bars_where_the_rollup_holds_them_and_ticks_at_the_edges() -> None:
     held = {f"tsstore_rollups/{MINUTES.name}": watermark_doc(MINUTES, at("10:30:00"), since=at("09:00:00"))}
-    answers = {GetDoc: documents(held, now=at("12:00:00")), KnownTime: lambda ask: None, FindDocs: lambda ask: [],
-               Feed: lambda ask: None}  # fmt: skip
+    answers = {GetDoc: documents(held, now=at("12:00:00")), FindDocs: lambda ask: [], Feed: lambda ask: None}
     ran = run(aggregates.aggregate(seat(SPEC), start=at("09:58:30"), end=at("10:31:10"), rollups=[MINUTES]), answers)
     parts = [(feed.read.plan.spec.collection, feed.read.plan.start, feed.read.plan.end) for feed in ran.of(Feed)]
     assert sorted(parts, key=lambda part: part[1]) == [

@@ -17,11 +17,11 @@ def test_without_a_round_trip_known_the_window_is_the_least() -> None:
 @pytest.mark.parametrize(
     ("round_trip", "rate", "batches"),
     [
-        (0.0003, 100_000, LEAST + 1),  # the loopback: 30 documents on the wire, one batch more
-        (0.080, 20_000, LEAST + 4),  # 80 ms away: 1 600 documents on the wire, 4 batches with the spread
-        (0.080, 500, LEAST + 1),  # a ramp's first step needs one more
+        (0.010, 100_000, LEAST),  # the loopback: a call's own work, nothing on the wire
+        (0.095, 20_000, LEAST + 4),  # 80 ms away: 1 600 documents on the wire, 4 batches with the spread
+        (0.095, 500, LEAST + 1),  # a ramp's first step needs one more
         (2.0, 100_000, MOST),  # never more than the most
-        (0.080, float("inf"), MOST),  # an unbounded pace: the most
+        (0.095, float("inf"), MOST),  # an unbounded pace: the most
     ],
 )
 def test_the_window_carries_the_rate_across_the_round_trip(round_trip: float, rate: float, batches: int) -> None:

@@ -33,7 +33,7 @@ from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase
 from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
-from tsstore.verbs.request import Readable
+from tsstore.verbs.request import Readable, Snapshots
 from tsstore.wire import aanswer_document, abatch_write, aget_documents, sync_twin
 from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
@@ -55,6 +55,7 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
     - ``page_size``: the largest ``limit`` read as one lean page (default 2000).
     - ``lean``: read each chunk its share of a page first, then refill (the default).
     - ``max_concurrency``: chunk queries sent at once; more wait their turn (default 8).
+    - ``snapshots``: ``"read"`` (the default) or ``"estimated"``, as :class:`~tsstore.store.TimeSeriesStore`'s.
     """
 
     client: firestore.AsyncClient
@@ -68,10 +69,12 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         page_size: int = DEFAULT_PAGE_SIZE,
         lean: bool = True,
         max_concurrency: int = DEFAULT_CONCURRENCY,
+        snapshots: Snapshots = "read",
     ) -> None:
         if isinstance(client, firestore.Client):
             raise ConfigError("AsyncTimeSeriesStore takes a firestore.AsyncClient; for a Client use TimeSeriesStore")
-        super().__init__(spec, client, write_options=write_options, page_size=page_size, lean=lean)
+        super().__init__(spec, client, write_options=write_options, page_size=page_size, lean=lean,
+                         snapshots=snapshots)  # fmt: skip
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise ConfigError(f"max_concurrency must be at least 1, got {max_concurrency!r}")
         # Held from sending a query until its first response (the emulator computes a whole

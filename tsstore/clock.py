@@ -1,19 +1,22 @@
-"""The server's time, known from its answers, so a read of several queries needs no round
-trip to learn it.
+"""The server's time, estimated from its answers, so a read of several queries can skip the
+round trip that reads it (a store made with ``snapshots="estimated"``).
 
 Every answer of Firestore carries a time of the server's: a query's or a document's read
 time, a write's commit time. An answer that arrived at local time ``received`` to a call sent
-at ``sent`` says the server's clock minus the local one lies between ``seen - received`` (the
-answer was stamped before it travelled back) and ``seen - sent`` (it was stamped after the
-call arrived); the second bound holds for read times only, which the server stamps when a
-read arrives (a commit is stamped after the write's work). :meth:`ServerClock.now` takes the
-tightest bounds of the answers of the last :data:`FRESH` and returns the local clock plus their
-midpoint (as NTP does): the server's time when the caller asks, give or take half the
-difference between the two ways' trips. So a read at it sees every write committed before it
-was asked for, through this process or any other, and is not in the server's future (a read
-time Firestore refuses) unless the way to the server is much faster now than in every recent
-answer, which is retried after a pause (:mod:`tsstore.faults`). Bounds older than
-:data:`FRESH` are dropped (clocks drift); with none left, the caller reads the server's time.
+at ``sent`` bounds the server's clock minus the local one: at least ``seen - received`` (the
+time was stamped before the answer travelled back), and for a read time stamped when the call
+arrived, at most ``seen - sent``. :meth:`ServerClock.now` takes the tightest bounds of the
+answers of the last :data:`FRESH` and returns the local clock plus their midpoint (as NTP
+does), never earlier than a time an answer carried.
+
+That is an estimate, not the server's word: it is off by up to half the spread of the bounds
+(about half a round trip), and the emulator's read times are not always the time a read
+arrived (measured: up to 56 ms earlier), which only makes it earlier. A read at it sees every
+write whose answer this process saw (a tsstore write's commit time is a bound it keeps), and
+may miss a write another client committed during the last half round trip or so; a read at
+the server's time read first (``snapshots="read"``, the default) misses none, for one round
+trip more. Bounds older than :data:`FRESH` are dropped (clocks drift); with none left, the
+server's time is read.
 """
 
 from __future__ import annotations
@@ -71,16 +74,16 @@ class ServerClock:
 
     def now(self) -> dt.datetime | None:
         """The server's time now, at the midpoint of the bounds of the answers of the last
-        :data:`FRESH`; ``None`` when there are none, or no read time among them."""
+        :data:`FRESH` (and never before a time they carried); ``None`` when there is no read
+        time among them."""
         local = self._local()
         with self._lock:
             while self._bounds and local - self._bounds[0][0] > self._fresh:
                 self._bounds.popleft()
-            if not self._bounds:
-                return None
-            least = max(low for _, low, _, _ in self._bounds)
+            lows = [(low, at) for at, low, _, _ in self._bounds]
             highs = [high for _, _, high, _ in self._bounds if high is not None]
         if not highs:
             return None
-        most = max(least, min(highs))
-        return _EPOCH + (local + (least + most) // 2) * _US
+        least, most = max(low for low, _ in lows), min(highs)
+        latest = max(at + low for low, at in lows)  # the latest time an answer carried
+        return _EPOCH + max(local + (least + max(least, most)) // 2, latest) * _US

@@ -30,7 +30,7 @@ from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase
 from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
-from tsstore.verbs.request import Readable
+from tsstore.verbs.request import Readable, Snapshots
 from tsstore.wire import answer_document, transport
 from tsstore.write.options import WriteOptions
 
@@ -56,6 +56,11 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
       documents directly (the default); ``False`` uses the client's public calls.
     - ``lean``: read each chunk its share of a page first and refill what may be missing
       (the default), instead of ``limit`` documents from every chunk.
+    - ``snapshots``: how a read of several queries (chunks, series, parts) gets its one
+      snapshot: ``"read"`` the server's time first (the default: one round trip, and every
+      write committed before it is in the answer), or ``"estimated"`` from recent answers
+      (no round trip; may miss a write another client committed in about the last half round
+      trip: :mod:`tsstore.clock`).
     """
 
     client: firestore.Client
@@ -70,10 +75,12 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
         page_size: int = DEFAULT_PAGE_SIZE,
         fast_wire: bool = True,
         lean: bool = True,
+        snapshots: Snapshots = "read",
     ) -> None:
         if isinstance(client, firestore.AsyncClient):
             raise ConfigError("TimeSeriesStore takes a firestore.Client; for an AsyncClient use AsyncTimeSeriesStore")
-        super().__init__(spec, client, write_options=write_options, page_size=page_size, lean=lean)
+        super().__init__(spec, client, write_options=write_options, page_size=page_size, lean=lean,
+                         snapshots=snapshots)  # fmt: skip
         self._fast = fast_wire
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tsstore-read")
         self._writer = Writer(spec, write_options, sync_client=lambda: client, collection_of=self._collection_of,

@@ -6,7 +6,7 @@ on threads, :mod:`tsstore.aio` on an event loop."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from tsstore import faults
 from tsstore.asks import Doc
@@ -18,7 +18,7 @@ from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
 from tsstore.verbs import Verbs
 from tsstore.verbs.reading import clock_probe
-from tsstore.verbs.request import Aggregate, Count, Over, Seat, Send
+from tsstore.verbs.request import Aggregate, Count, Over, Seat, Send, Snapshots
 from tsstore.wire import answer_document, doc_of, late_guard, server_clock
 from tsstore.write.counting import SeriesCounters
 from tsstore.write.job import Job, bulk_sender
@@ -58,8 +58,9 @@ class StoreBase(Verbs):
     answered, and holds a :class:`Writer` for its bulk sends."""
 
     def __init__(
-        self, spec: SeriesSpec, client: Any, *, write_options: WriteOptions, page_size: int, lean: bool
-    ) -> None:
+        self, spec: SeriesSpec, client: Any, *, write_options: WriteOptions, page_size: int, lean: bool,
+        snapshots: Snapshots,
+    ) -> None:  # fmt: skip
         if not isinstance(spec, SeriesSpec):
             raise ConfigError(f"spec must be a SeriesSpec, got {type(spec).__name__}")
         if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
@@ -68,7 +69,9 @@ class StoreBase(Verbs):
         self.client = client
         self.write_options = write_options
         self._collection = client.collection(spec.collection)
-        self.seat = Seat(spec, self._collection, page_size, lean)
+        if snapshots not in get_args(Snapshots):
+            raise ConfigError(f"snapshots {snapshots!r} is not allowed; give 'read' or 'estimated'")
+        self.seat = Seat(spec, self._collection, page_size, lean, snapshots)
         self._clock = server_clock(client)
 
     def _docs(self, snapshots: Any, sent: int) -> list[Doc]:

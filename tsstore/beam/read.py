@@ -162,7 +162,7 @@ class _PlanUnits(beam.DoFn):
         read_time = self._read_time
         if read_time is None:
             read_time = store.server_time()
-            stats.query_done(0)  # reading a document that does not exist: one read
+            stats.snapshot_read()  # reading a document that does not exist: one read
         bounds = {k: v for k, v in self._query.items() if k in ("where", "start", "end")}
         start, end = bounds["start"], bounds["end"]
         if start is None:

@@ -92,7 +92,7 @@ class ShapeCost:
     shape: str
     direction: Direction
     chunks: int
-    reads_per_page: Mapping[int, int]  # page limit -> billed reads (lean first round + snapshot + index entries)
+    reads_per_page: Mapping[int, int]  # page limit -> billed reads (lean first round, snapshot, index entries)
     series: bool = False
 
 

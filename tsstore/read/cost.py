@@ -74,6 +74,9 @@ class ReadStats:
     index_reads: int = 0
     #: The chunk queries a lean page sent after its first round.
     refills: int = 0
+    #: The reads of the server's time, for a snapshot of several queries when no answer of the
+    #: last seconds told it (:mod:`tsstore.clock`); counted in ``queries`` and ``round_trips`` too.
+    snapshot_reads: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def query_done(self, documents: int) -> None:
@@ -105,6 +108,14 @@ class ReadStats:
         with self._lock:
             self.queries += 1
             self.billed_reads += max(1, math.ceil(entries / ENTRIES_PER_AGGREGATION_READ))
+
+    def snapshot_read(self) -> None:
+        """Count one read of the server's time: a query that returns nothing, waited for
+        alone (thread-safe)."""
+        self.query_done(0)
+        self.waited()
+        with self._lock:
+            self.snapshot_reads += 1
 
     def waited(self, waves: int = 1) -> None:
         """Count waves of requests the caller waited for (thread-safe).

@@ -28,9 +28,9 @@ class Explanation:
     #: The documents the lean first round of such a page reads (refills come on top only where a
     #: chunk may hide rows, see :mod:`tsstore.read.cost`); ``None`` without a limit.
     lean_reads: int | None
-    #: The reads of the server's time a page may need: 1 when several chunks are read at one
-    #: snapshot and this process has seen no server time in the last minute (any answer
-    #: brings one), else 0; 0 for one chunk.
+    #: The reads of the server's time a page needs: 1 when several chunks are read at one
+    #: snapshot, else 0 (a store made with ``snapshots="estimated"`` skips it while recent
+    #: answers tell the server's time).
     snapshot_reads: int
     #: The round trips of such a page's first round: 1, and 1 more for a read of the server's
     #: time (refills come on top only where a chunk may hide rows).
@@ -73,8 +73,8 @@ class Explanation:
         else:
             lines.append(
                 f"reads per page of {plan.limit}: lean about {self.lean_reads} (first round; refills only where a "
-                f"chunk may hide rows), eager {self.eager_reads}; plus at most {self.snapshot_reads} for the snapshot "
-                f"time; {self.round_trips} round trip(s)"
+                f"chunk may hide rows), eager {self.eager_reads}; plus {self.snapshot_reads} for the snapshot time; "
+                f"{self.round_trips} round trip(s)"
             )
         return "\n".join(lines)
 

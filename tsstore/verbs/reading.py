@@ -216,17 +216,17 @@ def snapshot_of(
 
 
 def snapshot_now(seat: Seat, stats: ReadStats) -> Request[dt.datetime]:
-    """A time the server has reached, for a read of several queries at one snapshot: the
-    server's time as this process last saw it, moved on by the local clock (no call:
-    :class:`~tsstore.asks.KnownTime`), or, when no answer brought one lately, the server's time
-    read now (one read and one wait, billed into ``stats``). Every write this process saw
-    committed is in it; one another process committed during the last answer's trip back
-    may not be."""
-    known = yield from ask(KnownTime())
-    if known is not None:
-        return known
-    stats.query_done(0)
-    stats.waited()
+    """The time a read of several queries reads them all at: the server's time, read now (one
+    read and one round trip, billed into ``stats``: every write committed before it is in
+    it); or, for a store made with ``snapshots="estimated"``, the server's time estimated from
+    recent answers without a call (:class:`~tsstore.asks.KnownTime`, :mod:`tsstore.clock`:
+    it may miss a write another client committed in about the last half round trip), read
+    when no answer told it lately."""
+    if seat.snapshots == "estimated":
+        known = yield from ask(KnownTime())
+        if known is not None:
+            return known
+    stats.snapshot_read()
     return (yield from server_time(seat))
 
 

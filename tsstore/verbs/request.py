@@ -17,7 +17,7 @@ import datetime as dt
 import typing
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import Any, Literal, ParamSpec, Protocol, TypeVar
 
 from google.cloud.firestore_v1.base_collection import BaseCollectionReference
 
@@ -40,6 +40,10 @@ R_co = TypeVar("R_co", covariant=True)
 T = TypeVar("T")
 
 
+#: How a read of several queries gets its snapshot (see :class:`Seat`).
+Snapshots = Literal["read", "estimated"]
+
+
 @dataclass(frozen=True)
 class Seat:
     """What a request may know of its store: the declaration, the collection it builds its
@@ -50,6 +54,9 @@ class Seat:
     collection: BaseCollectionReference[Any]
     page_size: int
     lean: bool
+    #: How a read of several queries gets its one snapshot: ``"read"`` the server's time (one
+    #: round trip), or ``"estimated"`` from recent answers (:mod:`tsstore.clock`).
+    snapshots: Snapshots = "read"
 
 
 # ---------------------------------------------------------------------------- the asks

@@ -5,7 +5,8 @@ server busy where the round trip is nothing (the writer's four threads of before
 the loopback by bench/write.py); a round
 trip of ``r`` seconds away, sending ``rate`` documents a second in batches of ``batch_docs``
 needs about ``rate * r / batch_docs`` more on the wire (Little's law: the bandwidth-delay
-product of TCP), with a quarter more for the spread of round trips. The round trip is the
+product of TCP), with a quarter more for the spread of round trips (less the part of a call
+that is the client's and server's own work, :data:`NEAR_SECONDS`). The round trip is the
 network's, measured on small reads (:meth:`tsstore.clock.ServerClock.round_trip`), not the
 time a batch takes: that includes the server's queue, which more batches in flight would
 lengthen, and a window sized from it would grow its own wait (bufferbloat). The window stays
@@ -23,6 +24,10 @@ LEAST, MOST = 4, 32
 BUDGET_BYTES = 64 * 1024 * 1024
 #: The share added to the product for the spread of round trips.
 _SPREAD = 1.25
+#: The part of a round trip that :data:`LEAST` batches already cover: the client's and the
+#: server's own work on a call (6-11 ms for a one-document read through the Python client
+#: on the loopback, measured), which is not time on the wire.
+NEAR_SECONDS = 0.015
 
 
 def _unknown() -> float | None:
@@ -47,6 +52,7 @@ class Window:
         """Batches to keep in flight to send ``rate`` documents a second in batches of
         ``batch_docs`` documents and about ``batch_bytes`` bytes."""
         seconds = self.round_trip()
+        seconds = None if seconds is None else seconds - NEAR_SECONDS
         if seconds is None or seconds <= 0:
             on_the_wire = 0
         elif not math.isfinite(rate):  # an unbounded pace: the most allowed
