@@ -57,7 +57,8 @@ def test_only_queries_with_a_value_range_pay_index_entries_and_explain_says_so()
     """Issue 43: a plain page (a time range, the document-id tie-break left to Firestore)
     has one range field; a range condition on a value field makes two, billed at least one
     read per 1 000 entries of each chunk query."""
-    spec = SeriesSpec("ticks", shards=[f"s{i}" for i in range(40)], shapes=[QueryShape(("symbol",), ranges=("volume",))])
+    ranged_shape = QueryShape(("symbol",), ranges=("volume",))
+    spec = SeriesSpec("ticks", shards=[f"s{i}" for i in range(40)], shapes=[ranged_shape])
     plain = explain(plan_query(spec, start="2024-01-02T09:00:00Z", limit=100))
     assert plain.range_fields == ("timestamp",) and plain.index_reads == 0 and not plain.plan.index_billed
     assert "index entries: not billed (range fields: timestamp)" in plain.describe()

@@ -46,7 +46,7 @@ from tsstore.errors import ConfigError, RecordError
 from tsstore.spec import DuplicatePolicy, SeriesSpec, check_policy
 from tsstore.ticks import get_path
 from tsstore.times import NaivePolicy
-from tsstore.wire import late_guard, transport
+from tsstore.wire import late_guard, server_clock, transport
 from tsstore.write.identity import (
     content_digest,
     fingerprint,
@@ -57,6 +57,7 @@ from tsstore.write.job import bulk_sender
 from tsstore.write.ops import Transport
 from tsstore.write.prepare import PreparedDoc, check_naive, prepare_records
 from tsstore.write.sender import BulkSender
+from tsstore.write.window import Window
 
 #: The tags of :class:`WriteTicks`' outputs.
 WRITTEN, REJECTED = "written", "rejected"
@@ -264,10 +265,13 @@ class _Send(beam.DoFn):
             yield counts
 
     def sender(self, sends: Transport) -> BulkSender:
-        """A sender on ``sends`` (the collection's transport, its late writes marked)."""
+        """A sender on ``sends`` (the collection's transport, its late writes marked), with as
+        many batches in flight as carry this worker's share of the ramp across the round trip
+        its calls took (:mod:`tsstore.write.window`)."""
+        window = Window(round_trip=server_clock(self._client).round_trip)
         return bulk_sender(sends, self._spec, pace=self._limiter,
                            batch_docs=self._ramp.batch_docs, max_attempts=self._max_attempts,
-                           on_duplicate=self._policy, created_since=self._ramp.start)  # fmt: skip
+                           on_duplicate=self._policy, created_since=self._ramp.start, window=window)  # fmt: skip
 
 
 class WriteTicks(beam.PTransform[beam.PCollection[Any], dict[str, beam.PCollection[Any]]]):
