@@ -97,11 +97,10 @@ class FindDocs(Asking[list[Doc]]):
 
 @dataclass(frozen=True)
 class KnownTime(Asking[dt.datetime | None]):
-    """The server's time as this process last saw it on the store's database, moved on by the
-    local clock (:mod:`tsstore.clock`): a time the server has reached, no call made; ``None``
-    when no answer brought one lately."""
+    """The server's time now, estimated from this process's recent answers on the store's
+    project (:mod:`tsstore.clock`), no call made; ``None`` when no answer told it lately."""
 
-    what: str = "the server's time as last seen"
+    what: str = "the server's time, estimated"
 
 
 #: The document asks: each answered by one handler of each driver.

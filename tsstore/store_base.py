@@ -75,7 +75,7 @@ class StoreBase(Verbs):
         self._clock = server_clock(client)
 
     def _docs(self, snapshots: Any, sent: int) -> list[Doc]:
-        """The documents a query (sent then) returned, their read time told to the database's
+        """The documents a query (sent then) returned, their read time told to the project's
         clock."""
         found = [doc_of(snapshot) for snapshot in snapshots]
         self._clock.saw(max((doc.read_time for doc in found if doc.read_time is not None), default=None), sent=sent)
@@ -113,7 +113,7 @@ class Writer:
     One ramp per collection written, for every write, purge and reshard of the store: its
     traffic to the collection is one stream, so a second write continues the ramp instead
     of starting at 500 again. As many batches are in flight as carry the ramp's rate across the
-    network's round trip (:mod:`tsstore.write.window`), known from the project's recent reads
+    network's round trip (:mod:`tsstore.write.window`), known from the project's recent calls
     (:meth:`~tsstore.clock.ServerClock.round_trip`), or measured by reading the server's time
     once (one read) when a job starts without it."""
 

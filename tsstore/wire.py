@@ -257,7 +257,7 @@ async def aanswer_document(client: Any, ask: DocAsk) -> Any:
 
 
 def _seen(client: Any, answer: Any, sent: int) -> Any:
-    """``answer`` to a call ``sent`` then, its server time told to the database's clock (a
+    """``answer`` to a call ``sent`` then, its server time told to the project's clock (a
     document's read time, a write's commit time)."""
     clock = server_clock(client)
     if isinstance(answer, dt.datetime):
@@ -353,7 +353,7 @@ async def _adecode_responses(responses: Any, decode: _Decoder) -> AsyncIterator[
 
 class _Decoder:
     """One RunQuery response to a tick (``None`` for a response without a document); the
-    query's read time told to the database's clock (the query was ``sent`` then)."""
+    query's read time told to the project's clock (the query was ``sent`` then)."""
 
     def __init__(self, client: Any, expected_prefix: str, timestamp_field: str, *, sent: int) -> None:
         self._client = client
@@ -465,7 +465,7 @@ async def abatch_write(
 
 def _statuses(client: Any, response: Any, sent: int) -> list[WriteStatus]:
     """Each write's status in a ``BatchWrite`` response (to a call ``sent`` then); the latest
-    commit time told to the database's clock."""
+    commit time told to the project's clock."""
     stamps = [w.update_time for w in response._pb.write_results if w.HasField("update_time")]
     if stamps:
         server_clock(client).saw(_pb_time(max(stamps, key=lambda t: (t.seconds, t.nanos))), sent=sent, read=False)
