@@ -113,6 +113,35 @@ class _Outcome:
     not_sent: int = 0  # given up because the sender was stopping
 
 
+class _Turns:
+    """At most ``limit`` batches sending at once (a stop lets each waiting one through, to
+    count itself not sent): as many more as send wait ready behind them, so a finished one
+    is followed at once."""
+
+    def __init__(self, limit: int, stopping: threading.Event) -> None:
+        self._limit, self._stopping = limit, stopping
+        self._sending = 0
+        self._turn = threading.Condition()
+
+    def allow(self, limit: int) -> int:
+        """Let ``limit`` send at once from now on; returns it."""
+        with self._turn:
+            self._limit = limit
+            self._turn.notify_all()
+        return limit
+
+    def __enter__(self) -> None:
+        with self._turn:
+            while self._sending >= self._limit and not self._stopping.is_set():
+                self._turn.wait(0.2)
+            self._sending += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._turn:
+            self._sending -= 1
+            self._turn.notify()
+
+
 def code_name(code: int) -> str:
     return _CODE_NAMES.get(code, str(code))
 
@@ -168,15 +197,11 @@ class BulkSender:
         self._window = window if window is not None else Window()
         self._pool = ThreadPoolExecutor(max_workers=self._window.most, thread_name_prefix="tsstore-write")
         self._opened = self._window.least  # batches allowed in flight so far: one more per answer (a slow start)
-        # As many batches send at once as the window allows, and as many more wait ready behind
-        # them, so a finished one is followed at once.
-        self._limit = self._opened
-        self._sending = 0
-        self._turn = threading.Condition()
         self._on_progress, self._on_written, self._on_status = on_progress, on_written, on_status
         self._in_flight: dict[Future[_Outcome], frozenset[str]] = {}  # batch -> its ids
         self._held: list[PreparedDoc] = []  # the batch being filled
         self._stopping = threading.Event()
+        self._turns = _Turns(self._opened, self._stopping)
         self._waiting: dict[int, str] = {}  # worker thread -> what it waits for
         self._waiting_lock = threading.Lock()
         self._shown_status: str | None = None
@@ -243,10 +268,7 @@ class BulkSender:
             return
         size = sum(doc.size for doc in self._held)
         window = self._window.size(rate=self._pace.rate, batch_docs=len(self._held), batch_bytes=size)
-        with self._turn:
-            self._limit = min(window, self._opened)
-            self._turn.notify_all()
-        self._drain(2 * self._limit - 1)
+        self._drain(2 * self._turns.allow(min(window, self._opened)) - 1)
         batch, self._held = self._held, []
         self._in_flight[self._pool.submit(self._send, batch)] = frozenset(d.id for d in batch)
 
@@ -294,16 +316,10 @@ class BulkSender:
 
     def _send(self, docs: list[PreparedDoc]) -> _Outcome:
         items = [_Item(d, d.id, _op(d)) for d in docs]
-        with self._turn:  # its turn: fewer than the window's batches sending (a stop sends none)
-            while self._sending >= self._limit and not self._stopping.is_set():
-                self._turn.wait(0.2)
-            self._sending += 1
         try:
-            return self._send_items(items)
+            with self._turns:
+                return self._send_items(items)
         finally:
-            with self._turn:
-                self._sending -= 1
-                self._turn.notify()
             with self._waiting_lock:
                 self._waiting.pop(threading.get_ident(), None)
 
