@@ -2,15 +2,16 @@
 
 A batch is in flight for the server's work plus a round trip. :data:`LEAST` batches keep the
 server busy where the round trip is nothing (the writer's four threads of before, measured on
-the loopback by bench/write.py); a round
-trip of ``r`` seconds away, sending ``rate`` documents a second in batches of ``batch_docs``
-needs about ``rate * r / batch_docs`` more on the wire (Little's law: the bandwidth-delay
-product of TCP), times :data:`SPREAD` for the spread of the calls' times (of the round trip,
-less the part of a call that is the client's and server's own work, :data:`NEAR_SECONDS`). The round trip is the
-network's, measured on small reads (:meth:`tsstore.clock.ServerClock.round_trip`), not the
-time a batch takes: that includes the server's queue, which more batches in flight would
-lengthen, and a window sized from it would grow its own wait (bufferbloat). The window stays
-within :data:`MOST` batches and :data:`BUDGET_BYTES` of documents, so memory stays bounded.
+the loopback by bench/write.py); a round trip of ``r`` seconds away, sending ``rate``
+documents a second in batches of ``batch_docs`` needs about ``rate * r / batch_docs`` more on
+the wire (Little's law: the bandwidth-delay product of TCP), times :data:`SPREAD` for the
+spread of the calls' times, ``r`` less the part of a call that is the client's and the
+server's own work (:data:`NEAR_SECONDS`). The round trip is the network's, measured on small
+calls (:meth:`tsstore.clock.ServerClock.round_trip`), not the time a batch takes: that
+includes the server's queue, which more batches in flight would lengthen, and a window sized
+from it would grow its own wait (bufferbloat). The window stays within :data:`MOST` batches
+and :data:`BUDGET_BYTES` of documents sending; the sender keeps as many ready behind them, so
+memory stays within twice that.
 """
 
 from __future__ import annotations
