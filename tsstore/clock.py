@@ -67,9 +67,7 @@ class ServerClock:
         """The network's round trip in seconds, at most: the shortest call answered in the
         last :data:`FRESH` (a small read's is the round trip and next to no work); ``None``
         without one."""
-        local = self._local()
-        with self._lock:
-            calls = [took for at, _, _, took in self._bounds if took is not None and local - at <= self._fresh]
+        calls = [took for _, _, _, took in self._recent() if took is not None]
         return min(calls) / 1e6 if calls else None
 
     def now(self) -> dt.datetime | None:
@@ -77,13 +75,18 @@ class ServerClock:
         :data:`FRESH` (and never before a time they carried); ``None`` when there is no read
         time among them."""
         local = self._local()
+        recent = self._recent(local)
+        highs = [high for _, _, high, _ in recent if high is not None]
+        if not highs:
+            return None
+        least, most = max(low for _, low, _, _ in recent), min(highs)
+        latest = max(at + low for at, low, _, _ in recent)  # the latest time an answer carried
+        return _EPOCH + max(local + (least + max(least, most)) // 2, latest) * _US
+
+    def _recent(self, local: int | None = None) -> list[tuple[int, int, int | None, int | None]]:
+        """The bounds of the answers of the last :data:`FRESH` (older ones are dropped)."""
+        local = self._local() if local is None else local
         with self._lock:
             while self._bounds and local - self._bounds[0][0] > self._fresh:
                 self._bounds.popleft()
-            lows = [(low, at) for at, low, _, _ in self._bounds]
-            highs = [high for _, _, high, _ in self._bounds if high is not None]
-        if not highs:
-            return None
-        least, most = max(low for low, _ in lows), min(highs)
-        latest = max(at + low for low, at in lows)  # the latest time an answer carried
-        return _EPOCH + max(local + (least + max(least, most)) // 2, latest) * _US
+            return list(self._bounds)

@@ -5,10 +5,12 @@ on threads, :mod:`tsstore.aio` on an event loop."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar, get_args
 
-from tsstore import faults
+from google.api_core import exceptions as gexc
+
 from tsstore.asks import Doc
 from tsstore.clock import ServerClock
 from tsstore.errors import ConfigError
@@ -115,7 +117,7 @@ class Writer:
     of starting at 500 again. As many batches are in flight as carry the ramp's rate across the
     network's round trip (:mod:`tsstore.write.window`), known from the project's recent calls
     (:meth:`~tsstore.clock.ServerClock.round_trip`), or measured by reading the server's time
-    once (one read) when a job starts without it."""
+    once (one read) when a job's sender first needs it unknown."""
 
     def __init__(
         self,
@@ -138,13 +140,23 @@ class Writer:
         return self._counters[spec.collection]
 
     def _round_trip(self, spec: SeriesSpec) -> Callable[[], float | None]:
-        """The network's round trip as the project's clock knows it, read once now if it does
-        not (the server's time: one read of a document that does not exist)."""
+        """The network's round trip as the project's clock knows it; the first time the sender
+        asks without it known, measured by reading the server's time (one read of a document
+        that does not exist, in the sender's thread: never on an event loop). A failed
+        measurement leaves it unknown (the window then keeps its least)."""
         client = self._sync_client()
         clock = server_clock(client)
-        if clock.round_trip() is None:
-            faults.call(lambda: answer_document(client, clock_probe(spec)), what="measuring the round trip")
-        return clock.round_trip
+        measured = False
+
+        def round_trip() -> float | None:
+            nonlocal measured
+            if not measured and clock.round_trip() is None:
+                measured = True
+                with contextlib.suppress(gexc.GoogleAPICallError):
+                    answer_document(client, clock_probe(spec))
+            return clock.round_trip()
+
+        return round_trip
 
     def job(self, ask: Send[R], ticks: Iterator[Tick]) -> Job[R]:
         """The job that runs ``ask`` over ``ticks``."""

@@ -63,7 +63,7 @@ class Explanation:
                 f"after {plan.start.isoformat() if plan.start else ''}"
             )
         if self.index_reads or self.range_fields:
-            billed = "billed" if self.index_reads or len(self.range_fields) >= 2 else "not billed"
+            billed = "billed" if plan.index_billed else "not billed"
             lines.append(f"index entries: {billed} (range fields: {', '.join(self.range_fields)})"
                          + (f", at least {self.index_reads} read(s) a page" if self.index_reads else ""))  # fmt: skip
         if self.eager_reads is None:

@@ -20,7 +20,7 @@ from typing import Any, Unpack
 from tsstore.errors import QueryError, SpecError
 from tsstore.indexes.build import CompositeIndex, after_timestamp, required_index, shape_index
 from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_QUERY_LIMIT
-from tsstore.read.cost import range_fields
+from tsstore.read.cost import bills_index_entries, range_fields
 from tsstore.read.query import Query, QueryOptions, Where
 from tsstore.spec import Direction, QueryShape, SeriesSpec, check_field_path
 from tsstore.ticks import Ordered, Position, Tick, get_path
@@ -111,15 +111,19 @@ class QueryPlan:
         fields of range conditions, the timestamp again as their order. The document-id
         tie-break is left out: it is Firestore's own last order of every query (whether a
         project is billed for it is checked with Query Explain, see the query-cost page)."""
-        timestamp = self.spec.timestamp_field
-        bounded = [timestamp] if self.start is not None or self.end is not None else []
-        return range_fields([*bounded, *(f.field for f in self.ranges)], (timestamp, *self.order_fields))
+        return range_fields(*self._range_and_order())
 
     @property
     def index_billed(self) -> bool:
         """Whether each chunk query is billed its index entries on top of its documents (two or
         more range fields: a range condition on a value field)."""
-        return len(self.range_fields) >= 2
+        return bills_index_entries(*self._range_and_order())
+
+    def _range_and_order(self) -> tuple[list[str], tuple[str, ...]]:
+        """The fields each chunk query filters by range, and those it orders by (the id left out)."""
+        timestamp = self.spec.timestamp_field
+        bounded = [timestamp] if self.start is not None or self.end is not None else []
+        return [*bounded, *(f.field for f in self.ranges)], (timestamp, *self.order_fields)
 
     @property
     def order_fields(self) -> tuple[str, ...]:
