@@ -1,6 +1,6 @@
 """Issue 43, "At a real distance": every read verb and the writer with a network's round trip
-between the client and the emulator (tests/proxy.DistanceProxy: half the round trip each way,
-with jitter), side by side with a direct connection, and with each verb's one-round anchor.
+between the client and the emulator (tests/proxy.DistanceProxy, in a process of its own: half
+the round trip each way, with jitter), side by side with a direct connection, and with each verb's one-round anchor.
 
 - Reads, on ``--ticks`` ticks at each of ``--shards`` (the demo declaration's fields, written
   once, directly): a page of 100, a cursor walk of ``--walk-pages`` pages of 100, ``count()``,
@@ -13,13 +13,18 @@ with jitter), side by side with a direct connection, and with each verb's one-ro
   "Added" is (median at the distance - median direct) / round trip: the round trips the verb
   waits for. The server's own ``round_trips`` (``ReadStats``) and billed reads are printed too.
 - Writes: ``--write-ticks`` ticks by ``TimeSeriesStore.write`` (ramp off) into a database of
-  their own per run, direct and at each distance; each run must store exactly the ticks sent
-  (ids and ``count()``).
+  their own per run, direct and at each distance, timed from the first tick handed to the
+  writer (the client's connection is opened before, by a plain read: it is not the writer's
+  work, and a long-running writer pays it once); each run must store exactly the ticks sent
+  (ids and ``count()``). After ``--write-warmups`` runs (the emulator's rate still rises over the
+  first), ``--write-repeats`` repeats, each place once a repeat in alternating order; "x direct"
+  is the median of each repeat's ratio to its direct run.
 - ``--cut``: the 80 ms reads and the write once more through a proxy that also cuts every
   connection about once a second: answers equal, nothing lost.
 
 Run: python bench/distance.py [--ticks 2500] [--shards 3,40] [--round-trips 20,80] [--repeats 5]
-     [--walk-pages 20] [--write-ticks 10000] [--write-shards 40] [--jitter 0.1] [--cut]
+     [--walk-pages 20] [--write-ticks 20000] [--write-shards 40] [--write-repeats 3] [--write-warmups 2]
+     [--jitter 0.1] [--cut]
 """
 
 from __future__ import annotations
@@ -37,10 +42,10 @@ from typing import Any
 from _common import emulator
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from tests.proxy import CuttingProxy, DistanceProxy
+from tests.proxy import ProxyProcess
 from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.demo import SPEC as DEMO
-from tsstore.local.emulator import Emulator, emulator_client
+from tsstore.local.emulator import DEFAULT_PROJECT, Emulator, emulator_client
 from tsstore.local.synthetic import trading_day
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import plan_query
@@ -63,18 +68,18 @@ class Place:
     name: str
     round_trip: float  # seconds
     address: str
-    proxy: CuttingProxy | None = None
+    proxy: ProxyProcess | None = None
 
 
 @contextmanager
 def places(emu: Emulator, round_trips: list[float], *, jitter: float, cut: bool) -> Iterator[list[Place]]:
     made = [Place("direct", 0.0, emu.address)]
     for rtt in round_trips:
-        proxy = DistanceProxy(emu.address, round_trip=rtt, jitter=jitter * rtt / 2)
+        proxy = ProxyProcess(emu.address, round_trip=rtt, jitter=jitter * rtt / 2)
         made.append(Place(f"{rtt * 1000:.0f} ms", rtt, proxy.address, proxy))
     if cut:
         rtt = max(round_trips)
-        proxy = DistanceProxy(emu.address, round_trip=rtt, jitter=jitter * rtt / 2, down=0.2, seed=1)
+        proxy = ProxyProcess(emu.address, round_trip=rtt, jitter=jitter * rtt / 2, down=0.2, seed=1)
         made.append(Place(f"{rtt * 1000:.0f} ms cut", rtt, proxy.address, proxy))
     try:
         yield made
@@ -294,15 +299,19 @@ def writes(emu: Emulator, args: argparse.Namespace, problems: list[str]) -> None
     rows = list(trading_day(args.write_ticks, seed=9))
     expected = {doc.id for doc in prepare_records(spec, rows)}
     rates: dict[str, list[float]] = {}
+    ratios: dict[str, list[float]] = {}  # each run's rate over the direct rate of the same repeat
     with places(emu, [r / 1000 for r in args.round_trips], jitter=args.jitter, cut=args.cut) as where:
-        warm = emu.client(database="write-warm")
-        TimeSeriesStore(warm, spec, write_options=WriteOptions(ramp=False)).write(rows[:2000], keep_ids=False)
-        warm.close()
+        for run in range(args.write_warmups):  # the emulator's JIT: its rate still rises for the first runs
+            warm = emu.client(database=f"write-warm-{run}")
+            TimeSeriesStore(warm, spec, write_options=WriteOptions(ramp=False)).write(rows, keep_ids=False)
+            warm.close()
+            emu.reset(project=DEFAULT_PROJECT, database=f"write-warm-{run}")  # the emulator's heap: 2 GB
         for run in range(args.write_repeats):
-            for place in where:
+            for place in where if run % 2 == 0 else where[::-1]:  # the order alternates: no place always first
                 database = f"write-{run}-{place.name.replace(' ', '-')}"
                 client = emulator_client(place.address, database=database)
                 store = TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False))
+                client.collection("elsewhere").document("none").get()  # the connection: not the writer's work
                 with cutting(place):
                     began = time.perf_counter()
                     store.write(rows, keep_ids=False)
@@ -313,14 +322,17 @@ def writes(emu: Emulator, args: argparse.Namespace, problems: list[str]) -> None
                 ids = {snap.id for snap in check.collection(spec.collection).select([]).stream()}
                 counted = TimeSeriesStore(check, spec).count()
                 check.close()
+                emu.reset(project=DEFAULT_PROJECT, database=database)
                 if ids != expected or counted != len(expected):
                     problems.append(f"write at {place.name}: {len(expected - ids)} missing, "
                                     f"{len(ids - expected)} extra, count() {counted}")  # fmt: skip
-    print(f"\nwrites: {args.write_ticks} ticks, {args.write_shards} shards, ramp off, medians of {args.write_repeats}")
-    direct = statistics.median(rates["direct"])
+            for place in where:
+                ratios.setdefault(place.name, []).append(rates[place.name][-1] / rates["direct"][-1])
+    print(f"\nwrites: {args.write_ticks} ticks, {args.write_shards} shards, ramp off, after {args.write_warmups} "
+          f"warm-up runs; medians of {args.write_repeats} (x direct: the median of each repeat's ratio)")  # fmt: skip
     for name, got in rates.items():
-        rate = statistics.median(got)
-        print(f"  {name:>12}: {rate:>9.0f} ticks/s  {rate / direct:.2f}x direct")
+        print(f"  {name:>12}: {statistics.median(got):>9.0f} ticks/s  {statistics.median(ratios[name]):.2f}x direct  "
+              f"(each: {', '.join(f'{r:.2f}' for r in ratios[name])})")  # fmt: skip
 
 
 def main() -> None:
@@ -330,9 +342,10 @@ def main() -> None:
     parser.add_argument("--round-trips", default="20,80", help="milliseconds, comma separated")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--walk-pages", type=int, default=20)
-    parser.add_argument("--write-ticks", type=int, default=10_000)
+    parser.add_argument("--write-ticks", type=int, default=20_000)
     parser.add_argument("--write-shards", type=int, default=40)
     parser.add_argument("--write-repeats", type=int, default=3)
+    parser.add_argument("--write-warmups", type=int, default=2)
     parser.add_argument("--jitter", type=float, default=0.1, help="of each way's delay, either side")
     parser.add_argument("--cut", action="store_true", help="also at the longest round trip through cuts")
     parser.add_argument("--skip", default="", help="reads, writes")

@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from tsstore import CursorError, QueryShape, SeriesSpec, plan_query
-from tsstore.read.cursor import decode_cursor, encode_cursor
+from tsstore.read.cursor import cursor_snapshot, decode_cursor, encode_cursor
 from tsstore.ticks import Ordered
 
 UTC = dt.timezone.utc
@@ -19,6 +19,15 @@ def test_round_trip_keeps_microseconds_and_id() -> None:
     plan = plan_query(SPEC, where={"exchange": "E"}, limit=10)
     token = encode_cursor(plan, (T, "doc-1"))
     assert decode_cursor(plan_query(SPEC, where={"exchange": "E"}, limit=99), token) == (T, "doc-1")
+
+
+def test_a_cursor_carries_its_pages_snapshot_and_one_without_carries_none() -> None:
+    plan = plan_query(SPEC, where={"exchange": "E"}, limit=10)
+    read_at = T + dt.timedelta(minutes=5, microseconds=7)
+    token = encode_cursor(plan, (T, "doc-1"), snapshot=read_at)
+    assert cursor_snapshot(token) == read_at and decode_cursor(plan, token) == (T, "doc-1")
+    assert cursor_snapshot(encode_cursor(plan, (T, "doc-1"))) is None
+    assert cursor_snapshot("garbage!!") is None and cursor_snapshot("WzFd") is None  # "[1]": not a cursor
 
 
 def test_cursor_from_another_query_is_refused() -> None:

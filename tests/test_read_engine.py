@@ -23,6 +23,7 @@ from tests.shared import PAGES, SPEC, TICKS, brute_force
 from tsstore import QueryShape, SeriesSpec, Tick, TimeSeriesStore, WriteOptions, plan_query
 from tsstore.errors import ConfigError
 from tsstore.read.cost import ReadStats, bills_index_entries, lean_asks, lean_refills, range_fields, refill_asks
+from tsstore.read.cursor import decode_cursor
 from tsstore.read.engine import LEAN_REFILLS
 from tsstore.read.explain import explain
 from tsstore.read.merge import merge_streams, take
@@ -194,7 +195,10 @@ def test_page_stats_count_what_came_back(skewed: dict[str, Any]) -> None:
     # Every document counted came from a chunk query; each query is billed at least once.
     assert stats.documents >= 31 and stats.documents + 1 <= stats.billed_reads <= stats.documents + stats.queries
     eager = TimeSeriesStore(store.client, SPEC, lean=False).query(where={"symbol": ["AAA", "BBB", "CCC"]}, limit=30)
-    assert [t.id for t in eager] == [t.id for t in page] and eager.cursor == page.cursor
+    asked = plan_query(SPEC, where={"symbol": ["AAA", "BBB", "CCC"]}, limit=30)
+    assert [t.id for t in eager] == [t.id for t in page]
+    assert eager.cursor is not None and page.cursor is not None  # each carries its own snapshot: the positions agree
+    assert decode_cursor(asked, eager.cursor) == decode_cursor(asked, page.cursor)
     assert eager.stats.documents == 4 * 31 > stats.documents  # 4 chunks of 10 shards (41+ matches each), asked 31 each
     counted = ReadStats()
     assert store.count(stats=counted) == TICKS

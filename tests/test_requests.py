@@ -16,8 +16,10 @@ from tsstore.errors import QueryError, RetentionError, UndeclaredShardsWarning
 from tsstore.layout.census import CountAll
 from tsstore.read.chunks import ChunkTicks
 from tsstore.read.cost import ReadStats
+from tsstore.read.cursor import cursor_snapshot
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
+from tsstore.ticks import Tick
 from tsstore.verbs import aggregates, asof, reading, retention, rollups
 from tsstore.verbs.request import Collect, Count, Feed, Send
 
@@ -157,6 +159,32 @@ def test_estimated_snapshots_read_the_servers_time_only_when_no_answer_brought_o
         assert stats.snapshot_reads == probes
     ran = run(reading.count(seat(spec), start=at("09:00:00")), count_answers([5], 10))
     assert len(ran.of(GetDoc)) == 1 and not ran.of(KnownTime)
+
+
+def test_a_walk_of_pages_reads_at_its_first_pages_snapshot_while_the_server_keeps_it() -> None:
+    """Issue 43: one snapshot for a whole walk. A page of several chunks reads the server's
+    time and its cursor carries it; the next page reads at it without a read of its own,
+    unless the clock knows no server time (a pause) or the snapshot is near Firestore's hour.
+    A page of one query reads at no snapshot, and its cursor carries none."""
+    spec = SeriesSpec("ticks", shards=[f"s{i}" for i in range(40)])  # two chunks
+    ticks = [Tick(f"t{i}", at("09:00:00") - dt.timedelta(seconds=i), {}) for i in range(3)]
+
+    def page(cursor: str | None, *, server: str, known: dt.datetime | None, on: SeriesSpec = spec) -> Any:
+        answers = {Collect: lambda ask: ticks, GetDoc: documents({}, now=at(server)), KnownTime: lambda ask: known}
+        return run(reading.query(seat(on), limit=2, cursor=cursor), answers)
+
+    first = page(None, server="12:00:00", known=None)
+    cursor = first.result.cursor
+    assert len(first.of(GetDoc)) == 1 and not first.of(KnownTime) and cursor_snapshot(cursor) == at("12:00:00")
+    for known, reads in ((at("12:00:20"), 0), (at("12:49:59"), 0), (at("12:50:01"), 1), (None, 1)):
+        ran = page(cursor, server="13:00:00", known=known)
+        assert len(ran.of(GetDoc)) == ran.result.stats.snapshot_reads == reads, known
+        assert cursor_snapshot(ran.result.cursor) == at("13:00:00" if reads else "12:00:00")
+    one = SeriesSpec("ticks", shards=("s0", "s1"))
+    first = page(None, server="12:00:00", known=None, on=one)
+    assert not first.of(GetDoc) and cursor_snapshot(first.result.cursor) is None
+    second = page(first.result.cursor, server="12:00:00", known=at("12:00:00"), on=one)
+    assert not second.of(GetDoc) and not second.of(KnownTime)
 
 
 def test_a_count_of_everything_warns_of_documents_under_undeclared_shard_values() -> None:

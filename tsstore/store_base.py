@@ -6,10 +6,9 @@ on threads, :mod:`tsstore.aio` on an event loop."""
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar, get_args
-
-from google.api_core import exceptions as gexc
 
 from tsstore.asks import Doc
 from tsstore.clock import ServerClock
@@ -142,18 +141,23 @@ class Writer:
     def _round_trip(self, spec: SeriesSpec) -> Callable[[], float | None]:
         """The network's round trip as the project's clock knows it; the first time the sender
         asks without it known, measured by reading the server's time (one read of a document
-        that does not exist, in the sender's thread: never on an event loop). A failed
-        measurement leaves it unknown (the window then keeps its least)."""
+        that does not exist) on a thread of its own, beside the first batches rather than
+        before them: never on an event loop, and no batch waits for it. Until it answers, and
+        if it fails, the round trip is unknown (the window then keeps its least)."""
         client = self._sync_client()
         clock = server_clock(client)
-        measured = False
+        measuring: list[threading.Thread] = []
+
+        def measure() -> None:
+            # Any failure (a fault, the client closed under it) only leaves the round trip
+            # unknown; nothing of this thread may reach the user as a traceback.
+            with contextlib.suppress(Exception):
+                answer_document(client, clock_probe(spec))
 
         def round_trip() -> float | None:
-            nonlocal measured
-            if not measured and clock.round_trip() is None:
-                measured = True
-                with contextlib.suppress(gexc.GoogleAPICallError):
-                    answer_document(client, clock_probe(spec))
+            if not measuring and clock.round_trip() is None:
+                measuring.append(threading.Thread(target=measure, daemon=True, name="tsstore-round-trip"))
+                measuring[0].start()
             return clock.round_trip()
 
         return round_trip

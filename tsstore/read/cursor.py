@@ -4,7 +4,9 @@
 A cursor names a position in the merged order, not an offset, so every chunk resumes
 right after it and a page never skips or repeats a document, ties included. It also
 carries a fingerprint of the query's filters, range and direction, so a cursor from one
-query cannot silently be used to continue another.
+query cannot silently be used to continue another; and, when its page was read at a snapshot
+(a query of several chunks, or one given a ``read_time``), that snapshot's time, so a walk
+of pages reads them all at its first page's snapshot (see :func:`cursor_snapshot`).
 """
 
 from __future__ import annotations
@@ -37,12 +39,15 @@ def _fingerprint(plan: QueryPlan) -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
-def encode_cursor(plan: QueryPlan, position: Position) -> str:
-    """A cursor that continues ``plan`` after ``position`` (a :meth:`QueryPlan.key`)."""
+def encode_cursor(plan: QueryPlan, position: Position, *, snapshot: dt.datetime | None = None) -> str:
+    """A cursor that continues ``plan`` after ``position`` (a :meth:`QueryPlan.key`), read at
+    ``snapshot`` when there is one."""
     timestamp, values, document_id = position[0], position[1:-1], position[-1]
     body: dict[str, Any] = {"v": _VERSION, "t": to_micros(timestamp), "id": document_id, "q": _fingerprint(plan)}
     if values:
         body["k"] = [_encode_value(ordered.raw) for ordered in values]
+    if snapshot is not None:
+        body["s"] = to_micros(snapshot)
     raw = json.dumps(body, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -51,8 +56,7 @@ def decode_cursor(plan: QueryPlan, cursor: str) -> Position:
     """The position (a :meth:`QueryPlan.key`) a cursor resumes after; :class:`CursorError` if
     it is malformed or was made by a different query."""
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        body = json.loads(raw)
+        body = _body(cursor)
         version, micros, doc_id, fp = body["v"], body["t"], body["id"], body["q"]
         values = tuple(Ordered(_decode_value(v)) for v in body.get("k", ()))
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -65,6 +69,21 @@ def decode_cursor(plan: QueryPlan, cursor: str) -> Position:
             "a cursor only continues the query that produced it"
         )
     return (from_micros(micros), *values, doc_id)
+
+
+def cursor_snapshot(cursor: str) -> dt.datetime | None:
+    """The snapshot the cursor's page was read at (``None`` if it was read at none, or the
+    cursor is not a tsstore cursor: :func:`decode_cursor` says so)."""
+    try:
+        micros = _body(cursor).get("s")
+    except (ValueError, TypeError, AttributeError):
+        return None
+    return from_micros(micros) if isinstance(micros, int) else None
+
+
+def _body(cursor: str) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    return body
 
 
 def _encode_value(value: Any) -> dict[str, Any]:

@@ -379,12 +379,13 @@ def sweep_cursor(chunk: Chunk, plan: QueryPlan, stats: ReadStats) -> ChunkCursor
     return ChunkCursor.of(plan, chunk, after=None, limit=None, read_time=None, stats=stats, consistent=False)
 
 
-def finish_page(plan: QueryPlan, ticks: list[Tick], stats: ReadStats) -> Page:
-    """A page from ``limit + 1`` ticks: the extra one only says that a next page exists."""
+def finish_page(plan: QueryPlan, ticks: list[Tick], stats: ReadStats, *, snapshot: dt.datetime | None) -> Page:
+    """A page from ``limit + 1`` ticks: the extra one only says that a next page exists. Its
+    cursor carries ``snapshot``, the one the page was read at, for the next page."""
     assert plan.limit is not None
     more = len(ticks) > plan.limit
     shown = ticks[: plan.limit]
-    cursor = encode_cursor(plan, plan.key(shown[-1])) if more else None
+    cursor = encode_cursor(plan, plan.key(shown[-1]), snapshot=snapshot) if more else None
     return Page(tuple(shown), cursor, stats)
 
 
@@ -397,7 +398,8 @@ def reraise_stopped(
     expired = snapshot_expired(exc)
     if not expired and not isinstance(exc, FaultError):
         raise exc
-    cursor = encode_cursor(plan, plan.key(last)) if last is not None else None
+    kept = None if expired else read_time  # a cursor to go on from reads at the snapshot while it lasts
+    cursor = encode_cursor(plan, plan.key(last), snapshot=kept) if last is not None else None
     where = (
         f"after {returned} ticks, the last at {last.timestamp.isoformat()} (id {last.id}); "
         "pass cursor= (the error's .cursor) to a new query to continue from there"

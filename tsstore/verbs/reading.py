@@ -19,7 +19,7 @@ from tsstore.frames import FrameBuilder, check_frame_rows, polars_frame
 from tsstore.layout.census import CountAll
 from tsstore.read.chunks import ChunkTicks
 from tsstore.read.cost import ReadStats
-from tsstore.read.cursor import decode_cursor
+from tsstore.read.cursor import cursor_snapshot, decode_cursor
 from tsstore.read.engine import ChunkCursor, PageRounds, TickRead, chunk_cursors, finish_page
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.read.query import Query, QueryOptions, RangeOptions
@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 
 #: A document id that is never written; reading it returns the server's current time.
 CLOCK_PROBE_ID = "tsstore-read-time-probe"
+
+#: How old a walk's snapshot may be and still be read at: Firestore reads back one hour (7
+#: days with point-in-time recovery); the rest is margin for the walk's pages and the clocks.
+WALK_SNAPSHOT_AGE = dt.timedelta(minutes=50)
 
 #: The query fields count() uses.
 COUNT_OPTIONS = ("where", "start", "end", "read_time")
@@ -74,7 +78,10 @@ def query(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOpti
     query of a series shape (``series_rate``) is one Firestore query; others are one per
     shard chunk. With a ``limit`` the page holds
     at most that many ticks and ``page.cursor`` continues after the last one (``None``
-    when nothing follows); without one the page holds every match."""
+    when nothing follows); without one the page holds every match. A page read at a
+    snapshot (several chunks, or a ``read_time``) passes it on in its cursor: the pages of
+    a walk read the collection as its first page saw it (a new snapshot after a pause of
+    more than 30 s or a walk of 50 minutes)."""
     plan = plan_query(seat.spec, query, **options)
     stats = ReadStats()
     if plan.limit is None:
@@ -83,7 +90,7 @@ def query(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOpti
     after, snapshot = start_after(plan), (yield from snapshot_of(seat, plan, stats))
     # One more than the limit tells whether a next page exists.
     rounds = page_rounds(seat, plan, after=after, rows=plan.limit + 1, read_time=snapshot, stats=stats)
-    return finish_page(plan, (yield Collect(TickRead(plan, rounds=rounds))), stats)
+    return finish_page(plan, (yield Collect(TickRead(plan, rounds=rounds))), stats, snapshot=snapshot)
 
 
 def iter_ticks(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOptions]) -> Reading[Tick]:
@@ -207,12 +214,31 @@ def start_after(plan: QueryPlan) -> Position | None:
 def snapshot_of(
     seat: Seat, plan: QueryPlan, stats: ReadStats, *, parts: int | None = None
 ) -> Request[dt.datetime | None]:
-    """One snapshot for every chunk (or every one of ``parts`` queries): the caller's, or
-    :func:`snapshot_now`. One query needs none."""
+    """One snapshot for every chunk (or every one of ``parts`` queries): the caller's, the
+    one of the walk a cursor continues (:func:`walk_snapshot`), or :func:`snapshot_now`. One
+    query needs none."""
     read_time = plan.query.read_time
+    if read_time is None and plan.query.cursor is not None:
+        read_time = yield from walk_snapshot(plan.query.cursor)
     if read_time is not None or (parts or len(plan.chunks)) == 1:
         return read_time
     return (yield from snapshot_now(seat, stats))
+
+
+def walk_snapshot(cursor: str) -> Request[dt.datetime | None]:
+    """The snapshot a walk of pages reads at: the one its first page was read at, which each
+    page's cursor carries, so the walk is one consistent view for one snapshot read. ``None``
+    (read a new one) when the cursor carries none, or when its snapshot is older than
+    :data:`WALK_SNAPSHOT_AGE` by the server's time as the clock knows it from recent answers
+    (:class:`~tsstore.asks.KnownTime`; unknown, too, after a pause with no answer):
+    Firestore reads back one hour."""
+    taken = cursor_snapshot(cursor)
+    if taken is None:
+        return None
+    now = yield from ask(KnownTime())
+    if now is None or now - taken > WALK_SNAPSHOT_AGE:
+        return None
+    return taken
 
 
 def snapshot_now(seat: Seat, stats: ReadStats) -> Request[dt.datetime]:
