@@ -1,6 +1,7 @@
 """Issue 43, "At a real distance": every read verb and the writer with a network's round trip
 between the client and the emulator (tests/proxy.DistanceProxy, in a process of its own: half
-the round trip each way, with jitter), side by side with a direct connection, and with each verb's one-round anchor.
+the round trip each way, with jitter), side by side with a direct connection, and with each
+verb's one-round anchor.
 
 - Reads, on ``--ticks`` ticks at each of ``--shards`` (the demo declaration's fields, written
   once, directly): a page of 100, a cursor walk of ``--walk-pages`` pages of 100, ``count()``,
