@@ -20,7 +20,7 @@ from tsstore.ticks import Tick
 from tsstore.verbs import Verbs
 from tsstore.verbs.reading import clock_probe
 from tsstore.verbs.request import Aggregate, Count, Over, Seat, Send, Snapshots
-from tsstore.wire import answer_document, doc_of, late_guard, server_clock
+from tsstore.wire import answer_document, doc_of, late_guard, server_clock, told_clock
 from tsstore.write.counting import SeriesCounters
 from tsstore.write.job import Job, bulk_sender
 from tsstore.write.ops import Transport
@@ -78,8 +78,7 @@ class StoreBase(Verbs):
     def _docs(self, snapshots: Any, sent: int) -> list[Doc]:
         """The documents a query (sent then) returned, their read time told to the project's
         clock."""
-        found = [doc_of(snapshot) for snapshot in snapshots]
-        self._clock.saw(max((doc.read_time for doc in found if doc.read_time is not None), default=None), sent=sent)
+        found: list[Doc] = told_clock(self.client, [doc_of(snapshot) for snapshot in snapshots], sent)
         return found
 
     def _collection_of(self, spec: SeriesSpec) -> Any:
@@ -146,7 +145,7 @@ class Writer:
         if it fails, the round trip is unknown (the window then keeps its least)."""
         client = self._sync_client()
         clock = server_clock(client)
-        measuring: list[threading.Thread] = []
+        measuring = False
 
         def measure() -> None:
             # Any failure (a fault, the client closed under it) only leaves the round trip
@@ -155,9 +154,10 @@ class Writer:
                 answer_document(client, clock_probe(spec))
 
         def round_trip() -> float | None:
+            nonlocal measuring
             if not measuring and clock.round_trip() is None:
-                measuring.append(threading.Thread(target=measure, daemon=True, name="tsstore-round-trip"))
-                measuring[0].start()
+                measuring = True
+                threading.Thread(target=measure, daemon=True, name="tsstore-round-trip").start()
             return clock.round_trip()
 
         return round_trip

@@ -237,7 +237,7 @@ def answer_document(client: Any, ask: DocAsk) -> Any:
     call, finish = _document_call(client, ask)
     sent = local_us()
     try:
-        return _seen(client, finish(call()), sent)
+        return told_clock(client, finish(call()), sent)
     except gexc.FailedPrecondition:
         if isinstance(ask, DeleteDoc) and ask.written is not None:
             return False  # written again since it was read
@@ -249,16 +249,16 @@ async def aanswer_document(client: Any, ask: DocAsk) -> Any:
     call, finish = _document_call(client, ask)
     sent = local_us()
     try:
-        return _seen(client, finish(await call()), sent)
+        return told_clock(client, finish(await call()), sent)
     except gexc.FailedPrecondition:
         if isinstance(ask, DeleteDoc) and ask.written is not None:
             return False
         raise
 
 
-def _seen(client: Any, answer: Any, sent: int) -> Any:
+def told_clock(client: Any, answer: Any, sent: int) -> Any:
     """``answer`` to a call ``sent`` then, its server time told to the project's clock (a
-    document's read time, a write's commit time)."""
+    write's commit time, or the latest read time of the documents it holds)."""
     clock = server_clock(client)
     if isinstance(answer, dt.datetime):
         clock.saw(answer, sent=sent, read=False)
