@@ -24,7 +24,7 @@ verb's one-round anchor.
   connection about once a second: answers equal, nothing lost.
 
 Run: python bench/distance.py [--ticks 2500] [--shards 3,40] [--round-trips 20,80] [--repeats 5]
-     [--walk-pages 20] [--write-ticks 20000] [--write-shards 40] [--write-repeats 3] [--write-warmups 2]
+     [--walk-pages 20] [--write-ticks 100000] [--write-shards 40] [--write-repeats 3] [--write-warmups 1]
      [--jitter 0.1] [--cut]
 """
 
@@ -306,7 +306,7 @@ def writes(emu: Emulator, args: argparse.Namespace, problems: list[str]) -> None
             warm = emu.client(database=f"write-warm-{run}")
             TimeSeriesStore(warm, spec, write_options=WriteOptions(ramp=False)).write(rows, keep_ids=False)
             warm.close()
-            emu.reset(project=DEFAULT_PROJECT, database=f"write-warm-{run}")  # the emulator's heap: 2 GB
+            emu.reset(project=DEFAULT_PROJECT, database=f"write-warm-{run}")  # the heap holds every document
         for run in range(args.write_repeats):
             for place in where if run % 2 == 0 else where[::-1]:  # the order alternates: no place always first
                 database = f"write-{run}-{place.name.replace(' ', '-')}"
@@ -343,18 +343,19 @@ def main() -> None:
     parser.add_argument("--round-trips", default="20,80", help="milliseconds, comma separated")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--walk-pages", type=int, default=20)
-    parser.add_argument("--write-ticks", type=int, default=20_000)
+    parser.add_argument("--write-ticks", type=int, default=100_000)
     parser.add_argument("--write-shards", type=int, default=40)
     parser.add_argument("--write-repeats", type=int, default=3)
-    parser.add_argument("--write-warmups", type=int, default=2)
+    parser.add_argument("--write-warmups", type=int, default=1)
     parser.add_argument("--jitter", type=float, default=0.1, help="of each way's delay, either side")
     parser.add_argument("--cut", action="store_true", help="also at the longest round trip through cuts")
     parser.add_argument("--skip", default="", help="reads, writes")
+    parser.add_argument("--heap", default="10g", help="the emulator's heap (it keeps every document on it)")
     args = parser.parse_args()
     args.round_trips = [float(r) for r in args.round_trips.split(",") if r]
     problems: list[str] = []
     began = time.perf_counter()
-    emu = emulator()
+    emu = emulator(max_heap=args.heap)
     try:
         if "reads" not in args.skip:
             for shards in (int(s) for s in args.shards.split(",")):
