@@ -47,7 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "tsstore_emulator" in getattr(item, "fixturenames", ()):
+        if {"tsstore_emulator", "tsstore_datastore_emulator"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.emulator)
 
 
@@ -59,6 +59,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def emulator(tsstore_emulator: EmulatorAt) -> EmulatorAt:
     """The session's emulator (the plugin's ``tsstore_emulator``)."""
     return tsstore_emulator
+
+
+@pytest.fixture(scope="session")
+def datastore_emulator(tsstore_datastore_emulator: EmulatorAt) -> EmulatorAt:
+    """The session's emulator in Datastore mode (the plugin's ``tsstore_datastore_emulator``)."""
+    return tsstore_datastore_emulator
 
 
 @pytest.fixture

@@ -66,22 +66,27 @@ def test_plugin_works_in_a_project_without_conftest(tmp_path: Path) -> None:
 def test_a_shared_emulator_that_cannot_start_is_tried_once_and_each_worker_gets_why(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    tries: list[int] = []
+    tries: list[str] = []
 
-    def refuse() -> None:
-        tries.append(1)
-        raise EmulatorError("no Java here: install a JDK 17")
+    def refuse(*, mode: str) -> None:
+        tries.append(mode)
+        raise EmulatorError(f"no Java here for {mode} mode: install a JDK 17")
 
     monkeypatch.setattr(pytest_plugin, "start_emulator", refuse)
-    shared = pytest_plugin._SharedEmulator()
+    shared = [pytest_plugin._SharedEmulator("native"), pytest_plugin._SharedEmulator("datastore")]
     nodes = [SimpleNamespace(workerinput={"workerid": f"gw{k}"}) for k in range(3)]
     for node in nodes:
-        shared.pytest_configure_node(node)
-    assert tries == [1]
+        for each in shared:
+            each.pytest_configure_node(node)
+    assert tries == ["native", "datastore"]  # each mode's emulator tried once
     for node in nodes:
         assert node.workerinput["tsstore_emulator"] is None
-        assert node.workerinput["tsstore_emulator_error"] == "no Java here: install a JDK 17"
-    shared.pytest_unconfigure()  # nothing to stop
+        assert node.workerinput["tsstore_emulator_error"] == "no Java here for native mode: install a JDK 17"
+        assert node.workerinput["tsstore_datastore_emulator"] is None
+        why = node.workerinput["tsstore_datastore_emulator_error"]
+        assert why == "no Java here for datastore mode: install a JDK 17"
+    for each in shared:
+        each.pytest_unconfigure()  # nothing to stop
 
 
 @pytest.mark.parametrize(

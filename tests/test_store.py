@@ -25,6 +25,7 @@ from tsstore import (
 )
 from tsstore.local.synthetic import INSTRUMENTS, SEED_INSTRUMENTS, trading_day
 from tsstore.ticks import sort_key
+from tsstore.times import plain_datetime
 
 UTC = dt.timezone.utc
 FAST = WriteOptions(ramp=False, max_ops_per_second=50_000)
@@ -67,10 +68,34 @@ def test_seed_scenario(client: firestore.Client, collection_name: str) -> None:
     assert {d.get("shard") for d in raw} <= {"x", "y", "z"}
 
 
-@pytest.fixture(scope="module")
-def big(emulator: Any) -> dict[str, Any]:
-    """360 ticks over 40 shards (two chunks), written once for the module's tests."""
-    client = emulator.client(database=f"big-{uuid.uuid4().hex[:12]}")
+def stored_ticks(client: Any, kind: str) -> list[Tick]:
+    """Every tick of ``kind`` read back through the client's own public API, whichever mode it
+    speaks: the oracle's data, decoded by the client rather than by tsstore."""
+    if isinstance(client, firestore.Client):
+        return [Tick(doc.id, doc.get("timestamp"), doc.to_dict() or {}) for doc in client.collection(kind).stream()]
+
+    def plain(value: Any) -> Any:  # the public client's Entity and nanosecond times, as plain values
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, dt.datetime):
+            return plain_datetime(value)
+        return [plain(v) for v in value] if isinstance(value, list) else value
+
+    return [Tick(e.key.name, plain(e["timestamp"]), plain(e)) for e in client.query(kind=kind).fetch()]
+
+
+#: Firestore in Native mode, and in Datastore mode: the module's data set is written to each.
+MODES = ("native", "datastore")
+
+
+@pytest.fixture(scope="module", params=MODES)
+def big(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """360 ticks over 40 shards (two chunks), written once for the module's tests, per mode."""
+    mode, name = request.param, f"big-{uuid.uuid4().hex[:12]}"
+    if mode == "native":
+        client: Any = request.getfixturevalue("emulator").client(database=name)
+    else:
+        client = request.getfixturevalue("datastore_emulator").datastore_client(database=name)
     spec = SeriesSpec(
         "ticks",
         shards=[f"s{i:02d}" for i in range(40)],
@@ -99,9 +124,9 @@ def big(emulator: Any) -> dict[str, Any]:
             }
         )
     result = store.write(rows)
-    stored = [Tick(doc.id, doc.get("timestamp"), doc.to_dict() or {}) for doc in client.collection("ticks").stream()]
+    stored = stored_ticks(client, "ticks")
     assert len(stored) == len(rows) == result.count
-    yield {"store": store, "ticks": stored, "spec": spec}
+    yield {"store": store, "ticks": stored, "spec": spec, "mode": mode}
     store.close()
     client.close()
 
@@ -192,6 +217,7 @@ def test_iter_ticks_reads_all_pages_lazily(big: dict[str, Any]) -> None:
     assert [t.id for t in got] == [t.id for t in oracle(ticks, {}, None, None, False, None)]
 
 
+@pytest.mark.parametrize("big", ["native"], indirect=True)  # Datastore mode has one path: the raw one
 def test_fast_decoder_matches_public_client_path(big: dict[str, Any], emulator: Any) -> None:
     client = big["store"].client
     public = TimeSeriesStore(client, big["spec"], fast_wire=False)

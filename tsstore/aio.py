@@ -25,6 +25,7 @@ from tsstore.counters import ShardedCounter
 from tsstore.errors import ConfigError
 from tsstore.frames import aframes
 from tsstore.live.aio import AsyncLive
+from tsstore.modes import FirestoreSide
 from tsstore.read.async_engine import aread_ticks
 from tsstore.read.engine import TickRead
 from tsstore.read.fetch import afetcher
@@ -81,8 +82,11 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         # query before answering), not while the caller consumes the stream: a merge keeps
         # every chunk's stream open at once, and must not wait on itself.
         self._gate = asyncio.Semaphore(max_concurrency)
-        self._writer = Writer(spec, write_options, sync_client=lambda: self._twin, collection_of=self._collection_of,
-                              transport=_loop_transport)  # fmt: skip
+        if self._datastore is not None:
+            raise ConfigError("AsyncTimeSeriesStore does not serve Datastore mode yet; use TimeSeriesStore with the "
+                              "datastore.Client (in a thread: asyncio.to_thread)")
+        self._writer = Writer(spec, write_options, side=FirestoreSide(lambda: self._twin),
+                              collection_of=self._collection_of, transport=_loop_transport)  # fmt: skip
 
     def close(self) -> None:
         """Close the sync client made for listeners and counters, if one was (the async

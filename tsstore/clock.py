@@ -90,3 +90,16 @@ class ServerClock:
             while self._bounds and local - self._bounds[0][0] > self._fresh:
                 self._bounds.popleft()
             return list(self._bounds)
+
+
+#: The server's time as seen on each (endpoint, project): every client and store of this
+#: process on the project's databases share it, whatever the database mode.
+_CLOCKS: dict[tuple[str, str], ServerClock] = {}
+_CLOCKS_LOCK = threading.Lock()
+
+
+def project_clock(endpoint: str, project: str) -> ServerClock:
+    """The one clock of ``project`` on ``endpoint`` (an emulator's ``host:port``; ``""``:
+    Google Cloud)."""
+    with _CLOCKS_LOCK:
+        return _CLOCKS.setdefault((endpoint, project), ServerClock())

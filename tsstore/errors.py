@@ -65,6 +65,11 @@ class QueryError(UsageError):
     """A query asks for something tsstore or Firestore cannot serve."""
 
 
+class ModeError(UsageError):
+    """What Firestore in Datastore mode does not have (listeners, security rules), or what
+    tsstore does not serve there yet; the message says what to use instead."""
+
+
 class RetentionError(TsstoreError):
     """A purge would delete ticks that a roll-up of them has not rolled up yet.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -23,15 +23,17 @@ from tsstore.asks import DeleteDoc, Doc, FindDocs, GetDoc, KnownTime, SetDoc
 from tsstore.clock import local_us
 from tsstore.errors import ConfigError
 from tsstore.frames import frames
+from tsstore.modes import FirestoreSide, refuse_live
 from tsstore.read.engine import TickRead, read_ticks
 from tsstore.read.fetch import fetcher
 from tsstore.spec import SeriesSpec
-from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, Writer, aggregated
+from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, Writer, WriterSide, aggregated
 from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.verbs.request import Readable, Snapshots
 from tsstore.wire import answer_document, transport
+from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
 
 R = TypeVar("R")
@@ -83,8 +85,12 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
                          snapshots=snapshots)  # fmt: skip
         self._fast = fast_wire
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tsstore-read")
-        self._writer = Writer(spec, write_options, sync_client=lambda: client, collection_of=self._collection_of,
-                              transport=functools.partial(transport, fast=fast_wire))  # fmt: skip
+        if self._datastore is not None:
+            side: WriterSide = self._datastore.side
+            sends: Callable[..., Transport] = self._datastore.transport
+        else:
+            side, sends = FirestoreSide(lambda: client), functools.partial(transport, fast=fast_wire)
+        self._writer = Writer(spec, write_options, side=side, collection_of=self._collection_of, transport=sends)
 
     def close(self) -> None:
         """Stop the reader threads (the client stays open: it is the caller's)."""
@@ -109,6 +115,8 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
             case asks.Count() | asks.Aggregate():
 
                 def aggregate(values: Sequence[str]) -> Any:
+                    if self._datastore is not None:
+                        return self._datastore.aggregate(ask, values)
                     query, sent = self._aggregation(ask, values), local_us()
                     return aggregated(ask, query.get(read_time=ask.read_time, retry=None), self._clock, sent)
 
@@ -116,6 +124,8 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
             case asks.Documents(over=over, read_time=read_time):
 
                 def documents() -> list[Doc]:
+                    if self._datastore is not None:
+                        return self._datastore.documents(over, read_time)
                     query, sent = self._over(over, ()), local_us()
                     return self._docs(query.get(read_time=read_time, retry=None), sent)
 
@@ -127,6 +137,8 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
                     sink.add(tick)
                 return None
             case GetDoc() | SetDoc() | DeleteDoc() | FindDocs():
+                if self._datastore is not None:
+                    return faults.call(functools.partial(self._datastore.answer_document, ask), what=ask.what)
                 return faults.call(lambda: answer_document(self.client, ask), what=ask.what)
             case asks.Send(read=read):
                 return self._writer.job(ask, self._ticks(read) if read is not None else iter(())).run()
@@ -152,10 +164,15 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
         return declare.TickStream(items(), reading.stats)
 
     def _listen(self, listening: declare.Listening[L, Any]) -> L:
+        if self._datastore is not None:
+            refuse_live(listening)
         return self._run(listening.opening)(self._collection)
 
     def _ticks(self, read: Readable) -> Iterator[Tick]:
         if isinstance(read, JoinRead):
             return read.joined(self._ticks(read.left), self._ticks(read.right))
-        fetch = fetcher(self._collection_of, read.plan, fast=self._fast)
+        if self._datastore is not None:
+            fetch = self._datastore.fetcher(read.plan)
+        else:
+            fetch = fetcher(self._collection_of, read.plan, fast=self._fast)
         return read_ticks(read, fetch=fetch, pool=self._pool, renew=lambda: self._run(reading.server_time(self.seat)))

@@ -8,26 +8,30 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, get_args
 
 from tsstore.asks import Doc
 from tsstore.clock import ServerClock
 from tsstore.errors import ConfigError
 from tsstore.layout.census import census_query
+from tsstore.modes import DatastoreKind, is_datastore_client
 from tsstore.read.chunks import ChunkTicks, chunk_query
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
 from tsstore.verbs import Verbs
-from tsstore.verbs.reading import clock_probe
 from tsstore.verbs.request import Aggregate, Count, Over, Seat, Send, Snapshots
-from tsstore.wire import answer_document, doc_of, late_guard, server_clock, told_clock
+from tsstore.wire import doc_of, server_clock, told_clock
 from tsstore.write.counting import SeriesCounters
 from tsstore.write.job import Job, bulk_sender
+from tsstore.write.marks import LateGuard
 from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
 from tsstore.write.ramp import RampLimiter
 from tsstore.write.sender import Written
 from tsstore.write.window import Window
+
+if TYPE_CHECKING:
+    from tsstore.datastore_mode import DatastoreAnswers
 
 R = TypeVar("R")
 
@@ -69,11 +73,21 @@ class StoreBase(Verbs):
         self.spec = spec
         self.client = client
         self.write_options = write_options
-        self._collection = client.collection(spec.collection)
         if snapshots not in get_args(Snapshots):
             raise ConfigError(f"snapshots {snapshots!r} is not allowed; give 'read' or 'estimated'")
+        #: Datastore mode's answers (``None``: Native mode, the store's own).
+        self._datastore: DatastoreAnswers | None = None
+        if is_datastore_client(client):
+            from tsstore.datastore_mode import DatastoreAnswers  # only with the datastore extra
+
+            self._datastore = DatastoreAnswers(client, spec)
+        if self._datastore is not None:
+            self._collection: Any = DatastoreKind(spec.collection)
+            self._clock = self._datastore.calls.clock
+        else:
+            self._collection = client.collection(spec.collection)
+            self._clock = server_clock(client)
         self.seat = Seat(spec, self._collection, page_size, lean, snapshots)
-        self._clock = server_clock(client)
 
     def _docs(self, snapshots: Any, sent: int) -> list[Doc]:
         """The documents a query (sent then) returned, their read time told to the project's
@@ -84,7 +98,11 @@ class StoreBase(Verbs):
     def _collection_of(self, spec: SeriesSpec) -> Any:
         """The collection of ``spec``: this store's own, or another one a request reads or
         writes (a roll-up's, the right side of an as-of join)."""
-        return self._collection if spec.collection == self.spec.collection else self.client.collection(spec.collection)
+        if spec.collection == self.spec.collection:
+            return self._collection
+        if self._datastore is not None:
+            return DatastoreKind(spec.collection)
+        return self.client.collection(spec.collection)
 
     def _over(self, over: Over, values: Sequence[str]) -> Any:
         """The query of what a count, an aggregation or a census read runs over (``values``:
@@ -104,11 +122,29 @@ class StoreBase(Verbs):
         return query
 
 
+class WriterSide(Protocol):
+    """What a bulk send asks of the database besides its writes, on a sync client
+    (:class:`tsstore.modes.FirestoreSide` or :class:`tsstore.modes.DatastoreSide`)."""
+
+    def late_guard(self, spec: SeriesSpec) -> LateGuard:
+        """The guard that marks the job's late writes into ``spec``'s collection."""
+
+    def counters(self, spec: SeriesSpec) -> SeriesCounters:
+        """The series counters of ``spec``'s collection."""
+
+    def probe(self, spec: SeriesSpec) -> None:
+        """Read the server's time once (the round trip is then known)."""
+
+    def clock(self) -> ServerClock:
+        """The project's clock."""
+
+
 class Writer:
     """How a store's bulk sends become jobs: a sender on the driver's ``transport`` (called
     with a collection and ``timeout=``, the seconds each send may take), paced by the collection's
     ramp, its settled batches counted into the series counters when the send asks, its late
-    writes marked by a guard; the counters and guards run on ``sync_client()``.
+    writes marked by a guard; the counters and guards are the database mode's ``side``
+    (:mod:`tsstore.modes`).
 
     One ramp per collection written, for every write, purge and reshard of the store: its
     traffic to the collection is one stream, so a second write continues the ramp instead
@@ -122,19 +158,19 @@ class Writer:
         spec: SeriesSpec,
         options: WriteOptions,
         *,
-        sync_client: Callable[[], Any],
+        side: WriterSide,
         transport: Callable[..., Transport],
         collection_of: Callable[[SeriesSpec], Any],
     ) -> None:
         self.spec, self.options = spec, options
-        self._sync_client, self._transport, self._collection_of = sync_client, transport, collection_of
+        self._side, self._transport, self._collection_of = side, transport, collection_of
         self._limiters: dict[str, tuple[RampLimiter, int]] = {}
         self._counters: dict[str, SeriesCounters] = {}
 
     def series(self, spec: SeriesSpec) -> SeriesCounters:
         """The series counters of ``spec``'s collection, on the sync client (made once)."""
         if spec.collection not in self._counters:
-            self._counters[spec.collection] = SeriesCounters(self._sync_client(), spec)
+            self._counters[spec.collection] = self._side.counters(spec)
         return self._counters[spec.collection]
 
     def _round_trip(self, spec: SeriesSpec) -> Callable[[], float | None]:
@@ -143,15 +179,14 @@ class Writer:
         that does not exist) on a thread of its own, beside the first batches rather than
         before them: never on an event loop, and no batch waits for it. Until it answers, and
         if it fails, the round trip is unknown (the window then keeps its least)."""
-        client = self._sync_client()
-        clock = server_clock(client)
+        clock = self._side.clock()
         measuring = False
 
         def measure() -> None:
             # Any failure (a fault, the client closed under it) only leaves the round trip
             # unknown; nothing of this thread may reach the user as a traceback.
             with contextlib.suppress(Exception):
-                answer_document(client, clock_probe(spec))
+                self._side.probe(spec)
 
         def round_trip() -> float | None:
             nonlocal measuring
@@ -172,7 +207,7 @@ class Writer:
                 count(batch)
             making.settled(batch)
 
-        guard = late_guard(self._sync_client(), spec)
+        guard = self._side.late_guard(spec)
         timeout = spec.late.send_timeout.total_seconds()
         transport = guard.guard(self._transport(self._collection_of(spec), timeout=timeout))
         limiter, batch_docs = self._limiter(spec)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
-import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
@@ -35,7 +34,7 @@ from google.cloud.firestore_v1.watch import Watch
 
 from tsstore import faults
 from tsstore.asks import DeleteDoc, Doc, DocAsk, FindDocs, GetDoc, SetDoc
-from tsstore.clock import ServerClock, local_us
+from tsstore.clock import ServerClock, local_us, project_clock
 from tsstore.late import WATERMARKS, WRITERS, Horizon, mark_id, marks_path
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Ordered, Tick, get_path
@@ -268,18 +267,10 @@ def told_clock(client: Any, answer: Any, sent: int) -> Any:
     return answer
 
 
-#: The server's time as seen on each (emulator host, project): every client and store of this
-#: process on the project's databases share it.
-_CLOCKS: dict[tuple[str, str], ServerClock] = {}
-_CLOCKS_LOCK = threading.Lock()
-
-
 def server_clock(client: Any) -> ServerClock:
     """The clock of ``client``'s project (:mod:`tsstore.clock`), told every server time an
     answer on one of its databases carries."""
-    key = (emulator_host(client) or "", str(client.project))
-    with _CLOCKS_LOCK:
-        return _CLOCKS.setdefault(key, ServerClock())
+    return project_clock(emulator_host(client) or "", str(client.project))
 
 
 def _pb_time(stamp: Any) -> dt.datetime:

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from tsstore.errors import EmulatorError
 
@@ -75,6 +75,9 @@ JVM_FLAGS = (
 )
 
 READY_LINE = "Dev App Server is now running."
+#: The database modes an emulator runs (one per emulator), and the jar's flag for the second.
+Mode = Literal["native", "datastore"]
+DATASTORE_MODE_FLAG = "--database-mode=datastore-mode"
 BIND_MARKERS = ("BindException", "Address already in use")
 DEFAULT_PROJECT = "tsstore-local"
 DEFAULT_DATABASE = "(default)"
@@ -199,6 +202,27 @@ def find_emulator_command() -> list[str]:
     exists but no java does, or when ``$TSSTORE_EMULATOR_JAR`` names a missing file.
     """
     return _locate().base_command()
+
+
+def datastore_client(
+    address: str, *, project: str = DEFAULT_PROJECT, database: str = DEFAULT_DATABASE, namespace: str | None = None
+) -> Any:
+    """A ``google.cloud.datastore.Client`` on the Datastore-mode emulator at ``address``
+    (:meth:`EmulatorAt.datastore_client`); ``(default)`` is the default database."""
+    from google.auth.credentials import AnonymousCredentials
+
+    try:
+        from google.api_core.client_options import ClientOptions
+        from google.cloud import datastore
+    except ImportError as exc:
+        raise EmulatorError(
+            "Datastore mode needs google-cloud-datastore: pip install 'tsstore[datastore]'"
+        ) from exc
+    client: Any = datastore.Client(  # type: ignore[no-untyped-call]
+        project=project, database="" if database == DEFAULT_DATABASE else database, namespace=namespace,
+        credentials=AnonymousCredentials(), client_options=ClientOptions(api_endpoint=f"http://{address}"),
+    )  # fmt: skip
+    return client
 
 
 def emulator_client(
@@ -392,15 +416,18 @@ class EmulatorAt:
     how another process reaches it (the pytest plugin's workers, for one the run shares).
     """
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, mode: Mode = "native") -> None:
         self.host = host
         self.port = port
+        #: The database mode it runs (``"native"`` or ``"datastore"``).
+        self.mode: Mode = mode
 
     @classmethod
-    def of(cls, address: str) -> EmulatorAt:
-        """The emulator at ``address`` (``host:port``, as ``FIRESTORE_EMULATOR_HOST`` takes it)."""
+    def of(cls, address: str, *, mode: Mode = "native") -> EmulatorAt:
+        """The emulator at ``address`` (``host:port``, as ``FIRESTORE_EMULATOR_HOST`` takes it),
+        running ``mode``."""
         host, _, port = address.rpartition(":")
-        return cls(host.strip("[]"), int(port))
+        return cls(host.strip("[]"), int(port), mode)
 
     @property
     def address(self) -> str:
@@ -433,6 +460,16 @@ class EmulatorAt:
         """
         client: firestore.Client = emulator_client(self.address, project=project, database=database)
         return client
+
+    def datastore_client(
+        self, *, project: str = DEFAULT_PROJECT, database: str = DEFAULT_DATABASE, namespace: str | None = None
+    ) -> Any:
+        """A new ``google.cloud.datastore.Client`` on this emulator, which must run in Datastore
+        mode (``start_emulator(mode="datastore")``): anonymous credentials and the emulator's
+        address as the API endpoint (an ``http://`` endpoint makes the client use a plain
+        channel), so ``DATASTORE_EMULATOR_HOST`` is neither read nor set. Needs
+        ``pip install 'tsstore[datastore]'``."""
+        return datastore_client(self.address, project=project, database=database, namespace=namespace)
 
     def async_client(
         self, *, project: str = DEFAULT_PROJECT, database: str = DEFAULT_DATABASE
@@ -791,8 +828,14 @@ def start_emulator(
     cds: bool = True,
     max_heap: str | None = None,
     rules: str | os.PathLike[str] | None = None,
+    mode: Mode = "native",
 ) -> Emulator:
     """Start an emulator owned by this process and return once it is ready.
+
+    ``mode``: ``"native"`` (Firestore in Native mode: ``firestore.Client``) or ``"datastore"``
+    (Firestore in Datastore mode: ``google.cloud.datastore.Client``,
+    :meth:`EmulatorAt.datastore_client`). One emulator serves one mode: it refuses the other
+    mode's calls ("Database mode not set to ..."), so a program that uses both starts two.
 
     ``rules`` names a ``firestore.rules`` file the emulator enforces on every project and
     database for requests that are not the server's (web and mobile clients over REST or
@@ -847,6 +890,10 @@ def start_emulator(
     On failure raises :class:`EmulatorError` with the command line, the first error lines and
     the last lines of the emulator's output.
     """
+    if mode not in get_args(Mode):
+        raise EmulatorError(f"mode {mode!r} is not one the emulator runs; give 'native' or 'datastore'")
+    if mode == "datastore" and rules is not None:
+        raise EmulatorError("security rules are Native mode's: a Datastore-mode emulator takes no rules file")
     located = _locate()
     rules_path, rules_text = _read_rules(rules)
     data_path = None
@@ -861,6 +908,8 @@ def start_emulator(
         chosen = free_port(host) if port is None else port
         command, archive, cds_pending = _start_command(located, host, chosen, max_heap=max_heap, rules=rules_path,
                                                        cds=use_cds, attempt=attempt)  # fmt: skip
+        if mode == "datastore":
+            command.append(DATASTORE_MODE_FLAG)
         fd, log_name = tempfile.mkstemp(prefix=f"tsstore-emulator-{chosen}-", suffix=".log")
         os.close(fd)
         log_path = Path(log_name)
@@ -882,6 +931,7 @@ def start_emulator(
             raise EmulatorError(last_error) from None
         emulator = Emulator(process=process, host=host, port=chosen, command=command, log_path=log_path,
                             data_dir=data_path, cds_pending=cds_pending, wrapper=located.kind == "gcloud")  # fmt: skip
+        emulator.mode = mode
         return _made_ready(emulator, rules_path, rules_text, deadline)
     raise EmulatorError(last_error)
 

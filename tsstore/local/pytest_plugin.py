@@ -14,6 +14,9 @@ test suite without a conftest:
   :class:`~tsstore.local.emulator.EmulatorAt`, left running at the end.
 - ``tsstore_client``: a ``google.cloud.firestore.Client`` on a database of its own, so
   tests never see each other's documents (the emulator needs no database creation).
+- ``tsstore_datastore_emulator`` and ``tsstore_datastore_client``: the same for Firestore in
+  Datastore mode (an emulator of its own, started when a test first asks, or shared as above;
+  a ``google.cloud.datastore.Client``, with ``pip install 'tsstore[datastore]'``).
 - ``tsstore_collection``: a collection name unique to the test.
 """
 
@@ -22,13 +25,13 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tsstore.errors import EmulatorError
 from tsstore.limits import DATABASE_ID_PATTERN
-from tsstore.local.emulator import Emulator, EmulatorAt, start_emulator
+from tsstore.local.emulator import Emulator, EmulatorAt, Mode, start_emulator
 
 if TYPE_CHECKING:  # a plugin every pytest run loads: the client is imported when a test asks for one
     from google.cloud import firestore
@@ -38,9 +41,12 @@ _DATABASE_ID = re.compile(DATABASE_ID_PATTERN)
 SHARE_OPTION = "tsstore_share_emulator"
 #: The ini option that names an emulator already running, which the run uses instead of starting one.
 HOST_OPTION = "tsstore_emulator_host"
-#: What the controller hands each worker (``workerinput``): the shared emulator's address, or
-#: why it could not start.
-_SHARED, _SHARED_ERROR = "tsstore_emulator", "tsstore_emulator_error"
+#: What the controller hands each worker (``workerinput``), per mode: the shared emulator's
+#: address, or why it could not start.
+_SHARED: dict[Mode, tuple[str, str]] = {
+    "native": ("tsstore_emulator", "tsstore_emulator_error"),
+    "datastore": ("tsstore_datastore_emulator", "tsstore_datastore_emulator_error"),
+}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -79,7 +85,8 @@ class _SharedEmulator:
     runs the session, not one of its own: the emulator dies with the thread that started it
     (``PR_SET_PDEATHSIG`` follows the thread, so a starter thread that ends takes the JVM)."""
 
-    def __init__(self) -> None:
+    def __init__(self, mode: Mode) -> None:
+        self.mode = mode
         self.emulator: Emulator | None = None
         self.error: str | None = None
 
@@ -87,12 +94,13 @@ class _SharedEmulator:
     def pytest_configure_node(self, node: object) -> None:
         if self.emulator is None and self.error is None:
             try:
-                self.emulator = start_emulator()
+                self.emulator = start_emulator(mode=self.mode)
             except EmulatorError as exc:
                 self.error = str(exc)
         given: dict[str, object] = node.workerinput  # type: ignore[attr-defined]
-        given[_SHARED] = self.emulator.address if self.emulator is not None else None
-        given[_SHARED_ERROR] = self.error
+        address, error = _SHARED[self.mode]
+        given[address] = self.emulator.address if self.emulator is not None else None
+        given[error] = self.error
 
     def pytest_unconfigure(self) -> None:
         if self.emulator is not None:
@@ -103,7 +111,8 @@ def pytest_configure(config: pytest.Config) -> None:
     controller = not hasattr(config, "workerinput")
     shared = config.getini(SHARE_OPTION) and not config.getini(HOST_OPTION)  # (an emulator already there is shared)
     if controller and shared and config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(_SharedEmulator(), "tsstore-shared-emulator")
+        config.pluginmanager.register(_SharedEmulator("native"), "tsstore-shared-emulator")
+        config.pluginmanager.register(_SharedEmulator("datastore"), "tsstore-shared-datastore-emulator")
 
 
 def unique_database_id(hint: str = "t") -> str:
@@ -122,13 +131,25 @@ def tsstore_emulator(request: pytest.FixtureRequest) -> Iterator[EmulatorAt]:
     if address:
         yield running_emulator(address)
         return
+    yield from _session_emulator(request, "native")
+
+
+@pytest.fixture(scope="session")
+def tsstore_datastore_emulator(request: pytest.FixtureRequest) -> Iterator[EmulatorAt]:
+    """The session's emulator in Datastore mode (a JVM of its own: one emulator serves one
+    mode), shared among workers as ``tsstore_emulator`` is."""
+    yield from _session_emulator(request, "datastore")
+
+
+def _session_emulator(request: pytest.FixtureRequest, mode: Mode) -> Iterator[EmulatorAt]:
     given: dict[str, object] = getattr(request.config, "workerinput", {})
-    if _SHARED in given:
-        if given[_SHARED] is None:
-            raise EmulatorError(str(given[_SHARED_ERROR]))
-        yield EmulatorAt.of(str(given[_SHARED]))
+    address, error = _SHARED[mode]
+    if address in given:
+        if given[address] is None:
+            raise EmulatorError(str(given[error]))
+        yield EmulatorAt.of(str(given[address]), mode=mode)
         return
-    running = start_emulator()
+    running = start_emulator(mode=mode)
     try:
         yield running
     finally:
@@ -139,6 +160,16 @@ def tsstore_emulator(request: pytest.FixtureRequest) -> Iterator[EmulatorAt]:
 def tsstore_client(tsstore_emulator: EmulatorAt, request: pytest.FixtureRequest) -> Iterator[firestore.Client]:
     """A client on a database of this test's own, closed afterwards."""
     made = tsstore_emulator.client(database=unique_database_id(request.node.name))
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+@pytest.fixture
+def tsstore_datastore_client(tsstore_datastore_emulator: EmulatorAt, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A ``google.cloud.datastore.Client`` on a database of this test's own, closed afterwards."""
+    made = tsstore_datastore_emulator.datastore_client(database=unique_database_id(request.node.name))
     try:
         yield made
     finally:

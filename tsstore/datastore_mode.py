@@ -1,0 +1,105 @@
+"""How the sync store answers in Firestore's Datastore mode (:mod:`tsstore.modes` says why a
+module of its own): the asks that touch the database (counts and aggregations, a census's
+documents, document asks, chunk fetches, bulk sends) on :mod:`tsstore.dswire`'s calls, and a
+writer's side. Native mode's answers are the stores' own (:mod:`tsstore.store`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from tsstore.asks import Doc, DocAsk
+from tsstore.clock import ServerClock
+from tsstore.dswire import queries
+from tsstore.dswire.calls import DatastoreCalls, DatastoreHorizons, answer_document, read_ticks, transport
+from tsstore.dswire.values import decode_entity, key_path
+from tsstore.errors import ModeError
+from tsstore.layout.census import Ask
+from tsstore.read.chunks import ChunkTicks
+from tsstore.read.engine import Fetch
+from tsstore.read.plan import QueryPlan
+from tsstore.spec import SeriesSpec
+from tsstore.ticks import Position, Tick
+from tsstore.verbs.reading import clock_probe
+from tsstore.verbs.request import Aggregate, Count, Over
+from tsstore.write.counting import SeriesCounters
+from tsstore.write.marks import LateGuard
+from tsstore.write.ops import Transport
+
+
+class DatastoreSide:
+    """A Datastore-mode writer's side."""
+
+    def __init__(self, calls: DatastoreCalls) -> None:
+        self._calls = calls
+
+    def late_guard(self, spec: SeriesSpec) -> LateGuard:
+        horizons = DatastoreHorizons(self._calls, spec.collection, lease=uuid.uuid4().hex)
+        return LateGuard(spec, horizons)
+
+    def counters(self, spec: SeriesSpec) -> SeriesCounters:
+        raise ModeError(
+            f"series counters (count_by of {spec.collection!r}) are not served in Datastore mode yet; declare the "
+            "series without count_by and count with store.count(where=...)"
+        )
+
+    def probe(self, spec: SeriesSpec) -> None:
+        answer_document(self._calls, clock_probe(spec))
+
+    def clock(self) -> ServerClock:
+        return self._calls.clock
+
+
+class DatastoreAnswers:
+    """The sync store's answers in Datastore mode, on a ``datastore.Client``, for the store of
+    ``spec``."""
+
+    def __init__(self, client: Any, spec: SeriesSpec) -> None:
+        self.calls, self._spec = DatastoreCalls(client), spec
+        self.side = DatastoreSide(self.calls)
+
+    def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
+        """The count, or ``{alias: value}``, of ``ask`` over ``values``."""
+        query = self._over(ask.over, values)
+        if isinstance(ask, Count):
+            return int(self.calls.aggregate(query, [("count", "n", None)], ask.read_time)["n"] or 0)
+        return self.calls.aggregate(query, ask.aggregations, ask.read_time)
+
+    def documents(self, over: Over, read_time: dt.datetime | None) -> list[Doc]:
+        """The documents of a census ask that names them (:class:`~tsstore.layout.census.FirstValue`)."""
+        assert not isinstance(over, ChunkTicks)
+        spec = self._spec
+        found, read = self.calls.collect(queries.census_query(self.calls.where, spec, over), read_time=read_time,
+                                         mask=[spec.shard_field])  # fmt: skip
+        return [Doc(key_path(r.entity.key).rsplit("/", 1)[-1], decode_entity(r.entity), None, read) for r in found]
+
+    def answer_document(self, ask: DocAsk) -> Any:
+        return answer_document(self.calls, ask)
+
+    def fetcher(self, plan: QueryPlan) -> Fetch:
+        """The engine's fetch of ``plan``'s chunks (:data:`~tsstore.read.engine.Fetch`)."""
+        spec, where = plan.spec, self.calls.where
+        mask = list(plan.columns) if plan.columns is not None else None
+
+        def fetch(chunk: tuple[str, ...], after: Position | None, limit: int | None,
+                  read_time: dt.datetime | None) -> Iterator[Tick]:  # fmt: skip
+            asked = [queries.chunk_query(where, plan, chunk)] if after is None else queries.continued(
+                where, plan, chunk, after)  # fmt: skip
+            return read_ticks(self.calls, asked, timestamp_field=spec.timestamp_field, read_time=read_time,
+                              mask=mask, limit=limit)  # fmt: skip
+
+        return fetch
+
+    def transport(self, collection: Any, *, timeout: float) -> Transport:
+        """The sender's transport on ``collection`` (a :class:`DatastoreKind`)."""
+        self.calls.timeout = max(self.calls.timeout, timeout)
+        send, lookup = transport(self.calls, collection.id)
+        return send, lookup
+
+    def _over(self, over: Over, values: Sequence[str]) -> Any:
+        if isinstance(over, ChunkTicks):
+            return queries.chunk_query(self.calls.where, over.plan, tuple(values), also_by=over.also_by)
+        census: Ask = over
+        return queries.census_query(self.calls.where, self._spec, census)

@@ -1,0 +1,380 @@
+"""The one place that talks to a ``google.cloud.datastore.Client`` (Firestore in Datastore
+mode): its four calls (``RunQuery``, ``RunAggregationQuery``, ``Lookup``, ``Commit``) sent as raw
+requests on the client's own generated API (``client._datastore_api``), with no retry of the
+API's own (tsstore decides: :mod:`tsstore.faults`), every answer's server time told to the
+project's clock.
+
+Why raw: the public API drops what tsstore needs (a query's read time and per-request
+property mask, a lookup's read and update times, ``insert`` and ``update`` mutations, a null
+``avg``). The only private name used is ``_datastore_api``, plus ``_base_url`` to tell the
+emulator's clock from Google Cloud's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from google.api_core import exceptions as gexc
+from google.cloud.datastore_v1.types import datastore as ds_types
+
+from tsstore.asks import DeleteDoc, Doc, DocAsk, FindDocs, GetDoc, SetDoc
+from tsstore.clock import ServerClock, local_us, project_clock
+from tsstore.dswire import queries
+from tsstore.dswire.values import (
+    decode_entity,
+    decode_value,
+    encode_entity,
+    key,
+    key_path,
+    partition,
+    pb_time,
+    set_time,
+)
+from tsstore.errors import ModeError
+from tsstore.late import WATERMARKS, WRITERS, Horizon, mark_id, marks_path
+from tsstore.ticks import Tick, get_path
+from tsstore.times import plain_datetime
+from tsstore.write.ops import ALREADY_EXISTS, NOT_FOUND, Erase, Patch, Stored, WriteOp, WriteStatus
+
+RUN_QUERY = ds_types.RunQueryRequest
+AGGREGATE = ds_types.RunAggregationQueryRequest
+LOOKUP = ds_types.LookupRequest
+COMMIT = ds_types.CommitRequest
+_NOT_FINISHED = 2  # QueryResultBatch.MoreResultsType.NOT_FINISHED
+_TRANSACTIONAL, _NON_TRANSACTIONAL = 1, 2
+#: Keys per Lookup at most (Datastore mode's limit).
+MAX_LOOKUP_KEYS = 1000
+ABORTED = 10
+
+
+class DatastoreCalls:
+    """The calls of one ``datastore.Client`` on its project, database and namespace, each
+    timing out after ``timeout`` seconds."""
+
+    def __init__(self, client: Any, *, timeout: float = 60.0) -> None:
+        self.client = client
+        self.api = client._datastore_api
+        self.project, self.database = str(client.project), str(client.database or "")
+        self.where = partition(self.project, self.database, client.namespace)
+        endpoint = str(getattr(client, "_base_url", "") or "")
+        self.clock: ServerClock = project_clock("" if "googleapis.com" in endpoint else endpoint, self.project)
+        self.timeout = timeout
+
+    def _request(self, kind: Any, read_time: dt.datetime | None = None) -> Any:
+        request = kind.pb()(project_id=self.project, database_id=self.database)
+        if read_time is not None:
+            set_time(request.read_options.read_time, read_time)
+        return request
+
+    def query_request(self, read_time: dt.datetime | None) -> Any:
+        """A new ``RunQueryRequest`` on this database at ``read_time``."""
+        return self._request(RUN_QUERY, read_time)
+
+    def _send(self, method: str, kind: Any, request: Any) -> Any:
+        call = getattr(self.api, method)
+        return call(request=kind.wrap(request), retry=None, timeout=self.timeout)._pb
+
+    # ------------------------------------------------------------------ queries
+
+    def run(self, query: Any, *, read_time: dt.datetime | None, mask: Sequence[str] | None = None,
+            limit: int | None = None, request: Any = None) -> Iterator[Any]:  # fmt: skip
+        """The entity results of ``query``, batch after batch (the first request is sent now),
+        at ``read_time`` (``None``: the first batch's read time for the rest, set in
+        ``request`` when one is given)."""
+        request = self.query_request(read_time) if request is None else request
+        request.partition_id.CopyFrom(self.where)
+        request.query.CopyFrom(query)
+        if mask is not None:
+            request.property_mask.paths.extend(mask)
+        if limit is not None:
+            request.query.limit.value = limit
+        sent = local_us()
+        first = self._send("run_query", RUN_QUERY, request)
+        return self._batches(request, first, sent, limit)
+
+    def collect(self, query: Any, *, read_time: dt.datetime | None, mask: Sequence[str] | None = None,
+                limit: int | None = None) -> tuple[list[Any], dt.datetime | None]:  # fmt: skip
+        """Every entity result of ``query`` and the read time they were read at."""
+        request = self.query_request(read_time)
+        results = list(self.run(query, read_time=read_time, mask=mask, limit=limit, request=request))
+        return results, pb_time(request.read_options.read_time) if request.read_options.HasField("read_time") else None
+
+    def _batches(self, request: Any, response: Any, sent: int, limit: int | None) -> Iterator[Any]:
+        got = 0
+        while True:
+            batch = response.batch
+            if batch.HasField("read_time"):
+                self.clock.saw(pb_time(batch.read_time), sent=sent)
+                if not request.read_options.HasField("read_time"):
+                    request.read_options.read_time.CopyFrom(batch.read_time)  # the rest at the same snapshot
+            yield from batch.entity_results
+            got += len(batch.entity_results)
+            if batch.more_results != _NOT_FINISHED or (limit is not None and got >= limit):
+                return
+            request.query.start_cursor = batch.end_cursor
+            if limit is not None:
+                request.query.limit.value = limit - got
+            sent = local_us()
+            response = self._send("run_query", RUN_QUERY, request)
+
+    def aggregate(self, query: Any, aggregations: Sequence[tuple[str, str, str | None]],
+                  read_time: dt.datetime | None) -> dict[str, Any]:  # fmt: skip
+        """``{alias: value}`` of ``(kind, alias, field)`` aggregations (``count``, ``sum``,
+        ``avg``) over ``query`` at ``read_time``; an ``avg`` of nothing is ``None``."""
+        request = self._request(AGGREGATE, read_time)
+        request.partition_id.CopyFrom(self.where)
+        nested = request.aggregation_query
+        nested.nested_query.CopyFrom(query)
+        for kind, alias, field in aggregations:
+            made = nested.aggregations.add()
+            made.alias = alias
+            if kind == "count":
+                made.count.SetInParent()
+            else:
+                getattr(made, kind).property.name = field
+        sent = local_us()
+        batch = self._send("run_aggregation_query", AGGREGATE, request).batch
+        self.clock.saw(pb_time(batch.read_time) if batch.HasField("read_time") else None, sent=sent)
+        [result] = batch.aggregation_results
+        properties = result.aggregate_properties
+        return {alias: decode_value(properties[alias]) for _, alias, _ in aggregations}
+
+    # ------------------------------------------------------------------ documents
+
+    def lookup(self, paths: Sequence[str], *, read_time: dt.datetime | None = None,
+               mask: Sequence[str] | None = None) -> tuple[dict[str, Any], dt.datetime | None]:  # fmt: skip
+        """The entity results of the documents at ``paths`` that exist (by path), and the
+        read time (Lookups of at most :data:`MAX_LOOKUP_KEYS` keys each; a deferred key is
+        looked up again)."""
+        found: dict[str, Any] = {}
+        read: dt.datetime | None = None
+        todo = [key(self.where, path) for path in paths]
+        while todo:
+            part, todo = todo[:MAX_LOOKUP_KEYS], todo[MAX_LOOKUP_KEYS:]
+            request = self._request(LOOKUP, read_time)
+            request.keys.extend(part)
+            if mask is not None:
+                request.property_mask.paths.extend(mask)
+            sent = local_us()
+            response = self._send("lookup", LOOKUP, request)
+            if response.HasField("read_time"):
+                read = pb_time(response.read_time)
+                self.clock.saw(read, sent=sent)
+            found.update((key_path(result.entity.key), result) for result in response.found)
+            todo = [*response.deferred, *todo]
+        return found, read
+
+    def commit(self, mutations: Iterable[Any], *, transactional: bool) -> Any:
+        """Commit ``mutations`` (atomically when ``transactional``); the response."""
+        request = self._request(COMMIT)
+        request.mode = _TRANSACTIONAL if transactional else _NON_TRANSACTIONAL
+        if transactional:
+            request.single_use_transaction.read_write.SetInParent()
+        request.mutations.extend(mutations)
+        sent = local_us()
+        response = self._send("commit", COMMIT, request)
+        self.clock.saw(pb_time(response.commit_time), sent=sent, read=False)
+        return response
+
+    def mutation(self, op: str, path: str, data: Mapping[str, Any] | None = None) -> Any:
+        """One ``insert``/``upsert``/``update`` of ``data`` at ``path``, or a ``delete``."""
+        made = ds_types.Mutation.pb()()
+        if op == "delete":
+            made.delete.CopyFrom(key(self.where, path))
+            return made
+        entity = getattr(made, op)
+        entity.key.CopyFrom(key(self.where, path))
+        encode_entity(entity, data or {})
+        return made
+
+
+# ------------------------------------------------------------------------------ document asks
+
+
+def answer_document(calls: DatastoreCalls, ask: DocAsk) -> Any:
+    """The answer to a document ask (:mod:`tsstore.asks`) in Datastore mode."""
+    match ask:
+        case GetDoc(path=path, fields=fields, read_time=read_time):
+            found, read = calls.lookup([path], read_time=read_time, mask=list(fields) if fields is not None else None)
+            return _doc(path, found.get(path), read)
+        case SetDoc(path=path, data=data, merge=merge, server_time=stamped):
+            return _set(calls, path, dict(data), merge=merge, stamped=stamped)
+        case DeleteDoc(path=path, written=written):
+            mutation = calls.mutation("delete", path)
+            if written is not None:
+                set_time(mutation.update_time, written)
+            try:
+                calls.commit([mutation], transactional=False)
+            except gexc.FailedPrecondition:  # written again since: kept
+                return False
+            return True
+        case FindDocs(collection=collection, where=where, read_time=read_time):
+            results, at = calls.collect(queries.find_query(calls.where, collection, list(where)), read_time=read_time)
+            return [_doc(key_path(result.entity.key), result, at) for result in results]
+    raise TypeError(f"not a document ask: {ask!r}")  # pragma: no cover - DocAsk is the four above
+
+
+def _doc(path: str, result: Any, read: dt.datetime | None) -> Doc:
+    name = path.rsplit("/", 1)[-1]
+    if result is None:
+        return Doc(id=name, data=None, update_time=None, read_time=read)
+    updated = pb_time(result.update_time) if result.HasField("update_time") else None
+    return Doc(id=name, data=decode_entity(result.entity), update_time=updated, read_time=read)
+
+
+def _set(calls: DatastoreCalls, path: str, data: dict[str, Any], *, merge: bool, stamped: Sequence[str]) -> dt.datetime:
+    """Write ``data`` at ``path`` (merged into what is stored when ``merge``), the ``stamped``
+    fields set to the commit's time: read and written in one transaction, so a merge loses no
+    concurrent change; the commit time."""
+    if stamped:
+        # The server's time of the commit is not known before it: stamp the write with the
+        # clock's estimate, then the commit time (a second, plain write) so it is exact.
+        now = calls.clock.now() or dt.datetime.now(dt.timezone.utc)
+        data.update(dict.fromkeys(stamped, now))
+    if merge:
+        found, _ = calls.lookup([path])
+        stored = found.get(path)
+        if stored is not None:
+            data = _merged(decode_entity(stored.entity), data)
+    response = calls.commit([calls.mutation("upsert", path, data)], transactional=False)
+    committed = pb_time(response.commit_time)
+    if stamped:
+        data.update(dict.fromkeys(stamped, committed))
+        response = calls.commit([calls.mutation("upsert", path, data)], transactional=False)
+    return committed
+
+
+def _merged(stored: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``stored`` with ``changes`` set into it, maps merged key by key (Firestore's merge)."""
+    out = dict(stored)
+    for name, value in changes.items():
+        old = out.get(name)
+        out[name] = _merged(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    return out
+
+
+# ------------------------------------------------------------------------------ ticks
+
+
+def read_ticks(
+    calls: DatastoreCalls, queries_in_order: Sequence[Any], *, timestamp_field: str, read_time: dt.datetime | None,
+    mask: Sequence[str] | None, limit: int | None,
+) -> Iterator[Tick]:  # fmt: skip
+    """The ticks of ``queries_in_order`` one after the other (a chunk, or a chunk continued
+    after a position: :func:`~tsstore.dswire.queries.continued`), at most ``limit``, all at one
+    read time; the first request is sent now."""
+    path = timestamp_field.split(".")
+    if mask is not None and timestamp_field not in mask:
+        mask = [*mask, timestamp_field]
+    pinned = calls.query_request(read_time)
+    first = calls.run(queries_in_order[0], read_time=read_time, mask=mask, limit=limit, request=pinned)
+
+    def ticks() -> Iterator[Tick]:
+        nonlocal read_time
+        left = limit
+        results: Iterator[Any] = first
+        for index in range(len(queries_in_order)):
+            if index:
+                results = calls.run(queries_in_order[index], read_time=read_time, mask=mask, limit=left)
+            for result in results:
+                entity = result.entity
+                data = decode_entity(entity)
+                yield Tick(entity.key.path[-1].name, plain_datetime(get_path(data, path)), data)
+                if left is not None:
+                    left -= 1
+                    if left <= 0:
+                        return
+            if read_time is None and pinned.read_options.HasField("read_time"):
+                read_time = pb_time(pinned.read_options.read_time)  # the next queries at the first one's snapshot
+    return ticks()
+
+
+# ------------------------------------------------------------------------------ writes
+
+
+def send_writes(calls: DatastoreCalls, collection: str, ops: list[WriteOp]) -> list[WriteStatus]:
+    """Apply ``ops`` to ``collection`` in commits that each hold a key once, each atomic (a
+    create of an existing entity fails its whole commit: each create then answers
+    ALREADY_EXISTS and every other write ABORTED, "not applied", which the sender resends);
+    one status per op."""
+    statuses: list[WriteStatus] = []
+    for part in _unique_runs(ops):
+        mutations = [_mutation(calls, collection, op) for op in part]
+        try:
+            calls.commit(mutations, transactional=True)
+        except gexc.AlreadyExists as exc:
+            statuses += [(ALREADY_EXISTS, str(exc)) if create else (ABORTED, "not applied") for _, _, create in part]
+            continue
+        except gexc.NotFound as exc:
+            statuses += [(NOT_FOUND, str(exc)) if isinstance(data, Patch) else (ABORTED, "not applied")
+                         for _, data, _ in part]  # fmt: skip
+            continue
+        statuses += [(0, "")] * len(part)
+    return statuses
+
+
+def _unique_runs(ops: list[WriteOp]) -> Iterator[list[WriteOp]]:
+    """``ops`` in runs that name each id once, in order."""
+    run: list[WriteOp] = []
+    seen: set[str] = set()
+    for op in ops:
+        if op[0] in seen:
+            yield run
+            run, seen = [], set()
+        run.append(op)
+        seen.add(op[0])
+    if run:
+        yield run
+
+
+def _mutation(calls: DatastoreCalls, collection: str, op: WriteOp) -> Any:
+    doc_id, data, create = op
+    path = f"{collection}/{doc_id}"
+    if data is None or isinstance(data, Erase):
+        return calls.mutation("delete", path)
+    if isinstance(data, Patch):
+        raise ModeError("changing some fields of stored ticks (reshard) is not served in Datastore mode yet")
+    return calls.mutation("insert" if create else "upsert", path, data)
+
+
+def get_stored(calls: DatastoreCalls, collection: str, ids: list[str]) -> dict[str, Stored]:
+    """The entities of ``collection`` with these ids that exist (batched lookups)."""
+    found, _ = calls.lookup([f"{collection}/{doc_id}" for doc_id in ids])
+    return {path.rsplit("/", 1)[-1]: Stored(decode_entity(r.entity), pb_time(r.create_time))
+            for path, r in found.items()}  # fmt: skip
+
+
+def transport(calls: DatastoreCalls, collection: str) -> tuple[Any, Any]:
+    """The sender's :data:`~tsstore.write.ops.Transport` on ``collection``."""
+    return functools.partial(send_writes, calls, collection), functools.partial(get_stored, calls, collection)
+
+
+class DatastoreHorizons:
+    """What a writer's late-tick guard asks (:class:`~tsstore.write.marks.Horizons`), in
+    Datastore mode: its lease, the roll-ups' horizons, and marks."""
+
+    def __init__(self, calls: DatastoreCalls, collection: str, *, lease: str) -> None:
+        self._calls, self._source, self._lease = calls, collection, f"{WRITERS}/{lease}"
+
+    def put_lease(self, data: dict[str, Any]) -> dt.datetime:
+        response = self._calls.commit([self._calls.mutation("upsert", self._lease, data)], transactional=False)
+        return pb_time(response.commit_time)
+
+    def drop_lease(self) -> None:
+        self._calls.commit([self._calls.mutation("delete", self._lease)], transactional=False)
+
+    def horizons(self) -> list[Horizon]:
+        query = queries.find_query(self._calls.where, WATERMARKS, [("source", "==", self._source)])
+        found = [Horizon.of(key_path(r.entity.key).rsplit("/", 1)[-1], decode_entity(r.entity))
+                 for r in self._calls.run(query, read_time=None)]  # fmt: skip
+        return [h for h in found if h is not None]
+
+    def put_marks(self, marks: Mapping[str, Iterable[dt.datetime]]) -> None:
+        for rollup, buckets in marks.items():
+            mutations = [self._calls.mutation("upsert", f"{marks_path(rollup)}/{mark_id(b)}",
+                                              {"bucket": b, "nonce": uuid.uuid4().hex}) for b in buckets]  # fmt: skip
+            self._calls.commit(mutations, transactional=False)

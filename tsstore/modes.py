@@ -1,0 +1,72 @@
+"""What differs between the two database modes for a store, chosen by the client handed in:
+Firestore in Native mode (a ``firestore.Client``: :mod:`tsstore.wire`) or in Datastore mode
+(a ``datastore.Client``: :mod:`tsstore.dswire`, answered by :mod:`tsstore.datastore_mode`,
+imported only for such a client: ``google-cloud-datastore`` is an extra).
+
+- A writer's **side** (:class:`FirestoreSide`, :class:`~tsstore.datastore_mode.DatastoreSide`):
+  what a bulk send asks of a sync client besides its writes (the late-tick guard, the series
+  counters, the probe of the round trip, the project's clock).
+- What a Datastore-mode store's requests hold as their collection (:class:`DatastoreKind`),
+  and the one line that refuses what Datastore mode does not have (real-time listeners).
+
+No verb or request learns the mode: the asks are the same, only their answers differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tsstore.clock import ServerClock
+from tsstore.errors import ModeError
+from tsstore.spec import SeriesSpec
+from tsstore.verbs.reading import clock_probe
+from tsstore.wire import answer_document, late_guard, server_clock
+from tsstore.write.counting import SeriesCounters
+from tsstore.write.marks import LateGuard
+
+LIVE_REFUSED = (
+    "live reads (watch, tail) need Firestore's real-time listeners, which Datastore mode does not have; poll with "
+    "iter_ticks(start=the last tick's time) on a timer, or keep the series in a Native-mode database"
+)
+
+
+def is_datastore_client(client: Any) -> bool:
+    """Whether ``client`` is a ``google.cloud.datastore.Client`` (told without importing the
+    package, which users of Native mode need not install)."""
+    return type(client).__module__.startswith("google.cloud.datastore")
+
+
+class FirestoreSide:
+    """A Native-mode writer's side, on the sync client ``client()`` gives (made when first
+    needed: the async store's sync twin)."""
+
+    def __init__(self, client: Callable[[], Any]) -> None:
+        self._client = client
+
+    def late_guard(self, spec: SeriesSpec) -> LateGuard:
+        return late_guard(self._client(), spec)
+
+    def counters(self, spec: SeriesSpec) -> SeriesCounters:
+        return SeriesCounters(self._client(), spec)
+
+    def probe(self, spec: SeriesSpec) -> None:
+        answer_document(self._client(), clock_probe(spec))
+
+    def clock(self) -> ServerClock:
+        return server_clock(self._client())
+
+
+@dataclass(frozen=True)
+class DatastoreKind:
+    """What a Datastore-mode store's requests hold as their collection: its kind's name (a
+    request builds no Firestore query on it; :meth:`firestore_queries` and the live verbs
+    refuse it)."""
+
+    id: str
+
+
+def refuse_live(_: Any) -> Any:
+    """What a live verb gets in Datastore mode: :data:`LIVE_REFUSED`."""
+    raise ModeError(LIVE_REFUSED)
