@@ -107,3 +107,27 @@ def too_deep() -> dict[str, Any]:
     for _ in range(20):
         deep = {"d": deep}
     return {"deep": deep}
+
+
+# ------------------------------------------------------------------------------ both modes
+
+#: Firestore in Native mode and in Datastore mode: what a test parametrized over both runs on.
+MODES = ("native", "datastore")
+
+
+def mode_client(request: Any, mode: str, database: str) -> Any:
+    """A client of ``mode`` on its session emulator (``emulator`` or ``datastore_emulator``),
+    on ``database``: a ``firestore.Client`` or a ``datastore.Client``."""
+    if mode == "native":
+        return request.getfixturevalue("emulator").client(database=database)
+    return request.getfixturevalue("datastore_emulator").datastore_client(database=database)
+
+
+def stored_ids(client: Any, collection: str) -> list[str]:
+    """The ids of every document of ``collection``, read by the client's own public API in
+    either mode (keys only: no tsstore code in between)."""
+    if hasattr(client, "collection"):
+        return [doc.id for doc in client.collection(collection).select([]).stream()]
+    query = client.query(kind=collection)
+    query.keys_only()
+    return [entity.key.name for entity in query.fetch()]

@@ -47,6 +47,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.cli import tsstore
+from tests.shared import MODES, mode_client
 from tsstore import AsyncTimeSeriesStore, QueryError, QueryShape, SeriesSpec, TimeSeriesStore
 from tsstore.analytics.asof import DIRECTIONS, LEFT, RIGHT, AsofJoiner, amerged, merged, priority
 from tsstore.local.pytest_plugin import unique_database_id
@@ -323,10 +324,11 @@ class Written:
     database: str
 
 
-@pytest.fixture(scope="module")
-def written(tsstore_emulator: Any) -> Iterator[Written]:
+@pytest.fixture(scope="module", params=MODES)
+def written(request: pytest.FixtureRequest) -> Iterator[Written]:
+    """The trades at 3 and 40 shard values and the quotes, per database mode."""
     database = unique_database_id("asof")
-    client = tsstore_emulator.client(database=database)
+    client = mode_client(request, request.param, database)
     trades, quotes = make_rows()
     stores = {}
     for shards in (3, 40):
@@ -495,6 +497,7 @@ def test_iter_asof_streams_the_frames_rows(written: Written) -> None:
     assert stream.stats.documents >= len(ticks) and stream.stats.queries >= 2
 
 
+@pytest.mark.parametrize("written", ["native"], indirect=True)  # the async store and the CLI: Native mode
 def test_the_async_store_gives_the_same_frames(written: Written, tsstore_emulator: Any) -> None:
     store = written.trades[40]
     cases = [CASES[1], CASES[7]]
@@ -594,6 +597,7 @@ SHAPES_TOML = (
 )
 
 
+@pytest.mark.parametrize("written", ["native"], indirect=True)  # the async store and the CLI: Native mode
 def test_the_command_prints_the_join(written: Written, tsstore_emulator: Any, tmp_path: Any) -> None:
     store = written.trades[3]
     (tmp_path / "spec.toml").write_text(

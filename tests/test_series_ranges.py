@@ -1,6 +1,8 @@
 """Series shapes and value filters (issue 26) on the emulator, against a brute-force oracle.
 
-One data set per shard layout (3 and 40 shard values), written once per module: ticks under
+One data set per database mode (Native, and Datastore mode, whose reads must give Native
+mode's answers: :mod:`tsstore.dswire.kinds`) and shard layout (3 and 40 shard values), written
+once per module: ticks under
 explicit shard values, a value field (``volume``) holding integers, doubles (equal ones:
 ``100`` and ``100.0``), NaN, strings, booleans, null or nothing, and deliberate groups of
 ticks with one timestamp spread over both shard chunks, some with equal volumes (so only
@@ -25,6 +27,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from tests.shared import MODES, mode_client, stored_ids
 from tsstore import CursorError, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.aio import AsyncTimeSeriesStore
 from tsstore.local.pytest_plugin import unique_database_id
@@ -247,11 +250,13 @@ class Data:
     database: str
 
 
-@pytest.fixture(scope="module", params=[3, 40], ids=["3-shards", "40-shards"])
-def data(request: pytest.FixtureRequest, tsstore_emulator: Any) -> Iterator[Data]:
-    shards = [f"s{i:02d}" for i in range(request.param)]
-    database = unique_database_id(f"series-ranges-{request.param}")
-    client = tsstore_emulator.client(database=database)
+@pytest.fixture(scope="module", params=[(m, n) for m in MODES for n in (3, 40)],
+                ids=[f"{m}-{n}-shards" for m in MODES for n in (3, 40)])  # fmt: skip
+def data(request: pytest.FixtureRequest) -> Iterator[Data]:
+    mode, count = request.param
+    shards = [f"s{i:02d}" for i in range(count)]
+    database = unique_database_id(f"series-ranges-{count}")
+    client = mode_client(request, mode, database)
     spec = spec_for(shards)
     # page_size 60: reads of more than 60 ticks stream, one cursor per chunk
     store = TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False), page_size=60)
@@ -262,7 +267,7 @@ def data(request: pytest.FixtureRequest, tsstore_emulator: Any) -> Iterator[Data
     assert first.created == len(rows) and second.created == len(late)
     before = records(rows, first.ids)
     recs = before + records(late, second.ids)
-    assert len(list(client.collection(spec.collection).select([]).stream())) == len(recs)
+    assert len(stored_ids(client, spec.collection)) == len(recs)
     # The data is what the tests need: a series longer than a page of 100, and value ties.
     assert len(oracle(recs, {"symbol": "HOT"})) > 101
     tied = oracle(recs, X1_BIG)
@@ -617,6 +622,7 @@ def test_a_read_time_snapshot_reads_the_same_on_both_plans(data: Data) -> None:
 # ------------------------------------------------------------------------------ the async store
 
 
+@pytest.mark.parametrize("data", [("native", 3), ("native", 40)], indirect=True, ids=["3-shards", "40-shards"])
 def test_the_async_store_pages_and_latest_equal_the_oracle(data: Data, tsstore_emulator: Any) -> None:
     series = {"symbol": "HOT"}
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from google.cloud.datastore_v1.types import query as query_types
 
+from tsstore.dswire.kinds import EVERYTHING, NOTHING, Condition, Variant, position
 from tsstore.dswire.values import encode_value, key
 from tsstore.indexes.build import SHARD_ORDER, after_timestamp
 from tsstore.layout.census import Ask, CountAll, CountValue, FirstValue
@@ -38,8 +39,6 @@ OPERATORS = {
 ASCENDING, DESCENDING = query_types.PropertyOrder.Direction.ASCENDING, query_types.PropertyOrder.Direction.DESCENDING
 KEY = "__key__"
 
-#: A condition: (property, operator, value); the value of ``__key__`` a document path.
-Condition = tuple[str, str, Any]
 
 
 def collection_query(where: Any, collection: str) -> tuple[Any, list[Condition]]:
@@ -84,13 +83,18 @@ def order(query: Any, fields: Sequence[str], direction: Any) -> Any:
     return query
 
 
-def _chunk_conditions(plan: QueryPlan, chunk: tuple[str, ...]) -> list[Condition]:
+def _chunk_conditions(plan: QueryPlan, chunk: tuple[str, ...], variant: Variant | None) -> list[Condition]:
+    """The chunk's conditions: its shard values, its value filters (as they are, or a
+    variant's: :mod:`tsstore.dswire.kinds`) and the time range."""
     spec = plan.spec
     conditions: list[Condition] = []
     if chunk != UNSHARDED:
         conditions.append((spec.shard_field, "in", chunk))
-    for f in (*plan.filters, *plan.ranges):
-        conditions.append((f.field, f.op, f.values if f.op == "in" else f.values[0]))
+    if variant is None:
+        filters = (*plan.filters, *plan.ranges)
+        conditions += [(f.field, f.op, f.values if f.op == "in" else f.values[0]) for f in filters]
+    else:
+        conditions += variant.conditions
     if plan.start is not None:
         conditions.append((spec.timestamp_field, ">=", plan.start))
     if plan.end is not None:
@@ -99,7 +103,7 @@ def _chunk_conditions(plan: QueryPlan, chunk: tuple[str, ...]) -> list[Condition
 
 
 def chunk_query(
-    where: Any, plan: QueryPlan, chunk: tuple[str, ...], *, also_by: str | None = None
+    where: Any, plan: QueryPlan, chunk: tuple[str, ...], *, also_by: str | None = None, variant: Variant | None = None
 ) -> Any:
     """The Datastore-mode twin of :func:`tsstore.read.chunks.chunk_query` without a position
     or a limit: ``shard IN chunk`` and the plan's conditions, ordered by (timestamp, the
@@ -108,25 +112,40 @@ def chunk_query(
     lack a column)."""
     spec = plan.spec
     query, parent = collection_query(where, spec.collection)
-    build(where, query, [*parent, *_chunk_conditions(plan, chunk)])
+    build(where, query, [*parent, *_chunk_conditions(plan, chunk, variant)])
     direction = DESCENDING if plan.descending else ASCENDING
     return order(query, [spec.timestamp_field, *after_timestamp(plan.order_fields, also_by), KEY], direction)
 
 
-def continued(where: Any, plan: QueryPlan, chunk: tuple[str, ...], after: Position) -> list[Any]:
+def continued(
+    where: Any, plan: QueryPlan, chunk: tuple[str, ...], after: Position, *, variant: Variant | None = None
+) -> list[Any]:
     """The chunk's ticks after ``after`` (a :meth:`~tsstore.read.plan.QueryPlan.key`), as
-    the queries that read them in order (see the module's docstring)."""
+    the queries that read them in order (see the module's docstring); a ``variant``'s
+    position on a range field is translated into its kind (:func:`~tsstore.dswire.kinds.position`)."""
     spec = plan.spec
     names = [spec.timestamp_field, *plan.order_fields, KEY]
-    values = [after[0], *(ordered.raw for ordered in after[1:-1]), f"{spec.collection}/{after[-1]}"]
-    beyond = "<" if plan.descending else ">"
+    at = [after[0], *(ordered.raw for ordered in after[1:-1]), f"{spec.collection}/{after[-1]}"]
+    kinds = dict(variant.kinds) if variant is not None else {}
     direction = DESCENDING if plan.descending else ASCENDING
-    base = _chunk_conditions(plan, chunk)
+    base = _chunk_conditions(plan, chunk, variant)
+
+    def at_level(name: str, value: Any, *, held: bool) -> list[Condition] | None:
+        if name not in kinds:
+            return [(name, "==", value)] if held else [(name, "<" if plan.descending else ">", value)]
+        made = position(value, kinds[name], held=held, descending=plan.descending)
+        if made == NOTHING:
+            return None
+        return [] if made == EVERYTHING else [(name, made[1], made[2])]
+
     made = []
     for level in range(len(names) - 1, -1, -1):  # the id beyond first, the timestamp beyond last
-        held = [(name, "==", value) for name, value in zip(names[:level], values[:level])]
+        parts = [at_level(name, value, held=True) for name, value in zip(names[:level], at[:level])]
+        parts.append(at_level(names[level], at[level], held=False))
+        if any(part is None for part in parts):
+            continue  # nothing of this variant's kinds stands there
         query, parent = collection_query(where, spec.collection)
-        build(where, query, [*parent, *base, *held, (names[level], beyond, values[level])])
+        build(where, query, [*parent, *base, *(c for part in parts if part is not None for c in part)])
         made.append(order(query, names[level:], direction))
     return made
 

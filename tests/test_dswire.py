@@ -1,0 +1,123 @@
+"""Datastore mode's wire without the emulator: values and keys as the public client reads
+them, and value filters asked as variants that give Native mode's answers in its order."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import Any
+
+import pytest
+from google.cloud.datastore import helpers
+
+from tsstore import QueryShape, SeriesSpec
+from tsstore.dswire import kinds, queries
+from tsstore.dswire.values import ENTITY_PB, decode_entity, encode_entity, key, key_path, partition
+from tsstore.errors import ModeError
+from tsstore.read.plan import plan_query
+from tsstore.ticks import Tick
+
+UTC = dt.timezone.utc
+WHERE = partition("p", "db", None)
+
+
+def public(value: Any) -> Any:
+    """The public client's decoding, as plain values (its Entity is a dict; its times carry nanoseconds)."""
+    if isinstance(value, dict):
+        return {k: public(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [public(v) for v in value]
+    if isinstance(value, dt.datetime):
+        return dt.datetime(*value.timetuple()[:6], value.microsecond, tzinfo=UTC)
+    return value
+
+
+def test_the_raw_decoding_equals_the_public_clients_on_a_mixed_entity() -> None:
+    data = {
+        "symbol": "AAA", "n": 7, "big": 2**62, "price": {"micros": 1_234_500, "currency": "USD"},
+        "deep": {"x": {"y": None}}, "ratio": 0.25, "flag": True, "off": False, "none": None, "blob": b"\x00\xff", "empty": {}, "list": [1, "a", 2.5],
+        "at": dt.datetime(2024, 3, 10, 7, 30, 1, 123456, tzinfo=UTC), "long": "é" * 1000, "nothing": [],
+    }  # fmt: skip
+    pb = ENTITY_PB()
+    pb.key.CopyFrom(key(WHERE, "ticks/id1"))
+    encode_entity(pb, data)
+    assert decode_entity(pb) == data
+    assert public(dict(helpers.entity_from_protobuf(pb))) == data  # the public client reads what tsstore wrote
+    assert pb.properties["long"].exclude_from_indexes  # over 1 500 bytes: Datastore mode would refuse it indexed
+    assert not pb.properties["symbol"].exclude_from_indexes
+    assert key_path(pb.key) == "ticks/id1"
+
+
+@pytest.mark.parametrize(("value", "why"), [([[1]], "no array inside an array"), (object(), "type object")])
+def test_a_value_datastore_mode_cannot_store_is_named(value: Any, why: str) -> None:
+    with pytest.raises(ModeError, match=why):
+        encode_entity(ENTITY_PB(), {"v": value})
+
+
+SPEC = SeriesSpec("t", shapes=["symbol", QueryShape((), ("desc", "asc"), ranges=["v"])], shards=["a", "b"])
+
+
+def variant_kinds(where: list[tuple[str, str, Any]]) -> list[tuple[tuple[str, str], ...]]:
+    split = kinds.variants(plan_query(SPEC, where=where))
+    assert split is not None
+    return [v.kinds for v in split]
+
+
+def test_a_number_range_reads_integers_and_doubles_and_ne_reads_every_kind() -> None:
+    assert kinds.variants(plan_query(SPEC, where={"symbol": "AAA"})) is None  # text equality: as it is
+    assert variant_kinds([("v", ">=", 10)]) == [(("v", "int"),), (("v", "double"),)]
+    assert variant_kinds([("v", ">", "b")]) == [(("v", "str"),)]
+    assert [k for ((_, k),) in variant_kinds([("v", "!=", 5)])] == list(kinds.KIND_BOUNDS)
+    assert variant_kinds([("v", ">", 5), ("v", "<", "z")]) == []  # a value of two kinds at once: nothing
+    [integers, doubles] = kinds.variants(plan_query(SPEC, where=[("v", ">", 10.5)])) or []
+    assert ("v", ">=", 11) in integers.conditions and ("v", ">", 10.5) in doubles.conditions
+    # a number in an equality is asked as both types, the text once
+    split = kinds.variants(plan_query(SPEC, where={"symbol": ["AAA", 100]})) or []
+    assert [v.conditions for v in split] == [(("symbol", "in", ("AAA", 100)),), (("symbol", "in", (100.0,)),)]
+
+
+@pytest.mark.parametrize(
+    ("value", "kind", "held", "descending", "want"),
+    [
+        (100, "int", False, False, ("", ">", 100)),
+        (100, "double", True, False, ("", "==", 100.0)),
+        (10.5, "int", True, False, kinds.NOTHING),  # no integer equals 10.5
+        (10.5, "int", False, False, ("", ">=", 11)),
+        (10.5, "int", False, True, ("", "<=", 10)),
+        ("x", "int", False, False, kinds.NOTHING),  # ascending: every number comes before a string
+        ("x", "int", False, True, kinds.EVERYTHING),
+        (math.nan, "double", False, False, kinds.EVERYTHING),  # NaN comes before every number
+        (math.nan, "nan", True, False, ("", "==", math.nan)),
+    ],
+)
+def test_a_position_is_translated_into_each_kind_in_natives_order(
+    value: Any, kind: str, held: bool, descending: bool, want: Any
+) -> None:
+    got = kinds.position(value, kind, held=held, descending=descending)
+    if isinstance(want, tuple) and isinstance(want[2], float) and math.isnan(want[2]):
+        assert isinstance(got, tuple) and got[:2] == want[:2] and math.isnan(got[2])
+    else:
+        assert got == want
+
+
+def test_native_rules_decide_what_a_variant_keeps() -> None:
+    plan = plan_query(SPEC, where=[("v", "!=", 100)])
+    split = {v.kinds[0][1]: v for v in kinds.variants(plan) or []}
+    tick = {"v": 100.0}  # Native mode: 100.0 equals 100, so != drops it
+    assert not split["double"].keeps(plan, tick)
+    assert split["time"].keeps(plan, {"v": dt.datetime(2024, 1, 1, tzinfo=UTC)})
+    assert not split["int"].keeps(plan, {"v": dt.datetime(2024, 1, 1, tzinfo=UTC)})  # its kind is the time variant's
+    assert not split["int"].keeps(plan, {"v": None}) and not split["int"].keeps(plan, {})
+
+
+def test_a_chunk_continued_after_a_tie_is_read_as_disjoint_queries_in_order() -> None:
+    plan = plan_query(SPEC, where=[("v", ">=", 10)], direction="asc")
+    [integers, _] = kinds.variants(plan) or []
+    at = dt.datetime(2024, 1, 1, tzinfo=UTC)
+    after = plan.key(Tick("id5", at, {"v": 12.5}))
+    asked = queries.continued(WHERE, plan, ("a",), after, variant=integers)
+    # no integer equals 12.5: the levels holding it are left out; the integers beyond it at
+    # that time (from 13), then every later time
+    assert len(asked) == 2
+    first = asked[0].filter.composite_filter.filters
+    assert any(f.property_filter.property.name == "v" and f.property_filter.value.integer_value == 13 for f in first)
