@@ -35,7 +35,8 @@ def public(value: Any) -> Any:
 def test_the_raw_decoding_equals_the_public_clients_on_a_mixed_entity() -> None:
     data = {
         "symbol": "AAA", "n": 7, "big": 2**62, "price": {"micros": 1_234_500, "currency": "USD"},
-        "deep": {"x": {"y": None}}, "ratio": 0.25, "flag": True, "off": False, "none": None, "blob": b"\x00\xff", "empty": {}, "list": [1, "a", 2.5],
+        "deep": {"x": {"y": None}}, "ratio": 0.25, "flag": True, "off": False, "none": None, "blob": b"\x00\xff",
+        "empty": {}, "list": [1, "a", 2.5],
         "at": dt.datetime(2024, 3, 10, 7, 30, 1, 123456, tzinfo=UTC), "long": "é" * 1000, "nothing": [],
     }  # fmt: skip
     pb = ENTITY_PB()
