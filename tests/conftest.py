@@ -9,7 +9,6 @@ come from the plugin tsstore ships (``tsstore.local.pytest_plugin``), so users g
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import random
@@ -22,7 +21,7 @@ from typing import Any
 import pytest
 from google.cloud import firestore
 
-from tests.shared import MILLISECONDS, SPEC, TICKS, UTC
+from tests.shared import MILLISECONDS, SPEC, TICKS, skewed_rows
 from tsstore import TimeSeriesStore, WriteOptions
 from tsstore.local.emulator import EmulatorAt
 from tsstore.local.pytest_plugin import unique_database_id
@@ -131,21 +130,7 @@ def firebase_tools() -> Iterator[FirebaseTools]:
 def skewed(tsstore_emulator: Any) -> Iterator[dict[str, Any]]:
     client = tsstore_emulator.client(database=f"skew-{random.randrange(10**9)}")
     store = TimeSeriesStore(client, SPEC, write_options=WriteOptions(ramp=False), page_size=500)
-    rng = random.Random(3)
-    base = dt.datetime(2024, 1, 2, 9, tzinfo=UTC)
-    rows: list[dict[str, Any]] = []
-    for n in range(TICKS):
-        symbol = rng.choice(["AAA", "BBB", "CCC", "HOT", "HOT", "TWO"])
-        row: dict[str, Any] = {
-            "symbol": symbol,
-            "n": n,
-            "timestamp": base + dt.timedelta(milliseconds=rng.randrange(MILLISECONDS)),
-        }
-        if symbol == "HOT":
-            row["shard"] = "s07"  # every HOT tick in one shard: one chunk holds them all
-        elif symbol == "TWO":
-            row["shard"] = rng.choice(["s03", "s31"])  # two chunks, the rest run dry at once
-        rows.append(row)
+    rows = skewed_rows()
     store.write(rows)
     ticks = list(store.iter_ticks())
     assert len(ticks) == TICKS and len({t.timestamp for t in ticks}) <= MILLISECONDS  # ~6 ticks share each ms

@@ -29,6 +29,27 @@ SPEC = SeriesSpec("skew", shards=SHARDS, shapes=[QueryShape("symbol", ("desc", "
 TICKS, MILLISECONDS = 360, 60
 
 
+def skewed_rows() -> list[dict[str, Any]]:
+    """The skewed ticks: HOT in one shard value, TWO in two, the rest anywhere; about six share
+    each millisecond."""
+    rng = random.Random(3)
+    base = dt.datetime(2024, 1, 2, 9, tzinfo=UTC)
+    rows: list[dict[str, Any]] = []
+    for n in range(TICKS):
+        symbol = rng.choice(["AAA", "BBB", "CCC", "HOT", "HOT", "TWO"])
+        row: dict[str, Any] = {
+            "symbol": symbol,
+            "n": n,
+            "timestamp": base + dt.timedelta(milliseconds=rng.randrange(MILLISECONDS)),
+        }
+        if symbol == "HOT":
+            row["shard"] = "s07"  # every HOT tick in one shard: one chunk holds them all
+        elif symbol == "TWO":
+            row["shard"] = rng.choice(["s03", "s31"])  # two chunks, the rest run dry at once
+        rows.append(row)
+    return rows
+
+
 def brute_force(ticks: list[Tick], symbols: list[str] | None, descending: bool) -> list[Tick]:
     kept = [t for t in ticks if symbols is None or t.data["symbol"] in symbols]
     return sorted(kept, key=sort_key, reverse=descending)
