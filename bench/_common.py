@@ -16,12 +16,19 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tsstore.local.emulator import Emulator, start_emulator  # noqa: E402
+from tsstore.local.emulator import Emulator, Mode, start_emulator  # noqa: E402
 
 
 def emulator(*, max_heap: str | None = None) -> Emulator:
     emu = start_emulator(max_heap=max_heap) if max_heap else start_emulator()
     print(f"# emulator {emu.address} (pid {emu.pid})", file=sys.stderr)
+    return emu
+
+
+def emulator_in(mode: Mode) -> Emulator:
+    """An emulator running ``mode`` (one emulator serves one mode)."""
+    emu = start_emulator(mode=mode)
+    print(f"# emulator {emu.address} in {mode} mode (pid {emu.pid})", file=sys.stderr)
     return emu
 
 

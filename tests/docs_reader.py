@@ -183,8 +183,11 @@ def project_of(page: Path) -> str:
     return slug[:30].rstrip("-")
 
 
-def page_env(emulator: Any, page: Path, folder: Path) -> dict[str, str]:
+def page_env(emulator: Any, page: Path, folder: Path, datastore: Any = None) -> dict[str, str]:
+    """The environment of a page's blocks: the session's emulator (and, for a page about
+    Datastore mode, its Datastore-mode one), a project of the page's own, a home of its own."""
     return {
+        **({"DATASTORE_EMULATOR_HOST": datastore.address} if datastore is not None else {}),
         "FIRESTORE_EMULATOR_HOST": emulator.address,
         "GOOGLE_CLOUD_PROJECT": project_of(page),
         "TSSTORE_HOME": str(folder / ".tsstore-home"),  # never the developer's own local store

@@ -31,10 +31,13 @@ from tsstore.cli import main
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(DOCS)) for p in PAGES])
-def test_every_block_of_the_page_runs(page: Path, tsstore_emulator: Any, tmp_path: Path, monkeypatch: Any) -> None:
-    for name in ("TSSTORE_PROJECT", "TSSTORE_SPEC", "TSSTORE_DATABASE"):
+def test_every_block_of_the_page_runs(
+    page: Path, tsstore_emulator: Any, tmp_path: Path, monkeypatch: Any, request: pytest.FixtureRequest
+) -> None:
+    for name in ("TSSTORE_PROJECT", "TSSTORE_SPEC", "TSSTORE_DATABASE", "DATASTORE_EMULATOR_HOST"):
         monkeypatch.delenv(name, raising=False)
-    reader = Reader(tmp_path, page_env(tsstore_emulator, page, tmp_path))
+    datastore = request.getfixturevalue("datastore_emulator") if "datastore" in page.name else None
+    reader = Reader(tmp_path, page_env(tsstore_emulator, page, tmp_path, datastore))
     modules = set(sys.modules)
     try:
         for block in blocks(page):
