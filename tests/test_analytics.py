@@ -186,7 +186,11 @@ CASES = [
 
 #: One chunk (3 shards) and three (90); the 40-shard store's two chunks are combined by the same code,
 #: checked against pandas by the async and command tests below.
-@pytest.mark.parametrize("shards", [3, 90])
+#: Native mode at one chunk (3 shard values) and three (90); Datastore mode at two (40).
+MODE_SHARDS = [("native", 3), ("native", 90), ("datastore", 40)]
+
+
+@pytest.mark.parametrize(("stores", "shards"), MODE_SHARDS, indirect=["stores"])
 def test_aggregates_equal_pandas_on_what_was_written(stores: dict[int, Any], shards: int) -> None:
     store, rows = stores[shards]
     for case in CASES:
@@ -268,7 +272,7 @@ def newest_by_oracle(rows: list[dict[str, Any]], symbol: str, **filters: Any) ->
     return max(hits, key=lambda r: r["timestamp"], default=None)
 
 
-@pytest.mark.parametrize("shards", [3, 90])
+@pytest.mark.parametrize(("stores", "shards"), MODE_SHARDS, indirect=["stores"])
 def test_latest_is_the_newest_tick_of_each_series_missing_ones_included(stores: dict[int, Any], shards: int) -> None:
     store, rows = stores[shards]
     # Series with the same newest timestamp twice would have no single answer: the oracle
@@ -385,8 +389,7 @@ def test_bars_open_at_boundaries_close_when_time_moves_on_and_skip_what_has_no_p
         to_interval("a while")
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("shards", [3, 40])
+@pytest.mark.parametrize(("mode", "shards"), [("native", 3), ("native", 40), ("datastore", 40)])
 def test_bars_equal_pandas_resample_ohlc_on_the_same_ticks(request: pytest.FixtureRequest, mode: str,
                                                            shards: int) -> None:  # fmt: skip
     client = mode_client(request, mode, f"bars-{random.randrange(10**9)}")

@@ -324,6 +324,11 @@ class Written:
     database: str
 
 
+#: The join's own logic is the same on both modes: beyond the join itself (against pandas' merge_asof),
+#: the tests below run in Native mode only, for the suite's time.
+NATIVE = pytest.mark.parametrize("written", ["native"], indirect=True)
+
+
 @pytest.fixture(scope="module", params=MODES)
 def written(request: pytest.FixtureRequest) -> Iterator[Written]:
     """The trades at 3 and 40 shard values and the quotes, per database mode."""
@@ -478,6 +483,7 @@ def test_a_join_within_one_collection_takes_each_sides_filter(written: Written, 
     assert 0 < sum(n is not None for n in cells(got, "other.n")) < len(got)
 
 
+@NATIVE
 def test_iter_asof_streams_the_frames_rows(written: Written) -> None:
     store = written.trades[40]
     case = CASES[6]  # nearest, by symbol, a tolerance, one symbol
@@ -519,6 +525,7 @@ def test_the_async_store_gives_the_same_frames(written: Written, tsstore_emulato
     assert ids == [t.id for t in store.iter_asof(cases[1].left, right_spec=QUOTES, **cases[1].options())]
 
 
+@NATIVE
 @pytest.mark.parametrize(
     "direction, tolerance",
     [("backward", MS250), ("forward", MS250), ("nearest", MS250), ("backward", None), ("forward", None)],
@@ -546,6 +553,7 @@ def test_the_right_range_defaults_to_what_can_match(
         assert len(window) < len(written.quotes) / 8
 
 
+@NATIVE
 @pytest.mark.parametrize("shards", [3, 40])
 def test_the_frame_is_merge_asof_of_two_query_frames(written: Written, shards: int) -> None:
     """By default the frame is ``pandas.merge_asof`` of the two ``query_frame`` results, the
@@ -561,6 +569,7 @@ def test_the_frame_is_merge_asof_of_two_query_frames(written: Written, shards: i
     pd.testing.assert_frame_equal(got.sort_index(axis=1), want.sort_index(axis=1))
 
 
+@NATIVE
 def test_projected_columns_keep_the_by_fields_on_both_sides(written: Written) -> None:
     store = written.trades[3]
     left, right = Query(columns=["price"], end=T0 + 6 * SEC), Query(columns=["bid"])
@@ -576,6 +585,7 @@ def test_projected_columns_keep_the_by_fields_on_both_sides(written: Written) ->
     }
 
 
+@NATIVE
 def test_a_join_without_any_match_still_has_the_right_columns(written: Written) -> None:
     for ids in (False, True):  # nothing can match
         got = written.trades[3].asof(right_spec=QUOTES, tolerance=0, allow_exact_matches=False, ids=ids)
@@ -584,6 +594,7 @@ def test_a_join_without_any_match_still_has_the_right_columns(written: Written) 
         assert ("right.id" in got.columns) == ids and "right.symbol" not in got.columns
 
 
+@NATIVE
 def test_a_joins_stats_count_the_chunks_of_both_reads(written: Written) -> None:
     store = written.trades[40]
     stats = ReadStats()
@@ -626,6 +637,7 @@ def test_the_command_prints_the_join(written: Written, tsstore_emulator: Any, tm
 # ------------------------------------------------------------------------------ refusals
 
 
+@NATIVE
 @pytest.mark.parametrize(
     "options, message",
     [
@@ -650,6 +662,7 @@ def test_bad_options_are_one_query_error_naming_the_value(
         list(store.iter_asof(left, right, right_spec=QUOTES, **options))
 
 
+@NATIVE
 @pytest.mark.parametrize("tolerance", [float("nan"), float("inf"), 1e20, "NaT"], ids=["nan", "inf", "huge", "NaT"])
 def test_a_tolerance_that_is_no_duration_is_a_query_error_naming_it(written: Written, tolerance: object) -> None:
     with pytest.raises(QueryError, match=r"tolerance .*(not a duration|negative|too large|out of range)"):

@@ -254,6 +254,9 @@ class Data:
 #: by the chunks, and the emulator scans once per `in` value: the 40-value layout's chunks are
 #: read in Datastore mode by test_store's and test_read_engine's modules).
 LAYOUTS = [("native", 3), ("native", 40), ("datastore", 3)]
+#: Series plans, time ranges, latest and snapshots are decided alike on both modes: Native mode
+#: only (Datastore mode runs what its value filters change: pages, streams, counts, bars).
+NATIVE = pytest.mark.parametrize("data", LAYOUTS[:2], indirect=True, ids=[f"{m}-{n}-shards" for m, n in LAYOUTS[:2]])
 
 
 @pytest.fixture(scope="module", params=LAYOUTS, ids=[f"{m}-{n}-shards" for m, n in LAYOUTS])
@@ -317,6 +320,7 @@ def follow(
 # ------------------------------------------------------------------------------ series shapes
 
 
+@NATIVE
 @pytest.mark.parametrize("direction", ["desc", "asc"])
 def test_series_pages_follow_cursors_to_the_end_one_query_each(data: Data, direction: str) -> None:
     where = {"symbol": "HOT"}
@@ -331,6 +335,7 @@ def test_series_pages_follow_cursors_to_the_end_one_query_each(data: Data, direc
     assert follow(data.store, 40, one_query, where=where, direction=direction) == want
 
 
+@NATIVE
 def test_a_series_page_of_100_reads_101_documents_in_one_query(data: Data) -> None:
     page = data.store.query(where={"symbol": "HOT"}, limit=100)
     assert ids(page) == ids(oracle(data.recs, {"symbol": "HOT"})[:100]) and page.cursor is not None
@@ -338,6 +343,7 @@ def test_a_series_page_of_100_reads_101_documents_in_one_query(data: Data) -> No
     assert (stats.documents, stats.queries, stats.billed_reads, stats.chunks) == (101, 1, 101, 1)
 
 
+@NATIVE
 @pytest.mark.parametrize("direction", ["desc", "asc"])
 def test_series_time_ranges_page_with_cursors(data: Data, direction: str) -> None:
     start, end = T0 + dt.timedelta(seconds=20), tie_time(6)  # end is exclusive: tie group 6 (HOT) left out
@@ -351,6 +357,7 @@ def test_series_time_ranges_page_with_cursors(data: Data, direction: str) -> Non
     assert got == want
 
 
+@NATIVE
 @pytest.mark.parametrize("direction", ["desc", "asc"])
 def test_a_series_shape_with_in_is_one_query_without_a_shard_filter(data: Data, direction: str) -> None:
     where = {"symbol": ["A", "C"]}
@@ -364,6 +371,7 @@ def test_a_series_shape_with_in_is_one_query_without_a_shard_filter(data: Data, 
     assert follow(data.store, 25, one_query, where=where, direction=direction) == want
 
 
+@NATIVE
 def test_series_streams_and_frames_equal_the_oracle(data: Data) -> None:
     store = data.store
     want = oracle(data.recs, {"symbol": "HOT"}, direction="asc")
@@ -387,6 +395,7 @@ def newest(
     return found[0] if found else None
 
 
+@NATIVE
 def test_latest_sends_one_limit_1_query_per_series(data: Data) -> None:
     store = data.store
     values = ["HOT", "A", "ZZZ", "C"]  # ZZZ was never written
@@ -409,6 +418,7 @@ def test_latest_sends_one_limit_1_query_per_series(data: Data) -> None:
     assert (alone.queries, alone.documents, alone.billed_reads, alone.chunks) == (1, 1, 1, 1)
 
 
+@NATIVE
 def test_latest_before_a_tie_takes_the_query_order(data: Data) -> None:
     store = data.store
     before = tie_time(6) + dt.timedelta(milliseconds=1)  # HOT's newest are tie group 6: 7 ticks at once
@@ -593,6 +603,7 @@ def test_bars_under_a_range_filter_equal_the_oracle(data: Data) -> None:
 # ------------------------------------------------------------------------------ cursors and snapshots
 
 
+@NATIVE
 def test_a_cursor_of_one_range_query_is_refused_by_another(data: Data) -> None:
     store = data.store
     page = store.query(where=X1_BIG, limit=5)
@@ -613,6 +624,7 @@ def test_a_cursor_of_one_range_query_is_refused_by_another(data: Data) -> None:
     assert ids(store.query(where=X1_BIG, limit=5, cursor=page.cursor)) == ids(oracle(data.recs, X1_BIG)[5:10])
 
 
+@NATIVE
 def test_a_read_time_snapshot_reads_the_same_on_both_plans(data: Data) -> None:
     store, at = data.store, data.snapshot
     for where in ({"symbol": "HOT"}, X1_BIG):
@@ -627,7 +639,7 @@ def test_a_read_time_snapshot_reads_the_same_on_both_plans(data: Data) -> None:
 # ------------------------------------------------------------------------------ the async store
 
 
-@pytest.mark.parametrize("data", [("native", 3), ("native", 40)], indirect=True, ids=["3-shards", "40-shards"])
+@NATIVE
 def test_the_async_store_pages_and_latest_equal_the_oracle(data: Data, tsstore_emulator: Any) -> None:
     series = {"symbol": "HOT"}
 

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from google.cloud import firestore
 
+from tests.shared import stored_ids
 from tsstore import (
     ConfigError,
     CursorError,
@@ -86,6 +87,9 @@ def stored_ticks(client: Any, kind: str) -> list[Tick]:
 
 #: Firestore in Native mode, and in Datastore mode: the module's data set is written to each.
 MODES = ("native", "datastore")
+#: What the engine decides alike on both modes (iteration, cursors refused, snapshots named):
+#: Native mode only, for the suite's time.
+NATIVE = pytest.mark.parametrize("big", ["native"], indirect=True)
 
 
 @pytest.fixture(scope="module", params=MODES)
@@ -211,6 +215,7 @@ def test_paging_returns_every_document_once_in_order(
 PAGE = 107  # 6 ticks share each millisecond, so page boundaries fall inside ties
 
 
+@NATIVE
 def test_iter_ticks_reads_all_pages_lazily(big: dict[str, Any]) -> None:
     store, ticks = big["store"], big["ticks"]
     got = list(store.iter_ticks(direction="asc"))  # ~180 ticks per chunk, more than page_size: streamed
@@ -226,6 +231,7 @@ def test_fast_decoder_matches_public_client_path(big: dict[str, Any], emulator: 
     public.close()
 
 
+@NATIVE
 def test_frames_leave_the_shard_out_unless_the_columns_name_it(big: dict[str, Any]) -> None:
     store = big["store"]
     assert "shard" not in store.query_frame(limit=5).columns
@@ -256,6 +262,7 @@ def test_frames_match_ticks_and_stream_in_bounded_pieces(big: dict[str, Any]) ->
     pd.testing.assert_frame_equal(pd.concat(parts), frame)
 
 
+@NATIVE
 def test_cursor_misuse_is_refused(big: dict[str, Any]) -> None:
     page = big["store"].query(where={"exchange": "EXCHG1"}, limit=5)
     with pytest.raises(CursorError):
@@ -339,6 +346,7 @@ def test_bad_options_name_the_value(client: firestore.Client, collection_name: s
     assert list(client.collection(collection_name).stream()) == []
 
 
+@NATIVE
 def test_a_read_past_the_kept_snapshot_says_how_far_it_got(big: dict[str, Any]) -> None:
     store = big["store"]
     # The emulator refuses a read_time over 7 days old (production: 1 hour without PITR).
@@ -350,6 +358,7 @@ def test_a_read_past_the_kept_snapshot_says_how_far_it_got(big: dict[str, Any]) 
     assert info.value.returned == 0 and info.value.cursor is None
 
 
+@NATIVE
 def test_an_expired_snapshot_mid_read_names_the_position_to_continue_from(big: dict[str, Any]) -> None:
     from google.api_core import exceptions as gexc
 
@@ -369,3 +378,18 @@ def test_an_expired_snapshot_mid_read_names_the_position_to_continue_from(big: d
     rest = list(store.iter_ticks(direction="asc", cursor=info.value.cursor))
     assert [t.id for t in ordered[:250] + rest] == [t.id for t in ordered]  # the cursor continues exactly
     assert len(ordered) == len(ticks)
+
+
+def test_a_datastore_mode_write_keeps_each_tick_once_across_retries_and_overlaps(tsstore_datastore_client: Any) -> None:
+    """Datastore mode's commits are atomic: a batch holding one existing tick fails as a whole
+    (ALREADY_EXISTS), and the sender sorts it out by lookup: the new ticks are created, the
+    old ones found present, none stored twice."""
+    spec = SeriesSpec("k", key_fields=["symbol"], shards=["a", "b", "c"])
+    store = TimeSeriesStore(tsstore_datastore_client, spec, write_options=FAST)
+    rows = list(trading_day(1200, seed=3))
+    first = store.write(rows[::2])
+    second = store.write(rows)  # every batch mixes stored and new ticks
+    assert (first.created, first.present) == (600, 0)
+    assert (second.created, second.present, second.count) == (600, 600, 1200)
+    assert sorted(stored_ids(tsstore_datastore_client, "k")) == sorted(second.ids) and len(set(second.ids)) == 1200
+    assert store.count() == 1200
