@@ -448,8 +448,12 @@ def left_frame(store: TimeSeriesStore, query: Query) -> pd.DataFrame:
     return store.query_frame(query.replace(direction="asc"))
 
 
+#: Native mode at one chunk and two; Datastore mode at two (one chunk reads as in test_store's oracle).
+MODE_SHARDS = [("native", 3), ("native", 40), ("datastore", 40)]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-@pytest.mark.parametrize("shards", [3, 40])
+@pytest.mark.parametrize(("written", "shards"), MODE_SHARDS, indirect=["written"])
 def test_asof_equals_merge_asof_on_the_same_ticks(written: Written, shards: int, case: Case) -> None:
     store = written.trades[shards]
     got = store.asof(case.left, right_spec=QUOTES, ids=True, **case.options())
@@ -465,7 +469,7 @@ def test_asof_equals_merge_asof_on_the_same_ticks(written: Written, shards: int,
             assert len(rows) >= 3 and set(rows["right.id"]) == {written.quote_ids[last["n"]]}
 
 
-@pytest.mark.parametrize("shards", [3, 40])
+@pytest.mark.parametrize(("written", "shards"), MODE_SHARDS, indirect=["written"])
 def test_a_join_within_one_collection_takes_each_sides_filter(written: Written, shards: int) -> None:
     store = written.trades[shards]
     left, right = Query(where={"exchange": "X1"}, start=T0 + 4 * SEC), Query(where={"exchange": "X2"})

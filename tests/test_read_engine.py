@@ -384,7 +384,7 @@ def skewed_datastore(datastore_emulator: Any) -> Any:
 @pytest.mark.parametrize(
     ("symbols", "limit", "direction"),
     [(["HOT"], 100, "desc"), (["HOT", "AAA", "TWO"], 9, "asc")],
-    ids=["one-shard-100", "mixed-9-asc"],
+    ids=["one-shard-100", "mixed-9-asc"],  # a page Native mode bounds; four chunks continued in ties
 )
 def test_a_datastore_mode_page_bills_what_a_native_page_may(
     skewed_datastore: dict[str, Any], direction: str, symbols: list[str] | None, limit: int
