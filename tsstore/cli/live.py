@@ -3,7 +3,10 @@ redrawn as they change)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import signal
+import threading
 from collections.abc import Iterator
 
 import click
@@ -59,9 +62,9 @@ def tail(
 
 
 def _frames(spec: SeriesSpec, live: LiveTail, limit: int | None, printed: dict[str, int]) -> Iterator[pd.DataFrame]:
-    """One frame per tick; ``printed`` counts those written: a frame is written once the
-    writer asks for the next (Ctrl-C may land after the tail handed a tick out, before its row
-    was written)."""
+    """One frame per tick; ``printed`` counts those written. Ctrl-C waits while a row is counted
+    and written (SIGINT blocked from the count until the writer asks for the next frame), so
+    the summary counts exactly the rows printed: it cannot land between a row and its count."""
     for number, item in enumerate(live, start=1):
         frame = ticks_to_frame(spec, [item.tick])
         taken = [c for c in (ID_COLUMN, LATE_COLUMN) if c in frame.columns]
@@ -69,11 +72,27 @@ def _frames(spec: SeriesSpec, live: LiveTail, limit: int | None, printed: dict[s
             raise TsstoreError(f"the ticks have a field {taken[0]!r}, a column tail adds itself")
         frame.insert(0, LATE_COLUMN, item.late)
         frame.insert(0, ID_COLUMN, item.tick.id)
-        yield frame
-        printed["ticks"] += 1
-        printed["late"] += item.late
+        with _sigint_deferred():
+            printed["ticks"] += 1
+            printed["late"] += item.late
+            yield frame
         if number == limit:
             return
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """SIGINT held back while the block runs, then delivered (where the system can block
+    signals, and in the main thread: the only one Python delivers them to)."""
+    block = getattr(signal, "pthread_sigmask", None)
+    if block is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = block(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        block(signal.SIG_SETMASK, previous)
 
 
 @click.command("watch")
