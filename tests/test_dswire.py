@@ -122,3 +122,23 @@ def test_a_chunk_continued_after_a_tie_is_read_as_disjoint_queries_in_order() ->
     assert len(asked) == 2
     first = asked[0].filter.composite_filter.filters
     assert any(f.property_filter.property.name == "v" and f.property_filter.value.integer_value == 13 for f in first)
+
+
+def test_what_datastore_mode_lacks_is_one_clear_error_before_any_call() -> None:
+    from google.api_core.client_options import ClientOptions
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import datastore
+
+    from tsstore import AsyncTimeSeriesStore, ConfigError, TimeSeriesStore
+
+    # A real client on an address nothing listens at: every refusal below comes before a call.
+    client = datastore.Client(project="p", credentials=AnonymousCredentials(),
+                              client_options=ClientOptions(api_endpoint="http://127.0.0.1:9"))  # fmt: skip
+    store = TimeSeriesStore(client, SPEC)
+    with pytest.raises(ModeError, match="Datastore mode, which takes no Firestore query"):
+        store.firestore_queries(store.plan())
+    with pytest.raises(ModeError, match="real-time listeners, which Datastore mode does not have; poll with"):
+        store.watch(limit=5)
+    with pytest.raises(ConfigError, match="AsyncTimeSeriesStore does not serve Datastore mode yet"):
+        AsyncTimeSeriesStore(client, SPEC)
+    store.close()

@@ -60,11 +60,18 @@ class FirestoreSide:
 
 @dataclass(frozen=True)
 class DatastoreKind:
-    """What a Datastore-mode store's requests hold as their collection: its kind's name (a
-    request builds no Firestore query on it; :meth:`firestore_queries` and the live verbs
-    refuse it)."""
+    """What a Datastore-mode store's requests hold as their collection: its kind's name. A
+    request that would build a Firestore query on it (``firestore_queries()``) is told so."""
 
     id: str
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # copy, pickle and friends look for optional dunders
+            raise AttributeError(name)
+        raise ModeError(
+            f"kind {self.id!r} is in Datastore mode, which takes no Firestore query (asked for .{name}); "
+            "firestore_queries() shows Native mode's, and tsstore.dswire.queries builds Datastore mode's"
+        )
 
 
 def refuse_live(_: Any) -> Any:
