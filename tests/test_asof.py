@@ -47,7 +47,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.cli import tsstore
-from tests.shared import MODES, mode_client
 from tsstore import AsyncTimeSeriesStore, QueryError, QueryShape, SeriesSpec, TimeSeriesStore
 from tsstore.analytics.asof import DIRECTIONS, LEFT, RIGHT, AsofJoiner, amerged, merged, priority
 from tsstore.local.pytest_plugin import unique_database_id
@@ -324,19 +323,13 @@ class Written:
     database: str
 
 
-#: The join's own logic is the same on both modes: beyond the join itself (against pandas' merge_asof),
-#: the tests below run in Native mode only, for the suite's time.
-NATIVE = pytest.mark.parametrize("written", ["native"], indirect=True)
-
-
-@pytest.fixture(scope="module", params=MODES)
-def written(request: pytest.FixtureRequest) -> Iterator[Written]:
-    """The trades at 3 and 40 shard values and the quotes, per database mode."""
+@pytest.fixture(scope="module")
+def written(tsstore_emulator: Any) -> Iterator[Written]:
     database = unique_database_id("asof")
-    client = mode_client(request, request.param, database)
+    client = tsstore_emulator.client(database=database)
     trades, quotes = make_rows()
     stores = {}
-    for shards in (3, 40) if request.param == "native" else (40,):  # Datastore mode joins at two chunks
+    for shards in (3, 40):
         spec = trades_spec(shards)
         rng = random.Random(shards)
         rows = [{**row, "shard": rng.choice(spec.shards)} for row in trades]
@@ -355,7 +348,7 @@ def written(request: pytest.FixtureRequest) -> Iterator[Written]:
     assert list(frame["n"]) == [r["n"] for r in sorted(quotes, key=lambda r: (r["time"], quote_ids[r["n"]]))]
     # 40 shard values: two chunks, and each tie group of trades spread over both
     chunks = stores[40].plan().chunks
-    assert len(chunks) == 2 and (3 not in stores or len(stores[3].plan().chunks) == 1)
+    assert len(chunks) == 2 and len(stores[3].plan().chunks) == 1
     for slot in TIE_SLOTS:
         group = stores[40].query_frame(start=T0 + slot * SLOT, end=T0 + (slot + 1) * SLOT, columns=["shard", "n"])
         assert all(set(group["shard"]) & set(chunk) for chunk in chunks)
@@ -448,12 +441,8 @@ def left_frame(store: TimeSeriesStore, query: Query) -> pd.DataFrame:
     return store.query_frame(query.replace(direction="asc"))
 
 
-#: Native mode at one chunk and two; Datastore mode at two (one chunk reads as in test_store's oracle).
-MODE_SHARDS = [("native", 3), ("native", 40), ("datastore", 40)]
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-@pytest.mark.parametrize(("written", "shards"), MODE_SHARDS, indirect=["written"])
+@pytest.mark.parametrize("shards", [3, 40])
 def test_asof_equals_merge_asof_on_the_same_ticks(written: Written, shards: int, case: Case) -> None:
     store = written.trades[shards]
     got = store.asof(case.left, right_spec=QUOTES, ids=True, **case.options())
@@ -469,7 +458,7 @@ def test_asof_equals_merge_asof_on_the_same_ticks(written: Written, shards: int,
             assert len(rows) >= 3 and set(rows["right.id"]) == {written.quote_ids[last["n"]]}
 
 
-@pytest.mark.parametrize(("written", "shards"), MODE_SHARDS, indirect=["written"])
+@pytest.mark.parametrize("shards", [3, 40])
 def test_a_join_within_one_collection_takes_each_sides_filter(written: Written, shards: int) -> None:
     store = written.trades[shards]
     left, right = Query(where={"exchange": "X1"}, start=T0 + 4 * SEC), Query(where={"exchange": "X2"})
@@ -487,7 +476,6 @@ def test_a_join_within_one_collection_takes_each_sides_filter(written: Written, 
     assert 0 < sum(n is not None for n in cells(got, "other.n")) < len(got)
 
 
-@NATIVE
 def test_iter_asof_streams_the_frames_rows(written: Written) -> None:
     store = written.trades[40]
     case = CASES[6]  # nearest, by symbol, a tolerance, one symbol
@@ -507,7 +495,6 @@ def test_iter_asof_streams_the_frames_rows(written: Written) -> None:
     assert stream.stats.documents >= len(ticks) and stream.stats.queries >= 2
 
 
-@pytest.mark.parametrize("written", ["native"], indirect=True)  # the async store and the CLI: Native mode
 def test_the_async_store_gives_the_same_frames(written: Written, tsstore_emulator: Any) -> None:
     store = written.trades[40]
     cases = [CASES[1], CASES[7]]
@@ -529,7 +516,6 @@ def test_the_async_store_gives_the_same_frames(written: Written, tsstore_emulato
     assert ids == [t.id for t in store.iter_asof(cases[1].left, right_spec=QUOTES, **cases[1].options())]
 
 
-@NATIVE
 @pytest.mark.parametrize(
     "direction, tolerance",
     [("backward", MS250), ("forward", MS250), ("nearest", MS250), ("backward", None), ("forward", None)],
@@ -557,7 +543,6 @@ def test_the_right_range_defaults_to_what_can_match(
         assert len(window) < len(written.quotes) / 8
 
 
-@NATIVE
 @pytest.mark.parametrize("shards", [3, 40])
 def test_the_frame_is_merge_asof_of_two_query_frames(written: Written, shards: int) -> None:
     """By default the frame is ``pandas.merge_asof`` of the two ``query_frame`` results, the
@@ -573,7 +558,6 @@ def test_the_frame_is_merge_asof_of_two_query_frames(written: Written, shards: i
     pd.testing.assert_frame_equal(got.sort_index(axis=1), want.sort_index(axis=1))
 
 
-@NATIVE
 def test_projected_columns_keep_the_by_fields_on_both_sides(written: Written) -> None:
     store = written.trades[3]
     left, right = Query(columns=["price"], end=T0 + 6 * SEC), Query(columns=["bid"])
@@ -589,7 +573,6 @@ def test_projected_columns_keep_the_by_fields_on_both_sides(written: Written) ->
     }
 
 
-@NATIVE
 def test_a_join_without_any_match_still_has_the_right_columns(written: Written) -> None:
     for ids in (False, True):  # nothing can match
         got = written.trades[3].asof(right_spec=QUOTES, tolerance=0, allow_exact_matches=False, ids=ids)
@@ -598,7 +581,6 @@ def test_a_join_without_any_match_still_has_the_right_columns(written: Written) 
         assert ("right.id" in got.columns) == ids and "right.symbol" not in got.columns
 
 
-@NATIVE
 def test_a_joins_stats_count_the_chunks_of_both_reads(written: Written) -> None:
     store = written.trades[40]
     stats = ReadStats()
@@ -612,7 +594,6 @@ SHAPES_TOML = (
 )
 
 
-@pytest.mark.parametrize("written", ["native"], indirect=True)  # the async store and the CLI: Native mode
 def test_the_command_prints_the_join(written: Written, tsstore_emulator: Any, tmp_path: Any) -> None:
     store = written.trades[3]
     (tmp_path / "spec.toml").write_text(
@@ -641,7 +622,6 @@ def test_the_command_prints_the_join(written: Written, tsstore_emulator: Any, tm
 # ------------------------------------------------------------------------------ refusals
 
 
-@NATIVE
 @pytest.mark.parametrize(
     "options, message",
     [
@@ -666,7 +646,6 @@ def test_bad_options_are_one_query_error_naming_the_value(
         list(store.iter_asof(left, right, right_spec=QUOTES, **options))
 
 
-@NATIVE
 @pytest.mark.parametrize("tolerance", [float("nan"), float("inf"), 1e20, "NaT"], ids=["nan", "inf", "huge", "NaT"])
 def test_a_tolerance_that_is_no_duration_is_a_query_error_naming_it(written: Written, tolerance: object) -> None:
     with pytest.raises(QueryError, match=r"tolerance .*(not a duration|negative|too large|out of range)"):

@@ -142,3 +142,55 @@ def test_what_datastore_mode_lacks_is_one_clear_error_before_any_call() -> None:
     with pytest.raises(ConfigError, match="AsyncTimeSeriesStore does not serve Datastore mode yet"):
         AsyncTimeSeriesStore(client, SPEC)
     store.close()
+
+
+GCLOUD_PARSE = """
+import json, sys
+from googlecloudsdk.appengine.datastore import datastore_index
+parsed = datastore_index.ParseIndexDefinitions(sys.stdin.read())
+print(json.dumps([[i.kind, i.ancestor, [[p.name, p.direction] for p in i.properties]] for i in parsed.indexes]))
+"""
+
+
+def test_the_index_yaml_is_what_gclouds_own_parser_reads_back() -> None:
+    """The demo's declaration and one with measures and a series shape, as gcloud's own
+    ``index.yaml`` parser (the one ``gcloud datastore indexes create`` runs) reads them."""
+    import json
+    import subprocess
+    import sys
+
+    from tsstore.demo import SPEC as DEMO
+    from tsstore.indexes.build import declared_indexes
+    from tsstore.indexes.datastore import datastore_indexes, render_index_yaml
+    from tsstore.local.emulator import WELL_KNOWN_SDK_ROOTS
+
+    lib = next((root / "lib" for root in WELL_KNOWN_SDK_ROOTS if (root / "lib" / "googlecloudsdk").is_dir()), None)
+    assert lib is not None, f"the Google Cloud SDK's lib/ is not under {WELL_KNOWN_SDK_ROOTS} (it ships the emulator)"
+    other = SeriesSpec("trades", shards=["a", "b"], shapes=["venue", QueryShape(("symbol",), series_rate=50)],
+                       key_fields=["symbol"], measures=["qty"])  # fmt: skip
+    text = render_index_yaml([DEMO, other])
+    done = subprocess.run([sys.executable, "-c", GCLOUD_PARSE], input=text, capture_output=True, text=True,
+                          env={"PYTHONPATH": f"{lib}:{lib / 'third_party'}"}, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    parsed = json.loads(done.stdout)
+    want = [[e["kind"], False, [[p["name"], p["direction"]] for p in e["properties"]]]
+            for e in datastore_indexes([DEMO, other])]  # fmt: skip
+    assert parsed == want and len(parsed) == len(set(declared_indexes(DEMO)) | set(declared_indexes(other)))
+    # a descending order ends in the key, descending; an ascending one leaves it implicit
+    assert all(props[-2][1] == "desc" if props[-1][0] == "__key__" else props[-1][1] == "asc" for _, _, props in parsed)
+    assert any(props[-1] == ["__key__", "desc"] for _, _, props in parsed)
+
+
+def test_the_datastore_indexes_command_writes_checks_and_names_a_stale_file(tmp_path: Any) -> None:
+    from tests.cli import tsstore
+
+    (tmp_path / "series.toml").write_text('[[series]]\ncollection = "ticks"\nshapes = ["symbol"]\n')
+    wrote = tsstore("datastore-indexes", "--spec", "series.toml", cwd=tmp_path)
+    assert wrote.returncode == 0 and "wrote indexes/index.yaml" in wrote.stdout, wrote.stderr
+    text = (tmp_path / "indexes" / "index.yaml").read_text()
+    assert "- kind: ticks" in text and "  - name: __key__\n    direction: desc" in text
+    assert tsstore("datastore-indexes", "--spec", "series.toml", "--check", cwd=tmp_path).returncode == 0
+    (tmp_path / "indexes" / "index.yaml").write_text(text.replace("direction: desc", "direction: asc", 1))
+    stale = tsstore("datastore-indexes", "--spec", "series.toml", "--check", cwd=tmp_path)
+    assert stale.returncode == 1 and "is not what series.toml yields; run: tsstore datastore-indexes" in stale.stderr
+    assert "+    direction: desc" in stale.stdout  # the diff says what the declaration wants

@@ -26,6 +26,7 @@ COMMANDS = {
     "demo": "demo:demo",
     "indexes": "deploy:indexes",
     "rules": "deploy:rules",
+    "datastore-indexes": "deploy:datastore_indexes",
     "count": "query:count",
     "aggregate": "analytics:aggregate",
     "latest": "analytics:latest",

@@ -1,8 +1,10 @@
 """``tsstore indexes`` and ``tsstore rules``: the files ``firebase deploy`` takes, written,
-updated or checked from the series declaration."""
+updated or checked from the series declaration; ``tsstore datastore-indexes``: Datastore
+mode's ``index.yaml`` for ``gcloud datastore indexes create``."""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from tsstore.cli.common import SPEC_ENV, SPEC_HELP, Command
 from tsstore.cli.exits import library_warnings, usage
 from tsstore.declaration import load_declaration, load_specs
 from tsstore.deploy import GeneratedFile
+from tsstore.indexes.datastore import render_index_yaml
 from tsstore.indexes.file import DEFAULT_INDEX_FILE, plan_index_file
 from tsstore.rules.file import DEFAULT_RULES_FILE, plan_rules_file
 
@@ -141,3 +144,53 @@ def rules(*, positional: str | None, declaration: str | None, path: Path, check:
         update, command="rules", declaration=declaration, default=DEFAULT_RULES_FILE, check=check, stdout=to_stdout
     ):
         _wrote(update)
+
+
+DEFAULT_INDEX_YAML = Path("indexes/index.yaml")
+
+
+@click.command("datastore-indexes")
+@library_warnings
+@click.argument("positional", metavar="[DECLARATION]", required=False)
+@click.option("--spec", "declaration", default=None, envvar=SPEC_ENV, show_envvar=True, help=SPEC_HELP)
+@_file_option(DEFAULT_INDEX_YAML, "index.yaml")
+@click.option("--check", is_flag=True, help=_CHECK_HELP)
+@click.option("--stdout", "to_stdout", is_flag=True, help=_STDOUT_HELP)
+def datastore_indexes(*, positional: str | None, declaration: str | None, path: Path, check: bool,
+                      to_stdout: bool) -> None:  # fmt: skip
+    """Write index.yaml for Firestore in Datastore mode from the series declaration.
+
+    The same composite indexes as firestore.indexes.json, in the form gcloud deploys for a
+    Datastore-mode database (a descending index ends in __key__, descending). The whole file
+    is generated: indexes of kinds the declaration does not name are not kept, so keep them
+    in a file of their own.
+
+    \b
+    Example:
+      tsstore datastore-indexes --spec series.toml
+      tsstore datastore-indexes --spec series.toml --check   # in CI: fails when the file is stale
+      gcloud datastore indexes create indexes/index.yaml --database my-db --project my-project
+    """
+    declaration = _declaration(positional, declaration)
+    text = render_index_yaml(load_specs(declaration))
+    if to_stdout:
+        click.echo(text, nl=False)
+        return
+    old = path.read_text(encoding="utf-8") if path.exists() else None
+    if check:
+        if old != text:
+            before, after = (old or "").splitlines(keepends=True), text.splitlines(keepends=True)
+            diff = difflib.unified_diff(before, after, f"{path} (on disk)", f"{path} (declared)")
+            click.echo("".join(diff), nl=False)
+            raise click.ClickException(
+                f"{path} is not what {declaration} yields; run: tsstore datastore-indexes --spec {declaration}"
+                + ("" if path == DEFAULT_INDEX_YAML else f" --file {path}")
+            )
+        click.echo(f"{path} is up to date with {declaration}")
+        return
+    if old == text:
+        click.echo(f"{path} already up to date")
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    click.echo(f"wrote {path}")
