@@ -228,8 +228,9 @@ def _doc(path: str, result: Any, read: dt.datetime | None) -> Doc:
 
 def _set(calls: DatastoreCalls, path: str, data: dict[str, Any], *, merge: bool, stamped: Sequence[str]) -> dt.datetime:
     """Write ``data`` at ``path`` (merged into what is stored when ``merge``), the ``stamped``
-    fields set to the commit's time: read and written in one transaction, so a merge loses no
-    concurrent change; the commit time."""
+    fields set to the commit's time; the commit time. The merge reads, then writes: not in one
+    transaction yet, so a change another writer makes between the two is lost (roll-ups, the
+    one user of merges, are not served in Datastore mode yet)."""
     if stamped:
         # The server's time of the commit is not known before it: stamp the write with the
         # clock's estimate, then the commit time (a second, plain write) so it is exact.
@@ -244,7 +245,7 @@ def _set(calls: DatastoreCalls, path: str, data: dict[str, Any], *, merge: bool,
     committed = pb_time(response.commit_time)
     if stamped:
         data.update(dict.fromkeys(stamped, committed))
-        response = calls.commit([calls.mutation("upsert", path, data)], transactional=False)
+        calls.commit([calls.mutation("upsert", path, data)], transactional=False)
     return committed
 
 
