@@ -87,8 +87,8 @@ def stored_ticks(client: Any, kind: str) -> list[Tick]:
 
 #: Firestore in Native mode, and in Datastore mode: the module's data set is written to each.
 MODES = ("native", "datastore")
-#: What the engine decides alike on both modes (iteration, cursors refused, snapshots named):
-#: Native mode only, for the suite's time.
+#: What the engine decides alike on both modes (iteration, frames, cursors refused, snapshots
+#: named): Native mode only, for the suite's time.
 NATIVE = pytest.mark.parametrize("big", ["native"], indirect=True)
 
 
@@ -249,6 +249,7 @@ def test_projection_returns_only_the_asked_columns(big: dict[str, Any]) -> None:
     assert frame["price.micros"].notna().all() and len(frame) == 20
 
 
+@NATIVE
 def test_frames_match_ticks_and_stream_in_bounded_pieces(big: dict[str, Any]) -> None:
     store = big["store"]
     frame = store.query_frame(where={"exchange": "EXCHG1"}, direction="asc")
