@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 
 from tests.cli import Ran, tsstore
-from tests.shared import MODES, SYMBOLS, T0, mode_client, oracle_bars, spec, ticks
+from tests.shared import SYMBOLS, T0, oracle_bars, spec, ticks
 from tsstore import (
     AsyncTimeSeriesStore,
     QueryError,
@@ -161,12 +161,11 @@ def oracle(rows: list[dict[str, Any]], **filters: Any) -> dict[str, Any]:
     }
 
 
-@pytest.fixture(scope="module", params=MODES)
-def stores(request: pytest.FixtureRequest) -> Iterator[dict[int, tuple[TimeSeriesStore, list[dict[str, Any]]]]]:
-    """200 ticks at 3, 40 and 90 shard values; in Datastore mode at 40 (its aggregation queries)."""
-    client = mode_client(request, request.param, f"analytics-{random.randrange(10**9)}")
+@pytest.fixture(scope="module")
+def stores(tsstore_emulator: Any) -> Iterator[dict[int, tuple[TimeSeriesStore, list[dict[str, Any]]]]]:
+    client = tsstore_emulator.client(database=f"analytics-{random.randrange(10**9)}")
     out = {}
-    for shards in (3, 40, 90) if request.param == "native" else (40,):
+    for shards in (3, 40, 90):
         store = TimeSeriesStore(client, spec(f"agg{shards}", shards), write_options=FAST)
         rows = ticks(200, seed=shards)
         store.write(rows)
@@ -186,15 +185,7 @@ CASES = [
 
 #: One chunk (3 shards) and three (90); the 40-shard store's two chunks are combined by the same code,
 #: checked against pandas by the async and command tests below.
-#: Native mode at one chunk (3 shard values) and three (90); Datastore mode at two (40): its
-#: aggregation queries. What is read above the chunk queries (latest, bars) is decided alike on
-#: both modes: Native mode only, for the suite's time (Datastore mode's reads: test_store,
-#: test_series_ranges).
-MODE_SHARDS = [("native", 3), ("native", 90), ("datastore", 40)]
-NATIVE_SHARDS = [("native", 3), ("native", 90)]
-
-
-@pytest.mark.parametrize(("stores", "shards"), MODE_SHARDS, indirect=["stores"])
+@pytest.mark.parametrize("shards", [3, 90])
 def test_aggregates_equal_pandas_on_what_was_written(stores: dict[int, Any], shards: int) -> None:
     store, rows = stores[shards]
     for case in CASES:
@@ -219,7 +210,6 @@ def test_aggregates_equal_pandas_on_what_was_written(stores: dict[int, Any], sha
         assert stats.documents == 0 and stats.billed_reads <= stats.queries + 3 * want["count"] // 1000 + 3
 
 
-@pytest.mark.parametrize("stores", ["native"], indirect=True)  # the async store and the CLI: Native mode
 def test_the_async_store_aggregates_the_same(stores: dict[int, Any], tsstore_emulator: Any) -> None:
     store, rows = stores[40]
 
@@ -237,7 +227,6 @@ def test_the_async_store_aggregates_the_same(stores: dict[int, Any], tsstore_emu
     assert got.count is None and got.sum == {} and got.avg["volume"] == pytest.approx(want["avg(volume)"], rel=1e-12)
 
 
-@pytest.mark.parametrize("stores", ["native"], indirect=True)  # the async store and the CLI: Native mode
 def test_the_aggregate_command(stores: dict[int, Any], tsstore_emulator: Any, tmp_path: Any) -> None:
 
     store, rows = stores[40]
@@ -276,7 +265,7 @@ def newest_by_oracle(rows: list[dict[str, Any]], symbol: str, **filters: Any) ->
     return max(hits, key=lambda r: r["timestamp"], default=None)
 
 
-@pytest.mark.parametrize(("stores", "shards"), NATIVE_SHARDS, indirect=["stores"])
+@pytest.mark.parametrize("shards", [3, 90])
 def test_latest_is_the_newest_tick_of_each_series_missing_ones_included(stores: dict[int, Any], shards: int) -> None:
     store, rows = stores[shards]
     # Series with the same newest timestamp twice would have no single answer: the oracle
@@ -300,7 +289,6 @@ def test_latest_is_the_newest_tick_of_each_series_missing_ones_included(stores: 
         assert stats.documents <= len(values) * per_series
 
 
-@pytest.mark.parametrize("stores", ["native"], indirect=True)  # it reads with the async store too
 def test_latest_with_a_series_in_only_some_shards_and_bad_requests(
     stores: dict[int, Any], tsstore_emulator: Any
 ) -> None:
@@ -329,7 +317,6 @@ def test_latest_with_a_series_in_only_some_shards_and_bad_requests(
     assert got.loc["ONE", "timestamp"] == late and pd.isna(got.loc["NONE", "timestamp"])
 
 
-@pytest.mark.parametrize("stores", ["native"], indirect=True)  # the async store and the CLI: Native mode
 def test_the_latest_command(stores: dict[int, Any], tsstore_emulator: Any, tmp_path: Any) -> None:
 
     store, rows = stores[3]
@@ -393,10 +380,9 @@ def test_bars_open_at_boundaries_close_when_time_moves_on_and_skip_what_has_no_p
         to_interval("a while")
 
 
-@pytest.mark.parametrize(("mode", "shards"), [("native", 3), ("native", 40)])
-def test_bars_equal_pandas_resample_ohlc_on_the_same_ticks(request: pytest.FixtureRequest, mode: str,
-                                                           shards: int) -> None:  # fmt: skip
-    client = mode_client(request, mode, f"bars-{random.randrange(10**9)}")
+@pytest.mark.parametrize("shards", [3, 40])
+def test_bars_equal_pandas_resample_ohlc_on_the_same_ticks(tsstore_emulator: Any, shards: int) -> None:
+    client = tsstore_emulator.client(database=f"bars-{random.randrange(10**9)}")
     store = TimeSeriesStore(client, spec(f"bars{shards}", shards), write_options=FAST)
     rows = ticks(400, seed=100 + shards)
     for k, row in enumerate(rows[:150]):  # ties: many ticks exactly on minute boundaries, some at one instant

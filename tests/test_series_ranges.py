@@ -483,9 +483,9 @@ def tie_cuts(want: Sequence[Rec], fields: Sequence[str]) -> dict[str, int]:
     return cuts
 
 
-#: Each case both ways, two one way; in Datastore mode the walks that read every kind of variant
-#: (a `!=`) and their product (two range fields): the suite's time.
-DATASTORE_PAGED = {("ne-mixed-types", "asc"), ("two-range-fields", "asc")}
+#: Each case both ways, two one way; in Datastore mode the walk that reads every kind of variant
+#: (a `!=` over mixed types; the product of two range fields runs in its streams): the suite's time.
+DATASTORE_PAGED = {("ne-mixed-types", "asc")}
 PAGED = [
     *((case, direction) for case in BOTH_WAYS for direction in ("desc", "asc")),
     ("exchange-in-two-bounds", "asc"),  # three chunks at 40 shard values (15 each with the `in` of 2)

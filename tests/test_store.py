@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from google.cloud import firestore
 
-from tests.shared import stored_ids
+from tests.shared import MODES, stored_ids
 from tsstore import (
     ConfigError,
     CursorError,
@@ -85,8 +85,6 @@ def stored_ticks(client: Any, kind: str) -> list[Tick]:
     return [Tick(e.key.name, plain(e["timestamp"]), plain(e)) for e in client.query(kind=kind).fetch()]
 
 
-#: Firestore in Native mode, and in Datastore mode: the module's data set is written to each.
-MODES = ("native", "datastore")
 #: What the engine decides alike on both modes (iteration, frames, cursors refused, snapshots
 #: named): Native mode only, for the suite's time.
 NATIVE = pytest.mark.parametrize("big", ["native"], indirect=True)
@@ -94,7 +92,8 @@ NATIVE = pytest.mark.parametrize("big", ["native"], indirect=True)
 
 @pytest.fixture(scope="module", params=MODES)
 def big(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """360 ticks over 40 shards (two chunks), written once for the module's tests, per mode."""
+    """360 ticks over 40 shards (two chunks), written once for the module's tests, in each
+    database mode (:data:`tests.shared.MODES`)."""
     mode, name = request.param, f"big-{uuid.uuid4().hex[:12]}"
     if mode == "native":
         client: Any = request.getfixturevalue("emulator").client(database=name)
