@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from tests.cli import Ran
 from tests.cli import tsstore as run_tsstore
-from tests.shared import PAGES, SPEC, TICKS, brute_force, skewed_rows
+from tests.shared import PAGES, SPEC, TICKS, brute_force
 from tsstore import QueryShape, SeriesSpec, Tick, TimeSeriesStore, WriteOptions, plan_query
 from tsstore.errors import ConfigError
 from tsstore.read.cost import ReadStats, bills_index_entries, lean_asks, lean_refills, range_fields, refill_asks
@@ -335,87 +335,3 @@ def test_estimated_snapshots_skip_the_time_read_and_see_what_this_process_wrote(
         assert [t.id for t in page] == [t.id for t in strict.query(limit=20)]
     with pytest.raises(ConfigError, match="snapshots 'later' is not allowed; give 'read' or 'estimated'"):
         TimeSeriesStore(client, spec, snapshots="later")  # type: ignore[arg-type]
-
-
-# ------------------------------------------------------------------------------ Datastore mode
-
-
-class CountedWire:
-    """The client's own generated API, passed through, counting what each RunQuery and Lookup
-    returned (what Datastore mode bills: each entity read, and one read for a query that
-    returned none)."""
-
-    def __init__(self, api: Any) -> None:
-        self._api, self.entities, self.empty, self.queries, self.looked_up = api, 0, 0, 0, 0
-
-    def run_query(self, **kwargs: Any) -> Any:
-        response = self._api.run_query(**kwargs)
-        returned = len(response.batch.entity_results)
-        self.queries += 1
-        self.entities += returned
-        self.empty += not returned
-        return response
-
-    def lookup(self, **kwargs: Any) -> Any:
-        response = self._api.lookup(**kwargs)
-        self.looked_up += len(response.found) + len(response.missing)
-        return response
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._api, name)
-
-    @property
-    def billed(self) -> int:
-        return self.entities + self.empty + self.looked_up
-
-
-@pytest.fixture(scope="module")
-def skewed_datastore(datastore_emulator: Any) -> Any:
-    client = datastore_emulator.datastore_client(database=f"skew-{random.randrange(10**9)}")
-    store = TimeSeriesStore(client, SPEC, write_options=WriteOptions(ramp=False), page_size=500)
-    store.write(skewed_rows())
-    ticks = list(store.iter_ticks())
-    assert len(ticks) == TICKS
-    yield {"store": store, "ticks": ticks}
-    store.close()
-    client.close()
-
-
-@pytest.mark.parametrize(
-    ("symbols", "limit", "direction"),
-    [(["HOT", "AAA", "TWO"], 100, "desc")],
-    ids=["mixed-100"],  # four chunks, refilled and continued in ties
-)
-def test_a_datastore_mode_page_bills_what_a_native_page_may(
-    skewed_datastore: dict[str, Any], direction: str, symbols: list[str] | None, limit: int
-) -> None:
-    """Pages followed by their cursors in Datastore mode: the brute-force answer, each page
-    billed (counted on the wire) what its rounds bill in Native mode and at most one read more
-    per query."""
-    store: TimeSeriesStore = skewed_datastore["store"]
-    calls = store._datastore.calls  # type: ignore[union-attr]  # the store's one client: count what its API answers
-    wire = CountedWire(calls.api)
-    calls.api = wire
-    try:
-        want = brute_force(skewed_datastore["ticks"], symbols, direction == "desc")
-        where = None if symbols is None else {"symbol": symbols if len(symbols) > 1 else symbols[0]}
-        chunks = len(store.plan(where=where).chunks)
-        got: list[Tick] = []
-        cursor = None
-        for _ in range(PAGES):
-            before = wire.billed
-            page = store.query(where=where, direction=direction, limit=limit, cursor=cursor)
-            got.extend(page)
-            billed = wire.billed - before
-            # What the same rounds bill in Native mode (ReadStats), and at most one read more per
-            # query: a chunk continued after a position first asks for the ticks tied with it,
-            # which usually returns none and bills one read.
-            assert page.stats.billed_reads <= billed <= page.stats.billed_reads + page.stats.queries
-            assert billed <= chunks * (limit + 1) + page.stats.queries  # never every chunk's limit + 1 (Native's bound)
-            cursor = page.cursor
-            if cursor is None:
-                break
-        assert [t.id for t in got] == [t.id for t in want[: len(got)]]
-        assert len(got) == min(len(want), PAGES * limit)
-    finally:
-        calls.api = wire._api

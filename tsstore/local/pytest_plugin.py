@@ -15,8 +15,9 @@ test suite without a conftest:
 - ``tsstore_client``: a ``google.cloud.firestore.Client`` on a database of its own, so
   tests never see each other's documents (the emulator needs no database creation).
 - ``tsstore_datastore_emulator`` and ``tsstore_datastore_client``: the same for Firestore in
-  Datastore mode (an emulator of its own, started when a test first asks, or shared as above;
-  a ``google.cloud.datastore.Client``, with ``pip install 'tsstore[datastore]'``).
+  Datastore mode (an emulator of its own, started when a test first asks, or shared among
+  workers with ``tsstore_share_datastore_emulator = true``; a ``google.cloud.datastore.Client``,
+  with ``pip install 'tsstore[datastore]'``).
 - ``tsstore_collection``: a collection name unique to the test.
 """
 
@@ -39,6 +40,9 @@ if TYPE_CHECKING:  # a plugin every pytest run loads: the client is imported whe
 _DATABASE_ID = re.compile(DATABASE_ID_PATTERN)
 #: The ini option that shares one emulator among pytest-xdist's workers.
 SHARE_OPTION = "tsstore_share_emulator"
+#: The ini option that also shares one emulator in Datastore mode (a second JVM: only for runs
+#: whose tests use ``tsstore_datastore_emulator``).
+SHARE_DATASTORE_OPTION = "tsstore_share_datastore_emulator"
 #: The ini option that names an emulator already running, which the run uses instead of starting one.
 HOST_OPTION = "tsstore_emulator_host"
 #: What the controller hands each worker (``workerinput``), per mode: the shared emulator's
@@ -54,6 +58,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         SHARE_OPTION,
         "with pytest-xdist: start one Firestore emulator in the controller for every worker "
         "(instead of one per worker)",
+        type="bool",
+        default=False,
+    )
+    parser.addini(
+        SHARE_DATASTORE_OPTION,
+        "with pytest-xdist: also start one Firestore emulator in Datastore mode in the controller for every worker "
+        "(without it, each worker that asks for one starts its own)",
         type="bool",
         default=False,
     )
@@ -112,6 +123,7 @@ def pytest_configure(config: pytest.Config) -> None:
     shared = config.getini(SHARE_OPTION) and not config.getini(HOST_OPTION)  # (an emulator already there is shared)
     if controller and shared and config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_SharedEmulator("native"), "tsstore-shared-emulator")
+    if controller and config.getini(SHARE_DATASTORE_OPTION) and config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_SharedEmulator("datastore"), "tsstore-shared-datastore-emulator")
 
 
