@@ -491,7 +491,7 @@ CTRL_C: list[tuple[tuple[str, ...], str, str]] = [
     (("capacity", "--writes-per-second", "2000"), "tsstore.cli.layout.capacity_for", ""),
     (("indexes", "tsstore.demo:DECLARATION", "--stdout"), "tsstore.cli.deploy.plan_index_file", ""),
     (("rules", "tsstore.demo:DECLARATION", "--stdout"), "tsstore.cli.deploy.plan_rules_file", ""),
-    (("datastore-indexes", "tsstore.demo:DECLARATION", "--stdout"), "tsstore.cli.deploy.render_index_yaml", ""),
+    (("datastore-indexes", "tsstore.demo:DECLARATION", "--stdout"), "tsstore.cli.deploy.plan_index_yaml", ""),
 ]
 
 

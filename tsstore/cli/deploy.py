@@ -4,7 +4,6 @@ mode's ``index.yaml`` for ``gcloud datastore indexes create``."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from tsstore.cli.common import SPEC_ENV, SPEC_HELP, Command
 from tsstore.cli.exits import library_warnings, usage
 from tsstore.declaration import load_declaration, load_specs
 from tsstore.deploy import GeneratedFile
-from tsstore.indexes.datastore import render_index_yaml
+from tsstore.indexes.datastore import DEFAULT_INDEX_YAML, plan_index_yaml
 from tsstore.indexes.file import DEFAULT_INDEX_FILE, plan_index_file
 from tsstore.rules.file import DEFAULT_RULES_FILE, plan_rules_file
 
@@ -146,8 +145,6 @@ def rules(*, positional: str | None, declaration: str | None, path: Path, check:
         _wrote(update)
 
 
-DEFAULT_INDEX_YAML = Path("indexes/index.yaml")
-
 
 @click.command("datastore-indexes")
 @library_warnings
@@ -172,25 +169,9 @@ def datastore_indexes(*, positional: str | None, declaration: str | None, path: 
       gcloud datastore indexes create indexes/index.yaml --database my-db --project my-project
     """
     declaration = _declaration(positional, declaration)
-    text = render_index_yaml(load_specs(declaration))
-    if to_stdout:
-        click.echo(text, nl=False)
-        return
-    old = path.read_text(encoding="utf-8") if path.exists() else None
-    if check:
-        if old != text:
-            before, after = (old or "").splitlines(keepends=True), text.splitlines(keepends=True)
-            diff = difflib.unified_diff(before, after, f"{path} (on disk)", f"{path} (declared)")
-            click.echo("".join(diff), nl=False)
-            raise click.ClickException(
-                f"{path} is not what {declaration} yields; run: tsstore datastore-indexes --spec {declaration}"
-                + ("" if path == DEFAULT_INDEX_YAML else f" --file {path}")
-            )
-        click.echo(f"{path} is up to date with {declaration}")
-        return
-    if old == text:
-        click.echo(f"{path} already up to date")
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    click.echo(f"wrote {path}")
+    update = plan_index_yaml(path, load_specs(declaration))
+    if _settle(
+        update, command="datastore-indexes", declaration=declaration, default=DEFAULT_INDEX_YAML, check=check,
+        stdout=to_stdout,
+    ):  # fmt: skip
+        _wrote(update)
