@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import zoneinfo
+from typing import Any
 
 import pandas as pd
 
@@ -149,6 +150,12 @@ def to_micros(value: dt.datetime) -> int:
 def from_micros(micros: int) -> dt.datetime:
     """Inverse of :func:`to_micros`."""
     return EPOCH + dt.timedelta(microseconds=micros)
+
+
+def from_timestamp_pb(stamp: Any) -> dt.datetime:
+    """A protobuf ``Timestamp`` (either mode's answers carry them) as an aware UTC datetime,
+    nanoseconds below a microsecond dropped."""
+    return EPOCH + dt.timedelta(seconds=stamp.seconds, microseconds=stamp.nanos // 1000)
 
 
 def bucket_start(moment: dt.datetime, step: dt.timedelta) -> dt.datetime:

@@ -39,7 +39,7 @@ from tsstore.late import WATERMARKS, WRITERS, Horizon, mark_id, marks_path
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Ordered, Tick, get_path
 from tsstore.times import EPOCH as _EPOCH
-from tsstore.times import plain_datetime
+from tsstore.times import from_timestamp_pb, plain_datetime
 from tsstore.write.marks import LateGuard
 from tsstore.write.ops import Erase, Patch, Stored, Transport, WriteOp, WriteStatus
 
@@ -273,10 +273,6 @@ def server_clock(client: Any) -> ServerClock:
     return project_clock(emulator_host(client) or "", str(client.project))
 
 
-def _pb_time(stamp: Any) -> dt.datetime:
-    return _EPOCH + dt.timedelta(seconds=stamp.seconds, microseconds=stamp.nanos // 1000)
-
-
 def _document_call(client: Any, ask: DocAsk) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
     """The client call a document ask makes (its response, or an awaitable of it on an async
     client) and what turns the response into the ask's answer."""
@@ -356,7 +352,7 @@ class _Decoder:
     def __call__(self, response: Any) -> Tick | None:
         pb = response._pb
         if self._clock is not None and pb.HasField("read_time"):
-            self._clock.saw(_pb_time(pb.read_time), sent=self._sent)
+            self._clock.saw(from_timestamp_pb(pb.read_time), sent=self._sent)
             self._clock = None
         if not pb.HasField("document"):
             return None
@@ -459,7 +455,8 @@ def _statuses(client: Any, response: Any, sent: int) -> list[WriteStatus]:
     commit time told to the project's clock."""
     stamps = [w.update_time for w in response._pb.write_results if w.HasField("update_time")]
     if stamps:
-        server_clock(client).saw(_pb_time(max(stamps, key=lambda t: (t.seconds, t.nanos))), sent=sent, read=False)
+        newest = max(stamps, key=lambda t: (t.seconds, t.nanos))
+        server_clock(client).saw(from_timestamp_pb(newest), sent=sent, read=False)
     return [(st.code, st.message) for st in response.status]
 
 

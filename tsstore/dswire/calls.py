@@ -31,13 +31,12 @@ from tsstore.dswire.values import (
     key,
     key_path,
     partition,
-    pb_time,
     set_time,
 )
 from tsstore.errors import ModeError
 from tsstore.late import WATERMARKS, WRITERS, Horizon, mark_id, marks_path
 from tsstore.ticks import Tick, get_path
-from tsstore.times import plain_datetime
+from tsstore.times import from_timestamp_pb, plain_datetime
 from tsstore.write.ops import ALREADY_EXISTS, NOT_FOUND, Erase, Patch, Stored, WriteOp, WriteStatus
 
 RUN_QUERY = ds_types.RunQueryRequest
@@ -101,14 +100,15 @@ class DatastoreCalls:
         """Every entity result of ``query`` and the read time they were read at."""
         request = self.query_request(read_time)
         results = list(self.run(query, read_time=read_time, mask=mask, limit=limit, request=request))
-        return results, pb_time(request.read_options.read_time) if request.read_options.HasField("read_time") else None
+        pinned = request.read_options
+        return results, from_timestamp_pb(pinned.read_time) if pinned.HasField("read_time") else None
 
     def _batches(self, request: Any, response: Any, sent: int, limit: int | None) -> Iterator[Any]:
         got = 0
         while True:
             batch = response.batch
             if batch.HasField("read_time"):
-                self.clock.saw(pb_time(batch.read_time), sent=sent)
+                self.clock.saw(from_timestamp_pb(batch.read_time), sent=sent)
                 if not request.read_options.HasField("read_time"):
                     request.read_options.read_time.CopyFrom(batch.read_time)  # the rest at the same snapshot
             yield from batch.entity_results
@@ -138,7 +138,7 @@ class DatastoreCalls:
                 getattr(made, kind).property.name = field
         sent = local_us()
         batch = self._send("run_aggregation_query", AGGREGATE, request).batch
-        self.clock.saw(pb_time(batch.read_time) if batch.HasField("read_time") else None, sent=sent)
+        self.clock.saw(from_timestamp_pb(batch.read_time) if batch.HasField("read_time") else None, sent=sent)
         [result] = batch.aggregation_results
         properties = result.aggregate_properties
         return {alias: decode_value(properties[alias]) for _, alias, _ in aggregations}
@@ -162,7 +162,7 @@ class DatastoreCalls:
             sent = local_us()
             response = self._send("lookup", LOOKUP, request)
             if response.HasField("read_time"):
-                read = pb_time(response.read_time)
+                read = from_timestamp_pb(response.read_time)
                 self.clock.saw(read, sent=sent)
             found.update((key_path(result.entity.key), result) for result in response.found)
             todo = [*response.deferred, *todo]
@@ -177,7 +177,7 @@ class DatastoreCalls:
         request.mutations.extend(mutations)
         sent = local_us()
         response = self._send("commit", COMMIT, request)
-        self.clock.saw(pb_time(response.commit_time), sent=sent, read=False)
+        self.clock.saw(from_timestamp_pb(response.commit_time), sent=sent, read=False)
         return response
 
     def mutation(self, op: str, path: str, data: Mapping[str, Any] | None = None) -> Any:
@@ -222,7 +222,7 @@ def _doc(path: str, result: Any, read: dt.datetime | None) -> Doc:
     name = path.rsplit("/", 1)[-1]
     if result is None:
         return Doc(id=name, data=None, update_time=None, read_time=read)
-    updated = pb_time(result.update_time) if result.HasField("update_time") else None
+    updated = from_timestamp_pb(result.update_time) if result.HasField("update_time") else None
     return Doc(id=name, data=decode_entity(result.entity), update_time=updated, read_time=read)
 
 
@@ -242,7 +242,7 @@ def _set(calls: DatastoreCalls, path: str, data: dict[str, Any], *, merge: bool,
         if stored is not None:
             data = _merged(decode_entity(stored.entity), data)
     response = calls.commit([calls.mutation("upsert", path, data)], transactional=False)
-    committed = pb_time(response.commit_time)
+    committed = from_timestamp_pb(response.commit_time)
     if stamped:
         data.update(dict.fromkeys(stamped, committed))
         calls.commit([calls.mutation("upsert", path, data)], transactional=False)
@@ -289,8 +289,8 @@ def read_ticks(
                     left -= 1
                     if left <= 0:
                         return
-            if read_time is None and pinned.read_options.HasField("read_time"):
-                read_time = pb_time(pinned.read_options.read_time)  # the next queries at the first one's snapshot
+            if read_time is None and pinned.read_options.HasField("read_time"):  # the next queries at its snapshot
+                read_time = from_timestamp_pb(pinned.read_options.read_time)
     return ticks()
 
 
@@ -345,7 +345,7 @@ def _mutation(calls: DatastoreCalls, collection: str, op: WriteOp) -> Any:
 def get_stored(calls: DatastoreCalls, collection: str, ids: list[str]) -> dict[str, Stored]:
     """The entities of ``collection`` with these ids that exist (batched lookups)."""
     found, _ = calls.lookup([f"{collection}/{doc_id}" for doc_id in ids])
-    return {path.rsplit("/", 1)[-1]: Stored(decode_entity(r.entity), pb_time(r.create_time))
+    return {path.rsplit("/", 1)[-1]: Stored(decode_entity(r.entity), from_timestamp_pb(r.create_time))
             for path, r in found.items()}  # fmt: skip
 
 
@@ -363,7 +363,7 @@ class DatastoreHorizons:
 
     def put_lease(self, data: dict[str, Any]) -> dt.datetime:
         response = self._calls.commit([self._calls.mutation("upsert", self._lease, data)], transactional=False)
-        return pb_time(response.commit_time)
+        return from_timestamp_pb(response.commit_time)
 
     def drop_lease(self) -> None:
         self._calls.commit([self._calls.mutation("delete", self._lease)], transactional=False)

@@ -18,9 +18,7 @@ from google.cloud.datastore_v1.types import entity as entity_types
 
 from tsstore.errors import ModeError
 from tsstore.limits import MAX_INDEXED_VALUE_BYTES
-from tsstore.times import plain_datetime
-
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+from tsstore.times import EPOCH
 
 #: The raw protobuf classes.
 ENTITY_PB = entity_types.Entity.pb()
@@ -73,7 +71,7 @@ def encode_value(value: Any, out: Any) -> None:
         out.entity_value.SetInParent()  # an empty dict is still an (empty) embedded entity
         encode_entity(out.entity_value, value)
     elif kind is dt.datetime and value.tzinfo is not None:
-        delta = value - _EPOCH
+        delta = value - EPOCH
         stamp = out.timestamp_value
         stamp.seconds, stamp.nanos = delta.days * 86_400 + delta.seconds, delta.microseconds * 1000
     elif kind is bool:
@@ -115,7 +113,7 @@ def decode_value(value: Any) -> Any:
         return value.double_value
     if kind == "timestamp_value":
         stamp = value.timestamp_value
-        return _EPOCH + dt.timedelta(seconds=stamp.seconds, microseconds=stamp.nanos // 1000)
+        return EPOCH + dt.timedelta(seconds=stamp.seconds, microseconds=stamp.nanos // 1000)
     if kind == "entity_value":
         return decode_entity(value.entity_value)
     if kind == "boolean_value":
@@ -133,12 +131,7 @@ def decode_value(value: Any) -> Any:
     raise ModeError(f"a stored value of kind {kind} is not one tsstore reads")  # pragma: no cover - all kinds above
 
 
-def pb_time(stamp: Any) -> dt.datetime:
-    """A ``Timestamp`` protobuf as an aware UTC datetime (microseconds)."""
-    return plain_datetime(_EPOCH + dt.timedelta(seconds=stamp.seconds, microseconds=stamp.nanos // 1000))
-
-
 def set_time(out: Any, when: dt.datetime) -> None:
     """Set the ``Timestamp`` protobuf ``out`` to ``when`` (aware)."""
-    delta = when - _EPOCH
+    delta = when - EPOCH
     out.seconds, out.nanos = delta.days * 86_400 + delta.seconds, delta.microseconds * 1000
