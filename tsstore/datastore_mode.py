@@ -126,8 +126,7 @@ class DatastoreAnswers:
 
     def transport(self, collection: Any, *, timeout: float) -> Transport:
         """The sender's transport on ``collection`` (a :class:`DatastoreKind`)."""
-        self.calls.timeout = max(self.calls.timeout, timeout)
-        send, lookup = transport(self.calls, collection.id)
+        send, lookup = transport(self.calls, collection.id, timeout=timeout)
         return send, lookup
 
     def _queries(self, over: Over, values: Sequence[str], split: list[kinds.Variant] | None) -> list[Any]:

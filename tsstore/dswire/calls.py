@@ -73,9 +73,9 @@ class DatastoreCalls:
         """A new ``RunQueryRequest`` on this database at ``read_time``."""
         return self._request(RUN_QUERY, read_time)
 
-    def _send(self, method: str, kind: Any, request: Any) -> Any:
+    def _send(self, method: str, kind: Any, request: Any, *, timeout: float | None = None) -> Any:
         call = getattr(self.api, method)
-        return call(request=kind.wrap(request), retry=None, timeout=self.timeout)._pb
+        return call(request=kind.wrap(request), retry=None, timeout=self.timeout if timeout is None else timeout)._pb
 
     # ------------------------------------------------------------------ queries
 
@@ -168,15 +168,16 @@ class DatastoreCalls:
             todo = [*response.deferred, *todo]
         return found, read
 
-    def commit(self, mutations: Iterable[Any], *, transactional: bool) -> Any:
-        """Commit ``mutations`` (atomically when ``transactional``); the response."""
+    def commit(self, mutations: Iterable[Any], *, transactional: bool, timeout: float | None = None) -> Any:
+        """Commit ``mutations`` (atomically when ``transactional``) within ``timeout`` seconds
+        (``None``: the calls' own); the response."""
         request = self._request(COMMIT)
         request.mode = _TRANSACTIONAL if transactional else _NON_TRANSACTIONAL
         if transactional:
             request.single_use_transaction.read_write.SetInParent()
         request.mutations.extend(mutations)
         sent = local_us()
-        response = self._send("commit", COMMIT, request)
+        response = self._send("commit", COMMIT, request, timeout=timeout)
         self.clock.saw(from_timestamp_pb(response.commit_time), sent=sent, read=False)
         return response
 
@@ -297,7 +298,7 @@ def read_ticks(
 # ------------------------------------------------------------------------------ writes
 
 
-def send_writes(calls: DatastoreCalls, collection: str, ops: list[WriteOp]) -> list[WriteStatus]:
+def send_writes(calls: DatastoreCalls, collection: str, ops: list[WriteOp], *, timeout: float) -> list[WriteStatus]:
     """Apply ``ops`` to ``collection`` in commits that each hold a key once, each atomic (a
     create of an existing entity fails its whole commit: each create then answers
     ALREADY_EXISTS and every other write ABORTED, "not applied", which the sender resends);
@@ -306,7 +307,7 @@ def send_writes(calls: DatastoreCalls, collection: str, ops: list[WriteOp]) -> l
     for part in _unique_runs(ops):
         mutations = [_mutation(calls, collection, op) for op in part]
         try:
-            calls.commit(mutations, transactional=True)
+            calls.commit(mutations, transactional=True, timeout=timeout)
         except gexc.AlreadyExists as exc:
             statuses += [(ALREADY_EXISTS, str(exc)) if create else (ABORTED, "not applied") for _, _, create in part]
             continue
@@ -349,9 +350,11 @@ def get_stored(calls: DatastoreCalls, collection: str, ids: list[str]) -> dict[s
             for path, r in found.items()}  # fmt: skip
 
 
-def transport(calls: DatastoreCalls, collection: str) -> tuple[Any, Any]:
-    """The sender's :data:`~tsstore.write.ops.Transport` on ``collection``."""
-    return functools.partial(send_writes, calls, collection), functools.partial(get_stored, calls, collection)
+def transport(calls: DatastoreCalls, collection: str, *, timeout: float) -> tuple[Any, Any]:
+    """The sender's :data:`~tsstore.write.ops.Transport` on ``collection``, each commit timing
+    out after ``timeout`` seconds."""
+    send = functools.partial(send_writes, calls, collection, timeout=timeout)
+    return send, functools.partial(get_stored, calls, collection)
 
 
 class DatastoreHorizons:
