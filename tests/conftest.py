@@ -44,10 +44,31 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+#: The fixtures that start (or share) an emulator, and ``uses_emulator``: a fixture that takes
+#: its emulator by ``request.getfixturevalue`` (one per database mode) lists it to be marked.
+EMULATOR_FIXTURES = {"tsstore_emulator", "tsstore_datastore_emulator", "uses_emulator"}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if {"tsstore_emulator", "tsstore_datastore_emulator"} & set(getattr(item, "fixturenames", ())):
+        if EMULATOR_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.emulator)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_fixture_setup(fixturedef: Any, request: Any) -> None:
+    """An emulator started for a test without the ``emulator`` marker is an error, so that
+    ``pytest -m "not emulator"`` never starts a JVM unnoticed."""
+    item = getattr(request, "_pyfuncitem", None)
+    if fixturedef.argname in EMULATOR_FIXTURES and item is not None and item.get_closest_marker("emulator") is None:
+        pytest.fail(f"{item.nodeid} needs the emulator ({fixturedef.argname}) without the emulator marker: "
+                    "take the fixture by name or list `uses_emulator`", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def uses_emulator() -> None:
+    """Listed by a fixture that takes its emulator by ``request.getfixturevalue``: the test is
+    then marked ``emulator`` (nothing else)."""
 
 
 # tsstore's own tests use the fixtures the package ships to users (tsstore.local.pytest_plugin),

@@ -261,7 +261,7 @@ NATIVE = pytest.mark.parametrize("data", LAYOUTS[:2], indirect=True, ids=[f"{m}-
 
 
 @pytest.fixture(scope="module", params=LAYOUTS, ids=[f"{m}-{n}-shards" for m, n in LAYOUTS])
-def data(request: pytest.FixtureRequest) -> Iterator[Data]:
+def data(request: pytest.FixtureRequest, uses_emulator: None) -> Iterator[Data]:
     mode, count = request.param
     shards = [f"s{i:02d}" for i in range(count)]
     database = unique_database_id(f"series-ranges-{count}")

@@ -92,7 +92,7 @@ NATIVE = pytest.mark.parametrize("big", ["native"], indirect=True)
 
 
 @pytest.fixture(scope="module", params=MODES)
-def big(request: pytest.FixtureRequest) -> dict[str, Any]:
+def big(request: pytest.FixtureRequest, uses_emulator: None) -> dict[str, Any]:
     """360 ticks over 40 shards (two chunks), written once for the module's tests, in each
     database mode (:data:`tests.shared.MODES`)."""
     mode, name = request.param, f"big-{uuid.uuid4().hex[:12]}"
