@@ -55,14 +55,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.emulator)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_fixture_setup(fixturedef: Any, request: Any) -> None:
-    """An emulator started for a test without the ``emulator`` marker is an error, so that
-    ``pytest -m "not emulator"`` never starts a JVM unnoticed."""
-    item = getattr(request, "_pyfuncitem", None)
-    if fixturedef.argname in EMULATOR_FIXTURES and item is not None and item.get_closest_marker("emulator") is None:
-        pytest.fail(f"{item.nodeid} needs the emulator ({fixturedef.argname}) without the emulator marker: "
-                    "take the fixture by name or list `uses_emulator`", pytrace=False)
+def no_emulator_deselected(request: pytest.FixtureRequest) -> None:
+    """A run that deselects the emulator tests (``-m "not emulator"``) and still reaches an
+    emulator fails, naming the fixture: a test took it without the marker."""
+    if "not emulator" in str(request.config.getoption("markexpr") or ""):
+        pytest.fail(f"{request.fixturename} was set up in a run without emulator tests: the test that took it "
+                    "needs the emulator marker (take the fixture by name or list `uses_emulator`)", pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -76,14 +74,16 @@ def uses_emulator() -> None:
 
 
 @pytest.fixture(scope="session")
-def emulator(tsstore_emulator: EmulatorAt) -> EmulatorAt:
+def emulator(tsstore_emulator: EmulatorAt, request: pytest.FixtureRequest) -> EmulatorAt:
     """The session's emulator (the plugin's ``tsstore_emulator``)."""
+    no_emulator_deselected(request)
     return tsstore_emulator
 
 
 @pytest.fixture(scope="session")
-def datastore_emulator(tsstore_datastore_emulator: EmulatorAt) -> EmulatorAt:
+def datastore_emulator(tsstore_datastore_emulator: EmulatorAt, request: pytest.FixtureRequest) -> EmulatorAt:
     """The session's emulator in Datastore mode (the plugin's ``tsstore_datastore_emulator``)."""
+    no_emulator_deselected(request)
     return tsstore_datastore_emulator
 
 
