@@ -16,6 +16,7 @@ import datetime as dt
 import functools
 import json
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,12 +32,13 @@ from click.testing import CliRunner
 from google.cloud import firestore
 
 from tests.overload import FakeClock
-from tsstore import SeriesSpec, TimeSeriesStore
+from tsstore import Rollup, SeriesSpec, TimeSeriesStore
 from tsstore.beam import PipelineRamp, ReadTicks, Target, WriteTicks, backfill, export, pipeline_options
 from tsstore.beam.files import ReadTickFiles
 from tsstore.beam.jobs import metric_totals
+from tsstore.beam.outputs import Planned
 from tsstore.beam.read import slices
-from tsstore.beam.write import Planned, _Identify, _Send
+from tsstore.beam.write import _Identify, _Send
 from tsstore.cli import main
 from tsstore.demo import SPEC
 from tsstore.errors import ConfigError, IngestError, QueryError, SchemaError
@@ -218,9 +220,9 @@ def tick_files(folder: Path) -> list[Path]:
     return [folder / "a.csv", folder / "b.jsonl", folder / "c.parquet"]
 
 
-def oracle(emulator: Any, files: list[Path]) -> tuple[dict[str, dict[str, Any]], set[tuple[str, int, str]]]:
-    """What ``tsstore ingest`` stores and rejects for the same files, one after another."""
-    client = emulator.client(database=f"oracle-{os.getpid()}-{len(files)}")
+def ingested(client: Any, files: list[Path], folder: Path) -> set[tuple[str, int, str]]:
+    """Run ``tsstore ingest`` of the files, one after another, into ``client``'s database
+    (either mode); what it rejected (checkpoints kept in ``folder``)."""
     store = TimeSeriesStore(client, SPEC, write_options=FAST)
     rejects: set[tuple[str, int, str]] = set()
     for path in files:
@@ -228,7 +230,14 @@ def oracle(emulator: Any, files: list[Path]) -> tuple[dict[str, dict[str, Any]],
         def note(rejected: Rejected, path: Path = path) -> None:
             rejects.add((str(path), rejected.line, rejected.reason))
 
-        ingest_file(store, path, strict=True, on_reject=note, checkpoint=path.parent.parent / f"{path.name}.ck")
+        ingest_file(store, path, strict=True, on_reject=note, checkpoint=folder / f"{path.name}.ck")
+    return rejects
+
+
+def oracle(emulator: Any, files: list[Path]) -> tuple[dict[str, dict[str, Any]], set[tuple[str, int, str]]]:
+    """What ``tsstore ingest`` stores and rejects for the same files, one after another."""
+    client = emulator.client(database=f"oracle-{os.getpid()}-{len(files)}")
+    rejects = ingested(client, files, files[0].parent.parent)
     docs = stored(client)
     client.close()
     return docs, rejects
@@ -422,6 +431,92 @@ def test_a_parquet_export_equals_query_frame(client: firestore.Client, tmp_path:
     back = back.sort_values(["timestamp", "document_id"]).set_index("timestamp").drop(columns="document_id")
     back = back.astype(frame.dtypes.to_dict())
     back.index = back.index.as_unit("us")
+    pd.testing.assert_frame_equal(back, frame, check_freq=False)
+
+
+# ---------------------------------------------------------------- Datastore mode
+
+
+def entities(client: Any, kind: str = "instruments") -> dict[str, dict[str, Any]]:
+    """Every entity of ``kind``, read by the Datastore client's own API."""
+    return {entity.key.name: dict(entity) for entity in client.query(kind=kind).fetch()}
+
+
+def test_a_datastore_mode_write_refuses_what_beams_connector_cannot_do() -> None:
+    target = Target("p", mode="datastore")
+    with pytest.raises(ConfigError, match="needs the run's late-tick lease"):
+        WriteTicks(SPEC, target=target, workers=1)
+    with pytest.raises(ConfigError, match="only a project's \\(default\\) database, not 'db1'"):
+        WriteTicks(SPEC, target=Target("p", "db1", mode="datastore"), workers=1)
+
+
+def test_a_datastore_mode_backfill_through_beams_connector_stores_what_ingest_stores(
+    datastore_emulator: Any, tmp_path: Path
+) -> None:
+    """The Native test's files, in Datastore mode: the entities Beam's ``WriteToDatastore``
+    stores (its workers in two processes, which find the emulator by the variable the job
+    sets) equal those ``tsstore ingest`` stores, rejects and counts included; a second,
+    ramped run stores nothing new. Each run in a project of its own: the connector writes
+    only a project's (default) database."""
+    files = tick_files(tmp_path / "in")
+    oracle_client = datastore_emulator.datastore_client(project=f"ingest-{uuid.uuid4().hex[:10]}")
+    expected_rejects = ingested(oracle_client, files, tmp_path)
+    client = datastore_emulator.datastore_client(project=f"beam-{uuid.uuid4().hex[:10]}")
+    run = functools.partial(backfill, [str(tmp_path / "in" / "*")], SPEC, target=Target.of(client), workers=2,
+                            strict=True)  # fmt: skip
+    first = run(ramp=False, options=TWO_WORKERS, rejects=str(tmp_path / "rejects.csv"))
+    docs = entities(client)
+    assert docs == entities(oracle_client) and len(docs) == 304
+    assert read_rejects(tmp_path / "rejects.csv") == expected_rejects
+    assert (first.created, first.present, first.rejected) == (304, 1, len(expected_rejects))
+    assert first.created == TimeSeriesStore(client, SPEC).count()
+    assert "DATASTORE_EMULATOR_HOST" not in os.environ
+    again = run(ramp=True, options=TWO_THREADS)
+    assert (again.created, again.present, again.rejected) == (0, 305, len(expected_rejects))
+    assert entities(client) == docs
+
+
+def test_a_datastore_mode_backfill_marks_its_late_ticks_and_an_export_equals_query_frame(
+    datastore_emulator: Any, tmp_path: Path
+) -> None:
+    """Minute bars rolled up to 12:00; a backfill brings one tick at 10:05:30 and one at
+    12:30: the late one's bucket is marked before it is sent (the roll-up redoes that one
+    bucket and its bars equal the ticks'). Then the whole range exported equals
+    ``query_frame``."""
+    client = datastore_emulator.datastore_client(project=f"late-{uuid.uuid4().hex[:10]}")
+    columns = {"symbol": "string", "n": "Int64", "price.micros": "Int64", "volume": "Int64"}
+    spec = SeriesSpec("ticks", shards=["a", "b", "c"], key_fields=["symbol", "n"], measures=["volume"], columns=columns)
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    t0 = dt.datetime(2026, 3, 2, 10, tzinfo=dt.UTC)
+
+    def tick(n: int, minutes: float, price: int) -> dict[str, Any]:
+        return {"symbol": "AAA", "n": n, "timestamp": t0 + dt.timedelta(minutes=minutes), "price": {"micros": price},
+                "volume": 100 + n % 7}  # fmt: skip
+
+    store.write([tick(n, n, 100 + n) for n in range(100)])
+    minutes = Rollup(spec, interval="1min", by="symbol", volume="volume")
+    assert store.rollup(minutes, until=t0 + dt.timedelta(hours=2)).watermark == t0 + dt.timedelta(hours=2)
+    rows = [{**t, "timestamp": t["timestamp"].isoformat()} for t in (tick(1000, 5.5, 999_999), tick(1001, 150.5, 7))]
+    (tmp_path / "late.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary = backfill([str(tmp_path / "late.jsonl")], spec, target=Target.of(client), options=TWO_THREADS, workers=2,
+                       ramp=False)  # fmt: skip
+    assert (summary.created, summary.rejected) == (2, 0)
+    two_hours = {"start": t0, "end": t0 + dt.timedelta(hours=2)}
+    assert "late ticks marked there" in store.explain_aggregate(**two_hours, rollups=[minutes]).describe()
+    redone = store.rollup(minutes)
+    assert redone.redone == 1, redone.describe()
+    got = store.aggregate(**two_hours, rollups=[minutes], max=["price.micros"], sum=["volume"])
+    want = store.aggregate(**two_hours, sum=["volume"])  # from the ticks (Firestore has no max)
+    assert (got.count, got.sum, got.max) == (want.count, want.sum, {"price.micros": 999_999})
+    assert want.count == 101
+    assert all("ticks_1min" in source for source in got.sources), got.sources
+    out = export(spec, target=Target.of(client), options=TWO_THREADS, to=str(tmp_path / "out" / "part"))
+    back = pd.concat([pd.read_parquet(f) for f in out.files])
+    frame = store.query_frame(direction="asc", columns=list(columns))
+    back = back.sort_values(["timestamp", "document_id"]).set_index("timestamp").drop(columns="document_id")
+    back = back.astype(frame.dtypes.to_dict())
+    back.index = back.index.as_unit("us")
+    assert out.rows == len(frame) == 102
     pd.testing.assert_frame_equal(back, frame, check_freq=False)
 
 

@@ -11,7 +11,8 @@ collection with many workers.
   ingest`` parses them.
 - :func:`backfill`, :func:`export` (:mod:`~tsstore.beam.jobs`): the pipelines behind
   ``tsstore backfill`` and ``tsstore export``.
-- :class:`Target` (:mod:`~tsstore.beam.target`): the database workers reach.
+- :class:`Target` (:mod:`~tsstore.beam.target`): the database workers reach, in either mode.
+- :class:`RunLease` (:mod:`~tsstore.beam.datastore`): a Datastore-mode write run's late-tick lease.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
     raise ConfigError("tsstore.beam needs Apache Beam: pip install 'tsstore[beam]'") from exc
 
+from tsstore.beam.datastore import RunLease
 from tsstore.beam.files import ReadTickFiles
 from tsstore.beam.jobs import (
     LOCAL_RUNNERS,
@@ -34,10 +36,11 @@ from tsstore.beam.jobs import (
     split_options,
     unknown_options,
 )
+from tsstore.beam.outputs import DeadLetter, Sourced
 from tsstore.beam.ramp import PipelineRamp
 from tsstore.beam.read import ReadTicks, arrow_schema, beam_schema
 from tsstore.beam.target import Target
-from tsstore.beam.write import DeadLetter, Sourced, WriteTicks
+from tsstore.beam.write import WriteTicks
 
 __all__ = [
     "LOCAL_RUNNERS",
@@ -47,6 +50,7 @@ __all__ = [
     "PipelineRamp",
     "ReadTickFiles",
     "ReadTicks",
+    "RunLease",
     "Sourced",
     "Target",
     "WriteTicks",

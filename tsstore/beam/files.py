@@ -12,7 +12,7 @@ import apache_beam as beam
 from apache_beam.io import fileio
 from apache_beam.metrics import Metrics
 
-from tsstore.beam.write import METRICS, REJECTED, DeadLetter, Sourced
+from tsstore.beam.outputs import METRICS, REJECTED, DeadLetter, Sourced
 from tsstore.errors import IngestError
 from tsstore.ingest.parse import DEFAULT_MAX_FIELD_BYTES, RowParser
 from tsstore.ingest.readers import detect_format, read_rows

@@ -3,6 +3,7 @@ and sum what the workers counted (Beam metrics) into a summary."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as dt
 import io
@@ -20,10 +21,12 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, _BeamArgumentParser
 
+from tsstore.beam.datastore import RunLease, emulator_env
 from tsstore.beam.files import ROWS, ReadTickFiles
+from tsstore.beam.outputs import METRICS, REJECTED, WRITTEN, DeadLetter
 from tsstore.beam.read import ReadTicks, arrow_schema
 from tsstore.beam.target import Target
-from tsstore.beam.write import METRICS, REJECTED, WRITTEN, DeadLetter, WriteTicks
+from tsstore.beam.write import WriteTicks
 from tsstore.errors import ConfigError, IngestError
 from tsstore.ingest.parse import DEFAULT_MAX_FIELD_BYTES
 from tsstore.spec import DuplicatePolicy, SeriesSpec
@@ -198,31 +201,35 @@ def backfill(
     Rejected rows (and unreadable files) go to ``rejects`` (a CSV file: source, line,
     reason, raw) when given. ``write`` is the write transform (a subclass, for tests)."""
     files = matched_files(patterns)
-    transform = write(
-        spec,
-        target=target,
-        workers=workers,
-        on_duplicate=on_duplicate,
-        ramp=ramp,
-        max_ops_per_second=max_ops_per_second,
-    )
-    started = time.perf_counter()
-    pipeline = beam.Pipeline(options=options)
-    read = pipeline | "ReadFiles" >> ReadTickFiles(
-        files, spec, fmt=fmt, naive=naive, strict=strict, max_field_bytes=max_field_bytes, time_column=time_column,
-        time_unit=time_unit,
-    )  # fmt: skip
-    written = read[ROWS] | "WriteTicks" >> transform
-    rejected = (read[REJECTED], written[REJECTED]) | "AllRejected" >> beam.Flatten()
-    totals = _Totals(options)
-    totals.write([written[WRITTEN], rejected | "CountRejected" >> beam.Map(_rejected_count)])
-    if rejects is not None:
-        (
-            rejected
-            | "AsCsv" >> beam.Map(reject_line)
-            | "RejectsFile" >> beam.io.WriteToText(rejects, shard_name_template="", header="source,line,reason,raw")
+    with contextlib.ExitStack() as run:
+        lease = run.enter_context(RunLease(spec, target)) if target.mode == "datastore" else None
+        run.enter_context(emulator_env(target))
+        transform = write(
+            spec,
+            target=target,
+            workers=workers,
+            on_duplicate=on_duplicate,
+            ramp=ramp,
+            max_ops_per_second=max_ops_per_second,
+            lease=lease,
         )
-    pipeline.run().wait_until_finish()
+        started = time.perf_counter()
+        pipeline = beam.Pipeline(options=options)
+        read = pipeline | "ReadFiles" >> ReadTickFiles(
+            files, spec, fmt=fmt, naive=naive, strict=strict, max_field_bytes=max_field_bytes, time_column=time_column,
+            time_unit=time_unit,
+        )  # fmt: skip
+        written = read[ROWS] | "WriteTicks" >> transform
+        rejected = (read[REJECTED], written[REJECTED]) | "AllRejected" >> beam.Flatten()
+        totals = _Totals(options)
+        totals.write([written[WRITTEN], rejected | "CountRejected" >> beam.Map(_rejected_count)])
+        if rejects is not None:
+            (
+                rejected
+                | "AsCsv" >> beam.Map(reject_line)
+                | "RejectsFile" >> beam.io.WriteToText(rejects, shard_name_template="", header="source,line,reason,raw")
+            )
+        pipeline.run().wait_until_finish()
     counts = totals.read()
     summary = BackfillSummary(files=files, seconds=time.perf_counter() - started, rejects=rejects)
     for name in ("created", "present", "replaced", "rejected", "unreadable"):

@@ -31,8 +31,8 @@ from apache_beam.metrics import Metrics
 from apache_beam.typehints.row_type import RowTypeConstraint
 from apache_beam.utils.timestamp import Timestamp
 
+from tsstore.beam.outputs import METRICS
 from tsstore.beam.target import Target
-from tsstore.beam.write import METRICS
 from tsstore.errors import QueryError, SchemaError
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import QueryPlan, plan_query

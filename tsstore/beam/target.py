@@ -1,31 +1,42 @@
 """Where a pipeline's workers read and write: a project, a database, and the emulator's
-address when there is one. Workers make their own clients from it (a client does not
-travel between processes)."""
+address when there is one, in either database mode. Workers make their own clients from it
+(a client does not travel between processes)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
+from tsstore.modes import is_datastore_client
 from tsstore.wire import database_id, emulator_host, quick_reconnects
 
 
 @dataclass(frozen=True)
 class Target:
-    """A Firestore database as a worker reaches it: ``emulator`` is the emulator's
-    ``host:port`` (``None`` for Google Cloud, where the worker's service account is used)."""
+    """A database as a worker reaches it: ``emulator`` is the emulator's ``host:port``
+    (``None`` for Google Cloud, where the worker's service account is used); ``mode``
+    ``"datastore"`` for Firestore in Datastore mode, whose entities may live in a
+    ``namespace``."""
 
     project: str
     database: str = "(default)"
     emulator: str | None = None
+    mode: Literal["native", "datastore"] = "native"
+    namespace: str | None = None
 
     @classmethod
     def of(cls, client: Any) -> Target:
-        """The database ``client`` talks to."""
+        """The database ``client`` (a Firestore or a Datastore client) talks to."""
+        if is_datastore_client(client):
+            endpoint = str(getattr(client, "_base_url", "") or "")
+            emulator = endpoint.removeprefix("http://") if endpoint.startswith("http://") else None
+            return cls(str(client.project), client.database or "(default)", emulator, "datastore", client.namespace)
         return cls(str(client.project), database_id(client), emulator_host(client))
 
     def client(self) -> Any:
-        """A new sync client for this database."""
+        """A new sync client for this database (a ``datastore.Client`` in Datastore mode)."""
+        if self.mode == "datastore":
+            return self._datastore_client()
         if self.emulator is not None:
             from tsstore.local.emulator import emulator_client
 
@@ -34,6 +45,18 @@ class Target:
 
         return quick_reconnects(firestore.Client(project=self.project, database=self.database))
 
+    def _datastore_client(self) -> Any:
+        if self.emulator is not None:
+            from tsstore.local.emulator import datastore_client
+
+            return datastore_client(self.emulator, project=self.project, database=self.database,
+                                    namespace=self.namespace)  # fmt: skip
+        from google.cloud import datastore
+
+        database = "" if self.database == "(default)" else self.database
+        return datastore.Client(project=self.project, database=database, namespace=self.namespace)  # type: ignore[no-untyped-call]
+
     def key(self, collection: str) -> str:
         """One collection of this database, named fully (process-wide limiters are keyed by it)."""
-        return f"{self.emulator or 'cloud'}/{self.project}/{self.database}/{collection}"
+        space = f"/{self.namespace}" if self.namespace else ""
+        return f"{self.emulator or 'cloud'}/{self.project}/{self.database}{space}/{collection}"

@@ -31,15 +31,23 @@ attempt, while the DirectRunner's bundle executor keeps the metrics of every att
 from __future__ import annotations
 
 import dataclasses
-import json
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.windowed_value import WindowedValue
 
+from tsstore.beam.datastore import DatastoreSend, RunLease, check_target
+from tsstore.beam.outputs import (
+    METRICS,
+    REJECTED,
+    WRITTEN,
+    DeadLetter,
+    Holding,
+    Planned,
+    as_sourced,
+    raw_text,
+)
 from tsstore.beam.ramp import PipelineRamp, process_limiter
 from tsstore.beam.target import Target
 from tsstore.errors import ConfigError, RecordError
@@ -59,44 +67,8 @@ from tsstore.write.prepare import PreparedDoc, check_naive, prepare_records
 from tsstore.write.sender import BulkSender
 from tsstore.write.window import Window
 
-#: The tags of :class:`WriteTicks`' outputs.
-WRITTEN, REJECTED = "written", "rejected"
-#: Metric namespace of every count a transform here reports.
-METRICS = "tsstore"
 #: Documents a send step holds before it sends them (and at the end of each bundle).
 FLUSH_DOCS = 5_000
-
-
-class Sourced(NamedTuple):
-    """A row with where it came from: its file (any name of the input it belongs to) and
-    line. Rows of one source are numbered as one ingest of that file numbers them."""
-
-    source: str
-    line: int
-    row: Mapping[str, Any]
-
-
-class DeadLetter(NamedTuple):
-    """A row that was not written: where it came from, why, and its text (line 0: a whole
-    file that could not be read, or a plain row, which has no line)."""
-
-    source: str
-    line: int
-    reason: str
-    raw: str
-
-
-def as_sourced(element: Any) -> Sourced:
-    """``element`` with its source: a :class:`Sourced` as is, a plain row as one of the input ``""``."""
-    return element if isinstance(element, Sourced) else Sourced("", 0, element)
-
-
-def raw_text(row: Any) -> str:
-    """A row as text for a dead letter (JSON where it can be)."""
-    try:
-        return json.dumps(row, default=str, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(row)
 
 
 class _Prepare(beam.DoFn):
@@ -116,17 +88,6 @@ class _Prepare(beam.DoFn):
             yield beam.pvalue.TaggedOutput(REJECTED, DeadLetter(source, line, error.reason, raw_text(row)))
             return
         yield doc.id, (source, line, doc)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Planned:
-    """One row after identity: the document to send, or the outcome it already has
-    (``"present"``, ``"replaced"``) because another row of the group carries its tick."""
-
-    source: str
-    line: int
-    doc: PreparedDoc
-    settled: str | None = None
 
 
 class _Identify(beam.DoFn):
@@ -193,8 +154,10 @@ def _data(doc: PreparedDoc) -> dict[str, Any]:
     return doc.data
 
 
-class _Send(beam.DoFn):
+class _Send(Holding):
     """Sends the planned documents of a bundle (see the module doc)."""
+
+    flush_docs = FLUSH_DOCS
 
     def __init__(
         self,
@@ -207,42 +170,15 @@ class _Send(beam.DoFn):
         self._spec, self._target, self._ramp = spec, target, ramp
         self._policy, self._max_attempts = policy, max_attempts
 
-    def setup(self) -> None:
-        self._client = self._target.client()
-        self._collection = self._client.collection(self._spec.collection)
+    def connect(self) -> Any:
+        client = self._target.client()
+        self._collection = client.collection(self._spec.collection)
         self._limiter = process_limiter(self._target.key(self._spec.collection), self._ramp)
-        self._counters = {name: Metrics.counter(METRICS, name) for name in ("created", "present", "replaced")}
-        self._rejected = Metrics.counter(METRICS, "rejected")
-
-    def teardown(self) -> None:
-        client = getattr(self, "_client", None)
-        if client is not None:
-            client.close()
-
-    def start_bundle(self) -> None:
-        self._held: list[Planned] = []
-        self._settled: dict[str, int] = {}
-
-    def process(self, planned: list[Planned]) -> Iterator[Any]:
-        for item in planned:
-            if item.settled is not None:
-                self._settled[item.settled] = self._settled.get(item.settled, 0) + 1
-                self._counters[item.settled].inc()
-            else:
-                self._held.append(item)
-        if len(self._held) >= FLUSH_DOCS:
-            yield from self.flush()
-
-    def finish_bundle(self) -> Iterator[Any]:
-        for output in self.flush():
-            value, tag = (output.value, output.tag) if isinstance(output, beam.pvalue.TaggedOutput) else (output, None)
-            windowed = WindowedValue(value, GlobalWindow().max_timestamp(), (GlobalWindow(),))
-            yield windowed if tag is None else beam.pvalue.TaggedOutput(tag, windowed)
+        return client
 
     def flush(self) -> Iterator[Any]:
-        """Send what is held; yield the counts and a dead letter per refused document."""
-        held, self._held = self._held, []
-        counts, self._settled = dict(self._settled), {}
+        """Send what is held; yield a dead letter per refused document, then the counts."""
+        held = self.take_held()
         if held:
             guard = late_guard(self._client, self._spec)
             timeout = self._spec.late.send_timeout.total_seconds()
@@ -253,14 +189,10 @@ class _Send(beam.DoFn):
                 guard.close()
             for outcome, n in sender.counts.items():
                 if n:
-                    counts[outcome] = counts.get(outcome, 0) + n
-                    self._counters[outcome].inc(n)
+                    self.count(outcome, n)
             for failure in sender.failures:
-                item = held[failure.index]
-                self._rejected.inc()
-                yield beam.pvalue.TaggedOutput(
-                    REJECTED, DeadLetter(item.source, item.line, failure.reason, raw_text(item.doc.data))
-                )
+                yield self.reject(held[failure.index], failure.reason)
+        counts = self.take_counts()
         if counts:
             yield counts
 
@@ -290,6 +222,10 @@ class WriteTicks(beam.PTransform[beam.PCollection[Any], dict[str, beam.PCollecti
     (default: when the transform is made, so every worker agrees); ``ramp=False`` starts at
     the ceiling (an emulator). ``spec.key_fields`` are required: random ids would store a
     tick twice whenever Beam runs a bundle again.
+
+    A Datastore-mode ``target`` sends through Beam's own Datastore connector
+    (:mod:`tsstore.beam.datastore`), and needs the run's ``lease``: build and run the
+    pipeline inside ``with RunLease(spec, target) as lease:``.
     """
 
     def __init__(
@@ -304,6 +240,7 @@ class WriteTicks(beam.PTransform[beam.PCollection[Any], dict[str, beam.PCollecti
         max_ops_per_second: int | None = None,
         start: float | None = None,
         max_attempts: int = 15,
+        lease: RunLease | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(spec, SeriesSpec):
@@ -329,6 +266,19 @@ class WriteTicks(beam.PTransform[beam.PCollection[Any], dict[str, beam.PCollecti
         self.ramp = PipelineRamp.for_spec(
             spec, workers=workers, start=start, max_ops_per_second=max_ops_per_second, ramp=ramp
         )
+        self._lease, self._workers, self._ramped = lease, workers, ramp
+        if target.mode == "datastore":
+            check_target(spec, target)
+            if lease is None:
+                raise ConfigError(
+                    f"writing {spec.collection!r} in Datastore mode needs the run's late-tick lease: build and run "
+                    "the pipeline inside `with RunLease(spec, target) as lease:` and pass lease=lease"
+                )
+            if max_ops_per_second is not None:
+                raise ConfigError(
+                    "max_ops_per_second is not taken in Datastore mode: Beam's connector keeps its own ramp "
+                    "(500 writes/s, 50% more every 5 minutes); pass ramp=False to send at the emulator's pace"
+                )
 
     def expand(self, rows: beam.PCollection[Any]) -> dict[str, beam.PCollection[Any]]:
         prepared = rows | "Prepare" >> beam.ParDo(_Prepare(self._spec, self._naive)).with_outputs(REJECTED, main="docs")
@@ -337,9 +287,18 @@ class WriteTicks(beam.PTransform[beam.PCollection[Any], dict[str, beam.PCollecti
             | "GroupBySlot" >> beam.GroupByKey()
             | "Identify" >> beam.ParDo(_Identify(self._spec, self._policy)).with_outputs(REJECTED, main="planned")
         )
-        sent = identified.planned | "Send" >> beam.ParDo(self._send_dofn()).with_outputs(REJECTED, main=WRITTEN)
+        sent = self._send(identified.planned)
         rejected = (prepared[REJECTED], identified[REJECTED], sent[REJECTED]) | "Rejected" >> beam.Flatten()
         return {WRITTEN: sent[WRITTEN], REJECTED: rejected}
+
+    def _send(self, planned: beam.PCollection[Any]) -> dict[str, beam.PCollection[Any]]:
+        if self._lease is not None and self._target.mode == "datastore":
+            send = DatastoreSend(self._spec, target=self._target, policy=self._policy, lease=self._lease,
+                                 workers=self._workers, ramp=self._ramped, started=self.ramp.start)  # fmt: skip
+            sent: dict[str, beam.PCollection[Any]] = planned | "Send" >> send
+            return sent
+        out = planned | "Send" >> beam.ParDo(self._send_dofn()).with_outputs(REJECTED, main=WRITTEN)
+        return {WRITTEN: out[WRITTEN], REJECTED: out[REJECTED]}
 
     def _send_dofn(self) -> beam.DoFn:
         return _Send(self._spec, self._target, self.ramp, self._policy, self._max_attempts)

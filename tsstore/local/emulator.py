@@ -218,9 +218,17 @@ def datastore_client(
         raise EmulatorError(
             "Datastore mode needs google-cloud-datastore: pip install 'tsstore[datastore]'"
         ) from exc
-    client: Any = datastore.Client(  # type: ignore[no-untyped-call]
-        project=project, database="" if database == DEFAULT_DATABASE else database, namespace=namespace,
-        credentials=AnonymousCredentials(), client_options=ClientOptions(api_endpoint=f"http://{address}"),
+    named = {"project": project, "database": "" if database == DEFAULT_DATABASE else database, "namespace": namespace}
+    # With DATASTORE_EMULATOR_HOST set (a local Beam run sets it for its connector), the
+    # client takes that address and refuses explicit credentials.
+    env = os.environ.get("DATASTORE_EMULATOR_HOST")
+    if env is not None and env != address:
+        raise EmulatorError(f"DATASTORE_EMULATOR_HOST is {env!r}, not the emulator asked for ({address}): unset it")
+    client: Any = (
+        datastore.Client(**named)  # type: ignore[no-untyped-call]
+        if env is not None
+        else datastore.Client(**named, credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
+                              client_options=ClientOptions(api_endpoint=f"http://{address}"))
     )  # fmt: skip
     return client
 

@@ -437,6 +437,50 @@ class BulkSender:
         return again
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """What a create whose id holds ``found`` is (:func:`settle`): ``create`` it (nothing is
+    there), ``written`` (the same content: ``outcome`` created or present), ``moved`` to its
+    content id ``to`` (another tick holds the slot), ``replace`` it, or ``failed`` (``why``)."""
+
+    kind: Literal["create", "written", "moved", "replace", "failed"]
+    outcome: Outcome = "created"
+    to: str = ""
+    why: str = ""
+
+
+def settle(
+    doc: PreparedDoc,
+    doc_id: str,
+    found: Stored | None,
+    *,
+    policy: DuplicatePolicy,
+    ignore: str | None,
+    landed: Callable[[float], bool],
+) -> Verdict:
+    """What creating ``doc`` at ``doc_id`` is, given what is stored there (``found``): the
+    same content (created, when ``landed`` says its creation time, seconds since the epoch,
+    is this job's, or present before it), another tick in the slot (``keep``: to its content
+    id), one to overwrite (``replace``), or a failure."""
+    if found is None:
+        return Verdict("create")
+    assert isinstance(doc.data, dict)  # only creates are settled
+    mine = doc.content or fingerprint(doc.data, ignore=ignore)
+    if fingerprint(found.data, ignore=ignore) == mine:
+        return Verdict("written", "created" if landed(found.create_time.timestamp()) else "present")
+    if policy == "keep" and doc.base is not None and doc_id == doc.id and doc.at_slot:
+        return Verdict("moved", to=id_from_digest(content_digest(doc.base, mine, doc.repeat)))
+    if policy == "replace":
+        return Verdict("replace")
+    why = (
+        "another tick with the same key and time is stored there with different content; "
+        "on_duplicate='error' refuses to replace it ('keep' stores both, 'replace' overwrites)"
+        if policy == "error"
+        else "its document id is taken by a document with other content"
+    )
+    return Verdict("failed", why=why)
+
+
 def _settle(
     item: _Item,
     found: Stored | None,
@@ -445,37 +489,25 @@ def _settle(
     created_since: float | None,
     outcome: _Outcome,
 ) -> bool:
-    """What a create refused with ALREADY_EXISTS is, from what is stored (``found``): the
-    same content (written: created by this write or present before it), another tick in the
-    slot (``keep``: sent again to its content id), one to overwrite (``replace``), or a
-    failure. True when the item is to be sent again."""
-    if found is None:  # deleted since: create it again
-        return True
-    assert isinstance(item.doc.data, dict)  # only creates are resolved
-    mine = item.doc.content or fingerprint(item.doc.data, ignore=ignore)
-    if fingerprint(found.data, ignore=ignore) == mine:
-        created = found.create_time.timestamp()
-        landed = (item.ambiguous and item.sent_at is not None and created >= item.sent_at - CLOCK_SKEW_SECONDS) or (
-            created_since is not None and created >= created_since
-        )
-        outcome.written.append(Written(item.doc, item.id, "created" if landed else "present"))
-        return False
-    if policy == "keep" and item.doc.base is not None and item.id == item.doc.id and item.doc.at_slot:
-        # Another tick holds the slot: this one goes to its content id, beside it.
-        item.id = id_from_digest(content_digest(item.doc.base, mine, item.doc.repeat))
+    """Apply :func:`settle` to a create refused with ALREADY_EXISTS; true when the item is to
+    be sent again (deleted since, moved to its content id, or a replace)."""
+
+    def landed(created: float) -> bool:
+        mine = item.ambiguous and item.sent_at is not None and created >= item.sent_at - CLOCK_SKEW_SECONDS
+        return mine or (created_since is not None and created >= created_since)
+
+    verdict = settle(item.doc, item.id, found, policy=policy, ignore=ignore, landed=landed)
+    if verdict.kind == "written":
+        outcome.written.append(Written(item.doc, item.id, verdict.outcome))
+    elif verdict.kind == "moved":
+        item.id = verdict.to
         item.sent_at, item.ambiguous = None, False  # a new document: its own first send
-        return True
-    if policy == "replace":
+    elif verdict.kind == "replace":
+        assert found is not None
         item.op, item.previous = "set", found.data
-        return True
-    why = (
-        "another tick with the same key and time is stored there with different content; "
-        "on_duplicate='error' refuses to replace it ('keep' stores both, 'replace' overwrites)"
-        if policy == "error"
-        else "its document id is taken by a document with other content"
-    )
-    outcome.failures.append(_failure(item, ALREADY_EXISTS, why))
-    return False
+    elif verdict.kind == "failed":
+        outcome.failures.append(_failure(item, ALREADY_EXISTS, verdict.why))
+    return verdict.kind in ("create", "moved", "replace")
 
 
 def _op(doc: PreparedDoc) -> Literal["create", "delete", "patch"]:
