@@ -165,6 +165,7 @@ class ProxyProcess:
     ) -> None:
         command = [sys.executable, "-m", "tests.proxy", upstream, f"--round-trip={round_trip}", f"--jitter={jitter}",
                    f"--down={down}", f"--seed={seed}"]  # fmt: skip
+        self.cuts = 0  #: connections cut so far (told when a cutting block ends)
         self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                          cwd=Path(__file__).resolve().parents[1])  # fmt: skip
         self.address = self._said()
@@ -186,7 +187,7 @@ class ProxyProcess:
         try:
             yield self
         finally:
-            self._said("stop")
+            self.cuts = int(self._said("stop").split()[1])
 
     def close(self) -> None:
         """Stop the proxy and its process."""
@@ -197,7 +198,7 @@ class ProxyProcess:
 
 def main() -> None:
     """``python -m tests.proxy UPSTREAM``: print the proxy's address, then act on each line of
-    input (``cutting EVERY SEED``, ``stop``, ``close``), answering ``ok`` to each."""
+    input (``cutting EVERY SEED``, ``stop``, ``close``), answering ``ok`` and the cuts so far to each."""
     parser = argparse.ArgumentParser()
     parser.add_argument("upstream")
     for name in ("--round-trip", "--jitter", "--down"):
@@ -215,7 +216,7 @@ def main() -> None:
         elif word == "stop" and cuts is not None:
             cuts.close()
             cuts = None
-        print("ok", flush=True)
+        print(f"ok {proxy.cuts}", flush=True)
         if word == "close":
             break
     if cuts is not None:
