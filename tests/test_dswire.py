@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import uuid
 from typing import Any
 
 import pytest
@@ -194,3 +195,31 @@ def test_the_datastore_indexes_command_writes_checks_and_names_a_stale_file(tmp_
     stale = tsstore("datastore-indexes", "--spec", "series.toml", "--check", cwd=tmp_path)
     assert stale.returncode == 1 and "is not what series.toml yields; run: tsstore datastore-indexes" in stale.stderr
     assert "+    direction: desc" in stale.stdout  # the diff says what the declaration wants
+
+
+def test_a_merge_names_the_leaf_paths_it_sets() -> None:
+    from tsstore.dswire.calls import leaf_paths
+
+    changes = {"by": {"AAA": 1, "a.b": {"c": 2}}, "empty": {}, "x`y": None, "n": 3}
+    assert leaf_paths(changes) == ["by.AAA", "by.`a.b`.c", "empty", "`x\\`y`", "n"]
+
+
+def test_merges_from_two_writers_at_once_keep_every_field(datastore_emulator: Any) -> None:
+    """A merge (a roll-up's watermark, retention's horizon in the same document) is one write
+    the server merges (its property mask): two threads merging 15 fields each into one map of
+    one entity at once lose none (a read, then a write of the whole entity, lost some)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tsstore.asks import GetDoc, SetDoc
+    from tsstore.dswire.calls import DatastoreCalls, answer_document
+
+    calls = DatastoreCalls(datastore_emulator.datastore_client(database=f"merge-{uuid.uuid4().hex[:10]}"))
+
+    def merges(writer: str) -> None:
+        for n in range(15):
+            answer_document(calls, SetDoc("tsstore_rollups/bars", {"by": {f"{writer}{n}": n}}, "a merge", merge=True))
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(merges, ["a", "b"]))
+    stored = answer_document(calls, GetDoc("tsstore_rollups/bars", "the document")).data
+    assert stored == {"by": {f"{w}{n}": n for w in "ab" for n in range(15)}}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -181,6 +182,15 @@ class DatastoreCalls:
         self.clock.saw(from_timestamp_pb(response.commit_time), sent=sent, read=False)
         return response
 
+    def merge(self, path: str, changes: Mapping[str, Any]) -> dt.datetime:
+        """Merge ``changes`` into the entity at ``path`` as Firestore merges (maps key by key):
+        one upsert whose property mask names the leaf paths of ``changes``, so the server
+        keeps every other property, whatever another writer merged meanwhile; the commit
+        time."""
+        mutation = self.mutation("upsert", path, changes)
+        mutation.property_mask.paths.extend(leaf_paths(changes))
+        return from_timestamp_pb(self.commit([mutation], transactional=False).commit_time)
+
     def mutation(self, op: str, path: str, data: Mapping[str, Any] | None = None) -> Any:
         """One ``insert``/``upsert``/``update`` of ``data`` at ``path``, or a ``delete``."""
         made = ds_types.Mutation.pb()()
@@ -228,35 +238,38 @@ def _doc(path: str, result: Any, read: dt.datetime | None) -> Doc:
 
 
 def _set(calls: DatastoreCalls, path: str, data: dict[str, Any], *, merge: bool, stamped: Sequence[str]) -> dt.datetime:
-    """Write ``data`` at ``path`` (merged into what is stored when ``merge``), the ``stamped``
-    fields set to the commit's time; the commit time. The merge reads, then writes: not in one
-    transaction yet, so a change another writer makes between the two is lost (roll-ups, the
-    one user of merges, are not served in Datastore mode yet)."""
+    """Write ``data`` at ``path`` (merged into what is stored when ``merge``:
+    :meth:`DatastoreCalls.merge`), the ``stamped`` fields set to the commit's time; the commit
+    time."""
     if stamped:
         # The server's time of the commit is not known before it: stamp the write with the
-        # clock's estimate, then the commit time (a second, plain write) so it is exact.
+        # clock's estimate, then merge in the commit time, so it is exact.
         now = calls.clock.now() or dt.datetime.now(dt.timezone.utc)
         data.update(dict.fromkeys(stamped, now))
     if merge:
-        found, _ = calls.lookup([path])
-        stored = found.get(path)
-        if stored is not None:
-            data = _merged(decode_entity(stored.entity), data)
-    response = calls.commit([calls.mutation("upsert", path, data)], transactional=False)
-    committed = from_timestamp_pb(response.commit_time)
+        committed = calls.merge(path, data)
+    else:
+        response = calls.commit([calls.mutation("upsert", path, data)], transactional=False)
+        committed = from_timestamp_pb(response.commit_time)
     if stamped:
-        data.update(dict.fromkeys(stamped, committed))
-        calls.commit([calls.mutation("upsert", path, data)], transactional=False)
+        calls.merge(path, dict.fromkeys(stamped, committed))
     return committed
 
 
-def _merged(stored: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    """``stored`` with ``changes`` set into it, maps merged key by key (Firestore's merge)."""
-    out = dict(stored)
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+def leaf_paths(changes: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """The property paths a merge of ``changes`` sets: every value that is not a non-empty
+    map, by its dotted path (a name that is not plain between backquotes)."""
+    paths: list[str] = []
     for name, value in changes.items():
-        old = out.get(name)
-        out[name] = _merged(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
-    return out
+        path = prefix + (name if _PLAIN_NAME.fullmatch(name) else "`" + name.replace("`", "\\`") + "`")
+        if isinstance(value, dict) and value:
+            paths += leaf_paths(value, path + ".")
+        else:
+            paths.append(path)
+    return paths
 
 
 # ------------------------------------------------------------------------------ ticks
