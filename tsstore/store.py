@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from google.cloud import firestore
 
@@ -24,10 +24,11 @@ from tsstore.clock import local_us
 from tsstore.errors import ConfigError
 from tsstore.frames import frames
 from tsstore.modes import FirestoreSide, refuse_live
-from tsstore.read.engine import TickRead, read_ticks
+from tsstore.read.engine import Fetch, TickRead, read_ticks
 from tsstore.read.fetch import fetcher
+from tsstore.read.plan import QueryPlan
 from tsstore.spec import SeriesSpec
-from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, Writer, WriterSide, aggregated
+from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, Writer, aggregated
 from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
@@ -35,6 +36,9 @@ from tsstore.verbs.request import Readable, Snapshots
 from tsstore.wire import answer_document, transport
 from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
+
+if TYPE_CHECKING:
+    from tsstore.datastore_mode import DatastoreAnswers
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -83,14 +87,10 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
             raise ConfigError("TimeSeriesStore takes a firestore.Client; for an AsyncClient use AsyncTimeSeriesStore")
         super().__init__(spec, client, write_options=write_options, page_size=page_size, lean=lean,
                          snapshots=snapshots)  # fmt: skip
-        self._fast = fast_wire
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tsstore-read")
-        if self._datastore is not None:
-            side: WriterSide = self._datastore.side
-            sends: Callable[..., Transport] = self._datastore.transport
-        else:
-            side, sends = FirestoreSide(lambda: client), functools.partial(transport, fast=fast_wire)
-        self._writer = Writer(spec, write_options, side=side, collection_of=self._collection_of, transport=sends)
+        self._answers: _NativeAnswers | DatastoreAnswers = self._datastore or _NativeAnswers(self, fast=fast_wire)
+        self._writer = Writer(spec, write_options, side=self._answers.side, collection_of=self._collection_of,
+                              transport=self._answers.transport)  # fmt: skip
 
     def close(self) -> None:
         """Stop the reader threads (the client stays open: it is the caller's)."""
@@ -114,22 +114,10 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
                 return list(self._pool.map(self._answer, ask))
             case asks.Count() | asks.Aggregate():
 
-                def aggregate(values: Sequence[str]) -> Any:
-                    if self._datastore is not None:
-                        return self._datastore.aggregate(ask, values)
-                    query, sent = self._aggregation(ask, values), local_us()
-                    return aggregated(ask, query.get(read_time=ask.read_time, retry=None), self._clock, sent)
-
+                aggregate = functools.partial(self._answers.aggregate, ask)
                 return faults.call_split(aggregate, ask.values, what=ask.what, divisible=ask.divisible)
             case asks.Documents(over=over, read_time=read_time):
-
-                def documents() -> list[Doc]:
-                    if self._datastore is not None:
-                        return self._datastore.documents(over, read_time)
-                    query, sent = self._over(over, ()), local_us()
-                    return self._docs(query.get(read_time=read_time, retry=None), sent)
-
-                return faults.call(documents, what=ask.what)
+                return faults.call(functools.partial(self._answers.documents, over, read_time), what=ask.what)
             case asks.Collect(read=read):
                 return list(self._ticks(read))
             case asks.Feed(read=read, sink=sink):
@@ -137,9 +125,7 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
                     sink.add(tick)
                 return None
             case GetDoc() | SetDoc() | DeleteDoc() | FindDocs():
-                if self._datastore is not None:
-                    return faults.call(functools.partial(self._datastore.answer_document, ask), what=ask.what)
-                return faults.call(lambda: answer_document(self.client, ask), what=ask.what)
+                return faults.call(functools.partial(self._answers.answer_document, ask), what=ask.what)
             case asks.Send(read=read):
                 return self._writer.job(ask, self._ticks(read) if read is not None else iter(())).run()
             case KnownTime():
@@ -171,8 +157,37 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
     def _ticks(self, read: Readable) -> Iterator[Tick]:
         if isinstance(read, JoinRead):
             return read.joined(self._ticks(read.left), self._ticks(read.right))
-        if self._datastore is not None:
-            fetch = self._datastore.fetcher(read.plan)
-        else:
-            fetch = fetcher(self._collection_of, read.plan, fast=self._fast)
+        fetch = self._answers.fetcher(read.plan)
         return read_ticks(read, fetch=fetch, pool=self._pool, renew=lambda: self._run(reading.server_time(self.seat)))
+
+
+class _NativeAnswers:
+    """The sync store's answers in Native mode, on its ``firestore.Client``: the asks that
+    touch the database, as :class:`~tsstore.datastore_mode.DatastoreAnswers` gives Datastore
+    mode's (the store's driver is the same for both)."""
+
+    def __init__(self, store: TimeSeriesStore, *, fast: bool) -> None:
+        self._store, self._fast = store, fast
+        self.side = FirestoreSide(lambda: store.client)
+
+    def aggregate(self, ask: asks.Count | asks.Aggregate, values: Sequence[str]) -> Any:
+        """The count, or ``{alias: value}``, of ``ask`` over ``values``."""
+        store = self._store
+        query, sent = store._aggregation(ask, values), local_us()
+        return aggregated(ask, query.get(read_time=ask.read_time, retry=None), store._clock, sent)
+
+    def documents(self, over: asks.Over, read_time: Any) -> list[Doc]:
+        """The documents a census ask names."""
+        query, sent = self._store._over(over, ()), local_us()
+        return self._store._docs(query.get(read_time=read_time, retry=None), sent)
+
+    def answer_document(self, ask: Any) -> Any:
+        return answer_document(self._store.client, ask)
+
+    def fetcher(self, plan: QueryPlan) -> Fetch:
+        """The engine's fetch of ``plan``'s chunks."""
+        return fetcher(self._store._collection_of, plan, fast=self._fast)
+
+    def transport(self, collection: Any, *, timeout: float) -> Transport:
+        """The sender's transport on ``collection``."""
+        return transport(collection, timeout=timeout, fast=self._fast)

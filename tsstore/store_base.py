@@ -81,7 +81,6 @@ class StoreBase(Verbs):
             from tsstore.datastore_mode import DatastoreAnswers  # only with the datastore extra
 
             self._datastore = DatastoreAnswers(client, spec)
-        if self._datastore is not None:
             self._collection: Any = DatastoreKind(spec.collection)
             self._clock = self._datastore.calls.clock
         else:

@@ -121,13 +121,14 @@ class RunLease:
 
 def _nested_long_text(value: Any, top: bool = True) -> bool:
     """Whether ``value`` holds, inside a map, a string or bytes the connector would index
-    and Datastore mode refuses (over 1 500 bytes)."""
+    and Datastore mode refuses (:func:`tsstore.dswire.values.unindexable`)."""
+    from tsstore.dswire.values import unindexable
+
     if isinstance(value, dict):
         return any(_nested_long_text(v, False) for v in value.values())
     if isinstance(value, list):
         return any(_nested_long_text(v, top) for v in value)
-    size = len(value.encode()) if isinstance(value, str) else len(value) if isinstance(value, bytes) else 0
-    return not top and size > MAX_INDEXED_VALUE_BYTES
+    return not top and isinstance(value, (str, bytes)) and unindexable(value)
 
 
 class _Classify(Holding):

@@ -58,24 +58,30 @@ def _wrote(update: GeneratedFile) -> None:
     click.echo(f"wrote {', '.join(map(str, written))}" if written else f"{update.path} already up to date")
 
 
-def _file_option(default: Path, what: str) -> Callable[[Command], Command]:
-    return click.option(
-        "--file",
-        "path",
-        type=click.Path(dir_okay=False, path_type=Path),
-        default=str(default),
-        show_default=True,
-        help=f"The {what} to write or update.",
-    )
+def _file_options(default: Path, what: str) -> Callable[[Command], Command]:
+    """The arguments every command writing one generated file takes: the declaration
+    (positional or ``--spec``), ``--file`` (default ``default``, the ``what``), ``--check``
+    and ``--stdout``."""
+    decorators = [
+        click.argument("positional", metavar="[DECLARATION]", required=False),
+        click.option("--spec", "declaration", default=None, envvar=SPEC_ENV, show_envvar=True, help=SPEC_HELP),
+        click.option("--file", "path", type=click.Path(dir_okay=False, path_type=Path), default=str(default),
+                     show_default=True, help=f"The {what} to write or update."),  # fmt: skip
+        click.option("--check", is_flag=True, help=_CHECK_HELP),
+        click.option("--stdout", "to_stdout", is_flag=True, help=_STDOUT_HELP),
+    ]
+
+    def apply(command: Command) -> Command:
+        for decorator in reversed(decorators):  # the first listed is the outermost, as written by hand
+            command = decorator(command)
+        return command
+
+    return apply
 
 
 @click.command("indexes")
 @library_warnings
-@click.argument("positional", metavar="[DECLARATION]", required=False)
-@click.option("--spec", "declaration", default=None, envvar=SPEC_ENV, show_envvar=True, help=SPEC_HELP)
-@_file_option(DEFAULT_INDEX_FILE, "index file")
-@click.option("--check", is_flag=True, help=_CHECK_HELP)
-@click.option("--stdout", "to_stdout", is_flag=True, help=_STDOUT_HELP)
+@_file_options(DEFAULT_INDEX_FILE, "index file")
 @click.option("--keep-stale", is_flag=True, help="Keep composite indexes with the timestamp but not the shard.")
 def indexes(
     *, positional: str | None, declaration: str | None, path: Path, check: bool, to_stdout: bool, keep_stale: bool
@@ -114,11 +120,7 @@ def indexes(
 
 @click.command("rules")
 @library_warnings
-@click.argument("positional", metavar="[DECLARATION]", required=False)
-@click.option("--spec", "declaration", default=None, envvar=SPEC_ENV, show_envvar=True, help=SPEC_HELP)
-@_file_option(DEFAULT_RULES_FILE, "rules file")
-@click.option("--check", is_flag=True, help=_CHECK_HELP)
-@click.option("--stdout", "to_stdout", is_flag=True, help=_STDOUT_HELP)
+@_file_options(DEFAULT_RULES_FILE, "rules file")
 def rules(*, positional: str | None, declaration: str | None, path: Path, check: bool, to_stdout: bool) -> None:
     """Write or update firestore.rules from the application's series declaration.
 
@@ -145,14 +147,9 @@ def rules(*, positional: str | None, declaration: str | None, path: Path, check:
         _wrote(update)
 
 
-
 @click.command("datastore-indexes")
 @library_warnings
-@click.argument("positional", metavar="[DECLARATION]", required=False)
-@click.option("--spec", "declaration", default=None, envvar=SPEC_ENV, show_envvar=True, help=SPEC_HELP)
-@_file_option(DEFAULT_INDEX_YAML, "index.yaml")
-@click.option("--check", is_flag=True, help=_CHECK_HELP)
-@click.option("--stdout", "to_stdout", is_flag=True, help=_STDOUT_HELP)
+@_file_options(DEFAULT_INDEX_YAML, "index.yaml")
 def datastore_indexes(*, positional: str | None, declaration: str | None, path: Path, check: bool,
                       to_stdout: bool) -> None:  # fmt: skip
     """Write index.yaml for Firestore in Datastore mode from the series declaration.

@@ -40,7 +40,6 @@ ASCENDING, DESCENDING = query_types.PropertyOrder.Direction.ASCENDING, query_typ
 KEY = "__key__"
 
 
-
 def collection_query(where: Any, collection: str) -> tuple[Any, list[Condition]]:
     """A query of ``collection`` (a kind, or ``parent/id/kind``) and the condition that keeps
     it under its parent (none for a top-level kind)."""
@@ -111,8 +110,7 @@ def chunk_query(
     read asks them as the request's property mask (a projection query would drop entities that
     lack a column)."""
     spec = plan.spec
-    query, parent = collection_query(where, spec.collection)
-    build(where, query, [*parent, *_chunk_conditions(plan, chunk, variant)])
+    query = find_query(where, spec.collection, _chunk_conditions(plan, chunk, variant))
     direction = DESCENDING if plan.descending else ASCENDING
     return order(query, [spec.timestamp_field, *after_timestamp(plan.order_fields, also_by), KEY], direction)
 
@@ -144,8 +142,7 @@ def continued(
         parts.append(at_level(names[level], at[level], held=False))
         if any(part is None for part in parts):
             continue  # nothing of this variant's kinds stands there
-        query, parent = collection_query(where, spec.collection)
-        build(where, query, [*parent, *base, *(c for part in parts if part is not None for c in part)])
+        query = find_query(where, spec.collection, [*base, *(c for part in parts if part is not None for c in part)])
         made.append(order(query, names[level:], direction))
     return made
 
@@ -156,13 +153,12 @@ def census_query(where: Any, spec: SeriesSpec, ask: Ask) -> Any:
         return collection_query(where, spec.collection)[0]
     if isinstance(ask, CountValue):
         return chunk_query(where, plan_query(spec, start=ask.since), (ask.value,))
-    query, parent = collection_query(where, spec.collection)
-    conditions = list(parent)
+    conditions: list[Condition] = []
     if ask.low is not None:
         conditions.append((spec.shard_field, ">", ask.low))
     if ask.high is not None:
         conditions.append((spec.shard_field, "<", ask.high))
-    build(where, query, conditions)
+    query = find_query(where, spec.collection, conditions)
     shard_order = DESCENDING if SHARD_ORDER == "DESCENDING" else ASCENDING
     order(query, [spec.shard_field], shard_order)
     order(query, [spec.timestamp_field], DESCENDING)
@@ -172,6 +168,7 @@ def census_query(where: Any, spec: SeriesSpec, ask: Ask) -> Any:
 
 
 def find_query(where: Any, collection: str, conditions: Sequence[Condition]) -> Any:
-    """The documents of ``collection`` meeting ``conditions`` (a :class:`~tsstore.asks.FindDocs`)."""
+    """The documents of ``collection`` meeting ``conditions`` (a :class:`~tsstore.asks.FindDocs`,
+    and every query above)."""
     query, parent = collection_query(where, collection)
     return build(where, query, [*parent, *conditions])

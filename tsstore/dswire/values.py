@@ -18,7 +18,7 @@ from google.cloud.datastore_v1.types import entity as entity_types
 
 from tsstore.errors import ModeError
 from tsstore.limits import MAX_INDEXED_VALUE_BYTES
-from tsstore.times import EPOCH
+from tsstore.times import EPOCH, from_timestamp_pb
 
 #: The raw protobuf classes.
 ENTITY_PB = entity_types.Entity.pb()
@@ -61,7 +61,7 @@ def encode_value(value: Any, out: Any) -> None:
     kind = type(value)
     if kind is str:
         out.string_value = value
-        if len(value) * 4 > MAX_INDEXED_VALUE_BYTES and len(value.encode()) > MAX_INDEXED_VALUE_BYTES:
+        if unindexable(value):
             out.exclude_from_indexes = True
     elif kind is float:
         out.double_value = value
@@ -71,9 +71,7 @@ def encode_value(value: Any, out: Any) -> None:
         out.entity_value.SetInParent()  # an empty dict is still an (empty) embedded entity
         encode_entity(out.entity_value, value)
     elif kind is dt.datetime and value.tzinfo is not None:
-        delta = value - EPOCH
-        stamp = out.timestamp_value
-        stamp.seconds, stamp.nanos = delta.days * 86_400 + delta.seconds, delta.microseconds * 1000
+        set_time(out.timestamp_value, value)
     elif kind is bool:
         out.boolean_value = value
     elif value is None:
@@ -87,13 +85,20 @@ def encode_value(value: Any, out: Any) -> None:
             encode_value(item, array.values.add())
     elif kind is bytes:
         out.blob_value = value
-        if len(value) > MAX_INDEXED_VALUE_BYTES:
+        if unindexable(value):
             out.exclude_from_indexes = True
     else:
         raise ModeError(
             f"a value of type {kind.__name__} ({value!r:.60}) cannot be stored in Datastore mode; give a string, "
             "number, bool, None, aware datetime, bytes, dict or list"
         )
+
+
+def unindexable(value: str | bytes) -> bool:
+    """Whether Datastore mode refuses to index ``value``: text or bytes over 1 500 bytes."""
+    if isinstance(value, str):  # a character is at most 4 bytes: encode only what may be long
+        return len(value) * 4 > MAX_INDEXED_VALUE_BYTES and len(value.encode()) > MAX_INDEXED_VALUE_BYTES
+    return len(value) > MAX_INDEXED_VALUE_BYTES
 
 
 def decode_entity(entity: Any) -> dict[str, Any]:
@@ -112,8 +117,7 @@ def decode_value(value: Any) -> Any:
     if kind == "double_value":
         return value.double_value
     if kind == "timestamp_value":
-        stamp = value.timestamp_value
-        return EPOCH + dt.timedelta(seconds=stamp.seconds, microseconds=stamp.nanos // 1000)
+        return from_timestamp_pb(value.timestamp_value)
     if kind == "entity_value":
         return decode_entity(value.entity_value)
     if kind == "boolean_value":
