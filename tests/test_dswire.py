@@ -223,3 +223,23 @@ def test_merges_from_two_writers_at_once_keep_every_field(datastore_emulator: An
         list(pool.map(merges, ["a", "b"]))
     stored = answer_document(calls, GetDoc("tsstore_rollups/bars", "the document")).data
     assert stored == {"by": {f"{w}{n}": n for w in "ab" for n in range(15)}}
+
+
+def test_a_read_larger_than_the_client_takes_comes_in_batches_at_one_read_time(datastore_emulator: Any) -> None:
+    """The emulator answers a query in one batch however large; the client takes 4 MB. 3 000
+    ticks of 1.4 KB each (4.3 MB) are read whole, in order, and a page of 2 600 of them: each
+    RunQuery call asks for at most ``BATCH_ENTITIES``, one still too large for the client is
+    asked again for half as many, and the rest follows by cursor."""
+    from tsstore import TimeSeriesStore, WriteOptions
+    from tsstore.dswire.calls import BATCH_ENTITIES
+
+    assert BATCH_ENTITIES > 3_000  # so the first call's answer is the one too large
+    client = datastore_emulator.datastore_client(database=f"big-{uuid.uuid4().hex[:10]}")
+    store = TimeSeriesStore(client, SeriesSpec("ticks", shards=["a", "b", "c"], key_fields=["n"]),
+                            write_options=WriteOptions(ramp=False))  # fmt: skip
+    t0 = dt.datetime(2026, 1, 5, tzinfo=dt.timezone.utc)
+    store.write([{"n": n, "timestamp": t0 + dt.timedelta(seconds=n), "note": f"{n:05d}" + "x" * 1_400}
+                 for n in range(3_000)])  # fmt: skip
+    every = [tick.data["n"] for tick in store.iter_ticks()]
+    assert every == list(range(2_999, -1, -1))
+    assert [tick.data["n"] for tick in store.query(limit=2_600, direction="asc")] == list(range(2_600))
