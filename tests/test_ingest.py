@@ -174,8 +174,9 @@ def test_interrupted_ingest_resumes_without_duplicates(tmp_path: Path) -> None:
     project configured: the first run starts it), killed with SIGKILL midway, then run again."""
     path = tmp_path / "day.csv"
     # Enough rows that the first run is far from done when a checkpoint passes a quarter of
-    # them (saved every 0.5 s or more): it is asserted still running when killed.
-    total = 6_000
+    # them (saved every 0.5 s or more): it is asserted still running when killed. (6 000 rows
+    # took about half a second on a fast day here: the run ended before a checkpoint passed.)
+    total = 20_000
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
         writer.writeheader()
@@ -192,6 +193,7 @@ def test_interrupted_ingest_resumes_without_duplicates(tmp_path: Path) -> None:
         home = {"FIRESTORE_EMULATOR_HOST": None, "GOOGLE_CLOUD_PROJECT": None, "TSSTORE_HOME": env["TSSTORE_HOME"]}
         return run_tsstore(*args, env=home)
 
+    first: subprocess.Popen[str] | None = None
     try:
         # No `tsstore emulator start` first: the ingest starts the local store itself (a
         # detached process of its own, which the kill below leaves running).
@@ -225,6 +227,10 @@ def test_interrupted_ingest_resumes_without_duplicates(tmp_path: Path) -> None:
         stamps = [json.loads(line)["timestamp"] for line in newest.stdout.splitlines()]
         assert len(stamps) == 3 and stamps == sorted(stamps, reverse=True)
     finally:
+        if first is not None and first.stdout is not None and not first.stdout.closed:  # a check failed first
+            if first.poll() is None:
+                first.kill()
+            first.communicate(timeout=60)  # its pipes closed here, not left to warn in the next test
         tsstore("emulator", "stop")
 
 
