@@ -152,3 +152,42 @@ def stored_ids(client: Any, collection: str) -> list[str]:
     query = client.query(kind=collection)
     query.keys_only()
     return [entity.key.name for entity in query.fetch()]
+
+
+def stored_docs(client: Any, collection: str) -> dict[str, dict[str, Any]]:
+    """The documents of ``collection`` (a path: ``counters/likes/shards``) by id, read by the
+    client's own public API in either mode (in Datastore mode, the entities of the path's kind
+    under its parent key)."""
+    if hasattr(client, "collection"):
+        return {doc.id: doc.to_dict() for doc in client.collection(collection).stream()}
+    *parent, kind = collection.split("/")
+    query = client.query(kind=kind, ancestor=client.key(*parent) if parent else None)
+    return {entity.key.name: dict(entity) for entity in query.fetch() if entity.key.parent == query.ancestor}
+
+
+def stored_doc(client: Any, path: str) -> dict[str, Any] | None:
+    """The document at ``path``, or ``None``, read by the client's own public API in either mode."""
+    if hasattr(client, "document"):
+        snapshot = client.document(path).get()
+        return snapshot.to_dict() if snapshot.exists else None
+    entity = client.get(client.key(*path.split("/")))
+    return dict(entity) if entity is not None else None
+
+
+def put_doc(client: Any, path: str, data: dict[str, Any]) -> None:
+    """Write ``data`` over the document at ``path``, by the client's own public API in either
+    mode."""
+    if hasattr(client, "document"):
+        client.document(path).set(data)
+        return
+    entity = client.entity(client.key(*path.split("/")))
+    entity.update(data)
+    client.put(entity)
+
+
+def delete_doc(client: Any, path: str) -> None:
+    """Delete the document at ``path``, by the client's own public API in either mode."""
+    if hasattr(client, "document"):
+        client.document(path).delete()
+    else:
+        client.delete(client.key(*path.split("/")))

@@ -1,22 +1,23 @@
-"""Sharded counters on the emulator: concurrency, roll-ups, growth, healing, bad input."""
+"""Sharded counters on the emulator, in both database modes (each test takes ``client``, a
+``firestore.Client`` or a ``datastore.Client``): concurrency, roll-ups, growth, healing, bad
+input. What the tests look at in the database they read by the client's own API."""
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
 
 import pytest
-from google.api_core.exceptions import FailedPrecondition
-from google.cloud import firestore
-from google.cloud.firestore_v1 import Increment
-from google.cloud.firestore_v1.base_document import DocumentSnapshot
 
+from tests.conftest import unique_database_id
+from tests.shared import MODES, delete_doc, mode_client, put_doc, stored_doc, stored_docs
 from tsstore import CounterError, TsstoreError
+from tsstore.asks import Doc
 from tsstore.counters import CounterValue, ShardedCounter, plan_counter_shards
 
 T = TypeVar("T")
@@ -24,6 +25,16 @@ T = TypeVar("T")
 #: 16 threads at once: the contention is the point; 50 increments each keep every shard (and,
 #: after a growth, the new ones) busy while the roll-ups run beside them.
 THREADS, PER_THREAD = 16, 50
+
+
+@pytest.fixture(params=MODES)
+def client(request: pytest.FixtureRequest, uses_emulator: None) -> Iterator[Any]:
+    """A client of each database mode on a database of this test's own."""
+    made = mode_client(request, request.param, unique_database_id(request.node.name))
+    try:
+        yield made
+    finally:
+        made.close()
 
 
 def hammer(counter: ShardedCounter, *, during: object = None) -> list[int]:
@@ -67,7 +78,7 @@ def hammer(counter: ShardedCounter, *, during: object = None) -> list[int]:
     return rollups
 
 
-def test_16_threads_of_increments_count_exactly(client: firestore.Client) -> None:
+def test_16_threads_of_increments_count_exactly(client: Any) -> None:
     counter = ShardedCounter(client, "counters/hits")
     assert counter.create(shards=10) == 10
     rollups = hammer(counter)
@@ -76,24 +87,22 @@ def test_16_threads_of_increments_count_exactly(client: firestore.Client) -> Non
     assert counter.read().value == THREADS * PER_THREAD and not counter.read().live
     # concurrent roll-ups only ever saw values that were true at some point: never more
     assert rollups and max(rollups) <= THREADS * PER_THREAD and rollups == sorted(rollups)
-    shard_counts = [d.get("count") for d in client.collection("counters/hits/shards").stream()]
+    shard_counts = [d["count"] for d in stored_docs(client, "counters/hits/shards").values()]
     assert len(shard_counts) == 10 and all(c > 0 for c in shard_counts)
 
 
-def test_growing_the_shard_count_mid_run_loses_nothing(client: firestore.Client) -> None:
+def test_growing_the_shard_count_mid_run_loses_nothing(client: Any) -> None:
     counter = ShardedCounter(client, "apps/a1/counters/events")  # any parent path
     counter.create(shards=10)
     hammer(counter, during=lambda: counter.grow(shards=20))
     assert counter.shards() == 20
     assert counter.value() == THREADS * PER_THREAD
     assert counter.rollup().value == THREADS * PER_THREAD
-    new_shards = [
-        d.get("count") for d in client.collection("apps/a1/counters/events/shards").stream() if int(d.id) >= 10
-    ]
+    new_shards = [d["count"] for i, d in stored_docs(client, "apps/a1/counters/events/shards").items() if int(i) >= 10]
     assert len(new_shards) == 10 and sum(new_shards) > 0  # increments after the growth used the new shards
 
 
-def test_create_is_idempotent_and_resets_nothing(client: firestore.Client) -> None:
+def test_create_is_idempotent_and_resets_nothing(client: Any) -> None:
     counter = ShardedCounter(client, "counters/likes")
     assert counter.create(shards=4) == 4
     counter.increment(7)
@@ -102,19 +111,19 @@ def test_create_is_idempotent_and_resets_nothing(client: firestore.Client) -> No
     assert ShardedCounter(client, "counters/likes").shards() == 4
 
 
-def test_missing_shards_heal_and_batches_sum(client: firestore.Client) -> None:
+def test_missing_shards_heal_and_batches_sum(client: Any) -> None:
     counter = ShardedCounter(client, "counters/heal")
     counter.create(shards=5)
-    for doc in client.collection("counters/heal/shards").stream():
-        doc.reference.delete()
+    for shard in stored_docs(client, "counters/heal/shards"):
+        delete_doc(client, f"counters/heal/shards/{shard}")
     assert counter.value() == 0
     assert counter.increment_many([3, -1, 10, 0, -2] * 20) == 200
     counter.increment(-50)
     assert counter.value() == 150
-    assert 1 <= len(list(client.collection("counters/heal/shards").stream())) <= 5
+    assert 1 <= len(stored_docs(client, "counters/heal/shards")) <= 5
 
 
-def test_read_prefers_the_roll_up_and_says_how_old_it_is(client: firestore.Client) -> None:
+def test_read_prefers_the_roll_up_and_says_how_old_it_is(client: Any) -> None:
     counter = ShardedCounter(client, "counters/views")
     counter.create(shards=3)
     counter.increment(5)
@@ -141,7 +150,7 @@ def test_read_prefers_the_roll_up_and_says_how_old_it_is(client: firestore.Clien
         (lambda c: c.grow(shards=1), "shrinking to 1 is not supported"),
     ],
 )
-def test_bad_counter_input(client: firestore.Client, action: object, message: str) -> None:
+def test_bad_counter_input(client: Any, action: object, message: str) -> None:
     counter = ShardedCounter(client, "counters/bad")
     counter.create(shards=2)
     with pytest.raises(CounterError, match=message) as info:
@@ -154,7 +163,7 @@ def test_bad_counter_input(client: firestore.Client, action: object, message: st
     ("path", "message"),
     [("counters", "has 1 segments"), ("a/b/c", "has 3 segments"), ("", "is empty"), ("a//b", "empty segment")],
 )
-def test_counter_paths_must_name_documents(client: firestore.Client, path: str, message: str) -> None:
+def test_counter_paths_must_name_documents(client: Any, path: str, message: str) -> None:
     with pytest.raises(CounterError, match=message):
         ShardedCounter(client, path)
 
@@ -164,10 +173,10 @@ def test_counter_paths_must_name_documents(client: firestore.Client, path: str, 
     [lambda c: c.increment(), lambda c: c.rollup(), lambda c: c.grow(shards=3), lambda c: c.read()],
     ids=["increment", "rollup", "grow", "read"],
 )
-def test_missing_counter_is_an_error(client: firestore.Client, action: Callable[[ShardedCounter], object]) -> None:
+def test_missing_counter_is_an_error(client: Any, action: Callable[[ShardedCounter], object]) -> None:
     with pytest.raises(CounterError, match="'counters/none' does not exist; create it first"):
         action(ShardedCounter(client, "counters/none"))
-    assert not client.document("counters/none").get().exists  # a roll-up made no shard-less counter document
+    assert stored_doc(client, "counters/none") is None  # a roll-up made no shard-less counter document
 
 
 @pytest.mark.parametrize(("rate", "shards"), [(0.5, 1), (1, 1), (10, 10), (250.5, 251)])
@@ -209,7 +218,7 @@ INCREMENTERS, INCREMENTS_EACH = 16, 20
 
 
 def test_concurrent_rollups_during_increments_all_succeed(
-    client: firestore.Client, caplog: pytest.LogCaptureFixture
+    client: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """8 schedulers x 3 roll-ups racing 16 incrementing threads: no roll-up fails, each stores or
     returns a total that was true at its as-of time, and the newest one is what stays stored."""
@@ -251,12 +260,13 @@ def test_concurrent_rollups_during_increments_all_succeed(
     assert (final.value, final.live) == (total, False) and final.as_of >= newest.as_of
     assert counter.read() == final
     assert counter.value() == total
-    # the roll-ups really raced: some lost (FailedPrecondition) and decided again (about 25 of 24 calls here)
+    # the roll-ups really raced: some lost (the document was written meanwhile) and decided again
+    # (about 25 of 24 calls here)
     assert lost_races(caplog)
 
 
 def test_concurrent_creates_agree_on_one_shard_count(
-    client: firestore.Client, caplog: pytest.LogCaptureFixture
+    client: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """8 writers create one counter at once, each asking for a different shard count: exactly
     one create lands, and every writer returns (and uses) the shard count that won. Run on
@@ -275,18 +285,18 @@ def test_concurrent_creates_agree_on_one_shard_count(
         assert len(set(outcomes)) == 1 and outcomes[0] in requested, outcomes
         count = outcomes[0]
         assert isinstance(count, int)
-        assert client.document(path).get().to_dict() == {"shards": count}
-        shard_docs = {d.id: d.get("count") for d in client.collection(f"{path}/shards").stream()}
+        assert stored_doc(client, path) == {"shards": count}
+        shard_docs = {i: d["count"] for i, d in stored_docs(client, f"{path}/shards").items()}
         assert shard_docs == {str(i): 0 for i in range(count)}
         assert ShardedCounter(client, path).create(shards=99) == count  # and still idempotent afterwards
         if lost_races(caplog):
             break
-    # the creates really raced: the losers' creates failed (AlreadyExists) and they read the winner's
+    # the creates really raced: the losers' creates were refused (the document existed) and they read the winner's
     assert lost_races(caplog)
 
 
 def test_concurrent_grows_and_rollups_share_the_counter_document(
-    client: firestore.Client, caplog: pytest.LogCaptureFixture
+    client: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Grows and roll-ups rewriting the one counter document at once: grows to one target all
     succeed; grows to different targets end at the largest, each of the others either landing
@@ -299,7 +309,7 @@ def test_concurrent_grows_and_rollups_share_the_counter_document(
 
     def grow(shards: int) -> tuple[int, set[str]]:
         grown = ShardedCounter(client, path).grow(shards=shards)
-        return grown, {d.id for d in client.collection(f"{path}/shards").stream()}  # seen as it returns
+        return grown, set(stored_docs(client, f"{path}/shards"))  # seen as it returns
 
     def rollup() -> CounterValue:
         return ShardedCounter(client, path).rollup()
@@ -324,84 +334,86 @@ def test_concurrent_grows_and_rollups_share_the_counter_document(
 
     counter = ShardedCounter(client, path)
     assert counter.shards() == 14
-    shard_docs = {d.id: d.get("count") for d in client.collection(f"{path}/shards").stream()}
+    shard_docs = {i: d["count"] for i, d in stored_docs(client, f"{path}/shards").items()}
     assert sorted(shard_docs, key=int) == [str(i) for i in range(14)] and sum(shard_docs.values()) == 50
     assert counter.rollup().value == 50 and counter.read().value == 50
     assert lost_races(caplog)  # the grows and roll-ups really raced on the one document
 
 
 def test_a_write_that_lost_a_race_decides_again_on_a_fresh_read(
-    client: firestore.Client, caplog: pytest.LogCaptureFixture
+    client: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Another writer changes the counter document between our read and our write: the
-    conditional update fails (FailedPrecondition), and the next decision sees their change."""
+    conditional update is refused, and the next decision sees their change."""
     caplog.set_level(logging.DEBUG, logger="tsstore.counters")
     counter = ShardedCounter(client, "counters/race")
     counter.create(shards=2)
     seen: list[Any] = []
 
-    def decide(snap: DocumentSnapshot) -> tuple[int, dict[str, Any] | None]:
-        seen.append(snap.get("shards"))
+    def decide(doc: Doc) -> tuple[int, dict[str, Any] | None]:
+        assert doc.data is not None
+        seen.append(doc.data["shards"])
         if len(seen) == 1:
             ShardedCounter(client, "counters/race").grow(shards=5)  # the rival write
         return len(seen), {"decided": len(seen)}
 
     assert counter._write_counter_doc(decide, verb="test") == 2
     assert seen == [2, 5]
-    assert client.document("counters/race").get().to_dict() == {"shards": 5, "decided": 2}
+    assert stored_doc(client, "counters/race") == {"shards": 5, "decided": 2}
     [lost] = lost_races(caplog)
-    assert lost.startswith("counter 'counters/race': test lost a race (FailedPrecondition: 400 ")
+    assert lost.startswith("counter 'counters/race': test lost a race (it was written or deleted meanwhile)")
 
 
 def test_a_create_that_lost_a_race_adopts_the_winner(
-    client: firestore.Client, caplog: pytest.LogCaptureFixture
+    client: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The counter document appears between our read (missing) and our create: the create fails
-    (AlreadyExists) and the next decision keeps the winner's document."""
+    is refused and the next decision keeps the winner's document."""
     caplog.set_level(logging.DEBUG, logger="tsstore.counters")
     counter = ShardedCounter(client, "counters/late")
     seen: list[bool] = []
 
-    def decide(snap: DocumentSnapshot) -> tuple[int, dict[str, Any] | None]:
-        seen.append(snap.exists)
-        if snap.exists:
-            return snap.get("shards"), None
+    def decide(doc: Doc) -> tuple[int, dict[str, Any] | None]:
+        seen.append(doc.data is not None)
+        if doc.data is not None:
+            return doc.data["shards"], None
         ShardedCounter(client, "counters/late").create(shards=7)  # the rival create
         return 3, {"shards": 3}
 
     assert counter._write_counter_doc(decide, verb="create") == 7
     assert seen == [False, True]
-    assert client.document("counters/late").get().to_dict() == {"shards": 7}
+    assert stored_doc(client, "counters/late") == {"shards": 7}
     assert counter.create(shards=3) == 7
     [lost] = lost_races(caplog)
-    assert lost.startswith("counter 'counters/late': create lost a race (AlreadyExists: 409 ")
+    assert lost.startswith("counter 'counters/late': create lost a race (it was created meanwhile)")
 
 
-def test_endless_contention_is_a_counter_error_naming_the_path(client: firestore.Client) -> None:
+def test_endless_contention_is_a_counter_error_naming_the_path(client: Any) -> None:
     counter = ShardedCounter(client, "counters/busy")
     counter.create(shards=2)
-    rival = client.document("counters/busy")
+    pokes = 0
 
-    def decide(snap: DocumentSnapshot) -> tuple[None, dict[str, Any] | None]:
-        rival.update({"pokes": Increment(1)})  # someone rewrites it after every read of ours
+    def decide(doc: Doc) -> tuple[None, dict[str, Any] | None]:
+        nonlocal pokes
+        pokes += 1
+        put_doc(client, "counters/busy", {"shards": 2, "pokes": pokes})  # someone rewrites it after every read of ours
         return None, {"ours": True}
 
     with pytest.raises(
         CounterError,
         match=r"^counter 'counters/busy': rollup gave up after 3 attempts; each time another writer \(create, "
         r"rollup or grow\) changed the counter document 'counters/busy' between our read and our conditional "
-        r"write \(last: FailedPrecondition: ",
-    ) as info:
+        r"write \(last: it was written or deleted meanwhile\)$",
+    ):
         counter._write_counter_doc(decide, verb="rollup", attempts=3)
-    assert isinstance(info.value.__cause__, FailedPrecondition)
-    assert rival.get().to_dict() == {"shards": 2, "pokes": 3}  # none of our writes landed
+    assert stored_doc(client, "counters/busy") == {"shards": 2, "pokes": 3}  # none of our writes landed
 
 
-def test_rollup_never_overwrites_a_newer_stored_one(client: firestore.Client) -> None:
+def test_rollup_never_overwrites_a_newer_stored_one(client: Any) -> None:
     counter = ShardedCounter(client, "counters/ahead")
     counter.create(shards=2)
     counter.increment(4)
     newer = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)  # a roll-up stored after ours will read
-    client.document("counters/ahead").update({"total": 9, "total_as_of": newer})
+    put_doc(client, "counters/ahead", {"shards": 2, "total": 9, "total_as_of": newer})
     assert counter.rollup() == CounterValue(9, newer, live=False)
     assert counter.read() == CounterValue(9, newer, live=False) and counter.value() == 4

@@ -432,9 +432,9 @@ def test_series_counters_count_each_tick_once_through_cuts(cut: dict[str, Any]) 
 def test_an_increment_whose_receipt_exists_already_landed_and_is_not_applied_again(client: Any) -> None:
     counter = ShardedCounter(client, "faults_counts/AAA")
     counter.create(shards=2)
-    increment_counters(client, {counter: 5}, receipt=client.document("faults_receipts/r1"))
+    increment_counters({counter: 5}, receipt="faults_receipts/r1")
     assert counter.value() == 5 and not client.document("faults_receipts/r1").get().exists
     # A retry of a commit that landed finds its receipt: it adds nothing, and cleans up.
     client.document("faults_receipts/r2").create({})
-    increment_counters(client, {counter: 7}, receipt=client.document("faults_receipts/r2"))
+    increment_counters({counter: 7}, receipt="faults_receipts/r2")
     assert counter.value() == 5 and not client.document("faults_receipts/r2").get().exists

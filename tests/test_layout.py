@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.cli import run_cli
+from tests.shared import MODES, mode_client, stored_docs
 from tsstore import (
     QueryShape,
     ReshardResult,
@@ -292,18 +293,25 @@ def test_the_shards_count_and_plan_commands(tsstore_emulator: Any, tmp_path: Pat
 
 
 def moved_state(client: Any, collection: str) -> dict[str, dict[str, Any]]:
-    """Every document's content without its shard field, by id."""
-    return {
-        d.id: {k: v for k, v in d.to_dict().items() if k != "shard"} for d in client.collection(collection).stream()
-    }
+    """Every document's content without its shard field, by id (either mode)."""
+    return {i: {k: v for k, v in d.items() if k != "shard"} for i, d in stored_docs(client, collection).items()}
 
 
-def test_reshard_moves_every_tick_once_while_readers_see_each_exactly_once(database: Any) -> None:
+@pytest.fixture(params=MODES)
+def either(request: pytest.FixtureRequest, uses_emulator: None) -> Iterator[Any]:
+    """A client of each database mode on a database of this test's own."""
+    client = mode_client(request, request.param, f"layout-{random.randrange(10**9)}")
+    yield client
+    client.close()
+
+
+def test_reshard_moves_every_tick_once_while_readers_see_each_exactly_once(either: Any) -> None:
+    database = either
     old = TimeSeriesStore(database, spec("ticks", shards=shards_for(5_000)), write_options=FAST)
     old.write(trading_day(750, day=DAY, seed=12))  # ~525 to move at 300/s: readers overlap the move
     before = moved_state(database, "ticks")
     layout = spec("ticks", shards=shards_for(1_500), retired=shards_for(5_000)[3:])
-    to_move = sum(data["shard"] in layout.read_shards[3:] for _, _, data in stored(database, "ticks"))
+    to_move = sum(data["shard"] in layout.read_shards[3:] for data in stored_docs(database, "ticks").values())
     slow = TimeSeriesStore(database, layout, write_options=WriteOptions(ramp=False, max_ops_per_second=300))
     reader = TimeSeriesStore(database, layout)
     seen: list[tuple[int, int]] = []

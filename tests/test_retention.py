@@ -15,7 +15,8 @@ import pytest
 from google.cloud import firestore
 
 from tests.cli import run_cli
-from tests.conftest import FirebaseTools
+from tests.conftest import FirebaseTools, unique_database_id
+from tests.shared import MODES, mode_client, stored_docs
 from tsstore import (
     AsyncTimeSeriesStore,
     Query,
@@ -157,21 +158,27 @@ def test_expire_after_must_be_a_positive_duration() -> None:
         SeriesSpec("t", expire_after=30)  # type: ignore[arg-type]
 
 
-def test_series_counters_count_each_batch_once(client: firestore.Client, collection_name: str) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_series_counters_count_each_batch_once(mode: str, request: pytest.FixtureRequest, uses_emulator: None,
+                                               collection_name: str) -> None:  # fmt: skip
     spec = forty_shard_spec(collection_name, count_by=["symbol"], counter_shards=10)
+    client = mode_client(request, mode, unique_database_id(request.node.name))
     store = TimeSeriesStore(client, spec, write_options=FAST)
     rows = list(trading_day(1000, day=DAY, seed=3))  # 2 batches of 500
     store.write(rows)
+    store.write(rows[:300])  # written again: present, counted nothing
     expected = collections.Counter(r["symbol"] for r in rows)
     for symbol, n in expected.items():
         counter = store.series_counter({"symbol": symbol})
         assert counter.value() == n
-        touched = [d for d in client.collection(f"{counter.path}/shards").stream() if d.get("count")]
+        touched = [d for d in stored_docs(client, f"{counter.path}/shards").values() if d.get("count")]
         # one increment per batch per series: at most 2 shards touched (one per tick would touch all 10)
         assert n > 50 and 1 <= len(touched) <= 2, (symbol, n, len(touched))
     assert store.count() == 1000
+    assert not stored_docs(client, f"{collection_name}_counts_receipts")  # every receipt deleted once landed
     with pytest.raises(Exception, match="must name exactly the count_by fields"):
         store.series_counter({"exchange": "X"})
+    client.close()
 
 
 # --- the CLI, as a user runs it -----------------------------------------------------------------

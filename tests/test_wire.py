@@ -1,15 +1,20 @@
-"""The fast wire paths (raw protobuf) against the client's public paths, on the emulator."""
+"""The fast wire paths (raw protobuf) against the client's public paths, and the document asks
+in both database modes, on the emulator."""
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
 
+import pytest
 from google.cloud import firestore
 from google.cloud.firestore_v1 import GeoPoint
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from tests.shared import too_deep
+from tests.conftest import unique_database_id
+from tests.shared import MODES, mode_client, put_doc, stored_doc, too_deep
+from tsstore.asks import AddToDocs, CreateDoc, DeleteDoc, GetDoc, SumDocs, UpdateDoc
+from tsstore.counters import document_answers
 from tsstore.wire import batch_write, fast_path_problems, get_documents, stream_ticks
 
 UTC = dt.timezone.utc
@@ -97,3 +102,38 @@ def test_creates_and_overwrites_agree_on_both_paths(client: firestore.Client, co
         stored = get_documents(coll, ["a", "b", "missing"])
         assert {k: v.data for k, v in stored.items()} == {"a": {"v": 1}, "b": {"v": 3}}
         assert all(v.create_time.tzinfo is not None for v in stored.values())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_conditional_ask_is_refused_alike_in_both_modes(mode: str, request: pytest.FixtureRequest,
+                                                         uses_emulator: None) -> None:  # fmt: skip
+    """Each conditional document ask answers ``False`` and writes nothing when its condition
+    fails: a delete or update of a document written since it was read, a create of one that
+    exists, an add whose receipt exists; and writes when it holds. (Datastore mode's emulator
+    checks a mutation's update time only when the mutation asks to fail on a conflict: without
+    that, the stale delete here went through.)"""
+    client = mode_client(request, mode, unique_database_id(request.node.name))
+    answer = document_answers(client)
+    try:
+        put_doc(client, "c/a", {"n": 1})
+        first = answer(GetDoc("c/a", what="t")).update_time
+        put_doc(client, "c/a", {"n": 2})
+        now = answer(GetDoc("c/a", what="t")).update_time
+        assert first < now
+        assert answer(DeleteDoc("c/a", what="t", written=first)) is False
+        assert answer(UpdateDoc("c/a", {"n": 3}, written=first, what="t")) is False
+        assert answer(CreateDoc("c/a", {"n": 4}, what="t")) is False
+        assert stored_doc(client, "c/a") == {"n": 2}
+        assert answer(AddToDocs((("c/a", "n", 5), ("c/b", "n", 6)), what="t", receipt="r/1")) is True
+        assert answer(AddToDocs((("c/a", "n", 5), ("c/b", "n", 6)), what="t", receipt="r/1")) is False
+        assert stored_doc(client, "c/a") == {"n": 7} and stored_doc(client, "c/b") == {"n": 6}
+        now = answer(GetDoc("c/a", what="t")).update_time
+        assert answer(UpdateDoc("c/a", {"m": {"x": 1}}, written=now, what="t")) is True
+        assert stored_doc(client, "c/a") == {"n": 7, "m": {"x": 1}}
+        now = answer(GetDoc("c/a", what="t")).update_time
+        assert answer(DeleteDoc("c/a", what="t", written=now)) is True
+        assert stored_doc(client, "c/a") is None
+        assert answer(UpdateDoc("c/a", {"n": 1}, written=now, what="t")) is False  # deleted since
+        assert answer(SumDocs("c", "n", what="t"))[0] == 6
+    finally:
+        client.close()

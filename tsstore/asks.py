@@ -15,6 +15,8 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from google.api_core import exceptions as gexc
+
 T = TypeVar("T")
 
 
@@ -96,6 +98,50 @@ class FindDocs(Asking[list[Doc]]):
 
 
 @dataclass(frozen=True)
+class CreateDoc(Asking[bool]):
+    """Create the document at ``path`` with ``data``; answers ``False`` (nothing written) when
+    it exists already."""
+
+    path: str
+    data: Mapping[str, Any]
+    what: str
+
+
+@dataclass(frozen=True)
+class UpdateDoc(Asking[bool]):
+    """Set the top-level fields ``data`` names in the document at ``path`` (the rest stays),
+    if it was last written at ``written``; answers ``False`` (nothing written) when it was
+    written again or deleted since."""
+
+    path: str
+    data: Mapping[str, Any]
+    written: dt.datetime
+    what: str
+
+
+@dataclass(frozen=True)
+class AddToDocs(Asking[bool]):
+    """One atomic commit adding ``amount`` to the integer ``field`` of each ``(path, field,
+    amount)`` (a missing document or field counts from 0; the rest of the document stays),
+    which also creates the empty document ``receipt`` when one is named. Answers ``False``
+    when the receipt existed: an earlier attempt of this commit landed, this one did not."""
+
+    adds: tuple[tuple[str, str, int], ...]
+    what: str
+    receipt: str | None = None
+
+
+@dataclass(frozen=True)
+class SumDocs(Asking[tuple[int | float, dt.datetime | None]]):
+    """The sum of ``field`` over the documents of the collection at ``collection`` (one
+    aggregation, not a read of each) and the time it was true at."""
+
+    collection: str
+    field: str
+    what: str
+
+
+@dataclass(frozen=True)
 class KnownTime(Asking[dt.datetime | None]):
     """The server's time now, estimated from this process's recent answers on the store's
     project (:mod:`tsstore.clock`), no call made; ``None`` when no answer told it lately."""
@@ -104,4 +150,21 @@ class KnownTime(Asking[dt.datetime | None]):
 
 
 #: The document asks: each answered by one handler of each driver.
-DocAsk = GetDoc | SetDoc | DeleteDoc | FindDocs
+DocAsk = GetDoc | SetDoc | DeleteDoc | FindDocs | CreateDoc | UpdateDoc | AddToDocs | SumDocs
+
+
+def refused(ask: DocAsk, exc: gexc.GoogleAPICallError) -> bool:
+    """Whether ``exc`` is the database's "no" to a conditional ask, answered ``False``: a
+    delete or update of a document written again since (FAILED_PRECONDITION; an update of one
+    deleted since: NOT_FOUND), a create of one that exists, an add whose receipt exists
+    (ALREADY_EXISTS). Both modes' wires answer by it."""
+    match ask:
+        case DeleteDoc(written=written):
+            return written is not None and isinstance(exc, gexc.FailedPrecondition)
+        case UpdateDoc():
+            return isinstance(exc, (gexc.FailedPrecondition, gexc.NotFound))
+        case CreateDoc():
+            return isinstance(exc, gexc.AlreadyExists)
+        case AddToDocs(receipt=receipt):
+            return receipt is not None and isinstance(exc, gexc.AlreadyExists)
+    return False

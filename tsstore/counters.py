@@ -6,6 +6,7 @@ Layout (as in Firestore's distributed-counter guide), under any document path:
 
     {path}                   {"shards": N, "total": T, "total_as_of": time}   (the counter)
     {path}/shards/{i}        {"count": c}                                    (i = 0 … N-1)
+    {path}/receipts/{id}     {}             (a batch's receipt, while its commit is sent)
 
 The value is one ``sum()`` aggregation over the shards (billed one read per 1 000 index
 entries), not a read of every shard. ``rollup()`` stores the current total in the counter
@@ -22,28 +23,28 @@ timeout``; a conditional write holds no lock and a loser just decides again.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import math
 import random
 import time
+import uuid
 from collections import Counter as _Tally
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
-from google.api_core.exceptions import AlreadyExists, FailedPrecondition
-from google.cloud import firestore
-from google.cloud.firestore_v1 import Increment
-from google.cloud.firestore_v1.base_document import DocumentSnapshot
-from google.cloud.firestore_v1.document import DocumentReference
-
 from tsstore import faults
+from tsstore.asks import AddToDocs, CreateDoc, DeleteDoc, Doc, DocAsk, GetDoc, SumDocs, UpdateDoc
 from tsstore.errors import CounterError
 from tsstore.limits import DOCUMENT_WRITES_PER_SECOND, MAX_INT64, MIN_INT64
+from tsstore.wire import answer_document
 
 log = logging.getLogger(__name__)
 
 SHARDS_COLLECTION = "shards"
+#: Where :meth:`ShardedCounter.increment_many` keeps a commit's receipt until it has landed.
+RECEIPTS_COLLECTION = "receipts"
 COUNT_FIELD = "count"
 SHARDS_FIELD = "shards"
 TOTAL_FIELD = "total"
@@ -61,7 +62,8 @@ _BACKOFF_CAP = 0.25
 #: What the parameters of :class:`ShardedCounter` and its methods mean (the reference shows
 #: each beside its method).
 PARAMETER_HELP = {
-    "client": "a ready ``google.cloud.firestore.Client``; the counter never closes it.",
+    "client": "a ready ``google.cloud.firestore.Client``, or a ``google.cloud.datastore.Client`` for a database in "
+    "Datastore mode; the counter never closes it.",
     "path": "the counter document's path, an even number of segments (``counters/likes``); its shard "
     "documents live in its ``shards`` subcollection.",
     "shards": "how many shard documents (1 to 10 000); each takes about one write a second.",
@@ -132,17 +134,30 @@ def _check_amount(by: object) -> int:
 
 
 class ShardedCounter:
-    """One distributed counter at a document path of the caller's choosing."""
+    """One distributed counter at a document path of the caller's choosing, on a
+    ``firestore.Client`` or, in Datastore mode, a ``datastore.Client`` (the path's documents
+    are then entities: ``counters/likes/shards/3`` is shard 3 under the key ``counters/likes``).
 
-    def __init__(self, client: firestore.Client, path: str) -> None:
-        self.client = client
+    Every call to the database is a document ask (:mod:`tsstore.asks`) its mode's wire
+    answers; each is tried again after faults, except a lone :meth:`increment`, which is not
+    idempotent (see there)."""
+
+    def __init__(self, client: Any, path: str) -> None:
         self.path = check_counter_path(path)
-        self.ref = client.document(self.path)
-        self._shards_ref = self.ref.collection(SHARDS_COLLECTION)
+        self.client = client
+        self._answer = document_answers(client)
+        self._shards_path = f"{self.path}/{SHARDS_COLLECTION}"
         self._known_shards: int | None = None
 
     def __repr__(self) -> str:
         return f"ShardedCounter({self.path!r})"
+
+    def _ask(self, question: DocAsk) -> Any:
+        return faults.call(functools.partial(self._answer, question), what=question.what)
+
+    def _read(self) -> Doc:
+        doc: Doc = self._ask(GetDoc(self.path, what=f"reading counter {self.path!r}"))
+        return doc
 
     def create(self, *, shards: int) -> int:
         """Create the counter with ``shards`` shards, or leave an existing one as it is.
@@ -150,14 +165,14 @@ class ShardedCounter:
         Idempotent: creating twice is not an error and resets nothing. Returns the shard
         count in effect (the existing one if the counter was there already). Concurrent
         creates (the writer makes per-series counters from several places) all agree: one
-        document create wins, the others get ``AlreadyExists``, read the winner's counter
+        document create wins, the others find the document made, read the winner's counter
         and return its shard count.
         """
         _check_shard_count(shards)
 
-        def decide(snap: DocumentSnapshot[DocumentReference]) -> _Decision[int]:
-            if snap.exists:
-                return _shard_count(snap, self.path), None
+        def decide(doc: Doc) -> _Decision[int]:
+            if doc.data is not None:
+                return _shard_count(doc, self.path), None
             return shards, {SHARDS_FIELD: shards}
 
         count = self._write_counter_doc(decide, verb="create")
@@ -167,32 +182,47 @@ class ShardedCounter:
 
     def shards(self) -> int:
         """The counter's shard count (read from the counter document)."""
-        snap = self.ref.get()
-        if not snap.exists:
+        doc = self._read()
+        if doc.data is None:
             raise CounterError(f"counter {self.path!r} does not exist; create it first")
-        self._known_shards = _shard_count(snap, self.path)
+        self._known_shards = _shard_count(doc, self.path)
         return self._known_shards
 
     def increment(self, by: int = 1) -> None:
         """Add ``by`` (any integer) to a random shard. A missing shard document is created by
-        the merge, so a shard lost or not yet made heals on its next increment."""
+        the write, so a shard lost or not yet made heals on its next increment.
+
+        One write, sent once more only when the database refused it (overloaded or contended:
+        nothing was written). A cut connection leaves it unknown whether the increment landed,
+        so that is a :class:`~tsstore.errors.CounterError` saying so, never a second add:
+        :meth:`increment_many` is the retry-safe way (one receipt per commit)."""
         amount = _check_amount(by)
-        shard = random.randrange(self._shard_count())
-        self._shards_ref.document(str(shard)).set({COUNT_FIELD: Increment(amount)}, merge=True)
+        adds = ((f"{self._shards_path}/{random.randrange(self._shard_count())}", COUNT_FIELD, amount),)
+        what = f"adding {amount} to counter {self.path!r}"
+        backoff = faults.Backoff()
+        while True:
+            try:
+                self._answer(AddToDocs(adds, what=what))
+                return
+            except Exception as exc:
+                if faults.kind_of(exc) == "fault":
+                    raise CounterError(
+                        f"{what}: the call was cut off ({faults.describe(exc)}) and may or may not have landed; read "
+                        "the counter before adding again, or use increment_many, which is safe to retry"
+                    ) from exc
+                time.sleep(faults.pause_or_raise(exc, backoff, what))
 
     def increment_many(self, amounts: Iterable[int]) -> int:
         """Apply many increments in one commit: each goes to a random shard, and each touched
-        shard gets one transform with its sum. Returns the total added."""
+        shard gets one add with its sum. Safe to retry after faults: the commit creates a
+        receipt (:func:`increment_counters`). Returns the total added."""
         n = self._shard_count()
         per_shard: _Tally[int] = _Tally()
         for by in amounts:
             per_shard[random.randrange(n)] += _check_amount(by)
-        batch = self.client.batch()
-        for shard, amount in sorted(per_shard.items()):
-            if amount:
-                batch.set(self._shards_ref.document(str(shard)), {COUNT_FIELD: Increment(amount)}, merge=True)
-        if len(batch):
-            batch.commit()
+        adds = {f"{self._shards_path}/{shard}": amount for shard, amount in sorted(per_shard.items()) if amount}
+        _add_once(self._answer, adds, receipt=f"{self.path}/{RECEIPTS_COLLECTION}/{uuid.uuid4().hex}",
+                  what=f"adding a batch to counter {self.path!r}")  # fmt: skip
         return sum(per_shard.values())
 
     def value(self) -> int:
@@ -211,12 +241,12 @@ class ShardedCounter:
         """
         live = self._live()
 
-        def decide(snap: DocumentSnapshot[DocumentReference]) -> _Decision[CounterValue]:
-            if not snap.exists:
+        def decide(doc: Doc) -> _Decision[CounterValue]:
+            if doc.data is None:
                 # Writing the total alone would leave a counter document without a shard
                 # count, which create() would then refuse; a roll-up needs a counter.
                 raise CounterError(f"counter {self.path!r} does not exist; create it first")
-            stored = _stored(snap)
+            stored = _stored(doc)
             if stored is not None and stored.as_of >= live.as_of:
                 return stored, None
             return CounterValue(live.value, live.as_of, live=False), {TOTAL_FIELD: live.value, AS_OF_FIELD: live.as_of}
@@ -227,10 +257,10 @@ class ShardedCounter:
         """The stored roll-up (cheap: one document read, possibly stale; see ``as_of``), or the
         live sum with ``live=True`` or when no roll-up has been stored yet."""
         if not live:
-            snap = self.ref.get()
-            if not snap.exists:
+            doc = self._read()
+            if doc.data is None:
                 raise CounterError(f"counter {self.path!r} does not exist; create it first")
-            stored = _stored(snap)
+            stored = _stored(doc)
             if stored is not None:
                 return stored
         return self._live()
@@ -247,14 +277,14 @@ class ShardedCounter:
         (a grow that returns after losing to an identical one finds them already made).
         """
         _check_shard_count(shards)
-        snap = self.ref.get()
-        if snap.exists:  # shards below the count read exist already; never make any past ``shards``
-            self._ensure_shard_docs(min(_shard_count(snap, self.path), shards), shards)
+        doc = self._read()
+        if doc.data is not None:  # shards below the count read exist already; never make any past ``shards``
+            self._ensure_shard_docs(min(_shard_count(doc, self.path), shards), shards)
 
-        def decide(snap: DocumentSnapshot[DocumentReference]) -> _Decision[int]:
-            if not snap.exists:
+        def decide(doc: Doc) -> _Decision[int]:
+            if doc.data is None:
                 raise CounterError(f"counter {self.path!r} does not exist; create it first")
-            current = _shard_count(snap, self.path)
+            current = _shard_count(doc, self.path)
             if shards < current:
                 raise CounterError(
                     f"counter {self.path!r} has {current} shards; shrinking to {shards} is not supported "
@@ -269,109 +299,111 @@ class ShardedCounter:
     # -------------------------------------------------------------------- internals
 
     def _write_counter_doc(
-        self,
-        decide: Callable[[DocumentSnapshot[DocumentReference]], _Decision[_T]],
-        *,
-        verb: str,
-        attempts: int = WRITE_ATTEMPTS,
+        self, decide: Callable[[Doc], _Decision[_T]], *, verb: str, attempts: int = WRITE_ATTEMPTS
     ) -> _T:
         """Read the counter document, let ``decide`` choose, and write its fields conditionally.
 
-        Optimistic and lock-free: a missing document is written with ``create`` (fails with
-        ``AlreadyExists`` if another writer made it first), an existing one with ``update``
-        on condition that its update time is still the one read (fails with
-        ``FailedPrecondition`` if it changed or was deleted). Either failure means another
-        writer won; the loser pauses a random moment and decides again on a fresh read.
-        Errors ``decide`` raises (``CounterError``) pass through at once. A gRPC retry of a
-        write that did land shows up as a lost race too, and every verb's decision on
-        re-reading its own write is "nothing to do", so that is harmless. After ``attempts``
-        lost races in a row, ``CounterError``: the document is being rewritten non-stop.
+        Optimistic and lock-free: a missing document is written with a create (refused if
+        another writer made it first), an existing one with an update on condition that its
+        update time is still the one read (refused if it changed or was deleted). Either
+        refusal means another writer won; the loser pauses a random moment and decides again
+        on a fresh read. Errors ``decide`` raises (``CounterError``) pass through at once. A
+        retry after a fault of a write that did land shows up as a lost race too, and every
+        verb's decision on re-reading its own write is "nothing to do", so that is harmless.
+        After ``attempts`` lost races in a row, ``CounterError``: the document is being
+        rewritten non-stop.
         """
-        lost: AlreadyExists | FailedPrecondition | None = None
+        lost = ""
         for attempt in range(attempts):
             if attempt:
                 time.sleep(random.uniform(0, min(_BACKOFF_CAP, _BACKOFF_FIRST * 2**attempt)))
-            snap = self.ref.get()
-            result, fields = decide(snap)
+            doc = self._read()
+            result, fields = decide(doc)
             if fields is None:
                 return result
-            try:
-                if snap.exists:
-                    self.ref.update(fields, option=self.client.write_option(last_update_time=snap.update_time))
-                else:
-                    self.ref.create(fields)
-            except (AlreadyExists, FailedPrecondition) as error:
-                lost = error
-                log.debug("counter %r: %s lost a race (%s: %s)", self.path, verb, type(error).__name__, error)
-                continue
-            return result
+            what = f"writing counter {self.path!r} ({verb})"
+            if doc.data is None:
+                written = self._ask(CreateDoc(self.path, fields, what=what))
+                lost = "it was created meanwhile"
+            else:
+                assert doc.update_time is not None
+                written = self._ask(UpdateDoc(self.path, fields, written=doc.update_time, what=what))
+                lost = "it was written or deleted meanwhile"
+            if written:
+                return result
+            log.debug("counter %r: %s lost a race (%s)", self.path, verb, lost)
         raise CounterError(
             f"counter {self.path!r}: {verb} gave up after {attempts} attempts; each time another writer "
             f"(create, rollup or grow) changed the counter document {self.path!r} between our read and our "
-            f"conditional write (last: {type(lost).__name__}: {lost})"
-        ) from lost
+            f"conditional write (last: {lost})"
+        )
 
     def _shard_count(self) -> int:
         return self._known_shards if self._known_shards is not None else self.shards()
 
     def _ensure_shard_docs(self, start: int, stop: int) -> None:
-        # Increment(0) with merge creates a missing shard at 0 and leaves an existing one as it is.
+        # Adding 0 creates a missing shard at 0 and leaves an existing one as it is: safe to repeat.
         for first in range(start, stop, 500):
-            batch = self.client.batch()
-            for shard in range(first, min(stop, first + 500)):
-                batch.set(self._shards_ref.document(str(shard)), {COUNT_FIELD: Increment(0)}, merge=True)
-            batch.commit()
+            made = range(first, min(stop, first + 500))
+            adds = tuple((f"{self._shards_path}/{shard}", COUNT_FIELD, 0) for shard in made)
+            self._ask(AddToDocs(adds, what=f"making the shards of counter {self.path!r}"))
 
     def _live(self) -> CounterValue:
-        [[result]] = self._shards_ref.sum(COUNT_FIELD).get()
+        total, at = self._ask(SumDocs(self._shards_path, COUNT_FIELD, what=f"summing counter {self.path!r}"))
         # The emulator reports an empty sum as 0.0; counts are integers.
-        return CounterValue(int(result.value or 0), result.read_time, live=True)
+        return CounterValue(int(total or 0), at, live=True)
 
 
-def increment_counters(
-    client: firestore.Client, amounts: Mapping[ShardedCounter, int], *, receipt: DocumentReference
-) -> None:
+def document_answers(client: Any) -> Callable[[DocAsk], Any]:
+    """The answer to a document ask on ``client`` (a ``firestore.Client`` or a
+    ``datastore.Client``), one attempt each."""
+    from tsstore.modes import is_datastore_client  # the modes import the writer, which imports this
+
+    if is_datastore_client(client):
+        from tsstore.dswire.calls import DatastoreCalls
+        from tsstore.dswire.calls import answer_document as datastore_answer
+
+        return functools.partial(datastore_answer, DatastoreCalls(client))
+    return functools.partial(answer_document, client)
+
+
+def increment_counters(counters: Mapping[ShardedCounter, int], *, receipt: str) -> None:
     """One commit holding one increment per counter (each on a random shard of its own).
 
     An increment is not idempotent, and a commit cut off before its answer may have landed.
-    So the commit also creates ``receipt`` (a document that does not exist, e.g. a fresh
-    random id), atomically: a commit sent again after a fault then either lands once or is
-    refused with ALREADY_EXISTS, which says that the first one landed. The increments are
-    applied exactly once however many faults it rides out (:func:`tsstore.faults.call`); the
-    receipt is deleted afterwards.
+    So the commit also creates the document ``receipt`` (a path that does not exist, e.g. a
+    fresh random id), atomically: a commit sent again after a fault then either lands once or
+    is refused because the receipt exists, which says that the first one landed. The
+    increments are applied exactly once however many faults it rides out; the receipt is
+    deleted afterwards. The counters share one database (their first one's answers are used).
     """
-    increments = {
-        counter._shards_ref.document(str(random.randrange(counter._shard_count()))): _check_amount(amount)
-        for counter, amount in amounts.items()
-        if amount
-    }
-    if not increments:
+    adds = {f"{c._shards_path}/{random.randrange(c._shard_count())}": _check_amount(n)
+            for c, n in counters.items() if n}  # fmt: skip
+    if adds:
+        answer = next(iter(counters))._answer
+        _add_once(answer, adds, receipt=receipt, what="adding written ticks to the series counters")
+
+
+def _add_once(answer: Callable[[DocAsk], Any], adds: Mapping[str, int], *, receipt: str, what: str) -> None:
+    """Add ``adds`` (shard path → amount) in one commit with ``receipt``, exactly once through
+    faults; then delete the receipt."""
+    if not adds:
         return
-
-    def commit() -> None:
-        batch = client.batch()
-        for shard, amount in increments.items():
-            batch.set(shard, {COUNT_FIELD: Increment(amount)}, merge=True)
-        batch.create(receipt, {})
-        try:
-            batch.commit(retry=None)
-        except AlreadyExists:
-            pass  # only an earlier attempt of this commit can have made the receipt: it landed
-
-    faults.call(commit, what="adding written ticks to the series counters")
-    faults.call(lambda: receipt.delete(retry=None), what="deleting a series counters' receipt")
+    asked = AddToDocs(tuple((path, COUNT_FIELD, n) for path, n in adds.items()), what=what, receipt=receipt)
+    faults.call(functools.partial(answer, asked), what=what)  # False: an earlier attempt landed
+    faults.call(functools.partial(answer, DeleteDoc(receipt, what=f"deleting the receipt {receipt!r}")),
+                what=f"deleting the receipt {receipt!r}")  # fmt: skip
 
 
-def _shard_count(snap: DocumentSnapshot[DocumentReference], path: str) -> int:
-    data: dict[str, Any] = snap.to_dict() or {}
-    value = data.get(SHARDS_FIELD)
+def _shard_count(doc: Doc, path: str) -> int:
+    value = (doc.data or {}).get(SHARDS_FIELD)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise CounterError(f"counter {path!r} has no valid '{SHARDS_FIELD}' field (found {value!r})")
     return value
 
 
-def _stored(snap: DocumentSnapshot[DocumentReference]) -> CounterValue | None:
-    data: dict[str, Any] = snap.to_dict() or {}
+def _stored(doc: Doc) -> CounterValue | None:
+    data = doc.data or {}
     if TOTAL_FIELD not in data or AS_OF_FIELD not in data:
         return None
     return CounterValue(int(data[TOTAL_FIELD]), data[AS_OF_FIELD], live=False)

@@ -15,7 +15,6 @@ from tsstore.clock import ServerClock
 from tsstore.dswire import kinds, queries
 from tsstore.dswire.calls import DatastoreCalls, DatastoreHorizons, answer_document, read_ticks, transport
 from tsstore.dswire.values import decode_entity, key_path
-from tsstore.errors import ModeError
 from tsstore.layout.census import Ask
 from tsstore.read.chunks import ChunkTicks
 from tsstore.read.engine import Fetch
@@ -41,10 +40,7 @@ class DatastoreSide:
         return LateGuard(spec, horizons)
 
     def counters(self, spec: SeriesSpec) -> SeriesCounters:
-        raise ModeError(
-            f"series counters (count_by of {spec.collection!r}) are not served in Datastore mode yet; declare the "
-            "series without count_by and count with store.count(where=...)"
-        )
+        return SeriesCounters(self._calls.client, spec)
 
     def probe(self, spec: SeriesSpec) -> None:
         answer_document(self._calls, clock_probe(spec))

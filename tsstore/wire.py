@@ -23,7 +23,7 @@ from typing import Any, cast
 
 import grpc
 from google.api_core import exceptions as gexc
-from google.cloud.firestore_v1 import SERVER_TIMESTAMP, _helpers
+from google.cloud.firestore_v1 import SERVER_TIMESTAMP, Increment, _helpers
 from google.cloud.firestore_v1.base_collection import BaseCollectionReference
 from google.cloud.firestore_v1.base_document import DocumentSnapshot
 from google.cloud.firestore_v1.base_query import BaseQuery, FieldFilter
@@ -33,7 +33,19 @@ from google.cloud.firestore_v1.types import firestore as firestore_types
 from google.cloud.firestore_v1.watch import Watch
 
 from tsstore import faults
-from tsstore.asks import DeleteDoc, Doc, DocAsk, FindDocs, GetDoc, SetDoc
+from tsstore.asks import (
+    AddToDocs,
+    CreateDoc,
+    DeleteDoc,
+    Doc,
+    DocAsk,
+    FindDocs,
+    GetDoc,
+    SetDoc,
+    SumDocs,
+    UpdateDoc,
+    refused,
+)
 from tsstore.clock import ServerClock, local_us, project_clock
 from tsstore.late import WATERMARKS, WRITERS, Horizon, mark_id, marks_path
 from tsstore.spec import SeriesSpec
@@ -237,9 +249,9 @@ def answer_document(client: Any, ask: DocAsk) -> Any:
     sent = local_us()
     try:
         return told_clock(client, finish(call()), sent)
-    except gexc.FailedPrecondition:
-        if isinstance(ask, DeleteDoc) and ask.written is not None:
-            return False  # written again since it was read
+    except gexc.GoogleAPICallError as exc:
+        if refused(ask, exc):
+            return False
         raise
 
 
@@ -249,10 +261,11 @@ async def aanswer_document(client: Any, ask: DocAsk) -> Any:
     sent = local_us()
     try:
         return told_clock(client, finish(await call()), sent)
-    except gexc.FailedPrecondition:
-        if isinstance(ask, DeleteDoc) and ask.written is not None:
+    except gexc.GoogleAPICallError as exc:
+        if refused(ask, exc):
             return False
         raise
+
 
 
 def told_clock(client: Any, answer: Any, sent: int) -> Any:
@@ -291,7 +304,22 @@ def _document_call(client: Any, ask: DocAsk) -> tuple[Callable[[], Any], Callabl
             for field, op, value in where:
                 query = query.where(filter=FieldFilter(field, op, value))
             return lambda: query.get(read_time=read_time, retry=None), lambda found: [doc_of(snap) for snap in found]
-    raise TypeError(f"not a document ask: {ask!r}")  # pragma: no cover - DocAsk is the four above
+        case CreateDoc(path=path, data=data):
+            return lambda: client.document(path).create(dict(data), retry=None), lambda _: True
+        case UpdateDoc(path=path, data=data, written=written):
+            option = client.write_option(last_update_time=written)
+            return lambda: client.document(path).update(dict(data), option=option, retry=None), lambda _: True
+        case AddToDocs(adds=adds, receipt=receipt):
+            batch = client.batch()
+            for path, field, amount in adds:
+                batch.set(client.document(path), {field: Increment(amount)}, merge=True)
+            if receipt is not None:
+                batch.create(client.document(receipt), {})
+            return lambda: batch.commit(retry=None), lambda _: True
+        case SumDocs(collection=collection, field=field):
+            summed = client.collection(collection).sum(field)
+            return lambda: summed.get(retry=None), lambda got: (got[0][0].value, got[0][0].read_time)
+    raise TypeError(f"not a document ask: {ask!r}")  # pragma: no cover - DocAsk is the eight above
 
 
 def doc_of(snapshot: Any) -> Doc:

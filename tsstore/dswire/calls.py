@@ -22,7 +22,7 @@ from typing import Any
 from google.api_core import exceptions as gexc
 from google.cloud.datastore_v1.types import datastore as ds_types
 
-from tsstore.asks import DeleteDoc, Doc, DocAsk, FindDocs, GetDoc, SetDoc
+from tsstore import asks
 from tsstore.clock import ServerClock, local_us, project_clock
 from tsstore.dswire import queries
 from tsstore.dswire.values import (
@@ -34,7 +34,6 @@ from tsstore.dswire.values import (
     partition,
     set_time,
 )
-from tsstore.errors import ModeError
 from tsstore.late import WATERMARKS, WRITERS, Horizon, mark_id, marks_path
 from tsstore.ticks import Tick, get_path
 from tsstore.times import from_timestamp_pb, plain_datetime
@@ -55,6 +54,7 @@ _TRANSACTIONAL, _NON_TRANSACTIONAL = 1, 2
 #: Keys per Lookup at most (Datastore mode's limit).
 MAX_LOOKUP_KEYS = 1000
 ABORTED = 10
+_FAIL_ON_CONFLICT = 3  # Mutation.ConflictResolutionStrategy.FAIL
 
 
 class DatastoreCalls:
@@ -147,6 +147,11 @@ class DatastoreCalls:
                   read_time: dt.datetime | None) -> dict[str, Any]:  # fmt: skip
         """``{alias: value}`` of ``(kind, alias, field)`` aggregations (``count``, ``sum``,
         ``avg``) over ``query`` at ``read_time``; an ``avg`` of nothing is ``None``."""
+        return self.aggregate_at(query, aggregations, read_time)[0]
+
+    def aggregate_at(self, query: Any, aggregations: Sequence[tuple[str, str, str | None]],
+                     read_time: dt.datetime | None) -> tuple[dict[str, Any], dt.datetime | None]:  # fmt: skip
+        """:meth:`aggregate`'s answer and the time it was true at."""
         request = self._request(AGGREGATE, read_time)
         request.partition_id.CopyFrom(self.where)
         nested = request.aggregation_query
@@ -160,10 +165,11 @@ class DatastoreCalls:
                 getattr(made, kind).property.name = field
         sent = local_us()
         batch = self._send("run_aggregation_query", AGGREGATE, request).batch
-        self.clock.saw(from_timestamp_pb(batch.read_time) if batch.HasField("read_time") else None, sent=sent)
+        at = from_timestamp_pb(batch.read_time) if batch.HasField("read_time") else None
+        self.clock.saw(at, sent=sent)
         [result] = batch.aggregation_results
         properties = result.aggregate_properties
-        return {alias: decode_value(properties[alias]) for _, alias, _ in aggregations}
+        return {alias: decode_value(properties[alias]) for _, alias, _ in aggregations}, at
 
     # ------------------------------------------------------------------ documents
 
@@ -227,35 +233,72 @@ class DatastoreCalls:
 # ------------------------------------------------------------------------------ document asks
 
 
-def answer_document(calls: DatastoreCalls, ask: DocAsk) -> Any:
+def answer_document(calls: DatastoreCalls, ask: asks.DocAsk) -> Any:
     """The answer to a document ask (:mod:`tsstore.asks`) in Datastore mode."""
     match ask:
-        case GetDoc(path=path, fields=fields, read_time=read_time):
+        case asks.GetDoc(path=path, fields=fields, read_time=read_time):
             found, read = calls.lookup([path], read_time=read_time, mask=list(fields) if fields is not None else None)
             return _doc(path, found.get(path), read)
-        case SetDoc(path=path, data=data, merge=merge, server_time=stamped):
+        case asks.SetDoc(path=path, data=data, merge=merge, server_time=stamped):
             return _set(calls, path, dict(data), merge=merge, stamped=stamped)
-        case DeleteDoc(path=path, written=written):
-            mutation = calls.mutation("delete", path)
-            if written is not None:
-                set_time(mutation.update_time, written)
-            try:
-                calls.commit([mutation], transactional=False)
-            except gexc.FailedPrecondition:  # written again since: kept
-                return False
-            return True
-        case FindDocs(collection=collection, where=where, read_time=read_time):
+        case asks.FindDocs(collection=collection, where=where, read_time=read_time):
             results, at = calls.collect(queries.find_query(calls.where, collection, list(where)), read_time=read_time)
             return [_doc(key_path(result.entity.key), result, at) for result in results]
-    raise TypeError(f"not a document ask: {ask!r}")  # pragma: no cover - DocAsk is the four above
+        case asks.SumDocs(collection=collection, field=field):
+            query = queries.find_query(calls.where, collection, [])
+            summed, at = calls.aggregate_at(query, [("sum", "sum", field)], None)
+            return summed["sum"], at
+    try:
+        calls.commit(_conditional(calls, ask), transactional=True)
+    except gexc.GoogleAPICallError as exc:
+        if asks.refused(ask, exc):
+            return False
+        raise
+    return True
 
 
-def _doc(path: str, result: Any, read: dt.datetime | None) -> Doc:
+def _conditional(calls: DatastoreCalls, ask: asks.DocAsk) -> list[Any]:
+    """The mutations of a conditional write ask (Native mode's wire says when it is refused)."""
+    match ask:
+        case asks.DeleteDoc(path=path, written=written):
+            mutation = calls.mutation("delete", path)
+            if written is not None:
+                _only_if_written(mutation, written)
+            return [mutation]
+        case asks.CreateDoc(path=path, data=data):
+            return [calls.mutation("insert", path, data)]
+        case asks.UpdateDoc(path=path, data=data, written=written):
+            mutation = calls.mutation("update", path, data)
+            mutation.property_mask.paths.extend(_property_path(name) for name in data)
+            _only_if_written(mutation, written)
+            return [mutation]
+        case asks.AddToDocs(adds=adds, receipt=receipt):
+            made: dict[str, Any] = {}
+            for path, field, amount in adds:  # one mutation per entity: a commit names each key once
+                if path not in made:
+                    made[path] = calls.mutation("upsert", path)
+                    made[path].property_mask.paths.append(queries.KEY)  # keep every property: only the key is written
+                added = made[path].property_transforms.add()
+                added.property, added.increment.integer_value = _property_path(field), amount
+            return [*made.values(), *([calls.mutation("insert", receipt)] if receipt is not None else [])]
+    raise TypeError(f"not a document ask: {ask!r}")  # pragma: no cover - DocAsk is the eight above
+
+
+def _only_if_written(mutation: Any, written: dt.datetime) -> None:
+    """Make ``mutation`` apply only to the entity as last written at ``written``: an update time
+    to detect a conflict by, and FAIL to resolve one (a commit refused with
+    FAILED_PRECONDITION). Without FAIL, Datastore mode keeps the server's entity and answers
+    success (``conflict_detected``), and the emulator does not even check."""
+    set_time(mutation.update_time, written)
+    mutation.conflict_resolution_strategy = _FAIL_ON_CONFLICT
+
+
+def _doc(path: str, result: Any, read: dt.datetime | None) -> asks.Doc:
     name = path.rsplit("/", 1)[-1]
     if result is None:
-        return Doc(id=name, data=None, update_time=None, read_time=read)
+        return asks.Doc(id=name, data=None, update_time=None, read_time=read)
     updated = from_timestamp_pb(result.update_time) if result.HasField("update_time") else None
-    return Doc(id=name, data=decode_entity(result.entity), update_time=updated, read_time=read)
+    return asks.Doc(id=name, data=decode_entity(result.entity), update_time=updated, read_time=read)
 
 
 def _set(calls: DatastoreCalls, path: str, data: dict[str, Any], *, merge: bool, stamped: Sequence[str]) -> dt.datetime:
@@ -280,12 +323,17 @@ def _set(calls: DatastoreCalls, path: str, data: dict[str, Any], *, merge: bool,
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 
 
+def _property_path(name: str) -> str:
+    """A property's name in a path: as it is when plain, else between backquotes."""
+    return name if _PLAIN_NAME.fullmatch(name) else "`" + name.replace("`", "\\`") + "`"
+
+
 def leaf_paths(changes: Mapping[str, Any], prefix: str = "") -> list[str]:
     """The property paths a merge of ``changes`` sets: every value that is not a non-empty
     map, by its dotted path (a name that is not plain between backquotes)."""
     paths: list[str] = []
     for name, value in changes.items():
-        path = prefix + (name if _PLAIN_NAME.fullmatch(name) else "`" + name.replace("`", "\\`") + "`")
+        path = prefix + _property_path(name)
         if isinstance(value, dict) and value:
             paths += leaf_paths(value, path + ".")
         else:
@@ -373,8 +421,24 @@ def _mutation(calls: DatastoreCalls, collection: str, op: WriteOp) -> Any:
     if data is None or isinstance(data, Erase):
         return calls.mutation("delete", path)
     if isinstance(data, Patch):
-        raise ModeError("changing some fields of stored ticks (reshard) is not served in Datastore mode yet")
+        return patch_mutation(calls, path, data.fields)
     return calls.mutation("insert" if create else "upsert", path, data)
+
+
+def patch_mutation(calls: DatastoreCalls, path: str, fields: Mapping[str, Any]) -> Any:
+    """An update of the entity at ``path`` that sets each dotted path of ``fields`` to its
+    value (a map value replaces the map there, as Native mode's update does) and keeps every
+    other property; refused with NOT_FOUND when the entity does not exist."""
+    nested: dict[str, Any] = {}
+    for dotted, value in fields.items():
+        *parents, leaf = dotted.split(".")
+        at = nested
+        for name in parents:
+            at = at.setdefault(name, {})
+        at[leaf] = value
+    mutation = calls.mutation("update", path, nested)
+    mutation.property_mask.paths.extend(".".join(map(_property_path, dotted.split("."))) for dotted in fields)
+    return mutation
 
 
 def get_stored(calls: DatastoreCalls, collection: str, ids: list[str]) -> dict[str, Stored]:

@@ -4,8 +4,8 @@ incremented with each batch the writer settles.
 Counters live in the collection ``<collection>_counts``, one document per series. A batch's
 increments and a receipt in ``<collection>_counts_receipts`` are one commit, so a commit
 retried after a fault is applied once (:func:`~tsstore.counters.increment_counters`).
-Counters run on the sync client (conditional writes, no transactions); the async store gives
-its client's sync twin.
+Counters run on a sync client of either mode (conditional writes, no transactions); the async
+store gives its client's sync twin.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ import hashlib
 import uuid
 from collections.abc import Mapping
 from typing import Any
-
-from google.cloud import firestore
 
 from tsstore.counters import ShardedCounter, increment_counters
 from tsstore.errors import ConfigError
@@ -31,9 +29,10 @@ RECEIPTS_SUFFIX = "_receipts"
 
 
 class SeriesCounters:
-    """The counters of one spec's series, on a sync ``client``, made on first use."""
+    """The counters of one spec's series, on a sync ``client`` (``firestore.Client`` or
+    ``datastore.Client``), made on first use."""
 
-    def __init__(self, client: firestore.Client, spec: SeriesSpec) -> None:
+    def __init__(self, client: Any, spec: SeriesSpec) -> None:
         self._client, self._spec = client, spec
         self._counters: dict[tuple[Any, ...], ShardedCounter] = {}
 
@@ -74,9 +73,8 @@ class SeriesCounters:
                     tally[key] = tally.get(key, 0) + 1
                     tally[old] = tally.get(old, 0) - 1
         if any(tally.values()):
-            receipts = self._client.collection(f"{self._spec.collection}{COUNTERS_SUFFIX}{RECEIPTS_SUFFIX}")
-            increments = {self.counter(k): n for k, n in tally.items() if n}
-            increment_counters(self._client, increments, receipt=receipts.document(uuid.uuid4().hex))
+            receipt = f"{self._spec.collection}{COUNTERS_SUFFIX}{RECEIPTS_SUFFIX}/{uuid.uuid4().hex}"
+            increment_counters({self.counter(k): n for k, n in tally.items() if n}, receipt=receipt)
 
 
 def series_document_id(values: tuple[Any, ...]) -> str:
