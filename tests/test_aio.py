@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.shared import PAGES, SPEC, brute_force
-from tsstore import ConfigError, SeriesSpec, TimeSeriesStore, WriteOptions
+from tsstore import ConfigError, ModeError, SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.aio import AsyncTimeSeriesStore
 from tsstore.ticks import Tick
 
@@ -173,3 +173,52 @@ def test_async_series_counters_count_what_the_async_writer_created(tsstore_emula
     assert a_count == 30
     sync = TimeSeriesStore(tsstore_emulator.client(database=database), spec)
     assert sync.series_counter({"symbol": "B"}).value() == 30  # the same counters, read by the sync store
+
+
+def test_the_async_store_in_datastore_mode_answers_as_the_sync_store(datastore_emulator: Any) -> None:
+    """Datastore mode has no asyncio client: the async store answers each ask with the sync
+    store in a worker thread. Its writes, pages and cursors, streams, frames, counts, bars,
+    counters and purge equal the sync store's on the same data; live reads are refused."""
+    database = f"aio-ds-{random.randrange(10**9)}"
+    spec = SeriesSpec("ad", shards=[f"s{i}" for i in range(6)], key_fields=["symbol"], count_by=["symbol"], shapes=["symbol"],
+                      measures=["v"], counter_shards=3)  # fmt: skip
+    base = dt.datetime(2024, 3, 1, tzinfo=UTC)
+    rows = [{"symbol": f"S{i % 3}", "timestamp": base + dt.timedelta(seconds=i // 2), "v": i} for i in range(900)]
+    client = datastore_emulator.datastore_client(database=database)
+    sync = TimeSeriesStore(client, spec)
+
+    async def run() -> dict[str, Any]:
+        async with AsyncTimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False), page_size=200) as astore:
+            got: dict[str, Any] = {"write": await astore.write(rows), "again": await astore.write(rows[:50])}
+            pages, cursor = [], None
+            while True:
+                page = await astore.query(where={"symbol": "S1"}, limit=70, cursor=cursor)
+                pages.append([t.id for t in page])
+                if page.cursor is None:
+                    break
+                cursor = page.cursor
+            got["pages"] = pages
+            got["streamed"] = [t.id async for t in astore.iter_ticks(start=base, direction="asc")]
+            got["both"] = await asyncio.gather(astore.count(where={"symbol": "S0"}), astore.count())
+            got["frame"] = await astore.query_frame(where={"symbol": "S2"})
+            got["bars"] = await astore.bars(interval="1min", price="v", start=base, end=base + dt.timedelta(minutes=8))
+            got["counted"] = await (await astore.series_counter({"symbol": "S0"})).value()
+            got["sync"] = (sync.query_frame(where={"symbol": "S2"}),
+                           sync.bars(interval="1min", price="v", start=base, end=base + dt.timedelta(minutes=8)))  # fmt: skip
+            with pytest.raises(ModeError, match="real-time listeners"):
+                astore.watch(limit=3)
+            got["purged"] = await astore.purge(before=base + dt.timedelta(seconds=100))
+            return got
+
+    got = asyncio.run(run())
+    assert (got["write"].created, got["again"].present) == (900, 50)
+    # the oracle: each row's position (timestamp, id) as Native orders it, from the rows and the written ids
+    order = sorted(zip(got["write"].ids, rows), key=lambda pair: (pair[1]["timestamp"], pair[0]))
+    s1 = [i for i, row in reversed(order) if row["symbol"] == "S1"]
+    assert got["pages"] == [s1[k : k + 70] for k in range(0, 300, 70)]
+    assert got["streamed"] == [i for i, _ in order[:100]] + [i for i, _ in order[100:]] and got["both"] == [300, 900]
+    assert got["frame"].equals(got["sync"][0]) and len(got["frame"]) == 300
+    assert got["bars"].equals(got["sync"][1])
+    assert got["counted"] == 300 and len(got["bars"]) > 0
+    assert got["purged"].deleted == 200 and sync.count() == 700
+    client.close()

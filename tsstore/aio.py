@@ -6,12 +6,15 @@ is awaited through :mod:`tsstore.wire` (no thread per query; at most ``max_concu
 wait on the server at once). A bulk send runs the sender in one worker thread whose batches
 are sent on the loop. What runs on the sync client only (listeners, and the counters'
 conditional writes) runs on its sync twin (:func:`~tsstore.wire.sync_twin`), in worker threads.
+In Datastore mode (a ``datastore.Client``: no asyncio client exists) the sync store answers
+every ask in a worker thread, and streams hop from the loop a batch at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -25,11 +28,12 @@ from tsstore.counters import ShardedCounter
 from tsstore.errors import ConfigError
 from tsstore.frames import aframes
 from tsstore.live.aio import AsyncLive
-from tsstore.modes import FirestoreSide
+from tsstore.modes import FirestoreSide, refuse_live
 from tsstore.read.async_engine import aread_ticks
 from tsstore.read.engine import TickRead
 from tsstore.read.fetch import afetcher
 from tsstore.spec import SeriesSpec
+from tsstore.store import TimeSeriesStore
 from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, Writer, aggregated
 from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
@@ -49,7 +53,10 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
     (``await store.query(limit=10)``), streams as async iterators (``async for tick in
     store.iter_ticks(start=...)``), over a ``firestore.AsyncClient``.
 
-    - ``client``: a ready ``google.cloud.firestore.AsyncClient``; the store never closes it.
+    - ``client``: a ready ``google.cloud.firestore.AsyncClient``, or a
+      ``google.cloud.datastore.Client`` for a database in Datastore mode (which has no asyncio
+      client: each ask is then answered by the sync store in a worker thread, and a cancelled
+      await leaves its thread to finish the call); the store never closes it.
     - ``spec``: the :class:`~tsstore.spec.SeriesSpec` of the collection.
     - ``write_options``: the writer's pace, ramp, batch size and retries
       (:class:`~tsstore.write.options.WriteOptions`).
@@ -82,17 +89,24 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         # query before answering), not while the caller consumes the stream: a merge keeps
         # every chunk's stream open at once, and must not wait on itself.
         self._gate = asyncio.Semaphore(max_concurrency)
+        # Datastore mode has no asyncio client: the sync store answers there, in worker threads.
+        self._sync: TimeSeriesStore | None = None
         if self._datastore is not None:
-            raise ConfigError("AsyncTimeSeriesStore does not serve Datastore mode yet; use TimeSeriesStore with the "
-                              "datastore.Client (in a thread: asyncio.to_thread)")
-        self._writer = Writer(spec, write_options, side=FirestoreSide(lambda: self._twin),
-                              collection_of=self._collection_of, transport=_loop_transport)  # fmt: skip
+            sync_client: Any = client
+            self._sync = TimeSeriesStore(sync_client, spec, write_options=write_options, max_workers=max_concurrency,
+                                         page_size=page_size, lean=lean, snapshots=snapshots)  # fmt: skip
+            self._writer = self._sync._writer
+        else:
+            self._writer = Writer(spec, write_options, side=FirestoreSide(lambda: self._twin),
+                                  collection_of=self._collection_of, transport=_loop_transport)  # fmt: skip
 
     def close(self) -> None:
-        """Close the sync client made for listeners and counters, if one was (the async
-        client stays open: it is the caller's)."""
+        """Close the sync client made for listeners and counters, if one was, and the worker
+        threads of Datastore mode's (the client stays open: it is the caller's)."""
         if "_twin" in self.__dict__:
             self._twin.close()
+        if self._sync is not None:
+            self._sync.close()
 
     async def __aenter__(self) -> AsyncTimeSeriesStore:
         return self
@@ -113,6 +127,8 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         return await asks.aanswer(request, self._answer)
 
     async def _answer(self, ask: Any) -> Any:
+        if self._sync is not None:
+            return await self._answer_in_thread(self._sync, ask)
         match ask:
             case list():  # concurrently, on the loop
                 return list(await asyncio.gather(*map(self._answer, ask)))
@@ -155,6 +171,17 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
                 return AsyncCounter(await asyncio.to_thread(self._writer.series(self.spec).counter, values))
         raise TypeError(f"no answer for {ask!r}")  # pragma: no cover - every ask is answered above
 
+    async def _answer_in_thread(self, sync: TimeSeriesStore, ask: Any) -> Any:
+        """Datastore mode: the sync store's answer to ``ask``, in a worker thread (a pause on
+        the loop; a counter awaited)."""
+        match ask:
+            case asks.Pause(seconds=seconds):
+                await asyncio.sleep(seconds)
+                return None
+            case asks.CounterFor():
+                return AsyncCounter(await asyncio.to_thread(sync._answer, ask))
+        return await asyncio.to_thread(sync._answer, ask)
+
     def _stream(self, reading: declare.Reading[T]) -> declare.AsyncTickStream[T]:
         async def items() -> AsyncIterator[Any]:
             opening = reading.opening
@@ -169,6 +196,8 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         return declare.AsyncTickStream(items(), reading.stats)
 
     def _listen(self, listening: declare.Listening[Any, T]) -> AsyncLive[T]:
+        if self._sync is not None:
+            refuse_live(listening)
         async def start() -> Any:
             begin = await self._run(listening.opening)
             return await asyncio.to_thread(begin, self._twin.collection(self.spec.collection))
@@ -176,6 +205,8 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         return AsyncLive(start, listening.step)
 
     def _ticks(self, read: Readable) -> AsyncIterator[Tick]:
+        if self._sync is not None:
+            return _pushed(self._sync._ticks(read))
         if isinstance(read, JoinRead):
             return read.ajoined(self._ticks(read.left), self._ticks(read.right))
         fetch = afetcher(self._collection_of, read.plan, gate=self._gate)
@@ -220,6 +251,13 @@ def _loop_transport(collection: Any, *, timeout: float) -> Transport:
 def _on_loop(coroutine: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop) -> T:
     """Run ``coroutine`` on ``loop`` from a worker thread and wait for its result."""
     return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+
+
+async def _pushed(ticks: Iterator[T], *, batch: int = PULLED_BATCH) -> AsyncIterator[T]:
+    """A sync iterator read in worker threads, ``batch`` items per hop from the loop."""
+    while taken := await asyncio.to_thread(list, itertools.islice(ticks, batch)):
+        for item in taken:
+            yield item
 
 
 def _pulled(ticks: AsyncIterator[T], loop: asyncio.AbstractEventLoop, *, batch: int = PULLED_BATCH) -> Iterator[T]:
