@@ -180,8 +180,8 @@ def test_the_async_store_in_datastore_mode_answers_as_the_sync_store(datastore_e
     store in a worker thread. Its writes, pages and cursors, streams, frames, counts, bars,
     counters and purge equal the sync store's on the same data; live reads are refused."""
     database = f"aio-ds-{random.randrange(10**9)}"
-    spec = SeriesSpec("ad", shards=[f"s{i}" for i in range(6)], key_fields=["symbol"], count_by=["symbol"], shapes=["symbol"],
-                      measures=["v"], counter_shards=3)  # fmt: skip
+    spec = SeriesSpec("ad", shards=[f"s{i}" for i in range(6)], key_fields=["symbol"], count_by=["symbol"],
+                      shapes=["symbol"], measures=["v"], counter_shards=3)  # fmt: skip
     base = dt.datetime(2024, 3, 1, tzinfo=UTC)
     rows = [{"symbol": f"S{i % 3}", "timestamp": base + dt.timedelta(seconds=i // 2), "v": i} for i in range(900)]
     client = datastore_emulator.datastore_client(database=database)
@@ -203,8 +203,8 @@ def test_the_async_store_in_datastore_mode_answers_as_the_sync_store(datastore_e
             got["frame"] = await astore.query_frame(where={"symbol": "S2"})
             got["bars"] = await astore.bars(interval="1min", price="v", start=base, end=base + dt.timedelta(minutes=8))
             got["counted"] = await (await astore.series_counter({"symbol": "S0"})).value()
-            got["sync"] = (sync.query_frame(where={"symbol": "S2"}),
-                           sync.bars(interval="1min", price="v", start=base, end=base + dt.timedelta(minutes=8)))  # fmt: skip
+            minutes = {"start": base, "end": base + dt.timedelta(minutes=8)}
+            got["sync"] = (sync.query_frame(where={"symbol": "S2"}), sync.bars(interval="1min", price="v", **minutes))
             with pytest.raises(ModeError, match="real-time listeners"):
                 astore.watch(limit=3)
             got["purged"] = await astore.purge(before=base + dt.timedelta(seconds=100))
