@@ -45,7 +45,9 @@ def tsstore(*args: str, env: Mapping[str, str | None] | None = None, cwd: Path |
     process of its own)."""
     environ = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
     home = Path(environ["TSSTORE_HOME"]) if "TSSTORE_HOME" in environ else None
-    if args[:2] == ("emulator", "start") and supervisor.status(home) is None:
+    mode = "datastore" if "datastore" in (*args[2:], environ.get("TSSTORE_MODE")) else "native"
+    folder = home / "datastore" if home is not None and mode == "datastore" else home
+    if args[:2] == ("emulator", "start") and supervisor.status(folder, mode=mode) is None:
         done = subprocess.run([sys.executable, "-m", "tsstore", *args], env=environ, cwd=cwd, input=stdin,
                               capture_output=True, text=True, timeout=300)  # fmt: skip
         return Ran(tuple(args), done.returncode, done.stdout, done.stderr)

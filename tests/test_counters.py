@@ -13,11 +13,12 @@ from functools import partial
 from typing import Any, TypeVar
 
 import pytest
+from google.api_core.exceptions import ResourceExhausted, ServiceUnavailable
 
 from tests.conftest import unique_database_id
 from tests.shared import MODES, delete_doc, mode_client, put_doc, stored_doc, stored_docs
 from tsstore import CounterError, TsstoreError
-from tsstore.asks import Doc
+from tsstore.asks import AddToDocs, Doc
 from tsstore.counters import CounterValue, ShardedCounter, plan_counter_shards
 
 T = TypeVar("T")
@@ -417,3 +418,28 @@ def test_rollup_never_overwrites_a_newer_stored_one(client: Any) -> None:
     put_doc(client, "counters/ahead", {"shards": 2, "total": 9, "total_as_of": newer})
     assert counter.rollup() == CounterValue(9, newer, live=False)
     assert counter.read() == CounterValue(9, newer, live=False) and counter.value() == 4
+
+
+def test_a_lone_increment_is_sent_again_only_when_refused(client: Any) -> None:
+    """An increment Firestore refused (overloaded: nothing written) is sent again and counts
+    once; one cut off before its answer is not sent again (it may have landed) and says so."""
+    counter = ShardedCounter(client, "counters/lone")
+    counter.create(shards=2)
+    real, trouble = counter._answer, [ResourceExhausted("busy")]
+
+    def answer(ask: Any) -> Any:
+        if isinstance(ask, AddToDocs) and trouble:
+            failure = trouble.pop(0)
+            if isinstance(failure, ServiceUnavailable):
+                real(ask)  # this one lands, and its answer is lost
+            raise failure
+        return real(ask)
+
+    counter._answer = answer
+    counter.increment(3)  # refused once, then sent again
+    assert counter.value() == 3 and not trouble
+    trouble.append(ServiceUnavailable("connection reset"))
+    cut = r"^adding 2 to counter 'counters/lone': the call was cut off \(UNAVAILABLE: connection reset\) and may"
+    with pytest.raises(CounterError, match=cut + " or may not have landed; read the counter"):
+        counter.increment(2)
+    assert counter.value() == 5  # it had landed: counted once, not twice

@@ -99,7 +99,7 @@ def aggregate(
             query, count=count, sum=sums, avg=avgs, min=mins, max=maxs, std=stds, rollups=rollups, stats=stats
         )
         if result.count == 0:
-            warn_if_no_collection(store)
+            warn_if_no_collection(store, database)
     values = result.as_dict()
     width = max(len(name) for name in values)
     text = "\n".join(f"{name:<{width}}  {'none' if value is None else value}" for name, value in values.items())
@@ -250,7 +250,7 @@ def bars(
             moments=moments, combine=combine, stats=stats,
         )  # fmt: skip
         if frame.empty:
-            warn_if_no_collection(store)
+            warn_if_no_collection(store, database)
     if plot_path is not None:
         title = f"{spec.collection}: {price or 'combined'}, {interval} bars"
         drawn = plot_bars(frame, plot_path, by=by_fields, title=title)
@@ -321,7 +321,7 @@ def aligned(
             tz=tz, origin=start, fill=None if fill == "none" else fill, combine=combine, stats=stats,
         )  # fmt: skip
         if frame.empty:
-            warn_if_no_collection(store)
+            warn_if_no_collection(store, database)
     if isinstance(frame.columns, pd.MultiIndex):  # several --by fields: one column per combination
         frame.columns = ["/".join(map(str, key)) for key in frame.columns]
     else:
@@ -463,6 +463,6 @@ def asof(
             allow_exact_matches=not no_exact_matches, prefix=prefix, ids=ids, stats=stats,
         )  # fmt: skip
         if frame.empty:
-            warn_if_no_collection(store)
+            warn_if_no_collection(store, database)
     write_frames([frame], fmt=fmt, output=None)
     echo_cost(stats, show_stats)

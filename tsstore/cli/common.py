@@ -2,7 +2,8 @@
 ``--database``) and how to reach it, which series (``--spec``, ``--collection``), the query
 options, how library errors end a command, and how Ctrl-C does.
 
-Only this module reads the environment (``FIRESTORE_EMULATOR_HOST``, ``GOOGLE_CLOUD_PROJECT``).
+Only this module reads the environment (``FIRESTORE_EMULATOR_HOST``, ``GOOGLE_CLOUD_PROJECT``;
+in Datastore mode ``DATASTORE_EMULATOR_HOST``, ``DATASTORE_PROJECT_ID``).
 """
 
 from __future__ import annotations
@@ -20,17 +21,18 @@ import click
 
 from tsstore.analytics.rollup import Rollup
 from tsstore.cli.exits import usage
+from tsstore.cli.mode import mode_option
 from tsstore.cli.values import LIMIT, cli_time, naive_option, parse_columns, parse_where
 from tsstore.declaration import load_declaration
 from tsstore.errors import SpecError
 from tsstore.limits import DATABASE_ID_PATTERN, DEFAULT_DATABASE_ID
 from tsstore.local import supervisor
-from tsstore.local.connect import EMULATOR_ENV, emulator_project
-from tsstore.local.emulator import emulator_client, start_emulator
+from tsstore.local.connect import DATASTORE_EMULATOR_ENV, EMULATOR_ENV, emulator_project
+from tsstore.local.emulator import DEFAULT_PROJECT, Mode, datastore_client, emulator_client, start_emulator
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
 from tsstore.store import TimeSeriesStore
-from tsstore.wire import database_id, quick_reconnects
+from tsstore.wire import quick_reconnects
 from tsstore.write.options import EMULATOR_WRITE_OPTIONS, WriteOptions
 
 #: A click command callback, before or after the decorators below.
@@ -39,74 +41,89 @@ Command = Callable[..., Any]
 
 @contextlib.contextmanager
 def connect(
-    *, project: str | None, database: str, ephemeral: bool = False, writing: str | None = None
+    *, project: str | None, database: str, mode: Mode = "native", ephemeral: bool = False, writing: str | None = None
 ) -> Iterator[tuple[Any, bool]]:
-    """A Firestore client and whether it talks to an emulator.
+    """A client of ``mode`` (a ``firestore.Client``, or a ``datastore.Client`` in Datastore
+    mode) and whether it talks to an emulator.
 
-    With ``FIRESTORE_EMULATOR_HOST`` set or a ``--project`` given, the client goes where
-    those say (google-cloud-firestore reads them itself). Otherwise it goes to the local
-    store (the background emulator of ``tsstore emulator start``, started now if needed),
-    whose data survives restarts; with ``ephemeral`` to a temporary emulator that stops
-    with the command. Either way one line on stderr says where (and, ``writing``, into which
-    collection).
+    With the mode's emulator variable (``FIRESTORE_EMULATOR_HOST``, ``DATASTORE_EMULATOR_HOST``)
+    set or a ``--project`` given, the client goes where those say (the Google clients read
+    them themselves). Otherwise it goes to the local store of that mode (the background
+    emulator of ``tsstore emulator start [--mode datastore]``, started now if needed), whose
+    data survives restarts; with ``ephemeral`` to a temporary emulator that stops with the
+    command. Either way one line on stderr says where (and, ``writing``, into which collection).
     """
     into = "" if writing is None else f"; writing to collection {writing}"
-    from google.cloud import firestore
-
-    emulator_host = os.environ.get(EMULATOR_ENV)
+    in_mode = " in Datastore mode" if mode == "datastore" else ""
+    variable = DATASTORE_EMULATOR_ENV if mode == "datastore" else EMULATOR_ENV
+    emulator_host = os.environ.get(variable)
     if emulator_host or project:
         if emulator_host and not project:
             # The same project the local store uses, so both see the same data.
-            project = emulator_project()
+            project = emulator_project(mode)
         target = f"emulator at {emulator_host}, project {project}" if emulator_host else f"project {project}"
-        click.echo(f"tsstore: using {target}, database {database}{into}", err=True)
-        running = supervisor.status() if emulator_host else None
+        click.echo(f"tsstore: using {target}{in_mode}, database {database}{into}", err=True)
+        running = supervisor.status(mode=mode) if emulator_host else None
         if running is not None and running.address == emulator_host and project == running.project:
-            supervisor.remember_database(database)  # the local store, reached by address: keep it
-        client = quick_reconnects(firestore.Client(project=project, database=database))
-        try:
+            supervisor.remember_database(database, mode=mode)  # the local store, reached by address: keep it
+        with contextlib.closing(_project_client(mode, project or "", database)) as client:
             yield client, bool(emulator_host)
-        finally:
-            client.close()
         return
     if ephemeral:
-        click.echo("tsstore: no FIRESTORE_EMULATOR_HOST or --project: starting a temporary local emulator", err=True)
-        with start_emulator() as emulator:
+        click.echo(f"tsstore: no {variable} or --project: starting a temporary local emulator{in_mode}", err=True)
+        with start_emulator(mode=mode) as emulator:
             click.echo(f"tsstore: emulator ready at {emulator.address} (pid {emulator.pid})", err=True)
-            client = emulator.client(database=database)
-            try:
+            with contextlib.closing(_emulator_client(mode, emulator.address, DEFAULT_PROJECT, database)) as client:
                 yield client, True
-            finally:
-                client.close()
         return
-    store, started = supervisor.start()
-    supervisor.remember_database(database)
+    store, started = supervisor.start(mode=mode)
+    supervisor.remember_database(database, mode=mode)
     how = "started" if started else "using"
+    stop = "tsstore emulator stop" + (" --mode datastore" if mode == "datastore" else "")
     click.echo(
-        f"tsstore: {how} the local store at {store.address} (data in {store.data_dir}; "
-        "`tsstore emulator stop` stops it), database " + database + into,
+        f"tsstore: {how} the local store{in_mode} at {store.address} (data in {store.data_dir}; "
+        f"`{stop}` stops it), database " + database + into,
         err=True,
     )
-    client = emulator_client(store.address, project=store.project, database=database)
-    try:
+    with contextlib.closing(_emulator_client(mode, store.address, store.project, database)) as client:
         yield client, True
-    finally:
-        client.close()
+
+
+def _project_client(mode: Mode, project: str, database: str) -> Any:
+    """A client of ``mode`` on ``project`` (or the emulator its variable names)."""
+    if mode == "native":
+        from google.cloud import firestore
+
+        return quick_reconnects(firestore.Client(project=project, database=database))
+    try:
+        from google.cloud import datastore
+    except ImportError:
+        raise usage("Datastore mode needs google-cloud-datastore: pip install 'tsstore[datastore]'") from None
+    named = "" if database == DEFAULT_DATABASE_ID else database
+    return datastore.Client(project=project, database=named)  # type: ignore[no-untyped-call]
+
+
+def _emulator_client(mode: Mode, address: str, project: str, database: str) -> Any:
+    """A client of ``mode`` on the emulator at ``address``."""
+    if mode == "native":
+        return emulator_client(address, project=project, database=database)
+    return datastore_client(address, project=project, database=database)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Database:
     """Where a command's data is: ``--project`` (``None``: the local store or the emulator
-    ``FIRESTORE_EMULATOR_HOST`` names) and ``--database``."""
+    ``FIRESTORE_EMULATOR_HOST`` names), ``--database`` and ``--mode``."""
 
     project: str | None
     name: str
+    mode: Mode = "native"
 
     def connect(
         self, *, ephemeral: bool = False, writing: str | None = None
     ) -> contextlib.AbstractContextManager[tuple[Any, bool]]:
         """A client on this database and whether it is an emulator (see :func:`connect`)."""
-        return connect(project=self.project, database=self.name, ephemeral=ephemeral, writing=writing)
+        return connect(project=self.project, database=self.name, mode=self.mode, ephemeral=ephemeral, writing=writing)
 
     @contextlib.contextmanager
     def open_store(
@@ -204,13 +221,14 @@ _collection_option = click.option(
 
 
 def database_options(command: Command) -> Command:
-    """``--project`` and ``--database``; the command gets them as ``database``, a :class:`Database`."""
+    """``--project``, ``--database`` and ``--mode``; the command gets them as ``database``, a
+    :class:`Database`."""
 
     @functools.wraps(command)
-    def run(*args: Any, project: str | None, database: str, **kwargs: Any) -> Any:
-        return command(*args, database=Database(project=project, name=database), **kwargs)
+    def run(*args: Any, project: str | None, database: str, mode: Mode, **kwargs: Any) -> Any:
+        return command(*args, database=Database(project=project, name=database, mode=mode), **kwargs)
 
-    return _database_option(_project_option(run))
+    return mode_option(_database_option(_project_option(run)))
 
 
 def series_options(command: Command) -> Command:
@@ -339,17 +357,38 @@ def query_options(*, page: bool = False, limit_help: str = "", cursor: bool = Fa
     return decorate
 
 
-def warn_if_no_collection(store: TimeSeriesStore) -> None:
+def warn_if_no_collection(store: TimeSeriesStore, database: Database) -> None:
     """After a read that found nothing: when the collection holds no document at all (a
     name with a typo reads as an empty series), say so on stderr and name the collections
-    the database has. Costs one read, and only then."""
-    client = store.client
-    if list(client.collection(store.spec.collection).select([]).limit(1).stream()):
-        return
-    names = sorted(c.id for c in client.collections())
+    (in Datastore mode, kinds) the database has. Costs one read, and only then."""
+    client: Any = store.client
+    collection = store.spec.collection
+    if database.mode == "datastore":
+        found = client.query(kind=collection)
+        found.keys_only()
+        if list(found.fetch(limit=1)):
+            return
+        names = _kinds(client)
+    else:
+        if list(client.collection(collection).select([]).limit(1).stream()):
+            return
+        names = sorted(c.id for c in client.collections())
     there = f"collections here: {', '.join(names)}" if names else "the database has no collections"
     click.echo(
-        f"warning: collection {store.spec.collection!r} holds no documents in database {database_id(client)!r}; "
-        f"is the name right? ({there})",
+        f"warning: collection {collection!r} holds no documents in database {database.name!r}; is the name right?"
+        + ("" if names is None else f" ({there})"),
         err=True,
     )
+
+
+def _kinds(client: Any) -> list[str] | None:
+    """The kinds of a Datastore-mode database (its collections), or ``None`` when it does not
+    say (the emulator in Datastore mode answers no kind query)."""
+    from google.api_core.exceptions import GoogleAPICallError
+
+    kinds = client.query(kind="__kind__")
+    kinds.keys_only()
+    try:
+        return sorted(str(k.key.id_or_name) for k in kinds.fetch() if not str(k.key.id_or_name).startswith("__"))
+    except GoogleAPICallError:
+        return None

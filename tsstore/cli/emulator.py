@@ -6,19 +6,26 @@ from pathlib import Path
 
 import click
 
-from tsstore.cli.exits import library_warnings
+from tsstore.cli.exits import library_warnings, usage
+from tsstore.cli.mode import mode_option
 from tsstore.local import supervisor
+from tsstore.local.emulator import Mode
 
 
 @click.group("emulator")
 def emulator() -> None:
     """The local store: a background Firestore emulator that keeps its data.
 
+    One emulator serves one database mode: with --mode datastore (or TSSTORE_MODE=datastore)
+    each command here means the local store in Datastore mode, a second emulator with its
+    data in the datastore/ folder of the first's.
+
     \b
     Example:
       tsstore emulator start      # data kept in ~/.local/share/tsstore (or $TSSTORE_HOME)
       tsstore emulator status
       tsstore emulator stop       # saves the data; the next start restores it
+      tsstore emulator start --mode datastore
     """
 
 
@@ -30,7 +37,8 @@ def emulator() -> None:
     default=None,
     help="A firestore.rules file to enforce on web and mobile requests (e.g. indexes/firestore.rules).",
 )
-def emulator_start(*, rules: Path | None) -> None:
+@mode_option
+def emulator_start(*, rules: Path | None, mode: Mode) -> None:
     """Start the local store in the background (no-op if it runs).
 
     With --rules, the store enforces that security rules file on requests that are not the
@@ -42,45 +50,57 @@ def emulator_start(*, rules: Path | None) -> None:
     Example:
       TSSTORE_HOME=~/ticks-store tsstore emulator start
       tsstore rules tsstore.demo:DECLARATION && tsstore emulator start --rules indexes/firestore.rules
+      tsstore emulator start --mode datastore
     """
-    store, started = supervisor.start(rules=rules)
+    if rules is not None and mode == "datastore":
+        raise usage("--rules: security rules are Native mode's; a database in Datastore mode has none (IAM decides)")
+    store, started = supervisor.start(rules=rules, mode=mode)
     verb = "started" if started else "already running"
-    click.echo(f"local store {verb} at {store.address} (pid {store.pid}), data in {store.data_dir}")
+    click.echo(f"local store{_in(mode)} {verb} at {store.address} (pid {store.pid}), data in {store.data_dir}")
     if rules is not None:
         click.echo(f"  enforcing the rules in {rules} on {store.rules_scope} (the server's requests bypass them)")
         for warning in store.rules_warnings:
             click.echo(f"warning: {warning}", err=True)
-    click.echo(
-        "  other tools can use it with: "
-        f"export FIRESTORE_EMULATOR_HOST={store.address} GOOGLE_CLOUD_PROJECT={store.project}"
+    variables = (
+        f"DATASTORE_EMULATOR_HOST={store.address} DATASTORE_PROJECT_ID={store.project}"
+        if mode == "datastore"
+        else f"FIRESTORE_EMULATOR_HOST={store.address} GOOGLE_CLOUD_PROJECT={store.project}"
     )
+    click.echo(f"  other tools can use it with: export {variables}")
 
 
 @emulator.command("stop")
 @library_warnings
-def emulator_stop() -> None:
+@mode_option
+def emulator_stop(*, mode: Mode) -> None:
     """Stop the local store, saving its data for the next start.
 
     \b
     Example:
       tsstore emulator stop
     """
-    stopped = supervisor.stop()
-    click.echo(f"local store stopped; data kept in {stopped.data_dir}" if stopped else "local store is not running")
+    stopped = supervisor.stop(mode=mode)
+    click.echo(f"local store{_in(mode)} stopped; data kept in {stopped.data_dir}" if stopped
+               else f"local store{_in(mode)} is not running")  # fmt: skip
 
 
 @emulator.command("status")
-def emulator_status() -> None:
+@mode_option
+def emulator_status(*, mode: Mode) -> None:
     """Say whether the local store runs, where, and where its data is (exit 3 if not).
 
     \b
     Example:
       tsstore emulator status
     """
-    store = supervisor.status()
+    store = supervisor.status(mode=mode)
     if store is None:
-        click.echo(f"local store is not running (home {supervisor.home()})")
+        click.echo(f"local store{_in(mode)} is not running (home {supervisor.home(mode)})")
         raise SystemExit(3)
-    click.echo(f"local store running at {store.address} (pid {store.pid}), data in {store.data_dir}")
+    click.echo(f"local store{_in(mode)} running at {store.address} (pid {store.pid}), data in {store.data_dir}")
     if store.rules is not None:
         click.echo(f"  enforcing the rules in {store.rules} on {store.rules_scope}")
+
+
+def _in(mode: Mode) -> str:
+    return " in Datastore mode" if mode == "datastore" else ""

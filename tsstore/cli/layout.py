@@ -43,7 +43,7 @@ def shards(
     with database.open_store(spec) as store:
         census = store.shard_census(since=cli_time(since, option="--since", naive=naive))
         if not census.total:
-            warn_if_no_collection(store)
+            warn_if_no_collection(store, database)
     echo_figures(fmt, census.describe(), census)
     found = len(census.problems()) if check else 0
     if check and (found or not census.total):

@@ -114,7 +114,7 @@ def query_ticks(
             frames = iter(kept)
         rows = write_frames(frames, fmt=fmt, output=output)
         if not rows:
-            warn_if_no_collection(store)
+            warn_if_no_collection(store, database)
     if plot_path is not None:
         whole = pd.concat(kept) if kept else ticks_to_frame(spec, [])
         series = plot_by or spec.key_fields
@@ -144,7 +144,7 @@ def count(*, spec: SeriesSpec, database: Database, query: Query, fmt: str, show_
     with database.open_store(spec) as store:
         counted = store.count(query, stats=stats)
         if not counted:
-            warn_if_no_collection(store)
+            warn_if_no_collection(store, database)
     echo_figures(fmt, str(counted), {"count": counted})
     echo_cost(stats, show_stats)
 

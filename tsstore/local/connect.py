@@ -10,14 +10,18 @@ import os
 from typing import Any
 
 from tsstore.local import supervisor
-from tsstore.local.emulator import DEFAULT_DATABASE, DEFAULT_PROJECT, emulator_client
+from tsstore.local.emulator import DEFAULT_DATABASE, DEFAULT_PROJECT, Mode, emulator_client
 
 EMULATOR_ENV = "FIRESTORE_EMULATOR_HOST"
+#: What names the emulator in Datastore mode (``gcloud beta emulators datastore env-init`` sets it).
+DATASTORE_EMULATOR_ENV = "DATASTORE_EMULATOR_HOST"
 
 
-def emulator_project() -> str:
-    """The project an emulator client uses: ``GOOGLE_CLOUD_PROJECT``, else tsstore's default."""
-    return os.environ.get("GOOGLE_CLOUD_PROJECT") or DEFAULT_PROJECT
+def emulator_project(mode: Mode = "native") -> str:
+    """The project an emulator client uses: ``GOOGLE_CLOUD_PROJECT`` (in Datastore mode
+    ``DATASTORE_PROJECT_ID`` first), else tsstore's default."""
+    named = os.environ.get("DATASTORE_PROJECT_ID") if mode == "datastore" else None
+    return named or os.environ.get("GOOGLE_CLOUD_PROJECT") or DEFAULT_PROJECT
 
 
 def local_client(*, database: str = DEFAULT_DATABASE, asynchronous: bool = False) -> Any:

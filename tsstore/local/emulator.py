@@ -610,6 +610,15 @@ class Emulator(EmulatorAt):
             self.persist(project=project, database=database)
         return client
 
+    def datastore_client(
+        self, *, project: str = DEFAULT_PROJECT, database: str = DEFAULT_DATABASE, namespace: str | None = None
+    ) -> Any:
+        """A new ``datastore.Client`` on this emulator in Datastore mode (as :meth:`client`)."""
+        client = super().datastore_client(project=project, database=database, namespace=namespace)
+        if self._data_dir is not None:
+            self.persist(project=project, database=database)
+        return client
+
     def persist(self, *, project: str, database: str = DEFAULT_DATABASE) -> None:
         """Also save this database to ``data_dir`` on :meth:`stop`.
 
@@ -630,6 +639,12 @@ class Emulator(EmulatorAt):
         assert self._data_dir is not None
         return self._data_dir / project / database
 
+    def _database_name(self, project: str, database: str) -> str:
+        """The database's name in the export and import routes: in Datastore mode the default
+        database's id is empty (the emulator refuses ``(default)`` there)."""
+        named = "" if self.mode == "datastore" and database == DEFAULT_DATABASE else database
+        return f"projects/{project}/databases/{named}"
+
     def _restore(self, *, deadline: float) -> None:
         """Import every export found under ``data_dir/<project>/<database>/``."""
         assert self._data_dir is not None
@@ -638,7 +653,7 @@ class Emulator(EmulatorAt):
             project = meta.parent.parent.parent.name
             if "." in database or "." in project:  # leftovers of an interrupted save
                 continue
-            body = {"database": f"projects/{project}/databases/{database}", "export_directory": str(meta)}
+            body = {"database": self._database_name(project, database), "export_directory": str(meta)}
             url = f"{self.url}/emulator/v1/projects/{urllib.parse.quote(project, safe='')}:import"
             status, text = _http("POST", url, body=body, timeout=max(5.0, deadline - time.monotonic()))
             if status != 200:
@@ -659,7 +674,7 @@ class Emulator(EmulatorAt):
             shutil.rmtree(partial, ignore_errors=True)
             partial.mkdir(parents=True)  # the emulator refuses a directory that does not exist
             body = {
-                "database": f"projects/{project}/databases/{database}",
+                "database": self._database_name(project, database),
                 "export_directory": str(partial),
                 "export_name": EXPORT_NAME,
             }

@@ -9,7 +9,8 @@ and the emulator answers.
 
 Where: ``$TSSTORE_HOME`` or ``~/.local/share/tsstore`` (``$XDG_DATA_HOME/tsstore``) holds
 ``emulator.json`` (the state), ``databases.json`` (databases to keep), ``emulator.log``
-and ``emulator-data/``.
+and ``emulator-data/``. One emulator serves one database mode: the local store in Datastore
+mode is a second one, with the same files in the folder's ``datastore/``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tsstore.errors import EmulatorError
-from tsstore.local.emulator import DEFAULT_PROJECT, load_rules, start_emulator
+from tsstore.local.emulator import DEFAULT_PROJECT, Mode, load_rules, start_emulator
 
 STATE_FILE = "emulator.json"
 DATABASES_FILE = "databases.json"
@@ -38,13 +39,14 @@ DATA_DIR = "emulator-data"
 LOG_FILE = "emulator.log"
 
 
-def home() -> Path:
-    """The local store's folder (read from the environment when called)."""
+def home(mode: Mode = "native") -> Path:
+    """The folder of the local store in ``mode`` (read from the environment when called)."""
     explicit = os.environ.get("TSSTORE_HOME")
     if explicit:
-        return Path(explicit).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "tsstore"
+        folder = Path(explicit).expanduser()
+    else:
+        folder = Path(os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")) / "tsstore"
+    return folder / "datastore" if mode == "datastore" else folder
 
 
 @dataclass(frozen=True)
@@ -59,15 +61,17 @@ class LocalStore:
     rules_warnings: tuple[str, ...] = ()
     #: Where ``rules`` apply: "every project" (given at start) or "project <id>" (loaded later).
     rules_scope: str = ""
+    #: The database mode it runs.
+    mode: Mode = "native"
 
     @property
     def url(self) -> str:
         return f"http://{self.address}/"
 
 
-def status(folder: Path | None = None) -> LocalStore | None:
-    """The running local store, or ``None`` (a stale state file is ignored)."""
-    folder = folder or home()
+def status(folder: Path | None = None, *, mode: Mode = "native") -> LocalStore | None:
+    """The running local store in ``mode``, or ``None`` (a stale state file is ignored)."""
+    folder = folder or home(mode)
     try:
         state = json.loads((folder / STATE_FILE).read_text())
         rules = Path(state["rules"]) if state.get("rules") else None
@@ -80,6 +84,7 @@ def status(folder: Path | None = None) -> LocalStore | None:
             rules,
             warned,
             str(state.get("rules_scope", "")),
+            "datastore" if state.get("mode") == "datastore" else "native",
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -88,24 +93,27 @@ def status(folder: Path | None = None) -> LocalStore | None:
     return store
 
 
-def start(folder: Path | None = None, *, timeout: float = 90.0, rules: Path | None = None) -> tuple[LocalStore, bool]:
-    """Start the local store in the background unless it runs; returns it and whether it was
-    started now.
+def start(folder: Path | None = None, *, timeout: float = 90.0, rules: Path | None = None,
+          mode: Mode = "native") -> tuple[LocalStore, bool]:  # fmt: skip
+    """Start the local store in ``mode`` in the background unless it runs; returns it and
+    whether it was started now.
 
     ``rules`` is a ``firestore.rules`` file the store enforces on web and mobile requests
     (:func:`~tsstore.local.emulator.start_emulator`). Given to a store that already runs, it
     replaces the rules of the store's project (the one the CLI and tools pointed at it by
     ``FIRESTORE_EMULATOR_HOST`` use); other projects keep those the store started with."""
-    folder = folder or home()
+    if mode == "datastore" and rules is not None:
+        raise EmulatorError("security rules are Native mode's: the local store in Datastore mode takes no rules file")
+    folder = folder or home(mode)
     folder.mkdir(parents=True, exist_ok=True)
     # One starter at a time: two commands starting the store at once must not spawn two.
     with open(folder / "start.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _start_locked(folder, timeout, rules)
+        return _start_locked(folder, timeout, rules, mode)
 
 
-def _start_locked(folder: Path, timeout: float, rules: Path | None) -> tuple[LocalStore, bool]:
-    running = status(folder)
+def _start_locked(folder: Path, timeout: float, rules: Path | None, mode: Mode) -> tuple[LocalStore, bool]:
+    running = status(folder, mode=mode)
     if running is not None:
         if rules is None:
             return running, False
@@ -122,6 +130,7 @@ def _start_locked(folder: Path, timeout: float, rules: Path | None) -> tuple[Loc
     log = open(folder / LOG_FILE, "ab")
     log_start = log.tell()
     extra = ["--rules", str(rules.expanduser().resolve())] if rules is not None else []
+    extra += ["--mode", mode]
     process = subprocess.Popen(
         [sys.executable, "-m", "tsstore.local.supervisor", "serve", str(folder), *extra],
         stdin=subprocess.DEVNULL,
@@ -139,7 +148,7 @@ def _start_locked(folder: Path, timeout: float, rules: Path | None) -> tuple[Loc
                 f"the local store did not start (exit {process.returncode}); see {folder / LOG_FILE}"
                 + (f"\n{said}" if said else "")
             )
-        running = status(folder)
+        running = status(folder, mode=mode)
         if running is not None and running.pid == process.pid:
             return running, True
         time.sleep(0.1)
@@ -147,10 +156,10 @@ def _start_locked(folder: Path, timeout: float, rules: Path | None) -> tuple[Loc
     raise EmulatorError(f"the local store did not become ready within {timeout:.0f} s; see {folder / LOG_FILE}")
 
 
-def stop(folder: Path | None = None, *, timeout: float = 120.0) -> LocalStore | None:
-    """Stop the local store (saving its data first); ``None`` if it was not running."""
-    folder = folder or home()
-    running = status(folder)
+def stop(folder: Path | None = None, *, timeout: float = 120.0, mode: Mode = "native") -> LocalStore | None:
+    """Stop the local store in ``mode`` (saving its data first); ``None`` if it was not running."""
+    folder = folder or home(mode)
+    running = status(folder, mode=mode)
     if running is None:
         return None
     os.kill(running.pid, signal.SIGTERM)
@@ -162,9 +171,9 @@ def stop(folder: Path | None = None, *, timeout: float = 120.0) -> LocalStore | 
     return running
 
 
-def remember_database(database: str, folder: Path | None = None) -> None:
-    """Note that the CLI used ``database``, so a stop saves it."""
-    folder = folder or home()
+def remember_database(database: str, folder: Path | None = None, *, mode: Mode = "native") -> None:
+    """Note that the CLI used ``database`` of the local store in ``mode``, so a stop saves it."""
+    folder = folder or home(mode)
     path = folder / DATABASES_FILE
     with open(folder / "databases.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent commands must not drop each other's entry
@@ -201,11 +210,11 @@ def _update_state(folder: Path, **changes: Any) -> None:
     _write_state(folder, {**state, **changes})
 
 
-def _serve(folder: Path, rules: Path | None = None) -> None:
+def _serve(folder: Path, rules: Path | None = None, mode: Mode = "native") -> None:
     data_dir = folder / DATA_DIR
     try:
         emulator = start_emulator(
-            data_dir=data_dir, max_heap=os.environ.get("TSSTORE_EMULATOR_HEAP", "4g"), rules=rules
+            data_dir=data_dir, max_heap=os.environ.get("TSSTORE_EMULATOR_HEAP", "4g"), rules=rules, mode=mode
         )
     except EmulatorError as exc:
         print(f"Error: {exc}", flush=True)
@@ -222,6 +231,7 @@ def _serve(folder: Path, rules: Path | None = None) -> None:
         "rules": str(emulator.rules) if emulator.rules else None,
         "rules_warnings": list(emulator.rules_warnings),
         "rules_scope": "every project",
+        "mode": mode,
     }
     _write_state(folder, state)
     print(f"local store ready at {emulator.address}, data in {data_dir}", flush=True)
@@ -279,8 +289,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("command", choices=["serve"])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--rules", type=Path, default=None)
+    parser.add_argument("--mode", choices=["native", "datastore"], default="native")
     args = parser.parse_args(argv)
-    _serve(args.folder, args.rules)
+    _serve(args.folder, args.rules, args.mode)
 
 
 if __name__ == "__main__":
