@@ -4,15 +4,18 @@ imports another."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import random
 import warnings
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 
 from tsstore import QueryShape, SeriesSpec, Tick, shards_for
+from tsstore.modes import is_datastore_client
 from tsstore.ticks import sort_key
 
 UTC = dt.timezone.utc
@@ -142,6 +145,34 @@ def mode_client(request: Any, mode: str, database: str) -> Any:
     if mode == "native":
         return request.getfixturevalue("emulator").client(database=database)
     return request.getfixturevalue("datastore_emulator").datastore_client(database=database)
+
+
+def cli_env(request: Any, mode: str) -> dict[str, str]:
+    """The environment that points ``tsstore`` commands at the session emulator of ``mode``."""
+    if mode == "native":
+        return {"FIRESTORE_EMULATOR_HOST": request.getfixturevalue("emulator").address}
+    return {"DATASTORE_EMULATOR_HOST": request.getfixturevalue("datastore_emulator").address, "TSSTORE_MODE": mode}
+
+
+def database_of(store: Any) -> str:
+    """The database id a store's client is on, in either mode."""
+    client = store.client
+    return str(client.database if is_datastore_client(client) else client._database)
+
+
+@contextlib.asynccontextmanager
+async def async_twin(store: Any, request: Any) -> AsyncIterator[Any]:
+    """The client an async store on ``store``'s database takes: a ``firestore.AsyncClient``
+    on the session emulator (closed afterwards), or in Datastore mode the store's own
+    ``datastore.Client`` (there is no asyncio one)."""
+    if is_datastore_client(store.client):
+        yield store.client
+        return
+    client = request.getfixturevalue("emulator").async_client(database=store.client._database)
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 def stored_ids(client: Any, collection: str) -> list[str]:

@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 
 from tests.cli import Ran, tsstore
-from tests.shared import SYMBOLS, T0, oracle_bars, spec, ticks
+from tests.shared import MODES, SYMBOLS, T0, async_twin, cli_env, database_of, mode_client, oracle_bars, spec, ticks
 from tsstore import (
     AsyncTimeSeriesStore,
     QueryError,
@@ -37,6 +37,7 @@ from tsstore.analytics.buckets import to_interval
 from tsstore.analytics.rollup import Rollup, RollupWindow, rollup_window
 from tsstore.declaration import load_declaration, load_specs
 from tsstore.indexes.build import declared_indexes
+from tsstore.modes import is_datastore_client
 from tsstore.read.cost import ReadStats
 from tsstore.ticks import Tick
 from tsstore.times import interval_label
@@ -161,9 +162,11 @@ def oracle(rows: list[dict[str, Any]], **filters: Any) -> dict[str, Any]:
     }
 
 
-@pytest.fixture(scope="module")
-def stores(tsstore_emulator: Any) -> Iterator[dict[int, tuple[TimeSeriesStore, list[dict[str, Any]]]]]:
-    client = tsstore_emulator.client(database=f"analytics-{random.randrange(10**9)}")
+@pytest.fixture(scope="module", params=MODES)
+def stores(request: pytest.FixtureRequest, uses_emulator: None) -> Iterator[dict[int, tuple[Any, list[dict[str, Any]]]]]:
+    """The same 200 ticks at 3, 40 and 90 shard values (one, two and three chunks), in each
+    database mode."""
+    client = mode_client(request, request.param, f"analytics-{random.randrange(10**9)}")
     out = {}
     for shards in (3, 40, 90):
         store = TimeSeriesStore(client, spec(f"agg{shards}", shards), write_options=FAST)
@@ -210,24 +213,21 @@ def test_aggregates_equal_pandas_on_what_was_written(stores: dict[int, Any], sha
         assert stats.documents == 0 and stats.billed_reads <= stats.queries + 3 * want["count"] // 1000 + 3
 
 
-def test_the_async_store_aggregates_the_same(stores: dict[int, Any], tsstore_emulator: Any) -> None:
+def test_the_async_store_aggregates_the_same(stores: dict[int, Any], request: pytest.FixtureRequest) -> None:
     store, rows = stores[40]
 
     async def run() -> Any:
-        client = tsstore_emulator.async_client(database=store.client._database)
-        try:
+        async with async_twin(store, request) as client:
             return await AsyncTimeSeriesStore(client, store.spec).aggregate(
                 where={"symbol": ["AAA", "BBB"]}, avg=["volume"], count=False
             )
-        finally:
-            client.close()
 
     got = asyncio.run(run())
     want = oracle(rows, symbol=["AAA", "BBB"])
     assert got.count is None and got.sum == {} and got.avg["volume"] == pytest.approx(want["avg(volume)"], rel=1e-12)
 
 
-def test_the_aggregate_command(stores: dict[int, Any], tsstore_emulator: Any, tmp_path: Any) -> None:
+def test_the_aggregate_command(stores: dict[int, Any], request: pytest.FixtureRequest, tmp_path: Any) -> None:
 
     store, rows = stores[40]
     (tmp_path / "spec.toml").write_text(
@@ -235,8 +235,8 @@ def test_the_aggregate_command(stores: dict[int, Any], tsstore_emulator: Any, tm
         'shapes = [{ fields = ["symbol"], directions = ["desc", "asc"] }, "exchange", ["exchange", "symbol"]]\n'
         'measures = ["price.micros", "volume"]\n'
     )
-    env = {"FIRESTORE_EMULATOR_HOST": tsstore_emulator.address}
-    common = ["--spec", "spec.toml", "--database", store.client._database]
+    env = cli_env(request, "datastore" if is_datastore_client(store.client) else "native")
+    common = ["--spec", "spec.toml", "--database", database_of(store)]
 
     def run(*args: str) -> Ran:
         return tsstore("aggregate", *common, *args, cwd=tmp_path, env=env)
@@ -290,7 +290,7 @@ def test_latest_is_the_newest_tick_of_each_series_missing_ones_included(stores: 
 
 
 def test_latest_with_a_series_in_only_some_shards_and_bad_requests(
-    stores: dict[int, Any], tsstore_emulator: Any
+    stores: dict[int, Any], request: pytest.FixtureRequest
 ) -> None:
     store, _ = stores[40]
     late = T0 + dt.timedelta(days=1)
@@ -307,26 +307,23 @@ def test_latest_with_a_series_in_only_some_shards_and_bad_requests(
         store.latest(by="instrumentType", values=["x"])  # not a declared shape
 
     async def run() -> Any:
-        client = tsstore_emulator.async_client(database=store.client._database)
-        try:
+        async with async_twin(store, request) as client:
             return await AsyncTimeSeriesStore(client, store.spec).latest(by="symbol", values=["ONE", "NONE"])
-        finally:
-            client.close()
 
     got = asyncio.run(run())
     assert got.loc["ONE", "timestamp"] == late and pd.isna(got.loc["NONE", "timestamp"])
 
 
-def test_the_latest_command(stores: dict[int, Any], tsstore_emulator: Any, tmp_path: Any) -> None:
+def test_the_latest_command(stores: dict[int, Any], request: pytest.FixtureRequest, tmp_path: Any) -> None:
 
     store, rows = stores[3]
     (tmp_path / "spec.toml").write_text(
         '[[series]]\ncollection = "agg3"\nshards = ["s0", "s1", "s2"]\nkey_fields = ["symbol", "n"]\n'
         'shapes = [{ fields = ["symbol"], directions = ["desc", "asc"] }, "exchange", ["exchange", "symbol"]]\n'
     )
-    env = dict(os.environ, FIRESTORE_EMULATOR_HOST=tsstore_emulator.address)
+    env = cli_env(request, "datastore" if is_datastore_client(store.client) else "native")
     done = tsstore(
-        "latest", "--spec", "spec.toml", "--database", store.client._database, "--by", "symbol", "CCC", "NOPE",
+        "latest", "--spec", "spec.toml", "--database", database_of(store), "--by", "symbol", "CCC", "NOPE",
         "--where", "exchange=X2", "--format", "jsonl", "--stats", cwd=tmp_path, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -380,9 +377,11 @@ def test_bars_open_at_boundaries_close_when_time_moves_on_and_skip_what_has_no_p
         to_interval("a while")
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("shards", [3, 40])
-def test_bars_equal_pandas_resample_ohlc_on_the_same_ticks(tsstore_emulator: Any, shards: int) -> None:
-    client = tsstore_emulator.client(database=f"bars-{random.randrange(10**9)}")
+def test_bars_equal_pandas_resample_ohlc_on_the_same_ticks(request: pytest.FixtureRequest, uses_emulator: None,
+                                                           mode: str, shards: int) -> None:  # fmt: skip
+    client = mode_client(request, mode, f"bars-{random.randrange(10**9)}")
     store = TimeSeriesStore(client, spec(f"bars{shards}", shards), write_options=FAST)
     rows = ticks(400, seed=100 + shards)
     for k, row in enumerate(rows[:150]):  # ties: many ticks exactly on minute boundaries, some at one instant

@@ -47,6 +47,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.cli import tsstore
+from tests.shared import MODES, mode_client
 from tsstore import AsyncTimeSeriesStore, QueryError, QueryShape, SeriesSpec, TimeSeriesStore
 from tsstore.analytics.asof import DIRECTIONS, LEFT, RIGHT, AsofJoiner, amerged, merged, priority
 from tsstore.local.pytest_plugin import unique_database_id
@@ -321,12 +322,14 @@ class Written:
     quote_ids: dict[int, str]  # quote n -> its document id
     quote_frame: pd.DataFrame  # every quote, oldest first
     database: str
+    mode: str
 
 
-@pytest.fixture(scope="module")
-def written(tsstore_emulator: Any) -> Iterator[Written]:
+@pytest.fixture(scope="module", params=MODES)
+def written(request: pytest.FixtureRequest, uses_emulator: None) -> Iterator[Written]:
+    """The trades at 3 and 40 shard values and the quotes, in each database mode."""
     database = unique_database_id("asof")
-    client = tsstore_emulator.client(database=database)
+    client = mode_client(request, request.param, database)
     trades, quotes = make_rows()
     stores = {}
     for shards in (3, 40):
@@ -352,7 +355,7 @@ def written(tsstore_emulator: Any) -> Iterator[Written]:
     for slot in TIE_SLOTS:
         group = stores[40].query_frame(start=T0 + slot * SLOT, end=T0 + (slot + 1) * SLOT, columns=["shard", "n"])
         assert all(set(group["shard"]) & set(chunk) for chunk in chunks)
-    yield Written(stores, trades, quotes, quote_ids, frame, database)
+    yield Written(stores, trades, quotes, quote_ids, frame, database, request.param)
     quote_store.close()
     for store in stores.values():
         store.close()
@@ -499,8 +502,10 @@ def test_the_async_store_gives_the_same_frames(written: Written, tsstore_emulato
     store = written.trades[40]
     cases = [CASES[1], CASES[7]]
 
+    datastore = written.mode == "datastore"  # no asyncio client: the async store takes the sync one
+
     async def run() -> tuple[list[pd.DataFrame], list[str]]:
-        client = tsstore_emulator.async_client(database=written.database)
+        client = store.client if datastore else tsstore_emulator.async_client(database=written.database)
         try:
             astore = AsyncTimeSeriesStore(client, store.spec, page_size=100)
             frames = [await astore.asof(c.left, right_spec=QUOTES, **c.options()) for c in cases]
@@ -508,7 +513,8 @@ def test_the_async_store_gives_the_same_frames(written: Written, tsstore_emulato
             ids = [t.id async for t in stream]
             return frames, ids
         finally:
-            client.close()
+            if not datastore:
+                client.close()
 
     frames, ids = asyncio.run(run())
     for case, frame in zip(cases, frames):
@@ -594,7 +600,7 @@ SHAPES_TOML = (
 )
 
 
-def test_the_command_prints_the_join(written: Written, tsstore_emulator: Any, tmp_path: Any) -> None:
+def test_the_command_prints_the_join(written: Written, request: pytest.FixtureRequest, tmp_path: Any) -> None:
     store = written.trades[3]
     (tmp_path / "spec.toml").write_text(
         '[[series]]\ncollection = "trades3"\nshards = ["s00", "s01", "s02"]\nkey_fields = ["symbol", "n"]\n'
@@ -602,7 +608,12 @@ def test_the_command_prints_the_join(written: Written, tsstore_emulator: Any, tm
         + '[[series]]\ncollection = "quotes"\nshards = ["q0", "q1", "q2"]\ntimestamp_field = "time"\n'
         'key_fields = ["symbol", "n"]\n' + SHAPES_TOML
     )  # fmt: skip
-    where: dict[str, Any] = {"cwd": tmp_path, "env": {"FIRESTORE_EMULATOR_HOST": tsstore_emulator.address}}
+    if written.mode == "datastore":
+        address = request.getfixturevalue("datastore_emulator").address
+        env = {"DATASTORE_EMULATOR_HOST": address, "TSSTORE_MODE": "datastore"}
+    else:
+        env = {"FIRESTORE_EMULATOR_HOST": request.getfixturevalue("emulator").address}
+    where: dict[str, Any] = {"cwd": tmp_path, "env": env}
     common = ("asof", "--spec", "spec.toml", "--collection", "trades3", "--database", written.database)
     done = tsstore(*common, "--right", "quotes", "--right-where", "exchange=X2", "--right-columns", "n",
                    "--by", "symbol", "--direction", "nearest", "--tolerance", "250ms", "--ids", "--format", "csv",
