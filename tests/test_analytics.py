@@ -163,7 +163,7 @@ def oracle(rows: list[dict[str, Any]], **filters: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module", params=MODES)
-def stores(request: pytest.FixtureRequest, uses_emulator: None) -> Iterator[dict[int, tuple[Any, list[dict[str, Any]]]]]:
+def stores(request: pytest.FixtureRequest, uses_emulator: None) -> Iterator[dict[int, tuple[Any, list[Any]]]]:
     """The same 200 ticks at 3, 40 and 90 shard values (one, two and three chunks), in each
     database mode."""
     client = mode_client(request, request.param, f"analytics-{random.randrange(10**9)}")
