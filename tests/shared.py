@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tsstore import QueryShape, SeriesSpec, Tick, shards_for
-from tsstore.modes import is_datastore_client
+from tsstore.dswire import is_datastore_client
 from tsstore.ticks import sort_key
 
 UTC = dt.timezone.utc

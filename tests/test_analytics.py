@@ -36,8 +36,8 @@ from tsstore.analytics.bars import Bar, BarBuilder, bar_start, iter_bars
 from tsstore.analytics.buckets import to_interval
 from tsstore.analytics.rollup import Rollup, RollupWindow, rollup_window
 from tsstore.declaration import load_declaration, load_specs
+from tsstore.dswire import is_datastore_client
 from tsstore.indexes.build import declared_indexes
-from tsstore.modes import is_datastore_client
 from tsstore.read.cost import ReadStats
 from tsstore.ticks import Tick
 from tsstore.times import interval_label

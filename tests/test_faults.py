@@ -32,8 +32,8 @@ from tsstore.read.cost import ReadStats
 from tsstore.read.cursor import encode_cursor
 from tsstore.read.engine import Chunk, ChunkCursor, ChunkStream, name_stops, sweep_cursor
 from tsstore.read.plan import plan_query
+from tsstore.series_counters import COUNTERS_SUFFIX, RECEIPTS_SUFFIX
 from tsstore.ticks import Tick, sort_key
-from tsstore.write.counting import COUNTERS_SUFFIX, RECEIPTS_SUFFIX
 from tsstore.write.prepare import prepare_records
 
 FAST = WriteOptions(ramp=False)

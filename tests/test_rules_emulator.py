@@ -44,7 +44,7 @@ from tsstore.demo import BARS_1MIN, SPEC
 from tsstore.errors import EmulatorError
 from tsstore.local.emulator import Emulator, start_emulator
 from tsstore.rules.file import render_rules
-from tsstore.write.counting import series_document_id
+from tsstore.series_counters import series_document_id
 
 UTC = dt.timezone.utc
 FAST = WriteOptions(ramp=False, max_ops_per_second=50_000)

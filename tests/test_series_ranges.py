@@ -30,8 +30,8 @@ import pytest
 from tests.shared import mode_client, stored_ids
 from tsstore import CursorError, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.aio import AsyncTimeSeriesStore
+from tsstore.dswire import is_datastore_client
 from tsstore.local.pytest_plugin import unique_database_id
-from tsstore.modes import is_datastore_client
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import UNSHARDED
 

@@ -36,6 +36,7 @@ from typing import Any, TypeAlias, TypeVar
 
 from tsstore import faults
 from tsstore.asks import AddToDocs, CreateDoc, DeleteDoc, Doc, DocAsk, GetDoc, SumDocs, UpdateDoc
+from tsstore.dswire import is_datastore_client
 from tsstore.errors import CounterError
 from tsstore.limits import DOCUMENT_WRITES_PER_SECOND, MAX_INT64, MIN_INT64
 from tsstore.wire import answer_document
@@ -357,8 +358,6 @@ class ShardedCounter:
 def document_answers(client: Any) -> Callable[[DocAsk], Any]:
     """The answer to a document ask on ``client`` (a ``firestore.Client`` or a
     ``datastore.Client``), one attempt each."""
-    from tsstore.modes import is_datastore_client  # the modes import the writer, which imports this
-
     if is_datastore_client(client):
         from tsstore.dswire.calls import DatastoreCalls
         from tsstore.dswire.calls import answer_document as datastore_answer

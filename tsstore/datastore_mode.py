@@ -20,11 +20,11 @@ from tsstore.read.chunks import ChunkTicks
 from tsstore.read.engine import Fetch
 from tsstore.read.merge import merge_streams, take
 from tsstore.read.plan import QueryPlan
+from tsstore.series_counters import SeriesCounters
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Position, Tick
 from tsstore.verbs.reading import clock_probe
 from tsstore.verbs.request import Aggregate, Count, Over
-from tsstore.write.counting import SeriesCounters
 from tsstore.write.marks import LateGuard
 from tsstore.write.ops import Transport
 

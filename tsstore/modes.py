@@ -20,22 +20,16 @@ from typing import Any
 
 from tsstore.clock import ServerClock
 from tsstore.errors import ModeError
+from tsstore.series_counters import SeriesCounters
 from tsstore.spec import SeriesSpec
 from tsstore.verbs.reading import clock_probe
 from tsstore.wire import answer_document, late_guard, server_clock
-from tsstore.write.counting import SeriesCounters
 from tsstore.write.marks import LateGuard
 
 LIVE_REFUSED = (
     "live reads (watch, tail) need Firestore's real-time listeners, which Datastore mode does not have; poll with "
     "iter_ticks(start=the last tick's time) on a timer, or keep the series in a Native-mode database"
 )
-
-
-def is_datastore_client(client: Any) -> bool:
-    """Whether ``client`` is a ``google.cloud.datastore.Client`` (told without importing the
-    package, which users of Native mode need not install)."""
-    return type(client).__module__.startswith("google.cloud.datastore")
 
 
 class FirestoreSide:

@@ -12,16 +12,17 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, get_args
 
 from tsstore.asks import Doc
 from tsstore.clock import ServerClock
+from tsstore.dswire import is_datastore_client
 from tsstore.errors import ConfigError
 from tsstore.layout.census import census_query
-from tsstore.modes import DatastoreKind, is_datastore_client
+from tsstore.modes import DatastoreKind
 from tsstore.read.chunks import ChunkTicks, chunk_query
+from tsstore.series_counters import SeriesCounters
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
 from tsstore.verbs import Verbs
 from tsstore.verbs.request import Aggregate, Count, Over, Seat, Send, Snapshots
 from tsstore.wire import doc_of, server_clock, told_clock
-from tsstore.write.counting import SeriesCounters
 from tsstore.write.job import Job, bulk_sender
 from tsstore.write.marks import LateGuard
 from tsstore.write.ops import Transport

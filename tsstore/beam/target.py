@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tsstore.modes import is_datastore_client
+from tsstore.dswire import is_datastore_client
 from tsstore.wire import database_id, emulator_host, quick_reconnects
 
 

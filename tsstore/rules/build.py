@@ -29,9 +29,9 @@ from tsstore.analytics.rollup import Rollup
 from tsstore.counters import COUNT_FIELD, SHARDS_COLLECTION
 from tsstore.errors import SpecError
 from tsstore.late import MARKS, WATERMARKS
+from tsstore.series_counters import COUNTERS_SUFFIX
 from tsstore.spec import SeriesSpec
 from tsstore.times import interval_label
-from tsstore.write.counting import COUNTERS_SUFFIX
 
 INDENT = "  "
 #: A collection id a rules path may name as it is; others are matched by a wildcard and compared.

@@ -12,11 +12,11 @@ from tsstore.counters import ShardedCounter
 from tsstore.errors import RecordError
 from tsstore.frames import frame_to_records
 from tsstore.results import WriteResult
+from tsstore.series_counters import SeriesCounters
 from tsstore.spec import DuplicatePolicy
 from tsstore.ticks import Tick
 from tsstore.times import NaivePolicy
 from tsstore.verbs.request import CounterFor, Making, Request, Seat, Send, SendOptions
-from tsstore.write.counting import SeriesCounters
 from tsstore.write.prepare import PreparedDoc, prepare_records
 from tsstore.write.sender import BulkSender, Written
 
