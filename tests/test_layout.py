@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.cli import run_cli
-from tests.shared import MODES, mode_client, stored_docs
+from tests.shared import MODES, mode_client, put_doc, stored_docs
 from tsstore import (
     QueryShape,
     ReshardResult,
@@ -47,16 +47,17 @@ def spec(collection: str, **options: Any) -> SeriesSpec:
     return SeriesSpec(collection, shapes=SHAPES, key_fields=["symbol"], **options)
 
 
-@pytest.fixture
-def database(tsstore_emulator: Any) -> Iterator[Any]:
-    client = tsstore_emulator.client(database=f"layout-{random.randrange(10**9)}")
+@pytest.fixture(params=MODES)
+def database(request: pytest.FixtureRequest, uses_emulator: None) -> Iterator[Any]:
+    """A client of each database mode on a database of this test's own."""
+    client = mode_client(request, request.param, f"layout-{random.randrange(10**9)}")
     yield client
     client.close()
 
 
 def stored(client: Any, collection: str) -> list[tuple[dt.datetime, str, dict[str, Any]]]:
     """The oracle: every document of the collection, read with the plain client, in (timestamp, id) order."""
-    return sorted(((d.get("timestamp"), d.id, d.to_dict()) for d in client.collection(collection).stream()),
+    return sorted(((d.get("timestamp"), i, d) for i, d in stored_docs(client, collection).items()),
                   key=lambda row: row[:2])  # fmt: skip
 
 
@@ -168,7 +169,7 @@ def test_the_census_finds_undeclared_values_and_counts_each_value_exactly(databa
     undeclared = ["a", "s1x", "zz"]  # before, between and after the declared values
     writer = TimeSeriesStore(database, spec("ticks", shards=values + tuple(undeclared)), write_options=FAST)
     writer.write(trading_day(900, day=DAY, seed=declared))
-    database.collection("ticks").document("no-shard").set({"timestamp": AFTER, "symbol": "AAA"})
+    put_doc(database, "ticks/no-shard", {"timestamp": AFTER, "symbol": "AAA"})
     store = TimeSeriesStore(database, spec("ticks", shards=values))
     census = store.shard_census()
     early = dt.datetime(2000, 1, 1, tzinfo=UTC)  # a bounded count: each value's own, without the whole-count check
@@ -297,16 +298,7 @@ def moved_state(client: Any, collection: str) -> dict[str, dict[str, Any]]:
     return {i: {k: v for k, v in d.items() if k != "shard"} for i, d in stored_docs(client, collection).items()}
 
 
-@pytest.fixture(params=MODES)
-def either(request: pytest.FixtureRequest, uses_emulator: None) -> Iterator[Any]:
-    """A client of each database mode on a database of this test's own."""
-    client = mode_client(request, request.param, f"layout-{random.randrange(10**9)}")
-    yield client
-    client.close()
-
-
-def test_reshard_moves_every_tick_once_while_readers_see_each_exactly_once(either: Any) -> None:
-    database = either
+def test_reshard_moves_every_tick_once_while_readers_see_each_exactly_once(database: Any) -> None:
     old = TimeSeriesStore(database, spec("ticks", shards=shards_for(5_000)), write_options=FAST)
     old.write(trading_day(750, day=DAY, seed=12))  # ~525 to move at 300/s: readers overlap the move
     before = moved_state(database, "ticks")
