@@ -19,7 +19,7 @@ import click
 
 from tsstore.cli.exits import Group
 
-#: Each command as ``module:attribute`` under :mod:`tsstore.cli`, in the order ``--help``
+#: Each command as ``module:attribute`` under :mod:`tsstore.cli` (or a module named in full), in the order ``--help``
 #: lists them. A command's module is imported when the command is looked up, so ``tsstore
 #: emulator status`` does not import pandas or the Firestore client.
 COMMANDS = {
@@ -47,6 +47,7 @@ COMMANDS = {
     "export": "beam:export",
     "counter": "counters:counter",
     "emulator": "emulator:emulator",
+    "console": "tsstore.console.command:console",
 }
 #: Earlier names of commands, kept (hidden, with a warning on standard error) for the scripts
 #: that still call them.
@@ -70,7 +71,8 @@ class _Commands(Group):
         if cmd_name not in COMMANDS:
             return None
         module, _, attribute = COMMANDS[cmd_name].partition(":")
-        command = getattr(importlib.import_module(f"tsstore.cli.{module}"), attribute)
+        # A wing above the CLI (the console, with its own extra) is named in full: found by name, as a plugin is.
+        command = getattr(importlib.import_module(module if "." in module else f"tsstore.cli.{module}"), attribute)
         assert isinstance(command, click.Command) and command.name == cmd_name, (cmd_name, command)
         return command
 

@@ -1,0 +1,273 @@
+"""The console in a real browser (Chromium from the system's packages, driven by Selenium) on
+the emulator: each view loads, the query grid equals ``query_frame`` and its pages reach every
+tick once, the chart's data equals ``bars``, the live view shows every tick written while it is
+open once, a bad filter shows the command's message, a request without the token is refused.
+The screenshots in docs/images/ are made here, from the demo's day."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.conftest import unique_database_id
+from tsstore import TimeSeriesStore, WriteOptions
+from tsstore.console.app import Console, Series
+from tsstore.console.server import Serving, bind, serve_in_thread
+from tsstore.declaration import load_declaration
+from tsstore.demo import SPEC
+from tsstore.local.synthetic import SEED_INSTRUMENTS, trading_day
+
+ROOT = Path(__file__).resolve().parent.parent
+SHOTS = ROOT / "docs" / "images"
+DAY = dt.date(2018, 12, 31)
+TOKEN = "test-token-" + uuid.uuid4().hex
+
+
+@pytest.fixture(scope="module")
+def served(request: pytest.FixtureRequest, uses_emulator: None) -> Iterator[dict[str, Any]]:
+    """The demo's series (its instruments and 3 000 ticks of its day) on a database of its
+    own, and a console on it."""
+    emulator = request.getfixturevalue("emulator")
+    client = emulator.client(database=unique_database_id("console"))
+    store = TimeSeriesStore(client, SPEC, write_options=WriteOptions(ramp=False))
+    store.write([*SEED_INSTRUMENTS, *trading_day(3000, day=DAY)])
+    console = Console({SPEC.collection: Series(SPEC, store)}, "tsstore.demo:DECLARATION", "the test's emulator", TOKEN,
+                      files=ROOT / "indexes", declared=load_declaration("tsstore.demo:DECLARATION"))  # fmt: skip
+    serving: Serving = serve_in_thread(console, bind("127.0.0.1", 0, allow_remote=False))
+    yield {"store": store, "url": serving.url, "client": client}
+    serving.stop()
+    store.close()
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[webdriver.Chrome]:
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver is None:
+        pytest.fail("the console's tests need Chromium and its driver: apt-get install chromium chromium-driver "
+                    "(the README's test command installs them)", pytrace=False)  # fmt: skip
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000",
+                     "--disable-gpu"):  # fmt: skip
+        options.add_argument(argument)
+    made = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver))
+    yield made
+    made.quit()
+
+
+def opened(browser: webdriver.Chrome, served: dict[str, Any]) -> webdriver.Chrome:
+    browser.get(served["url"])
+    wait(browser, lambda b: b.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true")
+    return browser
+
+
+def wait(browser: webdriver.Chrome, until: Callable[[webdriver.Chrome], Any], seconds: float = 20) -> Any:
+    return WebDriverWait(browser, seconds, poll_frequency=0.05).until(until)
+
+
+def view(browser: webdriver.Chrome, name: str) -> None:
+    browser.find_element(By.CSS_SELECTOR, f"nav button[data-view={name}]").click()
+
+
+def typed(browser: webdriver.Chrome, element_id: str, text: str) -> None:
+    field = browser.find_element(By.ID, element_id)
+    field.clear()
+    field.send_keys(text)
+
+
+def grid(browser: webdriver.Chrome, table_id: str) -> tuple[list[str], list[list[str]]]:
+    """A table's header and cells as the page shows them (one script: quick on big grids)."""
+    got: dict[str, Any] = browser.execute_script(
+        "const t = document.getElementById(arguments[0]);"
+        "return {head: [...t.querySelectorAll('thead th')].map(c => c.textContent),"
+        " rows: [...t.querySelectorAll('tbody tr')].map(r => [...r.cells].map(c => c.textContent))};",
+        table_id,
+    )
+    return got["head"], got["rows"]
+
+
+def shown(value: Any) -> str:
+    """A frame's cell as the page shows it (the JSON the server sends, as text)."""
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return ""
+    if isinstance(value, (pd.Timestamp, dt.datetime)):
+        return value.isoformat()
+    return str(value)
+
+
+def frame_cells(frame: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    flat = frame.reset_index()
+    return [str(c) for c in flat.columns], [[shown(v) for v in row] for row in flat.itertuples(index=False)]
+
+
+def screenshot(browser: webdriver.Chrome, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SHOTS / f"console-{name}.png"))
+
+
+def test_the_series_view_shows_each_series_with_its_count_and_newest_tick(browser: webdriver.Chrome,
+                                                                         served: dict[str, Any]) -> None:  # fmt: skip
+    page = opened(browser, served)
+    card = page.find_element(By.CSS_SELECTOR, ".series-card[data-collection=instruments]")
+    newest = served["store"].query(limit=1)[0]
+    assert card.find_element(By.CLASS_NAME, "fact-ticks").text == f"{served['store'].count():,}"
+    assert newest.id in card.find_element(By.CLASS_NAME, "fact-newest-tick").text
+    assert "[symbol] desc/asc series" in card.find_element(By.CLASS_NAME, "fact-shapes").text
+    screenshot(page, "series")
+
+
+def test_the_query_grid_equals_query_frame_and_its_pages_reach_every_tick_once(
+    browser: webdriver.Chrome, served: dict[str, Any]
+) -> None:
+    store = served["store"]
+    page = opened(browser, served)
+    view(page, "query")
+    typed(page, "q-where", "exchange=EXCHG1")
+    typed(page, "q-start", "2018-12-31T09:00:00Z")
+    typed(page, "q-end", "2018-12-31T12:00:00Z")
+    typed(page, "q-limit", "100")
+    page.find_element(By.ID, "q-run").click()
+    wait(page, lambda b: "rows shown" in b.find_element(By.ID, "q-shown").text)
+    window = {"where": {"exchange": "EXCHG1"}, "start": "2018-12-31T09:00:00Z", "end": "2018-12-31T12:00:00Z"}
+    first = store.query_frame(limit=100, **window)
+    head, rows = grid(page, "q-grid")
+    assert (head, rows) == frame_cells(first)
+    assert "chunk" in page.find_element(By.ID, "q-explain-out").text and "served by the index" in page.find_element(
+        By.ID, "q-explain-out").text  # fmt: skip
+    assert "billed read" in page.find_element(By.ID, "q-stats").text
+    assert page.find_element(By.ID, "q-command").text.startswith("tsstore query --spec tsstore.demo:DECLARATION")
+    screenshot(page, "query")
+    while page.find_element(By.ID, "q-next").is_displayed():
+        before = len(grid(page, "q-grid")[1])
+        page.find_element(By.ID, "q-next").click()
+        wait(page, lambda b, before=before: len(grid(b, "q-grid")[1]) > before)
+    everything = store.query_frame(**window)
+    assert len(everything) > 200  # three pages at least
+    assert grid(page, "q-grid") == frame_cells(everything)  # every tick once, in order, over the pages
+    ids_shown = [row[head.index("timestamp")] for row in grid(page, "q-grid")[1]]
+    assert len(ids_shown) == len(everything)
+
+
+def test_a_bad_filter_shows_the_commands_message(browser: webdriver.Chrome, served: dict[str, Any]) -> None:
+    page = opened(browser, served)
+    view(page, "query")
+    typed(page, "q-where", "volume=>5")
+    page.find_element(By.ID, "q-run").click()
+    message = wait(page, lambda b: b.find_element(By.ID, "q-error").text)
+    assert message.startswith("--where 'volume=>5'") or "volume" in message
+    typed(page, "q-where", "color=red")
+    page.find_element(By.ID, "q-run").click()
+    wait(page, lambda b: "color" in b.find_element(By.ID, "q-error").text)
+    error = page.find_element(By.ID, "q-error").text
+    with pytest.raises(Exception) as raised:
+        served["store"].query(where={"color": "red"}, limit=100)
+    assert error == str(raised.value)
+    screenshot(page, "query-error")
+
+
+def test_the_charts_data_equals_bars_and_a_zoom_reloads_the_range(browser: webdriver.Chrome,
+                                                                 served: dict[str, Any]) -> None:  # fmt: skip
+    store = served["store"]
+    page = opened(browser, served)
+    view(page, "chart")
+    typed(page, "c-where", "symbol=AAA\nsymbol=CCC")
+    typed(page, "c-start", "2018-12-31T08:00:00Z")
+    typed(page, "c-end", "2018-12-31T17:00:00Z")
+    typed(page, "c-interval", "15min")
+    page.find_element(By.ID, "c-draw").click()
+    wait(page, lambda b: "bars from" in b.find_element(By.ID, "c-source").text)
+    sent = page.execute_script("return window.tsstoreConsole.bars")
+    want = store.bars(interval="15min", by=["symbol"], price="price.micros", where={"symbol": ["AAA", "CCC"]},
+                      start=dt.datetime(2018, 12, 31, 8, tzinfo=dt.timezone.utc),
+                      end=dt.datetime(2018, 12, 31, 17, tzinfo=dt.timezone.utc))  # fmt: skip
+    columns, rows = frame_cells(want)
+    assert sent["bars"]["columns"] == columns
+    assert [[shown(v) for v in row] for row in sent["bars"]["rows"]] == rows
+    traces = page.execute_script("return document.getElementById('c-chart').data.map(t => [t.name, t.x.length])")
+    per_symbol = want.index.get_level_values("symbol")
+    assert sorted(traces) == sorted([[s, int((per_symbol == s).sum())] for s in ("AAA", "CCC")])
+    screenshot(page, "chart")
+    page.execute_script("Plotly.relayout('c-chart', {'xaxis.range[0]': '2018-12-31 10:00:00', "
+                        "'xaxis.range[1]': '2018-12-31 12:00:00'})")  # fmt: skip
+    wait(page, lambda b: b.find_element(By.ID, "c-start").get_attribute("value").startswith("2018-12-31T10:00"))
+    wait(page, lambda b: b.execute_script("return window.tsstoreConsole.bars.bars.rows.length") < len(rows))
+    zoomed = page.execute_script("return window.tsstoreConsole.bars.bars.rows")
+    assert all("2018-12-31T10:00" <= row[1] < "2018-12-31T12:00" for row in zoomed)
+
+
+def test_the_live_view_shows_every_tick_written_while_it_is_open_once(browser: webdriver.Chrome,
+                                                                     served: dict[str, Any]) -> None:  # fmt: skip
+    store = served["store"]
+    page = opened(browser, served)
+    view(page, "live")
+    typed(page, "l-limit", "50")
+    page.find_element(By.ID, "l-start").click()
+    wait(page, lambda b: b.execute_script("return window.tsstoreConsole.liveSeen.length") >= 50)
+    start = dt.datetime(2019, 1, 2, 9, tzinfo=dt.timezone.utc)
+    written: list[str] = []
+    for batch in range(3):
+        rows = [{"symbol": "LIVE", "exchange": "EXCHG1", "instrumentType": "commonstock",
+                 "price": {"currency": "USD", "micros": 1000 + i}, "volume": 100,
+                 "timestamp": start + dt.timedelta(seconds=10 * batch + i)} for i in range(10)]  # fmt: skip
+        written += store.write(rows).ids
+        time.sleep(0.3)
+    wait(page, lambda b: set(written) <= set(b.execute_script("return window.tsstoreConsole.liveSeen")))
+    seen = page.execute_script("return window.tsstoreConsole.liveSeen")
+    assert len(seen) == len(set(seen))  # none twice
+    assert [i for i in seen if i in set(written)] == [i for i in seen if i in written]
+    assert "delivery delay" in page.find_element(By.ID, "l-delay").text
+    screenshot(page, "live")
+    page.find_element(By.ID, "l-stop").click()
+
+
+def test_the_layout_view_shows_the_census_the_plan_and_the_files(browser: webdriver.Chrome,
+                                                                 served: dict[str, Any]) -> None:  # fmt: skip
+    page = opened(browser, served)
+    view(page, "layout")
+    wait(page, lambda b: b.find_element(By.ID, "y-census").text)
+    assert f"instruments: {served['store'].count()} documents" in page.find_element(By.ID, "y-census").text
+    assert "shards" in page.find_element(By.ID, "y-capacity").text
+    files = page.find_element(By.ID, "y-files").text
+    assert "firestore.indexes.json: current" in files and "firestore.rules: current" in files  # the repository's
+    screenshot(page, "layout")
+
+
+def test_a_request_without_the_token_is_refused(served: dict[str, Any]) -> None:
+    base = served["url"].split("?")[0]
+    for path in ("", "api/series", "static/console.js"):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(base + path, timeout=10)
+        with refused.value:
+            assert refused.value.code == 403
+            assert "needs its token" in json.loads(refused.value.read())["error"]
+    wrong = urllib.request.Request(base + "api/series", headers={"X-Tsstore-Token": "guess"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(wrong, timeout=10)
+    with refused.value:
+        assert refused.value.code == 403
+
+
+def test_the_console_binds_to_loopback_unless_told_otherwise() -> None:
+    from tsstore.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"--host 0.0.0.0: the console binds to 127.0.0.1 only.*--allow-remote"):
+        bind("0.0.0.0", 0, allow_remote=False)
+    bind("127.0.0.1", 0, allow_remote=False).close()
+
+
+

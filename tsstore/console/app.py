@@ -1,0 +1,442 @@
+"""The console's web app: a Starlette application over the stores of a declaration, answering
+the page's requests with the public verbs only (query, explain, count, bars, watch,
+shard_census, the capacity planner, the generated files' plans).
+
+Every request must carry the console's token (in the URL the console prints, then as a
+cookie); a request without it is refused (403). Nothing here writes to the database. A query
+runs in a worker thread and stops between ticks when the page cancels it. Errors a person
+can fix (a bad filter, an undeclared field) come back as ``{"error": message}`` with the
+commands' own message; a live view streams server-sent events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hmac
+import json
+import math
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import click
+import pandas as pd
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from tsstore.analytics.rollup import Rollup
+from tsstore.console.forms import QueryForm
+from tsstore.errors import TsstoreError, UsageError
+from tsstore.frames import ticks_to_frame
+from tsstore.indexes.datastore import plan_index_yaml
+from tsstore.indexes.file import plan_index_file
+from tsstore.layout.capacity import capacity_for
+from tsstore.read.cost import ReadStats
+from tsstore.rules.file import plan_rules_file
+from tsstore.spec import SeriesSpec
+from tsstore.store import TimeSeriesStore
+from tsstore.ticks import Tick
+
+#: The cookie that carries the token after the first page load.
+COOKIE = "tsstore_console"
+#: The bars one chart request may draw at most (each a point per series on the chart).
+MAX_BARS = 20_000
+#: The capacity planner's spare capacity; the plan first shown is the declared layout's rate.
+HEADROOM = 1.25
+#: How often a live stream says it is alive when no update came (seconds).
+KEEPALIVE_SECONDS = 15.0
+
+
+@dataclass
+class Series:
+    """One declared series the console shows: its store and its declared roll-ups."""
+
+    spec: SeriesSpec
+    store: TimeSeriesStore
+    rollups: tuple[Rollup, ...] = ()
+    rollup_stores: dict[str, TimeSeriesStore] = field(default_factory=dict)
+
+
+@dataclass
+class Console:
+    """What the console serves: the declaration's series by collection, where they are, the
+    token, and the folder whose generated files are compared with the declaration."""
+
+    series: dict[str, Series]
+    declaration: str
+    where: str
+    token: str
+    mode: str = "native"
+    files: Path = Path("indexes")
+    #: Every series and roll-up the declaration holds (the generated files are made from all of
+    #: them); ``None``: those of ``series``.
+    declared: tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]] | None = None
+    _running: dict[str, asyncio.Event] = field(default_factory=dict)
+
+    def pick(self, collection: object) -> Series:
+        if not isinstance(collection, str) or collection not in self.series:
+            known = ", ".join(self.series)
+            raise UsageError(f"the declaration has no series {collection!r} (declared: {known})")
+        return self.series[collection]
+
+
+def make_app(console: Console) -> Starlette:
+    """The console's Starlette application."""
+    handlers = Handlers(console)
+    routes = [
+        Route("/", handlers.page),
+        Route("/static/{name}", handlers.static),
+        Route("/api/series", handlers.series),
+        Route("/api/explain", handlers.explain, methods=["POST"]),
+        Route("/api/query", handlers.query, methods=["POST"]),
+        Route("/api/cancel", handlers.cancel, methods=["POST"]),
+        Route("/api/bars", handlers.bars, methods=["POST"]),
+        Route("/api/live", handlers.live),
+        Route("/api/layout", handlers.layout),
+    ]
+    return Starlette(routes=routes, middleware=[Middleware(TokenCheck, token=console.token)])
+
+
+class TokenCheck(BaseHTTPMiddleware):
+    """Refuse every request that does not carry the token: in the URL (``?token=``, which
+    also sets the cookie), the cookie, or an ``X-Tsstore-Token`` header."""
+
+    def __init__(self, app: Any, *, token: str) -> None:
+        super().__init__(app)
+        self.token = token
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        asked = request.query_params, request.cookies, request.headers
+        given = asked[0].get("token") or asked[1].get(COOKIE) or asked[2].get("x-tsstore-token")
+        if not given or not hmac.compare_digest(given, self.token):
+            return JSONResponse({"error": "this console needs its token: open the address `tsstore console` printed "
+                                          "(it ends in ?token=...)"}, status_code=403)  # fmt: skip
+        response = await call_next(request)
+        if request.query_params.get("token"):
+            response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
+        return response
+
+
+def _answered(work: Callable[..., Any]) -> Callable[..., Any]:
+    """A handler whose refusals (a usage error: a bad filter, an undeclared field) answer
+    ``{"error": ...}`` with status 400, as the commands print them."""
+
+    async def handler(self: Handlers, request: Request) -> Response:
+        try:
+            return JSONResponse(_plain(await work(self, request)))
+        except click.ClickException as exc:  # the commands' parsing of what was typed
+            return JSONResponse({"error": exc.format_message()}, status_code=400)
+        except (UsageError, ValueError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        except TsstoreError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=500)
+
+    handler.__name__ = work.__name__
+    return handler
+
+
+class Handlers:
+    """The console's requests, each on the console's stores."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    async def page(self, request: Request) -> Response:
+        return HTMLResponse(_asset("index.html").decode())
+
+    async def static(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        if name == "plotly.min.js":  # the chart library, as the plotly package ships it
+            from plotly.offline import get_plotlyjs
+
+            return Response(get_plotlyjs(), media_type="text/javascript")
+        kinds = {".js": "text/javascript", ".css": "text/css", ".html": "text/html"}
+        kind = next((k for suffix, k in kinds.items() if name.endswith(suffix)), None)
+        if kind is None or "/" in name or name.startswith("."):
+            return JSONResponse({"error": f"no asset {name!r}"}, status_code=404)
+        try:
+            return Response(_asset(name), media_type=kind)
+        except FileNotFoundError:
+            return JSONResponse({"error": f"no asset {name!r}"}, status_code=404)
+
+    @_answered
+    async def series(self, request: Request) -> Any:
+        """Each declared series: shapes, layout, count, newest tick, roll-ups and how far
+        their stored bars reach."""
+        summaries = await asyncio.gather(*(asyncio.to_thread(_summary, s) for s in self.console.series.values()))
+        return {"where": self.console.where, "declaration": self.console.declaration, "mode": self.console.mode,
+                "series": summaries}  # fmt: skip
+
+    @_answered
+    async def explain(self, request: Request) -> Any:
+        data = await _json(request)
+        chosen = self.console.pick(data.get("collection"))
+        form = QueryForm.of(data)
+        explained = chosen.store.explain(form.query(chosen.spec))
+        return {
+            "text": explained.describe(),
+            "queries": list(explained.queries),
+            "index": explained.index,
+            "lean_reads": explained.lean_reads,
+            "eager_reads": explained.eager_reads,
+            "round_trips": explained.round_trips,
+            "python": form.python(chosen.spec),
+            "command": form.command(self.console.declaration, chosen.spec.collection),
+        }
+
+    @_answered
+    async def query(self, request: Request) -> Any:
+        """One page of the query: its rows as ``query_frame`` gives them, the cursor of the
+        next, and what it cost; cancelled between ticks by ``/api/cancel``."""
+        data = await _json(request)
+        chosen = self.console.pick(data.get("collection"))
+        form = QueryForm.of(data)
+        cursor = data.get("cursor") or None
+        query = form.query(chosen.spec, cursor=cursor)
+        ask = str(data.get("ask") or uuid.uuid4().hex)
+        cancelled = self.console._running.setdefault(ask, asyncio.Event())
+        reading = asyncio.ensure_future(asyncio.to_thread(chosen.store.query, query))
+        waiting = asyncio.ensure_future(cancelled.wait())
+        try:
+            await asyncio.wait({reading, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.console._running.pop(ask, None)
+            waiting.cancel()
+        if not reading.done():  # the page stops waiting; the read in flight ends with its page, unseen
+            reading.add_done_callback(lambda done: done.cancelled() or done.exception())
+            return {"cancelled": True}
+        page = reading.result()
+        frame = ticks_to_frame(chosen.spec, page, columns=query.columns)
+        command = form.command(self.console.declaration, chosen.spec.collection)
+        return {**_grid(frame), "cursor": page.cursor, "stats": _stats(page.stats), "python": form.python(chosen.spec),
+                "command": command}  # fmt: skip
+
+    @_answered
+    async def cancel(self, request: Request) -> Any:
+        data = await _json(request)
+        stop = self.console._running.get(str(data.get("ask")))
+        if stop is not None:
+            stop.set()
+        return {"cancelled": stop is not None}
+
+    @_answered
+    async def bars(self, request: Request) -> Any:
+        data = await _json(request)
+        chosen = self.console.pick(data.get("collection"))
+        return await asyncio.to_thread(_bars, chosen, data)
+
+    async def live(self, request: Request) -> Response:
+        """The newest ticks of a query, merged over its chunks as they change: server-sent
+        events, each a window update with the chunks' snapshot times."""
+        try:
+            chosen = self.console.pick(request.query_params.get("collection"))
+            form = QueryForm.of({"where": request.query_params.get("where", ""),
+                                 "limit": request.query_params.get("limit", "20")})  # fmt: skip
+            query = form.query(chosen.spec)
+            watch = chosen.store.watch(limit=form.limit, where=query.where, columns=query.columns)
+        except click.ClickException as exc:
+            return JSONResponse({"error": exc.format_message()}, status_code=400)
+        except (UsageError, ValueError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return StreamingResponse(_events(watch, request), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store"})  # fmt: skip
+
+    @_answered
+    async def layout(self, request: Request) -> Any:
+        chosen = self.console.pick(request.query_params.get("collection"))
+        rate = request.query_params.get("writes_per_second") or str(chosen.spec.max_write_rate / HEADROOM)
+        return await asyncio.to_thread(_layout, self.console, chosen, rate)
+
+
+# ------------------------------------------------------------------------------ the work
+
+
+def _summary(series: Series) -> dict[str, Any]:
+    spec, store = series.spec, series.store
+    newest = store.query(limit=1)
+    rollups = []
+    for rollup in series.rollups:
+        bars = series.rollup_stores[rollup.name].query(limit=1)
+        rollups.append({"name": rollup.name, "collection": rollup.spec.collection, "interval": str(rollup.interval),
+                        "newest_bar": bars[0].timestamp if len(bars) else None})  # fmt: skip
+    return {
+        "collection": spec.collection,
+        "shapes": [shape.describe() for shape in spec.all_shapes()],
+        "shards": list(spec.shards),
+        "retired": [str(r.value) for r in spec.retired],
+        "count": store.count(),
+        "newest": _tick_row(newest[0]) if len(newest) else None,
+        "rollups": rollups,
+        "write_rate": spec.max_write_rate,
+    }
+
+
+def _bars(series: Series, data: Mapping[str, Any]) -> dict[str, Any]:
+    form = QueryForm.of({"where": data.get("where", ""), "start": data.get("start", ""), "end": data.get("end", ""),
+                         "limit": 1})  # fmt: skip
+    query = form.query(series.spec)
+    interval = str(data.get("interval") or "1min")
+    options: dict[str, Any] = {"interval": interval, "where": query.where, "start": query.start, "end": query.end}
+    for name in ("tz", "origin", "fill"):
+        if data.get(name):
+            options[name] = str(data[name])
+    by = [b.strip() for b in str(data.get("by") or "").split(",") if b.strip()] or None
+    price = str(data.get("price") or "price.micros")
+    source, frame = _from_rollup(series, options, by)
+    if frame is None:
+        frame = series.store.bars(price=price, by=by, **options)
+        source = f"ticks of {series.spec.collection!r}" + (f" ({source})" if source else "")
+    if len(frame) > MAX_BARS:
+        raise UsageError(f"{len(frame)} bars: more than the {MAX_BARS} a chart draws; widen the interval or narrow "
+                         "the range")  # fmt: skip
+    return {"source": source, "by": by or [], "bars": _grid(frame)}
+
+
+def _from_rollup(series: Series, options: dict[str, Any], by: list[str] | None) -> tuple[str, pd.DataFrame | None]:
+    """Bars combined from a declared roll-up whose bars fill the asked ones and reach the
+    range's end, with what was used; else why not (and ``None``)."""
+    why = ""
+    for rollup in series.rollups:
+        if list(rollup.by) != (by or []):
+            continue
+        store = series.rollup_stores[rollup.name]
+        newest = store.query(limit=1)
+        end = options.get("end")
+        if not len(newest) or end is None or newest[0].timestamp + rollup.interval < end:
+            why = f"roll-up {rollup.name!r} does not reach the range's end"
+            continue
+        try:
+            combined = store.bars(combine=True, by=by, **options)
+            return f"roll-up {rollup.name!r} ({rollup.interval} bars, combined)", combined
+        except UsageError as exc:
+            why = f"roll-up {rollup.name!r} not used: {exc}"
+    return why, None
+
+
+def _layout(console: Console, series: Series, rate: str) -> dict[str, Any]:
+    census = series.store.shard_census()
+    try:
+        writes = float(rate)
+    except ValueError:
+        raise UsageError(f"writes_per_second {rate!r} is not a number") from None
+    plan = capacity_for(writes, spec=series.spec, headroom=HEADROOM)
+    specs, rollups = console.declared or (tuple(s.spec for s in console.series.values()),
+                                          tuple(r for s in console.series.values() for r in s.rollups))  # fmt: skip
+    every = (*specs, *(r.spec for r in rollups))  # the index files hold the roll-ups' collections too
+    files = {
+        "indexes": plan_index_file(console.files / "firestore.indexes.json", every),
+        "rules": plan_rules_file(console.files / "firestore.rules", specs, rollups),
+        "datastore indexes": plan_index_yaml(console.files / "index.yaml", every),
+    }
+    wanted = ("datastore indexes",) if console.mode == "datastore" else ("indexes", "rules")
+    return {
+        "census": census.describe(),
+        "problems": census.problems(),
+        "capacity": plan.describe(series.spec),
+        "files": {name: {"path": str(update.path), "current": not update.changed, "diff": update.diff()}
+                  for name, update in files.items() if name in wanted},  # fmt: skip
+    }
+
+
+async def _events(watch: Any, request: Request) -> AsyncIterator[str]:
+    """Server-sent events of ``watch``'s updates until the page goes away."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    done = threading.Event()
+
+    def pump() -> None:
+        try:
+            while not done.is_set():
+                update = watch.next_update(timeout=0.5)
+                if update is not None:
+                    loop.call_soon_threadsafe(queue.put_nowait, update)
+        except Exception as exc:  # the stream says what stopped it, once
+            loop.call_soon_threadsafe(queue.put_nowait, exc)
+
+    thread = threading.Thread(target=pump, name="tsstore-console-live", daemon=True)
+    thread.start()
+    try:
+        while not await request.is_disconnected():
+            try:
+                update = await asyncio.wait_for(queue.get(), timeout=KEEPALIVE_SECONDS)
+            except asyncio.TimeoutError:
+                yield ": alive\n\n"
+                continue
+            if isinstance(update, Exception):
+                yield f"event: failed\ndata: {json.dumps({'error': str(update)})}\n\n"
+                return
+            payload = {
+                "sent": time.time(),
+                "read_times": [t.timestamp() if t is not None else None for t in update.read_times],
+                "window": [_tick_row(t) for t in update.window],
+                "entered": [t.id for t in update.entered],
+            }
+            yield f"data: {json.dumps(_plain(payload))}\n\n"
+    finally:
+        done.set()
+        watch.close()
+
+
+# ------------------------------------------------------------------------------ shapes of answers
+
+
+def _grid(frame: pd.DataFrame) -> dict[str, Any]:
+    """A frame as a grid: its index and columns by name, rows as lists of plain values."""
+    flat = frame.reset_index()
+    rows = [[_plain(v) for v in row] for row in flat.itertuples(index=False)]
+    return {"columns": [str(c) for c in flat.columns], "rows": rows}
+
+
+def _tick_row(tick: Tick) -> dict[str, Any]:
+    return {"id": tick.id, "timestamp": tick.timestamp, "data": tick.data}
+
+
+def _stats(stats: ReadStats) -> dict[str, Any]:
+    return {"text": stats.describe(), "queries": stats.queries, "documents": stats.documents,
+            "billed_reads": stats.billed_reads, "round_trips": stats.round_trips, "chunks": stats.chunks}  # fmt: skip
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON takes it: times as ISO-8601 text, missing values as null."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (dt.datetime, pd.Timestamp)):
+        return value.isoformat()
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (str, int, float, bool)):
+        return value.item() if hasattr(value, "item") else value
+    if hasattr(value, "item"):  # numpy scalars
+        return _plain(value.item())
+    return str(value)
+
+
+async def _json(request: Request) -> dict[str, Any]:
+    try:
+        data = await request.json()
+    except ValueError:
+        raise UsageError("the request's body is not JSON") from None
+    if not isinstance(data, dict):
+        raise UsageError("the request's body is not a JSON object")
+    return data
+
+
+def _asset(name: str) -> bytes:
+    return (files("tsstore.console") / "static" / name).read_bytes()
+
+
+__all__: Sequence[str] = ["Console", "Series", "make_app"]

@@ -1,0 +1,106 @@
+"""``tsstore console``: the console in the browser, over the declaration's series on the
+database every command reaches (the local store by default; ``--project``, ``--mode`` as
+everywhere). ``--demo`` writes the demo's ticks first, on a temporary emulator."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import itertools
+import webbrowser
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tsstore.analytics.rollup import Rollup
+from tsstore.cli.common import Database, declaration_options, load_named
+from tsstore.cli.exits import library_warnings, usage
+from tsstore.console.app import Console, Series
+from tsstore.console.server import bind, new_token, serve_forever
+from tsstore.demo import SPEC as DEMO_SPEC
+from tsstore.local.synthetic import SEED_INSTRUMENTS, trading_day
+from tsstore.spec import SeriesSpec
+from tsstore.store import TimeSeriesStore
+from tsstore.write.options import EMULATOR_WRITE_OPTIONS
+
+#: The demo's data the console shows with ``--demo``: the seed's instruments and a day of ticks.
+DEMO_TICKS = 20_000
+
+
+@click.command("console")
+@library_warnings
+@click.option("--host", default="127.0.0.1", show_default=True, help="The address to serve on (loopback only, "
+              "unless --allow-remote).")  # fmt: skip
+@click.option("--port", type=click.IntRange(0, 65535), default=0, help="The port (default: a free one).")
+@click.option("--allow-remote", is_flag=True, help="Serve on an address other than loopback (anyone who reaches it "
+              "with the token reads the database).")  # fmt: skip
+@click.option("--no-browser", is_flag=True, help="Print the address; do not open a browser.")
+@click.option("--files", type=click.Path(file_okay=False, path_type=Path), default=Path("indexes"), show_default=True,
+              help="The folder whose generated index and rules files are compared with the declaration.")  # fmt: skip
+@click.option("--demo", is_flag=True, help=f"Write the demo's ticks ({DEMO_TICKS:,}) to a temporary emulator first and "
+              "show them.")  # fmt: skip
+@declaration_options
+def console(*, host: str, port: int, allow_remote: bool, no_browser: bool, files: Path, demo: bool, declaration: str,
+            collection: str | None, database: Database) -> None:  # fmt: skip
+    """Open the console in the browser: the declared series, queries with their cost, bars,
+    the live ticks, the layout and whether the generated files are current. Read-only.
+
+    The page's address carries a random token (the console refuses requests without it).
+    Ctrl-C stops it.
+
+    \b
+    Example:
+      tsstore console --spec series.toml
+      tsstore console --demo                 # the demo's day on a temporary emulator
+    """
+    sock = bind(host, port, allow_remote=allow_remote)
+    declared = ((DEMO_SPEC,), ()) if demo else load_named(declaration)
+    with _stores(declared, collection, database, demo=demo) as (series, where):
+        shown = Console(series, declaration, where, new_token(), mode=database.mode, files=files, declared=declared)
+
+        def announce(url: str) -> None:
+            click.echo(f"tsstore console at {url}  (Ctrl-C stops it)")
+            if not no_browser:
+                webbrowser.open(url)
+
+        serve_forever(shown, sock, announce=announce)
+    click.echo("console stopped")
+
+
+@contextlib.contextmanager
+def _stores(declared: tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]], collection: str | None, database: Database,
+            *, demo: bool) -> Iterator[tuple[dict[str, Series], str]]:  # fmt: skip
+    """A store per declared series (only ``collection``'s when given) and per roll-up, on one
+    client; with ``demo``, the demo's series on a temporary emulator, written first."""
+    specs, rollups = declared
+    if collection is not None:
+        specs = tuple(s for s in specs if s.collection == collection)
+        if not specs:
+            known = ", ".join(s.collection for s in declared[0])
+            raise usage(f"the declaration has no series {collection!r} (declared: {known})")
+    with database.connect(ephemeral=demo) as (client, local):
+        options: Any = {"write_options": EMULATOR_WRITE_OPTIONS} if local else {}
+        made: dict[str, Series] = {}
+        for spec in specs:
+            own = tuple(r for r in rollups if r.series.collection == spec.collection)
+            made[spec.collection] = Series(spec, TimeSeriesStore(client, spec, **options), own,
+                                           {r.name: TimeSeriesStore(client, r.spec) for r in own})  # fmt: skip
+        if demo:
+            _write_demo(made[DEMO_SPEC.collection].store)
+        try:
+            yield made, f"{database.mode} mode, database {database.name}" + (" (local)" if local else "")
+        finally:
+            for series in made.values():
+                for store in (series.store, *series.rollup_stores.values()):
+                    store.close()
+
+
+def _write_demo(store: TimeSeriesStore) -> None:
+    rows = itertools.chain(SEED_INSTRUMENTS, trading_day(DEMO_TICKS, day=dt.date(2018, 12, 31)))
+    written = store.write(rows)
+    click.echo(f"wrote the demo's {written.count:,} ticks to {store.spec.collection!r}")
+
+
+__all__ = ["console"]

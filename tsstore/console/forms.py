@@ -1,0 +1,88 @@
+"""What the console's forms say, as the verbs' options: the same parsing as the commands'
+(``--where``, ``--start``, ``--columns``: :mod:`tsstore.cli.values`), so a bad value is
+refused with the command's message, and the same query written out as Python and as a
+``tsstore`` command to copy. Pure: no store, no request."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tsstore.cli.exits import usage
+from tsstore.cli.values import cli_time, parse_columns, parse_where
+from tsstore.read.query import Query
+from tsstore.spec import SeriesSpec
+
+#: The largest page the console asks for: a grid of more rows helps no one.
+MAX_PAGE = 1000
+DIRECTIONS = ("desc", "asc")
+
+
+@dataclass(frozen=True)
+class QueryForm:
+    """The query form as typed: ``where`` one condition a line (``FIELD=VALUE``,
+    ``FIELD>=VALUE``), times as the commands take them, ``columns`` comma-separated."""
+
+    where: tuple[str, ...] = ()
+    start: str = ""
+    end: str = ""
+    direction: str = "desc"
+    limit: int = 100
+    columns: str = ""
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> QueryForm:
+        """The form from a request's JSON, each field checked for its type."""
+        where = data.get("where", "")
+        if not isinstance(where, str):
+            raise usage(f"where {where!r} is not text; give one condition a line, FIELD=VALUE or FIELD>=VALUE")
+        limit = data.get("limit", 100)
+        if isinstance(limit, str) and limit.strip().isdigit():
+            limit = int(limit)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+            raise usage(f"limit {limit!r} is not allowed; give a whole number from 1 to {MAX_PAGE}")
+        direction = data.get("direction", "desc")
+        if direction not in DIRECTIONS:
+            raise usage(f"direction {direction!r} is not allowed; give desc or asc")
+        texts = {name: data.get(name, "") for name in ("start", "end", "columns")}
+        for name, value in texts.items():
+            if not isinstance(value, str):
+                raise usage(f"{name} {value!r} is not text")
+        lines = tuple(line.strip() for line in where.splitlines() if line.strip())
+        return cls(lines, texts["start"].strip(), texts["end"].strip(), direction, limit, texts["columns"].strip())
+
+    def query(self, spec: SeriesSpec, *, cursor: str | None = None) -> Query:
+        """The :class:`~tsstore.read.query.Query` the form asks for, parsed as the commands
+        parse their options (a bad value raises the command's error)."""
+        return Query(
+            where=parse_where(self.where, spec=spec),
+            start=cli_time(self.start or None, option="--start", naive=None),
+            end=cli_time(self.end or None, option="--end", naive=None),
+            direction=self.direction,
+            limit=self.limit,
+            columns=parse_columns(self.columns or None, spec=spec),
+            cursor=cursor,
+        )
+
+    def python(self, spec: SeriesSpec) -> str:
+        """The query as a call of Python on a store of ``spec`` (``import datetime``)."""
+        query = self.query(spec)
+        shown = {"where": query.where or None, "start": query.start, "end": query.end, "direction": query.direction,
+                 "limit": query.limit, "columns": query.columns}  # fmt: skip
+        args = ", ".join(f"{name}={value!r}" for name, value in shown.items() if value is not None)
+        return f"store.query({args})"
+
+    def command(self, declaration: str, collection: str) -> str:
+        """The query as a ``tsstore query`` command."""
+        words = ["tsstore", "query", "--spec", declaration, "--collection", collection]
+        for condition in self.where:
+            words += ["--where", condition]
+        for option in ("start", "end"):
+            if getattr(self, option):
+                words += [f"--{option}", getattr(self, option)]
+        words += ["--direction", self.direction, "--limit", str(self.limit)]
+        if self.columns:
+            words += ["--columns", self.columns]
+        return shlex.join(words)

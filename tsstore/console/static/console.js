@@ -1,0 +1,354 @@
+// tsstore console: the page's views over the console's JSON answers. Written for tsstore;
+// the only library is plotly.js, served from the plotly package the console depends on.
+"use strict";
+
+const state = {
+  collection: null,
+  cursor: null,      // the next page's cursor of the query shown
+  shown: 0,          // rows shown by the pages so far
+  ask: null,         // the id of the query running (to cancel it)
+  bars: null,        // the last bars drawn, as the server sent them
+  live: null,        // the EventSource of the live view
+  liveSeen: [],      // every tick id the live view has shown, in the order they entered
+  liveDelays: [],    // each update's delay from the chunks' snapshot to the page, in ms
+};
+window.tsstoreConsole = state;
+
+const $ = (id) => document.getElementById(id);
+
+async function call(path, body) {
+  const options = body === undefined ? {} : {
+    method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body),
+  };
+  const response = await fetch(path, options);
+  const answer = await response.json();
+  if (!response.ok) {
+    throw new Error(answer.error || `${response.status} ${response.statusText}`);
+  }
+  return answer;
+}
+
+function show(view) {
+  for (const section of document.querySelectorAll(".view")) {
+    section.hidden = section.id !== `view-${view}`;
+  }
+  for (const button of document.querySelectorAll("nav button")) {
+    button.classList.toggle("active", button.dataset.view === view);
+  }
+  if (view === "layout" && !$("y-census").textContent) {
+    loadLayout().catch(() => {});
+  }
+}
+
+function text(value) {
+  if (value === null || value === undefined) return "";
+  if (typeof value === "object") return JSON.stringify(value);
+  return String(value);
+}
+
+function fillTable(table, columns, rows, {entered} = {}) {
+  table.replaceChildren();
+  const head = table.createTHead().insertRow();
+  for (const column of columns) {
+    const th = document.createElement("th");
+    th.textContent = column;
+    head.appendChild(th);
+  }
+  const body = table.createTBody();
+  appendRows(table, columns, rows, entered);
+  return body;
+}
+
+function appendRows(table, columns, rows, entered) {
+  const body = table.tBodies[0] || table.createTBody();
+  for (const [k, row] of rows.entries()) {
+    const tr = body.insertRow();
+    if (entered && entered.has(row.__id)) tr.classList.add("entered");
+    for (const value of (row.__cells || row)) {
+      const td = tr.insertCell();
+      td.textContent = text(value);
+      if (typeof value === "number") td.className = "num";
+    }
+    tr.dataset.row = String(k);
+  }
+}
+
+// ---------------------------------------------------------------- series
+
+async function loadSeries() {
+  const answer = await call("api/series");
+  $("where").textContent = `${answer.where} · ${answer.declaration}`;
+  const select = $("collection");
+  select.replaceChildren();
+  const list = $("series-list");
+  list.replaceChildren();
+  for (const series of answer.series) {
+    select.add(new Option(series.collection, series.collection));
+    const card = document.createElement("div");
+    card.className = "series-card";
+    card.dataset.collection = series.collection;
+    const newest = series.newest ? `${series.newest.timestamp} (${series.newest.id})` : "none";
+    const rollups = series.rollups.length
+      ? series.rollups.map((r) => `${r.name} (${r.interval} bars in ${r.collection}; newest bar ${r.newest_bar || "none"})`).join("; ")
+      : "none declared";
+    card.innerHTML = "<h3></h3><dl></dl>";
+    card.querySelector("h3").textContent = series.collection;
+    const facts = [
+      ["ticks", series.count.toLocaleString("en")],
+      ["newest tick", newest],
+      ["shapes", series.shapes.join(", ")],
+      ["active shards", `${series.shards.length} (${series.shards.slice(0, 8).join(", ")}${series.shards.length > 8 ? ", …" : ""})`],
+      ["retired shards", series.retired.length ? series.retired.join(", ") : "none"],
+      ["write ceiling", `${series.write_rate.toLocaleString("en")} writes/s`],
+      ["roll-ups", rollups],
+    ];
+    const dl = card.querySelector("dl");
+    for (const [name, value] of facts) {
+      const dt = document.createElement("dt");
+      dt.textContent = name;
+      const dd = document.createElement("dd");
+      dd.textContent = value;
+      dd.className = `fact-${name.replace(/\W+/g, "-")}`;
+      dl.append(dt, dd);
+    }
+    list.appendChild(card);
+  }
+  state.collection = select.value;
+  $("y-rate").value = answer.series.length ? answer.series[0].write_rate : "";
+}
+
+// ---------------------------------------------------------------- query
+
+function queryForm() {
+  return {
+    collection: state.collection,
+    where: $("q-where").value,
+    start: $("q-start").value,
+    end: $("q-end").value,
+    direction: $("q-direction").value,
+    limit: Number($("q-limit").value),
+    columns: $("q-columns").value,
+  };
+}
+
+async function explain() {
+  $("q-error").textContent = "";
+  try {
+    const answer = await call("api/explain", queryForm());
+    $("q-explain-out").textContent = answer.text;
+    $("q-python").textContent = answer.python;
+    $("q-command").textContent = answer.command;
+  } catch (error) {
+    $("q-error").textContent = error.message;
+  }
+}
+
+async function runQuery(next) {
+  $("q-error").textContent = "";
+  if (!next) {
+    state.cursor = null;
+    state.shown = 0;
+    await explain();
+    if ($("q-error").textContent) return;
+  }
+  state.ask = crypto.randomUUID ? crypto.randomUUID() : String(Math.random());
+  $("q-cancel").hidden = false;
+  $("q-run").disabled = true;
+  try {
+    const answer = await call("api/query", {...queryForm(), cursor: next ? state.cursor : null, ask: state.ask});
+    if (answer.cancelled) {
+      $("q-stats").textContent = "cancelled: nothing more is shown";
+      return;
+    }
+    const rows = answer.rows;
+    if (next) {
+      appendRows($("q-grid"), answer.columns, rows);
+    } else {
+      fillTable($("q-grid"), answer.columns, rows);
+    }
+    state.shown += rows.length;
+    state.cursor = answer.cursor;
+    $("q-next").hidden = !answer.cursor;
+    $("q-shown").textContent = `${state.shown} rows shown${answer.cursor ? "; more follow" : "; that is all"}`;
+    $("q-stats").textContent = `this page: ${answer.stats.text}`;
+    $("q-python").textContent = answer.python;
+    $("q-command").textContent = answer.command;
+  } catch (error) {
+    $("q-error").textContent = error.message;
+  } finally {
+    state.ask = null;
+    $("q-cancel").hidden = true;
+    $("q-run").disabled = false;
+  }
+}
+
+async function cancelQuery() {
+  if (state.ask) await call("api/cancel", {ask: state.ask});
+}
+
+// ---------------------------------------------------------------- chart
+
+function chartForm(range) {
+  return {
+    collection: state.collection,
+    interval: $("c-interval").value,
+    by: $("c-by").value,
+    price: $("c-price").value,
+    where: $("c-where").value,
+    start: range ? range.start : $("c-start").value,
+    end: range ? range.end : $("c-end").value,
+    tz: $("c-tz").value,
+    origin: $("c-origin").value,
+    fill: $("c-fill").value,
+  };
+}
+
+async function drawBars(range) {
+  $("c-error").textContent = "";
+  try {
+    const answer = await call("api/bars", chartForm(range));
+    state.bars = answer;
+    $("c-source").textContent = `${answer.bars.rows.length} bars from ${answer.source}`;
+    const columns = answer.bars.columns;
+    const at = (name) => columns.indexOf(name);
+    const groups = new Map();
+    for (const row of answer.bars.rows) {
+      const key = answer.by.map((b) => row[at(b)]).join(" ") || "bars";
+      if (!groups.has(key)) groups.set(key, []);
+      groups.get(key).push(row);
+    }
+    const traces = [...groups].map(([name, rows]) => ({
+      type: "candlestick", name,
+      x: rows.map((r) => r[at("timestamp")]),
+      open: rows.map((r) => r[at("open")]), high: rows.map((r) => r[at("high")]),
+      low: rows.map((r) => r[at("low")]), close: rows.map((r) => r[at("close")]),
+    }));
+    const layout = {margin: {t: 20, r: 20, b: 40, l: 70}, xaxis: {rangeslider: {visible: false}}, uirevision: "bars"};
+    await Plotly.react("c-chart", traces, layout, {displaylogo: false, responsive: true});
+  } catch (error) {
+    $("c-error").textContent = error.message;
+  }
+}
+
+function onZoom(event) {
+  const from = event["xaxis.range[0]"], to = event["xaxis.range[1]"];
+  if (from && to) {  // reload the range zoomed into, as times with an offset
+    const iso = (t) => new Date(t.replace(" ", "T") + (/[zZ+]/.test(t.slice(10)) ? "" : "Z")).toISOString();
+    $("c-start").value = iso(from);
+    $("c-end").value = iso(to);
+    drawBars();
+  }
+}
+
+// ---------------------------------------------------------------- live
+
+function startLive() {
+  stopLive();
+  $("l-error").textContent = "";
+  state.liveSeen = [];
+  state.liveDelays = [];
+  const params = new URLSearchParams({collection: state.collection, where: $("l-where").value, limit: $("l-limit").value});
+  const source = new EventSource(`api/live?${params}`);
+  state.live = source;
+  $("l-start").disabled = true;
+  $("l-stop").hidden = false;
+  const seen = new Set();
+  source.onmessage = (message) => {
+    const update = JSON.parse(message.data);
+    const arrived = Date.now() / 1000;
+    const times = update.read_times.filter((t) => t !== null);
+    const delay = times.length ? Math.max(0, (arrived - Math.max(...times)) * 1000) : null;
+    if (delay !== null) state.liveDelays.push(delay);
+    for (const id of update.entered) {
+      if (!seen.has(id)) {
+        seen.add(id);
+        state.liveSeen.push(id);
+      }
+    }
+    const entered = new Set(update.entered);
+    const rows = update.window.map((t) => ({__id: t.id, __cells: [t.timestamp, t.id, ...Object.values(t.data).map(text)]}));
+    const columns = ["timestamp", "id", ...(update.window.length ? Object.keys(update.window[0].data) : [])];
+    fillTable($("l-grid"), columns, rows, {entered});
+    $("l-delay").textContent = delay === null ? "" : `delivery delay ${delay.toFixed(0)} ms (snapshot to page); ${state.liveSeen.length} ticks seen`;
+  };
+  source.addEventListener("failed", (event) => {
+    $("l-error").textContent = JSON.parse(event.data).error;
+    stopLive();
+  });
+  source.onerror = async () => {
+    if (state.live !== source) return;
+    // An EventSource hides the answer's body: ask again plainly to show why it failed.
+    const response = await fetch(`api/live?${params}`);
+    if (!response.ok) {
+      $("l-error").textContent = (await response.json()).error;
+      stopLive();
+    }
+  };
+}
+
+function stopLive() {
+  if (state.live) state.live.close();
+  state.live = null;
+  $("l-start").disabled = false;
+  $("l-stop").hidden = true;
+}
+
+// ---------------------------------------------------------------- layout
+
+async function loadLayout() {
+  $("y-error").textContent = "";
+  try {
+    const params = new URLSearchParams({collection: state.collection, writes_per_second: $("y-rate").value});
+    const answer = await call(`api/layout?${params}`);
+    $("y-census").textContent = answer.census + (answer.problems.length ? "\n\n" + answer.problems.join("\n") : "");
+    $("y-capacity").textContent = answer.capacity;
+    const files = $("y-files");
+    files.replaceChildren();
+    for (const [name, file] of Object.entries(answer.files)) {
+      const p = document.createElement("p");
+      p.innerHTML = "<span></span> <code></code>: <strong></strong>";
+      p.children[0].textContent = name;
+      p.children[1].textContent = file.path;
+      p.children[2].textContent = file.current ? "current" : "not current for the declaration";
+      p.children[2].className = file.current ? "current" : "stale";
+      files.appendChild(p);
+      if (!file.current) {
+        const pre = document.createElement("pre");
+        pre.textContent = file.diff;
+        files.appendChild(pre);
+      }
+    }
+  } catch (error) {
+    $("y-error").textContent = error.message;
+  }
+}
+
+// ---------------------------------------------------------------- wiring
+
+document.addEventListener("DOMContentLoaded", async () => {
+  for (const button of document.querySelectorAll("nav button")) {
+    button.addEventListener("click", () => show(button.dataset.view));
+  }
+  $("collection").addEventListener("change", (event) => {
+    state.collection = event.target.value;
+    $("y-census").textContent = "";
+  });
+  $("query-form").addEventListener("submit", (event) => { event.preventDefault(); runQuery(false); });
+  $("q-explain").addEventListener("click", explain);
+  $("q-next").addEventListener("click", () => runQuery(true));
+  $("q-cancel").addEventListener("click", cancelQuery);
+  $("chart-form").addEventListener("submit", (event) => { event.preventDefault(); drawBars(); });
+  $("live-form").addEventListener("submit", (event) => { event.preventDefault(); startLive(); });
+  $("l-stop").addEventListener("click", stopLive);
+  $("layout-form").addEventListener("submit", (event) => { event.preventDefault(); loadLayout(); });
+  try {
+    await loadSeries();
+    document.body.dataset.ready = "true";
+  } catch (error) {
+    $("series-error").textContent = error.message;
+    $("series-list").textContent = "";
+  }
+  const chart = $("c-chart");
+  chart.addEventListener("plotly_relayout", () => {});
+  Plotly.newPlot(chart, [], {margin: {t: 20}}, {displaylogo: false}).then(() => chart.on("plotly_relayout", onZoom));
+});
