@@ -119,16 +119,15 @@ async function loadSeries() {
 
 // ---------------------------------------------------------------- query
 
+function values(prefix, names) {
+  const got = {collection: state.collection};
+  for (const name of names) got[name] = $(`${prefix}-${name}`).value;
+  return got;
+}
+
 function queryForm() {
-  return {
-    collection: state.collection,
-    where: $("q-where").value,
-    start: $("q-start").value,
-    end: $("q-end").value,
-    direction: $("q-direction").value,
-    limit: Number($("q-limit").value),
-    columns: $("q-columns").value,
-  };
+  const form = values("q", ["where", "start", "end", "direction", "limit", "columns"]);
+  return {...form, limit: Number(form.limit)};
 }
 
 async function explain() {
@@ -188,25 +187,14 @@ async function cancelQuery() {
 
 // ---------------------------------------------------------------- chart
 
-function chartForm(range) {
-  return {
-    collection: state.collection,
-    interval: $("c-interval").value,
-    by: $("c-by").value,
-    price: $("c-price").value,
-    where: $("c-where").value,
-    start: range ? range.start : $("c-start").value,
-    end: range ? range.end : $("c-end").value,
-    tz: $("c-tz").value,
-    origin: $("c-origin").value,
-    fill: $("c-fill").value,
-  };
+function chartForm() {
+  return values("c", ["interval", "by", "price", "where", "start", "end", "tz", "origin", "fill"]);
 }
 
-async function drawBars(range) {
+async function drawBars() {
   $("c-error").textContent = "";
   try {
-    const answer = await call("api/bars", chartForm(range));
+    const answer = await call("api/bars", chartForm());
     state.bars = answer;
     $("c-source").textContent = `${answer.bars.rows.length} bars from ${answer.source}`;
     const columns = answer.bars.columns;
