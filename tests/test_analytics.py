@@ -26,6 +26,7 @@ from tests.cli import Ran, tsstore
 from tests.shared import MODES, SYMBOLS, T0, async_twin, cli_env, database_of, mode_client, oracle_bars, spec, ticks
 from tsstore import (
     AsyncTimeSeriesStore,
+    ConfigError,
     QueryError,
     SeriesSpec,
     SpecError,
@@ -701,9 +702,14 @@ def test_hourly_bars_from_minute_rollups_equal_those_from_ticks(tsstore_emulator
     minutes = Rollup(source, interval="1min", by="symbol", volume="volume")
     hours = Rollup(minutes, interval="1h")
     until = T0 + dt.timedelta(hours=2)
+    assert store.rollup_coverage(minutes) is None  # not run yet
     assert store.rollup(minutes, until=until).watermark == until
+    oldest = store.query(limit=1, direction="asc")[0].timestamp  # whole from the oldest tick's minute
+    assert store.rollup_coverage(minutes) == (oldest.replace(second=0, microsecond=0), until)
     bar_store = TimeSeriesStore(client, minutes.spec, write_options=FAST)
     assert bar_store.rollup(hours, until=until).watermark == until
+    with pytest.raises(ConfigError, match="roll-up 'ticks_1min' rolls up 'ticks', not this store's 'ticks_1min'"):
+        bar_store.rollup_coverage(minutes)  # a roll-up of another series
     window = {"start": T0, "end": until, "by": "symbol", "interval": "1h", "moments": True}
     costs = [ReadStats(), ReadStats(), ReadStats()]
     frames = [

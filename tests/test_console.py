@@ -134,6 +134,7 @@ def screenshot(browser: webdriver.Chrome, name: str) -> None:
 def test_the_series_view_shows_each_series_with_its_count_and_newest_tick(browser: webdriver.Chrome,
                                                                          served: dict[str, Any]) -> None:  # fmt: skip
     page = opened(browser, served)
+    wait(page, lambda b: b.find_element(By.TAG_NAME, "body").get_attribute("data-counted") == "true")
     card = page.find_element(By.CSS_SELECTOR, ".series-card[data-collection=instruments]")
     newest = served["store"].query(limit=1)[0]
     assert card.find_element(By.CLASS_NAME, "fact-ticks").text == f"{served['store'].count():,}"
@@ -272,3 +273,33 @@ def test_the_console_binds_to_loopback_unless_told_otherwise() -> None:
 
 
 
+
+
+def test_console_demo_is_one_command_that_serves_the_demos_day(emulator: Any, tmp_path: Path) -> None:
+    """``tsstore console --demo`` writes the demo's day and serves it until Ctrl-C (here on the
+    emulator FIRESTORE_EMULATOR_HOST names, in a database of its own)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator.address, "TSSTORE_HOME": str(tmp_path / "home")}
+    database = unique_database_id("console-demo")
+    command = [sys.executable, "-m", "tsstore", "console", "--demo", "--no-browser", "--database", database]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        lines = [process.stdout.readline(), process.stdout.readline()]
+        assert lines[0] == "wrote the demo's 20,003 ticks to 'instruments'\n", lines
+        url = lines[1].split()[3]
+        assert lines[1].startswith("tsstore console at http://127.0.0.1:") and "?token=" in url
+        with urllib.request.urlopen(url.split("?")[0] + "api/series?token=" + url.split("token=")[1]) as answer:
+            assert json.load(answer)["series"][0]["count"] == 20_003
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130 and out == "", (out, err)  # Ctrl-C ends it as it ends every command
+    assert err.splitlines()[-1].startswith("interrupted: tsstore console stopped"), err

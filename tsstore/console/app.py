@@ -51,6 +51,8 @@ from tsstore.ticks import Tick
 COOKIE = "tsstore_console"
 #: The bars one chart request may draw at most (each a point per series on the chart).
 MAX_BARS = 20_000
+#: How the browser may keep an asset the page names by version.
+CACHED = {"Cache-Control": "private, max-age=86400, immutable"}
 #: The capacity planner's spare capacity; the plan first shown is the declared layout's rate.
 HEADROOM = 1.25
 #: How often a live stream says it is alive when no update came (seconds).
@@ -82,6 +84,9 @@ class Console:
     #: them); ``None``: those of ``series``.
     declared: tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]] | None = None
     _running: dict[str, asyncio.Event] = field(default_factory=dict)
+    #: Each series' facts as last read (``/api/series``): read once when the console starts, so the
+    #: first view shows them at once; the page's *Refresh* reads them again.
+    _facts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def pick(self, collection: object) -> Series:
         if not isinstance(collection, str) or collection not in self.series:
@@ -96,6 +101,7 @@ def make_app(console: Console) -> Starlette:
     routes = [
         Route("/", handlers.page),
         Route("/static/{name}", handlers.static),
+        Route("/api/catalog", handlers.catalog),
         Route("/api/series", handlers.series),
         Route("/api/explain", handlers.explain, methods=["POST"]),
         Route("/api/query", handlers.query, methods=["POST"]),
@@ -150,16 +156,30 @@ class Handlers:
 
     def __init__(self, console: Console) -> None:
         self.console = console
+        threading.Thread(target=lambda: asyncio.run(self._read_facts()), name="tsstore-console-facts",
+                         daemon=True).start()  # fmt: skip
+
+    async def _read_facts(self) -> list[dict[str, Any]]:
+        series = list(self.console.series.values())
+        read = await asyncio.gather(*(_summary(s) for s in series))
+        at = dt.datetime.now(dt.timezone.utc)
+        for one, facts in zip(series, read):
+            self.console._facts[one.spec.collection] = {**_declared(one), **facts, "as_of": at}
+        return [self.console._facts[one.spec.collection] for one in series]
 
     async def page(self, request: Request) -> Response:
-        return HTMLResponse(_asset("index.html").decode())
+        from plotly import __version__ as plotly_version
+
+        return HTMLResponse(_asset("index.html").decode().replace("plotly.min.js", f"plotly.min.js?v={plotly_version}"))
 
     async def static(self, request: Request) -> Response:
         name = request.path_params["name"]
         if name == "plotly.min.js":  # the chart library, as the plotly package ships it
             from plotly.offline import get_plotlyjs
 
-            return Response(get_plotlyjs(), media_type="text/javascript")
+            # Kept by the browser (the page asks for it by the package's version): Chromium then
+            # also keeps its compiled code, which is most of a 4.8 MB script's load.
+            return Response(get_plotlyjs(), media_type="text/javascript", headers=CACHED)
         kinds = {".js": "text/javascript", ".css": "text/css", ".html": "text/html"}
         kind = next((k for suffix, k in kinds.items() if name.endswith(suffix)), None)
         if kind is None or "/" in name or name.startswith("."):
@@ -170,12 +190,20 @@ class Handlers:
             return JSONResponse({"error": f"no asset {name!r}"}, status_code=404)
 
     @_answered
-    async def series(self, request: Request) -> Any:
-        """Each declared series: shapes, layout, count, newest tick, roll-ups and how far
-        their stored bars reach."""
-        summaries = await asyncio.gather(*(asyncio.to_thread(_summary, s) for s in self.console.series.values()))
+    async def catalog(self, request: Request) -> Any:
+        """What the declaration says of each series (no read): shapes, layout, roll-ups."""
         return {"where": self.console.where, "declaration": self.console.declaration, "mode": self.console.mode,
-                "series": summaries}  # fmt: skip
+                "series": [_declared(s) for s in self.console.series.values()]}  # fmt: skip
+
+    @_answered
+    async def series(self, request: Request) -> Any:
+        """Each declared series as stored: its count, its newest tick, and the span its
+        roll-ups' bars cover, read concurrently (as of when they were read; ``?fresh=1``:
+        now)."""
+        known = [self.console._facts.get(c) for c in self.console.series]
+        if request.query_params.get("fresh") or any(f is None for f in known):
+            return {"series": await self._read_facts()}
+        return {"series": known}
 
     @_answered
     async def explain(self, request: Request) -> Any:
@@ -261,23 +289,29 @@ class Handlers:
 # ------------------------------------------------------------------------------ the work
 
 
-def _summary(series: Series) -> dict[str, Any]:
-    spec, store = series.spec, series.store
-    newest = store.query(limit=1)
-    rollups = []
-    for rollup in series.rollups:
-        bars = series.rollup_stores[rollup.name].query(limit=1)
-        rollups.append({"name": rollup.name, "collection": rollup.spec.collection, "interval": str(rollup.interval),
-                        "newest_bar": bars[0].timestamp if len(bars) else None})  # fmt: skip
+def _declared(series: Series) -> dict[str, Any]:
+    spec = series.spec
     return {
         "collection": spec.collection,
         "shapes": [shape.describe() for shape in spec.all_shapes()],
         "shards": list(spec.shards),
         "retired": [str(r.value) for r in spec.retired],
-        "count": store.count(),
-        "newest": _tick_row(newest[0]) if len(newest) else None,
-        "rollups": rollups,
+        "rollups": [{"name": r.name, "collection": r.spec.collection, "interval": str(r.interval)}
+                    for r in series.rollups],  # fmt: skip
         "write_rate": spec.max_write_rate,
+    }
+
+
+async def _summary(series: Series) -> dict[str, Any]:
+    store = series.store
+    count, newest, spans = await asyncio.gather(
+        asyncio.to_thread(store.count), asyncio.to_thread(store.query, limit=1),
+        asyncio.gather(*(asyncio.to_thread(store.rollup_coverage, r) for r in series.rollups)),
+    )  # fmt: skip
+    return {
+        "count": count,
+        "newest": _tick_row(newest[0]) if len(newest) else None,
+        "covers": {r.name: list(span) if span is not None else None for r, span in zip(series.rollups, spans)},
     }
 
 
@@ -306,17 +340,17 @@ def _from_rollup(series: Series, options: dict[str, Any], by: list[str] | None) 
     """Bars combined from a declared roll-up whose bars fill the asked ones and reach the
     range's end, with what was used; else why not (and ``None``)."""
     why = ""
+    start, end = options.get("start"), options.get("end")
     for rollup in series.rollups:
         if list(rollup.by) != (by or []):
             continue
-        store = series.rollup_stores[rollup.name]
-        newest = store.query(limit=1)
-        end = options.get("end")
-        if not len(newest) or end is None or newest[0].timestamp + rollup.interval < end:
-            why = f"roll-up {rollup.name!r} does not reach the range's end"
+        span = series.store.rollup_coverage(rollup)
+        if span is None or start is None or end is None or not span[0] <= start < end <= span[1]:
+            covered = "no stored bars yet" if span is None else f"its bars cover {span[0]} to {span[1]}"
+            why = f"roll-up {rollup.name!r} not used: {covered}, not the whole range asked"
             continue
         try:
-            combined = store.bars(combine=True, by=by, **options)
+            combined = series.rollup_stores[rollup.name].bars(combine=True, by=by, **options)
             return f"roll-up {rollup.name!r} ({rollup.interval} bars, combined)", combined
         except UsageError as exc:
             why = f"roll-up {rollup.name!r} not used: {exc}"

@@ -65,8 +65,7 @@ def console(*, host: str, port: int, allow_remote: bool, no_browser: bool, files
             if not no_browser:
                 webbrowser.open(url)
 
-        serve_forever(shown, sock, announce=announce)
-    click.echo("console stopped")
+        serve_forever(shown, sock, announce=announce)  # until Ctrl-C, which ends it as it ends every command (130)
 
 
 @contextlib.contextmanager

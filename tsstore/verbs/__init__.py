@@ -58,6 +58,7 @@ class Verbs:
     iter_asof = stream(asof_reads.iter_asof)
     rollup = verb(rollups.rollup)
     verify_rollup = verb(rollups.verify_rollup)
+    rollup_coverage = verb(rollups.rollup_coverage)
     # writing, retention
     write = verb(writing.write)
     series_counter = verb(writing.series_counter)

@@ -269,6 +269,15 @@ class _Made(Making[RollupResult]):
         )  # fmt: skip
 
 
+def rollup_coverage(seat: Seat, rollup: Rollup) -> Request[tuple[dt.datetime, dt.datetime] | None]:
+    """``(since, watermark)``: the span over which every bar of ``rollup`` is stored and true
+    (as its watermark document says), or ``None`` before its first run. Bars combined from it
+    over a range inside that span equal bars from the ticks; late ticks inside it are marked
+    until the next run. One document read."""
+    rollup.check_source(seat.spec)
+    return rollup.coverage((yield from read_watermark(seat, rollup.name)))
+
+
 def verify_rollup(
     seat: Seat,
     rollup: Rollup,

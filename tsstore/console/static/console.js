@@ -10,6 +10,7 @@ const state = {
   bars: null,        // the last bars drawn, as the server sent them
   live: null,        // the EventSource of the live view
   liveSeen: [],      // every tick id the live view has shown, in the order they entered
+  liveArrivals: {},  // when each of them first reached the page (ms since the epoch)
   liveDelays: [],    // each update's delay from the chunks' snapshot to the page, in ms
 };
 window.tsstoreConsole = state;
@@ -75,8 +76,8 @@ function appendRows(table, columns, rows, entered) {
 
 // ---------------------------------------------------------------- series
 
-async function loadSeries() {
-  const answer = await call("api/series");
+async function loadCatalog() {
+  const answer = await call("api/catalog");
   $("where").textContent = `${answer.where} · ${answer.declaration}`;
   const select = $("collection");
   select.replaceChildren();
@@ -87,20 +88,16 @@ async function loadSeries() {
     const card = document.createElement("div");
     card.className = "series-card";
     card.dataset.collection = series.collection;
-    const newest = series.newest ? `${series.newest.timestamp} (${series.newest.id})` : "none";
-    const rollups = series.rollups.length
-      ? series.rollups.map((r) => `${r.name} (${r.interval} bars in ${r.collection}; newest bar ${r.newest_bar || "none"})`).join("; ")
-      : "none declared";
     card.innerHTML = "<h3></h3><dl></dl>";
     card.querySelector("h3").textContent = series.collection;
     const facts = [
-      ["ticks", series.count.toLocaleString("en")],
-      ["newest tick", newest],
+      ["ticks", "counting…"],
+      ["newest tick", "reading…"],
       ["shapes", series.shapes.join(", ")],
       ["active shards", `${series.shards.length} (${series.shards.slice(0, 8).join(", ")}${series.shards.length > 8 ? ", …" : ""})`],
       ["retired shards", series.retired.length ? series.retired.join(", ") : "none"],
       ["write ceiling", `${series.write_rate.toLocaleString("en")} writes/s`],
-      ["roll-ups", rollups],
+      ["roll-ups", series.rollups.length ? series.rollups.map((r) => `${r.name} (${r.interval} bars in ${r.collection})`).join("; ") : "none declared"],
     ];
     const dl = card.querySelector("dl");
     for (const [name, value] of facts) {
@@ -114,7 +111,25 @@ async function loadSeries() {
     list.appendChild(card);
   }
   state.collection = select.value;
-  $("y-rate").value = answer.series.length ? answer.series[0].write_rate : "";
+  $("y-rate").value = answer.series.length ? Math.round(answer.series[0].write_rate / 1.25) : "";
+}
+
+async function loadSeries(fresh) {
+  const answer = await call(fresh ? "api/series?fresh=1" : "api/series");
+  $("series-as-of").textContent = answer.series.length ? `as of ${answer.series[0].as_of}` : "";
+  for (const series of answer.series) {
+    const card = document.querySelector(`.series-card[data-collection="${CSS.escape(series.collection)}"]`);
+    const fact = (name, value) => { card.querySelector(`.fact-${name}`).textContent = value; };
+    fact("ticks", series.count.toLocaleString("en"));
+    fact("newest-tick", series.newest ? `${series.newest.timestamp} (${series.newest.id})` : "none");
+    if (series.rollups.length) {
+      fact("roll-ups", series.rollups.map((r) => {
+        const span = series.covers[r.name];
+        return `${r.name} (${r.interval} bars in ${r.collection}; ${span ? `whole from ${span[0]} to ${span[1]}` : "not run yet"})`;
+      }).join("; "));
+    }
+  }
+  document.body.dataset.counted = "true";
 }
 
 // ---------------------------------------------------------------- query
@@ -234,6 +249,7 @@ function startLive() {
   stopLive();
   $("l-error").textContent = "";
   state.liveSeen = [];
+  state.liveArrivals = {};
   state.liveDelays = [];
   const params = new URLSearchParams({collection: state.collection, where: $("l-where").value, limit: $("l-limit").value});
   const source = new EventSource(`api/live?${params}`);
@@ -251,6 +267,7 @@ function startLive() {
       if (!seen.has(id)) {
         seen.add(id);
         state.liveSeen.push(id);
+        state.liveArrivals[id] = arrived * 1000;
       }
     }
     const entered = new Set(update.entered);
@@ -328,13 +345,16 @@ document.addEventListener("DOMContentLoaded", async () => {
   $("chart-form").addEventListener("submit", (event) => { event.preventDefault(); drawBars(); });
   $("live-form").addEventListener("submit", (event) => { event.preventDefault(); startLive(); });
   $("l-stop").addEventListener("click", stopLive);
+  $("series-refresh").addEventListener("click", () => loadSeries(true).catch((error) => {
+    $("series-error").textContent = error.message;
+  }));
   $("layout-form").addEventListener("submit", (event) => { event.preventDefault(); loadLayout(); });
   try {
-    await loadSeries();
+    await loadCatalog();
     document.body.dataset.ready = "true";
+    await loadSeries();
   } catch (error) {
     $("series-error").textContent = error.message;
-    $("series-list").textContent = "";
   }
   const chart = $("c-chart");
   chart.addEventListener("plotly_relayout", () => {});
