@@ -33,6 +33,7 @@ from tsstore import (
     capacity_for,
     shards_for,
 )
+from tsstore.indexes.build import field_overrides
 from tsstore.local.synthetic import trading_day
 from tsstore.read.explain import explain
 
@@ -404,3 +405,22 @@ def test_the_capacity_planner_prices_tiers_of_bars_beside_the_ticks() -> None:
         capacity_for(5_000, tiers=[("1min", decade)])
     with pytest.raises(SpecError, match="tier interval 'soon' is not a duration"):
         capacity_for(5_000, series=3, tiers=[("soon", None)])
+
+
+def test_the_planner_sizes_a_datastore_mode_plan_by_its_rules() -> None:
+    """In Datastore mode no single-field exemption is deployed (every property keeps its two
+    built-in index entries, each holding the kind's name instead of a parent's), composite
+    entries hold no parent name, and the unit prices are the same; the plan says that the
+    timestamp's built-in index stays."""
+    layout = spec("ticks", shards=shards_for(2_000), expire_after=dt.timedelta(days=7))
+    native = capacity_for(2_000, spec=layout)
+    datastore = capacity_for(2_000, spec=layout, mode="datastore")
+    assert (native.mode, datastore.mode) == ("native", "datastore") and native.shards == datastore.shards
+    assert datastore.tick_bytes == native.tick_bytes  # an entity and a document count the same bytes here
+    exempt = len(field_overrides(layout))
+    assert exempt > 0 and datastore.index_entries_per_tick == native.index_entries_per_tick + 2 * exempt
+    assert datastore.costs["writes"] == native.costs["writes"]  # the same unit prices
+    assert "built-in ascending and descending index, the timestamp's too" in datastore.describe()
+    assert "built-in" not in native.describe()
+    with pytest.raises(SpecError, match="mode 'sql' is not allowed; give native or datastore"):
+        capacity_for(2_000, mode="sql")  # type: ignore[arg-type]

@@ -11,10 +11,11 @@ from tqdm import tqdm
 
 from tsstore.cli.common import Database, pick_spec, series_options, warn_if_no_collection
 from tsstore.cli.exits import Failure, exit_interrupted, library_warnings, usage
+from tsstore.cli.mode import mode_option
 from tsstore.cli.output import echo_figures, figures_format
 from tsstore.cli.values import cli_time, naive_option
 from tsstore.errors import Interrupted
-from tsstore.layout.capacity import capacity_for
+from tsstore.layout.capacity import PlanMode, capacity_for
 from tsstore.spec import SeriesSpec
 from tsstore.times import to_duration
 
@@ -117,10 +118,12 @@ def positive(text: str, *, name: str) -> dt.timedelta:
 @click.option("--series", type=click.IntRange(min=1), default=None, help="How many series (symbols) are rolled up.")
 @click.option("--spec", "declaration", default=None, help="Compare with this declaration (module:NAME or a file).")
 @click.option("--collection", default=None, help="Which declared series, when the declaration holds several.")
+@mode_option
 @figures_format
 def capacity(
     *, rate: float, retention: str | None, headroom: float, pages_per_day: float, busiest_series: float | None,
-    tier_items: tuple[str, ...], series: int | None, declaration: str | None, collection: str | None, fmt: str,
+    tier_items: tuple[str, ...], series: int | None, declaration: str | None, collection: str | None, mode: PlanMode,
+    fmt: str,
 ) -> None:  # fmt: skip
     """Plan shards, chunks, reads per page, index entries, storage and monthly cost for a
     write rate; with --spec, say what to change in that declaration. Nothing is sent.
@@ -130,6 +133,7 @@ def capacity(
       tsstore capacity --writes-per-second 20000 --retention '90 days' --spec spec.toml
       tsstore capacity --writes-per-second 20000 --busiest-series 80 --spec spec.toml
       tsstore capacity --writes-per-second 5000 --retention '7 days' --series 4000 --tier 1min=3650days --tier 1D
+      tsstore capacity --writes-per-second 20000 --mode datastore
     """
     spec = None if declaration is None else pick_spec(declaration, collection=collection)
     try:
@@ -146,6 +150,6 @@ def capacity(
         kept = spec.expire_after  # the declaration's TTL is its retention
     plan = capacity_for(
         rate, retention=kept, spec=spec, headroom=headroom, pages_per_day=pages_per_day, busiest_series=busiest_series,
-        series=series, tiers=tiers,
+        series=series, tiers=tiers, mode=mode,
     )  # fmt: skip
     echo_figures(fmt, plan.describe(spec), plan)

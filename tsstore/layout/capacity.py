@@ -15,7 +15,7 @@ import datetime as dt
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from tsstore.errors import SpecError
 from tsstore.indexes.build import declared_indexes, field_overrides
@@ -29,6 +29,11 @@ from tsstore.write.identity import ID_BYTES
 
 #: Bytes Firestore adds to every document, document name and index entry (storage-size rules).
 DOCUMENT_EXTRA, NAME_EXTRA, ENTRY_EXTRA = 32, 16, 32
+#: The database mode a plan is for. Datastore mode counts sizes by its own rules: an entity's
+#: key (kind and key name, + 16 bytes) where Native mode has a document name and its parent's,
+#: a built-in index entry holding the kind's name too, a composite one only the key and values;
+#: its unit prices are Native mode's for the same location.
+PlanMode = Literal["native", "datastore"]
 #: Fixed-width value sizes (storage-size rules); strings are UTF-8 bytes + 1.
 _FIXED = {bool: 1, int: 8, float: 8, dt.datetime: 8, type(None): 1}
 _GIB = 2**30
@@ -48,6 +53,7 @@ PARAMETER_HELP = {
     "busiest_series": "the write rate of the busiest single series (a symbol), which a series shape "
     "(``series_rate``) must keep under 500 writes/s; ``None``: not known, shapes not judged",
     "spec": "the declaration compared with or planned for",
+    "mode": "the database mode planned for: ``native`` or ``datastore`` (sizes by its rules; the same unit prices)",
 }
 
 
@@ -158,6 +164,8 @@ class Capacity:
     #: The monthly cost in USD by item (writes, storage, deletes, reads, bar writes, ...).
     costs: Mapping[str, float] = field(default_factory=dict)
     busiest_series: float | None = None
+    #: The database mode planned for.
+    mode: PlanMode = "native"
     #: The roll-ups priced beside the ticks.
     tiers: tuple[Tier, ...] = ()
 
@@ -281,8 +289,9 @@ class Capacity:
             reads = "  ".join(f"{cost.reads_per_page[n]:>10}" for n in limits)
             plan = "series" if cost.series else "sharded"
             lines.append(f"{cost.shape:<40} {cost.direction.value:<4} {plan:<7} {cost.chunks:>6}  {reads}")
+        stored = "entity" if self.mode == "datastore" else "document"
         lines.append(
-            f"per tick: {self.tick_bytes} B document, {self.index_entries_per_tick} index entries "
+            f"per tick: {self.tick_bytes} B {stored}, {self.index_entries_per_tick} index entries "
             f"({self.index_bytes_per_tick} B); {self.gib_per_day:.2f} GiB a day"
         )
         held = f"at a retention of {_days(self.retention)}" if self.retention else "after 30 days (no retention)"
@@ -293,6 +302,12 @@ class Capacity:
             + ", ".join(f"{k} {v:,.2f}" for k, v in self.costs.items())
             + f"; total {self.monthly_cost:,.2f}"
         )
+        if self.mode == "datastore":
+            lines.append(
+                "Datastore mode: every property keeps its built-in ascending and descending index, the timestamp's "
+                "too (a composite index needs it indexed), so until a real project shows that a sharded composite "
+                "index lifts the 500 writes/s a monotonically increasing indexed property takes, plan for it per kind"
+            )
         if spec is not None:
             lines += [f"compared with {spec.collection!r}: {a}" for a in self.advice(spec) or ["it fits"]]
         return "\n".join(lines)
@@ -312,6 +327,7 @@ def capacity_for(
     busiest_series: float | None = None,
     series: int | None = None,
     tiers: Sequence[tuple[object, dt.timedelta | None]] = (),
+    mode: PlanMode = "native",
 ) -> Capacity:
     """Plan a collection for a sustained ``writes_per_second``: ⌈rate·headroom/500⌉ shards,
     named as :func:`~tsstore.spec.shards_for` names them. With ``busiest_series``,
@@ -326,7 +342,10 @@ def capacity_for(
     - ``tiers``: roll-ups kept beside the ticks, as ``(interval, retention)`` pairs
       (``("1min", timedelta(days=3650))``; retention ``None``: for good); typically ticks
       for days and minute bars for years
-    - ``series``: the number of series (symbols) the tiers roll up; needed with ``tiers``"""
+    - ``series``: the number of series (symbols) the tiers roll up; needed with ``tiers``
+    - ``mode``: ``"datastore"`` sizes entities and index entries by Datastore mode's rules"""
+    if mode not in ("native", "datastore"):
+        raise SpecError(f"mode {mode!r} is not allowed; give native or datastore")
     _check_capacity_options(writes_per_second, headroom=headroom, retention=retention, busiest_series=busiest_series,
                             limits=limits)  # fmt: skip
     try:
@@ -343,7 +362,7 @@ def capacity_for(
         for shape in planned.all_shapes()
         for direction in shape.directions
     )
-    doc_bytes, entries, entry_bytes = _sizes(planned, sample)
+    doc_bytes, entries, entry_bytes = _sizes(planned, sample, mode=mode)
     plan = Capacity(
         writes_per_second=writes_per_second,
         headroom=float(headroom),
@@ -357,7 +376,8 @@ def capacity_for(
         pages_per_day=pages_per_day,
         page_limit=page_limit,
         busiest_series=busiest_series,
-        tiers=_tiers(planned, tiers, series=series, writes_per_second=writes_per_second),
+        tiers=_tiers(planned, tiers, series=series, writes_per_second=writes_per_second, mode=mode),
+        mode=mode,
     )
     page_reads = _shape_cost(planned, QueryShape(()), Direction.DESC, [page_limit], sample).reads_per_page[page_limit]
     return dataclasses.replace(plan, costs=_monthly_costs(plan, page_reads))
@@ -419,6 +439,7 @@ def _tiers(
     *,
     series: int | None,
     writes_per_second: float,
+    mode: PlanMode,
 ) -> tuple[Tier, ...]:
     if not tiers:
         return ()
@@ -436,7 +457,7 @@ def _tiers(
         "timestamp": SAMPLE_TICK["timestamp"],
         **_SAMPLE_BAR,
     }
-    doc, _, index = _sizes(bar_spec, sample)
+    doc, _, index = _sizes(bar_spec, sample, mode=mode)
     for interval, kept in tiers:
         try:
             step = to_duration(interval, name="tier interval")
@@ -471,14 +492,18 @@ def _shape_name(fields: Sequence[str], ranges: Sequence[str] = ()) -> str:
     return name + (f"; ranges {', '.join(ranges)}" if ranges else "")
 
 
-def _sizes(spec: SeriesSpec, sample: Mapping[str, Any]) -> tuple[int, int, int]:
-    """Document bytes, index entries and index bytes of one tick as Firestore counts them."""
+def _sizes(spec: SeriesSpec, sample: Mapping[str, Any], *, mode: PlanMode = "native") -> tuple[int, int, int]:
+    """Document bytes, index entries and index bytes of one tick as Firestore counts them in
+    ``mode``."""
     data = dict(sample)
     data[spec.shard_field.split(".")[0]] = spec.shards[0] if "." not in spec.shard_field else {}
     if spec.expire_after is not None:
         data[spec.expire_field] = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-    name = _text(spec.collection) + ID_BYTES * 4 // 3 + 1 + NAME_EXTRA  # base64 id of ID_BYTES bytes
-    parent = NAME_EXTRA  # a root collection's parent: the database, an empty name
+    # a document name or an entity key: the collection (kind) and the base64 id of ID_BYTES bytes, + 16
+    name = _text(spec.collection) + ID_BYTES * 4 // 3 + 1 + NAME_EXTRA
+    # Native mode's entries hold the parent's name too (a root collection's: the database, empty); Datastore
+    # mode's built-in ones hold the kind's name, its composite ones neither
+    built_in, composite = (_text(spec.collection), 0) if mode == "datastore" else (NAME_EXTRA, NAME_EXTRA)
     leaves = dict(_leaves(data))
     doc = (
         name
@@ -486,13 +511,14 @@ def _sizes(spec: SeriesSpec, sample: Mapping[str, Any]) -> tuple[int, int, int]:
         + sum(_value(v) for v in leaves.values())
         + DOCUMENT_EXTRA
     )
-    exempt = {o["fieldPath"] for o in field_overrides(spec)}
+    # Datastore mode indexes every property tsstore writes (a long text aside): no exemptions deployed
+    exempt = {o["fieldPath"] for o in field_overrides(spec)} if mode == "native" else set()
     single = [path for path in leaves if path not in exempt]
     entries = 2 * len(single)  # ascending and descending, automatically
-    size = sum(2 * (name + parent + _text(path) + _value(leaves[path]) + ENTRY_EXTRA) for path in single)
+    size = sum(2 * (name + built_in + _text(path) + _value(leaves[path]) + ENTRY_EXTRA) for path in single)
     for index in declared_indexes(spec):
         entries += 1
-        size += name + parent + sum(_value(leaves.get(f.field_path)) for f in index.fields) + ENTRY_EXTRA
+        size += name + composite + sum(_value(leaves.get(f.field_path)) for f in index.fields) + ENTRY_EXTRA
     return doc, entries, size
 
 
