@@ -303,3 +303,41 @@ def test_console_demo_is_one_command_that_serves_the_demos_day(emulator: Any, tm
             process.communicate()
     assert process.returncode == 130 and out == "", (out, err)  # Ctrl-C ends it as it ends every command
     assert err.splitlines()[-1].startswith("interrupted: tsstore console stopped"), err
+
+
+def test_the_console_serves_a_datastore_mode_series(datastore_emulator: Any) -> None:
+    """On a ``datastore.Client`` the same views answer (the grid equals ``query_frame``); the
+    live view says Datastore mode has no listeners, and the layout compares ``index.yaml``."""
+    client = datastore_emulator.datastore_client(database=unique_database_id("console-ds"))
+    store = TimeSeriesStore(client, SPEC, write_options=WriteOptions(ramp=False))
+    store.write(trading_day(400, day=DAY))
+    declared = load_declaration("tsstore.demo:DECLARATION")
+    console = Console({SPEC.collection: Series(SPEC, store)}, "tsstore.demo:DECLARATION", "datastore", TOKEN,
+                      mode="datastore", files=ROOT / "indexes", declared=declared)  # fmt: skip
+    serving = serve_in_thread(console, bind("127.0.0.1", 0, allow_remote=False))
+    base, token = serving.url.split("?")[0], {"X-Tsstore-Token": TOKEN}
+
+    def asked(path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        try:
+            with urllib.request.urlopen(urllib.request.Request(base + path, data=data, headers=token)) as answer:
+                return answer.status, json.load(answer)
+        except urllib.error.HTTPError as refused:
+            with refused:
+                return refused.code, json.load(refused)
+
+    try:
+        assert asked("api/series")[1]["series"][0]["count"] == 400
+        status, grid_answer = asked("api/query", {"collection": "instruments", "where": "symbol=AAA", "limit": 50})
+        assert status == 200
+        assert (grid_answer["columns"], [[shown(v) for v in row] for row in grid_answer["rows"]]) == frame_cells(
+            store.query_frame(where={"symbol": "AAA"}, limit=50))  # fmt: skip
+        status, refused = asked("api/live?collection=instruments")
+        assert status == 400 and "real-time listeners, which Datastore mode does not have" in refused["error"]
+        status, layout = asked("api/layout?collection=instruments")
+        assert status == 200 and list(layout["files"]) == ["datastore indexes"]
+        assert layout["files"]["datastore indexes"]["path"].endswith("index.yaml")
+    finally:
+        serving.stop()
+        store.close()
+        client.close()

@@ -15,6 +15,7 @@ import asyncio
 import datetime as dt
 import hmac
 import json
+import logging
 import math
 import threading
 import time
@@ -46,6 +47,8 @@ from tsstore.rules.file import plan_rules_file
 from tsstore.spec import SeriesSpec
 from tsstore.store import TimeSeriesStore
 from tsstore.ticks import Tick
+
+log = logging.getLogger(__name__)
 
 #: The cookie that carries the token after the first page load.
 COOKIE = "tsstore_console"
@@ -156,8 +159,15 @@ class Handlers:
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        threading.Thread(target=lambda: asyncio.run(self._read_facts()), name="tsstore-console-facts",
-                         daemon=True).start()  # fmt: skip
+        threading.Thread(target=self._first_facts, name="tsstore-console-facts", daemon=True).start()
+
+    def _first_facts(self) -> None:
+        """Read the facts once as the console starts; what fails here is read, and said, again
+        when the page asks."""
+        try:
+            asyncio.run(self._read_facts())
+        except Exception as exc:
+            log.info("the console's first read of the series' facts failed (the page asks again): %s", exc)
 
     async def _read_facts(self) -> list[dict[str, Any]]:
         series = list(self.console.series.values())

@@ -55,9 +55,9 @@ def console(*, host: str, port: int, allow_remote: bool, no_browser: bool, files
       tsstore console --spec series.toml
       tsstore console --demo                 # the demo's day on a temporary emulator
     """
-    sock = bind(host, port, allow_remote=allow_remote)
     declared = ((DEMO_SPEC,), ()) if demo else load_named(declaration)
-    with _stores(declared, collection, database, demo=demo) as (series, where):
+    sock = bind(host, port, allow_remote=allow_remote)
+    with contextlib.closing(sock), _stores(declared, collection, database, demo=demo) as (series, where):
         shown = Console(series, declaration, where, new_token(), mode=database.mode, files=files, declared=declared)
 
         def announce(url: str) -> None:
