@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -341,3 +342,36 @@ def test_the_console_serves_a_datastore_mode_series(datastore_emulator: Any) -> 
         serving.stop()
         store.close()
         client.close()
+
+
+def test_a_query_cancelled_from_the_page_stops_its_wait(served: dict[str, Any], browser: webdriver.Chrome) -> None:
+    """*Cancel* answers the page at once while the read is still under way (held here until the
+    test lets it go), and the page says so; the read's page is dropped."""
+    store = served["store"]
+    held, entered = threading.Event(), threading.Event()
+
+    class Held:
+        """The store, its query held until the test lets it go."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(store, name)
+
+        def query(self, *args: Any, **kwargs: Any) -> Any:
+            if args:  # the page's query (the facts read when the console starts ask by keyword)
+                entered.set()
+                held.wait(30)
+            return store.query(*args, **kwargs)
+
+    slow: Any = Held()
+    console = Console({SPEC.collection: Series(SPEC, slow)}, "tsstore.demo:DECLARATION", "held", TOKEN)
+    serving = serve_in_thread(console, bind("127.0.0.1", 0, allow_remote=False))
+    try:
+        page = asked(browser, {"url": serving.url}, "query", {"q-where": "symbol=AAA"}, "q-run")
+        assert entered.wait(20)
+        wait(page, lambda b: b.find_element(By.ID, "q-cancel").is_displayed())
+        page.find_element(By.ID, "q-cancel").click()
+        wait(page, lambda b: b.find_element(By.ID, "q-stats").text == "cancelled: nothing more is shown")
+        assert not held.is_set() and grid(page, "q-grid") == ([], [])
+    finally:
+        held.set()
+        serving.stop()
