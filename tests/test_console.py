@@ -287,21 +287,20 @@ def test_console_demo_is_one_command_that_serves_the_demos_day(emulator: Any, tm
     env = {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator.address, "TSSTORE_HOME": str(tmp_path / "home")}
     database = unique_database_id("console-demo")
     command = [sys.executable, "-m", "tsstore", "console", "--demo", "--no-browser", "--database", database]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        lines = [process.stdout.readline(), process.stdout.readline()]
-        assert lines[0] == "wrote the demo's 20,003 ticks to 'instruments'\n", lines
-        url = lines[1].split()[3]
-        assert lines[1].startswith("tsstore console at http://127.0.0.1:") and "?token=" in url
-        with urllib.request.urlopen(url.split("?")[0] + "api/series?token=" + url.split("token=")[1]) as answer:
-            assert json.load(answer)["series"][0]["count"] == 20_003
-        process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+        try:
+            assert process.stdout is not None
+            lines = [process.stdout.readline(), process.stdout.readline()]
+            assert lines[0] == "wrote the demo's 20,003 ticks to 'instruments'\n", lines
+            url = lines[1].split()[3]
+            assert lines[1].startswith("tsstore console at http://127.0.0.1:") and "?token=" in url
+            with urllib.request.urlopen(url.split("?")[0] + "api/series?token=" + url.split("token=")[1]) as answer:
+                assert json.load(answer)["series"][0]["count"] == 20_003
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
     assert process.returncode == 130 and out == "", (out, err)  # Ctrl-C ends it as it ends every command
     assert err.splitlines()[-1].startswith("interrupted: tsstore console stopped"), err
 

@@ -98,7 +98,8 @@ def test_ctrl_c_prints_what_was_done_and_the_same_command_resumes(
 ) -> None:
     # Enough rows that the run is far from done when the Ctrl-C lands: with up to 8 batches
     # of 500 in flight, it stops having read ~4 000-7 000 rows (measured), up to all of them.
-    total = 10_000
+    # (10 000 were once all done before the first checkpoint passed line 1 000, in CI.)
+    total = 30_000
     path = tmp_path / "day.csv"
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
@@ -106,15 +107,15 @@ def test_ctrl_c_prints_what_was_done_and_the_same_command_resumes(
         for tick in trading_day(total, seed=11):
             writer.writerow(flat_row(tick))
     command = [sys.executable, "-m", "tsstore", "ingest", str(path), "--database", database_id]
-    first = subprocess.Popen(
-        command, env=env_for(emulator), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and first.poll() is None and checkpoint_line(tmp_path) < 1000:
-        time.sleep(0.05)
-    assert first.poll() is None, "the run finished before it could be interrupted"
-    first.send_signal(signal.SIGINT)
-    out, err = first.communicate(timeout=60)  # a guard against a hang, not a speed check
+    # as a context, so a failed check still closes its pipes (a ResourceWarning would fail the worker's next test)
+    with subprocess.Popen(command, env=env_for(emulator), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as first:  # fmt: skip
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and first.poll() is None and checkpoint_line(tmp_path) < 1000:
+            time.sleep(0.05)
+        assert first.poll() is None, "the run finished before it could be interrupted"
+        first.send_signal(signal.SIGINT)
+        out, err = first.communicate(timeout=60)  # a guard against a hang, not a speed check
     assert first.returncode == 130, err
     assert "Traceback" not in err and "Aborted!" not in err
     summary = out.strip().splitlines()[-1]
