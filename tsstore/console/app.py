@@ -4,9 +4,10 @@ shard_census, the capacity planner, the generated files' plans).
 
 Every request must carry the console's token (in the URL the console prints, then as a
 cookie); a request without it is refused (403). Nothing here writes to the database. A query
-runs in a worker thread and stops between ticks when the page cancels it. Errors a person
-can fix (a bad filter, an undeclared field) come back as ``{"error": message}`` with the
-commands' own message; a live view streams server-sent events.
+runs in a worker thread; when the page cancels it, the page's request is answered at once and
+the read in flight ends with its page (at most :data:`~tsstore.console.forms.MAX_PAGE` rows),
+unseen. Errors a person can fix (a bad filter, an undeclared field) come back as
+``{"error": message}`` with the commands' own message; a live view streams server-sent events.
 """
 
 from __future__ import annotations
