@@ -30,7 +30,7 @@ from tsstore import TimeSeriesStore, WriteOptions
 from tsstore.console.app import Console, Series
 from tsstore.console.server import Serving, bind, serve_in_thread
 from tsstore.declaration import load_declaration
-from tsstore.demo import SPEC
+from tsstore.demo import BARS_1MIN, SPEC
 from tsstore.local.synthetic import SEED_INSTRUMENTS, trading_day
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -374,3 +374,40 @@ def test_a_query_cancelled_from_the_page_stops_its_wait(served: dict[str, Any], 
     finally:
         held.set()
         serving.stop()
+
+
+def test_the_chart_takes_a_rollups_bars_where_they_cover_the_range_and_says_so(served: dict[str, Any]) -> None:
+    """With the day's 1-minute roll-up stored, 15-minute bars inside its span are combined from
+    it (and equal the bars of the ticks); a range past its span is read from the ticks, and the
+    answer says which and why."""
+    store, client = served["store"], served["client"]
+    bars_store = TimeSeriesStore(client, BARS_1MIN.spec)
+    start = dt.datetime.combine(DAY, dt.time(), tzinfo=dt.timezone.utc)
+    store.rollup(BARS_1MIN, since=start + dt.timedelta(hours=8), until=start + dt.timedelta(hours=12))  # 4 hours
+    console = Console({SPEC.collection: Series(SPEC, store, (BARS_1MIN,), {BARS_1MIN.name: bars_store})},
+                      "tsstore.demo:DECLARATION", "rolled", TOKEN)  # fmt: skip
+    serving = serve_in_thread(console, bind("127.0.0.1", 0, allow_remote=False))
+
+    def chart(end: dt.datetime) -> dict[str, Any]:
+        body = {"collection": "instruments", "interval": "15min", "by": "symbol", "where": "symbol=AAA",
+                "start": (start + dt.timedelta(hours=8)).isoformat(), "end": end.isoformat()}  # fmt: skip
+        asked = urllib.request.Request(serving.url.split("?")[0] + "api/bars", data=json.dumps(body).encode(),
+                                       headers={"X-Tsstore-Token": TOKEN})  # fmt: skip
+        with urllib.request.urlopen(asked) as answer:
+            got: dict[str, Any] = json.load(answer)
+        return got
+
+    try:
+        inside = chart(start + dt.timedelta(hours=12))
+        assert inside["source"] == "roll-up 'instruments_1min' (0:01:00 bars, combined)"
+        want = store.bars(interval="15min", by="symbol", price="price.micros", volume="volume", where={"symbol": "AAA"},
+                          start=start + dt.timedelta(hours=8), end=start + dt.timedelta(hours=12))  # fmt: skip
+        got = pd.DataFrame(inside["bars"]["rows"], columns=inside["bars"]["columns"])
+        assert len(got) == len(want) > 0
+        for column in ("open", "high", "low", "close", "count", "volume"):
+            assert list(got[column]) == [int(v) for v in want[column]], column
+        past = chart(start + dt.timedelta(hours=17))
+        assert past["source"].startswith("ticks of 'instruments' (roll-up 'instruments_1min' not used: its bars cover")
+    finally:
+        serving.stop()
+        bars_store.close()

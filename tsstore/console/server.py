@@ -65,7 +65,7 @@ class Serving:
 def _server(console: Console, sock: socket.socket) -> tuple[uvicorn.Server, str]:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    config = uvicorn.Config(make_app(console), log_level="warning", lifespan="off", timeout_graceful_shutdown=2)
+    config = uvicorn.Config(make_app(console), log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
     return uvicorn.Server(config), f"http://{shown}:{port}/?token={console.token}"
 
 
