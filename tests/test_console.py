@@ -258,6 +258,10 @@ def test_a_request_without_the_token_is_refused(served: dict[str, Any]) -> None:
         with refused.value:
             assert refused.value.code == 403
             assert "needs its token" in json.loads(refused.value.read())["error"]
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(base + "api/series?token=%C3%A9t%C3%A9", timeout=10)  # not even ASCII
+    with refused.value:
+        assert refused.value.code == 403
     wrong = urllib.request.Request(base + "api/series", headers={"X-Tsstore-Token": "guess"})
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(wrong, timeout=10)

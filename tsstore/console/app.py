@@ -128,7 +128,7 @@ class TokenCheck(BaseHTTPMiddleware):
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         asked = request.query_params, request.cookies, request.headers
         given = asked[0].get("token") or asked[1].get(COOKIE) or asked[2].get("x-tsstore-token")
-        if not given or not hmac.compare_digest(given, self.token):
+        if not given or not hmac.compare_digest(given.encode(), self.token.encode()):
             return JSONResponse({"error": "this console needs its token: open the address `tsstore console` printed "
                                           "(it ends in ?token=...)"}, status_code=403)  # fmt: skip
         response = await call_next(request)
