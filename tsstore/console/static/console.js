@@ -55,9 +55,8 @@ function fillTable(table, columns, rows, {entered} = {}) {
     th.textContent = column;
     head.appendChild(th);
   }
-  const body = table.createTBody();
+  table.createTBody();
   appendRows(table, columns, rows, entered);
-  return body;
 }
 
 function appendRows(table, columns, rows, entered) {
@@ -357,6 +356,5 @@ document.addEventListener("DOMContentLoaded", async () => {
     $("series-error").textContent = error.message;
   }
   const chart = $("c-chart");
-  chart.addEventListener("plotly_relayout", () => {});
   Plotly.newPlot(chart, [], {margin: {t: 20}}, {displaylogo: false}).then(() => chart.on("plotly_relayout", onZoom));
 });
