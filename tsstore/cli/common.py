@@ -21,7 +21,7 @@ import click
 
 from tsstore.analytics.rollup import Rollup
 from tsstore.cli.exits import usage
-from tsstore.cli.mode import mode_option
+from tsstore.cli.mode import in_mode, mode_option
 from tsstore.cli.values import LIMIT, cli_time, naive_option, parse_columns, parse_where
 from tsstore.declaration import load_declaration
 from tsstore.errors import SpecError
@@ -54,7 +54,7 @@ def connect(
     command. Either way one line on stderr says where (and, ``writing``, into which collection).
     """
     into = "" if writing is None else f"; writing to collection {writing}"
-    in_mode = " in Datastore mode" if mode == "datastore" else ""
+    shown_mode = in_mode(mode)
     variable = DATASTORE_EMULATOR_ENV if mode == "datastore" else EMULATOR_ENV
     emulator_host = os.environ.get(variable)
     if emulator_host or project:
@@ -62,7 +62,7 @@ def connect(
             # The same project the local store uses, so both see the same data.
             project = emulator_project(mode)
         target = f"emulator at {emulator_host}, project {project}" if emulator_host else f"project {project}"
-        click.echo(f"tsstore: using {target}{in_mode}, database {database}{into}", err=True)
+        click.echo(f"tsstore: using {target}{shown_mode}, database {database}{into}", err=True)
         running = supervisor.status(mode=mode) if emulator_host else None
         if running is not None and running.address == emulator_host and project == running.project:
             supervisor.remember_database(database, mode=mode)  # the local store, reached by address: keep it
@@ -70,7 +70,7 @@ def connect(
             yield client, bool(emulator_host)
         return
     if ephemeral:
-        click.echo(f"tsstore: no {variable} or --project: starting a temporary local emulator{in_mode}", err=True)
+        click.echo(f"tsstore: no {variable} or --project: starting a temporary local emulator{shown_mode}", err=True)
         with start_emulator(mode=mode) as emulator:
             click.echo(f"tsstore: emulator ready at {emulator.address} (pid {emulator.pid})", err=True)
             with contextlib.closing(_emulator_client(mode, emulator.address, DEFAULT_PROJECT, database)) as client:
@@ -81,7 +81,7 @@ def connect(
     how = "started" if started else "using"
     stop = "tsstore emulator stop" + (" --mode datastore" if mode == "datastore" else "")
     click.echo(
-        f"tsstore: {how} the local store{in_mode} at {store.address} (data in {store.data_dir}; "
+        f"tsstore: {how} the local store{shown_mode} at {store.address} (data in {store.data_dir}; "
         f"`{stop}` stops it), database " + database + into,
         err=True,
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from tsstore.cli.exits import library_warnings, usage
-from tsstore.cli.mode import mode_option
+from tsstore.cli.mode import in_mode, mode_option
 from tsstore.local import supervisor
 from tsstore.local.emulator import Mode
 
@@ -56,7 +56,7 @@ def emulator_start(*, rules: Path | None, mode: Mode) -> None:
         raise usage("--rules: security rules are Native mode's; a database in Datastore mode has none (IAM decides)")
     store, started = supervisor.start(rules=rules, mode=mode)
     verb = "started" if started else "already running"
-    click.echo(f"local store{_in(mode)} {verb} at {store.address} (pid {store.pid}), data in {store.data_dir}")
+    click.echo(f"local store{in_mode(mode)} {verb} at {store.address} (pid {store.pid}), data in {store.data_dir}")
     if rules is not None:
         click.echo(f"  enforcing the rules in {rules} on {store.rules_scope} (the server's requests bypass them)")
         for warning in store.rules_warnings:
@@ -80,8 +80,8 @@ def emulator_stop(*, mode: Mode) -> None:
       tsstore emulator stop
     """
     stopped = supervisor.stop(mode=mode)
-    click.echo(f"local store{_in(mode)} stopped; data kept in {stopped.data_dir}" if stopped
-               else f"local store{_in(mode)} is not running")  # fmt: skip
+    click.echo(f"local store{in_mode(mode)} stopped; data kept in {stopped.data_dir}" if stopped
+               else f"local store{in_mode(mode)} is not running")  # fmt: skip
 
 
 @emulator.command("status")
@@ -95,12 +95,8 @@ def emulator_status(*, mode: Mode) -> None:
     """
     store = supervisor.status(mode=mode)
     if store is None:
-        click.echo(f"local store{_in(mode)} is not running (home {supervisor.home(mode)})")
+        click.echo(f"local store{in_mode(mode)} is not running (home {supervisor.home(mode)})")
         raise SystemExit(3)
-    click.echo(f"local store{_in(mode)} running at {store.address} (pid {store.pid}), data in {store.data_dir}")
+    click.echo(f"local store{in_mode(mode)} running at {store.address} (pid {store.pid}), data in {store.data_dir}")
     if store.rules is not None:
         click.echo(f"  enforcing the rules in {store.rules} on {store.rules_scope}")
-
-
-def _in(mode: Mode) -> str:
-    return " in Datastore mode" if mode == "datastore" else ""

@@ -16,3 +16,8 @@ mode_option = click.option(
     show_default=True,
     help="The database's mode: Firestore in Native mode, or in Datastore mode (needs tsstore[datastore]).",
 )
+
+
+def in_mode(mode: str) -> str:
+    """`` in Datastore mode`` after what a command names in that mode; nothing in Native mode."""
+    return " in Datastore mode" if mode == "datastore" else ""

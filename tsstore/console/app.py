@@ -144,15 +144,19 @@ def _answered(work: Callable[..., Any]) -> Callable[..., Any]:
     async def handler(self: Handlers, request: Request) -> Response:
         try:
             return JSONResponse(_plain(await work(self, request)))
-        except click.ClickException as exc:  # the commands' parsing of what was typed
-            return JSONResponse({"error": exc.format_message()}, status_code=400)
-        except (UsageError, ValueError) as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
-        except TsstoreError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=500)
+        except (click.ClickException, TsstoreError, ValueError) as exc:
+            return _refusal(exc)
 
     handler.__name__ = work.__name__
     return handler
+
+
+def _refusal(exc: click.ClickException | TsstoreError | ValueError) -> JSONResponse:
+    """``{"error": ...}``: 400 for what was asked wrong (the commands' parsing of what was
+    typed, a usage error, a bad value), 500 for any other tsstore error."""
+    if isinstance(exc, click.ClickException):
+        return JSONResponse({"error": exc.format_message()}, status_code=400)
+    return JSONResponse({"error": str(exc)}, status_code=400 if isinstance(exc, (UsageError, ValueError)) else 500)
 
 
 class Handlers:
@@ -160,6 +164,7 @@ class Handlers:
 
     def __init__(self, console: Console) -> None:
         self.console = console
+        self._first_read = threading.Event()  # set once the facts read at start-up has ended
         threading.Thread(target=self._first_facts, name="tsstore-console-facts", daemon=True).start()
 
     def _first_facts(self) -> None:
@@ -169,6 +174,8 @@ class Handlers:
             asyncio.run(self._read_facts())
         except Exception as exc:
             log.info("the console's first read of the series' facts failed (the page asks again): %s", exc)
+        finally:
+            self._first_read.set()
 
     async def _read_facts(self) -> list[dict[str, Any]]:
         series = list(self.console.series.values())
@@ -211,8 +218,11 @@ class Handlers:
         """Each declared series as stored: its count, its newest tick, and the span its
         roll-ups' bars cover, read concurrently (as of when they were read; ``?fresh=1``:
         now)."""
+        fresh = bool(request.query_params.get("fresh"))
+        if not fresh:  # the read at start-up, not a second one beside it
+            await asyncio.to_thread(self._first_read.wait)
         known = [self.console._facts.get(c) for c in self.console.series]
-        if request.query_params.get("fresh") or any(f is None for f in known):
+        if fresh or any(f is None for f in known):
             return {"series": await self._read_facts()}
         return {"series": known}
 
@@ -236,7 +246,7 @@ class Handlers:
     @_answered
     async def query(self, request: Request) -> Any:
         """One page of the query: its rows as ``query_frame`` gives them, the cursor of the
-        next, and what it cost; cancelled between ticks by ``/api/cancel``."""
+        next, and what it cost; ``/api/cancel`` answers it at once (the read ends unseen)."""
         data = await _json(request)
         chosen = self.console.pick(data.get("collection"))
         form = QueryForm.of(data)
@@ -283,10 +293,8 @@ class Handlers:
                                  "limit": request.query_params.get("limit", "20")})  # fmt: skip
             query = form.query(chosen.spec)
             watch = chosen.store.watch(limit=form.limit, where=query.where, columns=query.columns)
-        except click.ClickException as exc:
-            return JSONResponse({"error": exc.format_message()}, status_code=400)
-        except (UsageError, ValueError) as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
+        except (click.ClickException, TsstoreError, ValueError) as exc:
+            return _refusal(exc)
         return StreamingResponse(_events(watch, request), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store"})  # fmt: skip
 
@@ -378,18 +386,17 @@ def _layout(console: Console, series: Series, rate: str) -> dict[str, Any]:
     specs, rollups = console.declared or (tuple(s.spec for s in console.series.values()),
                                           tuple(r for s in console.series.values() for r in s.rollups))  # fmt: skip
     every = (*specs, *(r.spec for r in rollups))  # the index files hold the roll-ups' collections too
-    files = {
-        "indexes": plan_index_file(console.files / "firestore.indexes.json", every),
-        "rules": plan_rules_file(console.files / "firestore.rules", specs, rollups),
-        "datastore indexes": plan_index_yaml(console.files / "index.yaml", every),
-    }
-    wanted = ("datastore indexes",) if console.mode == "datastore" else ("indexes", "rules")
+    if console.mode == "datastore":  # the files this mode deploys
+        files = {"datastore indexes": plan_index_yaml(console.files / "index.yaml", every)}
+    else:
+        files = {"indexes": plan_index_file(console.files / "firestore.indexes.json", every),
+                 "rules": plan_rules_file(console.files / "firestore.rules", specs, rollups)}  # fmt: skip
     return {
         "census": census.describe(),
         "problems": census.problems(),
         "capacity": plan.describe(series.spec),
         "files": {name: {"path": str(update.path), "current": not update.changed, "diff": update.diff()}
-                  for name, update in files.items() if name in wanted},  # fmt: skip
+                  for name, update in files.items()},  # fmt: skip
     }
 
 
