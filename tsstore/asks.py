@@ -109,9 +109,9 @@ class CreateDoc(Asking[bool]):
 
 @dataclass(frozen=True)
 class UpdateDoc(Asking[bool]):
-    """Set the top-level fields ``data`` names in the document at ``path`` (the rest stays),
-    if it was last written at ``written``; answers ``False`` (nothing written) when it was
-    written again or deleted since."""
+    """Set the fields ``data`` names (dotted paths to values, as Firestore's update takes them)
+    in the document at ``path`` (the rest stays), if it was last written at ``written``;
+    answers ``False`` (nothing written) when it was written again or deleted since."""
 
     path: str
     data: Mapping[str, Any]

@@ -268,8 +268,7 @@ def _conditional(calls: DatastoreCalls, ask: asks.DocAsk) -> list[Any]:
         case asks.CreateDoc(path=path, data=data):
             return [calls.mutation("insert", path, data)]
         case asks.UpdateDoc(path=path, data=data, written=written):
-            mutation = calls.mutation("update", path, data)
-            mutation.property_mask.paths.extend(_property_path(name) for name in data)
+            mutation = patch_mutation(calls, path, data)  # a reshard's Patch, on condition
             _only_if_written(mutation, written)
             return [mutation]
         case asks.AddToDocs(adds=adds, receipt=receipt):
