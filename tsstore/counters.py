@@ -222,7 +222,7 @@ class ShardedCounter:
         for by in amounts:
             per_shard[random.randrange(n)] += _check_amount(by)
         adds = {f"{self._shards_path}/{shard}": amount for shard, amount in sorted(per_shard.items()) if amount}
-        _add_once(self._answer, adds, receipt=f"{self.path}/{RECEIPTS_COLLECTION}/{uuid.uuid4().hex}",
+        _add_once(self, adds, receipt=f"{self.path}/{RECEIPTS_COLLECTION}/{uuid.uuid4().hex}",
                   what=f"adding a batch to counter {self.path!r}")  # fmt: skip
         return sum(per_shard.values())
 
@@ -378,20 +378,17 @@ def increment_counters(counters: Mapping[ShardedCounter, int], *, receipt: str) 
     """
     adds = {f"{c._shards_path}/{random.randrange(c._shard_count())}": _check_amount(n)
             for c, n in counters.items() if n}  # fmt: skip
-    if adds:
-        answer = next(iter(counters))._answer
-        _add_once(answer, adds, receipt=receipt, what="adding written ticks to the series counters")
+    if adds:  # (no counter to ask when there is nothing to add)
+        _add_once(next(iter(counters)), adds, receipt=receipt, what="adding written ticks to the series counters")
 
 
-def _add_once(answer: Callable[[DocAsk], Any], adds: Mapping[str, int], *, receipt: str, what: str) -> None:
+def _add_once(counter: ShardedCounter, adds: Mapping[str, int], *, receipt: str, what: str) -> None:
     """Add ``adds`` (shard path → amount) in one commit with ``receipt``, exactly once through
-    faults; then delete the receipt."""
+    faults (each ask tried again as ``counter``'s are); then delete the receipt."""
     if not adds:
         return
-    asked = AddToDocs(tuple((path, COUNT_FIELD, n) for path, n in adds.items()), what=what, receipt=receipt)
-    faults.call(functools.partial(answer, asked), what=what)  # False: an earlier attempt landed
-    faults.call(functools.partial(answer, DeleteDoc(receipt, what=f"deleting the receipt {receipt!r}")),
-                what=f"deleting the receipt {receipt!r}")  # fmt: skip
+    counter._ask(AddToDocs(tuple((path, COUNT_FIELD, n) for path, n in adds.items()), what=what, receipt=receipt))
+    counter._ask(DeleteDoc(receipt, what=f"deleting the receipt {receipt!r}"))  # (False above: an earlier try landed)
 
 
 def _shard_count(doc: Doc, path: str) -> int:
