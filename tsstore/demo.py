@@ -13,8 +13,14 @@ data commands' ``--spec`` means by default.
 
 from __future__ import annotations
 
+import datetime as dt
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
 from tsstore.access import ClientAccess
 from tsstore.analytics.rollup import Rollup
+from tsstore.local.synthetic import SEED_INSTRUMENTS, trading_day
 from tsstore.spec import QueryShape, SeriesSpec
 
 _BOTH = ("desc", "asc")
@@ -48,3 +54,12 @@ SPEC = SeriesSpec(
 BARS_1MIN = Rollup(SPEC, interval="1min", by="symbol", price="price.micros", volume="volume")
 
 DECLARATION = [SPEC, BARS_1MIN]
+
+#: The demo's synthetic trading day: the day before the seed's ticks, so the seed's "newest 5"
+#: queries show the seed's documents first, then the newest synthetic ones.
+DAY = dt.date(2018, 12, 31)
+
+
+def demo_rows(ticks: int) -> Iterator[dict[str, Any]]:
+    """What the demo writes: the seed's instruments, then ``ticks`` synthetic ticks of :data:`DAY`."""
+    return itertools.chain(SEED_INSTRUMENTS, trading_day(ticks, day=DAY))

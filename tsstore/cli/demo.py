@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import itertools
 import time
 from pathlib import Path
 
@@ -16,8 +15,9 @@ from tsstore.analytics.plot import plot_bars
 from tsstore.cli.common import Database, database_options
 from tsstore.cli.exits import library_warnings
 from tsstore.demo import SPEC as DEMO_SPEC
+from tsstore.demo import demo_rows
 from tsstore.errors import PlotError
-from tsstore.local.synthetic import SEED_INSTRUMENTS, trading_day
+from tsstore.local.synthetic import SEED_INSTRUMENTS
 from tsstore.read.cost import ReadStats
 from tsstore.read.query import Query
 from tsstore.store import TimeSeriesStore
@@ -64,9 +64,7 @@ def _run_demo(store: TimeSeriesStore, *, ticks: int) -> None:
         f"collection {spec.collection!r}: shards {list(spec.shards)} "
         f"(production write ceiling {spec.max_write_rate} writes/s instead of 500)"
     )
-    # The synthetic day is the day before the seed's ticks, so the seed's "newest 5"
-    # queries show the seed's documents first, then the newest synthetic ones.
-    rows = itertools.chain(SEED_INSTRUMENTS, trading_day(ticks, day=dt.date(2018, 12, 31)))
+    rows = demo_rows(ticks)
     total = ticks + len(SEED_INSTRUMENTS)
     began = time.perf_counter()
     with tqdm(total=total, unit="tick", desc="writing", dynamic_ncols=True) as bar:

@@ -5,8 +5,6 @@ everywhere). ``--demo`` writes the demo's ticks first, on a temporary emulator."
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import itertools
 import webbrowser
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,12 +13,12 @@ from typing import Any
 import click
 
 from tsstore.analytics.rollup import Rollup
-from tsstore.cli.common import Database, declaration_options, load_named
-from tsstore.cli.exits import library_warnings, usage
+from tsstore.cli.common import Database, declaration_options, load_named, pick_declared
+from tsstore.cli.exits import library_warnings
 from tsstore.console.app import Console, Series
 from tsstore.console.server import bind, new_token, serve_forever
 from tsstore.demo import SPEC as DEMO_SPEC
-from tsstore.local.synthetic import SEED_INSTRUMENTS, trading_day
+from tsstore.demo import demo_rows
 from tsstore.spec import SeriesSpec
 from tsstore.store import TimeSeriesStore
 from tsstore.write.options import EMULATOR_WRITE_OPTIONS
@@ -57,7 +55,7 @@ def console(*, host: str, port: int, allow_remote: bool, no_browser: bool, files
     """
     declared = ((DEMO_SPEC,), ()) if demo else load_named(declaration)
     sock = bind(host, port, allow_remote=allow_remote)
-    with contextlib.closing(sock), _stores(declared, collection, database, demo=demo) as (series, where):
+    with contextlib.closing(sock), _stores(declaration, declared, collection, database, demo=demo) as (series, where):
         shown = Console(series, declaration, where, new_token(), mode=database.mode, files=files, declared=declared)
 
         def announce(url: str) -> None:
@@ -69,16 +67,13 @@ def console(*, host: str, port: int, allow_remote: bool, no_browser: bool, files
 
 
 @contextlib.contextmanager
-def _stores(declared: tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]], collection: str | None, database: Database,
-            *, demo: bool) -> Iterator[tuple[dict[str, Series], str]]:  # fmt: skip
+def _stores(declaration: str, declared: tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]], collection: str | None,
+            database: Database, *, demo: bool) -> Iterator[tuple[dict[str, Series], str]]:  # fmt: skip
     """A store per declared series (only ``collection``'s when given) and per roll-up, on one
     client; with ``demo``, the demo's series on a temporary emulator, written first."""
     specs, rollups = declared
     if collection is not None:
-        specs = tuple(s for s in specs if s.collection == collection)
-        if not specs:
-            known = ", ".join(s.collection for s in declared[0])
-            raise usage(f"the declaration has no series {collection!r} (declared: {known})")
+        specs = (pick_declared(declaration, declared, collection=collection),)
     with database.connect(ephemeral=demo) as (client, local):
         options: Any = {"write_options": EMULATOR_WRITE_OPTIONS} if local else {}
         made: dict[str, Series] = {}
@@ -97,8 +92,7 @@ def _stores(declared: tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]], collect
 
 
 def _write_demo(store: TimeSeriesStore) -> None:
-    rows = itertools.chain(SEED_INSTRUMENTS, trading_day(DEMO_TICKS, day=dt.date(2018, 12, 31)))
-    written = store.write(rows)
+    written = store.write(demo_rows(DEMO_TICKS))
     click.echo(f"wrote the demo's {written.count:,} ticks to {store.spec.collection!r}")
 
 
