@@ -47,7 +47,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.cli import tsstore
-from tests.shared import MODES, mode_client
+from tests.shared import MODES, async_twin, mode_client
 from tsstore import AsyncTimeSeriesStore, QueryError, QueryShape, SeriesSpec, TimeSeriesStore
 from tsstore.analytics.asof import DIRECTIONS, LEFT, RIGHT, AsofJoiner, amerged, merged, priority
 from tsstore.local.pytest_plugin import unique_database_id
@@ -498,23 +498,17 @@ def test_iter_asof_streams_the_frames_rows(written: Written) -> None:
     assert stream.stats.documents >= len(ticks) and stream.stats.queries >= 2
 
 
-def test_the_async_store_gives_the_same_frames(written: Written, tsstore_emulator: Any) -> None:
+def test_the_async_store_gives_the_same_frames(written: Written, request: pytest.FixtureRequest) -> None:
     store = written.trades[40]
     cases = [CASES[1], CASES[7]]
 
-    datastore = written.mode == "datastore"  # no asyncio client: the async store takes the sync one
-
     async def run() -> tuple[list[pd.DataFrame], list[str]]:
-        client = store.client if datastore else tsstore_emulator.async_client(database=written.database)
-        try:
+        async with async_twin(store, request) as client:
             astore = AsyncTimeSeriesStore(client, store.spec, page_size=100)
             frames = [await astore.asof(c.left, right_spec=QUOTES, **c.options()) for c in cases]
             stream = astore.iter_asof(cases[1].left, right_spec=QUOTES, **cases[1].options())
             ids = [t.id async for t in stream]
             return frames, ids
-        finally:
-            if not datastore:
-                client.close()
 
     frames, ids = asyncio.run(run())
     for case, frame in zip(cases, frames):

@@ -27,10 +27,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from tests.shared import mode_client, stored_ids
+from tests.shared import async_twin, mode_client, stored_ids
 from tsstore import CursorError, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.aio import AsyncTimeSeriesStore
-from tsstore.dswire import is_datastore_client
 from tsstore.local.pytest_plugin import unique_database_id
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import UNSHARDED
@@ -637,14 +636,11 @@ def test_a_read_time_snapshot_reads_the_same_on_both_plans(data: Data) -> None:
 # ------------------------------------------------------------------------------ the async store
 
 
-def test_the_async_store_pages_and_latest_equal_the_oracle(data: Data, tsstore_emulator: Any) -> None:
+def test_the_async_store_pages_and_latest_equal_the_oracle(data: Data, request: pytest.FixtureRequest) -> None:
     series = {"symbol": "HOT"}
 
-    datastore = is_datastore_client(data.store.client)  # no asyncio client: the async store takes the sync one
-
     async def run() -> tuple[list[Any], list[Any], Any, ReadStats]:
-        client = data.store.client if datastore else tsstore_emulator.async_client(database=data.database)
-        try:
+        async with async_twin(data.store, request) as client:
             astore = AsyncTimeSeriesStore(client, data.store.spec)
             pages: list[Any] = []
             ranged: list[Any] = []
@@ -657,9 +653,6 @@ def test_the_async_store_pages_and_latest_equal_the_oracle(data: Data, tsstore_e
             stats = ReadStats()
             latest = await astore.latest(by="symbol", values=["HOT", "ZZZ"], stats=stats)
             return pages, ranged, latest, stats
-        finally:
-            if not datastore:
-                client.close()
 
     pages, ranged, latest, stats = asyncio.run(run())
     assert [t for p in pages for t in ids(p)] == ids(oracle(data.recs, series, direction="asc")[:60])
