@@ -448,6 +448,42 @@ def test_tail_and_watch_commands(live: dict[str, Any], tsstore_emulator: Any, tm
     assert "Traceback" not in err
 
 
+DROPS_CTRL_C = """
+import signal
+
+from tests.test_live import SPEC
+
+
+class Drops:
+    def __del__(self) -> None:
+        signal.raise_signal(signal.SIGINT)  # Ctrl-C landing in a __del__: Python drops its KeyboardInterrupt
+
+
+Drops()
+"""
+
+
+@pytest.mark.parametrize("command", ["tail", "watch"])
+def test_a_ctrl_c_python_drops_still_stops_tail_and_watch(
+    live: dict[str, Any], tsstore_emulator: Any, tmp_path: Path, command: str
+) -> None:
+    # Seen in CI: Ctrl-C while `tsstore tail` was still importing raised KeyboardInterrupt in
+    # an import-system callback, where Python prints "Exception ignored" and goes on; the tail
+    # then ran until killed. Here the Ctrl-C lands in a __del__ as the declaration loads.
+    (tmp_path / "drops.py").write_text(DROPS_CTRL_C)
+    env = dict(os.environ, FIRESTORE_EMULATOR_HOST=tsstore_emulator.address,
+               PYTHONPATH=os.pathsep.join([str(tmp_path), str(Path(__file__).parents[1])]))  # fmt: skip
+    database = live["writer"].client._database
+    done = subprocess.run(
+        [sys.executable, "-m", "tsstore", command, "--spec", "drops:SPEC", "--database", database],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "Exception ignored" in done.stderr  # Python dropped it
+    assert done.returncode == 130, done.stderr
+    stopped = "tailed 0 tick(s), 0 late" if command == "tail" else "tsstore watch stopped before it finished"
+    assert f"interrupted: {stopped}" in done.stderr
+
+
 def test_async_watch_and_tail_run_the_same_engine(live: dict[str, Any], tsstore_emulator: Any) -> None:
     from tsstore import AsyncTimeSeriesStore
 

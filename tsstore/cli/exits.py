@@ -14,14 +14,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
 import shlex
+import signal
 import sys
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 import click
@@ -79,8 +81,58 @@ def failure_of(exc: BaseException) -> Failure | None:
     return None
 
 
+#: Set by Ctrl-C while a command runs. Python raises ``KeyboardInterrupt`` wherever the main
+#: thread is, and drops it (``Exception ignored in ...``) when that is code nothing can raise
+#: from: a weakref callback of the import system, an object's ``__del__``. Seen when Ctrl-C
+#: came while ``tsstore tail`` was still importing: the tail then ran on. So the command's
+#: waits also look at this flag (:func:`check_interrupted`).
+_CTRL_C = threading.Event()
+
+
+def check_interrupted() -> None:
+    """Raise ``KeyboardInterrupt`` if Ctrl-C was pressed while the command ran, whether or not
+    Python delivered it where it landed. Long waits call this between their turns."""
+    if _CTRL_C.is_set():
+        raise KeyboardInterrupt
+
+
+def _on_ctrl_c(signum: int, frame: object) -> None:
+    _CTRL_C.set()
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _ctrl_c_noted() -> Iterator[None]:
+    """Ctrl-C noted in :data:`_CTRL_C` as well as raised, while the block runs (where Python
+    would raise it: in the main thread, with its default handler in place)."""
+    _CTRL_C.clear()
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    signal.signal(signal.SIGINT, _on_ctrl_c)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 class Group(click.Group):
     """The ``tsstore`` group: every command under it ends as this module says."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        with _ctrl_c_noted():
+            return super().main(*args, **kwargs)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        resolved = super().resolve_command(ctx, args)
+        if _CTRL_C.is_set():  # pressed while the command's modules were imported
+            ctx.invoked_subcommand = resolved[0]
+            raise KeyboardInterrupt
+        return resolved
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

@@ -7,23 +7,28 @@ import contextlib
 import datetime as dt
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import click
 import pandas as pd
 
 from tsstore.cli.common import WHERE_HELP, Database, series_options, where_option
-from tsstore.cli.exits import exit_interrupted, library_warnings, usage
+from tsstore.cli.exits import check_interrupted, exit_interrupted, library_warnings, usage
 from tsstore.cli.output import rows_format, write_frames
 from tsstore.cli.values import cli_time, naive_option, parse_where
 from tsstore.errors import TsstoreError
 from tsstore.frames import ticks_to_frame
-from tsstore.live.listen import LiveTail
+from tsstore.live.listen import LiveTail, LiveWatch
 from tsstore.spec import SeriesSpec
 from tsstore.times import to_duration
 
 #: The columns tail adds: the document id (a stable key downstream) and the late mark.
 ID_COLUMN, LATE_COLUMN = "_id", "_late"
+#: How often a wait for the next tick or update looks for a Ctrl-C that Python dropped (seconds).
+CTRL_C_CHECK = 1.0
+
+T = TypeVar("T")
 
 
 @click.command("tail")
@@ -65,7 +70,7 @@ def _frames(spec: SeriesSpec, live: LiveTail, limit: int | None, printed: dict[s
     """One frame per tick; ``printed`` counts those written. Ctrl-C waits while a row is counted
     and written (SIGINT blocked from the count until the writer asks for the next frame), so
     the summary counts exactly the rows printed: it cannot land between a row and its count."""
-    for number, item in enumerate(live, start=1):
+    for number, item in enumerate(_until_ctrl_c(live.next_tick, live), start=1):
         frame = ticks_to_frame(spec, [item.tick])
         taken = [c for c in (ID_COLUMN, LATE_COLUMN) if c in frame.columns]
         if taken:
@@ -77,6 +82,18 @@ def _frames(spec: SeriesSpec, live: LiveTail, limit: int | None, printed: dict[s
             printed["late"] += item.late
             yield frame
         if number == limit:
+            return
+
+
+def _until_ctrl_c(next_item: Callable[[float], T | None], live: LiveTail | LiveWatch) -> Iterator[T]:
+    """What ``live`` delivers until it is closed, looking between waits for a Ctrl-C that
+    Python dropped (:func:`~tsstore.cli.exits.check_interrupted`)."""
+    while True:
+        check_interrupted()
+        item = next_item(CTRL_C_CHECK)
+        if item is not None:
+            yield item
+        elif live.closed:
             return
 
 
@@ -111,7 +128,7 @@ def watch(*, spec: SeriesSpec, database: Database, where_items: tuple[str, ...],
     """
     where = parse_where(where_items, spec=spec)
     with database.open_store(spec) as store, store.watch(where=where, limit=limit) as live:
-        for update in live:
+        for update in _until_ctrl_c(live.next_update, live):
             if not once:
                 click.clear()
             frame = ticks_to_frame(spec, update.window)
