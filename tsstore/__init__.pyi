@@ -34,6 +34,7 @@ from .errors import (
     WriteError,
     WriteFailure,
 )
+from .frames import ticks_to_frame
 from .late import LatePolicy
 from .layout.capacity import Capacity, Prices, capacity_for
 from .layout.census import ShardCensus, ShardCount
@@ -112,6 +113,7 @@ __all__ = [
     "WriteResult",
     "plan_query",
     "shards_for",
+    "ticks_to_frame",
     "quick_reconnects",
     "AsyncLive",
     "AsyncTickStream",

@@ -69,8 +69,13 @@ def _projected(name: str, columns: Collection[str]) -> bool:
 
 
 def ticks_to_frame(spec: SeriesSpec, ticks: Iterable[Tick], *, columns: Iterable[str] | None = None) -> pd.DataFrame:
-    """One DataFrame of ``ticks``, in their order, of the projected ``columns`` if given
-    (see the module doc for the schema)."""
+    """One DataFrame of ticks, in their order, with the columns, types and index
+    :meth:`~tsstore.TimeSeriesStore.query_frame` gives for the same ticks (the schema is in
+    :mod:`tsstore.frames`).
+
+    - ``spec``: the series the ticks are of (its declared columns and timestamp field)
+    - ``ticks``: a :class:`~tsstore.Page`, or any :class:`~tsstore.Tick` of that series
+    - ``columns``: only these fields (with their subfields), as the query's ``columns``"""
     builder = FrameBuilder(spec, columns=columns)
     for tick in ticks:
         builder.add(tick)

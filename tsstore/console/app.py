@@ -36,10 +36,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from tsstore import ticks_to_frame
 from tsstore.analytics.rollup import Rollup
 from tsstore.console.forms import QueryForm
 from tsstore.errors import TsstoreError, UsageError
-from tsstore.frames import ticks_to_frame
 from tsstore.indexes.datastore import plan_index_yaml
 from tsstore.indexes.file import plan_index_file
 from tsstore.layout.capacity import capacity_for
