@@ -11,12 +11,18 @@ day of 20 000 ticks, on a private emulator.
    plain ``watch`` in this process saw it and when the page did (both on this machine's clock),
    from the write's return. Target: the page within 250 ms of the plain listener (median).
 
-Run: python bench/console.py [--repeats 5] [--live-ticks 20]
+``--round-trip 0.08`` puts the console's reads (and the plain listener's) that far from the
+emulator, through a proxy in a process of its own (jitter a tenth of each way); ``--cut`` also
+cuts its connections about once a second while the first views are timed. The data is written
+past the proxy.
+
+Run: python bench/console.py [--repeats 5] [--live-ticks 20] [--round-trip 0.08 [--cut]]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import shutil
 import statistics
@@ -28,10 +34,12 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+from tests.proxy import ProxyProcess
 from tsstore import TimeSeriesStore, WriteOptions
 from tsstore.console.app import Console, Series
 from tsstore.console.server import bind, serve_in_thread
 from tsstore.demo import BARS_1MIN, SPEC
+from tsstore.local.emulator import emulator_client
 from tsstore.local.synthetic import SEED_INSTRUMENTS, trading_day
 
 DAY = dt.datetime(2018, 12, 31, tzinfo=dt.timezone.utc)
@@ -65,8 +73,11 @@ def first_view(page: webdriver.Chrome, url: str) -> float:
     return time.perf_counter() - began
 
 
-def live_delays(page: webdriver.Chrome, url: str, store: TimeSeriesStore, ticks: int) -> list[tuple[float, float]]:
-    """(plain listener, page) seconds after each write returned, per tick."""
+def live_delays(
+    page: webdriver.Chrome, url: str, store: TimeSeriesStore, listener: TimeSeriesStore, ticks: int
+) -> list[tuple[float, float]]:
+    """(plain listener, page) seconds after each write returned, per tick: ``store`` writes,
+    ``listener`` watches (as far from the emulator as the console's reads)."""
     page.get(url)
     wait = WebDriverWait(page, 60, poll_frequency=0.005)
     wait.until(lambda b: b.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true")
@@ -74,7 +85,7 @@ def live_delays(page: webdriver.Chrome, url: str, store: TimeSeriesStore, ticks:
     page.find_element(By.ID, "l-start").click()
     wait.until(lambda b: b.execute_script("return window.tsstoreConsole.liveDelays.length") > 0)
     plain: dict[str, float] = {}
-    watch = store.watch(limit=20)
+    watch = listener.watch(limit=20)
     stop = threading.Event()
 
     def listen() -> None:
@@ -110,27 +121,39 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--live-ticks", type=int, default=20)
+    parser.add_argument("--round-trip", type=float, default=0.0, help="seconds between the console and the emulator")
+    parser.add_argument("--cut", action="store_true", help="cut the console's connections about once a second")
     args = parser.parse_args()
+    if args.cut and not args.round_trip:
+        parser.error("--cut needs --round-trip (the proxy that cuts)")
     emu = emulator()
     page = browser()
+    rtt = args.round_trip
+    proxy = ProxyProcess(emu.address, round_trip=rtt, jitter=rtt / 20) if rtt else None
     try:
         client = emu.client(database="console-bench")
         store = TimeSeriesStore(client, SPEC, write_options=WriteOptions(ramp=False))
         store.write([*SEED_INSTRUMENTS, *trading_day(20_000, day=DAY.date())])
-        bars = TimeSeriesStore(client, BARS_1MIN.spec)
-        plain = Console({SPEC.collection: Series(SPEC, store)}, "tsstore.demo:DECLARATION", "bench", "t1")
-        rolled = Console({SPEC.collection: Series(SPEC, store, (BARS_1MIN,), {BARS_1MIN.name: bars})},
-                         "tsstore.demo:DECLARATION", "bench", "t2")  # fmt: skip
         store.rollup(BARS_1MIN, since=DAY, until=DAY + dt.timedelta(days=1))
+        reader = emulator_client(proxy.address, database="console-bench") if proxy else client
+        ticks, bars = TimeSeriesStore(reader, SPEC), TimeSeriesStore(reader, BARS_1MIN.spec)
+        where = f"{rtt * 1000:.0f} ms away{' with cuts' if args.cut else ''}" if proxy else "on the loopback"
+        print(f"the console reads {where}")
+        plain = Console({SPEC.collection: Series(SPEC, ticks)}, "tsstore.demo:DECLARATION", "bench", "t1")
+        rolled = Console({SPEC.collection: Series(SPEC, ticks, (BARS_1MIN,), {BARS_1MIN.name: bars})},
+                         "tsstore.demo:DECLARATION", "bench", "t2")  # fmt: skip
         served = [serve_in_thread(c, bind("127.0.0.1", 0, allow_remote=False)) for c in (plain, rolled)]
         times: dict[str, list[float]] = {"ticks": [], "roll-up": []}
         # warm-up: the browser keeps plotly.js and its compiled code; the emulator warms up
         cold = [first_view(page, served[1].url), first_view(page, served[0].url)]
         print(f"the browser's very first load (plotly.js parsed and compiled, 4.8 MB): {cold[0]:.3f} s with the "
               f"roll-up, then {cold[1]:.3f} s from ticks")  # fmt: skip
-        for _ in range(args.repeats):
-            times["ticks"].append(first_view(page, served[0].url))
-            times["roll-up"].append(first_view(page, served[1].url))
+        with proxy.cutting(every=1.0) if proxy and args.cut else contextlib.nullcontext():
+            for _ in range(args.repeats):
+                times["ticks"].append(first_view(page, served[0].url))
+                times["roll-up"].append(first_view(page, served[1].url))
+        if proxy and args.cut:
+            print(f"connections cut while the first views were timed: {proxy.cuts}")
         source = page.find_element(By.ID, "c-source").text
         for name, got in times.items():
             print(f"first view, 1-minute chart of the 20 000-tick day from {name}: median "
@@ -138,7 +161,7 @@ def main() -> None:
         print(f"  the chart said: {source}")
         best = statistics.median(times["roll-up"])
         print(f"first view with the roll-up: {best:.3f} s: {'met' if best < 1.0 else 'NOT met'} (target < 1 s)")
-        delays = live_delays(page, served[0].url, store, args.live_ticks)
+        delays = live_delays(page, served[0].url, store, ticks, args.live_ticks)
         behind = [p - q for q, p in delays]
         print(f"live: {len(delays)} of {args.live_ticks} ticks seen by both; plain listener median "
               f"{statistics.median(q for q, _ in delays) * 1000:.0f} ms after the write, page median "
@@ -149,6 +172,8 @@ def main() -> None:
             s.stop()
     finally:
         page.quit()
+        if proxy:
+            proxy.close()
         emu.stop()
 
 

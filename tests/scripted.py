@@ -32,11 +32,13 @@ class Unanswered(Exception):
 @dataclass
 class Ran:
     """What a scripted run gave: the result (``None`` when it stopped at ``until``), the asks
-    in the order they were made, and the ask it stopped at."""
+    in the order they were made, the same asks by round trip (those asked together in one),
+    and the ask it stopped at."""
 
     result: Any
     asked: list[Any] = field(default_factory=list)
     stopped_at: Any = None
+    rounds: list[list[Any]] = field(default_factory=list)
 
     def of(self, kind: type) -> list[Any]:
         """The asks of one type, in order."""
@@ -58,10 +60,14 @@ def run(request: Request[Any], answers: Answers, *, until: type | None = None) -
                 return respond(ask)
         raise Unanswered(ask, ran.asked)
 
+    def answer_round(asked: Any) -> Any:
+        ran.rounds.append(list(asked) if isinstance(asked, list) else [asked])
+        return answer(asked)
+
     done, value = step(request, None)
     try:
         while not done:
-            done, value = step(request, answer(value))
+            done, value = step(request, answer_round(value))
     except _Stop as stop:
         ran.stopped_at = stop.ask
         request.close()

@@ -737,6 +737,15 @@ def test_hourly_bars_from_minute_rollups_equal_those_from_ticks(tsstore_emulator
     # an hourly roll-up runs only as far as the minute roll-up has
     later = until + dt.timedelta(hours=1)
     store.write([{**rows[0], "n": 10**6, "timestamp": until + dt.timedelta(minutes=5)}])
+    # combined bars end at the watermark: past it the bars are not stored yet (the tick at +5 min)
+    hourly = {"interval": "1h", "by": "symbol", "start": T0}
+    refused = rf"^end {later:%Y-%m-%dT%H:%M}:00Z is after the watermark of roll-up 'ticks_1min' \({until:%Y-%m-%dT%H}"
+    with pytest.raises(QueryError, match=refused):
+        bar_store.bars(combine=True, end=later, **hourly)
+    with pytest.raises(QueryError, match="^start .* is after the watermark"):
+        bar_store.bars(combine=True, interval="1h", start=later)
+    to_watermark = bar_store.bars(combine=True, end=until, **hourly)
+    pd.testing.assert_frame_equal(bar_store.bars(combine=True, **hourly), to_watermark)
     assert bar_store.rollup(hours, until=later).watermark == until
     assert store.rollup(minutes, until=later).watermark == later
     assert bar_store.rollup(hours, until=later).watermark == later

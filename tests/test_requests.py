@@ -20,7 +20,7 @@ from tsstore.read.cursor import cursor_snapshot
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
-from tsstore.verbs import aggregates, asof, reading, retention, rollups
+from tsstore.verbs import aggregates, asof, bars, reading, retention, rollups
 from tsstore.verbs.request import Collect, Count, Feed, Send
 
 UTC = dt.timezone.utc
@@ -247,6 +247,28 @@ def test_a_covered_aggregate_reads_whole_bars_where_the_rollup_holds_them_and_ti
     assert {feed.read.plan.query.read_time for feed in ran.of(Feed)} == {at("12:00:00")}  # one snapshot
     assert [a.collection for a in ran.of(FindDocs)] == [f"tsstore_rollups/{MINUTES.name}/marks"]  # its late buckets
     assert ran.result.count == 0  # nothing fed: nothing counted
+
+
+def test_combined_bars_read_the_marks_of_each_layer_in_one_round_trip_and_end_at_the_watermark() -> None:
+    """Hourly bars from the hourly roll-up of the minute roll-up: its record (one round trip),
+    then its marks asked with the minute roll-up's record, then the minute roll-up's marks
+    with the ticks' (missing) record; then the bars, up to the watermark when no end is given."""
+    held = {f"tsstore_rollups/{HOURS.name}": watermark_doc(HOURS, at("10:00:00"), since=at("06:00:00")),
+            f"tsstore_rollups/{MINUTES.name}": watermark_doc(MINUTES, at("10:30:00"), since=at("06:00"))}  # fmt: skip
+    answers = {GetDoc: documents(held, now=at("12:00:00")), FindDocs: lambda ask: [], Feed: lambda ask: None}
+    ran = run(bars.bars(seat(HOURS.spec), interval="1h", combine=True, start=at("07:00:00")), answers)
+    named = [[getattr(a, "path", None) or getattr(a, "collection", None) or type(a).__name__ for a in round_]
+             for round_ in ran.rounds]  # fmt: skip
+    assert named == [
+        [f"tsstore_rollups/{HOURS.name}"],
+        [f"tsstore_rollups/{HOURS.name}/marks", f"tsstore_rollups/{MINUTES.name}"],
+        [f"tsstore_rollups/{MINUTES.name}/marks", "tsstore_rollups/ticks"],
+        ["Feed"],
+    ]
+    [feed] = ran.of(Feed)
+    assert (feed.read.plan.start, feed.read.plan.end) == (at("07:00:00"), at("10:00:00"))  # its watermark
+    with pytest.raises(QueryError, match=r"^end 2026-01-02T11:00:00Z is after the watermark of roll-up 'ticks_1min_1h"):
+        run(bars.bars(seat(HOURS.spec), interval="1h", combine=True, end=at("11:00:00")), answers)
 
 
 def test_a_usage_error_is_what_a_command_answers_with_exit_2() -> None:

@@ -382,6 +382,26 @@ def bar_length(collection: str, record: Mapping[str, Any] | None) -> dt.timedelt
     return dt.timedelta(seconds=seconds)
 
 
+def combined_end(
+    collection: str, record: Mapping[str, Any] | None, start: dt.datetime | None, end: dt.datetime | None
+) -> dt.datetime:
+    """Where bars combined from the roll-up bars in ``collection`` end: ``end``, or without one
+    the roll-up's watermark (the end of the bars it has stored). Refused when ``end`` (or
+    ``start``) is after the watermark: the bars there are not stored yet, and combining the
+    ones that are would answer a bucket from part of its ticks."""
+    mark = (record or {}).get("watermark")
+    if not isinstance(mark, dt.datetime):
+        raise QueryError(f"roll-up {collection!r} has stored no bars yet: run it first (tsstore rollup)")
+    late = next(((name, at) for name, at in (("start", start), ("end", end)) if at is not None and at > mark), None)
+    if late is not None:
+        raise QueryError(
+            f"{late[0]} {utc_text(late[1])} is after the watermark of roll-up {collection!r} ({utc_text(mark)}): its "
+            f"bars after it are not stored yet; run the roll-up first (tsstore rollup), give an end at or before "
+            f"{utc_text(mark)}, or make the bars from the ticks (bars(price=...) on the source's store)"
+        )
+    return mark if end is None else end
+
+
 # --------------------------------------------------------- the checking steps of Rollup
 
 

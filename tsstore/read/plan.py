@@ -352,7 +352,7 @@ def plan_query(
     except SpecError as exc:
         raise QueryError(str(exc)) from None
     index, shape = check_index(spec, (f.field for f in filters), direction, ranges=(f.field for f in ranges))
-    start, end = _time_range(q.start, q.end)
+    start, end = time_range(q.start, q.end)
     size = chunk_size(filters) if max_chunk is None else max(1, min(chunk_size(filters), max_chunk))
     shards, skipped = spec.shards_from(start)
     return QueryPlan(
@@ -372,7 +372,7 @@ def plan_query(
     )
 
 
-def _time_range(start: object, end: object) -> tuple[dt.datetime | None, dt.datetime | None]:
+def time_range(start: object, end: object) -> tuple[dt.datetime | None, dt.datetime | None]:
     """``[start, end)`` as UTC times, not empty."""
     try:
         start_t = None if start is None else to_utc(start, name="start")

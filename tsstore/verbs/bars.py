@@ -14,10 +14,10 @@ import pandas as pd
 from tsstore.analytics import PARAMETER_HELP as PARAMETER_HELP  # the analytics verbs' words, one glossary
 from tsstore.analytics.bars import STORED_MOMENTS, Bar, BarBuilder, bars_frame, check_combinable, side_by_side
 from tsstore.analytics.buckets import buckets, check_fill
-from tsstore.analytics.rollup import BAR_FIELDS, bar_length
+from tsstore.analytics.rollup import BAR_FIELDS, bar_length, combined_end
 from tsstore.errors import QueryError, SpecError
 from tsstore.read.cost import ReadStats
-from tsstore.read.plan import QueryPlan, oldest_first
+from tsstore.read.plan import QueryPlan, oldest_first, time_range
 from tsstore.read.query import Query, RangeOptions
 from tsstore.spec import check_field_path
 from tsstore.ticks import Tick
@@ -79,7 +79,9 @@ def bars(
     combines them into these longer ones, exactly as if from the ticks, at one read per
     stored bar; ``price`` and ``volume`` are then the bars' own. It refuses buckets that
     whole stored bars do not fill (an edge inside a stored bar) and a ``start`` or ``end``
-    inside a stored bar, naming the bar.
+    inside a stored bar, naming the bar. The bars end at ``end`` or, without one, at the
+    roll-up's watermark; an ``end`` after the watermark is refused (those bars are not
+    stored yet).
 
     Computed while the ticks stream (projected to the fields the bars need), so memory holds
     one bucket's bars, not the ticks; billed one read per tick read (see
@@ -93,15 +95,17 @@ def bars(
             "bars needs price=, the price field (e.g. 'price.micros'), or combine=True on a roll-up's bars"
         )
     stored = None  # the length of the stored bars combined
-    if combine:  # a roll-up's bars: their length is in its record
-        stored = bar_length(seat.spec.collection, (yield from read_watermark(seat, seat.spec.collection)))
+    if combine:  # a roll-up's bars: their length and their end are in its record
+        record = yield from read_watermark(seat, seat.spec.collection)
+        stored = bar_length(seat.spec.collection, record)
+        bounds = bounds.replace(end=combined_end(seat.spec.collection, record, *time_range(bounds.start, bounds.end)))
     plan, builder, fields = bars_plan(
         seat, bounds, interval=interval, by=by, price=price or "close", volume=volume, tz=tz, origin=origin,
         fill=fill, combine=stored,
     )  # fmt: skip
     if stored is not None:  # whole stored bars only, and none that late ticks changed since
         check_combinable(stored, builder.buckets, start=plan.start, end=plan.end)
-        late = yield from late_in(seat, seat.spec.collection, start=plan.start, end=plan.end)
+        late = yield from late_in(seat, seat.spec.collection, start=plan.start, end=plan.end, record=record)
         if late:
             raise QueryError(
                 f"{len(late)} bucket(s) of {seat.spec.collection!r} in this range hold late ticks not rolled up yet "

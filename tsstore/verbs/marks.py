@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tsstore.asks import DeleteDoc, Doc, FindDocs, GetDoc, SetDoc, ask, asked_together
+from tsstore.asks import Asking, DeleteDoc, Doc, FindDocs, GetDoc, SetDoc, ask, asked_together
 from tsstore.late import WRITERS, Lease, Leases, mark_id, marks_path, watermark_path
 from tsstore.verbs.reading import server_time
 from tsstore.verbs.request import Pause, Request, Seat
@@ -99,25 +99,36 @@ def read_marks(
     return marks_of((yield from ask(marks_ask(name, before=before, read_time=read_time))))
 
 
-def late_in(seat: Seat, name: str, *, start: dt.datetime | None, end: dt.datetime | None) -> Request[list[Mark]]:
+def late_in(
+    seat: Seat,
+    name: str,
+    *,
+    start: dt.datetime | None,
+    end: dt.datetime | None,
+    record: Mapping[str, Any] | None = None,
+) -> Request[list[Mark]]:
     """The marks in ``[start, end)`` of roll-up ``name`` and of the roll-ups its bars are made
     from (found through their watermark documents' ``source``): the buckets whose bars late
-    ticks have changed since they were stored."""
+    ticks have changed since they were stored. ``record``: ``name``'s watermark document, when
+    the caller has read it. One round trip per layer: a layer's marks are asked together with
+    the watermark document of the layer below."""
     found: list[Mark] = []
+    data = (yield from read_watermark(seat, name)) if record is None else record
     layer: str | None = name
     seen: set[str] = set()
-    while layer is not None and layer not in seen:
+    while layer is not None and data and layer not in seen:
         seen.add(layer)
-        current = layer
-        data = yield from read_watermark(seat, current)
-        if not data:
-            break
         seconds = data.get("interval_seconds")
         reach = dt.timedelta(seconds=seconds) if isinstance(seconds, (int, float)) else dt.timedelta(0)
         since = None if start is None else start - reach
-        found += marks_of((yield from ask(marks_ask(current, since=since, before=end, read_time=None))))
         source = data.get("source")
-        layer = source if isinstance(source, str) else None
+        below = source if isinstance(source, str) and source not in seen else None
+        asks: list[Asking[Any]] = [marks_ask(layer, since=since, before=end, read_time=None)]
+        if below is not None:
+            asks.append(watermark_ask(below))
+        answers = yield from asked_together(asks)
+        found += marks_of(answers[0])
+        layer, data = below, (answers[1].data if below is not None else None)
     return sorted(found, key=lambda mark: mark.bucket)
 
 
