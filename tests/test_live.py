@@ -331,19 +331,27 @@ def test_live_windows_on_a_nested_range_field_keep_their_order_when_timestamps_t
     client.close()
 
 
+#: The names the client gives a listener's threads (its stream's consumer, and the one that closes it on an error).
+LISTENER_THREADS = ("Thread-ConsumeBidirectionalStream", "Thread-OnRpcTerminated")
+
+
 def test_close_leaves_no_listener_thread_running(live: dict[str, Any]) -> None:
     store = live["store"]
-    store.count()  # the client's own channel threads exist before we count
-    before = threading.active_count()
+    store.count()  # the client's own channel threads exist before we look
+    others = set(threading.enumerate())  # threads earlier tests of this worker left may come and go: not counted
+
+    def listening() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t not in others and t.name.startswith(LISTENER_THREADS)]
+
     watch, tail = store.watch(limit=5), store.tail(where={"symbol": ["AAA", "BBB"]})
     watch.next_update(timeout=10)
-    during = threading.active_count()
+    started = listening()
     watch.close()
     tail.close()
     deadline = time.monotonic() + 10
-    while threading.active_count() > before and time.monotonic() < deadline:
+    while listening() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert during >= before + 5 and threading.active_count() <= before  # 2 + 3 listeners started, all gone
+    assert len(started) >= 5 and not listening(), (started, listening())  # 2 + 3 listeners started, all gone
     assert watch.next_update(timeout=1) is None and tail.next_tick(timeout=1) is None
 
 
