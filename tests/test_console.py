@@ -392,9 +392,9 @@ def test_the_chart_takes_a_rollups_bars_where_they_cover_the_range_and_says_so(s
                       "tsstore.demo:DECLARATION", "rolled", TOKEN)  # fmt: skip
     serving = serve_in_thread(console, bind("127.0.0.1", 0, allow_remote=False))
 
-    def chart(end: dt.datetime) -> dict[str, Any]:
+    def chart(end: dt.datetime, begin: dt.datetime = start + dt.timedelta(hours=8)) -> dict[str, Any]:
         body = {"collection": "instruments", "interval": "15min", "by": "symbol", "where": "symbol=AAA",
-                "start": (start + dt.timedelta(hours=8)).isoformat(), "end": end.isoformat()}  # fmt: skip
+                "start": begin.isoformat(), "end": end.isoformat()}  # fmt: skip
         asked = urllib.request.Request(serving.url.split("?")[0] + "api/bars", data=json.dumps(body).encode(),
                                        headers={"X-Tsstore-Token": TOKEN})  # fmt: skip
         with urllib.request.urlopen(asked) as answer:
@@ -412,6 +412,15 @@ def test_the_chart_takes_a_rollups_bars_where_they_cover_the_range_and_says_so(s
             assert list(got[column]) == [int(v) for v in want[column]], column
         past = chart(start + dt.timedelta(hours=17))
         assert past["source"].startswith("ticks of 'instruments' (roll-up 'instruments_1min' not used: its bars cover")
+        # from 07:00, an hour before the roll-up's span and the day's first tick: still its bars (one count says so)
+        early = chart(start + dt.timedelta(hours=12), begin=start + dt.timedelta(hours=7))
+        assert early["source"].endswith("combined; no tick before 2018-12-31T08:00:00+00:00)")
+        assert early["bars"]["rows"] == inside["bars"]["rows"]
+        # a later run leaves a gap: its span starts at 13:00, and ticks from 12:30 to 13:00 are not in it
+        store.rollup(BARS_1MIN, since=start + dt.timedelta(hours=13), until=start + dt.timedelta(hours=14))
+        gap = chart(start + dt.timedelta(hours=14), begin=start + dt.timedelta(hours=12, minutes=30))
+        assert gap["source"].startswith("ticks of 'instruments' (roll-up 'instruments_1min' not used: its bars cover "
+                                        "2018-12-31 13:00:00+00:00 to")  # fmt: skip
     finally:
         serving.stop()
         bars_store.close()

@@ -357,20 +357,27 @@ def _bars(series: Series, data: Mapping[str, Any]) -> dict[str, Any]:
 
 def _from_rollup(series: Series, options: dict[str, Any], by: list[str] | None) -> tuple[str, pd.DataFrame | None]:
     """Bars combined from a declared roll-up whose bars fill the asked ones and reach the
-    range's end, with what was used; else why not (and ``None``)."""
+    range's end, with what was used; else why not (and ``None``). A range that starts before
+    the roll-up's span is still answered from it when no tick matches before the span (one
+    ``count``, one read): the bars of a day asked from midnight, its first tick at 08:00."""
     why = ""
     start, end = options.get("start"), options.get("end")
     for rollup in series.rollups:
         if list(rollup.by) != (by or []):
             continue
         span = series.store.rollup_coverage(rollup)
-        if span is None or start is None or end is None or not span[0] <= start < end <= span[1]:
+        begin, before = start, ""  # before the span, where no tick matches: the bars answer from the span's start
+        if span is not None and start is not None and end is not None and start < span[0] < end <= span[1] and (
+            series.store.count(where=options["where"], start=start, end=span[0]) == 0
+        ):
+            begin, before = span[0], f"; no tick before {span[0].isoformat()}"
+        if span is None or begin is None or end is None or not span[0] <= begin < end <= span[1]:
             covered = "no stored bars yet" if span is None else f"its bars cover {span[0]} to {span[1]}"
             why = f"roll-up {rollup.name!r} not used: {covered}, not the whole range asked"
             continue
         try:
-            combined = series.rollup_stores[rollup.name].bars(combine=True, by=by, **options)
-            return f"roll-up {rollup.name!r} ({rollup.interval} bars, combined)", combined
+            combined = series.rollup_stores[rollup.name].bars(combine=True, by=by, **{**options, "start": begin})
+            return f"roll-up {rollup.name!r} ({rollup.interval} bars, combined{before})", combined
         except UsageError as exc:
             why = f"roll-up {rollup.name!r} not used: {exc}"
     return why, None
