@@ -2,13 +2,17 @@
 the emulator: each view loads, the query grid equals ``query_frame`` and its pages reach every
 tick once, the chart's data equals ``bars``, the live view shows every tick written while it is
 open once, a bad filter shows the command's message, a request without the token is refused.
-The screenshots in docs/images/ are made here, from the demo's day."""
+The screenshots in docs/images/ are made here, from the demo's day: with TSSTORE_SCREENSHOTS=1
+the tests write them there (``TSSTORE_SCREENSHOTS=1 .venv/bin/pytest tests/test_console.py``);
+otherwise into a temporary folder, so that a test run leaves the checkout as it was."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
+import tempfile
 import threading
 import time
 import urllib.error
@@ -34,7 +38,9 @@ from tsstore.demo import BARS_1MIN, SPEC
 from tsstore.local.synthetic import SEED_INSTRUMENTS, trading_day
 
 ROOT = Path(__file__).resolve().parent.parent
-SHOTS = ROOT / "docs" / "images"
+#: Where the screenshots go: the docs' images with TSSTORE_SCREENSHOTS=1, else a scratch folder.
+SHOTS = (ROOT / "docs" / "images" if os.environ.get("TSSTORE_SCREENSHOTS") == "1"
+         else Path(tempfile.gettempdir()) / "tsstore-console-screenshots")  # fmt: skip
 DAY = dt.date(2018, 12, 31)
 TOKEN = "test-token-" + uuid.uuid4().hex
 
@@ -129,7 +135,7 @@ def frame_cells(frame: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
 
 def screenshot(browser: webdriver.Chrome, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
-    browser.save_screenshot(str(SHOTS / f"console-{name}.png"))
+    assert browser.save_screenshot(str(SHOTS / f"console-{name}.png")), name
 
 
 def test_the_series_view_shows_each_series_with_its_count_and_newest_tick(browser: webdriver.Chrome,
