@@ -267,7 +267,6 @@ async def aanswer_document(client: Any, ask: DocAsk) -> Any:
         raise
 
 
-
 def told_clock(client: Any, answer: Any, sent: int) -> Any:
     """``answer`` to a call ``sent`` then, its server time told to the project's clock (a
     write's commit time, or the latest read time of the documents it holds)."""

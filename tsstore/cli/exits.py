@@ -129,9 +129,8 @@ class Group(click.Group):
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
         resolved = super().resolve_command(ctx, args)
-        if _CTRL_C.is_set():  # pressed while the command's modules were imported
-            ctx.invoked_subcommand = resolved[0]
-            raise KeyboardInterrupt
+        ctx.invoked_subcommand = resolved[0]  # as click sets it next: an interruption now names the command
+        check_interrupted()  # Ctrl-C while the command's modules were imported
         return resolved
 
     def invoke(self, ctx: click.Context) -> Any:
