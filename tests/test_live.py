@@ -492,6 +492,34 @@ def test_a_ctrl_c_python_drops_still_stops_tail_and_watch(
     assert f"interrupted: {stopped}" in done.stderr
 
 
+def test_a_ctrl_c_inside_a_deferred_step_comes_when_the_step_ends() -> None:
+    # Seen in a loaded run: "tailed 7 tick(s)" over 6 printed rows. The tail blocked SIGINT in
+    # its main thread while it counted and printed a row; the system then gave the Ctrl-C to
+    # another thread, and Python still ran its handler in the main thread, inside the step.
+    # Here a Ctrl-C is sent to the process (not a thread) while another thread runs.
+    from tsstore.cli.exits import _ctrl_c_noted, _on_ctrl_c, ctrl_c_deferred
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    done: list[int] = []
+    try:
+        with _ctrl_c_noted():
+            assert signal.getsignal(signal.SIGINT) is _on_ctrl_c
+            with pytest.raises(KeyboardInterrupt):
+                with ctrl_c_deferred():
+                    os.kill(os.getpid(), signal.SIGINT)
+                    for step in range(20):  # the GIL taken back each time: where Python runs the handler
+                        time.sleep(0.01)
+                        done.append(step)
+            assert len(done) == 20  # the step was not cut
+            assert signal.getsignal(signal.SIGINT) is _on_ctrl_c
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        stop.set()
+        other.join()
+
+
 def test_async_watch_and_tail_run_the_same_engine(live: dict[str, Any], tsstore_emulator: Any) -> None:
     from tsstore import AsyncTimeSeriesStore
 

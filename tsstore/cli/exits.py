@@ -96,9 +96,28 @@ def check_interrupted() -> None:
         raise KeyboardInterrupt
 
 
+#: Set while a block must not be cut in two by Ctrl-C (:func:`ctrl_c_deferred`).
+_DEFERRED = threading.Event()
+
+
+@contextlib.contextmanager
+def ctrl_c_deferred() -> Iterator[None]:
+    """Ctrl-C held back while the block runs, and raised when it ends (not when the block
+    raises): for a step that must not be cut in two, such as counting a row and printing it.
+    Held back in the handler itself: blocking the signal would not do, as the system then
+    hands it to another thread, whose trip Python still runs in the main thread at once."""
+    _DEFERRED.set()
+    try:
+        yield
+    finally:
+        _DEFERRED.clear()
+    check_interrupted()
+
+
 def _on_ctrl_c(signum: int, frame: object) -> None:
     _CTRL_C.set()
-    raise KeyboardInterrupt
+    if not _DEFERRED.is_set():
+        raise KeyboardInterrupt
 
 
 @contextlib.contextmanager

@@ -3,10 +3,7 @@ redrawn as they change)."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import signal
-import threading
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -14,7 +11,7 @@ import click
 import pandas as pd
 
 from tsstore.cli.common import WHERE_HELP, Database, series_options, where_option
-from tsstore.cli.exits import check_interrupted, exit_interrupted, library_warnings, usage
+from tsstore.cli.exits import check_interrupted, ctrl_c_deferred, exit_interrupted, library_warnings, usage
 from tsstore.cli.output import rows_format, write_frames
 from tsstore.cli.values import cli_time, naive_option, parse_where
 from tsstore.errors import TsstoreError
@@ -68,8 +65,8 @@ def tail(
 
 def _frames(spec: SeriesSpec, live: LiveTail, limit: int | None, printed: dict[str, int]) -> Iterator[pd.DataFrame]:
     """One frame per tick; ``printed`` counts those written. Ctrl-C waits while a row is counted
-    and written (SIGINT blocked from the count until the writer asks for the next frame), so
-    the summary counts exactly the rows printed: it cannot land between a row and its count."""
+    and written (held back from the count until the writer asks for the next frame), so the
+    summary counts exactly the rows printed: it cannot land between a row and its count."""
     for number, item in enumerate(_until_ctrl_c(live.next_tick, live), start=1):
         frame = ticks_to_frame(spec, [item.tick])
         taken = [c for c in (ID_COLUMN, LATE_COLUMN) if c in frame.columns]
@@ -77,7 +74,7 @@ def _frames(spec: SeriesSpec, live: LiveTail, limit: int | None, printed: dict[s
             raise TsstoreError(f"the ticks have a field {taken[0]!r}, a column tail adds itself")
         frame.insert(0, LATE_COLUMN, item.late)
         frame.insert(0, ID_COLUMN, item.tick.id)
-        with _sigint_deferred():
+        with ctrl_c_deferred():
             printed["ticks"] += 1
             printed["late"] += item.late
             yield frame
@@ -95,21 +92,6 @@ def _until_ctrl_c(next_item: Callable[[float], T | None], live: LiveTail | LiveW
             yield item
         elif live.closed:
             return
-
-
-@contextlib.contextmanager
-def _sigint_deferred() -> Iterator[None]:
-    """SIGINT held back while the block runs, then delivered (where the system can block
-    signals, and in the main thread: the only one Python delivers them to)."""
-    block = getattr(signal, "pthread_sigmask", None)
-    if block is None or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = block(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        block(signal.SIG_SETMASK, previous)
 
 
 @click.command("watch")
