@@ -41,7 +41,7 @@ from tsstore.dswire import is_datastore_client
 from tsstore.indexes.build import declared_indexes
 from tsstore.read.cost import ReadStats
 from tsstore.ticks import Tick
-from tsstore.times import interval_label
+from tsstore.times import EARLIEST, interval_label
 from tsstore.wire import database_id
 from tsstore.write.options import EMULATOR_WRITE_OPTIONS
 
@@ -512,8 +512,9 @@ def _minute_mark(watermark: str, since: str | None = None) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("rollup", "given", "window"),
     [
-        # the first run starts at the oldest tick, aligned down; ends at now, aligned down
-        (HOURS, {"oldest": "06:10"}, RollupWindow(_at("06:00"), _at("09:00"))),
+        # the first run starts at the oldest tick, aligned down (its bars whole from the earliest
+        # time: a tick before it comes late, marked); ends at now, aligned down
+        (HOURS, {"oldest": "06:10"}, RollupWindow(_at("06:00"), _at("09:00"), whole_from=EARLIEST)),
         (HOURS, {"since": "06:30", "oldest": "05:00"}, RollupWindow(_at("06:00"), _at("09:00"))),
         (HOURS, {"watermark": "08:00"}, RollupWindow(_at("08:00"), _at("09:00"))),
         (HOURS, {"watermark": "09:00"}, RollupWindow(_at("09:00"), _at("09:00"))),  # nothing closed yet
@@ -523,7 +524,7 @@ def _minute_mark(watermark: str, since: str | None = None) -> dict[str, Any]:
         # bars of bars: no further than the finer roll-up wrote, never a bar it holds only in part
         (HOURS_OF_MINUTES, {"oldest": "06:30"}, None),  # the minute roll-up has not run
         (HOURS_OF_MINUTES, {"finer": ("08:30", "06:30"), "oldest": "06:30"},
-         RollupWindow(_at("06:00"), _at("08:00"), _at("07:00"))),  # fmt: skip
+         RollupWindow(_at("06:00"), _at("08:00"), _at("07:00"), EARLIEST)),  # fmt: skip
         (HOURS_OF_MINUTES, {"finer": ("08:30", None), "since": "05:00"}, RollupWindow(_at("05:00"), _at("08:00"))),
     ],
 )
@@ -704,8 +705,7 @@ def test_hourly_bars_from_minute_rollups_equal_those_from_ticks(tsstore_emulator
     until = T0 + dt.timedelta(hours=2)
     assert store.rollup_coverage(minutes) is None  # not run yet
     assert store.rollup(minutes, until=until).watermark == until
-    oldest = store.query(limit=1, direction="asc")[0].timestamp  # whole from the oldest tick's minute
-    assert store.rollup_coverage(minutes) == (oldest.replace(second=0, microsecond=0), until)
+    assert store.rollup_coverage(minutes) == (EARLIEST, until)  # a first run holds its bars whole from the start
     bar_store = TimeSeriesStore(client, minutes.spec, write_options=FAST)
     assert bar_store.rollup(hours, until=until).watermark == until
     with pytest.raises(ConfigError, match="roll-up 'ticks_1min' rolls up 'ticks', not this store's 'ticks_1min'"):

@@ -33,15 +33,18 @@ from tsstore import (
     QueryError,
     QueryShape,
     RetentionError,
+    RetentionWarning,
     SeriesSpec,
     TimeSeriesStore,
     WriteError,
     shards_for,
 )
 from tsstore.analytics.rollup import Rollup
-from tsstore.late import WRITERS, Horizon, LatePolicy, Lease, Leases, mark_id
+from tsstore.declaration import load_declaration
+from tsstore.errors import REFUSED_UNSENT, SpecError
+from tsstore.late import WRITERS, Horizon, LatePolicy, Lease, Leases, late_from, mark_id
 from tsstore.read.cost import ReadStats
-from tsstore.times import bucket_start
+from tsstore.times import EARLIEST, bucket_start
 from tsstore.wire import database_id
 from tsstore.write.marks import LateGuard, View, decide
 from tsstore.write.ops import Erase, Patch
@@ -84,8 +87,9 @@ BAR_COLUMNS = ["open", "high", "low", "close", "count", "volume"]
 def mismatches(client: Any, store: TimeSeriesStore, rollup: Rollup, start: dt.datetime | None = None) -> list[str]:
     """Every bucket from ``start`` up to the roll-up's watermark where its stored bar differs
     from the bar of the ticks (a missing or extra bar included); empty when all are exact."""
-    doc = client.collection("tsstore_rollups").document(rollup.name).get().to_dict() or {}
-    end = doc["watermark"]
+    covered = TimeSeriesStore(client, rollup.source).rollup_coverage(rollup)  # either database mode
+    assert covered is not None
+    end = covered[1]
     root = rollup.root
     want = store.bars(interval=rollup.interval, by=list(rollup.by), price=root.price, volume=root.volume,
                       start=start, end=end)  # fmt: skip
@@ -170,9 +174,10 @@ def test_a_write_marks_the_buckets_of_stored_rollups_it_changes_and_refuses_past
 class Recorder:
     """The guard's I/O as plain functions: what it wrote, in order."""
 
-    def __init__(self, horizons: list[Horizon]) -> None:
+    def __init__(self, horizons: list[Horizon], *, bars: bool = True) -> None:
         self.log: list[Any] = []
         self.horizons_now = horizons
+        self.bars = bars  # whether every bucket asked about holds a bar
         self.clock = 0.0
         self.server = T0
 
@@ -190,6 +195,10 @@ class Recorder:
 
     def put_marks(self, marks: Any) -> None:
         self.log.append(("marks", {k: sorted(v) for k, v in marks.items()}))
+
+    def holds_bar(self, rollup: str, field: str, start: dt.datetime, end: dt.datetime) -> bool:
+        self.log.append(("holds", rollup, start))
+        return self.bars
 
 
 def test_the_guard_leases_reads_the_view_marks_then_sends_and_says_what_is_in_flight() -> None:
@@ -240,9 +249,74 @@ def test_the_guard_leases_reads_the_view_marks_then_sends_and_says_what_is_in_fl
     assert io.log[-1] == ("drop",)
 
     horizons = [Horizon("m", dt.timedelta(minutes=1), at(60))]
-    refusing = LateGuard(series(late=LatePolicy(window="1h")), Recorder(horizons))
+    io = Recorder(horizons)
+    refusing = LateGuard(series(late=LatePolicy(window="1h")), io)
     answer = refusing.send(inner, [("g", tick(7, -30, 1), True), ("h", tick(8, 61, 1), True)])
-    assert answer[0][0] == 9 and "window" in answer[0][1] and answer[1] == (0, "") and sent[-1] == ["h"]
+    assert answer[0][0] == REFUSED_UNSENT and "window" in answer[0][1] and answer[1] == (0, "") and sent[-1] == ["h"]
+    assert ("holds", "m", at(-30)) in io.log  # it asked whether that bucket holds a bar
+    io = Recorder(horizons, bars=False)  # no bar there: folded in, however far behind
+    answer = LateGuard(series(late=LatePolicy(window="1h")), io).send(inner, [("g", tick(7, -30, 1), True)])
+    assert answer == [(0, "")] and sent[-1] == ["g"] and ("marks", {"m": [at(-30)]}) in io.log
+
+
+def test_a_declared_window_counts_from_the_last_tick_rolled_up_and_only_refuses_into_stored_bars() -> None:
+    """A roll-up run to today (its horizon 90 days past its data) whose last tick was at 11:00:
+    a 2-hour window counts from that tick, not the horizon; a tick past it is refused, with
+    words naming tsstore, the roll-up and the window, only where the roll-up holds a bar
+    (asked once per bucket); the default folds in any tick."""
+    today = at(90 * 24 * 60)
+    minutes = Horizon("ticks_1min", dt.timedelta(minutes=1), today, last_tick=at(60))
+    spec = series(late=LatePolicy(window="2h"))
+    ops = [("a", tick(1, 0.5, 1), True), ("b", tick(2, -70, 1), True), ("c", tick(3, -69.5, 1), True)]
+    asked: list[dt.datetime] = []
+
+    def holds(horizon: Horizon, bucket: dt.datetime) -> bool:
+        asked.append(bucket)
+        return True
+
+    decision = decide(spec, view(minutes), ops, holds=holds)
+    assert decision.marks == {"ticks_1min": {at(0)}} and sorted(decision.refused) == [1, 2]
+    assert asked == [at(-70)]  # the one bucket past the window, asked once for its two ticks
+    assert decision.refused[1] == (
+        "tsstore refused the tick at 2026-03-02T08:50:00Z: it is 2:10:00 behind the last tick roll-up 'ticks_1min' "
+        "has rolled up (2026-03-02T11:00:00Z), past 'ticks''s late-data window of 2:00:00, and that roll-up holds a "
+        'bar in its bucket; declare a wider LatePolicy(window=...), or window=None ("none" in a declaration file) to '
+        "fold in every late tick"
+    )
+    spared = decide(spec, view(minutes), ops, holds=lambda horizon, bucket: False)
+    assert spared.refused == {} and spared.marks == {"ticks_1min": {at(0), at(-70)}}
+    old = [("d", tick(4, -90 * 24 * 60, 1), True)]  # 90 days before the last tick
+    assert decide(series(), view(minutes), old).marks == {"ticks_1min": {at(-90 * 24 * 60)}}
+    assert LatePolicy().window is None
+
+
+@pytest.mark.parametrize(
+    ("table", "refused"),
+    [
+        ({"window": 7}, 'late window 7 is a number, not a duration; write a duration string such as "7D" or "7h", '
+                        'or "none" to fold in every late tick'),
+        ({"window": "forever"}, "late policy window 'forever' is not a duration (or is out of range); give one with "
+                                "its unit such as '30 days', '5min' or 'P30D', or None (\"none\" in a declaration "
+                                "file) to fold in every late tick"),
+        ({"window": "10s", "refresh": "1h"}, "late policy refresh '1h' is longer than its window '10s': a writer's "
+                                             "view of the roll-ups would be older than the window it enforces; give "
+                                             "a refresh no longer than the window"),
+    ],
+)
+def test_a_late_policy_that_cannot_be_meant_is_refused_naming_what_is_allowed(
+    table: dict[str, Any], refused: str, tmp_path: Any
+) -> None:
+    """As a declaration file gives it (TOML: a number, a word, two durations)."""
+    with pytest.raises(SpecError) as caught:
+        late_from(table)
+    assert str(caught.value) == refused
+    entries = ", ".join(f"{key} = {value!r}".replace("'", '"') for key, value in table.items())
+    (tmp_path / "late.toml").write_text(f'[[series]]\ncollection = "ticks"\nlate = {{ {entries} }}\n')
+    with pytest.raises(SpecError, match="late"):
+        load_declaration(str(tmp_path / "late.toml"))
+    if "refresh" in table:
+        with pytest.raises(SpecError, match="longer than its window"):
+            LatePolicy(window=dt.timedelta(seconds=10), refresh="1h")
 
 
 def test_a_rollup_waits_for_live_writers_behind_its_announcement_and_clears_marks_before_their_views() -> None:
@@ -334,10 +408,11 @@ def test_replaced_and_corrected_ticks_are_redone_past_the_window_refused_and_ret
 ) -> None:
     """A replaced tick (on_duplicate='replace') and a correcting delete (purge correct=True)
     mark their buckets; the run redoes them and removes a bar left without ticks; a purge for
-    retention waits for marks in its range; a tick further behind the roll-up than the window
-    is refused, named; a plain retention purge keeps the bars as they are."""
+    retention waits for marks in its range; a tick further behind the roll-up's last tick than
+    the window, into a stored bar, is refused, named; a plain retention purge keeps the bars as
+    they are, and a correcting purge there says it cannot correct them."""
     client = tsstore_emulator.client(database=f"late-fix-{shards}-{uuid.uuid4().hex[:12]}")
-    spec = series(shards, on_duplicate="replace", late=LatePolicy(window="2h"))
+    spec = series(shards, on_duplicate="replace", late=LatePolicy(window="90min"))
     on = On(tsstore_emulator, client, driver)
     minutes, hours = hourly_and_minutes(spec)
     store = TimeSeriesStore(client, spec, write_options=FAST)
@@ -353,9 +428,12 @@ def test_replaced_and_corrected_ticks_are_redone_past_the_window_refused_and_ret
     deleted = on(spec, "purge", start=at(20), end=at(21), where={"symbol": "BBB"}, correct=True)
     assert deleted.deleted == 1
     assert marks(client, minutes) == [mark_id(at(10)), mark_id(at(20))]
-    with pytest.raises(WriteError, match="late-data window of 2:00:00") as refused:
-        on(spec, "write", [tick(300, -15, 1)])  # 2h15 behind the roll-ups' horizon
-    assert refused.value.written == 0 and store.count(start=at(-16), end=at(-14)) == 0
+    with pytest.raises(WriteError, match="tsstore refused the tick at 2026-03-02T10:05:30Z: it is 1:33:30 behind "
+                       "the last tick roll-up 'ticks_1min' has rolled up .2026-03-02T11:39:00Z., past 'ticks''s "
+                       "late-data window of 1:30:00") as refused:
+        on(spec, "write", [tick(300, 5.5, 1)])  # 1h33 behind the last tick, into a stored minute
+    assert refused.value.written == 0 and store.count(start=at(5), end=at(6)) == 1
+    assert refused.value.failures[0].reason.startswith("tsstore refused the tick")
 
     got = on(spec, "aggregate", start=at(0), end=at(60), rollups=[hours, minutes], min=["price.micros"])
     assert (got.count, got.min["price.micros"]) == (60, 7)
@@ -378,10 +456,129 @@ def test_replaced_and_corrected_ticks_are_redone_past_the_window_refused_and_ret
     # a late tick where retention deleted the ticks could not be folded in exactly: refused
     with pytest.raises(WriteError, match="whose ticks retention deleted"):
         on(spec, "write", [tick(400, 10.5, 1)])
+    with pytest.warns(RetentionWarning, match="'ticks_1min' .before 2026-03-02T10:30:00Z.: nothing is left there to "
+                      "delete, and those bars stay as they are; they cannot be corrected"):
+        assert on(spec, "purge", start=at(10), end=at(11), correct=True).deleted == 0
     on(spec, "write", [tick(401, 40.5, 1)])  # after the purge: folded in as usual
     assert marks(client, minutes) == [mark_id(at(40))]
     assert on(spec, "rollup", minutes, until=at(120)).redone == 1
     assert mismatches(client, store, minutes, start=at(30)) == []  # before it: bars only, as retention keeps
+    client.close()
+
+
+#: The emulator cases of the late-data defaults: both stores in Native mode (3 and 40 shards),
+#: and the sync store in Datastore mode (its guard asks its own calls).
+MODES = pytest.mark.parametrize("mode,shards,driver", [("native", 3, "sync"), ("native", 40, "async"),
+                                                       ("datastore", 3, "sync")])  # fmt: skip
+DAY = 24 * 60  # minutes
+
+
+def mode_client(request: Any, mode: str, name: str) -> Any:
+    if mode == "native":
+        return request.getfixturevalue("tsstore_emulator").client(database=name)
+    return request.getfixturevalue("tsstore_datastore_emulator").datastore_client(database=name)
+
+
+@MODES
+def test_the_default_folds_in_history_however_old_and_every_bar_stays_exact(
+    request: Any, mode: str, shards: int, driver: str
+) -> None:
+    """The issue's case: a day of ticks 90 days back and today's hundred, rolled up without an
+    end (the horizon is now, months past the data). Under the default declaration a tick 90
+    days late, a replacement of an old tick and a late cluster into an old day (into minutes
+    with and without bars, and a day holding no bar at all) are all accepted and marked;
+    the runs redo them and every stored bar equals the ticks' bar."""
+    client = mode_client(request, mode, f"late-old-{uuid.uuid4().hex[:12]}")
+    spec = series(shards, on_duplicate="replace")
+    minutes, hours = hourly_and_minutes(spec)
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    old = [tick(500 + n, n - 90 * DAY, 300 + n) for n in range(30)]  # 10:00-10:29, 90 days before
+    store.write([*old, *hundred()])
+    store.rollup(minutes)
+    TimeSeriesStore(client, minutes.spec, write_options=FAST).rollup(hours)
+    assert mismatches(client, store, minutes) == [] and mismatches(client, store, hours) == []
+    on = On(request.getfixturevalue("tsstore_emulator"), client, driver) if mode == "native" else None
+
+    def write(rows: list[dict[str, Any]]) -> Any:
+        return store.write(rows) if on is None else on(spec, "write", rows)
+
+    assert write([tick(900, 5.5 - 90 * DAY, 999_999)]).created == 1  # 90 days behind the last tick
+    assert write([dict(old[10], price={"micros": 7})]).replaced == 1  # an old tick replaced
+    cluster = [tick(1000 + n, 20.25 + n - 90 * DAY, 50 + n) for n in range(20)]  # 10:20-10:39: half hold bars
+    cluster += [tick(1100 + n, n - 91 * DAY, 60 + n) for n in range(5)]  # a day that holds no bar
+    assert write(cluster).created == len(cluster)
+    told = store.explain_aggregate(start=at(-91 * DAY), end=at(120), rollups=[hours, minutes]).describe()
+    assert "late ticks marked there" in told
+    assert store.rollup(minutes).redone > 0
+    TimeSeriesStore(client, minutes.spec, write_options=FAST).rollup(hours)
+    assert mismatches(client, store, minutes) == [] and mismatches(client, store, hours) == []
+    got = store.aggregate(start=at(-92 * DAY), end=at(120), rollups=[hours, minutes], max=["price.micros"])
+    assert (got.count, got.max) == (store.count(start=at(-92 * DAY), end=at(120)), {"price.micros": 999_999})
+    assert got.count == 30 + 100 + 1 + len(cluster)
+    client.close()
+
+
+@MODES
+def test_a_declared_window_counts_from_the_last_tick_rolled_up_and_spares_buckets_without_a_bar(
+    request: Any, mode: str, shards: int, driver: str
+) -> None:
+    """A window of an hour, the minute roll-up run up to now: a tick 28 minutes behind its last
+    tick (and months behind its horizon) is folded in; one 93 minutes behind, into a stored
+    minute, is refused by tsstore naming the roll-up and the window; ticks further back into
+    minutes and a day holding no bar are accepted. The next run leaves every bar exact."""
+    client = mode_client(request, mode, f"late-window-{uuid.uuid4().hex[:12]}")
+    spec = series(shards, late=LatePolicy(window="1h"))
+    minutes, _ = hourly_and_minutes(spec)
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    store.write(hundred())
+    store.rollup(minutes)
+    on = On(request.getfixturevalue("tsstore_emulator"), client, driver) if mode == "native" else None
+
+    def write(rows: list[dict[str, Any]]) -> Any:
+        return store.write(rows) if on is None else on(spec, "write", rows)
+
+    assert write([tick(300, 70.5, 1)]).created == 1
+    with pytest.raises(WriteError) as refused:
+        write([tick(301, 5.5, 2)])
+    failure = refused.value.failures[0]
+    assert failure.reason == (
+        "tsstore refused the tick at 2026-03-02T10:05:30Z: it is 1:33:30 behind the last tick roll-up 'ticks_1min' "
+        "has rolled up (2026-03-02T11:39:00Z), past 'ticks''s late-data window of 1:00:00, and that roll-up holds a "
+        'bar in its bucket; declare a wider LatePolicy(window=...), or window=None ("none" in a declaration file) to '
+        "fold in every late tick"
+    )
+    assert "Firestore" not in str(refused.value) and refused.value.written == 0
+    unstored = [tick(302, -30.5, 3), tick(303, -DAY, 4)]  # before the first tick, and a day earlier
+    assert write(unstored).created == 2
+    assert store.rollup(minutes).redone == 3
+    assert mismatches(client, store, minutes) == []
+    assert store.count(start=at(5), end=at(6)) == 1
+    client.close()
+
+
+def test_a_first_run_without_since_covers_from_the_beginning(tsstore_emulator: Any) -> None:
+    """Ticks from 10:07: the minute roll-up's first run (no since) holds its bars whole from
+    the earliest time, so the hourly roll-up of it claims the 10:00 hour whole, and an
+    aggregate of that hour reads one hourly bar; a tick written before the oldest later is
+    late like any other."""
+    client = tsstore_emulator.client(database=f"late-first-{uuid.uuid4().hex[:12]}")
+    spec = series(3)
+    minutes, hours = hourly_and_minutes(spec)
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    store.write(hundred()[7:])
+    store.rollup(minutes, until=at(120))
+    assert store.rollup_coverage(minutes) == (EARLIEST, at(120))
+    TimeSeriesStore(client, minutes.spec).rollup(hours, until=at(120))
+    assert TimeSeriesStore(client, minutes.spec).rollup_coverage(hours) == (EARLIEST, at(120))
+    got = store.aggregate(start=at(0), end=at(120), rollups=[hours, minutes])
+    assert got.sources == ("[2026-03-02T10:00:00Z, 2026-03-02T12:00:00Z) from ticks_1min_1h (1h bars)",)
+    assert got.count == store.count() == 93
+    store.write([tick(1, 1.5, 5)])  # before the oldest: marked, the ticks answer until the runs
+    assert marks(client, minutes) == [mark_id(at(1))]
+    assert store.aggregate(start=at(0), end=at(120), rollups=[hours, minutes]).count == 94
+    store.rollup(minutes, until=at(120))
+    TimeSeriesStore(client, minutes.spec).rollup(hours, until=at(120))
+    assert mismatches(client, store, minutes) == [] and mismatches(client, store, hours) == []
     client.close()
 
 

@@ -125,17 +125,23 @@ class CursorError(QueryError):
     """A pagination cursor is malformed or belongs to another query."""
 
 
+#: The code of a write tsstore refused itself, unsent (a late tick its declaration does not
+#: fold in): outside gRPC's status codes (0 to 16), so no reader takes it for Firestore's.
+REFUSED_UNSENT = 100
+
+
 @dataclass(frozen=True)
 class WriteFailure:
-    """One document Firestore refused after all retries."""
+    """One document Firestore refused after all retries, or tsstore refused unsent."""
 
     #: The record's position in what the write was given (0-based).
     index: int
     #: The id of the document refused.
     document_id: str
-    #: The gRPC status code of the refusal (6, ALREADY_EXISTS: the duplicate policy).
+    #: The gRPC status code of the refusal (6, ALREADY_EXISTS: the duplicate policy), or
+    #: :data:`REFUSED_UNSENT` (tsstore refused it, never sent).
     code: int
-    #: What Firestore said.
+    #: What Firestore (or tsstore) said.
     message: str
 
     @property
@@ -145,10 +151,15 @@ class WriteFailure:
         return self.code == 6
 
     @property
+    def by_tsstore(self) -> bool:
+        """Refused by tsstore before it was sent (:data:`REFUSED_UNSENT`), not by Firestore."""
+        return self.code == REFUSED_UNSENT
+
+    @property
     def reason(self) -> str:
-        """Why the record is not stored, for a reject line: the policy's refusal words itself;
-        anything else is Firestore's."""
-        return self.message if self.by_policy else f"Firestore refused it: {self.message}"
+        """Why the record is not stored, for a reject line: the policy's and tsstore's own
+        refusals word themselves; anything else is Firestore's."""
+        return self.message if self.by_policy or self.by_tsstore else f"Firestore refused it: {self.message}"
 
 
 class WriteError(TsstoreError):
@@ -161,9 +172,10 @@ class WriteError(TsstoreError):
 
     def __init__(self, failures: Sequence[WriteFailure], written: int, result: object = None) -> None:
         first = failures[0]
+        why = first.message if first.by_tsstore else f"code {first.code}: {first.message}"
         super().__init__(
             f"{len(failures)} of {written + len(failures)} documents were not written; "
-            f"first: record {first.index} (id {first.document_id}): code {first.code}: {first.message}"
+            f"first: record {first.index} (id {first.document_id}): {why}"
         )
         self.failures = tuple(failures)
         self.written = written

@@ -30,6 +30,9 @@ MARKS = "marks"
 #: The field of a watermark document saying retention deleted the source's ticks before it:
 #: a bucket there keeps its bar and cannot be recomputed, so no late tick may land in it.
 PURGED = "purged_before"
+#: The field of a watermark document holding the time of the last tick its runs rolled up
+#: (through the finer roll-ups): where a declared late-data window counts from.
+LAST_TICK = "last_tick"
 #: One document per running write job: which source it writes and since when every write it
 #: sends was decided with a fresh view of the roll-ups' horizons (its *lease*).
 WRITERS = "tsstore_writers"
@@ -39,16 +42,17 @@ WRITERS = "tsstore_writers"
 class LatePolicy:
     """What a series does with ticks that land in buckets a roll-up has already stored.
 
-    - ``window``: how late a tick may be (how far its time lies behind a roll-up's horizon,
-      in the data's own time, so a backfill of 2019 is late by what it trails the 2019
-      roll-up, whatever today's date) and still be folded into the roll-ups: its bucket is
-      marked and the next run recomputes it. A tick later than that is refused (a
-      :class:`~tsstore.errors.WriteFailure` naming it and the window); ``None`` folds in any
-      tick, however late. Default 30 days: corrections and re-sent feeds arrive within days,
-      while a print a quarter behind the stored bars is more likely a wrong timestamp than a
-      correction. Ticks in buckets no roll-up has stored yet are never refused.
+    - ``window``: ``None`` (the default) folds every late tick into the roll-ups, however
+      late: its bucket is marked and the next run recomputes it, so a backfill, a replaced
+      old tick or a late cluster into an old day all end in exact bars. A duration is an
+      opt-in limit counted in the data's own time, from the last tick a roll-up has rolled up
+      (not from today's date, nor from a watermark a run moved up to now): a tick further
+      behind that, into a bucket where the roll-up holds a bar, is refused unsent (a
+      :class:`~tsstore.errors.WriteFailure` naming tsstore, the roll-up and the window). A
+      tick into a bucket no roll-up holds a bar of is never refused.
     - ``refresh``: how old the writer's view of the roll-ups' horizons may be when it sends a
-      batch; it reads them again (one query) when the view is older.
+      batch; it reads them again (one query) when the view is older. No longer than a
+      declared ``window``.
     - ``send_timeout``: the longest one write request may take (it is retried after that).
 
     ``lease`` (``refresh + send_timeout`` and a margin) bounds how long after a writer last
@@ -60,19 +64,26 @@ class LatePolicy:
     refresh: dt.timedelta
     send_timeout: dt.timedelta
 
-    def __init__(self, *, window: object = "30D", refresh: object = "2s", send_timeout: object = "20s") -> None:
+    def __init__(self, *, window: object = None, refresh: object = "2s", send_timeout: object = "20s") -> None:
         values: dict[str, dt.timedelta | None] = {}
         for name, value in (("window", window), ("refresh", refresh), ("send_timeout", send_timeout)):
             if value is None and name == "window":
                 values[name] = None
                 continue
+            also = ', or None ("none" in a declaration file) to fold in every late tick' if name == "window" else ""
             try:
                 delta: dt.timedelta = to_duration(value, name=f"late policy {name}")
             except ValueError as exc:
-                raise SpecError(str(exc)) from None
+                raise SpecError(f"{exc}{also}") from None
             if delta <= dt.timedelta(0):
-                raise SpecError(f"late policy {name} {value!r} is not allowed; give a positive duration")
+                raise SpecError(f"late policy {name} {value!r} is not allowed; give a positive duration{also}")
             values[name] = delta
+        limit, refresh_at = values["window"], values["refresh"]
+        if limit is not None and refresh_at is not None and refresh_at > limit:
+            raise SpecError(
+                f"late policy refresh {refresh!r} is longer than its window {window!r}: a writer's view of the "
+                "roll-ups would be older than the window it enforces; give a refresh no longer than the window"
+            )
         for name, value in values.items():
             object.__setattr__(self, name, value)
 
@@ -103,8 +114,14 @@ def late_from(value: "LatePolicy | Mapping[str, object] | None") -> LatePolicy:
         if unknown:
             raise SpecError(f"unknown key(s) {unknown} in the late policy; allowed: {', '.join(allowed)}")
         options: dict[str, Any] = dict(value)
-        if options.get("window") in ("none", "None"):  # TOML has no null
+        window = options.get("window")
+        if window in ("none", "None"):  # TOML has no null
             options["window"] = None
+        elif isinstance(window, (int, float)) and not isinstance(window, bool):  # seconds would be a surprise
+            raise SpecError(
+                f"late window {window!r} is a number, not a duration; write a duration string such as "
+                f'"{window}D" or "{window}h", or "none" to fold in every late tick'
+            )
         return LatePolicy(**options)
     raise SpecError(f"late {value!r} is not allowed; give a LatePolicy or a table of window, refresh, send_timeout")
 
@@ -127,13 +144,16 @@ def marks_path(rollup: str) -> str:
 
 @dataclass(frozen=True)
 class Horizon:
-    """One roll-up as a writer sees it: its name, bucket size, and where late begins (the
-    later of its watermark and the end a run under way announced; ``None``: nothing stored)."""
+    """One roll-up as a writer sees it: its name, bucket size, where late begins (the later
+    of its watermark and the end a run under way announced; ``None``: nothing stored), and
+    the last tick its runs rolled up (``None``: not known, a document written before tsstore
+    kept it: a window then counts from the horizon)."""
 
     name: str
     interval: dt.timedelta
     horizon: dt.datetime | None
     purged: dt.datetime | None = None  # retention deleted the ticks before it: bars only
+    last_tick: dt.datetime | None = None
 
     @classmethod
     def of(cls, name: str, document: Mapping[str, Any]) -> Horizon | None:
@@ -143,10 +163,10 @@ class Horizon:
             return None
         times = [document.get(k) for k in ("watermark", "closing")]
         known = [t for t in times if isinstance(t, dt.datetime)]
-        purged = document.get(PURGED)
+        purged, last = document.get(PURGED), document.get(LAST_TICK)
         return cls(
             name, dt.timedelta(seconds=seconds), max(known) if known else None,
-            purged if isinstance(purged, dt.datetime) else None,
+            purged if isinstance(purged, dt.datetime) else None, last if isinstance(last, dt.datetime) else None,
         )  # fmt: skip
 
     def late(self, timestamp: dt.datetime) -> dt.datetime | None:
@@ -155,6 +175,12 @@ class Horizon:
             return None
         bucket = bucket_start(timestamp, self.interval)
         return bucket if bucket < self.horizon else None
+
+    def behind(self, timestamp: dt.datetime) -> dt.timedelta:
+        """How far ``timestamp`` lies behind this roll-up's data: its last tick rolled up (else
+        its horizon), in the data's own time; what a late-data window is compared with."""
+        since = self.last_tick if self.last_tick is not None else self.horizon
+        return dt.timedelta(0) if since is None else since - timestamp
 
 
 @dataclass(frozen=True)

@@ -283,8 +283,8 @@ class SeriesSpec:
     - ``counter_shards``: the shard documents of each series counter (each takes about one
       write a second)
     - ``late``: what a tick landing in a bucket a roll-up has stored does
-      (:class:`~tsstore.late.LatePolicy`: how late it may be and still be folded in; default
-      30 days).
+      (:class:`~tsstore.late.LatePolicy`: by default it is folded in however late; a declared
+      window refuses ticks further behind a roll-up's data than that).
     - ``access``: what web and mobile clients may do with the collection
       (:class:`~tsstore.access.ClientAccess`, its ``read`` value, or its fields as a
       mapping); default signed-in reads, no client writes

@@ -31,6 +31,8 @@ DurationLike = dt.timedelta | float | str
 ZoneLike = dt.tzinfo | str
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+#: The earliest time Firestore stores (0001-01-01T00:00:00Z).
+EARLIEST = dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc)
 
 _LEAP_SECOND = re.compile(r"\d\d:\d\d:60")
 _FRACTION = re.compile(r"[.,](\d+)")
@@ -164,9 +166,9 @@ def bucket_start(moment: dt.datetime, step: dt.timedelta) -> dt.datetime:
 
 
 def bucket_ceil(moment: dt.datetime, step: dt.timedelta) -> dt.datetime:
-    """The first bucket start at or after ``moment``."""
-    floor = bucket_start(moment, step)
-    return floor if floor == moment else floor + step
+    """The first bucket start at or after ``moment`` (computed upward: near :data:`EARLIEST`
+    the bucket start below ``moment`` is out of a ``datetime``'s range)."""
+    return moment + (EPOCH - moment) % step
 
 
 def to_duration(value: object, *, name: str) -> dt.timedelta:

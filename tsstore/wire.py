@@ -566,6 +566,12 @@ class FirestoreHorizons:
         found = [Horizon.of(s.id, s.to_dict() or {}) for s in query.get(retry=None, timeout=self._timeout)]
         return [h for h in found if h is not None]
 
+    def holds_bar(self, rollup: str, field: str, start: dt.datetime, end: dt.datetime) -> bool:
+        # One field's range: the automatic single-field index serves it, at any shard count.
+        query = (self._client.collection(rollup).where(filter=FieldFilter(field, ">=", start))
+                 .where(filter=FieldFilter(field, "<", end)).limit(1))  # fmt: skip
+        return bool(query.get(retry=None, timeout=self._timeout))
+
     def put_marks(self, marks: Mapping[str, Iterable[dt.datetime]]) -> None:
         for rollup, buckets in marks.items():
             collection = self._client.collection(marks_path(rollup))

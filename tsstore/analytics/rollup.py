@@ -29,7 +29,7 @@ from tsstore.analytics.buckets import to_interval
 from tsstore.errors import ConfigError, QueryError, SpecError
 from tsstore.late import WATERMARKS
 from tsstore.spec import NUMERIC_TYPES, QueryShape, SeriesSpec, check_field_path, shards_for
-from tsstore.times import DurationLike, bucket_ceil, interval_label, utc_text
+from tsstore.times import EARLIEST, DurationLike, bucket_ceil, interval_label, utc_text
 
 BAR_FIELDS = ("open", "high", "low", "close", "count", "volume")
 
@@ -193,12 +193,16 @@ class Rollup:
 @dataclass(frozen=True)
 class RollupWindow:
     """What one run of a roll-up computes: the bars of ``[start, end)`` (both on the bar
-    grid; ``start`` ``None``: no tick to start from), and for a roll-up of a roll-up the
-    first of its bars the finer roll-up holds whole (``first_whole``)."""
+    grid; ``start`` ``None``: no tick to start from), for a roll-up of a roll-up the first of
+    its bars the finer roll-up holds whole (``first_whole``), and where the bars it stores
+    are whole from (``whole_from``; ``None``: ``start``): a first run from the oldest tick
+    holds every bar from the earliest time on, since a tick written before its oldest later
+    is late and marked like any other."""
 
     start: dt.datetime | None
     end: dt.datetime
     first_whole: dt.datetime | None = None
+    whole_from: dt.datetime | None = None
 
     @property
     def fresh(self) -> bool:
@@ -214,7 +218,8 @@ class RollupWindow:
         if self.start is None or not self.fresh:
             return None
         mark = self.end if watermark is None else max(self.end, watermark)
-        begin = self.start if self.first_whole is None else max(self.start, self.first_whole)
+        begin = self.start if self.whole_from is None else min(self.start, self.whole_from)
+        begin = begin if self.first_whole is None else max(begin, self.first_whole)
         since = rollup.covered_since(stored, begin, self.end) if begin < self.end else (stored or {}).get("since")
         return rollup.watermark_document(mark, since if isinstance(since, dt.datetime) else None)
 
@@ -230,9 +235,10 @@ def rollup_window(
     oldest: dt.datetime | None = None,
 ) -> RollupWindow | None:
     """The window of one run: from ``since``, else the stored ``watermark``, else the
-    ``oldest`` tick, aligned down; to ``until`` or ``now``, aligned down (an open interval
-    is left for a later run), and for a roll-up of a roll-up no further than its ``finer``
-    watermark document says is written. ``None``: the finer roll-up has not run."""
+    ``oldest`` tick, aligned down (a first run from it stores bars whole from the earliest
+    time on); to ``until`` or ``now``, aligned down (an open interval is left for a later
+    run), and for a roll-up of a roll-up no further than its ``finer`` watermark document
+    says is written. ``None``: the finer roll-up has not run."""
     limit = now if until is None else min(now, until)
     first_whole = None
     if rollup.finer is not None:  # bars of bars: only what the finer roll-up has written
@@ -243,8 +249,10 @@ def rollup_window(
         span = rollup.finer.coverage(finer)
         first_whole = None if span is None else bucket_ceil(span[0], rollup.interval)
     start = since if since is not None else watermark if watermark is not None else oldest
+    first = since is None and watermark is None and oldest is not None  # from the oldest tick: none before it
     return RollupWindow(
-        None if start is None else bar_start(start, rollup.interval), bar_start(limit, rollup.interval), first_whole
+        None if start is None else bar_start(start, rollup.interval), bar_start(limit, rollup.interval), first_whole,
+        bucket_ceil(EARLIEST, rollup.interval) if first else None,
     )
 
 

@@ -46,7 +46,7 @@ from tsstore.beam.target import Target
 from tsstore.errors import ConfigError
 from tsstore.limits import MAX_INDEXED_VALUE_BYTES
 from tsstore.spec import DuplicatePolicy, SeriesSpec
-from tsstore.write.marks import View, decide
+from tsstore.write.marks import View, decide, holds_from
 from tsstore.write.sender import settle
 
 #: Documents a classify step holds before it looks them up (and at the end of each bundle).
@@ -157,7 +157,7 @@ class _Classify(Holding):
         for item, why in self._decided(self.take_held(), sends):
             yield self.reject(item, why)
         ops = [(doc_id, item.doc.data, False) for item, doc_id, _ in sends]
-        decision = decide(self._spec, self._view, ops)
+        decision = decide(self._spec, self._view, ops, holds=holds_from(self._io, self._spec))
         if decision.marks:
             self._io.put_marks(decision.marks)
         for index, (item, doc_id, outcome) in enumerate(sends):

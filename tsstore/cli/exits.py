@@ -228,9 +228,12 @@ def library_warnings(command: Callable[..., Any]) -> Callable[..., Any]:
             try:
                 return command(*args, **kwargs)
             finally:
+                said: set[str] = set()  # a command asking twice (a dry run, then the run) warns once
                 for w in caught:
                     if issubclass(w.category, TsstoreWarning):
-                        click.echo(f"warning: {w.message}", err=True)
+                        if str(w.message) not in said:
+                            click.echo(f"warning: {w.message}", err=True)
+                        said.add(str(w.message))
                     else:
                         warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 

@@ -474,6 +474,10 @@ class DatastoreHorizons:
                  for r in self._calls.run(query, read_time=None)]  # fmt: skip
         return [h for h in found if h is not None]
 
+    def holds_bar(self, rollup: str, field: str, start: dt.datetime, end: dt.datetime) -> bool:
+        query = queries.find_query(self._calls.where, rollup, [(field, ">=", start), (field, "<", end)])
+        return any(True for _ in self._calls.run(query, read_time=None, limit=1))
+
     def put_marks(self, marks: Mapping[str, Iterable[dt.datetime]]) -> None:
         for rollup, buckets in marks.items():
             mutations = [self._calls.mutation("upsert", f"{marks_path(rollup)}/{mark_id(b)}",

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tsstore.analytics.rollup import Rollup
 from tsstore.asks import FindDocs, ask, asked_together
-from tsstore.errors import QueryError, RetentionError
+from tsstore.errors import QueryError, RetentionError, RetentionWarning
 from tsstore.late import PURGED, WATERMARKS
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead, sweep_cursor
@@ -18,7 +19,7 @@ from tsstore.read.query import Query, Where, given
 from tsstore.results import PurgeResult
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
-from tsstore.times import TimeLike, to_utc
+from tsstore.times import TimeLike, to_utc, utc_text
 from tsstore.verbs.marks import marks_ask, settle_writers, watermark_write
 from tsstore.verbs.reading import count
 from tsstore.verbs.request import Making, Request, Seat, Send, SendOptions
@@ -72,7 +73,9 @@ def purge(
     ``correct=True`` deletes to correct the data instead: the buckets of the deleted ticks
     are marked late (:mod:`tsstore.late`), so reads from roll-ups stop using those bars and
     the next roll-up run recomputes them without the ticks (removing bars left empty). It
-    needs no watermark check.
+    needs no watermark check. Where retention already deleted the ticks (before a roll-up's
+    ``purged_before``) there is nothing left to correct and the bars stay as they are: a
+    :class:`~tsstore.errors.RetentionWarning` says so.
 
     Each shard chunk is read oldest first as one stream (ids and timestamps only, resumed
     after its last tick if it breaks off, at no shared snapshot), and its ticks are deleted
@@ -80,7 +83,9 @@ def purge(
     time bound."""
     bounds = _purge_bounds(Query.of(query, given(where=where, start=start, end=end)), before)
     declared = _declared_rollups(rollups, seat.spec)
-    documents = {} if correct else (yield from source_rollups(seat))  # read once: checked, then told
+    documents = yield from source_rollups(seat)  # read once: checked, then told
+    if correct:
+        _warn_purged(documents, bounds)
     if not past_rollups and not correct:
         yield from _check_tiers(seat, documents, declared, bounds)
     plan = oldest_first(seat.spec, bounds.replace(columns=()))
@@ -114,6 +119,25 @@ class _Deleting(Making[PurgeResult]):
 
     def result(self, sender: BulkSender) -> PurgeResult:
         return PurgeResult(matched=self.matched, deleted=sender.counts["deleted"], dry_run=False)
+
+
+def _warn_purged(documents: Mapping[str, Mapping[str, Any]], bounds: Query) -> None:
+    """Warn that a correcting purge reaching before a roll-up's retention horizon cannot
+    correct the bars there: their ticks are gone, and the bars stay as retention kept them."""
+    try:
+        start = None if bounds.start is None else to_utc(bounds.start, name="start")
+    except ValueError as exc:
+        raise QueryError(str(exc)) from None
+    gone = {name: data[PURGED] for name, data in documents.items() if isinstance(data.get(PURGED), dt.datetime)}
+    reached = {name: at for name, at in gone.items() if start is None or start < at}
+    if reached:
+        names = ", ".join(f"{name!r} (before {utc_text(at)})" for name, at in sorted(reached.items()))
+        warnings.warn(
+            f"a correcting purge reaches where retention already deleted the ticks of roll-up(s) {names}: "
+            "nothing is left there to delete, and those bars stay as they are; they cannot be corrected",
+            RetentionWarning,
+            stacklevel=3,
+        )
 
 
 def _purge_bounds(bounds: Query, before: object) -> Query:

@@ -18,7 +18,7 @@ from tsstore.analytics.covered import join_spans
 from tsstore.analytics.rollup import Rollup, RollupResult, RollupWindow, VerifyResult, rollup_window
 from tsstore.asks import ask
 from tsstore.errors import QueryError, RetentionWarning
-from tsstore.late import PURGED, Horizon
+from tsstore.late import LAST_TICK, PURGED, Horizon
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import QueryPlan, oldest_first
 from tsstore.read.query import Query
@@ -112,10 +112,19 @@ def rollup(
     yield from clear_marks(seat, rollup.name, marks, cutoff=cutoff)
     document = window.watermark_after(rollup, mine, watermark)
     if document is not None:
+        document.update(_last_tick(mine, made.latest))
         yield from ask(watermark_write(rollup.name, document, what=f"the watermark of roll-up {rollup.name!r}"))
     return dataclasses.replace(
         done, ticks=cost.documents, watermark=watermark if document is None else document["watermark"]
     )
+
+
+def _last_tick(stored: dict[str, Any] | None, latest: list[dt.datetime]) -> dict[str, dt.datetime]:
+    """The watermark document's last tick after a run whose bars' last tick is ``latest``
+    (one time, or none): the later of it and the stored one, which never moves back."""
+    held = (stored or {}).get(LAST_TICK)
+    times = [*latest, *([held] if isinstance(held, dt.datetime) else [])]
+    return {LAST_TICK: max(times)} if times else {}
 
 
 def _since_until(since: object, until: object) -> tuple[dt.datetime | None, dt.datetime | None]:
@@ -239,17 +248,27 @@ class _Made(Making[RollupResult]):
     watermark: dt.datetime | None
     cost: ReadStats
     marked: int  # late buckets folded in
+    #: The time of the last tick in the bars sent so far (empty before the first).
+    latest: list[dt.datetime] = field(default_factory=list)
 
     def docs(self, ticks: Iterator[Tick]) -> Iterator[PreparedDoc]:
         new = () if self.builder is None else iter_bars(self.builder, self._counted(ticks))
         kept: set[str] = set()
-        for doc in prepare_records(self.rollup.spec, self.rollup.records(itertools.chain(self.redone, new)),
+        bars = self._noted(itertools.chain(self.redone, new))
+        for doc in prepare_records(self.rollup.spec, self.rollup.records(bars),
                                    on_duplicate=self.rollup.spec.on_duplicate):  # fmt: skip
             kept.add(doc.id)
             yield doc
         emptied = [(doc_id, at) for doc_id, at in self.stale if doc_id not in kept]
         for n, (doc_id, at) in enumerate(emptied):  # bars left without ticks (the coarser roll-ups are told)
             yield PreparedDoc(len(kept) + n, doc_id, Erase(at), 0)
+
+    def _noted(self, bars: Iterator[Bar]) -> Iterator[Bar]:
+        for bar in bars:
+            at = bar.close_at or bar.start  # a stored bar from before tsstore kept close_at: its start
+            if not self.latest or at > self.latest[0]:
+                self.latest[:] = [at]
+            yield bar
 
     def _counted(self, ticks: Iterator[Tick]) -> Iterator[Tick]:
         for n, tick in enumerate(ticks, 1):

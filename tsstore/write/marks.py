@@ -10,9 +10,10 @@ Every send of a write job passes through a :class:`LateGuard`:
    the new view's time.
 2. A tick created, replaced or erased (:class:`~tsstore.write.ops.Erase`) in a bucket before
    a roll-up's horizon is late: its bucket's mark is written (a new random ``nonce`` each
-   time, so the mark's update time moves) and confirmed first; a tick further behind a
-   horizon than the policy's ``window`` is refused unsent. Retention deletes (``None``) and reshard patches
-   change no bar and mark nothing.
+   time, so the mark's update time moves) and confirmed first. Under a declared ``window``
+   a tick further behind the roll-up's last tick than that is refused unsent, if the
+   roll-up holds a bar in its bucket (one query, asked only then). Retention deletes
+   (``None``) and reshard patches change no bar and mark nothing.
 3. The send itself times out after ``late.send_timeout``.
 
 So a tick lands at most ``late.lease`` after the view (and the mark) it was sent under;
@@ -31,9 +32,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tsstore.errors import REFUSED_UNSENT
 from tsstore.late import Horizon
 from tsstore.spec import SeriesSpec
-from tsstore.write.ops import FAILED_PRECONDITION, Erase, Transport, WriteOp, WriteStatus
+from tsstore.times import utc_text
+from tsstore.write.ops import Erase, Transport, WriteOp, WriteStatus
 
 
 class Horizons(Protocol):
@@ -51,6 +54,9 @@ class Horizons(Protocol):
     def put_marks(self, marks: Mapping[str, Iterable[dt.datetime]]) -> None:
         """Write these marks (roll-up -> bucket starts); raise ``GoogleAPICallError`` unless
         every one was written."""
+
+    def holds_bar(self, rollup: str, field: str, start: dt.datetime, end: dt.datetime) -> bool:
+        """Whether roll-up ``rollup`` stores a bar whose ``field`` (its start) is in ``[start, end)``."""
 
 
 @dataclass(frozen=True)
@@ -82,12 +88,27 @@ def tick_time(data: object, timestamp_field: str) -> dt.datetime | None:
     return None
 
 
-def decide(spec: SeriesSpec, view: View, ops: list[WriteOp]) -> Decision:
-    """The marks ``ops`` need under ``view``, and the late ticks past ``spec.late.window``
-    (further behind a roll-up's horizon than that)."""
+#: Whether a roll-up (by its horizon) holds a bar in the bucket starting at the time given.
+Holds = Callable[[Horizon, dt.datetime], bool]
+
+
+def decide(spec: SeriesSpec, view: View, ops: list[WriteOp], *, holds: Holds | None = None) -> Decision:
+    """The marks ``ops`` need under ``view``, and the late ticks refused: into ticks retention
+    deleted, or further behind a roll-up's last tick than a declared ``spec.late.window``
+    into a bucket where it holds a bar (``holds``, asked once a bucket and only then;
+    ``None``: every bucket is taken to hold one)."""
     marks: dict[str, set[dt.datetime]] = {}
     refused: dict[int, str] = {}
     window = spec.late.window
+    known: dict[tuple[str, dt.datetime], bool] = {}
+
+    def held(horizon: Horizon, bucket: dt.datetime) -> bool:
+        if holds is None:
+            return True
+        if (horizon.name, bucket) not in known:
+            known[(horizon.name, bucket)] = holds(horizon, bucket)
+        return known[(horizon.name, bucket)]
+
     for index, (_, data, _) in enumerate(ops):
         at = tick_time(data, spec.timestamp_field)
         if at is None:
@@ -99,21 +120,42 @@ def decide(spec: SeriesSpec, view: View, ops: list[WriteOp]) -> Decision:
         if gone:
             name, purged = gone[0]
             refused[index] = (
-                f"tick at {at.isoformat()} falls in a bucket of roll-up {name!r} whose ticks retention deleted "
-                f"(before {purged.isoformat()}): its bar cannot be recomputed, so the tick is not written"
+                f"tsstore refused the tick at {utc_text(at)}: it falls in a bucket of roll-up {name!r} whose ticks "
+                f"retention deleted (before {utc_text(purged)}): its bar cannot be recomputed"
             )
             continue
-        behind = max(h.horizon - at for h, _ in late if h.horizon is not None)
-        if window is not None and behind > window:
-            names = ", ".join(repr(h.name) for h, _ in late)
-            refused[index] = (
-                f"tick at {at.isoformat()} is {behind} behind roll-up(s) {names}, past {spec.collection!r}'s "
-                f"late-data window of {window}; declare a wider LatePolicy(window=...) to fold it in"
-            )
+        past = [(h, bucket) for h, bucket in late if window is not None and h.behind(at) > window]
+        stored = next((h for h, bucket in past if held(h, bucket)), None)
+        if stored is not None and window is not None:
+            refused[index] = _too_late(spec, stored, at, window)
             continue
         for h, bucket in late:
             marks.setdefault(h.name, set()).add(bucket)
     return Decision(marks, refused)
+
+
+def holds_from(io: Horizons, spec: SeriesSpec) -> Holds:
+    """:func:`decide`'s ``holds``, asked of Firestore through ``io`` (a bar's start is its
+    roll-up's timestamp field, named as the source's)."""
+
+    def holds(horizon: Horizon, bucket: dt.datetime) -> bool:
+        return io.holds_bar(horizon.name, spec.timestamp_field, bucket, bucket + horizon.interval)
+
+    return holds
+
+
+def _too_late(spec: SeriesSpec, horizon: Horizon, at: dt.datetime, window: dt.timedelta) -> str:
+    """The refusal of a tick at ``at`` further behind ``horizon``'s data than ``window``."""
+    since = (
+        f"the last tick roll-up {horizon.name!r} has rolled up ({utc_text(horizon.last_tick)})"
+        if horizon.last_tick is not None
+        else f"the horizon of roll-up {horizon.name!r}"
+    )
+    return (
+        f"tsstore refused the tick at {utc_text(at)}: it is {horizon.behind(at)} behind {since}, past "
+        f"{spec.collection!r}'s late-data window of {window}, and that roll-up holds a bar in its bucket; declare a "
+        'wider LatePolicy(window=...), or window=None ("none" in a declaration file) to fold in every late tick'
+    )
 
 
 def uptime() -> float:
@@ -141,6 +183,7 @@ class LateGuard:
         self._in_flight: dict[int, dt.datetime] = {}  # send -> the time of the view it was decided with
         self._marked_now: set[tuple[str, dt.datetime]] = set()  # marks confirmed under the current view
         self._tokens = itertools.count()
+        self._holds = holds_from(io, spec)
 
     def guard(self, transport: Transport) -> Transport:
         """``transport`` with its sends guarded."""
@@ -172,7 +215,7 @@ class LateGuard:
                 with self._lock:  # in flight from the moment it is decided: the lease covers it
                     view = self._fresh()
                     self._in_flight[token] = view.at
-                decision = decide(self._spec, view, ops)
+                decision = decide(self._spec, view, ops, holds=self._holds)
                 todo = self._unmarked(view, decision.marks)
                 if todo:
                     self._io.put_marks(todo)
@@ -185,7 +228,7 @@ class LateGuard:
             with self._lock:
                 self._in_flight.pop(token, None)
         return [
-            (FAILED_PRECONDITION, decision.refused[i]) if i in decision.refused else next(answers)
+            (REFUSED_UNSENT, decision.refused[i]) if i in decision.refused else next(answers)
             for i in range(len(ops))
         ]
 

@@ -38,8 +38,6 @@ WriteOp = tuple[str, "dict[str, Any] | Patch | Erase | None", bool]
 
 #: gRPC status codes of a create whose document exists, and of a patch whose document does not.
 ALREADY_EXISTS, NOT_FOUND = 6, 5
-#: gRPC status code of a write refused before it was sent (a late tick past the window).
-FAILED_PRECONDITION = 9
 
 
 @dataclass(frozen=True)
