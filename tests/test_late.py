@@ -345,6 +345,16 @@ def test_bucket_and_mark_names_are_what_rules_can_compute() -> None:
 # ------------------------------------------------------------------------------ the emulator
 
 
+def declaration_module(folder: Any) -> None:
+    """``decl:DECLARATION`` for the command line, run in ``folder``: :func:`series` at 3
+    shards and its minute roll-up."""
+    (folder / "decl.py").write_text(
+        f"import sys\nsys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))!r})\n"
+        "from tests.test_late import series\nfrom tsstore.analytics.rollup import Rollup\n"
+        "TICKS = series(3)\nDECLARATION = [TICKS, Rollup(TICKS, interval='1min', by='symbol', volume='volume')]\n"
+    )
+
+
 def hourly_and_minutes(spec: SeriesSpec) -> tuple[Rollup, Rollup]:
     minutes = Rollup(spec, interval="1min", by="symbol", volume="volume")
     return minutes, Rollup(minutes, interval="1h")
@@ -404,14 +414,15 @@ def test_a_late_tick_is_read_from_the_ticks_until_the_rollups_redo_its_bucket(
 
 @BOTH
 def test_replaced_and_corrected_ticks_are_redone_past_the_window_refused_and_retention_waits(
-    tsstore_emulator: Any, shards: int, driver: str
+    tsstore_emulator: Any, shards: int, driver: str, tmp_path: Any
 ) -> None:
     """A replaced tick (on_duplicate='replace') and a correcting delete (purge correct=True)
     mark their buckets; the run redoes them and removes a bar left without ticks; a purge for
     retention waits for marks in its range; a tick further behind the roll-up's last tick than
     the window, into a stored bar, is refused, named; a plain retention purge keeps the bars as
     they are, and a correcting purge there says it cannot correct them."""
-    client = tsstore_emulator.client(database=f"late-fix-{shards}-{uuid.uuid4().hex[:12]}")
+    database = f"late-fix-{shards}-{uuid.uuid4().hex[:12]}"
+    client = tsstore_emulator.client(database=database)
     spec = series(shards, on_duplicate="replace", late=LatePolicy(window="90min"))
     on = On(tsstore_emulator, client, driver)
     minutes, hours = hourly_and_minutes(spec)
@@ -459,6 +470,12 @@ def test_replaced_and_corrected_ticks_are_redone_past_the_window_refused_and_ret
     with pytest.warns(RetentionWarning, match="'ticks_1min' .before 2026-03-02T10:30:00Z.: nothing is left there to "
                       "delete, and those bars stay as they are; they cannot be corrected"):
         assert on(spec, "purge", start=at(10), end=at(11), correct=True).deleted == 0
+    declaration_module(tmp_path)
+    said = tsstore("purge", "--spec", "decl:DECLARATION", "--database", database, "--start", at(10).isoformat(),
+                   "--end", at(11).isoformat(), "--correct", "--yes", cwd=tmp_path,
+                   env={"FIRESTORE_EMULATOR_HOST": tsstore_emulator.address})  # fmt: skip
+    assert said.returncode == 0 and "deleted 0 tick(s)" in said.stdout, said.stderr
+    assert said.stderr.count("warning: a correcting purge reaches where retention already deleted") == 1
     on(spec, "write", [tick(401, 40.5, 1)])  # after the purge: folded in as usual
     assert marks(client, minutes) == [mark_id(at(40))]
     assert on(spec, "rollup", minutes, until=at(120)).redone == 1
@@ -834,11 +851,7 @@ def test_verify_finds_bars_that_writes_outside_tsstore_left_wrong_and_repairs_th
     assert mismatches(client, store, minutes) == [] and store.verify_rollup(minutes).differ == ()
 
     client.collection("ticks").document("outside-2").set(dict(tick(902, 15.5, 5), shard="s1"))
-    (tmp_path / "decl.py").write_text(
-        f"import sys\nsys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))!r})\n"
-        "from tests.test_late import series\nfrom tsstore.analytics.rollup import Rollup\n"
-        "TICKS = series(3)\nDECLARATION = [TICKS, Rollup(TICKS, interval='1min', by='symbol', volume='volume')]\n"
-    )
+    declaration_module(tmp_path)
     env = {"FIRESTORE_EMULATOR_HOST": tsstore_emulator.address}
     done = tsstore("rollup", "--spec", "decl:DECLARATION", "--database", database, "--verify", "--until",
                    at(120).isoformat(), cwd=tmp_path, env=env)  # fmt: skip

@@ -218,8 +218,8 @@ def exit_interrupted(advice: str, *, show_command: bool = True) -> NoReturn:
 
 
 def library_warnings(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Print the library's warnings as ``warning: <message>`` lines on stderr (others as
-    Python shows them). Goes right below ``@click.command``."""
+    """Print the library's warnings as ``warning: <message>`` lines on stderr, each message
+    once (others as Python shows them). Goes right below ``@click.command``."""
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
