@@ -42,7 +42,7 @@ from tsstore import (
 from tsstore.analytics.rollup import Rollup
 from tsstore.declaration import load_declaration
 from tsstore.errors import REFUSED_UNSENT, SpecError
-from tsstore.late import WRITERS, Horizon, LatePolicy, Lease, Leases, late_from, mark_id
+from tsstore.late import WRITERS, BarProbe, Horizon, LatePolicy, Lease, Leases, late_from, mark_id
 from tsstore.read.cost import ReadStats
 from tsstore.times import EARLIEST, bucket_start
 from tsstore.wire import database_id
@@ -196,8 +196,8 @@ class Recorder:
     def put_marks(self, marks: Any) -> None:
         self.log.append(("marks", {k: sorted(v) for k, v in marks.items()}))
 
-    def holds_bar(self, rollup: str, field: str, start: dt.datetime, end: dt.datetime) -> bool:
-        self.log.append(("holds", rollup, start))
+    def holds_bar(self, probe: BarProbe) -> bool:
+        self.log.append(("holds", probe.rollup, probe.shards, probe.start, probe.end))
         return self.bars
 
 
@@ -248,12 +248,15 @@ def test_the_guard_leases_reads_the_view_marks_then_sends_and_says_what_is_in_fl
     guard.close()
     assert io.log[-1] == ("drop",)
 
-    horizons = [Horizon("m", dt.timedelta(minutes=1), at(60))]
+    horizons = [Horizon("m", dt.timedelta(minutes=1), at(60), shards=("b0",))]
     io = Recorder(horizons)
     refusing = LateGuard(series(late=LatePolicy(window="1h")), io)
     answer = refusing.send(inner, [("g", tick(7, -30, 1), True), ("h", tick(8, 61, 1), True)])
     assert answer[0][0] == REFUSED_UNSENT and "window" in answer[0][1] and answer[1] == (0, "") and sent[-1] == ["h"]
-    assert ("holds", "m", at(-30)) in io.log  # it asked whether that bucket holds a bar
+    assert ("holds", "m", ("b0",), at(-30), at(-29)) in io.log  # it asked whether that bucket holds a bar
+    unlisted = Recorder([Horizon("m", dt.timedelta(minutes=1), at(60))], bars=False)  # an older watermark document
+    answer = LateGuard(series(late=LatePolicy(window="1h")), unlisted).send(inner, [("g", tick(7, -30, 1), True)])
+    assert answer[0][0] == REFUSED_UNSENT and not [e for e in unlisted.log if e[0] == "holds"]  # taken as held
     io = Recorder(horizons, bars=False)  # no bar there: folded in, however far behind
     answer = LateGuard(series(late=LatePolicy(window="1h")), io).send(inner, [("g", tick(7, -30, 1), True)])
     assert answer == [(0, "")] and sent[-1] == ["g"] and ("marks", {"m": [at(-30)]}) in io.log

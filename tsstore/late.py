@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tsstore.errors import SpecError
+from tsstore.limits import MAX_IN_VALUES
 from tsstore.times import EPOCH, bucket_start, to_duration
 
 #: The collection holding each roll-up's watermark document (id: the roll-up's collection).
@@ -33,6 +34,9 @@ PURGED = "purged_before"
 #: The field of a watermark document holding the time of the last tick its runs rolled up
 #: (through the finer roll-ups): where a declared late-data window counts from.
 LAST_TICK = "last_tick"
+#: The field of a watermark document listing the shard values of the roll-up's bars: where a
+#: writer looks for a stored bar (a time range per chunk of them, as a sharded read asks).
+BAR_SHARDS = "shards"
 #: One document per running write job: which source it writes and since when every write it
 #: sends was decided with a fresh view of the roll-ups' horizons (its *lease*).
 WRITERS = "tsstore_writers"
@@ -154,6 +158,7 @@ class Horizon:
     horizon: dt.datetime | None
     purged: dt.datetime | None = None  # retention deleted the ticks before it: bars only
     last_tick: dt.datetime | None = None
+    shards: tuple[str, ...] = ()  # of its bars (none known: a document written before tsstore kept them)
 
     @classmethod
     def of(cls, name: str, document: Mapping[str, Any]) -> Horizon | None:
@@ -163,10 +168,11 @@ class Horizon:
             return None
         times = [document.get(k) for k in ("watermark", "closing")]
         known = [t for t in times if isinstance(t, dt.datetime)]
-        purged, last = document.get(PURGED), document.get(LAST_TICK)
+        purged, last, shards = document.get(PURGED), document.get(LAST_TICK), document.get(BAR_SHARDS)
         return cls(
             name, dt.timedelta(seconds=seconds), max(known) if known else None,
             purged if isinstance(purged, dt.datetime) else None, last if isinstance(last, dt.datetime) else None,
+            tuple(v for v in shards if isinstance(v, str)) if isinstance(shards, list) else (),
         )  # fmt: skip
 
     def late(self, timestamp: dt.datetime) -> dt.datetime | None:
@@ -176,11 +182,37 @@ class Horizon:
         bucket = bucket_start(timestamp, self.interval)
         return bucket if bucket < self.horizon else None
 
+    def probe(self, bucket: dt.datetime, *, shard_field: str, timestamp_field: str) -> BarProbe | None:
+        """Where a bar of the bucket starting at ``bucket`` would be stored; ``None`` when the
+        watermark document does not say (a writer then takes the bucket to hold one)."""
+        if not self.shards:
+            return None
+        return BarProbe(self.name, shard_field, self.shards, timestamp_field, bucket, bucket + self.interval)
+
     def behind(self, timestamp: dt.datetime) -> dt.timedelta:
         """How far ``timestamp`` lies behind this roll-up's data: its last tick rolled up (else
         its horizon), in the data's own time; what a late-data window is compared with."""
         since = self.last_tick if self.last_tick is not None else self.horizon
         return dt.timedelta(0) if since is None else since - timestamp
+
+
+@dataclass(frozen=True)
+class BarProbe:
+    """A question a writer asks before it refuses a tick past the window: does roll-up
+    ``rollup`` store a bar under ``shards`` (its ``shard_field``) whose ``timestamp_field``
+    lies in ``[start, end)``? Asked as a sharded read's chunks are (``shard in`` at most 30
+    values and the time range, limit 1), so the roll-up's (shard, timestamp) index serves it."""
+
+    rollup: str
+    shard_field: str
+    shards: tuple[str, ...]
+    timestamp_field: str
+    start: dt.datetime
+    end: dt.datetime
+
+    def chunks(self) -> list[list[str]]:
+        """The shard values, at most an ``in`` filter's worth a query."""
+        return [list(self.shards[at : at + MAX_IN_VALUES]) for at in range(0, len(self.shards), MAX_IN_VALUES)]
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ from tsstore.asks import (
     refused,
 )
 from tsstore.clock import ServerClock, local_us, project_clock
-from tsstore.late import WATERMARKS, WRITERS, Horizon, mark_id, marks_path
+from tsstore.late import WATERMARKS, WRITERS, BarProbe, Horizon, mark_id, marks_path
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Ordered, Tick, get_path
 from tsstore.times import EPOCH as _EPOCH
@@ -566,11 +566,14 @@ class FirestoreHorizons:
         found = [Horizon.of(s.id, s.to_dict() or {}) for s in query.get(retry=None, timeout=self._timeout)]
         return [h for h in found if h is not None]
 
-    def holds_bar(self, rollup: str, field: str, start: dt.datetime, end: dt.datetime) -> bool:
-        # One field's range: the automatic single-field index serves it, at any shard count.
-        query = (self._client.collection(rollup).where(filter=FieldFilter(field, ">=", start))
-                 .where(filter=FieldFilter(field, "<", end)).limit(1))  # fmt: skip
-        return bool(query.get(retry=None, timeout=self._timeout))
+    def holds_bar(self, probe: BarProbe) -> bool:
+        def found(shards: list[str]) -> bool:  # a sharded read's chunk query: its index serves it
+            query = (self._client.collection(probe.rollup).where(filter=FieldFilter(probe.shard_field, "in", shards))
+                     .where(filter=FieldFilter(probe.timestamp_field, ">=", probe.start))
+                     .where(filter=FieldFilter(probe.timestamp_field, "<", probe.end)).limit(1))  # fmt: skip
+            return bool(query.get(retry=None, timeout=self._timeout))
+
+        return any(found(shards) for shards in probe.chunks())
 
     def put_marks(self, marks: Mapping[str, Iterable[dt.datetime]]) -> None:
         for rollup, buckets in marks.items():

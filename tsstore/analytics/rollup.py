@@ -27,7 +27,7 @@ from tsstore.access import ClientAccess, access_from
 from tsstore.analytics.bars import STORED_MOMENTS, Bar, bar_start
 from tsstore.analytics.buckets import to_interval
 from tsstore.errors import ConfigError, QueryError, SpecError
-from tsstore.late import WATERMARKS
+from tsstore.late import BAR_SHARDS, WATERMARKS
 from tsstore.spec import NUMERIC_TYPES, QueryShape, SeriesSpec, check_field_path, shards_for
 from tsstore.times import EARLIEST, DurationLike, bucket_ceil, interval_label, utc_text
 
@@ -144,12 +144,14 @@ class Rollup:
 
     def watermark_document(self, end: dt.datetime, since: dt.datetime | None = None) -> dict[str, Any]:
         """What ``tsstore_rollups/<name>`` holds: the source and interval it was written for,
-        the ``watermark`` (where the next run starts) and, from the runs that reached it
-        without a gap, ``since``: the bars of ``[since, watermark)`` are all stored."""
+        the ``watermark`` (where the next run starts), the shard values of the bars and, from
+        the runs that reached it without a gap, ``since``: the bars of ``[since, watermark)``
+        are all stored. A run adds the last tick it rolled up (``last_tick``)."""
         document = {
             "source": self.source.collection,
             "interval_seconds": self.interval.total_seconds(),
             "watermark": end,
+            BAR_SHARDS: list(self.spec.read_shards),  # where a writer looks for a stored bar
         }
         if since is not None:
             document["since"] = since

@@ -34,7 +34,7 @@ from tsstore.dswire.values import (
     partition,
     set_time,
 )
-from tsstore.late import WATERMARKS, WRITERS, Horizon, mark_id, marks_path
+from tsstore.late import WATERMARKS, WRITERS, BarProbe, Horizon, mark_id, marks_path
 from tsstore.ticks import Tick, get_path
 from tsstore.times import from_timestamp_pb, plain_datetime
 from tsstore.write.ops import ALREADY_EXISTS, NOT_FOUND, Erase, Patch, Stored, WriteOp, WriteStatus
@@ -474,9 +474,14 @@ class DatastoreHorizons:
                  for r in self._calls.run(query, read_time=None)]  # fmt: skip
         return [h for h in found if h is not None]
 
-    def holds_bar(self, rollup: str, field: str, start: dt.datetime, end: dt.datetime) -> bool:
-        query = queries.find_query(self._calls.where, rollup, [(field, ">=", start), (field, "<", end)])
-        return any(True for _ in self._calls.run(query, read_time=None, limit=1))
+    def holds_bar(self, probe: BarProbe) -> bool:
+        def found(shards: list[str]) -> bool:  # as a chunk query, which its index serves
+            conditions = [(probe.shard_field, "in", shards), (probe.timestamp_field, ">=", probe.start),
+                          (probe.timestamp_field, "<", probe.end)]  # fmt: skip
+            query = queries.find_query(self._calls.where, probe.rollup, conditions)
+            return any(True for _ in self._calls.run(query, read_time=None, limit=1))
+
+        return any(found(shards) for shards in probe.chunks())
 
     def put_marks(self, marks: Mapping[str, Iterable[dt.datetime]]) -> None:
         for rollup, buckets in marks.items():

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tsstore.errors import REFUSED_UNSENT
-from tsstore.late import Horizon
+from tsstore.late import BarProbe, Horizon
 from tsstore.spec import SeriesSpec
 from tsstore.times import utc_text
 from tsstore.write.ops import Erase, Transport, WriteOp, WriteStatus
@@ -55,8 +55,8 @@ class Horizons(Protocol):
         """Write these marks (roll-up -> bucket starts); raise ``GoogleAPICallError`` unless
         every one was written."""
 
-    def holds_bar(self, rollup: str, field: str, start: dt.datetime, end: dt.datetime) -> bool:
-        """Whether roll-up ``rollup`` stores a bar whose ``field`` (its start) is in ``[start, end)``."""
+    def holds_bar(self, probe: BarProbe) -> bool:
+        """Whether the roll-up stores a bar where ``probe`` says."""
 
 
 @dataclass(frozen=True)
@@ -135,11 +135,13 @@ def decide(spec: SeriesSpec, view: View, ops: list[WriteOp], *, holds: Holds | N
 
 
 def holds_from(io: Horizons, spec: SeriesSpec) -> Holds:
-    """:func:`decide`'s ``holds``, asked of Firestore through ``io`` (a bar's start is its
-    roll-up's timestamp field, named as the source's)."""
+    """:func:`decide`'s ``holds``, asked of Firestore through ``io`` (a roll-up's bars name
+    their shard and start with the source's fields); a roll-up whose watermark document does
+    not list its shards is taken to hold a bar."""
 
     def holds(horizon: Horizon, bucket: dt.datetime) -> bool:
-        return io.holds_bar(horizon.name, spec.timestamp_field, bucket, bucket + horizon.interval)
+        probe = horizon.probe(bucket, shard_field=spec.shard_field, timestamp_field=spec.timestamp_field)
+        return True if probe is None else io.holds_bar(probe)
 
     return holds
 
