@@ -3,9 +3,11 @@ has stored marks that bucket; reads from roll-ups answer it from the ticks until
 recomputes it. Pure: what a writer marks, refuses and tells roll-ups (its lease), with the
 guard's I/O given as plain functions. On the emulator, at 3 and 40 shards and on both stores:
 every stored bar equals the bar recomputed from the ticks, in every bucket, after late
-ticks, replaces, corrections, a tick past the window, writers running beside a roll-up, a
-writer killed between its mark and its tick, a roll-up killed mid-run, and random
-interleavings of all of these (hypothesis)."""
+ticks, replaces, corrections, history folded in however old under the default policy (in
+both database modes), a tick past a declared window (counted from the roll-up's last tick,
+refused only into a stored bar), writers running beside a roll-up, a writer killed between
+its mark and its tick, a roll-up killed mid-run, and random interleavings of all of these
+(hypothesis)."""
 
 from __future__ import annotations
 
