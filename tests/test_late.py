@@ -48,7 +48,7 @@ from tsstore.late import WRITERS, BarProbe, Horizon, LatePolicy, Lease, Leases, 
 from tsstore.read.cost import ReadStats
 from tsstore.times import EARLIEST, bucket_start
 from tsstore.wire import database_id
-from tsstore.write.marks import LateGuard, View, decide
+from tsstore.write.marks import LateGuard, View, decide, remembered
 from tsstore.write.ops import Erase, Patch
 from tsstore.write.options import EMULATOR_WRITE_OPTIONS
 
@@ -256,6 +256,8 @@ def test_the_guard_leases_reads_the_view_marks_then_sends_and_says_what_is_in_fl
     answer = refusing.send(inner, [("g", tick(7, -30, 1), True), ("h", tick(8, 61, 1), True)])
     assert answer[0][0] == REFUSED_UNSENT and "window" in answer[0][1] and answer[1] == (0, "") and sent[-1] == ["h"]
     assert ("holds", "m", ("b0",), at(-30), at(-29)) in io.log  # it asked whether that bucket holds a bar
+    refusing.send(inner, [("g2", tick(9, -29.5, 1), True)])  # the same bucket under the same view: not again
+    assert len([entry for entry in io.log if entry[0] == "holds"]) == 1
     unlisted = Recorder([Horizon("m", dt.timedelta(minutes=1), at(60))], bars=False)  # an older watermark document
     answer = LateGuard(series(late=LatePolicy(window="1h")), unlisted).send(inner, [("g", tick(7, -30, 1), True)])
     assert answer[0][0] == REFUSED_UNSENT and not [e for e in unlisted.log if e[0] == "holds"]  # taken as held
@@ -279,7 +281,7 @@ def test_a_declared_window_counts_from_the_last_tick_rolled_up_and_only_refuses_
         asked.append(bucket)
         return True
 
-    decision = decide(spec, view(minutes), ops, holds=holds)
+    decision = decide(spec, view(minutes), ops, holds=remembered(holds))
     assert decision.marks == {"ticks_1min": {at(0)}} and sorted(decision.refused) == [1, 2]
     assert asked == [at(-70)]  # the one bucket past the window, asked once for its two ticks
     assert decision.refused[1] == (

@@ -46,7 +46,7 @@ from tsstore.beam.target import Target
 from tsstore.errors import ConfigError
 from tsstore.limits import MAX_INDEXED_VALUE_BYTES
 from tsstore.spec import DuplicatePolicy, SeriesSpec
-from tsstore.write.marks import View, decide, holds_from
+from tsstore.write.marks import View, decide, holds_from, remembered
 from tsstore.write.sender import settle
 
 #: Documents a classify step holds before it looks them up (and at the end of each bundle).
@@ -149,6 +149,7 @@ class _Classify(Holding):
         client = self._target.client()
         self._calls = DatastoreCalls(client)
         self._io = DatastoreHorizons(self._calls, self._spec.collection, lease=self._job)
+        self._holds = remembered(holds_from(self._io, self._spec))  # the run has one view
         return client
 
     def flush(self) -> Iterator[Any]:
@@ -157,7 +158,7 @@ class _Classify(Holding):
         for item, why in self._decided(self.take_held(), sends):
             yield self.reject(item, why)
         ops = [(doc_id, item.doc.data, False) for item, doc_id, _ in sends]
-        decision = decide(self._spec, self._view, ops, holds=holds_from(self._io, self._spec))
+        decision = decide(self._spec, self._view, ops, holds=self._holds)
         if decision.marks:
             self._io.put_marks(decision.marks)
         for index, (item, doc_id, outcome) in enumerate(sends):

@@ -95,20 +95,12 @@ Holds = Callable[[Horizon, dt.datetime], bool]
 def decide(spec: SeriesSpec, view: View, ops: list[WriteOp], *, holds: Holds | None = None) -> Decision:
     """The marks ``ops`` need under ``view``, and the late ticks refused: into ticks retention
     deleted, or further behind a roll-up's last tick than a declared ``spec.late.window``
-    into a bucket where it holds a bar (``holds``, asked once a bucket and only then;
-    ``None``: every bucket is taken to hold one)."""
+    into a bucket where it holds a bar (``holds``, asked only then; ``None``: every bucket is
+    taken to hold one)."""
     marks: dict[str, set[dt.datetime]] = {}
     refused: dict[int, str] = {}
     window = spec.late.window
-    known: dict[tuple[str, dt.datetime], bool] = {}
-
-    def held(horizon: Horizon, bucket: dt.datetime) -> bool:
-        if holds is None:
-            return True
-        if (horizon.name, bucket) not in known:
-            known[(horizon.name, bucket)] = holds(horizon, bucket)
-        return known[(horizon.name, bucket)]
-
+    held: Holds = holds if holds is not None else (lambda horizon, bucket: True)
     for index, (_, data, _) in enumerate(ops):
         at = tick_time(data, spec.timestamp_field)
         if at is None:
@@ -132,6 +124,19 @@ def decide(spec: SeriesSpec, view: View, ops: list[WriteOp], *, holds: Holds | N
         for h, bucket in late:
             marks.setdefault(h.name, set()).add(bucket)
     return Decision(marks, refused)
+
+
+def remembered(holds: Holds) -> Holds:
+    """``holds`` asked once a bucket: a bar stored after the answer is a refusal missed, never
+    a bar left wrong (the tick is marked)."""
+    known: dict[tuple[str, dt.datetime], bool] = {}
+
+    def held(horizon: Horizon, bucket: dt.datetime) -> bool:
+        if (horizon.name, bucket) not in known:
+            known[(horizon.name, bucket)] = holds(horizon, bucket)
+        return known[(horizon.name, bucket)]
+
+    return held
 
 
 def holds_from(io: Horizons, spec: SeriesSpec) -> Holds:
@@ -185,7 +190,7 @@ class LateGuard:
         self._in_flight: dict[int, dt.datetime] = {}  # send -> the time of the view it was decided with
         self._marked_now: set[tuple[str, dt.datetime]] = set()  # marks confirmed under the current view
         self._tokens = itertools.count()
-        self._holds = holds_from(io, spec)
+        self._holds = remembered(holds_from(io, spec))  # asked again under each new view
 
     def guard(self, transport: Transport) -> Transport:
         """``transport`` with its sends guarded."""
@@ -207,6 +212,7 @@ class LateGuard:
         at = self._io.put_lease(lease)
         self._view = View(started, at, tuple(h for h in self._io.horizons() if h.horizon is not None))
         self._marked_now = set()
+        self._holds = remembered(holds_from(self._io, self._spec))
         return self._view
 
     def send(self, inner: Callable[[list[WriteOp]], list[WriteStatus]], ops: list[WriteOp]) -> list[WriteStatus]:
