@@ -24,12 +24,14 @@ import time
 import uuid
 from typing import Any
 
+import pandas as pd
 import pytest
 from google.cloud.firestore_v1.base_query import FieldFilter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.cli import tsstore
+from tests.shared import MODES, async_twin, mode_client, oracle_bars, stored_docs
 from tsstore import (
     AsyncTimeSeriesStore,
     QueryError,
@@ -419,6 +421,61 @@ def test_a_late_tick_is_read_from_the_ticks_until_the_rollups_redo_its_bucket(
     client.close()
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_combined_bars_answer_a_marked_bucket_from_finer_bars_or_the_ticks_at_each_layer(
+    request: pytest.FixtureRequest, uses_emulator: None, mode: str, driver: str
+) -> None:
+    """A late tick into a bucket both roll-ups stored: bars combined from the minute bars and
+    from the hourly bars of the minute bars answer its bucket from the ticks (and the minute
+    bars), not refused; once the minute roll-up redid it and marked the hour, the hourly layer
+    answers that hour from the minute bars. Every time they equal pandas' bars of the ticks."""
+    client = mode_client(request, mode, f"late-combine-{driver}-{uuid.uuid4().hex[:12]}")
+    spec = series(3)
+    minutes, hours = hourly_and_minutes(spec)
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    rows = [*hundred(), tick(500, 30.25, 7, symbol="BBB"), tick(501, 70.5, 9, symbol="BBB")]
+    ids = list(store.write(rows).ids)
+    store.rollup(minutes, until=at(120))
+    TimeSeriesStore(client, minutes.spec).rollup(hours, until=at(120))
+    late = [tick(1000, 5.5, 999_999), tick(1001, 65.25, 1, symbol="BBB")]
+    ids += store.write(late).ids
+    rows += late
+
+    def held(rollup: Rollup) -> list[str]:  # its marks, in either mode
+        return sorted(stored_docs(client, f"tsstore_rollups/{rollup.name}/marks"))
+
+    assert held(minutes) == [mark_id(at(5)), mark_id(at(65))]
+
+    def combined(target: Rollup, interval: str) -> Any:
+        options = {"interval": interval, "by": "symbol", "combine": True, "start": at(0), "end": at(120)}
+        if driver == "sync":
+            return TimeSeriesStore(client, target.spec).bars(**options)
+
+        async def go() -> Any:
+            async with async_twin(store, request) as aclient:
+                return await AsyncTimeSeriesStore(aclient, target.spec).bars(**options)
+
+        return asyncio.run(go())
+
+    def same(got: Any, interval: str) -> None:
+        want = oracle_bars(rows, tuple(ids), interval, at(0), at(120))
+        assert list(got.index) == list(want.index)
+        for column in BAR_COLUMNS:
+            assert [int(v) for v in got[column]] == [int(v) for v in want[column]], column
+
+    for target, interval in ((minutes, "15min"), (minutes, "1h"), (hours, "1h"), (hours, "2h")):
+        same(combined(target, interval), interval)
+    told = TimeSeriesStore(client, hours.spec).explain_bars(interval="1h", start=at(0), end=at(120)).describe()
+    assert "[2026-03-02T10:05:00Z, 2026-03-02T10:06:00Z) from ticks (late ticks marked there" in told, told
+    store.rollup(minutes, until=at(120))  # redoes the minutes, marks the hours
+    assert held(minutes) == [] and held(hours) == [mark_id(at(0)), mark_id(at(60))]
+    told = TimeSeriesStore(client, hours.spec).explain_bars(interval="1h", start=at(0), end=at(120)).describe()
+    assert "[2026-03-02T10:00:00Z, 2026-03-02T12:00:00Z) from ticks_1min (1min bars) (late ticks" in told, told
+    same(combined(hours, "1h"), "1h")
+    client.close()
+
+
 @BOTH
 def test_replaced_and_corrected_ticks_are_redone_past_the_window_refused_and_retention_waits(
     tsstore_emulator: Any, shards: int, driver: str, tmp_path: Any
@@ -455,8 +512,9 @@ def test_replaced_and_corrected_ticks_are_redone_past_the_window_refused_and_ret
 
     got = on(spec, "aggregate", start=at(0), end=at(60), rollups=[hours, minutes], min=["price.micros"])
     assert (got.count, got.min["price.micros"]) == (60, 7)
-    with pytest.raises(QueryError, match="hold late ticks not rolled up yet"):
-        on(minutes, "bars", interval="1h", by="symbol", combine=True, start=at(0), end=at(60))
+    hour = {"interval": "1h", "by": "symbol", "start": at(0), "end": at(60)}
+    from_ticks = store.bars(price="price.micros", volume="volume", **hour)
+    pd.testing.assert_frame_equal(on(minutes, "bars", combine=True, **hour), from_ticks)  # the marks from the ticks
     done = on(spec, "rollup", minutes, until=at(120))
     assert (done.redone, done.removed) == (2, 1), done.describe()
     assert "2 late bucket(s) redone" in done.describe() and "1 bar(s) left without ticks removed" in done.describe()

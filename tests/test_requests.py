@@ -251,8 +251,8 @@ def test_a_covered_aggregate_reads_whole_bars_where_the_rollup_holds_them_and_ti
 
 def test_combined_bars_read_the_marks_of_each_layer_in_one_round_trip_and_end_at_the_watermark() -> None:
     """Hourly bars from the hourly roll-up of the minute roll-up: its record (one round trip),
-    then its marks asked with the minute roll-up's record, then the minute roll-up's marks
-    with the ticks' (missing) record; then the bars, up to the watermark when no end is given."""
+    then the marks of both layers asked with the minute roll-up's record (its declaration names
+    every layer); then the bars, up to the watermark when no end is given."""
     held = {f"tsstore_rollups/{HOURS.name}": watermark_doc(HOURS, at("10:00:00"), since=at("06:00:00")),
             f"tsstore_rollups/{MINUTES.name}": watermark_doc(MINUTES, at("10:30:00"), since=at("06:00"))}  # fmt: skip
     answers = {GetDoc: documents(held, now=at("12:00:00")), FindDocs: lambda ask: [], Feed: lambda ask: None}
@@ -261,8 +261,8 @@ def test_combined_bars_read_the_marks_of_each_layer_in_one_round_trip_and_end_at
              for round_ in ran.rounds]  # fmt: skip
     assert named == [
         [f"tsstore_rollups/{HOURS.name}"],
-        [f"tsstore_rollups/{HOURS.name}/marks", f"tsstore_rollups/{MINUTES.name}"],
-        [f"tsstore_rollups/{MINUTES.name}/marks", "tsstore_rollups/ticks"],
+        [f"tsstore_rollups/{HOURS.name}/marks", f"tsstore_rollups/{MINUTES.name}/marks",
+         f"tsstore_rollups/{MINUTES.name}"],
         ["Feed"],
     ]
     [feed] = ran.of(Feed)

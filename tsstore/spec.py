@@ -12,9 +12,9 @@ import datetime as dt
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
-from typing import Literal
+from typing import Any, Literal
 
 from tsstore.access import DEFAULT_ACCESS, ClientAccess, access_from
 from tsstore.errors import QueryError, SpecError
@@ -306,6 +306,10 @@ class SeriesSpec:
     counter_shards: int = 10
     access: ClientAccess = DEFAULT_ACCESS
     late: LatePolicy = DEFAULT_LATE
+    #: The roll-up whose bars the collection holds (a :class:`~tsstore.analytics.rollup.Rollup`,
+    #: which sets it on its own spec), so that a store on its bars can read what they are made
+    #: of; ``None`` for ticks. Not part of the declaration: equal specs may differ in it.
+    rollup: Any = field(default=None, init=False, compare=False, repr=False)
 
     def __init__(
         self,

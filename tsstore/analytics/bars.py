@@ -169,15 +169,21 @@ class BarBuilder:
             edge = self.buckets.straddled(tick.timestamp, self._combine)
             if edge is not None:  # its ticks belong to two buckets: no combining can split them
                 raise untiled(self._combine, self.buckets, bar=tick.timestamp, edge=edge)
+        return self.add_bar(part, what=f"tick {tick.id}")
+
+    def add_bar(self, part: Bar | None, *, what: str = "a bar") -> list[Bar]:
+        """Take ``part`` (one tick's bar or a shorter bar, already read as a :class:`Bar`, its
+        ``start`` where it is ordered; ``None``: without a price) as :meth:`add` takes a tick:
+        the bars it made final. Combined bars take a late bucket's ticks or finer bars so."""
         if part is None:
             self.skipped += 1
             return []
-        start = self.buckets.start(tick.timestamp)
+        start = self.buckets.start(part.start)
         done: list[Bar] = []
         if self._current is not None and start != self._current:
             later = start < self._current if self._descending else start > self._current
             if not later:
-                raise QueryError(f"ticks are out of time order at {tick.timestamp.isoformat()} (tick {tick.id})")
+                raise QueryError(f"ticks are out of time order at {part.start.isoformat()} ({what})")
             done = self.rest()
         self._current = start
         part.start = start

@@ -105,6 +105,25 @@ def cover(
 Source = tuple[Rollup, "Span | None", "Sequence[Span]"]
 
 
+def combined(
+    start: dt.datetime | None, end: dt.datetime | None, rollup: Rollup, late: Sequence[Span], finer: Sequence[Source]
+) -> list[Part]:
+    """The parts of bars combined from ``rollup``'s over ``[start, end)`` in time order: its
+    stored bars answer all but its ``late`` spans (:func:`late_spans`), which the ``finer``
+    roll-ups and the ticks answer as they answer an aggregate's (:func:`cover`)."""
+    ordered = sorted(finer, key=lambda source: source[0].interval, reverse=True)
+    parts: list[Part] = []
+    at = start
+    for begin, stop in late:
+        begin, stop = (begin if at is None else max(begin, at)), (stop if end is None else min(stop, end))
+        if begin >= stop:
+            continue
+        parts += [Part(at, begin, rollup), *_cover(begin, stop, ordered, True)]
+        at = stop
+    parts.append(Part(at, end, rollup))
+    return [part for part in parts if not _empty(part.start, part.end)]
+
+
 def _cover(start: dt.datetime | None, end: dt.datetime | None, sources: Sequence[Source], late: bool) -> list[Part]:
     if _empty(start, end):
         return []

@@ -97,6 +97,7 @@ class Rollup:
         checked = {"source": source, "interval": step, "by": fields, "price": price, "volume": volume}
         for name, value in {**checked, "spec": spec, "finer": finer}.items():
             object.__setattr__(self, name, value)
+        object.__setattr__(spec, "rollup", self)  # a store on the bars finds its layers and ticks
 
     @property
     def name(self) -> str:

@@ -54,6 +54,7 @@ class Verbs:
     latest = verb(latest_reads.latest)
     bars = verb(bar_reads.bars)
     aligned = verb(bar_reads.aligned)
+    explain_bars = verb(bar_reads.explain_bars)
     asof = verb(asof_reads.asof)
     iter_asof = stream(asof_reads.iter_asof)
     rollup = verb(rollups.rollup)

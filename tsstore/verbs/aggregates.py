@@ -5,7 +5,7 @@ snapshot, or answered from stored roll-ups where they cover the range (the arith
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Unpack
 
@@ -15,7 +15,7 @@ from tsstore.analytics.bars import STORED_MOMENTS
 from tsstore.analytics.covered import CoveredPlan, CoveredSelection, Total
 from tsstore.analytics.covered import Part as CoveredPart
 from tsstore.analytics.rollup import BAR_FIELDS, Rollup
-from tsstore.asks import asked_together
+from tsstore.asks import Doc, FindDocs, asked_together
 from tsstore.errors import QueryError
 from tsstore.late import PURGED
 from tsstore.read.chunks import ChunkTicks
@@ -129,16 +129,28 @@ def covered_parts(
     gone = [d.get(PURGED) for r, d in zip(selection.rollups, documents) if d and r.finer is None]
     purged = max((g for g in gone if isinstance(g, dt.datetime)), default=None)
     layers = selection.layers
-    found = yield from asked_together(
-        [marks_ask(layer.name, since=plan.start and plan.start - layer.interval, before=plan.end, read_time=snapshot)
-         for layer in layers]  # fmt: skip
-    )
+    found = yield from asked_together(layer_marks(layers, plan, snapshot))
+    return selection.parts_of(plan.start, plan.end, spans, marked(layers, found, cost), purged)
+
+
+def layer_marks(layers: Sequence[Rollup], plan: QueryPlan, snapshot: dt.datetime | None) -> list[FindDocs]:
+    """The asks for the marks of each of ``layers`` whose bars overlap ``plan``'s range, at
+    ``snapshot``; :func:`marked` reads their answers."""
+    return [
+        marks_ask(layer.name, since=plan.start and plan.start - layer.interval, before=plan.end, read_time=snapshot)
+        for layer in layers
+    ]
+
+
+def marked(layers: Sequence[Rollup], found: Sequence[Sequence[Doc]], cost: ReadStats) -> dict[str, list[dt.datetime]]:
+    """The marked buckets of each of ``layers`` (by name), from the answers of
+    :func:`layer_marks`, each mark counted as a read."""
     marks = {}
     for layer, answer in zip(layers, found):
-        marked = marks_of(answer)
-        cost.query_done(len(marked))
-        marks[layer.name] = [mark.bucket for mark in marked]
-    return selection.parts_of(plan.start, plan.end, spans, marks, purged)
+        buckets = marks_of(answer)
+        cost.query_done(len(buckets))
+        marks[layer.name] = [mark.bucket for mark in buckets]
+    return marks
 
 
 def covered_aggregate(seat: Seat, selection: CoveredSelection, plan: QueryPlan, cost: ReadStats) -> Request[Aggregates]:

@@ -5,16 +5,27 @@ and :mod:`tsstore.analytics.buckets`'s)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Unpack
+from typing import Any, Unpack
 
 import pandas as pd
 
 from tsstore.analytics import PARAMETER_HELP as PARAMETER_HELP  # the analytics verbs' words, one glossary
-from tsstore.analytics.bars import STORED_MOMENTS, Bar, BarBuilder, bars_frame, check_combinable, side_by_side
+from tsstore.analytics.bars import (
+    STORED_MOMENTS,
+    Bar,
+    BarBuilder,
+    bars_frame,
+    check_combinable,
+    side_by_side,
+    stored_bar,
+    tick_bar,
+)
 from tsstore.analytics.buckets import buckets, check_fill
-from tsstore.analytics.rollup import BAR_FIELDS, bar_length, combined_end
+from tsstore.analytics.covered import CoveredPlan, Part, combined, late_spans
+from tsstore.analytics.rollup import BAR_FIELDS, Rollup, bar_length, combined_end
+from tsstore.asks import Asking, asked_together
 from tsstore.errors import QueryError, SpecError
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import QueryPlan, oldest_first, time_range
@@ -22,8 +33,9 @@ from tsstore.read.query import Query, RangeOptions
 from tsstore.spec import check_field_path
 from tsstore.ticks import Tick
 from tsstore.times import DurationLike, TimeLike, ZoneLike
-from tsstore.verbs.marks import late_in, read_watermark
-from tsstore.verbs.reading import COUNT_OPTIONS, read
+from tsstore.verbs.aggregates import layer_marks, marked
+from tsstore.verbs.marks import late_in, read_watermark, watermark_ask
+from tsstore.verbs.reading import COUNT_OPTIONS, read, snapshot_now
 from tsstore.verbs.request import Feed, Request, Seat
 
 
@@ -96,30 +108,157 @@ def bars(
         )
     stored = None  # the length of the stored bars combined
     if combine:  # a roll-up's bars: their length and their end are in its record
-        record = yield from read_watermark(seat, seat.spec.collection)
-        stored = bar_length(seat.spec.collection, record)
-        bounds = bounds.replace(end=combined_end(seat.spec.collection, record, *time_range(bounds.start, bounds.end)))
+        record, stored, bounds = yield from combined_bounds(seat, bounds)
     plan, builder, fields = bars_plan(
         seat, bounds, interval=interval, by=by, price=price or "close", volume=volume, tz=tz, origin=origin,
         fill=fill, combine=stored,
     )  # fmt: skip
-    if stored is not None:  # whole stored bars only, and none that late ticks changed since
-        check_combinable(stored, builder.buckets, start=plan.start, end=plan.end)
-        late = yield from late_in(seat, seat.spec.collection, start=plan.start, end=plan.end, record=record)
-        if late:
-            raise QueryError(
-                f"{len(late)} bucket(s) of {seat.spec.collection!r} in this range hold late ticks not rolled up yet "
-                f"(first: {late[0].bucket.isoformat()}): run the roll-up first (tsstore rollup), or make the bars "
-                "from the ticks (bars(price=...) on the source's store)"
-            )
     fed = FedBars(builder)
-    yield Feed((yield from read(seat, plan, stats if stats is not None else ReadStats())), fed)
+    cost = stats if stats is not None else ReadStats()
+    parts = None  # the stored bars alone answer the range
+    if stored is not None:  # whole stored bars only; late buckets from finer bars or the ticks
+        check_combinable(stored, builder.buckets, start=plan.start, end=plan.end)
+        parts = yield from combined_parts(seat, plan, record, cost)
+    if parts is None:
+        yield Feed((yield from read(seat, plan, cost)), fed)
+    else:
+        yield from read_parts(seat, plan, parts, fed, fields, cost)
     done = fed.finished()
     absent(done, builder.skipped, fields, price=None if combine else price)
     zone = builder.buckets.zone
     return bars_frame(
         done, by=fields, timestamp_field=seat.spec.timestamp_field, volume=volume, zone=zone, moments=moments
     )
+
+
+def explain_bars(
+    seat: Seat,
+    query: Query | None = None,
+    /,
+    *,
+    interval: DurationLike,
+    tz: ZoneLike | None = None,
+    origin: TimeLike | None = None,
+    stats: ReadStats | None = None,
+    **options: Unpack[RangeOptions],
+) -> Request[CoveredPlan]:
+    """Which part of the range ``bars(combine=True, ...)`` on this roll-up's store would take
+    from its stored bars, and which (the buckets late ticks marked, not rolled up again yet)
+    from a finer roll-up's bars or the ticks (``print(store.explain_bars(interval="1h",
+    start=..., end=...).describe())``): reads the roll-ups' records and marks, no bar. Refused
+    where the bars would be (an edge inside a stored bar, an end past the watermark)."""
+    bounds = Query.of(query, options)
+    bounds.only(COUNT_OPTIONS, "explain_bars")
+    rollup = seat.spec.rollup
+    if not isinstance(rollup, Rollup):
+        raise QueryError(
+            f"explain_bars says where bars combined from a roll-up's bars come from; {seat.spec.collection!r} is not "
+            "a roll-up's collection here: open the store on the roll-up's spec (Rollup.spec)"
+        )
+    record, stored, bounds = yield from combined_bounds(seat, bounds)
+    plan, builder, _ = bars_plan(seat, bounds, interval=interval, by=None, price="close", volume="volume", tz=tz,
+                                 origin=origin, combine=stored)  # fmt: skip
+    check_combinable(stored, builder.buckets, start=plan.start, end=plan.end)
+    parts = yield from combined_parts(seat, plan, record, stats if stats is not None else ReadStats())
+    whole = combined(plan.start, plan.end, rollup, (), ())
+    return CoveredPlan(seat.spec.collection, tuple(whole if parts is None else parts))
+
+
+def combined_bounds(seat: Seat, bounds: Query) -> Request[tuple[dict[str, Any] | None, dt.timedelta, Query]]:
+    """For bars combined from the store's roll-up bars: its record (the watermark document),
+    the length of its bars, and ``bounds`` ending at ``end`` or else at its watermark (an end
+    past the watermark refused)."""
+    record = yield from read_watermark(seat, seat.spec.collection)
+    stored = bar_length(seat.spec.collection, record)
+    end = combined_end(seat.spec.collection, record, *time_range(bounds.start, bounds.end))
+    return record, stored, bounds.replace(end=end)
+
+
+def combined_parts(
+    seat: Seat, plan: QueryPlan, record: Mapping[str, Any] | None, cost: ReadStats
+) -> Request[list[Part] | None]:
+    """Where bars combined from the store's roll-up bars take each part of ``plan``'s range:
+    its stored bars, but where late ticks marked them (in it or in a roll-up it is made of),
+    which the finer roll-ups' bars or the ticks answer, as :func:`aggregate(rollups=...)
+    <tsstore.verbs.aggregates.aggregate>` does; ``None`` when its stored bars answer the whole
+    range (no mark in it). The marks of every layer and the finer layers' records are asked in
+    one round trip."""
+    rollup = seat.spec.rollup
+    if not isinstance(rollup, Rollup):  # a spec built by hand: its layers and ticks are not known
+        late = yield from late_in(seat, seat.spec.collection, start=plan.start, end=plan.end, record=record)
+        if late:
+            raise QueryError(
+                f"{len(late)} bucket(s) of {seat.spec.collection!r} in this range hold late ticks not rolled up yet "
+                f"(first: {late[0].bucket.isoformat()}), and this store's spec is not a roll-up's own (Rollup.spec), "
+                "so it cannot read them from the finer bars or the ticks: open the store on the roll-up's spec, run "
+                "the roll-up first (tsstore rollup), or make the bars from the ticks (bars(price=...) on the "
+                "source's store)"
+            )
+        return None
+    rollup.check_watermark(record)
+    layers = [rollup]
+    while layers[-1].finer is not None:
+        layers.append(layers[-1].finer)
+    finer = layers[1:]
+    asks: list[Asking[Any]] = [*layer_marks(layers, plan, None), *(watermark_ask(r.name) for r in finer)]
+    answers = yield from asked_together(asks)
+    marks = marked(layers, answers[: len(layers)], cost)
+    if not any(marks.values()):
+        return None
+    spans = [r.coverage(doc.data) for r, doc in zip(finer, answers[len(layers) :])]
+    sources = [(r, span, late_spans(r, marks)) for r, span in zip(finer, spans)]
+    return combined(plan.start, plan.end, rollup, late_spans(rollup, marks), sources)
+
+
+def read_parts(
+    seat: Seat, plan: QueryPlan, parts: Sequence[Part], fed: FedBars, fields: Sequence[str], cost: ReadStats
+) -> Request[None]:
+    """Each part of combined bars read at one snapshot, in the plan's time order, into ``fed``:
+    the store's stored bars as they stream; a late part's finer bars or ticks (a few buckets)
+    collected, then given to the builder in order."""
+    bounds = plan.query
+    snapshot = bounds.read_time
+    if snapshot is None:
+        snapshot = yield from snapshot_now(seat, cost)
+    by = [name.split(".") for name in fields]
+    top: Rollup = seat.spec.rollup
+    for part in reversed(parts) if plan.descending else parts:
+        piece = bounds.replace(start=part.start, end=part.end, read_time=snapshot)
+        layer = part.rollup
+        if layer is top:
+            yield Feed((yield from read(seat, oldest_first(seat.spec, piece), cost)), fed)
+            continue
+        if layer is None:
+            spec, root = top.series, top.root
+            columns = (*fields, root.price, *(() if root.volume is None else (root.volume,)))
+        else:
+            spec, columns = layer.spec, (*fields, *BAR_FIELDS, *STORED_MOMENTS)
+        late = LateBars(by, None if layer is not None else root)
+        order = oldest_first(spec, piece.replace(columns=tuple(dict.fromkeys(columns))))
+        yield Feed((yield from read(seat, order, cost)), late)
+        found = late.bars[::-1] if order.descending != plan.descending else late.bars
+        for bar in found:
+            fed.bars.extend(fed.builder.add_bar(bar, what=f"a late bucket's {'ticks' if layer is None else 'bars'}"))
+
+
+@dataclass(frozen=True)
+class LateBars:
+    """A :class:`~tsstore.verbs.request.Feed`'s sink: the ticks (``ticks``: the roll-up of
+    ticks whose price and volume they give) or finer stored bars of a late part of combined
+    bars, each as a :class:`~tsstore.analytics.bars.Bar` of the series ``by`` names."""
+
+    by: Sequence[list[str]]
+    ticks: Rollup | None
+    bars: list[Bar] = field(default_factory=list)
+
+    def add(self, tick: Tick) -> None:
+        if self.ticks is None:
+            bar = stored_bar(tick, self.by)
+        else:
+            volume = self.ticks.volume
+            bar = tick_bar(tick, self.by, self.ticks.price.split("."), None if volume is None else volume.split("."))
+        if bar is not None:
+            self.bars.append(bar)
 
 
 def absent(done: Sequence[Bar], skipped: int, by: Sequence[str], *, price: str | None) -> None:
