@@ -28,6 +28,7 @@ prices the previous close (``"prev"``) or missing (``"nan"``).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import copy
 import datetime as dt
 import io
@@ -91,7 +92,8 @@ def midnight(day: dt.date, zone: dt.tzinfo = NY) -> dt.datetime:
 @dataclass(frozen=True)
 class Rule:
     """How pandas cuts the buckets: ``fixed`` steps (``freq``, ``origin``) on the tz-aware
-    index, ``days`` (``nD``, origin epoch) on local wall time, ``aware`` calendar offsets
+    index, ``days`` (``nD``, origin epoch) on local wall time, ``clock`` steps on local wall
+    time from midnight plus ``origin`` (an offset: a time of day), ``aware`` calendar offsets
     (``W-MON``, ``MS``) on the tz-aware index, or ``anchored`` (``nW-MON``, ``nMS``) on local
     wall time from a sentinel row at ``origin``: an edge counted from 1970 (a whole number of
     n-week or n-month buckets before 1970-01-05 or January 1970) earlier than every tick."""
@@ -141,11 +143,13 @@ def pandas_bins(ticks: pd.DataFrame, case: Case, *, grid: bool = False) -> tuple
         index=at,
     )
     options: dict[str, Any] = {}
-    naive = rule.kind in ("days", "anchored")
+    naive = rule.kind in ("days", "anchored", "clock")
     if naive:
         data.index = at.tz_localize(None)  # local wall time
     if rule.kind in ("fixed", "days"):
         options["origin"] = rule.origin if rule.origin == "epoch" else pd.Timestamp(rule.origin)
+    if rule.kind == "clock":  # a time of day: edges at that wall time each day, an offset from midnight
+        options.update(origin="epoch", offset=rule.origin)
     if rule.kind == "anchored":  # pandas anchors nW / nM on the first row: make it an edge counted from 1970
         keys = data["key"].unique()
         sentinel = pd.DataFrame(
@@ -331,18 +335,120 @@ def test_an_explicit_origin_makes_fixed_steps_from_it() -> None:
 
 def test_an_origin_without_an_offset_is_read_in_the_zone_of_the_buckets() -> None:
     """As the CLI reads ``--origin`` in ``--tz``: a naive origin (text or datetime) is local
-    time in ``tz`` (UTC without one); a clock time without a date, or no time, is refused."""
+    time in ``tz`` (UTC without one); what is no time is refused."""
     seven = buckets("7min", tz=NEW_YORK, origin=OPEN_0930)
     assert buckets("7min", tz=NEW_YORK, origin="2024-03-04T09:30") == seven
     assert buckets("7min", tz=NEW_YORK, origin=dt.datetime(2024, 3, 4, 9, 30)) == seven
     assert buckets("7min", tz=NEW_YORK, origin=pd.Timestamp("2024-03-04 09:30")) == seven
     assert buckets("7min", origin="2024-03-04T09:30").origin == utc(2024, 3, 4, 9, 30)
-    with pytest.raises(QueryError, match=r"^origin '09:30' is a time of day without a date: give a date and time "
-                                         r"such as '2024-01-02T09:30' \(read in tz='America/New_York'\)"):
-        buckets("1h", tz=NEW_YORK, origin="09:30")
     for bad in ("soon", float("nan"), 7):
         with pytest.raises(QueryError, match=r"^origin .*; or give origin='epoch'$"):
             buckets("1h", tz=NEW_YORK, origin=bad)
+
+
+def edges_by_the_clock(cut: Buckets, first: dt.datetime, last: dt.datetime) -> list[dt.datetime]:
+    """Every instant of ``[first, last)``, minute by minute, whose wall clock in the buckets'
+    zone reads the origin's time of day plus a whole number of steps (by zoneinfo alone)."""
+    assert cut.clock is not None and cut.step is not None
+    base = dt.datetime.combine(dt.date(2000, 1, 1), cut.clock)
+    found, at = [], first
+    while at < last:
+        if not (at.astimezone(cut.zone).replace(tzinfo=None) - base) % cut.step:
+            found.append(at)
+        at += dt.timedelta(minutes=1)
+    return found
+
+
+def test_a_time_of_day_origin_puts_the_edges_at_that_local_time_in_winter_and_in_summer() -> None:
+    """The issue's case: hourly bars at 09:30, 10:30 ... New York time, which is 14:30Z in
+    January and 13:30Z in July; a day from 17:00 is 22:00Z in January, 21:00Z in July."""
+    hourly = buckets("1h", tz=NEW_YORK, origin="09:30")
+    assert hourly == Buckets(NY, step=dt.timedelta(hours=1), clock=dt.time(9, 30))
+    assert buckets("1h", tz=NEW_YORK, origin=dt.time(9, 30)) == buckets("1h", tz=NEW_YORK, origin="9:30") == hourly
+    assert hourly.start(utc(2024, 1, 16, 14, 45)) == utc(2024, 1, 16, 14, 30)  # 09:30 EST
+    assert hourly.start(utc(2024, 7, 16, 13, 45)) == utc(2024, 7, 16, 13, 30)  # 09:30 EDT
+    assert hourly.after(utc(2024, 7, 16, 13, 30)) == utc(2024, 7, 16, 14, 30)  # 10:30 EDT
+    day = buckets("1D", tz=NEW_YORK, origin="17:00")
+    assert day.start(utc(2024, 1, 16, 12)) == utc(2024, 1, 15, 22) and day.after(utc(2024, 1, 15, 22)) == utc(
+        2024, 1, 16, 22
+    )
+    assert day.start(utc(2024, 7, 16, 12)) == utc(2024, 7, 15, 21)
+    assert buckets("4h", tz=NEW_YORK, origin="09:30").start(utc(2024, 7, 16, 13, 29)) == utc(2024, 7, 16, 9, 30)
+    assert hourly.describe() == "1h buckets from 09:30:00 each day in America/New_York"
+    assert hourly.tiled_by(dt.timedelta(minutes=30)) is None  # checked bar by bar: it depends on the day
+
+
+@pytest.mark.parametrize(
+    "interval, origin, starts",
+    [  # New York's 2024 changes: 02:00 EST -> 03:00 EDT on 03-10, 02:00 EDT -> 01:00 EST on 11-03
+        ("1h", "09:30", [utc(2024, 3, 10, 5, 30), utc(2024, 3, 10, 6, 30), utc(2024, 3, 10, 7, 30)]),  # no 02:30
+        ("1h", "09:30", [utc(2024, 11, 3, 4, 30), utc(2024, 11, 3, 5, 30), utc(2024, 11, 3, 6, 30),
+                         utc(2024, 11, 3, 7, 30)]),  # 01:30 EDT, then 01:30 EST  # fmt: skip
+        ("4h", "10:00", [utc(2024, 3, 10, 3), utc(2024, 3, 10, 10), utc(2024, 3, 10, 14)]),  # 22:00 -> 06:00 EDT
+        ("30min", "00:00", [utc(2024, 3, 10, 6, 30), utc(2024, 3, 10, 7), utc(2024, 3, 10, 7, 30)]),  # 01:30, 03:00
+        ("1D", "17:00", [utc(2024, 11, 1, 21), utc(2024, 11, 2, 21), utc(2024, 11, 3, 22), utc(2024, 11, 4, 22)]),
+    ],
+)
+def test_time_of_day_edges_across_both_daylight_saving_changes(
+    interval: str, origin: str, starts: list[dt.datetime]
+) -> None:
+    """Where the clock jumps forward over an edge it is missing (the bucket holds the hour that
+    did not happen); where it goes back over one, the edge is there twice, an hour apart (two
+    buckets labelled 01:30); a day from 17:00 is 25 hours over the fall change."""
+    cut = buckets(interval, tz=NEW_YORK, origin=origin)
+    for begin, end in zip(starts, starts[1:]):
+        assert cut.after(begin) == end
+        for at in (begin, begin + US, end - US):
+            assert cut.start(at) == begin, at
+        assert cut.start(at.astimezone(NY)) == begin  # a zoned time: its instant
+
+
+@pytest.mark.parametrize("zone", [NEW_YORK, "Australia/Lord_Howe", "Asia/Kolkata"])
+@pytest.mark.parametrize("interval, origin", [("1h", "09:30"), ("2h", "01:30"), ("45min", "02:15"), ("1D", "02:30")])
+def test_time_of_day_buckets_start_at_the_latest_instant_whose_clock_is_an_edge(
+    zone: str, interval: str, origin: str
+) -> None:
+    """Brute force by the clock around both changes of New York and of Lord Howe (half an
+    hour) and in a zone without any: every minute on an edge, and a time every 7 minutes and
+    1 µs, starts at the latest instant whose wall clock is an edge; each edge follows the one
+    before."""
+    cut = buckets(interval, tz=zone, origin=origin)
+    for change in (SPRING, FALL, utc(2024, 4, 6, 15), utc(2024, 10, 5, 15)):
+        first, last = change - dt.timedelta(days=1), change + dt.timedelta(days=1)
+        edges = edges_by_the_clock(cut, first, last)
+        assert len(edges) >= 2
+        for begin, end in zip(edges, edges[1:]):
+            assert cut.after(begin) == end
+        at = edges[0]
+        while at < edges[-1]:
+            assert cut.start(at) == edges[bisect.bisect_right(edges, at) - 1], at
+            at += dt.timedelta(minutes=7, microseconds=1)
+
+
+#: Time-of-day origins on a January and a July week in New York, against pandas on the local
+#: wall times with the origin as an offset from midnight (exact away from the change days).
+CLOCK_CASES = [
+    Case("1h-0930", "1h", Rule("clock", "1h", "9h30min"), origin="09:30"),
+    Case("30min-0945", "30min", Rule("clock", "30min", "9h45min"), origin="09:45"),
+    Case("4h-0930-prev", "4h", Rule("clock", "4h", "9h30min"), origin="09:30", fill="prev"),
+    Case("1D-1700", "1D", Rule("clock", "1D", "17h"), origin="17:00", fill="nan"),
+    Case("90min-0000-no-by", "90min", Rule("clock", "90min", "0h"), origin="00:00", by=()),
+]
+
+
+@pytest.mark.parametrize("month", [1, 7])
+@pytest.mark.parametrize("chosen", CLOCK_CASES, ids=[c.name for c in CLOCK_CASES])
+def test_time_of_day_bars_equal_pandas_on_local_wall_time_in_winter_and_summer(chosen: Case, month: int) -> None:
+    rng = random.Random(month)
+    first = dt.datetime(2024, month, 15, tzinfo=NY)
+    times = [first + dt.timedelta(minutes=rng.randrange(7 * 1440)) for _ in range(300)]
+    times += [dt.datetime(2024, month, day, 9, 30, tzinfo=NY) + dt.timedelta(microseconds=jitter)
+              for day in (16, 17) for jitter in (-1, 0, 1)]  # fmt: skip
+    ticks = [Tick(f"{i:04d}", at.astimezone(UTC), {"symbol": rng.choice("AB"), "price": {"micros": rng.randrange(1, 999)},
+                                                   "volume": rng.randrange(9)}) for i, at in enumerate(times)]  # fmt: skip
+    ticks.sort(key=lambda t: (t.timestamp, t.id))
+    for descending in (False, True):
+        same_frame(built(chosen, ticks[::-1] if descending else ticks, descending), oracle(ticks_frame(ticks), chosen))
 
 
 @pytest.mark.parametrize(
@@ -427,8 +533,17 @@ def test_lowercase_day_and_week_intervals_are_calendar_units_as_in_pandas() -> N
         (lambda: buckets("soon"),
          r"interval 'soon' is not a duration.*\(e.g. '1min', '15min', '1h', '1D', '1W', '1M'\)"),
         (lambda: buckets("1h", origin="noon"), r"origin 'noon' is not an ISO-8601 time; or give origin='epoch'"),
+        (lambda: buckets("7min", tz=NEW_YORK, origin="09:30"),
+         r"^origin 09:30:00 is a time of day, which puts edges at that time on every day: the interval must divide "
+         r"24h \(e\.g\. '1min', .*'1D'\), and '7min' does not; give an origin with a date"),
+        (lambda: buckets("1W", tz=NEW_YORK, origin="17:00"), r"^origin 17:00:00 is a time of day.*'1W' does not"),
+        (lambda: buckets("1M", tz=NEW_YORK, origin="17:00"), r"^origin 17:00:00 is a time of day.*'1M' does not"),
+        (lambda: buckets("2D", origin="17:00"), r"^origin 17:00:00 is a time of day.*'2D' does not"),
+        (lambda: buckets("1h", origin="24:00"), r"^origin '24:00' is not a time of day: hours 0-23, minutes"),
+        (lambda: buckets("1h", origin=dt.time(9, 30, tzinfo=UTC)), r"^origin .* has a zone; a time of day is read"),
     ],
-    ids=["tz", "tz-not-a-name", "1M-origin", "3M-origin", "fill", "0s", "0D", "-1h", "no-unit", "soon", "origin"],
+    ids=["tz", "tz-not-a-name", "1M-origin", "3M-origin", "fill", "0s", "0D", "-1h", "no-unit", "soon", "origin",
+         "clock-7min", "clock-1W", "clock-1M", "clock-2D", "clock-24h", "clock-zoned"],
 )  # fmt: skip
 def test_bad_requests_name_the_value_and_what_is_allowed(call: Callable[[], Any], message: str) -> None:
     with pytest.raises(QueryError, match=message):
@@ -804,6 +919,10 @@ STORE_CASES = [
     Case("7min-0930-no-by", "7min", Rule("fixed", "7min", OPEN_0930), origin=OPEN_0930, by=()),
     Case("1D-1700", "1D", Rule("fixed", "24h", EVENING_1700), origin=EVENING_1700, fill="nan"),
     Case("1D-nan-no-by-newest-first", "1D", Rule("days", "1D"), fill="nan", by=(), where={"exchange": "X1"}),
+    # a time of day: New York's offsets are whole hours, so 09:30 each day is :30 of every UTC hour
+    # (both changes included); a day from 17:00 is wall time (17:00 happens once on both change days)
+    Case("1h-at-0930", "1h", Rule("fixed", "1h", OPEN_0930), origin="09:30"),
+    Case("1D-at-1700", "1D", Rule("clock", "1D", "17h"), origin="17:00", fill="prev"),
 ]
 
 
@@ -952,6 +1071,14 @@ def test_the_bars_command_prints_the_same_bars(
     assert all(s.endswith(("-0500", "-0400")) for s in printed["timestamp"]), printed["timestamp"][:3]  # local
     for column in ("open", "high", "low", "close", "count", "volume"):
         assert [int(v) for v in printed[column]] == [int(v) for v in want[column]], column
+    clock = tsstore("bars", *common[:4], "--price", "price.micros", "--interval", "1h", "--origin", "09:30", "--tz",
+                    NEW_YORK, "--by", "symbol", "--volume", "volume", "--format", "csv", cwd=tmp_path, env=env)
+    assert clock.returncode == 0, clock.stderr
+    printed = pd.read_csv(io.StringIO(clock.stdout), dtype={"symbol": str})
+    want = oracle(data.ticks, next(c for c in STORE_CASES if c.name == "1h-at-0930")).reset_index()
+    starts = pd.DatetimeIndex(pd.to_datetime(printed["timestamp"], format="ISO8601", utc=True))
+    assert list(starts) == list(want["timestamp"]) and list(printed["open"]) == list(want["open"])
+    assert {s[11:16] for s in printed["timestamp"]} >= {"09:30", "10:30"}  # local bar starts
     refused = tsstore("bars", *common, "--tz", "Mars/Base", cwd=tmp_path, env=env)
     assert refused.returncode in (1, 2) and "Traceback" not in refused.stderr
     errors = [line for line in refused.stderr.splitlines() if line.startswith("Error:")]

@@ -17,8 +17,8 @@ PARAMETER_HELP = {
     "volume": "the numeric field summed into each bar's ``volume``; ``None``: no volume",
     "tz": "the zone buckets are laid out in and the index is shown in (``\"America/New_York\"``); "
     "``None``: UTC",
-    "origin": "where fixed buckets start: an instant, or a time of day read in ``tz`` (``\"09:30\"``); "
-    "``None``: midnight of 1970-01-01 in ``tz``",
+    "origin": "where fixed buckets start: an instant, or a time of day read in ``tz`` (``\"09:30\"``): edges "
+    "at that local time on every day, for an interval that divides 24 h; ``None``: midnight of 1970-01-01 in ``tz``",
     "fill": "buckets without a tick: ``None`` (no row), ``\"prev\"`` (the last close carried, amounts 0) "
     "or ``\"nan\"`` (missing prices)",
     "moments": "add each bar's ``sum``, ``mean`` and ``std`` of the price and the times of its open and close",

@@ -11,6 +11,13 @@ a time zone (pure logic, no Firestore).
   (days from 1970-01-01, weeks from Monday 1970-01-05, months from January 1970), so a bucket
   does not depend on the data read. With an origin given, ``D`` and ``W`` are fixed steps of
   24 h and 7 days from it (a trading day from 17:00, say); months need the calendar.
+- A time of day as the origin (``"09:30"``) puts the edges at that local clock time in the
+  zone, and every ``step`` after it, on every local day: hourly bars at 09:30, 10:30 ... New
+  York time in winter and in summer alike (a fixed instant would drift by the hour of daylight
+  saving). The step must divide 24 h, so that every day has the same edges (``"1D"`` is a day
+  from that time). An edge is every instant whose local clock reads one of those times: where
+  the clock jumps forward over an edge, that edge is missing (its bucket is longer); where it
+  goes back over one, the edge happens twice (two buckets of the same label, an hour apart).
 
 A tick exactly on an edge opens the later bucket. These are the rules of pandas'
 ``resample`` with ``closed="left", label="left"`` and ``origin="epoch"`` (for calendar days,
@@ -33,7 +40,9 @@ from tsstore.times import EPOCH, interval_label, to_duration, to_utc, utc_text
 
 UTC = dt.timezone.utc
 _MICROSECOND = dt.timedelta(microseconds=1)
-_CLOCK = re.compile(r"T?\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?")  # a time of day alone
+_CLOCK = re.compile(r"T?(\d{1,2}):(\d{2})(?::(\d{2}(?:\.\d+)?))?")  # a time of day alone
+_DAY = dt.timedelta(days=1)
+_SWITCH = dt.timedelta(hours=3)  # more than any zone's daylight-saving (or other) jump of its clock
 _DAY0 = dt.date(1970, 1, 1)
 _MONDAY0 = dt.date(1970, 1, 5)
 Unit = Literal["D", "W", "M"]
@@ -53,9 +62,12 @@ class Buckets:
     origin: dt.datetime | None = None  # UTC; with ``step``
     unit: Unit | None = None
     count: int = 1
+    clock: dt.time | None = None  # with ``step`` and no ``origin``: edges at this local time each day
 
     def start(self, when: dt.datetime) -> dt.datetime:
         """The start (UTC) of the bucket holding ``when``."""
+        if self.clock is not None:
+            return self._clock_start(when.astimezone(UTC))
         if self.step is not None:
             assert self.origin is not None
             when = when.astimezone(UTC)  # steps are absolute time: no wall-clock arithmetic
@@ -72,6 +84,8 @@ class Buckets:
 
     def after(self, start: dt.datetime) -> dt.datetime:
         """The start (UTC) of the bucket that follows the one starting at ``start``."""
+        if self.clock is not None:
+            return self._clock_after(start.astimezone(UTC))
         if self.step is not None:
             return start.astimezone(UTC) + self.step
         local = start.astimezone(self.zone).date()
@@ -79,6 +93,46 @@ class Buckets:
             months = local.year * 12 + local.month - 1 + self.count
             return self._midnight(dt.date(months // 12, months % 12 + 1, 1))
         return self._midnight(local + dt.timedelta(days=self.count * (7 if self.unit == "W" else 1)))
+
+    # A local time-of-day grid: within a stretch of one UTC offset the edges are every step
+    # from the clock time, shifted by the offset; across a switch the edge is the latest (or
+    # first) one whose own offset is the one it was computed with. A switch is never nearer
+    # than a day to the next, so the offsets at ``when`` and a step and a switch before it
+    # (or after it) are the only ones to try.
+
+    def _grid(self, offset: dt.timedelta, when: dt.datetime) -> dt.datetime:
+        """The latest instant at or before ``when`` (UTC) whose clock at ``offset`` is an edge."""
+        assert self.step is not None and self.clock is not None
+        wall = when.replace(tzinfo=None) + offset
+        base = dt.datetime.combine(wall.date(), self.clock)
+        return (base + ((wall - base) // self.step) * self.step - offset).replace(tzinfo=UTC)
+
+    def _offset(self, when: dt.datetime) -> dt.timedelta:
+        return when.astimezone(self.zone).utcoffset() or dt.timedelta(0)
+
+    def _clock_start(self, when: dt.datetime) -> dt.datetime:
+        assert self.step is not None
+        found = []
+        for probe in (when, when - self.step - _SWITCH):
+            offset = self._offset(probe)
+            edge = self._grid(offset, when)
+            while self._offset(edge) != offset and edge > when - self.step - 2 * _SWITCH:
+                edge -= self.step  # computed past the switch: step back into its own stretch
+            if self._offset(edge) == offset:
+                found.append(edge)
+        return max(found, default=self._grid(self._offset(when), when))
+
+    def _clock_after(self, start: dt.datetime) -> dt.datetime:
+        assert self.step is not None
+        found = []
+        for probe in (start, start + self.step + _SWITCH):
+            offset = self._offset(probe)
+            edge = self._grid(offset, start) + self.step
+            while self._offset(edge) != offset and edge < start + self.step + 2 * _SWITCH:
+                edge += self.step  # before the switch: step on into its own stretch
+            if self._offset(edge) == offset:
+                found.append(edge)
+        return min(found, default=self._grid(self._offset(start), start) + self.step)
 
     def _midnight(self, day: dt.date) -> dt.datetime:
         return dt.datetime(day.year, day.month, day.day, tzinfo=self.zone).astimezone(UTC)
@@ -93,6 +147,8 @@ class Buckets:
         where = "" if self.utc else f" in {self.zone}"
         if self.step is None:
             return f"{self.count}{self.unit} buckets{where}"
+        if self.clock is not None:
+            return f"{interval_label(self.step)} buckets from {self.clock.isoformat()} each day{where}"
         assert self.origin is not None
         local_epoch = dt.datetime(1970, 1, 1, tzinfo=self.zone).astimezone(UTC)
         since = "" if self.origin == local_epoch else f" from {utc_text(self.origin)}"
@@ -110,7 +166,7 @@ class Buckets:
         """Whether every edge of these buckets is an edge of bars of ``length`` counted from the
         UTC epoch (a roll-up's): ``True``/``False`` for fixed steps, ``None`` (it depends on
         the dates: calendar units in a zone) otherwise."""
-        if self.step is None:
+        if self.step is None or self.clock is not None:
             return None
         assert self.origin is not None
         return not self.step % length and not (self.origin - EPOCH) % length
@@ -136,33 +192,61 @@ def buckets(interval: object, *, tz: object = None, origin: object = None) -> Bu
     ``"1D"``, ``"1W"``, ``"1M"``) in zone ``tz``, from ``origin`` (``None`` or ``"epoch"``:
     1970-01-01 local midnight; or a time)."""
     zone = to_zone(tz)
-    start = None if origin is None or origin == "epoch" else _origin(origin, zone)
+    clock = time_of_day(origin)
+    start = None if origin is None or origin == "epoch" or clock is not None else _origin(origin, zone)
     calendar = _CALENDAR.fullmatch(interval) if isinstance(interval, str) else None
     if calendar is not None:
         count = int(calendar.group(1) or 1)
         unit = _UNITS[calendar.group(2).lower()]
         if count < 1:
             raise QueryError(f"interval {interval!r} is not positive")
+        if clock is not None:
+            return _daily(interval, dt.timedelta(days=count * (7 if unit == "W" else 1)) if unit != "M" else None,
+                          clock, zone)  # fmt: skip
         if start is None:
             return Buckets(zone, unit=unit, count=count)
         if unit == "M":
             raise QueryError(f"interval {interval!r}: months follow the calendar; origin must be 'epoch' (the 1st)")
         return Buckets(zone, step=dt.timedelta(days=count * (7 if unit == "W" else 1)), origin=start)
     step = to_interval(interval)
+    if clock is not None:
+        return _daily(interval, step, clock, zone)
     if start is None:
         start = dt.datetime(1970, 1, 1, tzinfo=zone).astimezone(UTC)
     return Buckets(zone, step=step, origin=start)
 
 
+def time_of_day(origin: object) -> dt.time | None:
+    """``origin`` as a time of day (``"09:30"``, ``"9:30:15"``, a ``datetime.time``), or
+    ``None`` when it is something else (an instant, ``"epoch"``)."""
+    if isinstance(origin, dt.time):
+        if origin.tzinfo is not None:
+            raise QueryError(f"origin {origin!r} has a zone; a time of day is read in tz=, give it without one")
+        return origin
+    found = _CLOCK.fullmatch(origin.strip()) if isinstance(origin, str) else None
+    if found is None:
+        return None
+    hours, minutes, seconds = (float(part) for part in (*found.group(1, 2), found.group(3) or 0))
+    if hours >= 24 or minutes >= 60 or seconds >= 60:
+        raise QueryError(f"origin {origin!r} is not a time of day: hours 0-23, minutes and seconds 0-59")
+    return (dt.datetime.min + dt.timedelta(hours=hours, minutes=minutes, seconds=seconds)).time()
+
+
+def _daily(interval: object, step: dt.timedelta | None, clock: dt.time, zone: dt.tzinfo) -> Buckets:
+    """Buckets of ``step`` from the local time ``clock`` on every day in ``zone``; refused for a
+    step that does not divide a day (the days would not share their edges)."""
+    if step is None or step > _DAY or _DAY % step:
+        raise QueryError(
+            f"origin {clock.isoformat()} is a time of day, which puts edges at that time on every day: the interval "
+            f"must divide 24h (e.g. '1min', '15min', '30min', '1h', '2h', '4h', '1D'), and {interval!r} does not; "
+            "give an origin with a date (a fixed instant) for it"
+        )
+    return Buckets(zone, step=step, clock=clock)
+
+
 def _origin(origin: object, zone: dt.tzinfo) -> dt.datetime:
     """``origin`` as an instant (UTC): a time without an offset is read in the buckets' ``zone``,
-    as the CLI reads ``--origin`` in ``--tz``; a clock time without a date is refused, since
-    fixed steps count from one instant."""
-    if isinstance(origin, str) and _CLOCK.fullmatch(origin.strip()):
-        raise QueryError(
-            f"origin {origin!r} is a time of day without a date: give a date and time such as "
-            f"'2024-01-02T{origin.strip()}' (read in tz={str(zone)!r}); or give origin='epoch'"
-        )
+    as the CLI reads ``--origin`` in ``--tz`` (a time of day alone is :func:`time_of_day`'s)."""
     value = origin
     if isinstance(origin, str):
         try:

@@ -8,6 +8,7 @@ import click
 import pandas as pd
 from tqdm import tqdm
 
+from tsstore.analytics.buckets import time_of_day
 from tsstore.analytics.plot import CHART_FORMATS, plot_bars
 from tsstore.analytics.rollup import Rollup
 from tsstore.cli.common import (
@@ -33,6 +34,7 @@ from tsstore.read.cost import ReadStats
 from tsstore.read.query import Query
 from tsstore.results import WriteResult
 from tsstore.spec import SeriesSpec
+from tsstore.times import TimeLike
 
 
 @click.command("aggregate")
@@ -179,6 +181,23 @@ def latest(
     echo_cost(stats, show_stats)
 
 
+#: What --origin takes, for bars and aligned alike.
+ORIGIN_HELP = (
+    "Where fixed buckets start counting: a time (read in --tz without an offset), or a time of day such as 09:30 "
+    "for edges at that local time on every day, DST included (default: 1970-01-01 midnight in --tz)."
+)
+
+
+def cli_origin(origin: str | None, *, tz: str | None) -> TimeLike | None:
+    """What ``--origin`` says: ``None`` (the default, or ``epoch``), a time of day as typed
+    (the buckets read it in ``--tz``), or an instant (:func:`cli_time`, naive in ``--tz``)."""
+    if origin in (None, "epoch"):
+        return None
+    if time_of_day(origin) is not None:
+        return origin
+    return cli_time(origin, option="--origin", naive=tz)
+
+
 @click.command("bars")
 @library_warnings
 @series_rollup_options
@@ -191,9 +210,7 @@ def latest(
 @click.option(
     "--tz", default=None, help="Time zone of calendar buckets and of the printed bar starts, e.g. America/New_York."
 )
-@click.option(
-    "--origin", default=None, help="Where fixed buckets start counting (default: 1970-01-01 midnight in --tz)."
-)
+@click.option("--origin", default=None, help=ORIGIN_HELP)
 @click.option(
     "--fill", type=click.Choice(["prev", "nan"]), default=None,
     help="Bars for empty buckets between a series' bars: the previous close carried (prev) or no prices (nan).",
@@ -242,7 +259,7 @@ def bars(
       tsstore bars --collection instruments_1min --combine --interval 1h --by symbol --moments
     """
     stats = ReadStats()
-    start = None if origin in (None, "epoch") else cli_time(origin, option="--origin", naive=tz)
+    start = cli_origin(origin, tz=tz)
     price = None if combine else declared_price(spec, declared_rollups, price)
     with database.open_store(spec) as store:
         frame = store.bars(
@@ -276,9 +293,7 @@ def bars(
 )
 @click.option("--volume", default=None, help="A volume field (for --value volume).")
 @click.option("--tz", default=None, help="Time zone of calendar buckets and of the printed times.")
-@click.option(
-    "--origin", default=None, help="Where fixed buckets start counting (default: 1970-01-01 midnight in --tz)."
-)
+@click.option("--origin", default=None, help=ORIGIN_HELP)
 @click.option(
     "--fill", type=click.Choice(["prev", "none"]), default="prev", show_default=True,
     help="A bucket where a series has no bar: its last value carried (amounts 0), or left missing.",
@@ -313,7 +328,7 @@ def aligned(
       tsstore aligned --collection instruments_1min --combine --interval 1D --tz America/New_York --by symbol
     """
     stats = ReadStats()
-    start = None if origin in (None, "epoch") else cli_time(origin, option="--origin", naive=tz)
+    start = cli_origin(origin, tz=tz)
     price = None if combine else declared_price(spec, declared_rollups, price)
     with database.open_store(spec) as store:
         frame = store.aligned(

@@ -79,7 +79,9 @@ def bars(
     ``[start, end)``.
 
     Buckets are multiples of ``interval`` from ``origin`` (default: midnight of 1970-01-01 in
-    ``tz``, which in UTC is the Unix epoch; a time of day such as ``"09:30"`` is read in ``tz``), or
+    ``tz``, which in UTC is the Unix epoch; a time of day such as ``"09:30"`` puts the edges at
+    that local time in ``tz`` on every day, daylight saving included, for an interval that
+    divides 24 h), or
     calendar days, weeks and months (``"1D"``, ``"1W"``, ``"1M"``) in the zone ``tz``
     (``"America/New_York"``; the index is then in that zone); see
     :mod:`tsstore.analytics.buckets`. Buckets without ticks have no row, unless ``fill`` is
@@ -93,7 +95,9 @@ def bars(
     whole stored bars do not fill (an edge inside a stored bar) and a ``start`` or ``end``
     inside a stored bar, naming the bar. The bars end at ``end`` or, without one, at the
     roll-up's watermark; an ``end`` after the watermark is refused (those bars are not
-    stored yet).
+    stored yet). A bucket late ticks marked (changed after its bar was stored, not rolled up
+    again yet) is answered from a finer roll-up's bars or the ticks, as
+    ``aggregate(rollups=...)`` answers it; :meth:`explain_bars` says which part comes from where.
 
     Computed while the ticks stream (projected to the fields the bars need), so memory holds
     one bucket's bars, not the ticks; billed one read per tick read (see
