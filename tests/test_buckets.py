@@ -444,8 +444,11 @@ def test_time_of_day_bars_equal_pandas_on_local_wall_time_in_winter_and_summer(c
     times = [first + dt.timedelta(minutes=rng.randrange(7 * 1440)) for _ in range(300)]
     times += [dt.datetime(2024, month, day, 9, 30, tzinfo=NY) + dt.timedelta(microseconds=jitter)
               for day in (16, 17) for jitter in (-1, 0, 1)]  # fmt: skip
-    ticks = [Tick(f"{i:04d}", at.astimezone(UTC), {"symbol": rng.choice("AB"), "price": {"micros": rng.randrange(1, 999)},
-                                                   "volume": rng.randrange(9)}) for i, at in enumerate(times)]  # fmt: skip
+    ticks = [
+        Tick(f"{i:04d}", at.astimezone(UTC),
+             {"symbol": rng.choice("AB"), "price": {"micros": rng.randrange(1, 999)}, "volume": rng.randrange(9)})
+        for i, at in enumerate(times)
+    ]  # fmt: skip
     ticks.sort(key=lambda t: (t.timestamp, t.id))
     for descending in (False, True):
         same_frame(built(chosen, ticks[::-1] if descending else ticks, descending), oracle(ticks_frame(ticks), chosen))

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.ipc
 import pytest
 from google.cloud import firestore
 
@@ -32,6 +34,7 @@ from tsstore import (
     SpecError,
     TimeSeriesStore,
 )
+from tsstore.analytics.rollup import Rollup
 from tsstore.counters import ShardedCounter
 from tsstore.errors import CounterError
 from tsstore.rules.file import render_rules
@@ -136,7 +139,9 @@ CLI_CASES: list[tuple[tuple[str, ...], int, str]] = [
     (("asof", "--by", "nosuch"), 2, "asof: by field 'nosuch' is not a field of 'instruments'"),
     (("bars", "--spec", "{tmp}/plain.toml", "--interval", "1h", "--combine"), 2,
      "--combine reads a roll-up's bars, and 'plain' has no roll-up record (tsstore_rollups/plain): run its roll-up first (tsstore rollup), or make the bars from the ticks with --price"),
-    (("bars", "--interval", "1h", "--origin", "09:30"), 2, "--origin '09:30' is not a time"),
+    (("bars", "--interval", "7min", "--origin", "09:30"), 2,
+     "origin 09:30:00 is a time of day, which puts edges at that time on every day: the interval must divide 24h"),
+    (("bars", "--interval", "1h", "--origin", "soon"), 2, "--origin 'soon' is not a time"),
     (("count", "--where", "volume>=nan", "--where", "exchange=X"), 2, "'nan' is not a finite number"),
     (("count", "--where", "volume>=inf", "--where", "exchange=X"), 2, "'inf' is not a finite number"),
     # no write without naming its target: the demo's declaration is the local store's only
@@ -215,6 +220,57 @@ def test_a_bad_command_line_gets_one_line_naming_the_value(
     error = one_error(ran)
     assert words.replace("{tmp}", str(doors["tmp"])) in error, error
     assert len(error) < 400  # one line a person reads, not a dump
+
+
+LAYERS = PLAIN + """
+[[rollup]]
+source = "plain"
+interval = "1min"
+by = "symbol"
+
+[[rollup]]
+source = "plain_1min"
+interval = "1h"
+"""
+
+
+def test_a_rollup_of_a_rollup_runs_by_its_name_and_names_its_source_when_that_has_not_run(
+    doors: dict[str, Any],
+) -> None:
+    """``--rollup`` names a declared roll-up of a roll-up (once "not declared": it was looked
+    for among the series' own); before its source has run it says so, naming it."""
+    (doors["tmp"] / "layers.toml").write_text(LAYERS)
+    ran = run(doors, "rollup", "--spec", "{tmp}/layers.toml", "--rollup", "plain_1min_1h")
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == (
+        "nothing rolled up: its source, roll-up 'plain_1min', has not run yet; run it first "
+        "(tsstore rollup --rollup plain_1min), then this one"
+    )
+    wrong = run(doors, "rollup", "--spec", "{tmp}/layers.toml", "--rollup", "plain_1min_1h", "--collection", "plain")
+    assert wrong.returncode == 2
+    assert "roll-up 'plain_1min_1h' rolls up 'plain_1min', not --collection 'plain'; leave out --collection" in (
+        one_error(wrong)
+    )
+
+
+def test_bars_and_aligned_write_rows_to_an_output_file_as_query_does(doors: dict[str, Any]) -> None:
+    """``-o/--output`` (which ``--format arrow`` on a terminal asks for) on bars and aligned:
+    the file holds the rows the command prints, and stderr says how many."""
+    spec = SeriesSpec("plain", key_fields=["symbol"])
+    TimeSeriesStore(doors["client"], spec).write(
+        [{"symbol": s, "timestamp": dt.datetime(2019, 1, 2, 9, m, tzinfo=UTC), "price": {"micros": 10 + m}}
+         for m in range(0, 50, 7) for s in ("A", "B")]  # fmt: skip
+    )
+    common = ("--spec", "{tmp}/plain.toml", "--interval", "15min", "--price", "price.micros", "--by", "symbol")
+    for command in ("bars", "aligned"):
+        printed = run(doors, command, *common, "--format", "csv")
+        assert printed.returncode == 0, printed.stderr
+        ran = run(doors, command, *common, "--format", "arrow", "-o", "{tmp}/rows.arrow")
+        assert ran.returncode == 0, ran.stderr
+        table = pa.ipc.open_stream((doors["tmp"] / "rows.arrow").read_bytes()).read_all()
+        rows = len(printed.stdout.strip().splitlines()) - 1
+        assert table.num_rows == rows > 0 and f"wrote {rows} row(s) to " in ran.stderr
+        assert ran.stdout == ""
 
 
 def test_a_variable_that_stands_for_an_option_is_named_in_its_error(doors: dict[str, Any]) -> None:
@@ -357,8 +413,17 @@ LIBRARY_CASES: list[tuple[str, Any, type[Exception], str]] = [
     ("bool for a number", lambda s: s.count(where=[("v", ">", True)]), QueryError, "with the bool True"),
     ("NaN bound", lambda s: s.count(where=[("v", ">", math.nan)]), QueryError, "Firestore takes no NaN"),
     ("combine on ticks", lambda s: s.bars(interval="1h", combine=True), QueryError, "has no roll-up record"),
-    ("origin without a date", lambda s: s.bars(interval="1h", price="p", origin="09:30"), QueryError,
-     "time of day without a date"),
+    ("origin a time of day, a step not of a day", lambda s: s.bars(interval="7min", price="p", origin="09:30"),
+     QueryError, "the interval must divide 24h (e.g. '1min', '15min', '30min', '1h', '2h', '4h', '1D'), and '7min'"),
+    ("roll-up by months", lambda s: Rollup(s.spec, interval="1M"), SpecError,
+     "a roll-up's bars are fixed steps from the UTC epoch (e.g. '1min', '15min', '1h', '1D', '1W'); months are not"),
+    ("roll-up of no length", lambda s: Rollup(s.spec, interval="0s"), SpecError, "roll-up interval '0s' is not posi"),
+    ("verify a roll-up by name", lambda s: s.verify_rollup("t_1min"), QueryError,
+     "verify_rollup takes the roll-up's declaration, a Rollup (Rollup(spec, interval=...), or one of "
+     "load_declaration(...)'s), not str 't_1min' (the CLI takes the name: tsstore rollup --rollup t_1min)"),
+    ("run a roll-up by name", lambda s: s.rollup("t_1min"), QueryError, "rollup takes the roll-up's declaration"),
+    ("a roll-up's coverage by name", lambda s: s.rollup_coverage(None), QueryError,
+     "rollup_coverage takes the roll-up's declaration, a Rollup"),
     ("flag as text", lambda s: s.purge(before=AT, past_rollups="false"), QueryError,
      "purge: past_rollups='false' is not allowed; give True or False"),
     ("moments as text", lambda s: s.bars(interval="1h", price="p", moments="yes"), QueryError, "moments='yes'"),

@@ -19,6 +19,7 @@ watermark (the end of the last interval done) in ``tsstore_rollups/<collection>`
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,9 +30,10 @@ from tsstore.analytics.buckets import to_interval
 from tsstore.errors import ConfigError, QueryError, SpecError
 from tsstore.late import BAR_SHARDS, WATERMARKS
 from tsstore.spec import NUMERIC_TYPES, QueryShape, SeriesSpec, check_field_path, shards_for
-from tsstore.times import EARLIEST, DurationLike, bucket_ceil, interval_label, utc_text
+from tsstore.times import EARLIEST, DurationLike, bucket_ceil, interval_label, to_duration, utc_text
 
 BAR_FIELDS = ("open", "high", "low", "close", "count", "volume")
+_MONTHS = re.compile(r"\s*\d*\s*(M|MS|[Mm]onths?)\s*")  # a calendar month ("1m" is a minute)
 
 #: What a roll-up's parameters mean (shown in the reference for :class:`Rollup` and its methods).
 PARAMETER_HELP = {
@@ -193,6 +195,20 @@ class Rollup:
         return held[0] if end < held[0] else min(held[0], start)
 
 
+def rollup_of(value: object, spec: SeriesSpec, *, verb: str) -> Rollup:
+    """``value`` if it is a roll-up of ``spec``'s collection (:meth:`Rollup.check_source`); a
+    clear refusal for anything else, such as its name, which a store of ticks cannot look up
+    (it does not know the declarations made of it)."""
+    if not isinstance(value, Rollup):
+        name = f" (the CLI takes the name: tsstore rollup --rollup {value})" if isinstance(value, str) else ""
+        raise QueryError(
+            f"{verb} takes the roll-up's declaration, a Rollup (Rollup(spec, interval=...), or one of "
+            f"load_declaration(...)'s), not {type(value).__name__} {value!r}{name}"
+        )
+    value.check_source(spec)
+    return value
+
+
 @dataclass(frozen=True)
 class RollupWindow:
     """What one run of a roll-up computes: the bars of ``[start, end)`` (both on the bar
@@ -292,6 +308,8 @@ class RollupResult:
     redone: int = 0
     #: Stored bars deleted because their bucket holds no tick any more.
     removed: int = 0
+    #: The roll-up whose bars these are made of, when it has not run yet (nothing to combine).
+    waiting_for: str | None = None
 
     def describe(self) -> str:
         late = f"{self.redone} late bucket(s) redone" if self.redone else ""
@@ -302,6 +320,11 @@ class RollupResult:
             f"{removed})"
         )
         if self.start is None or self.end is None:
+            if self.waiting_for is not None:
+                return (
+                    f"nothing rolled up: its source, roll-up {self.waiting_for!r}, has not run yet; run it first "
+                    f"(tsstore rollup --rollup {self.waiting_for}), then this one"
+                )
             if not self.redone and self.watermark is None:
                 return "nothing rolled up: no tick in a closed interval yet (the roll-up has not run before)"
             if not self.redone:
@@ -427,9 +450,20 @@ def _checked_reads(access: "ClientAccess | str | Mapping[str, object] | None", s
 def _checked_interval(interval: object, source: SeriesSpec, finer: Rollup | None) -> dt.timedelta:
     """The bar length: shorter than the ticks' expiry, a multiple of the finer roll-up's."""
     try:
-        step = to_interval(interval)
-    except QueryError as exc:
-        raise SpecError(str(exc)) from None
+        step = to_duration(interval, name="roll-up interval")
+    except ValueError as exc:
+        months = ""
+        if isinstance(interval, str) and _MONTHS.fullmatch(interval):
+            months = (
+                "; months are not of one length: store days or hours and combine them into months on read "
+                "(bars(interval='1M', tz=..., combine=True) on the roll-up's store)"
+            )
+        raise SpecError(
+            f"{exc}; a roll-up's bars are fixed steps from the UTC epoch (e.g. '1min', '15min', '1h', '1D', '1W')"
+            f"{months}"
+        ) from None
+    if step <= dt.timedelta(0):
+        raise SpecError(f"roll-up interval {interval!r} is not positive; give e.g. '1min', '15min', '1h', '1D'")
     if source.expire_after is not None and step >= source.expire_after:
         raise SpecError(
             f"roll-up interval {interval!r} is not shorter than {source.collection!r}'s expire_after "

@@ -25,7 +25,7 @@ from tsstore.cli.common import (
     where_option,
 )
 from tsstore.cli.exits import exit_interrupted, library_warnings, usage
-from tsstore.cli.output import echo_figures, figures_format, rows_format, write_frames
+from tsstore.cli.output import echo_figures, echo_written, figures_format, output_option, rows_format, write_frames
 from tsstore.cli.query import stats_option
 from tsstore.cli.values import OutputFile, cli_time, naive_option, parse_columns, parse_value, parse_where
 from tsstore.declaration import load_declaration
@@ -223,6 +223,7 @@ def cli_origin(origin: str | None, *, tz: str | None) -> TimeLike | None:
 @click.option("--moments", is_flag=True, help="Also the price's sum, mean and std, and the open and close times.")
 @click.option("--combine", is_flag=True, help="Read a roll-up's bars (--collection) and combine them into these.")
 @rows_format
+@output_option
 @click.option(
     "--plot", "plot_path", type=OutputFile(suffixes=CHART_FORMATS), default=None,
     help="Also draw candlesticks (with volume) to this .png, .svg or .pdf file (needs tsstore[plot]).",
@@ -244,6 +245,7 @@ def bars(
     moments: bool,
     combine: bool,
     fmt: str,
+    output: Path | None,
     plot_path: Path | None,
     show_stats: bool,
 ) -> None:
@@ -257,6 +259,7 @@ def bars(
         --end 2018-12-31T13:00:00Z --plot chart.png
       tsstore bars --interval 1D --tz America/New_York --by symbol --fill prev
       tsstore bars --collection instruments_1min --combine --interval 1h --by symbol --moments
+      tsstore bars --interval 1h --origin 09:30 --tz America/New_York --by symbol --format arrow -o bars.arrow
     """
     stats = ReadStats()
     start = cli_origin(origin, tz=tz)
@@ -273,7 +276,7 @@ def bars(
         drawn = plot_bars(frame, plot_path, by=by_fields, title=title)
         click.echo(f"drew {drawn} series of bars to {plot_path}", err=True)
     flat = frame if fmt == "table" else frame.reset_index().set_index(spec.timestamp_field)
-    write_frames([flat], fmt=fmt, output=None)
+    echo_written(write_frames([flat], fmt=fmt, output=output), output)
     echo_cost(stats, show_stats)
 
 
@@ -300,6 +303,7 @@ def bars(
 )  # fmt: skip
 @click.option("--combine", is_flag=True, help="Read a roll-up's bars (--collection) and combine them into these.")
 @rows_format
+@output_option
 @stats_option
 def aligned(
     *,
@@ -317,6 +321,7 @@ def aligned(
     fill: str,
     combine: bool,
     fmt: str,
+    output: Path | None,
     show_stats: bool,
 ) -> None:
     """Print several series side by side: one row per bucket, one column per series (the
@@ -341,7 +346,7 @@ def aligned(
         frame.columns = ["/".join(map(str, key)) for key in frame.columns]
     else:
         frame.columns = [str(key) for key in frame.columns]
-    write_frames([frame], fmt=fmt, output=None)
+    echo_written(write_frames([frame], fmt=fmt, output=output), output)
     echo_cost(stats, show_stats)
 
 
@@ -386,7 +391,14 @@ def rollup(
       tsstore rollup --verify                          # check the stored span, repair what differs
     """
     loaded = load_declaration(declaration)  # once: the series and its roll-ups
-    spec = pick_declared(declaration, loaded, collection=collection)
+    named = next((r for r in loaded[1] if r.name == name), None)
+    if named is not None and collection is None:  # runs on its source's store (a finer roll-up's, for bars of bars)
+        spec = named.source
+    else:
+        spec = pick_declared(declaration, loaded, collection=collection)
+    if named is not None and named.source.collection != spec.collection:
+        raise usage(f"roll-up {name!r} rolls up {named.source.collection!r}, not --collection {spec.collection!r}; "
+                    f"leave out --collection, or give --collection {named.source.collection}")  # fmt: skip
     declared = [r for r in loaded[1] if r.source.collection == spec.collection]
     chosen = [r for r in declared if name is None or r.name == name]
     if not declared:

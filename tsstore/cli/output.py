@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc
 
+from tsstore.cli.values import OutputFile
 from tsstore.errors import TsstoreError
 
 #: Row formats: every command that prints rows takes these (``json`` is JSON Lines, one
@@ -32,6 +33,17 @@ def rows_format(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--format", "fmt", type=click.Choice(ROW_FORMATS), default="table", show_default=True,
                         help="How rows are printed (json: one JSON object per row; arrow: an Arrow IPC "
                              "stream, for a file or a pipe).")(command)  # fmt: skip
+
+
+def output_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--output/-o FILE`` for a command that writes rows (to stdout without it)."""
+    return click.option("--output", "-o", type=OutputFile(), default=None, help="File (default: stdout).")(command)
+
+
+def echo_written(rows: int, output: Path | None) -> None:
+    """Say on stderr how many rows went to ``output`` (nothing when they went to stdout)."""
+    if output is not None:
+        click.echo(f"wrote {rows} row(s) to {output}", err=True)
 
 
 def figures_format(command: Callable[..., Any]) -> Callable[..., Any]:

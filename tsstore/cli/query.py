@@ -24,7 +24,7 @@ from tsstore.cli.common import (
     where_option,
 )
 from tsstore.cli.exits import exit_interrupted, library_warnings, usage
-from tsstore.cli.output import ROW_FORMATS, echo_figures, figures_format, write_frames
+from tsstore.cli.output import ROW_FORMATS, echo_figures, echo_written, figures_format, output_option, write_frames
 from tsstore.cli.values import OutputFile, cli_time, naive_option, parse_where
 from tsstore.declaration import load_declaration
 from tsstore.errors import Interrupted
@@ -64,7 +64,7 @@ def _parquet_needs_output(command: Command) -> Command:
 @series_options
 @query_options(page=True, limit_help="At most this many rows (then a cursor).", cursor=True)
 @click.option("--format", "fmt", type=click.Choice(OUTPUT_FORMATS), default="table", show_default=True)
-@click.option("--output", "-o", type=OutputFile(), default=None, help="File (default: stdout).")
+@output_option
 @click.option(
     "--plot",
     "plot_path",
@@ -120,8 +120,7 @@ def query_ticks(
         series = plot_by or spec.key_fields
         drawn = plot_lines(whole, plot_path, y=plot_y, by=series, title=f"{spec.collection}: {plot_y}")
         click.echo(f"drew {drawn} series to {plot_path}", err=True)
-    if output is not None:
-        click.echo(f"wrote {rows} row(s) to {output}", err=True)
+    echo_written(rows, output)
     if next_cursor:
         click.echo(f"more rows follow: add --cursor {next_cursor}", err=True)
     echo_cost(stats, show_stats)

@@ -15,7 +15,7 @@ from typing import Any
 
 from tsstore.analytics.bars import Bar, BarBuilder, bar_start, iter_bars, stored_bar
 from tsstore.analytics.covered import join_spans
-from tsstore.analytics.rollup import Rollup, RollupResult, RollupWindow, VerifyResult, rollup_window
+from tsstore.analytics.rollup import Rollup, RollupResult, RollupWindow, VerifyResult, rollup_of, rollup_window
 from tsstore.asks import ask
 from tsstore.errors import QueryError, RetentionWarning
 from tsstore.late import LAST_TICK, PURGED, Horizon
@@ -81,7 +81,7 @@ def rollup(
     a new range the run announces its end and waits for the writers still deciding with an
     older view (at most their lease, ``spec.late.lease``), so no tick lands unmarked behind
     it."""
-    rollup.check_source(seat.spec)
+    rollup = rollup_of(rollup, seat.spec, verb="rollup")
     since_at, until_at = _since_until(since, until)
     if since_at is not None and until_at is not None and since_at >= until_at:
         raise QueryError(f"since {since_at.isoformat()} is not before until {until_at.isoformat()}")
@@ -89,8 +89,8 @@ def rollup(
     watermark = rollup.check_watermark(mine)
     now = yield from server_time(seat)
     window = yield from _window(seat, rollup, now=now, since=since_at, until=until_at, watermark=watermark)
-    if window is None:
-        return RollupResult(None, None, watermark=watermark)  # the finer roll-up has not run: nothing to combine
+    if window is None:  # the finer roll-up has not run: nothing to combine
+        return RollupResult(None, None, watermark=watermark, waiting_for=rollup.source.collection)
     cutoff = yield from _hold_writers(seat, rollup, mine, window, now)
     cost = ReadStats()
     snapshot = yield from snapshot_now(seat, cost)
@@ -293,7 +293,7 @@ def rollup_coverage(seat: Seat, rollup: Rollup) -> Request[tuple[dt.datetime, dt
     (as its watermark document says), or ``None`` before its first run. Bars combined from it
     over a range inside that span equal bars from the ticks; late ticks inside it are marked
     until the next run. One document read."""
-    rollup.check_source(seat.spec)
+    rollup = rollup_of(rollup, seat.spec, verb="rollup_coverage")
     return rollup.coverage((yield from read_watermark(seat, rollup.name)))
 
 
@@ -312,7 +312,7 @@ def verify_rollup(
     code). Buckets already marked late are left to the next run. ``repair=True`` marks each
     bucket that differs, so reads stop using it at once and the next run recomputes it.
     Billed: every tick and bar of the range (``stats``)."""
-    rollup.check_source(seat.spec)
+    rollup = rollup_of(rollup, seat.spec, verb="verify_rollup")
     if not isinstance(repair, bool):
         raise QueryError(f"repair takes True or False, got {repair!r}")
     mine = yield from read_watermark(seat, rollup.name)
