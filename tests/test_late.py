@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import io
 import os
 import pickle
 import random
@@ -31,7 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.cli import tsstore
-from tests.shared import MODES, async_twin, mode_client, oracle_bars, stored_docs
+from tests.shared import MODES, async_twin, cli_env, database_of, mode_client, oracle_bars, stored_docs
 from tsstore import (
     AsyncTimeSeriesStore,
     QueryError,
@@ -421,10 +422,30 @@ def test_a_late_tick_is_read_from_the_ticks_until_the_rollups_redo_its_bucket(
     client.close()
 
 
+LAYERS_TOML = """
+[[series]]
+collection = "ticks"
+shards = ["s0", "s1", "s2"]
+key_fields = ["symbol", "n"]
+measures = ["volume"]
+shapes = [{ fields = ["symbol"], directions = ["desc", "asc"] }]
+
+[[rollup]]
+source = "ticks"
+interval = "1min"
+by = "symbol"
+volume = "volume"
+
+[[rollup]]
+source = "ticks_1min"
+interval = "1h"
+"""
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("driver", ["sync", "async"])
 def test_combined_bars_answer_a_marked_bucket_from_finer_bars_or_the_ticks_at_each_layer(
-    request: pytest.FixtureRequest, uses_emulator: None, mode: str, driver: str
+    request: pytest.FixtureRequest, uses_emulator: None, mode: str, driver: str, tmp_path: Any
 ) -> None:
     """A late tick into a bucket both roll-ups stored: bars combined from the minute bars and
     from the hourly bars of the minute bars answer its bucket from the ticks (and the minute
@@ -468,6 +489,16 @@ def test_combined_bars_answer_a_marked_bucket_from_finer_bars_or_the_ticks_at_ea
         same(combined(target, interval), interval)
     told = TimeSeriesStore(client, hours.spec).explain_bars(interval="1h", start=at(0), end=at(120)).describe()
     assert "[2026-03-02T10:05:00Z, 2026-03-02T10:06:00Z) from ticks (late ticks marked there" in told, told
+    if driver == "sync":  # the command says the same, from the declaration file's roll-ups
+        (tmp_path / "late.toml").write_text(LAYERS_TOML)
+        window = ("--start", "2026-03-02T10:00:00Z", "--end", "2026-03-02T12:00:00Z", "--interval", "1h")
+        common = ("--spec", "late.toml", "--collection", hours.name, "--database", database_of(store), "--combine")
+        said = tsstore("bars", *common, "--explain", *window, cwd=tmp_path, env=cli_env(request, mode))
+        assert said.returncode == 0 and said.stdout == told + "\n", said.stderr
+        printed = tsstore("bars", *common, "--by", "symbol", "--format", "csv", *window, cwd=tmp_path,
+                          env=cli_env(request, mode))  # fmt: skip
+        assert printed.returncode == 0, printed.stderr
+        assert [int(v) for v in pd.read_csv(io.StringIO(printed.stdout))["high"]] == [999_999, 199, 7, 9]
     store.rollup(minutes, until=at(120))  # redoes the minutes, marks the hours
     assert held(minutes) == [] and held(hours) == [mark_id(at(0)), mark_id(at(60))]
     told = TimeSeriesStore(client, hours.spec).explain_bars(interval="1h", start=at(0), end=at(120)).describe()

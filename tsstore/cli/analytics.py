@@ -222,6 +222,11 @@ def cli_origin(origin: str | None, *, tz: str | None) -> TimeLike | None:
 @click.option("--volume", default=None, help="A volume field to sum per bar.")
 @click.option("--moments", is_flag=True, help="Also the price's sum, mean and std, and the open and close times.")
 @click.option("--combine", is_flag=True, help="Read a roll-up's bars (--collection) and combine them into these.")
+@click.option(
+    "--explain", is_flag=True,
+    help="With --combine: only say which part of the range comes from the roll-up's bars, and which (buckets late "
+    "ticks marked) from a finer roll-up's bars or the ticks.",
+)  # fmt: skip
 @rows_format
 @output_option
 @click.option(
@@ -244,6 +249,7 @@ def bars(
     volume: str | None,
     moments: bool,
     combine: bool,
+    explain: bool,
     fmt: str,
     output: Path | None,
     plot_path: Path | None,
@@ -259,12 +265,19 @@ def bars(
         --end 2018-12-31T13:00:00Z --plot chart.png
       tsstore bars --interval 1D --tz America/New_York --by symbol --fill prev
       tsstore bars --collection instruments_1min --combine --interval 1h --by symbol --moments
+      tsstore bars --collection instruments_1min --combine --explain --interval 1h --start 2019-01-02T00:00:00Z
       tsstore bars --interval 1h --origin 09:30 --tz America/New_York --by symbol --format arrow -o bars.arrow
     """
     stats = ReadStats()
     start = cli_origin(origin, tz=tz)
+    if explain and not combine:
+        raise usage("--explain says where bars combined from a roll-up's bars come from; give --combine")
     price = None if combine else declared_price(spec, declared_rollups, price)
     with database.open_store(spec) as store:
+        if explain:
+            click.echo(store.explain_bars(query, interval=interval, tz=tz, origin=start, stats=stats).describe())
+            echo_cost(stats, show_stats)
+            return
         frame = store.bars(
             query, interval=interval, by=by_fields, price=price, volume=volume, tz=tz, origin=start, fill=fill,
             moments=moments, combine=combine, stats=stats,
