@@ -271,6 +271,60 @@ def test_combined_bars_read_the_marks_of_each_layer_in_one_round_trip_and_end_at
         run(bars.bars(seat(HOURS.spec), interval="1h", combine=True, end=at("11:00:00")), answers)
 
 
+def marked_at(name: str, *buckets: dt.datetime) -> Any:
+    """Answers for :class:`FindDocs`: the marks of roll-up ``name`` for ``buckets``, none of
+    any other."""
+    return lambda ask: [doc(f"{ask.collection}/{b:%H%M}", {"bucket": b}, at=at("11:00:00")) for b in buckets
+                        if ask.collection == f"tsstore_rollups/{name}/marks"]  # fmt: skip
+
+
+def test_combined_bars_read_a_marked_hour_from_the_minute_bars_all_at_one_snapshot() -> None:
+    """Hourly bars from the hourly roll-up, its 09:00 bar marked: its record, then the marks
+    of both layers with the minute roll-up's record (one round trip), the snapshot, then the
+    hours before it from the hourly bars and the marked hour from the minute bars, at the
+    snapshot; with no mark, one read and no snapshot."""
+    held = {f"tsstore_rollups/{r.name}": watermark_doc(r, at("12:00:00"), since=at("06:00:00")) for r in (HOURS, MINUTES)}
+    answers = {GetDoc: documents(held, now=at("12:30:00")), FindDocs: marked_at(HOURS.name, at("09:00:00")),
+               Feed: lambda ask: None}  # fmt: skip
+    window = {"interval": "1h", "combine": True, "start": at("07:00:00"), "end": at("10:00:00")}
+    ran = run(bars.bars(seat(HOURS.spec), **window), answers)
+    named = [sorted(getattr(a, "path", None) or getattr(a, "collection", None) or "?" for a in round_)
+             for round_ in ran.rounds[:2]]  # fmt: skip
+    assert named == [[f"tsstore_rollups/{HOURS.name}"],
+                     [f"tsstore_rollups/{MINUTES.name}", f"tsstore_rollups/{MINUTES.name}/marks",
+                      f"tsstore_rollups/{HOURS.name}/marks"]]  # fmt: skip
+    reads = [(f.read.plan.spec.collection, f.read.plan.start, f.read.plan.end, f.read.plan.query.read_time)
+             for f in ran.of(Feed)]  # fmt: skip
+    assert reads == [(HOURS.name, at("07:00:00"), at("09:00:00"), at("12:30:00")),
+                     (MINUTES.name, at("09:00:00"), at("10:00:00"), at("12:30:00"))]  # fmt: skip
+    plain = run(bars.bars(seat(HOURS.spec), **window), {**answers, FindDocs: lambda ask: []})
+    assert [(f.read.plan.start, f.read.plan.query.read_time) for f in plain.of(Feed)] == [(at("07:00:00"), None)]
+
+
+def test_combined_bars_refuse_a_finer_bar_of_a_marked_bucket_that_an_edge_would_split() -> None:
+    """Kathmandu's days start at 18:15Z, inside a 30-minute bar: a marked two-hour bucket read
+    from the 30-minute bars is refused at the first one holding the edge, as a stored bar of
+    the store's own would be, not summed into one day."""
+    halves = Rollup(SPEC, interval="30min")
+    twos = Rollup(halves, interval="2h")
+    end = dt.datetime(2026, 1, 3, tzinfo=UTC)
+    held = {f"tsstore_rollups/{r.name}": watermark_doc(r, end, since=at("00:00:00")) for r in (halves, twos)}
+    stored = {"open": 1, "high": 1, "low": 1, "close": 1, "count": 1, "sum": 1, "m2": 0.0}
+
+    def feed(ask: Feed) -> None:
+        if ask.read.plan.spec.collection == halves.name:
+            ask.sink.add(Tick("b", at("18:00:00"), stored))
+
+    answers = {GetDoc: documents(held, now=end), FindDocs: marked_at(twos.name, at("18:00:00")), Feed: feed}
+    with pytest.raises(QueryError) as split:
+        run(bars.bars(seat(twos.spec), interval="1D", tz="Asia/Kathmandu", combine=True, start=at("16:00:00"),
+                      end=at("20:00:00")), answers)  # fmt: skip
+    assert str(split.value).startswith(
+        "cannot combine 30min bars (aligned on the UTC epoch) into 1D buckets in Asia/Kathmandu: the stored bar "
+        "2026-01-02T18:00:00Z–2026-01-02T18:30:00Z holds the edge 2026-01-02T18:15:00Z"
+    )
+
+
 def test_a_usage_error_is_what_a_command_answers_with_exit_2() -> None:
     """One class says "the caller asked for what cannot be" (the CLI's exit 2, decided in one
     place); bad input (a record, a file) and failures are not it."""

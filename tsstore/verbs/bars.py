@@ -21,6 +21,7 @@ from tsstore.analytics.bars import (
     side_by_side,
     stored_bar,
     tick_bar,
+    untiled,
 )
 from tsstore.analytics.buckets import buckets, check_fill
 from tsstore.analytics.covered import CoveredPlan, Part, combined, late_spans
@@ -232,16 +233,18 @@ def read_parts(
         if layer is top:
             yield Feed((yield from read(seat, oldest_first(seat.spec, piece), cost)), fed)
             continue
-        if layer is None:
-            spec, root = top.series, top.root
-            columns = (*fields, root.price, *(() if root.volume is None else (root.volume,)))
-        else:
-            spec, columns = layer.spec, (*fields, *BAR_FIELDS, *STORED_MOMENTS)
-        late = LateBars(by, None if layer is not None else root)
+        if layer is None:  # the ticks, made bars of one tick by the roll-up of ticks' price and volume
+            root = top.root
+            spec, columns = top.series, (*fields, root.price, *(() if root.volume is None else (root.volume,)))
+            late = LateBars(by, root)
+        else:  # a finer roll-up's bars
+            spec, columns, late = layer.spec, (*fields, *BAR_FIELDS, *STORED_MOMENTS), LateBars(by, None)
         order = oldest_first(spec, piece.replace(columns=tuple(dict.fromkeys(columns))))
         yield Feed((yield from read(seat, order, cost)), late)
-        found = late.bars[::-1] if order.descending != plan.descending else late.bars
-        for bar in found:
+        for bar in late.bars[::-1] if order.descending != plan.descending else late.bars:
+            edge = None if layer is None else fed.builder.buckets.straddled(bar.start, layer.interval)
+            if layer is not None and edge is not None:  # as a stored bar of the store's own is refused
+                raise untiled(layer.interval, fed.builder.buckets, bar=bar.start, edge=edge)
             fed.bars.extend(fed.builder.add_bar(bar, what=f"a late bucket's {'ticks' if layer is None else 'bars'}"))
 
 
