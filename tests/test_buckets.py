@@ -537,11 +537,11 @@ def test_lowercase_day_and_week_intervals_are_calendar_units_as_in_pandas() -> N
          r"interval 'soon' is not a duration.*\(e.g. '1min', '15min', '1h', '1D', '1W', '1M'\)"),
         (lambda: buckets("1h", origin="noon"), r"origin 'noon' is not an ISO-8601 time; or give origin='epoch'"),
         (lambda: buckets("7min", tz=NEW_YORK, origin="09:30"),
-         r"^origin 09:30:00 is a time of day, which puts edges at that time on every day: the interval must divide "
+         r"^origin '09:30' is a time of day, which puts edges at that time on every day: the interval must divide "
          r"24h \(e\.g\. '1min', .*'1D'\), and '7min' does not; give an origin with a date"),
-        (lambda: buckets("1W", tz=NEW_YORK, origin="17:00"), r"^origin 17:00:00 is a time of day.*'1W' does not"),
-        (lambda: buckets("1M", tz=NEW_YORK, origin="17:00"), r"^origin 17:00:00 is a time of day.*'1M' does not"),
-        (lambda: buckets("2D", origin="17:00"), r"^origin 17:00:00 is a time of day.*'2D' does not"),
+        (lambda: buckets("1W", tz=NEW_YORK, origin="17:00"), r"^origin '17:00' is a time of day.*'1W' does not"),
+        (lambda: buckets("1M", tz=NEW_YORK, origin="17:00"), r"^origin '17:00' is a time of day.*'1M' does not"),
+        (lambda: buckets("2D", origin="17:00"), r"^origin '17:00' is a time of day.*'2D' does not"),
         (lambda: buckets("1h", origin="24:00"), r"^origin '24:00' is not a time of day: hours 0-23, minutes"),
         (lambda: buckets("1h", origin=dt.time(9, 30, tzinfo=UTC)), r"^origin .* has a zone; a time of day is read"),
     ],

@@ -140,7 +140,7 @@ CLI_CASES: list[tuple[tuple[str, ...], int, str]] = [
     (("bars", "--spec", "{tmp}/plain.toml", "--interval", "1h", "--combine"), 2,
      "--combine reads a roll-up's bars, and 'plain' has no roll-up record (tsstore_rollups/plain): run its roll-up first (tsstore rollup), or make the bars from the ticks with --price"),
     (("bars", "--interval", "7min", "--origin", "09:30"), 2,
-     "origin 09:30:00 is a time of day, which puts edges at that time on every day: the interval must divide 24h"),
+     "origin '09:30' is a time of day, which puts edges at that time on every day: the interval must divide 24h"),
     (("bars", "--interval", "1h", "--origin", "soon"), 2, "--origin 'soon' is not a time"),
     (("count", "--where", "volume>=nan", "--where", "exchange=X"), 2, "'nan' is not a finite number"),
     (("count", "--where", "volume>=inf", "--where", "exchange=X"), 2, "'inf' is not a finite number"),

@@ -201,8 +201,8 @@ def buckets(interval: object, *, tz: object = None, origin: object = None) -> Bu
         if count < 1:
             raise QueryError(f"interval {interval!r} is not positive")
         if clock is not None:
-            return _daily(interval, dt.timedelta(days=count * (7 if unit == "W" else 1)) if unit != "M" else None,
-                          clock, zone)  # fmt: skip
+            days = None if unit == "M" else dt.timedelta(days=count * (7 if unit == "W" else 1))
+            return _daily(origin, interval, days, clock, zone)
         if start is None:
             return Buckets(zone, unit=unit, count=count)
         if unit == "M":
@@ -210,7 +210,7 @@ def buckets(interval: object, *, tz: object = None, origin: object = None) -> Bu
         return Buckets(zone, step=dt.timedelta(days=count * (7 if unit == "W" else 1)), origin=start)
     step = to_interval(interval)
     if clock is not None:
-        return _daily(interval, step, clock, zone)
+        return _daily(origin, interval, step, clock, zone)
     if start is None:
         start = dt.datetime(1970, 1, 1, tzinfo=zone).astimezone(UTC)
     return Buckets(zone, step=step, origin=start)
@@ -232,12 +232,13 @@ def time_of_day(origin: object) -> dt.time | None:
     return (dt.datetime.min + dt.timedelta(hours=hours, minutes=minutes, seconds=seconds)).time()
 
 
-def _daily(interval: object, step: dt.timedelta | None, clock: dt.time, zone: dt.tzinfo) -> Buckets:
+def _daily(origin: object, interval: object, step: dt.timedelta | None, clock: dt.time, zone: dt.tzinfo) -> Buckets:
     """Buckets of ``step`` from the local time ``clock`` on every day in ``zone``; refused for a
     step that does not divide a day (the days would not share their edges)."""
     if step is None or step > _DAY or _DAY % step:
+        said = origin if isinstance(origin, str) else clock.isoformat()
         raise QueryError(
-            f"origin {clock.isoformat()} is a time of day, which puts edges at that time on every day: the interval "
+            f"origin {said!r} is a time of day, which puts edges at that time on every day: the interval "
             f"must divide 24h (e.g. '1min', '15min', '30min', '1h', '2h', '4h', '1D'), and {interval!r} does not; "
             "give an origin with a date (a fixed instant) for it"
         )
