@@ -6,6 +6,7 @@ answers and the stored set of a clean run."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import datetime as dt
@@ -17,10 +18,12 @@ import grpc
 import pandas as pd
 import pytest
 from google.api_core import exceptions as gexc
+from google.cloud.firestore_v1.services.firestore.async_client import FirestoreAsyncClient
+from google.cloud.firestore_v1.services.firestore.client import FirestoreClient
 
 from tests.overload import FakeClock
 from tests.proxy import CuttingProxy
-from tsstore import AsyncTimeSeriesStore, FaultError, TimeSeriesStore, WriteOptions
+from tsstore import AsyncTimeSeriesStore, FaultError, Rollup, TimeSeriesStore, WriteOptions
 from tsstore.counters import ShardedCounter, increment_counters
 from tsstore.demo import SPEC
 from tsstore.faults import MAX_PAUSE_SECONDS, SPLIT_AFTER, Backoff, call, call_split, kind_of, status_kind
@@ -438,3 +441,158 @@ def test_an_increment_whose_receipt_exists_already_landed_and_is_not_applied_aga
     client.document("faults_receipts/r2").create({})
     increment_counters({counter: 7}, receipt="faults_receipts/r2")
     assert counter.value() == 5 and not client.document("faults_receipts/r2").get().exists
+
+
+# ---------------------------------------------------------------- streams that break after their first message
+
+#: The client's streaming calls tsstore makes, on the sync and the async client: RunQuery (chunk
+#: reads, the writer's roll-up horizons, marks, leases, watermarks, the census' documents),
+#: RunAggregationQuery (counts, aggregations, a counter's live sum), BatchGetDocuments (document
+#: reads, the sender's look-ups).
+STREAMS = ("run_query", "run_aggregation_query", "batch_get_documents")
+
+
+def _broken(responses: Any) -> Iterator[Any]:
+    yield next(iter(responses))
+    raise gexc.ServiceUnavailable("the stream broke after its first message (a test's cut)")
+
+
+async def _abroken(responses: Any) -> AsyncIterator[Any]:
+    async for response in responses:
+        yield response
+        break
+    raise gexc.ServiceUnavailable("the stream broke after its first message (a test's cut)")
+
+
+@contextlib.contextmanager
+def streams_break_after_their_first_message() -> Iterator[collections.Counter[str]]:
+    """Every other stream of each kind (the first, the third, ...), on either client, yields
+    its first message and then raises UNAVAILABLE, as a connection cut in the middle does; the
+    attempt after a broken one goes through. Yields how many broke, by kind."""
+    opened: collections.Counter[str] = collections.Counter()
+    broken: collections.Counter[str] = collections.Counter()
+
+    def breaks(kind: str) -> bool:
+        opened[kind] += 1
+        if opened[kind] % 2:
+            broken[kind] += 1
+            return True
+        return False
+
+    def sync(kind: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        def patched(self: Any, *args: Any, **kwargs: Any) -> Any:
+            responses = call(self, *args, **kwargs)
+            return _broken(responses) if breaks(kind) else responses
+
+        return patched
+
+    def asynchronous(kind: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        def patched(self: Any, *args: Any, **kwargs: Any) -> Any:
+            opening = call(self, *args, **kwargs)
+
+            async def responses() -> Any:
+                stream = await opening
+                return _abroken(stream) if breaks(kind) else stream
+
+            return responses()
+
+        return patched
+
+    with contextlib.ExitStack() as patches:
+        for kind in STREAMS:
+            for api, wrap in ((FirestoreClient, sync), (FirestoreAsyncClient, asynchronous)):
+                patches.enter_context(unittest.mock.patch.object(api, kind, wrap(kind, getattr(api, kind))))
+        yield broken
+
+
+def every_stream(store: TimeSeriesStore, hours: Rollup, late: list[dict[str, Any]]) -> dict[str, Any]:
+    """A write of ticks a roll-up covers (its horizons read), then every read whose calls
+    stream, and a roll-up run (its writers' leases read); the answers, comparable."""
+    written = store.write(late).created
+    walk, page = [], store.query(limit=WALK_PAGE, columns=())
+    while True:
+        walk += [t.id for t in page]
+        if page.cursor is None:
+            break
+        page = store.query(limit=WALK_PAGE, columns=(), cursor=page.cursor)
+    summed, census = store.aggregate(rollups=[hours], sum=["volume"]), store.shard_census()
+    return {
+        "written": written,
+        "walk": walk,
+        "streamed": [t.id for t in store.iter_ticks(columns=())],
+        "counter": store.series_counter({"symbol": "AAA"}).read(live=True).value,
+        "count": store.count(where={"symbol": "AAA"}),
+        "aggregate": (summed.count, summed.sum),
+        "census": (census.rows, census.total, census.unnamed, census.other),
+        "redone": store.rollup(hours).redone,
+    }
+
+
+async def aevery_stream(store: AsyncTimeSeriesStore, hours: Rollup, late: list[dict[str, Any]]) -> dict[str, Any]:
+    """:func:`every_stream` on the async store."""
+    written = (await store.write(late)).created
+    walk, page = [], await store.query(limit=WALK_PAGE, columns=())
+    while True:
+        walk += [t.id for t in page]
+        if page.cursor is None:
+            break
+        page = await store.query(limit=WALK_PAGE, columns=(), cursor=page.cursor)
+    summed, census = await store.aggregate(rollups=[hours], sum=["volume"]), await store.shard_census()
+    counter = await store.series_counter({"symbol": "AAA"})
+    return {
+        "written": written,
+        "walk": walk,
+        "streamed": [t.id async for t in store.iter_ticks(columns=())],
+        "counter": (await counter.read(live=True)).value,
+        "count": await store.count(where={"symbol": "AAA"}),
+        "aggregate": (summed.count, summed.sum),
+        "census": (census.rows, census.total, census.unnamed, census.other),
+        "redone": (await store.rollup(hours)).redone,
+    }
+
+
+@pytest.mark.parametrize("driver", ["sync", "sync-public-wire", "async"])
+def test_every_stream_that_breaks_after_its_first_message_is_a_fault_retried_or_resumed(
+    tsstore_emulator: Any, database_id: str, driver: str
+) -> None:
+    """The issue's soak: a stream cut after its first message raised the client's
+    ``AttributeError: 'NoneType' object has no attribute '_predicate'`` from a write to a
+    series with a roll-up (the writer's horizons), and from every other query tsstore ran
+    through the client's own ``get`` with ``retry=None``. Each kind of stream now breaks
+    after its first message, every other time, in the middle of every verb that streams, and
+    the answers are a clean run's."""
+    layout = dataclasses.replace(spec(3), collection=f"broken_{driver.replace('-', '_')}", count_by=("symbol",))
+    hours = Rollup(layout, interval="1h", by="symbol", volume="volume")
+    client = tsstore_emulator.client(database=database_id)
+    rows = list(trading_day(READ_TICKS, seed=3))
+    late = rows[::40]  # 20 ticks over the day: those before noon are in hours already rolled up
+    oracle = TimeSeriesStore(client, layout, write_options=FAST)
+    oracle.write([row for row in rows if row not in late])
+    oracle.rollup(hours, until=DAY.replace(hour=12))
+
+    async def on_the_loop() -> dict[str, Any]:
+        async with AsyncTimeSeriesStore(tsstore_emulator.async_client(database=database_id), layout,
+                                        write_options=FAST) as store:  # fmt: skip
+            return await aevery_stream(store, hours, late)
+
+    with streams_break_after_their_first_message() as broken:
+        if driver.startswith("sync"):
+            sync_client = tsstore_emulator.client(database=database_id)
+            with TimeSeriesStore(sync_client, layout, write_options=FAST, fast_wire=driver == "sync") as store:
+                got = every_stream(store, hours, late)
+        else:
+            got = asyncio.run(on_the_loop())
+    assert set(broken) == set(STREAMS), broken
+    assert got["written"] == len(late) and got["redone"] > 0
+    summed = oracle.aggregate(sum=["volume"])
+    census = oracle.shard_census()
+    assert got == {
+        "written": len(late),
+        "walk": [t.id for t in oracle.iter_ticks(columns=())],
+        "streamed": [t.id for t in oracle.iter_ticks(columns=())],
+        "counter": oracle.count(where={"symbol": "AAA"}),
+        "count": oracle.count(where={"symbol": "AAA"}),
+        "aggregate": (summed.count, summed.sum),
+        "census": (census.rows, census.total, census.unnamed, census.other),
+        "redone": got["redone"],
+    }

@@ -39,7 +39,7 @@ from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.verbs.request import Readable, Snapshots
-from tsstore.wire import aanswer_document, abatch_write, aget_documents, sync_twin
+from tsstore.wire import AONE_ATTEMPT, aanswer_document, abatch_write, aget_documents, sync_twin
 from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
 
@@ -138,7 +138,7 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
                     query = self._aggregation(ask, values)
                     async with self._gate:
                         sent = local_us()
-                        return aggregated(ask, await query.get(read_time=ask.read_time, retry=None), self._clock, sent)
+                        return aggregated(ask, await query.get(read_time=ask.read_time, retry=AONE_ATTEMPT), self._clock, sent)
 
                 return await faults.acall_split(aggregate, ask.values, what=ask.what, divisible=ask.divisible)
             case asks.Documents(over=over, read_time=read_time):
@@ -147,7 +147,7 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
                     query = self._over(over, ())
                     async with self._gate:
                         sent = local_us()
-                        return self._docs(await query.get(read_time=read_time, retry=None), sent)
+                        return self._docs(await query.get(read_time=read_time, retry=AONE_ATTEMPT), sent)
 
                 return await faults.acall(documents, what=ask.what)
             case asks.Collect(read=read):

@@ -33,7 +33,7 @@ from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.verbs.request import Readable, Snapshots
-from tsstore.wire import answer_document, transport
+from tsstore.wire import ONE_ATTEMPT, answer_document, transport
 from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
 
@@ -174,12 +174,12 @@ class _NativeAnswers:
         """The count, or ``{alias: value}``, of ``ask`` over ``values``."""
         store = self._store
         query, sent = store._aggregation(ask, values), local_us()
-        return aggregated(ask, query.get(read_time=ask.read_time, retry=None), store._clock, sent)
+        return aggregated(ask, query.get(read_time=ask.read_time, retry=ONE_ATTEMPT), store._clock, sent)
 
     def documents(self, over: asks.Over, read_time: Any) -> list[Doc]:
         """The documents a census ask names."""
         query, sent = self._store._over(over, ()), local_us()
-        return self._store._docs(query.get(read_time=read_time, retry=None), sent)
+        return self._store._docs(query.get(read_time=read_time, retry=ONE_ATTEMPT), sent)
 
     def answer_document(self, ask: Any) -> Any:
         return answer_document(self._store.client, ask)

@@ -23,7 +23,9 @@ from typing import Any, cast
 
 import grpc
 from google.api_core import exceptions as gexc
-from google.cloud.firestore_v1 import SERVER_TIMESTAMP, Increment, _helpers
+from google.api_core import retry as retries
+from google.api_core import retry_async
+from google.cloud.firestore_v1 import SERVER_TIMESTAMP, AsyncClient, Increment, _helpers
 from google.cloud.firestore_v1.base_collection import BaseCollectionReference
 from google.cloud.firestore_v1.base_document import DocumentSnapshot
 from google.cloud.firestore_v1.base_query import BaseQuery, FieldFilter
@@ -58,6 +60,26 @@ from tsstore.write.ops import Erase, Patch, Stored, Transport, WriteOp, WriteSta
 log = logging.getLogger(__name__)
 
 
+def _never(exc: Exception) -> bool:
+    return False
+
+
+#: The ``retry`` of a query or aggregation run by the client's own calls (``get``, ``stream``):
+#: one attempt, as ``retry=None`` means for its other calls, so that :mod:`tsstore.faults`
+#: decides about trying again. Not ``None`` there: when such a stream breaks after its first
+#: message, google-cloud-firestore (2.34.1) asks the retry's predicate whether to resume, and
+#: ``None`` has none (``AttributeError: 'NoneType' object has no attribute '_predicate'``
+#: instead of the gRPC error, a fault). This retry answers no, and the gRPC error is raised.
+ONE_ATTEMPT = retries.Retry(predicate=_never)
+#: :data:`ONE_ATTEMPT` for an ``AsyncClient``'s calls.
+AONE_ATTEMPT = retry_async.AsyncRetry(predicate=_never)
+
+
+def one_attempt(client: Any) -> retries.Retry | retry_async.AsyncRetry:
+    """:data:`ONE_ATTEMPT` for a sync client, :data:`AONE_ATTEMPT` for an ``AsyncClient``."""
+    return AONE_ATTEMPT if isinstance(client, AsyncClient) else ONE_ATTEMPT
+
+
 def stream_ticks(
     query: BaseQuery, *, timestamp_field: str, read_time: dt.datetime | None, fast: bool = True
 ) -> Iterator[Tick]:
@@ -75,7 +97,8 @@ def stream_ticks(
 
 
 def _public_stream(query: BaseQuery, *, timestamp_field: str, read_time: dt.datetime | None) -> Iterator[Tick]:
-    snapshots = cast("Iterator[Any]", query.stream(read_time=read_time))  # a sync query here
+    # One attempt: the engine resumes a chunk that breaks off after its last tick.
+    snapshots = cast("Iterator[Any]", query.stream(read_time=read_time, retry=ONE_ATTEMPT))  # a sync query here
     for snap in snapshots:
         data = snap.to_dict() or {}
         yield Tick(snap.id, _plain_time(get_path(data, timestamp_field.split("."))), data)
@@ -302,7 +325,8 @@ def _document_call(client: Any, ask: DocAsk) -> tuple[Callable[[], Any], Callabl
             query = client.collection(collection)
             for field, op, value in where:
                 query = query.where(filter=FieldFilter(field, op, value))
-            return lambda: query.get(read_time=read_time, retry=None), lambda found: [doc_of(snap) for snap in found]
+            once = one_attempt(client)
+            return lambda: query.get(read_time=read_time, retry=once), lambda found: [doc_of(snap) for snap in found]
         case CreateDoc(path=path, data=data):
             return lambda: client.document(path).create(dict(data), retry=None), lambda _: True
         case UpdateDoc(path=path, data=data, written=written):
@@ -317,7 +341,8 @@ def _document_call(client: Any, ask: DocAsk) -> tuple[Callable[[], Any], Callabl
             return lambda: batch.commit(retry=None), lambda _: True
         case SumDocs(collection=collection, field=field):
             summed = client.collection(collection).sum(field)
-            return lambda: summed.get(retry=None), lambda got: (got[0][0].value, got[0][0].read_time)
+            once = one_attempt(client)
+            return lambda: summed.get(retry=once), lambda got: (got[0][0].value, got[0][0].read_time)
     raise TypeError(f"not a document ask: {ask!r}")  # pragma: no cover - DocAsk is the eight above
 
 
@@ -563,7 +588,7 @@ class FirestoreHorizons:
 
     def horizons(self) -> list[Horizon]:
         query = self._client.collection(WATERMARKS).where(filter=FieldFilter("source", "==", self._source))
-        found = [Horizon.of(s.id, s.to_dict() or {}) for s in query.get(retry=None, timeout=self._timeout)]
+        found = [Horizon.of(s.id, s.to_dict() or {}) for s in query.get(retry=ONE_ATTEMPT, timeout=self._timeout)]
         return [h for h in found if h is not None]
 
     def holds_bar(self, probe: BarProbe) -> bool:
