@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +169,28 @@ def test_csv_jsonl_and_parquet_give_the_same_documents(emulator: Any, tmp_path: 
 # --- interrupted for real, then resumed ----------------------------------------------------------
 
 
+def day_file(path: Path, total: int, *, seed: int) -> Path:
+    """A CSV of ``total`` ticks of one trading day at ``path``."""
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(flat_row(t) for t in trading_day(total, seed=seed))
+    return path
+
+
+def ingest_until(path: Path, home: Path, until: Callable[[], bool]) -> subprocess.Popen[str]:
+    """``tsstore ingest PATH`` in a process of its own, on the local store in ``home`` (started by
+    the ingest if it does not run), once ``until()`` holds while it runs (4 minutes at most)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("FIRESTORE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
+    env.update(TSSTORE_HOME=str(home))
+    command = [sys.executable, "-m", "tsstore", "ingest", str(path)]
+    running = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and running.poll() is None and not until():
+        time.sleep(0.05)
+    return running
+
+
 @pytest.mark.emulator  # it starts an emulator of its own
 def test_interrupted_ingest_resumes_without_duplicates(tmp_path: Path) -> None:
     """6 000 rows into the local store (as `tsstore ingest` uses it with no emulator or
@@ -177,33 +200,23 @@ def test_interrupted_ingest_resumes_without_duplicates(tmp_path: Path) -> None:
     # them (saved every 0.5 s or more): it is asserted still running when killed. (6 000 rows
     # took about half a second on a fast day here: the run ended before a checkpoint passed.)
     total = 20_000
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        writer.writerows(flat_row(t) for t in trading_day(total, seed=99))
+    day_file(path, total, seed=99)
 
     def checkpoint_line() -> int:
         found = list(tmp_path.glob("day.csv.*.tsstore-checkpoint.json"))
         return json.loads(found[0].read_text())["line"] if found else 0
 
-    env = {k: v for k, v in os.environ.items() if k not in ("FIRESTORE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
-    env.update(TSSTORE_HOME=str(tmp_path / "home"))
+    home = tmp_path / "home"
 
     def tsstore(*args: str) -> Ran:
-        home = {"FIRESTORE_EMULATOR_HOST": None, "GOOGLE_CLOUD_PROJECT": None, "TSSTORE_HOME": env["TSSTORE_HOME"]}
-        return run_tsstore(*args, env=home)
+        return run_tsstore(*args, env={"FIRESTORE_EMULATOR_HOST": None, "GOOGLE_CLOUD_PROJECT": None,
+                                       "TSSTORE_HOME": str(home)})  # fmt: skip
 
     first: subprocess.Popen[str] | None = None
     try:
         # No `tsstore emulator start` first: the ingest starts the local store itself (a
         # detached process of its own, which the kill below leaves running).
-        command = [sys.executable, "-m", "tsstore", "ingest", str(path)]
-        first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and first.poll() is None:
-            if checkpoint_line() > total // 4:
-                break
-            time.sleep(0.05)
+        first = ingest_until(path, home, lambda: checkpoint_line() > total // 4)
         assert first.poll() is None, "the first run finished before it could be interrupted"
         first.send_signal(signal.SIGKILL)  # no chance to clean up: the hardest case
         _, err = first.communicate(timeout=60)
@@ -284,3 +297,32 @@ def test_a_time_column_of_numbers_since_the_epoch_is_read_in_its_unit() -> None:
         nanos.compile(["ts", "timestamp"])
     with pytest.raises(IngestError, match="time unit 'min' is not one of s, ms, us, ns"):
         RowParser(SPEC, zone=None, strict=False, max_field_bytes=100, time_unit="min")
+
+
+@pytest.mark.emulator  # it starts an emulator of its own
+def test_an_ingest_whose_local_store_stops_says_so_and_ends(tmp_path: Path) -> None:
+    """The issue's CI run: the local store stopped under a running ingest, which then met
+    "Connection refused" for 7 minutes and ended with exit 4 and rows rejected. Here the
+    store's processes are killed (by the PIDs in its state file) midway: the ingest ends with
+    exit 1, saying what stopped, where the store's log is and how to go on."""
+    path = day_file(tmp_path / "day.csv", 60_000, seed=98)  # far from done when its first checkpoint is saved
+    home = tmp_path / "home"
+    ingest: subprocess.Popen[str] | None = None
+    try:
+        ingest = ingest_until(path, home, lambda: bool(list(tmp_path.glob("day.csv.*.tsstore-checkpoint.json"))))
+        assert ingest.poll() is None, "the ingest finished before its store could be stopped"
+        state = json.loads((home / "emulator.json").read_text())
+        for pid in (state["emulator_pid"], state["pid"]):
+            os.kill(pid, signal.SIGKILL)
+        # Generous: noticed within seconds; before, it retried for minutes.
+        _, err = ingest.communicate(timeout=120)
+        assert ingest.returncode == 1, err
+        said = err.splitlines()[-2:]
+        assert said[0].startswith(f"Error: the local store at {state['address']} stopped while this command used it: ")
+        assert f"its log: {home / 'emulator.log'}. Start it again (`tsstore emulator start`" in said[0]
+        assert said[1] == f"  tsstore ingest {path}"
+    finally:
+        if ingest is not None and ingest.poll() is None:
+            ingest.kill()
+            ingest.communicate(timeout=60)
+        run_tsstore("emulator", "stop", env={"FIRESTORE_EMULATOR_HOST": None, "TSSTORE_HOME": str(home)})

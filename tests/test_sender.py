@@ -20,7 +20,7 @@ from tsstore.wire import batch_write, get_documents
 from tsstore.write.identity import base_of
 from tsstore.write.ops import Stored, WriteOp
 from tsstore.write.prepare import PreparedDoc
-from tsstore.write.sender import BulkSender, Written
+from tsstore.write.sender import BulkSender, Written, waiting_for
 from tsstore.write.window import Window
 
 
@@ -219,8 +219,29 @@ def test_connection_faults_are_retried_for_the_budget_then_each_document_is_name
     assert all("s of connection faults" in f.message for f in sender.failures)
     assert pace.answers == []  # no answer came back: the pace heard nothing
     shown = [s for s in statuses if s]
-    assert shown and all(s.startswith("retrying after connection faults (UNAVAILABLE: Stream removed; ") for s in shown)
+    assert shown and all(s.startswith("retrying after connection faults (UNAVAILABLE: Stream removed)") for s in shown)
     assert statuses[-1] is None  # cleared once the sender stopped waiting
+
+
+@pytest.mark.parametrize(
+    ("waiting", "status"),
+    [
+        ([], []),
+        (["retrying after connection faults (UNAVAILABLE: Connection refused)"] * 3,
+         ["retrying after connection faults (UNAVAILABLE: Connection refused) (x3)"]),
+        (["retrying after connection faults (UNAVAILABLE: Connection refused)",
+          "retrying writes refused with RESOURCE_EXHAUSTED (attempt 2 of 15)",
+          "retrying after connection faults (UNAVAILABLE: Connection refused)"],
+         ["retrying after connection faults (UNAVAILABLE: Connection refused) (x2)",
+          "retrying writes refused with RESOURCE_EXHAUSTED (attempt 2 of 15)"]),
+        (["retrying after connection faults (DEADLINE_EXCEEDED: Deadline Exceeded)"],
+         ["retrying after connection faults (DEADLINE_EXCEEDED: Deadline Exceeded)"]),
+    ],
+)  # fmt: skip
+def test_a_fault_several_batches_wait_on_is_said_once_with_their_count(waiting: list[str], status: list[str]) -> None:
+    # The progress line, with a dead store: the same fault three times, each with
+    # its own count of attempts in a row.
+    assert waiting_for(waiting) == status
 
 
 def test_a_fault_between_answers_changes_nothing_but_the_time_taken() -> None:

@@ -217,6 +217,20 @@ def exit_interrupted(advice: str, *, show_command: bool = True) -> NoReturn:
     raise SystemExit(INTERRUPTED)
 
 
+def end_now(message: str) -> NoReturn:
+    """``Error: <message>`` on stderr and exit 1 at once, from any thread, whatever the main
+    thread is waiting for (a request retried against a store that is gone): no cleanup runs,
+    so only for what is as safe to end there as a kill is. On a line of its own below a
+    progress bar that is still open (and not drawn again after it)."""
+    from tqdm import tqdm
+
+    bars = bool(getattr(tqdm, "_instances", None))
+    click.echo(("\n" if bars else "") + f"Error: {message}", err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(FAILED)
+
+
 def library_warnings(command: Callable[..., Any]) -> Callable[..., Any]:
     """Print the library's warnings as ``warning: <message>`` lines on stderr, each message
     once (others as Python shows them). Goes right below ``@click.command``."""

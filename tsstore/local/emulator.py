@@ -631,7 +631,12 @@ class Emulator(EmulatorAt):
 
     def is_running(self) -> bool:
         """Our process is alive and the emulator answers ``GET /`` with ``Ok``."""
-        return self._process.poll() is None and self.answers()
+        return self.alive() and self.answers()
+
+    def alive(self) -> bool:
+        """Our process has not ended (whether or not it answers now: a loaded machine can keep
+        it from answering for seconds)."""
+        return self._process.poll() is None
 
     # -- data_dir
 

@@ -27,6 +27,7 @@ counted as new, and a distinct tick never silently replaces another.
 
 from __future__ import annotations
 
+import collections
 import random
 import threading
 import time
@@ -140,6 +141,14 @@ class _Turns:
         with self._turn:
             self._sending -= 1
             self._turn.notify()
+
+
+def waiting_for(reasons: Iterable[str]) -> list[str]:
+    """What the worker threads wait for, each reason once, with how many wait for it when more
+    than one do (``retrying after connection faults (UNAVAILABLE: ...) (x3)``): a store that is
+    gone has every batch in flight retry the same fault, and the status line said it once per
+    batch."""
+    return [f"{why} (x{n})" if n > 1 else why for why, n in sorted(collections.Counter(reasons).items())]
 
 
 def code_name(code: int) -> str:
@@ -299,7 +308,7 @@ class BulkSender:
 
     def _poll_status(self) -> None:
         with self._waiting_lock:
-            reasons = sorted(set(self._waiting.values()))
+            reasons = waiting_for(self._waiting.values())
         throttled = self._pace.throttled
         if throttled is not None:
             rate, ramp = throttled
@@ -354,7 +363,7 @@ class BulkSender:
                         why = f"{exc.message} (gave up after {faults.elapsed:.0f} s of connection faults)"
                         outcome.failures += [_failure(i, _code(exc), why) for i in pending]
                         return outcome
-                    self._wait(f"retrying after connection faults ({describe(exc)}; {faults.failures} in a row)", pause)
+                    self._wait(f"retrying after connection faults ({describe(exc)})", pause)
                     continue
                 self._pace.answered(sent=len(pending), refused=len(pending))
                 retry, last_error = pending, (_code(exc), exc.message)
