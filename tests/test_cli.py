@@ -6,6 +6,8 @@ import csv
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -182,6 +184,13 @@ def test_the_local_store_in_datastore_mode_keeps_its_data_beside_the_native_one(
         ingested = ds("ingest", str(source))
         assert "300 rows read: 300 stored new" in ingested.stdout, ingested.stderr
         assert "using the local store in Datastore mode at" in ingested.stderr
+        # What it says to export is all a plain datastore.Client() needs to reach it.
+        exports = dict(v.split("=", 1) for v in started.stdout.split("export ", 1)[1].split())
+        plain = "from google.cloud import datastore; print(len(list(datastore.Client().query(kind='instruments').fetch())))"
+        environ = {k: v for k, v in os.environ.items() if not k.startswith(("DATASTORE_", "GOOGLE_", "FIRESTORE_"))}
+        found = subprocess.run([sys.executable, "-c", plain], env={**environ, **exports}, capture_output=True,
+                               text=True, timeout=120)  # fmt: skip
+        assert found.stdout.strip() == "300", found.stderr[-500:]
         assert ds("counter", "create", "counters/x", "--shards", "3").returncode == 0
         assert ds("counter", "incr", "counters/x", "--by", "4").returncode == 0
         live = ds("tail")

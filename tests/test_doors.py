@@ -642,3 +642,42 @@ def test_a_rejected_time_is_named_by_the_files_own_column(doors: dict[str, Any])
     assert ran.returncode == 4 and "2 rows read: 1 stored new" in ran.stdout, (ran.stdout, ran.stderr)
     rejects = (doors["tmp"] / "stocks.csv.rejects.csv").read_text()
     assert "column 'date': 'Jan 1 2000' is not an ISO-8601 time" in rejects, rejects
+
+
+@pytest.mark.parametrize("asked", ["native", "datastore"])
+def test_a_command_on_an_emulator_of_the_other_mode_names_both_modes(
+    doors: dict[str, Any], datastore_emulator: Any, asked: str
+) -> None:
+    """The emulator refuses a client of the mode it does not run with gcloud's words
+    ("Database mode not set to Firestore Mode. If using the gCloud CLI, please specify the
+    --database-mode flag."); the command says which mode each side is and what to set."""
+    if asked == "native":  # FIRESTORE_EMULATOR_HOST names an emulator in Datastore mode
+        env = {"FIRESTORE_EMULATOR_HOST": datastore_emulator.address}
+        words = ["the emulator runs Firestore in Datastore mode, and this command asked for Native mode: give "
+                 "--mode datastore", "DATASTORE_EMULATOR_HOST"]  # fmt: skip
+    else:  # DATASTORE_EMULATOR_HOST names the emulator in Native mode
+        env = {"TSSTORE_MODE": "datastore", "DATASTORE_EMULATOR_HOST": doors["env"]["FIRESTORE_EMULATOR_HOST"]}
+        words = ["the emulator runs Firestore in Native mode, and this command asked for Datastore mode (--mode "
+                 "datastore): leave --mode out", "FIRESTORE_EMULATOR_HOST"]  # fmt: skip
+    ran = run(doors, "count", env=env)
+    assert ran.returncode == 1
+    error = one_error(ran)
+    assert all(w in error for w in words) and "gCloud" not in error, error
+
+
+def test_a_bad_time_zone_is_refused_before_the_local_store_is_started(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {"FIRESTORE_EMULATOR_HOST": None, "GOOGLE_CLOUD_PROJECT": None, "TSSTORE_HOME": str(home)}
+    try:
+        for command in ("bars", "aligned"):
+            ran = tsstore(command, "--interval", "1D", "--by", "symbol", "--tz", "America/New_Yrok", env=env,
+                          cwd=tmp_path)  # fmt: skip
+            assert ran.returncode == 2, ran.stderr
+            assert one_error(ran) == (
+                "Error: --tz 'America/New_Yrok' is not a time zone; give an IANA name such as 'America/New_York', "
+                "or 'UTC'"
+            )
+            assert "local store" not in ran.stderr and not (home / "emulator.json").exists()
+    finally:
+        if (home / "emulator.json").exists():  # started by a run before the fix: stopped again
+            tsstore("emulator", "stop", env=env, cwd=tmp_path)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from google.cloud import firestore
@@ -92,10 +93,31 @@ def test_a_shared_emulator_that_cannot_start_is_tried_once_and_each_worker_gets_
 @pytest.mark.parametrize(
     ("address", "message"),
     [
-        ("localhost", r"tsstore_emulator_host = 'localhost' is not HOST:PORT \(e.g. 127.0.0.1:8080\)"),
+        ("localhost", r"tsstore_emulator_host = 'localhost' is not HOST:PORT \(e.g. 127.0.0.1:8080, or \[::1\]:8080\), "
+                      "the form FIRESTORE_EMULATOR_HOST takes"),
+        ("https://127.0.0.1:8080", r"tsstore_emulator_host = 'https://127.0.0.1:8080' is not HOST:PORT"),
+        ("::1:8080", r"tsstore_emulator_host = '::1:8080' is not HOST:PORT"),
+        ("http://127.0.0.1:8080/v1", r"tsstore_emulator_host = 'http://127.0.0.1:8080/v1' is not HOST:PORT"),
         ("127.0.0.1:1", r"tsstore_emulator_host = '127.0.0.1:1': no Firestore emulator answers there; start one"),
+        ("http://127.0.0.1:1/", r"tsstore_emulator_host = 'http://127.0.0.1:1/': no Firestore emulator answers there"),
     ],
-)
+)  # fmt: skip
 def test_an_emulator_host_that_is_not_one_says_so(address: str, message: str) -> None:
     with pytest.raises(EmulatorError, match=message):
         pytest_plugin.running_emulator(address)
+
+
+def test_an_emulator_host_given_as_a_url_is_the_emulator_there(emulator: Any) -> None:
+    # The emulator's own URL, as its start-up log shows it: before, a raw "ValueError:
+    # Invalid IPv6 URL" from the first call.
+    assert pytest_plugin.running_emulator(f"http://{emulator.address}").address == emulator.address
+
+
+def test_an_emulator_host_in_datastore_mode_is_refused_naming_its_mode(datastore_emulator: Any) -> None:
+    # Before, accepted, and each test's first call failed with a raw InvalidArgument.
+    message = (
+        rf"tsstore_emulator_host = '{datastore_emulator.address}': that emulator runs Firestore in Datastore mode, "
+        r"and tsstore_emulator's clients are firestore.Client \(Native mode\); name an emulator in Native mode"
+    )
+    with pytest.raises(EmulatorError, match=message):
+        pytest_plugin.running_emulator(datastore_emulator.address)

@@ -8,7 +8,7 @@ import click
 import pandas as pd
 from tqdm import tqdm
 
-from tsstore.analytics.buckets import time_of_day
+from tsstore.analytics.buckets import buckets, time_of_day
 from tsstore.analytics.plot import CHART_FORMATS, plot_bars
 from tsstore.analytics.rollup import Rollup
 from tsstore.cli.common import (
@@ -273,6 +273,7 @@ def bars(
     if explain and not combine:
         raise usage("--explain says where bars combined from a roll-up's bars come from; give --combine")
     price = None if combine else declared_price(spec, declared_rollups, price)
+    buckets(interval, tz=tz, origin=start)  # --interval, --tz and --origin refused before a store is started
     with database.open_store(spec) as store:
         if explain:
             click.echo(store.explain_bars(query, interval=interval, tz=tz, origin=start, stats=stats).describe())
@@ -348,6 +349,7 @@ def aligned(
     stats = ReadStats()
     start = cli_origin(origin, tz=tz)
     price = None if combine else declared_price(spec, declared_rollups, price)
+    buckets(interval, tz=tz, origin=start)  # --interval, --tz and --origin refused before a store is started
     with database.open_store(spec) as store:
         frame = store.aligned(
             query, interval=interval, by=by_fields, price=price, value=value, volume=volume,

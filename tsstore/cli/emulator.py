@@ -61,8 +61,9 @@ def emulator_start(*, rules: Path | None, mode: Mode) -> None:
         click.echo(f"  enforcing the rules in {rules} on {store.rules_scope} (the server's requests bypass them)")
         for warning in store.rules_warnings:
             click.echo(f"warning: {warning}", err=True)
-    variables = (
-        f"DATASTORE_EMULATOR_HOST={store.address} DATASTORE_PROJECT_ID={store.project}"
+    variables = (  # datastore.Client() finds its project in GOOGLE_CLOUD_PROJECT only, not DATASTORE_PROJECT_ID
+        f"DATASTORE_EMULATOR_HOST={store.address} DATASTORE_PROJECT_ID={store.project} "
+        f"GOOGLE_CLOUD_PROJECT={store.project}"
         if mode == "datastore"
         else f"FIRESTORE_EMULATOR_HOST={store.address} GOOGLE_CLOUD_PROJECT={store.project}"
     )

@@ -74,6 +74,13 @@ def failure_of(exc: BaseException) -> Failure | None:
         return Failure(f"Firestore refused access ({exc.message}); check the project and the account's roles")
     if isinstance(exc, gexc.NotFound):
         return Failure(f"Firestore found no such database or project ({exc.message}); check --project and --database")
+    if isinstance(exc, gexc.InvalidArgument):
+        from tsstore.cli.mode import mode_mismatch
+        from tsstore.local.emulator import refusing_mode
+
+        served = refusing_mode(str(exc.message))
+        if served is not None:
+            return Failure(mode_mismatch(served))
     if isinstance(exc, gexc.GoogleAPICallError):
         return Failure(f"Firestore refused the request: {exc}")
     if isinstance(exc, OSError) and exc.filename is not None:

@@ -32,7 +32,7 @@ import pytest
 
 from tsstore.errors import EmulatorError
 from tsstore.limits import DATABASE_ID_PATTERN
-from tsstore.local.emulator import Emulator, EmulatorAt, Mode, start_emulator
+from tsstore.local.emulator import Emulator, EmulatorAt, Mode, mode_name, start_emulator
 
 if TYPE_CHECKING:  # a plugin every pytest run loads: the client is imported when a test asks for one
     from google.cloud import firestore
@@ -77,15 +77,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def running_emulator(address: str) -> EmulatorAt:
-    """The emulator at ``address`` (``host:port``) that a run was told to use, once it answers."""
-    host, _, port = address.strip().rpartition(":")
-    if not host or not port.isdigit():
-        raise EmulatorError(f"{HOST_OPTION} = {address!r} is not HOST:PORT (e.g. 127.0.0.1:8080)")
-    running = EmulatorAt.of(address.strip())
+    """The emulator at ``address`` (``host:port``, or ``http://host:port/``) that a run was told
+    to use, once it answers in Native mode (the mode of ``tsstore_emulator``'s clients)."""
+    given = address.strip()
+    bare = given.removeprefix("http://").rstrip("/")
+    host, _, port = bare.rpartition(":")
+    bracketed = host.startswith("[") and host.endswith("]")
+    if not host or not port.isdigit() or "/" in bare or (":" in host and not bracketed):
+        raise EmulatorError(
+            f"{HOST_OPTION} = {address!r} is not HOST:PORT (e.g. 127.0.0.1:8080, or [::1]:8080), the form "
+            "FIRESTORE_EMULATOR_HOST takes"
+        )
+    running = EmulatorAt.of(bare)
     if not running.answers():
         raise EmulatorError(
             f"{HOST_OPTION} = {address!r}: no Firestore emulator answers there; start one (tsstore emulator "
             f"start, firebase emulators:start) or leave {HOST_OPTION} out to have the run start its own"
+        )
+    served = running.served_mode()
+    if served is not None and served != "native":
+        raise EmulatorError(
+            f"{HOST_OPTION} = {address!r}: that emulator runs Firestore in {mode_name(served)}, and "
+            f"tsstore_emulator's clients are firestore.Client (Native mode); name an emulator in Native mode "
+            f"(tsstore emulator start, or gcloud emulators firestore start without --database-mode), or leave "
+            f"{HOST_OPTION} out (tsstore_datastore_emulator starts its own in Datastore mode)"
         )
     return running
 
