@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from tsstore import (
 )
 from tsstore.analytics.rollup import Rollup
 from tsstore.counters import ShardedCounter
-from tsstore.errors import CounterError
+from tsstore.errors import CounterError, EmulatorError
 from tsstore.rules.file import render_rules
 from tsstore.write.options import WriteOptions
 
@@ -681,3 +682,23 @@ def test_a_bad_time_zone_is_refused_before_the_local_store_is_started(tmp_path: 
     finally:
         if (home / "emulator.json").exists():  # started by a run before the fix: stopped again
             tsstore("emulator", "stop", env=env, cwd=tmp_path)
+
+
+@pytest.mark.parametrize("client_mode", ["native", "datastore"])
+def test_a_store_on_an_emulator_of_the_other_mode_names_both_modes(
+    emulator: Any, datastore_emulator: Any, database_id: str, client_mode: str
+) -> None:
+    if client_mode == "native":
+        client = datastore_emulator.client(database=database_id)
+        words = ("the emulator runs Firestore in Datastore mode, and the store's client is a firestore.Client "
+                 "(Native mode): give the store a datastore.Client")  # fmt: skip
+    else:
+        client = emulator.datastore_client(database=database_id)
+        words = ("the emulator runs Firestore in Native mode, and the store's client is a datastore.Client "
+                 "(Datastore mode): give the store a firestore.Client")  # fmt: skip
+    spec = SeriesSpec("modes", key_fields=["symbol"], shapes=["symbol"])
+    with TimeSeriesStore(client, spec) as store:
+        for verb in (store.count, lambda: store.query(where={"symbol": "AAA"}, limit=5), lambda: list(store.iter_ticks())):
+            with pytest.raises(EmulatorError, match=re.escape(words)):
+                verb()
+    client.close()

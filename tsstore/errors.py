@@ -200,7 +200,8 @@ class SchemaError(TsstoreError):
 
 
 class EmulatorError(TsstoreError):
-    """The local Firestore emulator could not be found, started or reached."""
+    """The local Firestore emulator could not be found, started or reached, or runs the other
+    database mode than the client given (it refuses every call of such a client)."""
 
 
 class IngestError(TsstoreError, ValueError):

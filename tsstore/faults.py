@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, Literal, TypeVar
 
 from google.api_core import exceptions as gexc
 
-from tsstore.errors import FaultError
+from tsstore.errors import EmulatorError, FaultError
 
 __all__ = [
     "FAULT_BUDGET_SECONDS",
@@ -50,7 +51,9 @@ __all__ = [
     "describe",
     "gave_up",
     "kind_of",
+    "mode_name",
     "pause_or_raise",
+    "refusing_mode",
     "status_kind",
 ]
 
@@ -93,6 +96,11 @@ _OVERLOADS: tuple[type[Exception], ...] = (gexc.ResourceExhausted, gexc.Aborted)
 _STATUS_OVERLOADS = frozenset({8, 10, 14})
 _STATUS_FAULTS = frozenset({1, 2, 4, 13})
 
+#: How an emulator refuses every call of a client of the mode it does not run (``Database mode
+#: not set to Firestore Mode. If using the gCloud CLI, please specify the --database-mode
+#: flag.``): the mode named is the client's. Trying again cannot help.
+_MODE_REFUSAL = re.compile(r"Database mode not set to (Firestore|Datastore) Mode")
+
 T = TypeVar("T")
 P = TypeVar("P")
 
@@ -121,6 +129,20 @@ def status_kind(code: int) -> Kind | None:
     if code in _STATUS_FAULTS:
         return "fault"
     return None
+
+
+def refusing_mode(text: str) -> Literal["native", "datastore"] | None:
+    """The mode an emulator runs when ``text`` (an error's message, or an answer) is its
+    refusal of a client of the other mode; ``None`` when it is not one."""
+    found = _MODE_REFUSAL.search(text)
+    if found is None:
+        return None
+    return "datastore" if found.group(1) == "Firestore" else "native"
+
+
+def mode_name(mode: str) -> str:
+    """``Native mode`` or ``Datastore mode``."""
+    return "Datastore mode" if mode == "datastore" else "Native mode"
 
 
 def describe(exc: BaseException) -> str:
@@ -269,11 +291,28 @@ def pause_or_raise(exc: Exception, backoff: Backoff, what: str, *, done: str = "
     """The pause before trying again after ``exc``; raises ``exc`` itself when trying again
     cannot help, and :func:`gave_up`'s error when the budget is spent."""
     if kind_of(exc) is None:
+        served = refusing_mode(str(exc)) if isinstance(exc, gexc.InvalidArgument) else None
+        if served is not None:
+            raise EmulatorError(other_mode(served)) from exc
         raise exc
     pause = backoff.pause()
     if pause is None:
         raise gave_up(exc, backoff, what, done=done) from exc
     return pause
+
+
+def other_mode(served: str) -> str:
+    """What to do with a client of the other mode than its emulator's (which runs ``served``)."""
+    client, other = (
+        ("a firestore.Client (Native mode)", "a datastore.Client (pip install 'tsstore[datastore]')")
+        if served == "datastore"
+        else ("a datastore.Client (Datastore mode)", "a firestore.Client")
+    )
+    mine = "native" if served == "datastore" else "datastore"
+    return (
+        f"the emulator runs Firestore in {mode_name(served)}, and the store's client is {client}: give the "
+        f"store {other} on that emulator, or this client on an emulator in {mode_name(mine)}"
+    )
 
 
 def gave_up(exc: BaseException, backoff: Backoff, what: str, *, done: str = "") -> FaultError:

@@ -28,7 +28,8 @@ from typing import Any, NoReturn
 
 import click
 
-from tsstore.errors import TsstoreError, TsstoreWarning, UsageError
+from tsstore.cli.mode import mode_mismatch
+from tsstore.errors import EmulatorError, TsstoreError, TsstoreWarning, UsageError
 
 OK, FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
 #: ``ingest`` or ``backfill`` finished, and some rows were rejected (the summary says how many, the reject
@@ -57,6 +58,8 @@ def usage(message: str) -> UsageFailure:
 def failure_of(exc: BaseException) -> Failure | None:
     """The one-line failure ``exc`` ends a command with, or ``None`` if it is not one the
     commands expect (a bug: it keeps its traceback)."""
+    if isinstance(exc, EmulatorError) and (served := refused_as_other_mode(exc.__cause__)) is not None:
+        return Failure(mode_mismatch(served))  # the library's words, with the command's --mode
     if isinstance(exc, TsstoreError):
         return UsageFailure(str(exc)) if isinstance(exc, UsageError) else Failure(str(exc))
     from google.api_core import exceptions as gexc
@@ -74,18 +77,22 @@ def failure_of(exc: BaseException) -> Failure | None:
         return Failure(f"Firestore refused access ({exc.message}); check the project and the account's roles")
     if isinstance(exc, gexc.NotFound):
         return Failure(f"Firestore found no such database or project ({exc.message}); check --project and --database")
-    if isinstance(exc, gexc.InvalidArgument):
-        from tsstore.cli.mode import mode_mismatch
-        from tsstore.local.emulator import refusing_mode
-
-        served = refusing_mode(str(exc.message))
-        if served is not None:
-            return Failure(mode_mismatch(served))
+    if (served := refused_as_other_mode(exc)) is not None:
+        return Failure(mode_mismatch(served))
     if isinstance(exc, gexc.GoogleAPICallError):
         return Failure(f"Firestore refused the request: {exc}")
     if isinstance(exc, OSError) and exc.filename is not None:
         return Failure(f"cannot use {exc.filename}: {exc.strerror or exc}")
     return None
+
+
+def refused_as_other_mode(exc: BaseException | None) -> str | None:
+    """The mode an emulator runs, when ``exc`` is its refusal of a client of the other mode."""
+    from google.api_core import exceptions as gexc
+
+    from tsstore.faults import refusing_mode
+
+    return refusing_mode(str(exc.message)) if isinstance(exc, gexc.InvalidArgument) else None
 
 
 #: Set by Ctrl-C while a command runs. Python raises ``KeyboardInterrupt`` wherever the main

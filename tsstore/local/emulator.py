@@ -92,26 +92,6 @@ INSTALL_HINT = (
     f"(plus a Java 17+ runtime), or point {JAR_ENV} at cloud-firestore-emulator.jar"
 )
 
-#: How an emulator refuses a client of the mode it does not run (``Database mode not set to
-#: Firestore Mode. If using the gCloud CLI, please specify the --database-mode flag.``): the
-#: mode named is the client's.
-_MODE_REFUSAL = re.compile(r"Database mode not set to (Firestore|Datastore) Mode")
-
-
-def refusing_mode(text: str) -> Mode | None:
-    """The mode an emulator runs when ``text`` (an error, or its message) is its refusal of a
-    client of the other mode; ``None`` when it is not such a refusal."""
-    found = _MODE_REFUSAL.search(text)
-    if found is None:
-        return None
-    return "datastore" if found.group(1) == "Firestore" else "native"
-
-
-def mode_name(mode: Mode) -> str:
-    """``Native mode`` or ``Datastore mode``."""
-    return "Datastore mode" if mode == "datastore" else "Native mode"
-
-
 _PR_SET_PDEATHSIG = 1
 
 # Serialises our temporary changes of FIRESTORE_EMULATOR_HOST in Emulator.client().
@@ -540,6 +520,8 @@ class EmulatorAt:
         """The database mode the emulator runs (``None``: it does not answer), asked over its
         REST API by reading a document that does not exist: Native mode answers 404, Datastore
         mode refuses the call as another mode's."""
+        from tsstore.faults import refusing_mode  # not at import: it imports the Google API core
+
         url = f"{self.url}/v1/projects/{DEFAULT_PROJECT}/databases/(default)/documents/tsstore/mode"
         try:
             _, text = _http("GET", url, timeout=10.0)

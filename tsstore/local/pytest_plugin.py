@@ -32,7 +32,7 @@ import pytest
 
 from tsstore.errors import EmulatorError
 from tsstore.limits import DATABASE_ID_PATTERN
-from tsstore.local.emulator import Emulator, EmulatorAt, Mode, mode_name, start_emulator
+from tsstore.local.emulator import Emulator, EmulatorAt, Mode, start_emulator
 
 if TYPE_CHECKING:  # a plugin every pytest run loads: the client is imported when a test asks for one
     from google.cloud import firestore
@@ -96,6 +96,8 @@ def running_emulator(address: str) -> EmulatorAt:
         )
     served = running.served_mode()
     if served is not None and served != "native":
+        from tsstore.faults import mode_name  # not at import: every pytest run loads the plugin
+
         raise EmulatorError(
             f"{HOST_OPTION} = {address!r}: that emulator runs Firestore in {mode_name(served)}, and "
             f"tsstore_emulator's clients are firestore.Client (Native mode); name an emulator in Native mode "
