@@ -94,12 +94,9 @@ def running_emulator(address: str) -> EmulatorAt:
             f"{HOST_OPTION} = {address!r}: no Firestore emulator answers there; start one (tsstore emulator "
             f"start, firebase emulators:start) or leave {HOST_OPTION} out to have the run start its own"
         )
-    served = running.served_mode()
-    if served is not None and served != "native":
-        from tsstore.faults import mode_name  # not at import: every pytest run loads the plugin
-
+    if running.served_mode() == "datastore":
         raise EmulatorError(
-            f"{HOST_OPTION} = {address!r}: that emulator runs Firestore in {mode_name(served)}, and "
+            f"{HOST_OPTION} = {address!r}: that emulator runs Firestore in Datastore mode, and "
             f"tsstore_emulator's clients are firestore.Client (Native mode); name an emulator in Native mode "
             f"(tsstore emulator start, or gcloud emulators firestore start without --database-mode), or leave "
             f"{HOST_OPTION} out (tsstore_datastore_emulator starts its own in Datastore mode)"

@@ -92,12 +92,13 @@ ANSWER_WAIT_SECONDS = 15.0
 
 def status(folder: Path | None = None, *, mode: Mode = "native") -> LocalStore | None:
     """The running local store in ``mode``, or ``None`` (a stale state file is ignored)."""
-    store = _recorded(folder or home(mode))
-    if store is None or gone(store, folder or home(mode)):
+    folder = folder or home(mode)
+    store = _recorded(folder)
+    if store is None or gone(store, folder):
         return None
     deadline = time.monotonic() + ANSWER_WAIT_SECONDS
     while not _answers(store.url):
-        if time.monotonic() > deadline or gone(store, folder or home(mode)):
+        if time.monotonic() > deadline or gone(store, folder):
             return None
         time.sleep(0.2)
     return store
@@ -107,9 +108,10 @@ def gone(store: LocalStore, folder: Path | None = None) -> str | None:
     """Why ``store`` has stopped (its state file gone or another's, its supervisor's or its
     emulator's process ended, its port refusing connections), or ``None`` while it runs. A
     few milliseconds, no HTTP call: a store too busy to answer is not gone."""
-    recorded = _recorded(folder or home(store.mode))
+    folder = folder or home(store.mode)
+    recorded = _recorded(folder)
     if recorded is None or recorded.pid != store.pid:
-        return f"its state file {(folder or home(store.mode)) / STATE_FILE} is gone (the store was stopped)"
+        return f"its state file {folder / STATE_FILE} is gone (the store was stopped)"
     if not _alive(store.pid):
         return f"its supervisor (pid {store.pid}) has ended"
     if store.emulator_pid is not None and not _alive(store.emulator_pid):
