@@ -30,8 +30,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.cli import tsstore
 from tests.conftest import unique_database_id
-from tsstore import TimeSeriesStore, WriteOptions
+from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.console.app import Console, Series
+from tsstore.console.forms import Reach
 from tsstore.console.server import Serving, bind, serve_in_thread
 from tsstore.declaration import load_declaration
 from tsstore.demo import BARS_1MIN, SPEC
@@ -50,11 +51,13 @@ def served(request: pytest.FixtureRequest, uses_emulator: None) -> Iterator[dict
     """The demo's series (its instruments and 3 000 ticks of its day) on a database of its
     own, and a console on it."""
     emulator = request.getfixturevalue("emulator")
-    client = emulator.client(database=unique_database_id("console"))
+    database = unique_database_id("console")
+    client = emulator.client(database=database)
     store = TimeSeriesStore(client, SPEC, write_options=WriteOptions(ramp=False))
     store.write([*SEED_INSTRUMENTS, *trading_day(3000, day=DAY)])
     console = Console({SPEC.collection: Series(SPEC, store)}, "tsstore.demo:DECLARATION", "the test's emulator", TOKEN,
-                      files=ROOT / "indexes", declared=load_declaration("tsstore.demo:DECLARATION"))  # fmt: skip
+                      files=ROOT / "indexes", declared=load_declaration("tsstore.demo:DECLARATION"),
+                      reach=Reach(database=database, emulator=emulator.address))  # fmt: skip
     serving: Serving = serve_in_thread(console, bind("127.0.0.1", 0, allow_remote=False))
     yield {"store": store, "url": serving.url, "client": client}
     serving.stop()
@@ -73,14 +76,16 @@ def browser() -> Iterator[webdriver.Chrome]:
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000",
                      "--disable-gpu"):  # fmt: skip
         options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the page's console: CSP violations show there
     made = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver))
     yield made
     made.quit()
 
 
 def opened(browser: webdriver.Chrome, served: dict[str, Any]) -> webdriver.Chrome:
+    """The page, its series' facts shown (and the chart form's defaults filled from them)."""
     browser.get(served["url"])
-    wait(browser, lambda b: b.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true")
+    wait(browser, lambda b: b.find_element(By.TAG_NAME, "body").get_attribute("data-counted") == "true")
     return browser
 
 
@@ -165,7 +170,7 @@ def test_the_query_grid_equals_query_frame_and_its_pages_reach_every_tick_once(
     assert "chunk" in page.find_element(By.ID, "q-explain-out").text and "served by the index" in page.find_element(
         By.ID, "q-explain-out").text  # fmt: skip
     assert "billed read" in page.find_element(By.ID, "q-stats").text
-    assert page.find_element(By.ID, "q-command").text.startswith("tsstore query --spec tsstore.demo:DECLARATION")
+    assert "tsstore query --database t-console-" in page.find_element(By.ID, "q-command").text
     screenshot(page, "query")
     while page.find_element(By.ID, "q-next").is_displayed():
         before = len(grid(page, "q-grid")[1])
@@ -238,10 +243,46 @@ def test_the_live_view_shows_every_tick_written_while_it_is_open_once(browser: w
     wait(page, lambda b: set(written) <= set(b.execute_script("return window.tsstoreConsole.liveSeen")))
     seen = page.execute_script("return window.tsstoreConsole.liveSeen")
     assert len(seen) == len(set(seen))  # none twice
-    assert [i for i in seen if i in set(written)] == [i for i in seen if i in written]
+    # Delivered in the order written: no tick entered the page with an update before one written
+    # earlier did (ticks committed together may enter together), and the window shows them newest first.
+    update = page.execute_script("return window.tsstoreConsole.liveUpdate")
+    entered_with = [update[i] for i in written]
+    assert entered_with == sorted(entered_with), entered_with
+    head, rows = grid(page, "l-grid")
+    shown_ids = [row[head.index("id")] for row in rows]
+    assert [i for i in shown_ids if i in set(written)] == written[::-1]
     assert "delivery delay" in page.find_element(By.ID, "l-delay").text
     screenshot(page, "live")
     page.find_element(By.ID, "l-stop").click()
+
+
+def test_the_chart_form_starts_with_the_series_shown_on_any_collection(browser: webdriver.Chrome,
+                                                                      served: dict[str, Any]) -> None:  # fmt: skip
+    """On a series that is not the demo's, the chart's price, ``by`` and ``where`` are its own
+    (its measure, its key field, the device of its newest tick), and *Draw* draws its bars."""
+    spec = SeriesSpec("sensors", shards=["a", "b"], shapes=["device"], key_fields=["device"],
+                      columns={"device": "string", "celsius": "Float64"}, measures=["celsius"])  # fmt: skip
+    store = TimeSeriesStore(served["client"], spec, write_options=WriteOptions(ramp=False))
+    start = dt.datetime(2024, 5, 1, 12, tzinfo=dt.timezone.utc)
+    store.write([{"device": device, "celsius": 20.0 + i, "timestamp": start + dt.timedelta(minutes=i)}
+                 for i, device in enumerate(["boiler", "attic", "boiler", "cellar"])])  # fmt: skip
+    console = Console({"sensors": Series(spec, store)}, "sensors.toml", "sensors", TOKEN)
+    serving = serve_in_thread(console, bind("127.0.0.1", 0, allow_remote=False))
+    try:
+        page = opened(browser, {"url": serving.url})
+        view(page, "chart")
+        fields = {name: page.find_element(By.ID, f"c-{name}").get_attribute("value")
+                  for name in ("price", "by", "where")}  # fmt: skip
+        assert fields == {"price": "celsius", "by": "device", "where": "device=cellar"}
+        page.find_element(By.ID, "c-draw").click()
+        wait(page, lambda b: "bars from" in b.find_element(By.ID, "c-source").text)
+        assert page.find_element(By.ID, "c-error").text == ""
+        sent = page.execute_script("return window.tsstoreConsole.bars")
+        want = store.bars(interval="1min", by=["device"], price="celsius", where={"device": "cellar"})
+        assert sent["bars"]["columns"] == frame_cells(want)[0] and len(sent["bars"]["rows"]) == len(want) == 1
+    finally:
+        serving.stop()
+        store.close()
 
 
 def test_the_layout_view_shows_the_census_the_plan_and_the_files(browser: webdriver.Chrome,
@@ -254,6 +295,68 @@ def test_the_layout_view_shows_the_census_the_plan_and_the_files(browser: webdri
     files = page.find_element(By.ID, "y-files").text
     assert "firestore.indexes.json: current" in files and "firestore.rules: current" in files  # the repository's
     screenshot(page, "layout")
+
+
+def refused_by_policy(browser: webdriver.Chrome) -> list[str]:
+    """What the browser refused under the page's Content-Security-Policy since last asked."""
+    return [entry["message"] for entry in browser.get_log("browser") if "Content Security Policy" in entry["message"]]
+
+
+def test_the_page_sheds_its_token_and_works_under_its_content_security_policy(
+    browser: webdriver.Chrome, served: dict[str, Any]
+) -> None:
+    """The address with the token is left for the bare one (the cookie holds the token); each
+    view works with nothing refused under the policy, which is in force: an inline script
+    added to the page does not run, and the browser says so."""
+    browser.get_log("browser")
+    page = asked(browser, served, "chart", {"c-interval": "30min"}, "c-draw")
+    assert page.current_url == served["url"].split("?")[0]
+    assert "token" not in page.execute_script("return location.href + document.referrer")
+    wait(page, lambda b: "bars from" in b.find_element(By.ID, "c-source").text)
+    view(page, "query")
+    page.find_element(By.ID, "q-run").click()
+    wait(page, lambda b: "rows shown" in b.find_element(By.ID, "q-shown").text)
+    view(page, "layout")
+    wait(page, lambda b: b.find_element(By.ID, "y-census").text)
+    assert refused_by_policy(page) == []
+    page.execute_script("const s = document.createElement('script'); s.textContent = 'window.inlineRan = true;';"
+                        "document.head.appendChild(s);")  # fmt: skip
+    assert page.execute_script("return window.inlineRan === undefined")
+    assert any("inline script" in message for message in wait(page, refused_by_policy))
+
+
+def test_a_page_of_another_origin_cannot_use_the_console(browser: webdriver.Chrome, served: dict[str, Any]) -> None:
+    """A page served from another port of 127.0.0.1 (the same site: the browser sends the
+    console's cookie with its requests) posts a query to the console from a form: refused."""
+    import http.server
+
+    console = served["url"].split("?")[0]
+    form = (f'<form method="post" enctype="text/plain" action="{console}api/query">'
+            '<input type="hidden" name=\'{"collection": "instruments", "limit": 3, "pad": "\' value=\'"}\'></form>'
+            '<script>document.forms[0].submit()</script>')  # fmt: skip
+
+    class Evil(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(form.encode())
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    evil = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Evil)
+    threading.Thread(target=evil.serve_forever, daemon=True).start()
+    try:
+        opened(browser, served)  # the browser holds the console's cookie
+        browser.get(f"http://127.0.0.1:{evil.server_address[1]}/")
+        wait(browser, lambda b: b.current_url.startswith(console + "api/query"))
+        answer = wait(browser, lambda b: b.find_element(By.TAG_NAME, "body").text)
+        assert json.loads(answer) == {"error": f"a page of http://127.0.0.1:{evil.server_address[1]} may not use "
+                                               f"this console; only its own page ({console[:-1]}) may"}  # fmt: skip
+    finally:
+        evil.shutdown()
+        evil.server_close()
 
 
 def test_a_request_without_the_token_is_refused(served: dict[str, Any]) -> None:

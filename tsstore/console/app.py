@@ -21,7 +21,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
@@ -30,22 +30,23 @@ from typing import Any
 import click
 import pandas as pd
 from starlette.applications import Starlette
+from starlette.datastructures import MutableHeaders
 from starlette.middleware import Middleware
-from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tsstore import ticks_to_frame
 from tsstore.analytics.rollup import Rollup
-from tsstore.console.forms import QueryForm
+from tsstore.console.forms import QueryForm, Reach, cursor_field, text_field
 from tsstore.errors import TsstoreError, UsageError
 from tsstore.indexes.datastore import plan_index_yaml
 from tsstore.indexes.file import plan_index_file
 from tsstore.layout.capacity import capacity_for
 from tsstore.read.cost import ReadStats
 from tsstore.rules.file import plan_rules_file
-from tsstore.spec import SeriesSpec
+from tsstore.spec import NUMERIC_TYPES, SeriesSpec
 from tsstore.store import TimeSeriesStore
 from tsstore.ticks import Tick
 
@@ -61,6 +62,8 @@ CACHED = {"Cache-Control": "private, max-age=86400, immutable"}
 HEADROOM = 1.25
 #: How often a live stream says it is alive when no update came (seconds).
 KEEPALIVE_SECONDS = 15.0
+#: How often a live stream looks whether the console is stopping (seconds).
+STOP_CHECK_SECONDS = 0.25
 
 
 @dataclass
@@ -87,20 +90,26 @@ class Console:
     #: Every series and roll-up the declaration holds (the generated files are made from all of
     #: them); ``None``: those of ``series``.
     declared: tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]] | None = None
+    #: Where the console reads, as the commands it shows are told to read there.
+    reach: Reach = Reach()
+    #: Set when the console is told to stop: its live streams end (not cut by the server).
+    stopping: threading.Event = field(default_factory=threading.Event)
     _running: dict[str, asyncio.Event] = field(default_factory=dict)
     #: Each series' facts as last read (``/api/series``): read once when the console starts, so the
     #: first view shows them at once; the page's *Refresh* reads them again.
     _facts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def pick(self, collection: object) -> Series:
+        known = ", ".join(self.series)
+        if collection is None:
+            raise UsageError(f"give collection: the series to read (declared: {known})")
         if not isinstance(collection, str) or collection not in self.series:
-            known = ", ".join(self.series)
             raise UsageError(f"the declaration has no series {collection!r} (declared: {known})")
         return self.series[collection]
 
 
-def make_app(console: Console) -> Starlette:
-    """The console's Starlette application."""
+def make_app(console: Console, *, hosts: Iterable[str], port: int) -> Starlette:
+    """The console's Starlette application, served on ``port`` at the address ``hosts`` name."""
     handlers = Handlers(console)
     routes = [
         Route("/", handlers.page),
@@ -114,27 +123,99 @@ def make_app(console: Console) -> Starlette:
         Route("/api/live", handlers.live),
         Route("/api/layout", handlers.layout),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(TokenCheck, token=console.token)])
+    guard = Middleware(Guard, token=console.token, hosts=own_hosts(hosts, port), cookie=f"{COOKIE}_{port}")
+    return Starlette(routes=routes, middleware=[guard])
 
 
-class TokenCheck(BaseHTTPMiddleware):
-    """Refuse every request that does not carry the token: in the URL (``?token=``, which
-    also sets the cookie), the cookie, or an ``X-Tsstore-Token`` header."""
+def own_hosts(hosts: Iterable[str], port: int) -> frozenset[str]:
+    """The ``Host`` headers that name the console served on ``port`` at ``hosts`` (names or
+    addresses): the loopback names and ``hosts``, with the port (and without it on port 80, as
+    browsers send it)."""
+    names = {"127.0.0.1", "localhost", "[::1]", *(f"[{h}]" if ":" in h else h.lower() for h in hosts)}
+    return frozenset({f"{name}:{port}" for name in names} | (names if port == 80 else set()))
 
-    def __init__(self, app: Any, *, token: str) -> None:
-        super().__init__(app)
-        self.token = token
 
-    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        asked = request.query_params, request.cookies, request.headers
-        given = asked[0].get("token") or asked[1].get(COOKIE) or asked[2].get("x-tsstore-token")
+#: The one inline style the page allows: the map styles plotly.js (4.1.1, of plotly 7.1) adds to the
+#: page as it loads, whichever chart is drawn. The page's own chart styles are a file
+#: (``static/chart.css``); a plotly that adds other styles is refused, which the tests see.
+PLOTLY_MAP_STYLE = "'sha256-ji27qzEtxXZW+7dun6UwjHXJ18e6WAin1VvNtkzIE/o='"
+#: What every answer says to the browser: scripts, styles, images and requests from the
+#: console's own address only, no frame around it, no address passed on to other sites.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": f"default-src 'self'; style-src 'self' {PLOTLY_MAP_STYLE}; img-src 'self' data:; "
+                               "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+#: The answers that only the console's own page may ask for: every one that is not a plain
+#: GET, and the live stream (it holds listeners open, billed per tick).
+_GUARDED_METHODS = frozenset({"GET", "HEAD"})
+
+
+class Guard:
+    """Refuse every request not meant for this console, and mark every answer with
+    :data:`SECURITY_HEADERS`.
+
+    * A ``Host`` that is not the console's address (:func:`own_hosts`) is refused (400): a
+      page of another site whose name was made to resolve to 127.0.0.1 (DNS rebinding) sends
+      its own name.
+    * The token must come with the request: in the URL (``?token=``), the cookie it sets, or an
+      ``X-Tsstore-Token`` header (403 otherwise). The page's address with the token is
+      answered by a redirect to the bare address that sets the cookie, so the token leaves the
+      address bar and the history.
+    * An ``/api/`` request or a POST from another origin is refused (403): its ``Origin`` must
+      be the console's own, and without one its ``Sec-Fetch-Site`` (when the browser sends it)
+      must be ``same-origin`` or ``none``. Another port of 127.0.0.1 is another origin but the
+      same site, so the cookie alone would let its pages run the console's billed reads.
+    """
+
+    def __init__(self, app: ASGIApp, *, token: str, hosts: frozenset[str], cookie: str) -> None:
+        self.app, self.token, self.hosts, self.cookie = app, token, hosts, cookie
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def marked(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers[name] = value
+            await send(message)
+
+        request = Request(scope)
+        refusal = self.refusal(request)
+        if refusal is not None:
+            await refusal(scope, receive, marked)
+        elif request.method == "GET" and request.url.path == "/" and "token" in request.query_params:
+            bare = RedirectResponse("/", status_code=303)
+            bare.set_cookie(self.cookie, self.token, httponly=True, samesite="strict")
+            await bare(scope, receive, marked)
+        else:
+            await self.app(scope, receive, marked)
+
+    def refusal(self, request: Request) -> Response | None:
+        host = request.headers.get("host", "").lower()
+        if host not in self.hosts:
+            allowed = ", ".join(sorted(self.hosts))
+            return JSONResponse({"error": f"Host {host!r} is not this console's address; it answers {allowed}"},
+                                status_code=400)  # fmt: skip
+        given = (request.query_params.get("token") or request.cookies.get(self.cookie)
+                 or request.headers.get("x-tsstore-token"))  # fmt: skip
         if not given or not hmac.compare_digest(given.encode(), self.token.encode()):
             return JSONResponse({"error": "this console needs its token: open the address `tsstore console` printed "
                                           "(it ends in ?token=...)"}, status_code=403)  # fmt: skip
-        response = await call_next(request)
-        if request.query_params.get("token"):
-            response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
-        return response
+        origin, site = request.headers.get("origin"), request.headers.get("sec-fetch-site")
+        guarded = request.method not in _GUARDED_METHODS or request.url.path.startswith("/api/")
+        if origin is not None and origin != f"http://{host}":
+            return JSONResponse({"error": f"a page of {origin} may not use this console; only its own page "
+                                          f"(http://{host}) may"}, status_code=403)  # fmt: skip
+        if guarded and origin is None and site not in (None, "same-origin", "none"):
+            return JSONResponse({"error": f"a request from another page (Sec-Fetch-Site: {site}) may not use this "
+                                          "console; only its own page may"}, status_code=403)  # fmt: skip
+        return None
 
 
 def _answered(work: Callable[..., Any]) -> Callable[..., Any]:
@@ -146,6 +227,9 @@ def _answered(work: Callable[..., Any]) -> Callable[..., Any]:
             return JSONResponse(_plain(await work(self, request)))
         except (click.ClickException, TsstoreError, ValueError) as exc:
             return _refusal(exc)
+        except Exception as exc:  # a bug: said as JSON to the page, with its traceback in the log
+            log.exception("the console's %s failed", work.__name__)
+            return JSONResponse({"error": f"the console failed: {type(exc).__name__}: {exc}"}, status_code=500)
 
     handler.__name__ = work.__name__
     return handler
@@ -240,7 +324,7 @@ class Handlers:
             "eager_reads": explained.eager_reads,
             "round_trips": explained.round_trips,
             "python": form.python(chosen.spec),
-            "command": form.command(self.console.declaration, chosen.spec.collection),
+            "command": form.command(self.console.declaration, chosen.spec.collection, reach=self.console.reach),
         }
 
     @_answered
@@ -250,9 +334,8 @@ class Handlers:
         data = await _json(request)
         chosen = self.console.pick(data.get("collection"))
         form = QueryForm.of(data)
-        cursor = data.get("cursor") or None
-        query = form.query(chosen.spec, cursor=cursor)
-        ask = str(data.get("ask") or uuid.uuid4().hex)
+        query = form.query(chosen.spec, cursor=cursor_field(data))
+        ask = text_field(data, "ask") or uuid.uuid4().hex
         cancelled = self.console._running.setdefault(ask, asyncio.Event())
         reading = asyncio.ensure_future(asyncio.to_thread(chosen.store.query, query))
         waiting = asyncio.ensure_future(cancelled.wait())
@@ -266,14 +349,14 @@ class Handlers:
             return {"cancelled": True}
         page = reading.result()
         frame = ticks_to_frame(chosen.spec, page, columns=query.columns)
-        command = form.command(self.console.declaration, chosen.spec.collection)
+        command = form.command(self.console.declaration, chosen.spec.collection, reach=self.console.reach)
         return {**_grid(frame), "cursor": page.cursor, "stats": _stats(page.stats), "python": form.python(chosen.spec),
                 "command": command}  # fmt: skip
 
     @_answered
     async def cancel(self, request: Request) -> Any:
         data = await _json(request)
-        stop = self.console._running.get(str(data.get("ask")))
+        stop = self.console._running.get(text_field(data, "ask"))
         if stop is not None:
             stop.set()
         return {"cancelled": stop is not None}
@@ -295,7 +378,7 @@ class Handlers:
             watch = chosen.store.watch(limit=form.limit, where=query.where, columns=query.columns)
         except (click.ClickException, TsstoreError, ValueError) as exc:
             return _refusal(exc)
-        return StreamingResponse(_events(watch, request), media_type="text/event-stream",
+        return StreamingResponse(_events(watch, request, self.console.stopping), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store"})  # fmt: skip
 
     @_answered
@@ -318,7 +401,28 @@ def _declared(series: Series) -> dict[str, Any]:
         "rollups": [{"name": r.name, "collection": r.spec.collection, "interval": str(r.interval)}
                     for r in series.rollups],  # fmt: skip
         "write_rate": spec.max_write_rate,
+        "chart": _chart_defaults(series),
     }
+
+
+def _chart_defaults(series: Series) -> dict[str, str]:
+    """What the chart form starts with for ``series``: the price and ``by`` fields of its first
+    roll-up, else its first numeric measure (or column) and its key fields."""
+    spec = series.spec
+    numeric = (*spec.measures, *(name for name, kind in spec.columns if kind in NUMERIC_TYPES))
+    if series.rollups:
+        return {"price": series.rollups[0].price, "by": ",".join(series.rollups[0].by)}
+    return {"price": numeric[0] if numeric else "", "by": ",".join(spec.key_fields)}
+
+
+def _key_condition(series: Series, tick: Tick | None) -> str:
+    """A ``where`` line naming the series of ``tick`` (its first ``by`` field's value), so the
+    chart's first draw shows a series that exists; empty without one."""
+    by = _chart_defaults(series)["by"].split(",")[0]
+    value: Any = tick.data if tick is not None and by else None
+    for part in by.split(".") if by else ():
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return f"{by}={value}" if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
 
 
 async def _summary(series: Series) -> dict[str, Any]:
@@ -330,21 +434,23 @@ async def _summary(series: Series) -> dict[str, Any]:
     return {
         "count": count,
         "newest": _tick_row(newest[0]) if len(newest) else None,
+        "chart_where": _key_condition(series, newest[0] if len(newest) else None),
         "covers": {r.name: list(span) if span is not None else None for r, span in zip(series.rollups, spans)},
     }
 
 
 def _bars(series: Series, data: Mapping[str, Any]) -> dict[str, Any]:
-    form = QueryForm.of({"where": data.get("where", ""), "start": data.get("start", ""), "end": data.get("end", ""),
-                         "limit": 1})  # fmt: skip
+    form = QueryForm.of({"where": data.get("where"), "start": data.get("start"), "end": data.get("end"), "limit": 1})
     query = form.query(series.spec)
-    interval = str(data.get("interval") or "1min")
+    interval = text_field(data, "interval").strip() or "1min"
     options: dict[str, Any] = {"interval": interval, "where": query.where, "start": query.start, "end": query.end}
     for name in ("tz", "origin", "fill"):
-        if data.get(name):
-            options[name] = str(data[name])
-    by = [b.strip() for b in str(data.get("by") or "").split(",") if b.strip()] or None
-    price = str(data.get("price") or "price.micros")
+        if text_field(data, name).strip():
+            options[name] = text_field(data, name).strip()
+    by = [b.strip() for b in text_field(data, "by").split(",") if b.strip()] or None
+    price = text_field(data, "price").strip() or _chart_defaults(series)["price"]
+    if not price:
+        raise UsageError(f"give price: a numeric field of {series.spec.collection!r}")
     source, frame = _from_rollup(series, options, by)
     if frame is None:
         frame = series.store.bars(price=price, by=by, **options)
@@ -407,8 +513,9 @@ def _layout(console: Console, series: Series, rate: str) -> dict[str, Any]:
     }
 
 
-async def _events(watch: Any, request: Request) -> AsyncIterator[str]:
-    """Server-sent events of ``watch``'s updates until the page goes away."""
+async def _events(watch: Any, request: Request, stopping: threading.Event) -> AsyncIterator[str]:
+    """Server-sent events of ``watch``'s updates until the page goes away or the console
+    stops (then the stream ends itself, before the server would cancel it)."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[Any] = asyncio.Queue()
     done = threading.Event()
@@ -424,13 +531,18 @@ async def _events(watch: Any, request: Request) -> AsyncIterator[str]:
 
     thread = threading.Thread(target=pump, name="tsstore-console-live", daemon=True)
     thread.start()
+    quiet = 0.0  # seconds since the stream last sent something
     try:
-        while not await request.is_disconnected():
+        while not stopping.is_set() and not await request.is_disconnected():
             try:
-                update = await asyncio.wait_for(queue.get(), timeout=KEEPALIVE_SECONDS)
+                update = await asyncio.wait_for(queue.get(), timeout=STOP_CHECK_SECONDS)
             except asyncio.TimeoutError:
-                yield ": alive\n\n"
+                quiet += STOP_CHECK_SECONDS
+                if quiet >= KEEPALIVE_SECONDS:
+                    quiet = 0.0
+                    yield ": alive\n\n"
                 continue
+            quiet = 0.0
             if isinstance(update, Exception):
                 yield f"event: failed\ndata: {json.dumps({'error': str(update)})}\n\n"
                 return

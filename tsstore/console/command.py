@@ -5,6 +5,10 @@ everywhere). ``--demo`` writes the demo's ticks first, on a temporary emulator."
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
+import sys
+import threading
 import webbrowser
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,17 +18,21 @@ import click
 
 from tsstore.analytics.rollup import Rollup
 from tsstore.cli.common import Database, declaration_options, load_named, pick_declared
-from tsstore.cli.exits import library_warnings
+from tsstore.cli.exits import library_warnings, usage
 from tsstore.console.app import Console, Series
+from tsstore.console.forms import Reach
 from tsstore.console.server import bind, new_token, serve_forever
 from tsstore.demo import SPEC as DEMO_SPEC
 from tsstore.demo import demo_rows
 from tsstore.spec import SeriesSpec
 from tsstore.store import TimeSeriesStore
+from tsstore.wire import emulator_host
 from tsstore.write.options import EMULATOR_WRITE_OPTIONS
 
 #: The demo's data the console shows with ``--demo``: the seed's instruments and a day of ticks.
 DEMO_TICKS = 20_000
+#: The exit code after SIGTERM.
+TERMINATED = 128 + signal.SIGTERM
 
 
 @click.command("console")
@@ -46,31 +54,54 @@ def console(*, host: str, port: int, allow_remote: bool, no_browser: bool, files
     the live ticks, the layout and whether the generated files are current. Read-only.
 
     The page's address carries a random token (the console refuses requests without it).
-    Ctrl-C stops it.
+    Ctrl-C (or SIGTERM) stops it.
 
     \b
     Example:
       tsstore console --spec series.toml
       tsstore console --demo                 # the demo's day on a temporary emulator
     """
+    if demo and database.project is not None:
+        raise usage(f"--demo writes the demo's {DEMO_TICKS:,} ticks before it shows them, so it runs on a temporary "
+                    f"emulator only: leave out --project {database.project} (or give --spec to look at that "
+                    "project's series)")  # fmt: skip
     declared = ((DEMO_SPEC,), ()) if demo else load_named(declaration)
     sock = bind(host, port, allow_remote=allow_remote)
-    with contextlib.closing(sock), _stores(declaration, declared, collection, database, demo=demo) as (series, where):
-        shown = Console(series, declaration, where, new_token(), mode=database.mode, files=files, declared=declared)
+    with contextlib.closing(sock), _stores(declaration, declared, collection, database, demo=demo) as (
+        series, where, reach
+    ):  # fmt: skip
+        shown = Console(series, declaration, where, new_token(), mode=database.mode, files=files, declared=declared,
+                        reach=reach)  # fmt: skip
 
         def announce(url: str) -> None:
             click.echo(f"tsstore console at {url}  (Ctrl-C stops it)")
             if not no_browser:
                 webbrowser.open(url)
 
-        serve_forever(shown, sock, announce=announce)  # until Ctrl-C, which ends it as it ends every command (130)
+        stopped_by = serve_forever(shown, sock, announce=announce, host=host)
+    if stopped_by == signal.SIGINT:
+        raise KeyboardInterrupt  # Ctrl-C ends it as it ends every command (130)
+    if stopped_by == signal.SIGTERM:
+        _terminated()
+
+
+def _terminated() -> None:
+    """After SIGTERM: say so on stderr and exit 143 (128 + SIGTERM, as the shell reports a
+    process the signal ended), without waiting for threads still blocked on a call."""
+    click.echo("terminated: tsstore console stopped", err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if any(t is not threading.main_thread() and t.is_alive() and not t.daemon for t in threading.enumerate()):
+        os._exit(TERMINATED)
+    raise SystemExit(TERMINATED)
 
 
 @contextlib.contextmanager
 def _stores(declaration: str, declared: tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]], collection: str | None,
-            database: Database, *, demo: bool) -> Iterator[tuple[dict[str, Series], str]]:  # fmt: skip
+            database: Database, *, demo: bool) -> Iterator[tuple[dict[str, Series], str, Reach]]:  # fmt: skip
     """A store per declared series (only ``collection``'s when given) and per roll-up, on one
-    client; with ``demo``, the demo's series on a temporary emulator, written first."""
+    client, where they are in words and as a command reaches them; with ``demo``, the demo's
+    series on a temporary emulator, written first."""
     specs, rollups = declared
     if collection is not None:
         specs = (pick_declared(declaration, declared, collection=collection),)
@@ -83,8 +114,10 @@ def _stores(declaration: str, declared: tuple[tuple[SeriesSpec, ...], tuple[Roll
                                            {r.name: TimeSeriesStore(client, r.spec) for r in own})  # fmt: skip
         if demo:
             _write_demo(made[DEMO_SPEC.collection].store)
+        reach = Reach(project=database.project, database=database.name, mode=database.mode,
+                      emulator=emulator_host(client))  # fmt: skip
         try:
-            yield made, f"{database.mode} mode, database {database.name}" + (" (local)" if local else "")
+            yield made, f"{database.mode} mode, database {database.name}" + (" (local)" if local else ""), reach
         finally:
             for series in made.values():
                 for store in (series.store, *series.rollup_stores.values()):

@@ -18,6 +18,46 @@ from tsstore.spec import SeriesSpec
 #: The largest page the console asks for: a grid of more rows helps no one.
 MAX_PAGE = 1000
 DIRECTIONS = ("desc", "asc")
+#: The variable naming the emulator a command reads, by mode (as :mod:`tsstore.cli.common` reads it).
+EMULATOR_VARIABLES = {"native": "FIRESTORE_EMULATOR_HOST", "datastore": "DATASTORE_EMULATOR_HOST"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reach:
+    """Where the console reads, as a command is told to read there: ``--project``,
+    ``--database``, ``--mode``, and the emulator's ``host:port`` (``None``: Google Cloud, or
+    the local store a command finds by itself)."""
+
+    project: str | None = None
+    database: str = "(default)"
+    mode: str = "native"
+    emulator: str | None = None
+
+    def words(self) -> list[str]:
+        """The environment (``VARIABLE=host:port``) and the options, as a shell takes them."""
+        where = [f"{EMULATOR_VARIABLES[self.mode]}={self.emulator}"] if self.emulator else []
+        options = ["--project", self.project] if self.project else []
+        options += ["--database", self.database] + (["--mode", self.mode] if self.mode != "native" else [])
+        return [*where, "tsstore", "query", *options]
+
+
+def text_field(data: Mapping[str, Any], name: str, *, default: str = "") -> str:
+    """The request's field ``name`` as text (``default`` when it is missing or null)."""
+    value = data.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise usage(f"{name} {value!r} is not text")
+    return value
+
+
+def cursor_field(data: Mapping[str, Any]) -> str | None:
+    """The page's cursor: text a page answered as its cursor, or ``None`` for the first page."""
+    cursor = data.get("cursor")
+    if cursor is not None and not isinstance(cursor, str):
+        raise usage(f"cursor {cursor!r} is not a tsstore cursor: give the text a page answered as its cursor, or "
+                    "null for the first page")  # fmt: skip
+    return cursor or None
 
 
 @dataclass(frozen=True)
@@ -35,7 +75,7 @@ class QueryForm:
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> QueryForm:
         """The form from a request's JSON, each field checked for its type."""
-        where = data.get("where", "")
+        where = "" if data.get("where") is None else data["where"]
         if not isinstance(where, str):
             raise usage(f"where {where!r} is not text; give one condition a line, FIELD=VALUE or FIELD>=VALUE")
         limit = data.get("limit", 100)
@@ -43,13 +83,10 @@ class QueryForm:
             limit = int(limit)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
             raise usage(f"limit {limit!r} is not allowed; give a whole number from 1 to {MAX_PAGE}")
-        direction = data.get("direction", "desc")
+        direction = "desc" if data.get("direction") is None else data["direction"]
         if direction not in DIRECTIONS:
             raise usage(f"direction {direction!r} is not allowed; give desc or asc")
-        texts = {name: data.get(name, "") for name in ("start", "end", "columns")}
-        for name, value in texts.items():
-            if not isinstance(value, str):
-                raise usage(f"{name} {value!r} is not text")
+        texts = {name: text_field(data, name) for name in ("start", "end", "columns")}
         lines = tuple(line.strip() for line in where.splitlines() if line.strip())
         return cls(lines, texts["start"].strip(), texts["end"].strip(), direction, limit, texts["columns"].strip())
 
@@ -74,9 +111,9 @@ class QueryForm:
         args = ", ".join(f"{name}={value!r}" for name, value in shown.items() if value is not None)
         return f"store.query({args})"
 
-    def command(self, declaration: str, collection: str) -> str:
-        """The query as a ``tsstore query`` command."""
-        words = ["tsstore", "query", "--spec", declaration, "--collection", collection]
+    def command(self, declaration: str, collection: str, *, reach: Reach) -> str:
+        """The query as a ``tsstore query`` command that reads where the console reads."""
+        words = [*reach.words(), "--spec", declaration, "--collection", collection]
         for condition in self.where:
             words += ["--where", condition]
         for option in ("start", "end"):

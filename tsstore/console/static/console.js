@@ -8,14 +8,20 @@ const state = {
   shown: 0,          // rows shown by the pages so far
   ask: null,         // the id of the query running (to cancel it)
   bars: null,        // the last bars drawn, as the server sent them
+  declared: {},      // each series as the catalog declares it, by collection
+  facts: {},         // each series' facts as last read, by collection
   live: null,        // the EventSource of the live view
   liveSeen: [],      // every tick id the live view has shown, in the order they entered
+  liveUpdate: {},    // the number of the update each of them entered with (from 0)
   liveArrivals: {},  // when each of them first reached the page (ms since the epoch)
   liveDelays: [],    // each update's delay from the chunks' snapshot to the page, in ms
 };
 window.tsstoreConsole = state;
 
 const $ = (id) => document.getElementById(id);
+// No mode bar: its styles would be inline ones, which the page's policy refuses (drag zooms,
+// a double click zooms out).
+const PLOT_CONFIG = {displayModeBar: false, responsive: true};
 
 async function call(path, body) {
   const options = body === undefined ? {} : {
@@ -83,6 +89,7 @@ async function loadCatalog() {
   const list = $("series-list");
   list.replaceChildren();
   for (const series of answer.series) {
+    state.declared[series.collection] = series;
     select.add(new Option(series.collection, series.collection));
     const card = document.createElement("div");
     card.className = "series-card";
@@ -110,6 +117,7 @@ async function loadCatalog() {
     list.appendChild(card);
   }
   state.collection = select.value;
+  chartDefaults();
   $("y-rate").value = answer.series.length ? Math.round(answer.series[0].write_rate / 1.25) : "";
 }
 
@@ -117,6 +125,7 @@ async function loadSeries(fresh) {
   const answer = await call(fresh ? "api/series?fresh=1" : "api/series");
   $("series-as-of").textContent = answer.series.length ? `as of ${answer.series[0].as_of}` : "";
   for (const series of answer.series) {
+    state.facts[series.collection] = series;
     const card = document.querySelector(`.series-card[data-collection="${CSS.escape(series.collection)}"]`);
     const fact = (name, value) => { card.querySelector(`.fact-${name}`).textContent = value; };
     fact("ticks", series.count.toLocaleString("en"));
@@ -128,7 +137,20 @@ async function loadSeries(fresh) {
       }).join("; "));
     }
   }
+  chartDefaults();
   document.body.dataset.counted = "true";
+}
+
+// The chart form's price, by and where of the series shown, where they are empty and not typed
+// in: its first roll-up's (or first measure and key fields), and the series of its newest tick.
+function chartDefaults() {
+  const declared = state.declared[state.collection], facts = state.facts[state.collection];
+  const fill = (id, value) => { if (!$(id).value && !$(id).dataset.typed && value) $(id).value = value; };
+  if (declared) {
+    fill("c-price", declared.chart.price);
+    fill("c-by", declared.chart.by);
+  }
+  if (facts) fill("c-where", facts.chart_where);
 }
 
 // ---------------------------------------------------------------- query
@@ -226,7 +248,7 @@ async function drawBars() {
       low: rows.map((r) => r[at("low")]), close: rows.map((r) => r[at("close")]),
     }));
     const layout = {margin: {t: 20, r: 20, b: 40, l: 70}, xaxis: {rangeslider: {visible: false}}, uirevision: "bars"};
-    await Plotly.react("c-chart", traces, layout, {displaylogo: false, responsive: true});
+    await Plotly.react("c-chart", traces, layout, PLOT_CONFIG);
   } catch (error) {
     $("c-error").textContent = error.message;
   }
@@ -250,6 +272,8 @@ function startLive() {
   state.liveSeen = [];
   state.liveArrivals = {};
   state.liveDelays = [];
+  state.liveUpdate = {};
+  let updates = 0;
   const params = new URLSearchParams({collection: state.collection, where: $("l-where").value, limit: $("l-limit").value});
   const source = new EventSource(`api/live?${params}`);
   state.live = source;
@@ -267,8 +291,10 @@ function startLive() {
         seen.add(id);
         state.liveSeen.push(id);
         state.liveArrivals[id] = arrived * 1000;
+        state.liveUpdate[id] = updates;
       }
     }
+    updates += 1;
     const entered = new Set(update.entered);
     const rows = update.window.map((t) => ({__id: t.id, __cells: [t.timestamp, t.id, ...Object.values(t.data).map(text)]}));
     const columns = ["timestamp", "id", ...(update.window.length ? Object.keys(update.window[0].data) : [])];
@@ -336,12 +362,20 @@ document.addEventListener("DOMContentLoaded", async () => {
   $("collection").addEventListener("change", (event) => {
     state.collection = event.target.value;
     $("y-census").textContent = "";
+    for (const id of ["c-price", "c-by", "c-where"]) {
+      $(id).value = "";
+      delete $(id).dataset.typed;
+    }
+    chartDefaults();
   });
   $("query-form").addEventListener("submit", (event) => { event.preventDefault(); runQuery(false); });
   $("q-explain").addEventListener("click", explain);
   $("q-next").addEventListener("click", () => runQuery(true));
   $("q-cancel").addEventListener("click", cancelQuery);
   $("chart-form").addEventListener("submit", (event) => { event.preventDefault(); drawBars(); });
+  for (const id of ["c-price", "c-by", "c-where"]) {
+    $(id).addEventListener("input", () => { $(id).dataset.typed = "true"; });
+  }
   $("live-form").addEventListener("submit", (event) => { event.preventDefault(); startLive(); });
   $("l-stop").addEventListener("click", stopLive);
   $("series-refresh").addEventListener("click", () => loadSeries(true).catch((error) => {
@@ -356,5 +390,5 @@ document.addEventListener("DOMContentLoaded", async () => {
     $("series-error").textContent = error.message;
   }
   const chart = $("c-chart");
-  Plotly.newPlot(chart, [], {margin: {t: 20}}, {displaylogo: false}).then(() => chart.on("plotly_relayout", onZoom));
+  Plotly.newPlot(chart, [], {margin: {t: 20}}, PLOT_CONFIG).then(() => chart.on("plotly_relayout", onZoom));
 });
