@@ -9,8 +9,10 @@ otherwise into a temporary folder, so that a test run leaves the checkout as it 
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import os
+import shlex
 import shutil
 import tempfile
 import threading
@@ -32,6 +34,7 @@ from tests.cli import tsstore
 from tests.conftest import unique_database_id
 from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.console.app import Console, Series
+from tsstore.console.command import emulator_of
 from tsstore.console.forms import Reach
 from tsstore.console.server import Serving, bind, serve_in_thread
 from tsstore.declaration import load_declaration
@@ -421,12 +424,14 @@ def test_console_demo_is_one_command_that_serves_the_demos_day(emulator: Any, tm
 def test_the_console_serves_a_datastore_mode_series(datastore_emulator: Any) -> None:
     """On a ``datastore.Client`` the same views answer (the grid equals ``query_frame``); the
     live view says Datastore mode has no listeners, and the layout compares ``index.yaml``."""
-    client = datastore_emulator.datastore_client(database=unique_database_id("console-ds"))
+    database = unique_database_id("console-ds")
+    client = datastore_emulator.datastore_client(database=database)
     store = TimeSeriesStore(client, SPEC, write_options=WriteOptions(ramp=False))
     store.write(trading_day(400, day=DAY))
     declared = load_declaration("tsstore.demo:DECLARATION")
+    reach = Reach(database=database, mode="datastore", emulator=emulator_of(client))  # as the command makes it
     console = Console({SPEC.collection: Series(SPEC, store)}, "tsstore.demo:DECLARATION", "datastore", TOKEN,
-                      mode="datastore", files=ROOT / "indexes", declared=declared)  # fmt: skip
+                      mode="datastore", files=ROOT / "indexes", declared=declared, reach=reach)  # fmt: skip
     serving = serve_in_thread(console, bind("127.0.0.1", 0, allow_remote=False))
     base, token = serving.url.split("?")[0], {"X-Tsstore-Token": TOKEN}
 
@@ -445,6 +450,14 @@ def test_the_console_serves_a_datastore_mode_series(datastore_emulator: Any) -> 
         assert status == 200
         assert (grid_answer["columns"], [[shown(v) for v in row] for row in grid_answer["rows"]]) == frame_cells(
             store.query_frame(where={"symbol": "AAA"}, limit=50))  # fmt: skip
+        words = shlex.split(grid_answer["command"])  # the command as shown: the emulator's variable, --mode datastore
+        assert words[0] == f"DATASTORE_EMULATOR_HOST={datastore_emulator.address}" and "--mode" in words
+        ran = tsstore(*words[2:], "--format", "csv", env=dict([words[0].split("=", 1)]))
+        assert ran.returncode == 0, ran.stderr
+        printed = pd.read_csv(io.StringIO(ran.stdout), dtype=str, keep_default_na=False)
+        assert list(printed.columns) == grid_answer["columns"] and len(printed) == len(grid_answer["rows"]) > 0
+        at = [pd.Timestamp(row[0]) for row in grid_answer["rows"]]
+        assert [pd.Timestamp(t) for t in printed["timestamp"]] == at, "the command read other ticks"
         status, refused = asked("api/live?collection=instruments")
         assert status == 400 and "real-time listeners, which Datastore mode does not have" in refused["error"]
         status, layout = asked("api/layout?collection=instruments")

@@ -3,7 +3,8 @@ the page's requests with the public verbs only (query, explain, count, bars, wat
 shard_census, the capacity planner, the generated files' plans).
 
 Every request must carry the console's token (in the URL the console prints, then as a
-cookie); a request without it is refused (403). Nothing here writes to the database. A query
+cookie), name the console's address, and, for the JSON interface, come from the console's own
+page (:class:`Guard`); others are refused. Nothing here writes to the database. A query
 runs in a worker thread; when the page cancels it, the page's request is answered at once and
 the read in flight ends with its page (at most :data:`~tsstore.console.forms.MAX_PAGE` rows),
 unseen. Errors a person can fix (a bad filter, an undeclared field) come back as
@@ -52,7 +53,8 @@ from tsstore.ticks import Tick
 
 log = logging.getLogger(__name__)
 
-#: The cookie that carries the token after the first page load.
+#: The cookie that carries the token after the first page load, named with the console's port
+#: (``tsstore_console_8080``): cookies do not tell ports apart, so each console keeps its own.
 COOKIE = "tsstore_console"
 #: The bars one chart request may draw at most (each a point per series on the chart).
 MAX_BARS = 20_000
@@ -148,9 +150,10 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
 }
-#: The answers that only the console's own page may ask for: every one that is not a plain
-#: GET, and the live stream (it holds listeners open, billed per tick).
-_GUARDED_METHODS = frozenset({"GET", "HEAD"})
+#: The methods by which another page may still ask for the console's page and its files (a
+#: link to it, its scripts); any other method, and every ``/api/`` answer (a read is billed, the
+#: live stream holds listeners open), is for the console's own page only.
+_PLAIN_METHODS = frozenset({"GET", "HEAD"})
 
 
 class Guard:
@@ -208,7 +211,7 @@ class Guard:
             return JSONResponse({"error": "this console needs its token: open the address `tsstore console` printed "
                                           "(it ends in ?token=...)"}, status_code=403)  # fmt: skip
         origin, site = request.headers.get("origin"), request.headers.get("sec-fetch-site")
-        guarded = request.method not in _GUARDED_METHODS or request.url.path.startswith("/api/")
+        guarded = request.method not in _PLAIN_METHODS or request.url.path.startswith("/api/")
         if origin is not None and origin != f"http://{host}":
             return JSONResponse({"error": f"a page of {origin} may not use this console; only its own page "
                                           f"(http://{host}) may"}, status_code=403)  # fmt: skip

@@ -115,13 +115,22 @@ def _stores(declaration: str, declared: tuple[tuple[SeriesSpec, ...], tuple[Roll
         if demo:
             _write_demo(made[DEMO_SPEC.collection].store)
         reach = Reach(project=database.project, database=database.name, mode=database.mode,
-                      emulator=emulator_host(client))  # fmt: skip
+                      emulator=emulator_of(client))  # fmt: skip
         try:
             yield made, f"{database.mode} mode, database {database.name}" + (" (local)" if local else ""), reach
         finally:
             for series in made.values():
                 for store in (series.store, *series.rollup_stores.values()):
                     store.close()
+
+
+def emulator_of(client: Any) -> str | None:
+    """The ``host:port`` of the emulator ``client`` talks to, ``None`` for Google Cloud: a
+    Firestore client's, or a ``datastore.Client``'s, which says it only in its base URL."""
+    base = getattr(client, "base_url", None)
+    if isinstance(base, str) and base.startswith("http://"):
+        return base.removeprefix("http://")
+    return emulator_host(client)
 
 
 def _write_demo(store: TimeSeriesStore) -> None:
