@@ -246,11 +246,12 @@ def test_the_live_view_shows_every_tick_written_while_it_is_open_once(browser: w
     wait(page, lambda b: set(written) <= set(b.execute_script("return window.tsstoreConsole.liveSeen")))
     seen = page.execute_script("return window.tsstoreConsole.liveSeen")
     assert len(seen) == len(set(seen))  # none twice
-    # Delivered in the order written: no tick entered the page with an update before one written
-    # earlier did (ticks committed together may enter together), and the window shows them newest first.
+    # Delivered in the order written: no tick of a write entered the page with an update before a
+    # tick of an earlier write did (the ticks of one write, committed together, enter in any
+    # grouping: one listener, over the demo's 3 shards), and the window shows them newest first.
     update = page.execute_script("return window.tsstoreConsole.liveUpdate")
-    entered_with = [update[i] for i in written]
-    assert entered_with == sorted(entered_with), entered_with
+    writes = [[update[i] for i in written[k:k + 10]] for k in range(0, len(written), 10)]
+    assert all(max(earlier) <= min(later) for earlier, later in zip(writes, writes[1:])), writes
     head, rows = grid(page, "l-grid")
     shown_ids = [row[head.index("id")] for row in rows]
     assert [i for i in shown_ids if i in set(written)] == written[::-1]
