@@ -34,7 +34,8 @@ class Reach:
     emulator: str | None = None
 
     def words(self) -> list[str]:
-        """The environment (``VARIABLE=host:port``) and the options, as a shell takes them."""
+        """A ``tsstore query`` command's first words, as a shell takes them: the emulator's
+        variable (``FIRESTORE_EMULATOR_HOST=host:port``), the command, its options."""
         where = [f"{EMULATOR_VARIABLES[self.mode]}={self.emulator}"] if self.emulator else []
         options = ["--project", self.project] if self.project else []
         options += ["--database", self.database] + (["--mode", self.mode] if self.mode != "native" else [])
