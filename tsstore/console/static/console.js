@@ -133,7 +133,9 @@ async function loadSeries(fresh) {
     if (series.rollups.length) {
       fact("roll-ups", series.rollups.map((r) => {
         const span = series.covers[r.name];
-        return `${r.name} (${r.interval} bars in ${r.collection}; ${span ? `whole from ${span[0]} to ${span[1]}` : "not run yet"})`;
+        // a first run without since holds its bars whole from Firestore's earliest time (year 1)
+        const from = span && span[0].startsWith("0001-01-01") ? "the first tick" : span && span[0];
+        return `${r.name} (${r.interval} bars in ${r.collection}; ${span ? `whole from ${from} to ${span[1]}` : "not run yet"})`;
       }).join("; "));
     }
   }
