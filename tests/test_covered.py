@@ -376,7 +376,7 @@ def test_the_aggregate_command_answers_from_declared_rollups(tsstore_emulator: A
         "  [2026-03-02T09:31:00Z, 2026-03-02T11:05:00Z) from ticks_1min (1min bars)",
     ]
     refusals = {
-        ("--min", "price.micros"): "min come from stored roll-ups (Firestore aggregates only count, sum and avg)",
+        ("--min", "price.micros"): "--min come from stored roll-ups (Firestore aggregates only count, sum and avg)",
         ("--rollup", "nope"): "no roll-up 'nope' of 'ticks' is declared; declared: ticks_1min, ticks_1min_1h (or all)",
         ("--rollup", "all", "--where", "exchange=X1"): "exchange == 'X1' cannot be answered from bars",
         ("--explain",): "--explain says which roll-up answers which part of the range; give --rollup",

@@ -23,6 +23,7 @@ import pytest
 from google.cloud import firestore
 
 from tests.cli import Ran, subcommands, tsstore
+from tests.shared import mode_client, stored_ids
 from tsstore import (
     AsyncTimeSeriesStore,
     ConfigError,
@@ -702,3 +703,28 @@ def test_a_store_on_an_emulator_of_the_other_mode_names_both_modes(
             with pytest.raises(EmulatorError, match=re.escape(words)):
                 verb()
     client.close()
+
+
+@pytest.mark.parametrize("mode", ["native", "datastore"])
+def test_a_text_too_long_to_filter_on_is_refused_alike_in_both_modes_before_firestore(
+    request: pytest.FixtureRequest, uses_emulator: None, database_id: str, mode: str
+) -> None:
+    """Measured here: Firestore answers a filter on a text of 1 500 bytes or more with a raw
+    InvalidArgument (Native mode: "too large to be used in a query"; Datastore mode, over 1 500:
+    "longer than 1500 bytes"). Native mode stores a 2 000-byte text in an indexed field, and
+    Datastore mode stores it unindexed; no filter finds it in either. Both refuse it alike now:
+    the write rejects the record, the filter is refused before it is sent."""
+    client = mode_client(request, mode, database_id)
+    spec = SeriesSpec("long", key_fields=["symbol"], shapes=["symbol"], columns={"symbol": "string"})
+    store = TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False))
+    rejected: list[RecordError] = []
+    result = store.write([{"symbol": "s" * 2000, "timestamp": AT}, {"symbol": "A", "timestamp": AT}],
+                         on_reject=rejected.append)  # fmt: skip
+    assert result.created == 1 and [r.index for r in rejected] == [0], (result, rejected)
+    assert "field 'symbol' is 2001 bytes" in rejected[0].reason and "no filter would find" in rejected[0].reason
+    assert stored_ids(client, "long") == list(result.ids)
+    for where in ({"symbol": "s" * 2000}, [("symbol", "in", ["A", "s" * 1500])]):
+        with pytest.raises(QueryError, match="Firestore compares indexed values of at most 1500 bytes in a query"):
+            store.count(where=where)
+    assert store.count(where={"symbol": "s" * 1499}) == 0  # the longest text both modes take in a filter
+    assert store.count(where={"symbol": ["A", "s" * 1499]}) == 1

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tsstore import ConfigError, RecordError, SeriesSpec, TsstoreError
+from tsstore import ConfigError, QueryShape, RecordError, SeriesSpec, TsstoreError
 from tsstore.write.prepare import prepare_records
 
 UTC = dt.timezone.utc
@@ -65,6 +65,31 @@ def test_bad_records_are_refused_with_position_and_reason(record: dict[str, obje
     with pytest.raises(RecordError, match=message) as info:
         list(prepare_records(SPEC, [record]))
     assert isinstance(info.value, TsstoreError) and info.value.index == 0
+
+
+def test_a_text_no_filter_could_find_is_refused_in_a_field_a_shape_filters_on() -> None:
+    """Firestore compares at most 1 500 bytes of an indexed value in a query (a text counts its
+    UTF-8 bytes and one), so a longer one in a shape's field could never be found by its filter;
+    elsewhere in the tick it is stored as any value."""
+    spec = SeriesSpec("ticks", key_fields=["symbol"], shapes=["venue", QueryShape([], ranges=["note.text"])])
+    rejected: list[RecordError] = []
+    records = [tick(venue="v" * 1499), tick(venue="é" * 750), tick(note={"text": b"x" * 1501}), tick(memo="m" * 5000)]
+    kept = list(prepare_records(spec, records, on_reject=rejected.append))
+    assert [doc.index for doc in kept] == [0, 3]
+    assert [(r.index, r.reason) for r in rejected] == [
+        (1, "field 'venue' is 1501 bytes as Firestore counts a text (its UTF-8 bytes and one); a query shape filters "
+            "on it, and Firestore compares indexed values of at most 1500 bytes in a query, so no filter would find "
+            "this tick"),
+        (2, "field 'note.text' is 1501 bytes; a query shape filters on it, and Firestore compares indexed values of "
+            "at most 1500 bytes in a query, so no filter would find this tick"),
+    ]  # fmt: skip
+
+
+def test_options_are_refused_when_the_write_is_asked_for_not_at_its_first_record() -> None:
+    for options, words in (({"naive": 5}, "naive=5"), ({"on_duplicate": "merge"}, "on_duplicate='merge'"),
+                           ({"skip_first": -1}, "skip_first=-1"), ({"skip_first": "2"}, "skip_first='2'")):  # fmt: skip
+        with pytest.raises(ConfigError, match=words):
+            prepare_records(SPEC, [tick()], **options)  # type: ignore[arg-type]
 
 
 def test_refusal_names_the_position_of_the_bad_record() -> None:

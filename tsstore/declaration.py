@@ -84,7 +84,7 @@ def _from_file(path: Path) -> tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]]:
     specs = []
     for i, item in enumerate(series):
         try:
-            specs.append(spec_from_mapping(item))
+            specs.append(spec_from_mapping(item, source=str(path)))
         except SpecError as exc:
             raise SpecError(f"{path}: series[{i}]: {exc}") from None
     tables = data.get("rollup", [])

@@ -9,6 +9,7 @@ the frame builder and the index generator all read this one frozen object.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -310,6 +311,9 @@ class SeriesSpec:
     #: which sets it on its own spec), so that a store on its bars can read what they are made
     #: of; ``None`` for ticks. Not part of the declaration: equal specs may differ in it.
     rollup: Any = field(default=None, init=False, compare=False, repr=False)
+    #: The file the declaration was read from (``None``: written in Python), so advice names
+    #: what to edit there; set by :func:`spec_from_mapping`, never compared.
+    declared_in: str | None = field(default=None, init=False, compare=False, repr=False)
 
     def __init__(
         self,
@@ -412,6 +416,43 @@ class SeriesSpec:
                     f"{verb}: {what} {name!r} is not a field of {self.collection!r} "
                     f"(declared: {', '.join(sorted(known))})"
                 )
+
+    def check_columns(self, names: Iterable[str], *, option: str = "columns") -> None:
+        """Refuse, before any read, a column a declaration with ``columns`` does not name (a
+        misspelt column would read as missing in every tick): a declared field, the shard
+        field, a map holding declared fields, or a field inside a declared one.
+
+        - ``names``: the column names asked for
+        - ``option``: the option as the refusal names it (``"--columns"`` on the command line)"""
+        if not self.columns:
+            return
+        declared = self.declared_fields
+        known = declared | {self.shard_field}
+        unknown = [
+            name for name in names
+            if name not in known and not any(k.startswith(f"{name}.") or name.startswith(f"{k}.") for k in known)
+        ]  # fmt: skip
+        if unknown:
+            raise QueryError(
+                f"{option} {', '.join(unknown)}: not declared in {self.collection!r} "
+                f"(declared: {', '.join(sorted(declared))})"
+            )
+
+    def shape_advice(self, fields: Iterable[str], ranges: Iterable[str] = ()) -> str:
+        """How to declare the query shape of ``fields`` (and range fields ``ranges``) where this
+        declaration was written: a :class:`QueryShape` in Python, an entry of the series'
+        ``shapes`` in the TOML or JSON file it came from (:attr:`declared_in`).
+
+        - ``fields``: the shape's equality fields
+        - ``ranges``: the shape's range fields"""
+        equal, ranged = sorted(fields), sorted(ranges)
+        if self.declared_in is None:
+            return f"QueryShape({equal!r}" + (f", ranges={ranged!r}" if ranged else "") + ") in the SeriesSpec"
+        if self.declared_in.endswith(".json"):
+            entry = json.dumps({"fields": equal, **({"ranges": ranged} if ranged else {})})
+            return f'{entry} in the "shapes" list of series {self.collection!r} in {self.declared_in}'
+        entry = "{ fields = " + json.dumps(equal) + (f", ranges = {json.dumps(ranged)}" if ranged else "") + " }"
+        return f"{entry} in the shapes = [...] line of series {self.collection!r} in {self.declared_in}"
 
     @property
     def series_shapes(self) -> tuple[QueryShape, ...]:
@@ -640,13 +681,21 @@ _SPEC_KEYS = (
 _SHAPE_KEYS = ("fields", "directions", "ranges", "series_rate")
 
 
-def spec_from_mapping(data: Mapping[str, object]) -> SeriesSpec:
+def spec_from_mapping(data: Mapping[str, object], *, source: str | None = None) -> SeriesSpec:
     """A spec from plain data (a TOML or JSON table), for declarations kept in files.
 
     Keys are the ``SeriesSpec`` options, plus ``writes_per_second`` instead of ``shards``.
     A shape is a field name, a list of field names, or ``{fields = [...], directions = [...],
     ranges = [...], series_rate = N}`` (see :class:`QueryShape`).
+
+    - ``source``: the file the table was read from (the spec's :attr:`~SeriesSpec.declared_in`)
     """
+    spec = _spec_of(data)
+    object.__setattr__(spec, "declared_in", source)
+    return spec
+
+
+def _spec_of(data: Mapping[str, object]) -> SeriesSpec:
     if not isinstance(data, Mapping):
         raise SpecError(f"a series declaration must be a table, got {type(data).__name__}")
     unknown = sorted(set(data) - set(_SPEC_KEYS))

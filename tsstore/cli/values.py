@@ -140,17 +140,13 @@ def parse_columns(
     columns: str | None, *, spec: SeriesSpec | None = None, option: str = "--columns"
 ) -> list[str] | None:
     """``--columns a,b`` (or the ``option`` named) as a list of field names (``None``: every
-    field). When the declaration lists its columns, a name it does not know is refused."""
+    field). When the declaration lists its columns, a name it does not know is refused
+    (:meth:`~tsstore.spec.SeriesSpec.check_columns`, as the library refuses it)."""
     if not columns:
         return None
     names = [c.strip() for c in columns.split(",") if c.strip()]
-    if spec is not None and spec.columns:
-        known = {*dict(spec.columns), *spec.key_fields, spec.timestamp_field, *spec.measures,
-                 *(f for shape in spec.shapes for f in shape.fields)}  # fmt: skip
-        unknown = [n for n in names if n not in known]
-        if unknown:
-            raise usage(f"{option} {', '.join(unknown)}: not declared in {spec.collection!r} "
-                        f"(declared: {', '.join(sorted(known))})")  # fmt: skip
+    if spec is not None:
+        spec.check_columns(names, option=option)  # the library's own check, worded with the option
     return names
 
 

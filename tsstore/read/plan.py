@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Unpack
 
-from tsstore.errors import QueryError, SpecError
+from tsstore.errors import CursorError, QueryError, SpecError
 from tsstore.indexes.build import CompositeIndex, after_timestamp, required_index, shape_index
-from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_QUERY_LIMIT
+from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_INDEXED_VALUE_BYTES, MAX_QUERY_LIMIT, indexed_size
 from tsstore.read.cost import bills_index_entries, range_fields
 from tsstore.read.query import Query, QueryOptions, Where
 from tsstore.spec import Direction, QueryShape, SeriesSpec, check_field_path
@@ -142,8 +142,9 @@ class QueryPlan:
 
 
 def normalize_where(where: Where) -> tuple[Filter, ...]:
-    """Turn a mapping (``{field: value}``; a list or tuple value means ``in``) or a sequence of
-    ``(field, op, value)`` triples into filters, validating operators and ``in`` lists.
+    """Turn a mapping (``{field: value}``; a list or set value means ``in``) or a sequence of
+    ``(field, op, value)`` triples into filters, validating operators, ``in`` lists and the
+    size of each value (Firestore compares at most :data:`~tsstore.limits.MAX_INDEXED_VALUE_BYTES`).
     A field takes one equality or ``in`` filter, or any number of range conditions (at most
     one ``!=`` in the query, as Firestore allows)."""
     filters: list[Filter] = []
@@ -157,7 +158,9 @@ def normalize_where(where: Where) -> tuple[Filter, ...]:
                 "(range conditions may repeat a field, equality may not join them)"
             )
         (equal if op in EQUALITY_OPERATORS else ranged).add(field)
-        filters.append(Filter(field, "in", _in_values(field, value)) if op == "in" else _compared(field, op, value))
+        made = Filter(field, "in", _in_values(field, value)) if op == "in" else _compared(field, op, value)
+        _check_sizes(made)
+        filters.append(made)
     if sum(f.op == "!=" for f in filters) > 1:
         raise QueryError("Firestore allows one '!=' filter per query; keep one and filter the rest after reading")
     return tuple(sorted(filters, key=lambda f: (f.field, f.op, repr(f.values))))
@@ -167,8 +170,19 @@ def _triples(where: Where) -> list[tuple[str, str, Any]]:
     """``where`` as ``(field, operator, value)`` triples (a mapping's list value means ``in``)."""
     if where is None:
         return []
+    if isinstance(where, (str, bytes)) or not isinstance(where, (Mapping, Iterable)):
+        raise QueryError(
+            f"where={where!r} is not allowed; give a mapping {{field: value}} or a list of (field, op, value) triples"
+        )
     if isinstance(where, Mapping):
-        return [(k, "in" if isinstance(v, (list, tuple, set, frozenset)) else "==", v) for k, v in where.items()]
+        for k, v in where.items():
+            if isinstance(v, tuple):
+                raise QueryError(
+                    f"where={{{k!r}: {v!r}}}: a tuple in a where mapping could be an operator and a value or "
+                    f"the values of 'in'; write [({k!r}, op, value)] for a condition, or a list for 'in' "
+                    f"({{{k!r}: {list(v)!r}}})"
+                )
+        return [(k, "in" if isinstance(v, (list, set, frozenset)) else "==", v) for k, v in where.items()]
     triples = []
     for item in where:
         if not isinstance(item, (tuple, list)) or len(item) != 3:
@@ -201,6 +215,20 @@ def _in_values(field: str, value: object) -> tuple[Any, ...]:
     return values
 
 
+def _check_sizes(f: Filter) -> None:
+    """Refuse a text or bytes value larger than Firestore compares in a query (it refuses the
+    query in both database modes), naming the field and the size."""
+    for value in f.values:
+        size = indexed_size(value)
+        if size is not None and size > MAX_INDEXED_VALUE_BYTES:
+            counted = "as Firestore counts a text (its UTF-8 bytes and one)" if isinstance(value, str) else "long"
+            raise QueryError(
+                f"filter on {f.field!r}: the {type(value).__name__} value {value!r:.30}... is {size} bytes {counted}; "
+                f"Firestore compares indexed values of at most {MAX_INDEXED_VALUE_BYTES} bytes in a query, so no "
+                "filter finds a longer one"
+            )
+
+
 def _compared(field: str, op: str, value: Any) -> Filter:
     """An equality or range filter: a range condition compares with one value, never a list,
     a map, null (but ``!= None``) or NaN."""
@@ -213,6 +241,23 @@ def _compared(field: str, op: str, value: Any) -> Filter:
             f"{field} {op} nan: Firestore takes no NaN as a range bound (NaN orders before every number); give a number"
         )
     return Filter(field, op, (value,))
+
+
+def check_own_fields(spec: SeriesSpec, filters: Iterable[Filter]) -> None:
+    """Refuse a filter on the fields tsstore fills itself: the shard (the planner chooses the
+    shard values a read covers) and the timestamp (a read's range is ``start``/``end``)."""
+    for f in filters:
+        if f.field == spec.shard_field:
+            raise QueryError(
+                f"filter {f.describe()}: {f.field!r} is tsstore's shard field, chosen by tsstore when it writes; "
+                "the query planner already covers every shard value of the declaration, so filter on the "
+                "series' own fields (store.shard_census() counts the ticks per shard value)"
+            )
+        if f.field == spec.timestamp_field:
+            raise QueryError(
+                f"filter {f.describe()}: {f.field!r} is the series' time field; give the time range as start= "
+                "(inclusive) and end= (exclusive) instead"
+            )
 
 
 #: What a value of each declared column type is in Python (``object``: anything).
@@ -289,18 +334,17 @@ def check_index(
     unknown = sorted((set(key) | set(ranged)) - spec.filter_fields)
     if unknown:
         declared = sorted(spec.filter_fields) or "none"
-        wanted = f"QueryShape({list(key)!r}" + (f", ranges={list(ranged)!r}" if ranged else "") + ")"
         index = required_index(spec, key, direction, ranges=ranged)
         raise QueryError(
             f"filter on undeclared field(s) {unknown!r}; fields declared in query shapes: {declared}. Declare "
-            f"{wanted} in the SeriesSpec (Firestore serves it with the composite index {index.describe()}), "
+            f"{spec.shape_advice(key, ranged)} (Firestore serves it with the composite index {index.describe()}), "
             "regenerate the indexes and deploy them"
         )
     unranged = sorted(set(ranged) - {f for shape in spec.shapes for f in shape.ranges})
     if unranged:
         raise QueryError(
             f"range condition on {unranged!r}: no query shape declares {'it' if len(unranged) == 1 else 'them'} "
-            f"in its ranges; declare e.g. QueryShape({list(key)!r}, ranges={list(ranged)!r}), regenerate the "
+            f"in its ranges; declare e.g. {spec.shape_advice(key, ranged)}, regenerate the "
             "indexes and deploy them (the index holds range fields after the timestamp)"
         )
     for shape in spec.all_shapes():
@@ -344,6 +388,7 @@ def plan_query(
     """
     q = Query.of(query, options)
     every = normalize_where(q.where)
+    check_own_fields(spec, every)
     check_value_types(spec, every)
     filters = tuple(f for f in every if not f.is_range)
     ranges = tuple(f for f in every if f.is_range)
@@ -353,6 +398,7 @@ def plan_query(
         raise QueryError(str(exc)) from None
     index, shape = check_index(spec, (f.field for f in filters), direction, ranges=(f.field for f in ranges))
     start, end = time_range(q.start, q.end)
+    _check_run_options(q)
     size = chunk_size(filters) if max_chunk is None else max(1, min(chunk_size(filters), max_chunk))
     shards, skipped = spec.shards_from(start)
     return QueryPlan(
@@ -384,6 +430,19 @@ def time_range(start: object, end: object) -> tuple[dt.datetime | None, dt.datet
     return start_t, end_t
 
 
+def _check_run_options(q: Query) -> None:
+    """Refuse a ``read_time`` that is not an aware time and a ``cursor`` that is not text,
+    before anything is read (a cursor's content is checked against the plan when read)."""
+    read_time = q.read_time
+    if read_time is not None and (not isinstance(read_time, dt.datetime) or read_time.utcoffset() is None):
+        raise QueryError(
+            f"read_time {read_time!r} is not allowed; give a timezone-aware datetime within the last hour "
+            "(seven days with point-in-time recovery), or None"
+        )
+    if q.cursor is not None and not isinstance(q.cursor, str):
+        raise CursorError(f"cursor {q.cursor!r} is not allowed; give the cursor text of a page (page.cursor), or None")
+
+
 def _checked_limit(limit: object) -> int | None:
     if limit is not None and (
         isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= MAX_QUERY_LIMIT
@@ -401,6 +460,8 @@ def _projection(
     always read (the merge and the cursor need them), then the columns asked for."""
     if columns is None:
         return None
+    if not isinstance(columns, Iterable):
+        raise QueryError(f"columns={columns!r} is not allowed; give a list of field names, or None for every field")
     cols = []
     for c in (columns,) if isinstance(columns, str) else columns:
         try:

@@ -16,8 +16,8 @@ from tsstore.errors import QueryError
 from tsstore.spec import Direction
 from tsstore.times import TimeLike
 
-#: Filters on declared fields: ``{field: value}`` (a list, tuple or set value means ``in``)
-#: or ``(field, op, value)`` triples with op ``==``, ``in``, or a range condition (``<``,
+#: Filters on declared fields: ``{field: value}`` (a list or set value means ``in``; a tuple,
+#: which could be an operator pair, is refused) or ``(field, op, value)`` triples with op ``==``, ``in``, or a range condition (``<``,
 #: ``<=``, ``>``, ``>=``, ``!=``) on a shape's declared ``ranges``.
 Where = Mapping[str, Any] | Iterable[tuple[str, str, Any]] | None
 
@@ -72,15 +72,16 @@ FIELDS = frozenset(f.name for f in dataclasses.fields(Query))
 OPTION_HELP = {
     "query": "a :class:`Query` holding the options below; an option given by keyword beside it replaces "
     "the query's own",
-    "where": "filters on declared fields: ``{field: value}`` (a list, tuple or set value means ``in``) or "
-    "``(field, op, value)`` triples, ``op`` one of ``==``, ``in``, or a range condition on a shape's "
-    "declared ``ranges``",
+    "where": "filters on declared fields: ``{field: value}`` (a list or set value means ``in``; a tuple is "
+    "refused) or ``(field, op, value)`` triples, ``op`` one of ``==``, ``in``, or a range condition on a shape's "
+    "declared ``ranges``; a text or bytes value may be at most 1 500 bytes as Firestore counts it",
     "start": "the first instant of the range (inclusive): a tz-aware ``datetime``, an ISO 8601 text, or "
     "a ``pandas.Timestamp``; ``None``: from the oldest tick",
     "end": "the instant the range stops before (exclusive), given like ``start``; ``None``: up to the newest tick",
     "direction": "``\"desc\"`` (newest first, the default) or ``\"asc\"``, or a :class:`Direction`",
     "limit": "at most this many ticks (a page, with a ``cursor`` to continue); ``None``: all of them",
-    "columns": "the fields to read (a map's name brings its leaves); ``None``: every field",
+    "columns": "the fields to read (a map's name brings its leaves; with declared ``columns``, a field the "
+    "declaration does not name is refused); ``None``: every field",
     "cursor": "where a previous page stopped (its ``cursor``): continue after it",
     "read_time": "read at this snapshot (a tz-aware ``datetime`` within the last hour); ``None``: one "
     "snapshot the read takes when it starts",

@@ -76,7 +76,7 @@ class Verbs:
         :class:`~tsstore.read.query.Query`, or its fields as keyword options: ``where``,
         ``start`` (inclusive), ``end`` (exclusive), ``direction``, ``limit``, ``columns``,
         ``cursor``, ``read_time``."""
-        return plan_query(self.seat.spec, query, **options)
+        return reading.planned(self.seat, query, options)
 
     def explain(self, query: Query | None = None, /, **options: Unpack[QueryOptions]) -> Explanation:
         """What a query would send and cost, without touching Firestore: its chunk queries,

@@ -64,11 +64,11 @@ def aggregate(
         asked = {"sum": sum, "avg": avg, "min": min, "max": max, "std": std}
         selection, plan = covered_selection(seat, bounds, rollups, count=count, asked=asked)
         return (yield from covered_aggregate(seat, selection, plan, cost))
-    spread = [kind for kind, fields in (("min", min), ("max", max), ("std", std)) if tuple(fields)]
+    spread = [f"{kind}={list(fields)!r}" for kind, fields in (("min", min), ("max", max), ("std", std)) if tuple(fields)]
     if spread:
         raise QueryError(
-            f"{', '.join(spread)} come from stored roll-ups (Firestore aggregates only count, sum and avg): give "
-            "rollups=[...] of this series"
+            f"aggregate: {', '.join(spread)} come from stored roll-ups (Firestore aggregates only count, sum and avg): "
+            "give rollups=[...] of this series"
         )
     plan = oldest_first(seat.spec, bounds)  # the direction the measures' indexes are declared in
     checked = AggregateSelection.checked(seat.spec, count=count, sum=sum, avg=avg)
@@ -111,6 +111,10 @@ def covered_selection(
     """The aggregate from roll-ups, checked, and the plan of its range on the ticks."""
     if isinstance(rollups, Rollup):
         rollups = [rollups]
+    elif isinstance(rollups, (str, bytes)) or not isinstance(rollups, Iterable):
+        raise QueryError(
+            f"rollups={rollups!r} is not allowed; give the Rollup declarations of this series (e.g. [BARS_1H])"
+        )
     fields = {kind: field_names(names, kind) for kind, names in asked.items()}
     plan = oldest_first(seat.spec, bounds)
     return CoveredSelection.checked(seat.spec, rollups, plan.filters, count=count, asked=fields), plan

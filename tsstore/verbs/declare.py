@@ -15,7 +15,7 @@ import functools
 import inspect
 import types
 import typing
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
@@ -177,6 +177,8 @@ class _Declared(Generic[P, R]):
         for name, value in kwargs.items():
             if params[name].annotation in ("bool", bool) and not isinstance(value, bool):
                 raise QueryError(f"{self.__name__}: {name}={value!r} is not allowed; give True or False")
+            if value is not None:
+                self._check_kind(name, str(params[name].annotation), value)
         positional = [p for p in params.values() if p.kind is inspect.Parameter.POSITIONAL_ONLY]
         for param, value in zip(positional, args):
             if "Query" in str(param.annotation) and value is not None and not isinstance(value, Query):
@@ -184,6 +186,21 @@ class _Declared(Generic[P, R]):
                     f"{self.__name__}: the {param.name} query must be a tsstore.Query (e.g. Query(where=...)), "
                     f"got {type(value).__name__} {value!r}; or give its fields as keywords"
                 )
+
+    def _check_kind(self, name: str, annotation: str, value: object) -> None:
+        """Refuse, before any read or write, a value of another kind than the option takes
+        where using it would fail later with Python's own error: a ``ReadStats``, a function,
+        a list of field names."""
+        wanted = None
+        if "ReadStats" in annotation and not isinstance(value, ReadStats):
+            wanted = "a tsstore.read.cost.ReadStats (the verb adds its cost to it)"
+        elif "Callable" in annotation and not callable(value):
+            wanted = "a function"
+        elif ("Iterable[str]" in annotation or "Sequence[str]" in annotation) and not isinstance(value, Iterable):
+            wanted = "a list of field names"
+        if wanted is not None:
+            unset = ", or None" if "None" in annotation else ""
+            raise QueryError(f"{self.__name__}: {name}={value!r} is not allowed; give {wanted}{unset}")
 
     def _get(self, store: Any, owner: type, bind: Callable[[Any], Callable[..., Any]]) -> Any:
         """What ``store.<verb>`` is: the class's view without a store; else ``bind(store)``,

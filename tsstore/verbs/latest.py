@@ -41,6 +41,8 @@ def latest(
     ``by`` must be a declared query shape's field (newest first). One limit-1 query per
     series and shard chunk (per series, for a series shape), all concurrent at one snapshot
     (see :mod:`tsstore.analytics.latest`)."""
+    if columns is not None:  # the columns query() would refuse
+        seat.spec.check_columns((columns,) if isinstance(columns, str) else columns)
     options = given(where=where, end=end, columns=columns, read_time=read_time, before=before)
     request = LatestRequest.planned(
         seat.spec, lambda q: plan_query(seat.spec, q), by=by, values=values, query=query, options=options

@@ -82,7 +82,7 @@ def query(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOpti
     snapshot (several chunks, or a ``read_time``) passes it on in its cursor: the pages of
     a walk read the collection as its first page saw it (a new snapshot after a pause of
     more than 30 s or a walk of 50 minutes)."""
-    plan = plan_query(seat.spec, query, **options)
+    plan = planned(seat, query, options)
     stats = ReadStats()
     if plan.limit is None:
         ticks = yield Collect((yield from read(seat, plan, stats)))
@@ -97,7 +97,7 @@ def iter_ticks(seat: Seat, query: Query | None = None, /, **options: Unpack[Quer
     """Every matching tick, lazily, in time order: one streaming query per chunk, all at one
     snapshot, merged as they arrive (a ``limit`` up to the store's page size is read as one
     lean page instead). The stream's ``stats`` say what it has cost so far."""
-    plan = plan_query(seat.spec, query, **options)
+    plan = planned(seat, query, options)
     stats = ReadStats()
     return Reading(read(seat, plan, stats), stats, seat.spec)
 
@@ -105,7 +105,7 @@ def iter_ticks(seat: Seat, query: Query | None = None, /, **options: Unpack[Quer
 def query_frame(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOptions]) -> Request[pd.DataFrame]:
     """The query's ticks as one DataFrame (see :mod:`tsstore.frames` for the schema), built
     as they stream."""
-    plan = plan_query(seat.spec, query, **options)
+    plan = planned(seat, query, options)
     builder = FrameBuilder(seat.spec, columns=plan.columns)
     yield Feed((yield from read(seat, plan, ReadStats())), builder)
     return builder.frame()
@@ -115,7 +115,7 @@ def query_table(seat: Seat, query: Query | None = None, /, **options: Unpack[Que
     """The query's ticks as one Arrow table: :meth:`query_frame`'s columns, values and order,
     with the timestamp as the first column (see :meth:`tsstore.frames.FrameBuilder.table`),
     built from the same decoded columns without a DataFrame in between."""
-    plan = plan_query(seat.spec, query, **options)
+    plan = planned(seat, query, options)
     builder = FrameBuilder(seat.spec, columns=plan.columns)
     yield Feed((yield from read(seat, plan, ReadStats())), builder)
     return builder.table()
@@ -133,7 +133,7 @@ def stream_frames(
     """The query's ticks as DataFrames of at most ``rows`` rows, streamed so memory stays
     bounded by about one frame plus what gRPC buffers per chunk."""
     check_frame_rows(rows)
-    plan = plan_query(seat.spec, query, **options)
+    plan = planned(seat, query, options)
     stats = ReadStats()
     return Reading(read(seat, plan, stats), stats, seat.spec, rows=rows, columns=plan.columns)
 
@@ -145,7 +145,7 @@ def stream_batches(
     :meth:`query_table`), streamed as :meth:`stream_frames` streams DataFrames. Batches of one
     read may differ in the columns that ticks of only some batches hold."""
     check_frame_rows(rows)
-    plan = plan_query(seat.spec, query, **options)
+    plan = planned(seat, query, options)
     stats = ReadStats()
     return Reading(read(seat, plan, stats), stats, seat.spec, rows=rows, columns=plan.columns, arrow=True)
 
@@ -194,6 +194,16 @@ def count(
 
 
 # ---------------------------------------------------------------------------- shared steps
+
+
+def planned(seat: Seat, query: Query | None, options: QueryOptions) -> QueryPlan:
+    """The plan of a verb's query, its ``columns`` checked against the declaration
+    (:meth:`~tsstore.spec.SeriesSpec.check_columns`, the command line's check too)."""
+    plan = plan_query(seat.spec, query, **options)
+    if plan.columns is not None:
+        seat.spec.check_columns(plan.columns)
+    return plan
+
 
 
 def read(seat: Seat, plan: QueryPlan, stats: ReadStats) -> Request[TickRead]:

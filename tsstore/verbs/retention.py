@@ -83,12 +83,12 @@ def purge(
     time bound."""
     bounds = _purge_bounds(Query.of(query, given(where=where, start=start, end=end)), before)
     declared = _declared_rollups(rollups, seat.spec)
+    plan = oldest_first(seat.spec, bounds.replace(columns=()))  # a bad bound is refused before any read
     documents = yield from source_rollups(seat)  # read once: checked, then told
     if correct:
         _warn_purged(documents, bounds)
     if not past_rollups and not correct:
         yield from _check_tiers(seat, documents, declared, bounds)
-    plan = oldest_first(seat.spec, bounds.replace(columns=()))
     matched = yield from count(seat, bounds)
     if dry_run:
         return PurgeResult(matched=matched, deleted=0, dry_run=True)

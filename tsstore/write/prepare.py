@@ -19,7 +19,14 @@ from google.cloud.firestore_v1 import GeoPoint
 from google.cloud.firestore_v1.vector import Vector
 
 from tsstore.errors import ConfigError, RecordError
-from tsstore.limits import MAX_DOCUMENT_BYTES, MAX_FIELD_DEPTH, MAX_INT64, MIN_INT64
+from tsstore.limits import (
+    MAX_DOCUMENT_BYTES,
+    MAX_FIELD_DEPTH,
+    MAX_INDEXED_VALUE_BYTES,
+    MAX_INT64,
+    MIN_INT64,
+    indexed_size,
+)
 from tsstore.spec import DuplicatePolicy, SeriesSpec, check_policy
 from tsstore.times import NaivePolicy, naive_zone, to_utc
 from tsstore.write.identity import (
@@ -90,16 +97,33 @@ def prepare_records(
     written by an earlier run: they are numbered like the rest but not yielded, and their
     errors are not reported again.
     """
-    check_naive(naive)
+    check_naive(naive)  # the options are checked when called, before any record is taken
     try:
         policy = check_policy(on_duplicate)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    if isinstance(skip_first, bool) or not isinstance(skip_first, int) or skip_first < 0:
+        raise ConfigError(
+            f"skip_first={skip_first!r} is not allowed; give how many records an earlier run wrote (0 or more)"
+        )
+    return _prepared(spec, records, naive, policy, on_reject, skip_first)
+
+
+def _prepared(
+    spec: SeriesSpec,
+    records: Iterable[Mapping[str, Any]],
+    naive: NaivePolicy,
+    policy: DuplicatePolicy,
+    on_reject: Callable[[RecordError], None] | None,
+    skip_first: int,
+) -> Iterator[PreparedDoc]:
+    """:func:`prepare_records`' documents, its options checked."""
     repeats = Repeats()
     ts_path = spec.timestamp_field.split(".")
     shard_path = spec.shard_field.split(".")
     expire_path = spec.expire_field.split(".")
     key_paths = [k.split(".") for k in spec.key_fields]
+    filtered = [(name, name.split(".")) for name in sorted(spec.filter_fields)]
     shards = spec.shards
     allowed_shards = frozenset(shards)
     name_bytes = _name_overhead(spec.collection)
@@ -136,6 +160,8 @@ def prepare_records(
                 f"shard field {spec.shard_field!r} is {shard!r}, not one of the spec's shard values "
                 f"{list(shards)[:10]}{'…' if len(shards) > 10 else ''}; leave it unset and tsstore assigns one",
             )
+        for name, path in filtered:
+            _check_filterable(index, name, _get(data, path))
         if key_paths:
             key = []
             for path, name in zip(key_paths, spec.key_fields):
@@ -185,6 +211,22 @@ def prepare_records(
             continue
         if index >= skip_first:
             yield doc
+
+
+def _check_filterable(index: int, name: str, value: Any) -> None:
+    """Refuse a text or bytes value of a field a query shape filters on that is larger than
+    Firestore compares in a query: no filter would ever find the tick (Native mode indexes its
+    first bytes, Datastore mode stores it unindexed; both refuse the filter)."""
+    if not isinstance(value, (str, bytes)) or len(value) * 4 < MAX_INDEXED_VALUE_BYTES:
+        return  # a character is at most 4 bytes: only a long value is measured
+    size = indexed_size(value)
+    if size is not None and size > MAX_INDEXED_VALUE_BYTES:
+        counted = " as Firestore counts a text (its UTF-8 bytes and one)" if isinstance(value, str) else ""
+        raise RecordError(
+            index,
+            f"field {name!r} is {size} bytes{counted}; a query shape filters on it, and Firestore compares "
+            f"indexed values of at most {MAX_INDEXED_VALUE_BYTES} bytes in a query, so no filter would find this tick",
+        )
 
 
 class _Bad(Exception):
