@@ -198,10 +198,12 @@ def count(
 
 def planned(seat: Seat, query: Query | None, options: QueryOptions) -> QueryPlan:
     """The plan of a verb's query, its ``columns`` checked against the declaration
-    (:meth:`~tsstore.spec.SeriesSpec.check_columns`, the command line's check too)."""
+    (:meth:`~tsstore.spec.SeriesSpec.check_columns`, the command line's check too) and its
+    ``cursor`` against the query (:func:`~tsstore.read.cursor.decode_cursor`)."""
     plan = plan_query(seat.spec, query, **options)
     if plan.columns is not None:
         seat.spec.check_columns(plan.columns)
+    start_after(plan)
     return plan
 
 
