@@ -168,3 +168,20 @@ def test_the_census_has_a_wrong_value_for_every_option_and_counts_its_doors() ->
     every = {option for verb in VERBS for option in options_of(verb)}
     assert every <= set(WRONG_TYPE), every - set(WRONG_TYPE)
     assert (len(VERBS), len(DOORS)) == (18, 302)
+
+
+def test_the_library_and_the_command_line_check_columns_with_one_check() -> None:
+    """A declared field, a map holding declared fields, tsstore's shard and expiry fields are
+    columns; a name the declaration does not know is refused in the same words, the command
+    line naming its option."""
+    from tsstore.cli.values import parse_columns
+
+    spec = SeriesSpec("t", columns={"symbol": "string", "price.micros": "Int64"}, expire_after=dt.timedelta(days=1))
+    spec.check_columns(["symbol", "price", "price.micros", "shard", "expireAt"])
+    declared = r"not declared in 't' \(declared: price.micros, symbol, timestamp\)$"
+    with pytest.raises(UsageError, match=rf"^columns nosuch: {declared}"):
+        spec.check_columns(["symbol", "nosuch"])
+    with pytest.raises(UsageError, match=rf"^--columns nosuch: {declared}"):
+        parse_columns("symbol,nosuch", spec=spec)
+    with pytest.raises(UsageError, match=r"^columns expireAt: not declared"):
+        SeriesSpec("t", columns={"symbol": "string"}).check_columns(["expireAt"])  # no expiry declared

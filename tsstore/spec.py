@@ -420,14 +420,15 @@ class SeriesSpec:
     def check_columns(self, names: Iterable[str], *, option: str = "columns") -> None:
         """Refuse, before any read, a column a declaration with ``columns`` does not name (a
         misspelt column would read as missing in every tick): a declared field, the shard
-        field, a map holding declared fields, or a field inside a declared one.
+        field, the expiry field (with ``expire_after``), a map holding declared fields, or a
+        field inside a declared one.
 
         - ``names``: the column names asked for
         - ``option``: the option as the refusal names it (``"--columns"`` on the command line)"""
         if not self.columns:
             return
         declared = self.declared_fields
-        known = declared | {self.shard_field}
+        known = declared | {self.shard_field} | ({self.expire_field} if self.expire_after is not None else set())
         unknown = [
             name for name in names
             if name not in known and not any(k.startswith(f"{name}.") or name.startswith(f"{k}.") for k in known)
