@@ -175,9 +175,11 @@ RANGED = SeriesSpec(
         ({"where": [("exchange", "==")]}, r"is not a \(field, operator, value\) triple"),
         ({"columns": ["bad field"]}, r"column 'bad field' is not a valid field path"),
         # values Firestore refuses in a filter (a text counts its UTF-8 bytes and one): named before sending
-        ({"where": {"exchange": "é" * 750}}, r"^filter on 'exchange': the str value 'ééé.* is 1501 bytes as Firestore "
-                                             r"counts a text .*at most 1500 bytes in a query, so no filter finds"),
-        ({"where": [("exchange", "in", ["A", b"x" * 1501])]}, r"filter on 'exchange': the bytes value .* 1501 bytes long"),
+        ({"where": {"exchange": "é" * 750}},
+         r"^filter on 'exchange': the str value 'ééé.* is 1501 bytes as Firestore counts a text .*at most 1500 bytes "
+         r"in a query, so no filter finds"),
+        ({"where": [("exchange", "in", ["A", b"x" * 1501])]},
+         r"filter on 'exchange': the bytes value .* 1501 bytes long"),
         ({"where": [("v", ">=", "a" * 1500)]}, r"filter on 'v': .* 1501 bytes"),
         # tsstore's own fields: the planner picks the shards, start/end bound the time
         ({"where": [("shard", "in", ["x"])]}, r"^filter shard in \['x'\]: 'shard' is tsstore's shard field, chosen by "

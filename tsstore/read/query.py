@@ -17,8 +17,9 @@ from tsstore.spec import Direction
 from tsstore.times import TimeLike
 
 #: Filters on declared fields: ``{field: value}`` (a list or set value means ``in``; a tuple,
-#: which could be an operator pair, is refused) or ``(field, op, value)`` triples with op ``==``, ``in``, or a range condition (``<``,
-#: ``<=``, ``>``, ``>=``, ``!=``) on a shape's declared ``ranges``.
+#: which could be an operator pair, is refused) or ``(field, op, value)`` triples with op
+#: ``==``, ``in``, or a range condition (``<``, ``<=``, ``>``, ``>=``, ``!=``) on a shape's
+#: declared ``ranges``.
 Where = Mapping[str, Any] | Iterable[tuple[str, str, Any]] | None
 
 

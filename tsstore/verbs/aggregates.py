@@ -64,7 +64,8 @@ def aggregate(
         asked = {"sum": sum, "avg": avg, "min": min, "max": max, "std": std}
         selection, plan = covered_selection(seat, bounds, rollups, count=count, asked=asked)
         return (yield from covered_aggregate(seat, selection, plan, cost))
-    spread = [f"{kind}={list(fields)!r}" for kind, fields in (("min", min), ("max", max), ("std", std)) if tuple(fields)]
+    kinds = (("min", min), ("max", max), ("std", std))
+    spread = [f"{kind}={list(fields)!r}" for kind, fields in kinds if tuple(fields)]
     if spread:
         raise QueryError(
             f"aggregate: {', '.join(spread)} come from stored roll-ups (Firestore aggregates only count, sum and avg): "
