@@ -55,7 +55,8 @@ READS: list[dict[str, Any]] = [
 @pytest.mark.parametrize("shards", [3, 40])
 def test_tables_batches_and_polars_frames_equal_query_frame(shards: int, tsstore_emulator: Any, database_id: str,
                                                             collection_name: str) -> None:  # fmt: skip
-    spec = SeriesSpec(collection_name, shards=[f"s{n}" for n in range(shards)], columns={"volume": "Float64"},
+    spec = SeriesSpec(collection_name, shards=[f"s{n}" for n in range(shards)],
+                      columns={"volume": "Float64", "price.micros": "Int64"},
                       shapes=[QueryShape("symbol", ("asc", "desc"))])
     store = TimeSeriesStore(tsstore_emulator.client(database=database_id), spec)
     store.write(records(600))
