@@ -17,7 +17,7 @@ from google.cloud.firestore_v1.base_query import BaseQuery
 
 from tsstore.read.chunks import chunk_query
 from tsstore.read.explain import Explanation, explain
-from tsstore.read.plan import QueryPlan, plan_query
+from tsstore.read.plan import QueryPlan
 from tsstore.read.query import Query, QueryOptions
 from tsstore.verbs import aggregates, layout, reading, retention, rollups, writing
 from tsstore.verbs import asof as asof_reads

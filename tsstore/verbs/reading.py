@@ -207,7 +207,6 @@ def planned(seat: Seat, query: Query | None, options: QueryOptions) -> QueryPlan
     return plan
 
 
-
 def read(seat: Seat, plan: QueryPlan, stats: ReadStats) -> Request[TickRead]:
     """How ``plan``'s ticks are read: one lean page when its ``limit`` fits the store's page
     size, else one stream per chunk, all at one snapshot."""
