@@ -83,7 +83,7 @@ OUT_OF_RANGE: dict[str, Any] = {
     "direction": "sideways", "limit": 0, "columns": ["nosuch"], "cursor": "garbage", "rows": 0,
     "sum": ["nosuch"], "avg": ["nosuch"], "min": ["nosuch"], "max": ["nosuch"], "std": ["nosuch"],
     "by": "nosuch", "values": [], "interval": "-1min", "price": "nosuch", "volume": "nosuch", "tz": "Mars/Base",
-    "origin": "09:30", "fill": "sideways", "value": "nosuch", "tolerance": "-5s", "prefix": "",
+    "origin": "25:00", "fill": "sideways", "value": "nosuch", "tolerance": "-5s", "prefix": "",
     "naive": "Mars/Olympus", "on_duplicate": "merge", "skip_first": -1,
 }  # fmt: skip
 
