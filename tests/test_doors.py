@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 import pyarrow as pa
 import pyarrow.ipc
 import pytest
@@ -122,7 +123,7 @@ CLI_CASES: list[tuple[tuple[str, ...], int, str]] = [
     (("indexes",), 2, "which declaration? give --spec"),
     (("indexes", "--spec", "{tmp}/nosuch.toml"), 2, "nosuch.toml"),
     (("ingest", "{tmp}/nosuch.csv"), 2, "nosuch.csv"),
-    (("ingest", "{tmp}/ticks.txt"), 1, "cannot tell the format"),
+    (("ingest", "{tmp}/ticks.txt"), 2, "cannot tell the format"),
     (("ingest", "{tmp}/ticks.csv", "--max-field-bytes", "0"), 2, "0 is not in the range"),
     (("ingest", "{tmp}/ticks.csv", "--naive", "Mars/Olympus"), 2, "Mars/Olympus"),
     (("ingest", "{tmp}/ticks.csv", "--on-duplicate", "merge"), 2, "'merge' is not one of"),
@@ -181,6 +182,35 @@ CLI_CASES: list[tuple[tuple[str, ...], int, str]] = [
      "--value 'volume' needs --volume, the volume field"),
     (("aggregate", "--min", "price.micros"), 2, "give --rollup of this series"),
     (("nosuchcommand",), 2, "No such command 'nosuchcommand'"),
+    # the census of issue 58: each answered off the convention before
+    (("counter", "get", "a/b/c"), 2, "counter path 'a/b/c' has 3 segments"),
+    (("counter", "rollup", ""), 2, "counter path '' is empty"),
+    (("emulator", "start", "--rules", "{tmp}/nosuch.rules"), 2, "'{tmp}/nosuch.rules' does not exist"),
+    (("emulator", "status", "--mode", "weird"), 2, "'weird' is not one of 'native', 'datastore'"),
+    (("emulator", "stop", "--mode", "weird"), 2, "'weird' is not one of 'native', 'datastore'"),
+    (("console", "--port", "99999"), 2, "99999 is not in the range"),
+    (("demo", "--ticks", "-1"), 2, "-1 is not in the range"),
+    (("demo", "--chart", "{tmp}/chart.txt"), 2, "chart.txt: give a .png, .svg, .pdf file"),
+    (("capacity", "--writes-per-second", "100", "--collection", "instruments"), 2,
+     "--collection 'instruments' picks a series of the declaration: give --spec too"),
+    (("capacity", "--writes-per-second", "100", "--pages-per-day", "-3"), 2, "-3.0 is not in the range x>=0"),
+    (("capacity", "--writes-per-second", "100", "--headroom", "-1"), 2, "--headroom -1.0 is not allowed"),
+    (("tail", "--lateness", "-5s"), 2, "--lateness '-5s' is negative; give a duration of 0 or more"),
+    (("ingest", "{tmp}/empty.csv"), 1, "empty.csv is empty (0 bytes: no header, no rows); there is nothing to ingest"),
+    (("ingest", "{tmp}/ticks.csv", "--rejects", "{tmp}/nodir/r.csv"), 2, "the folder {tmp}/nodir does not exist"),
+    (("ingest", "{tmp}/ticks.csv", "--checkpoint", "{tmp}/nodir/c.json"), 2, "the folder {tmp}/nodir does not exist"),
+    (("query", "--limit", "5", "--format", "csv", "-o", "{tmp}/x.parquet"), 2,
+     "--format csv contradicts --output {tmp}/x.parquet, a .parquet file (parquet); give --format parquet"),
+    (("query", "--format", "parquet", "-o", "{tmp}/x.csv"), 2, "--format parquet contradicts --output {tmp}/x.csv"),
+    (("query", "--plot", "{tmp}/chart.png", "--plot-y", "nosuch"), 2, "--plot-y nosuch: not declared in 'instruments'"),
+    (("query", "--plot", "{tmp}/chart.png", "--plot-by", "nosuch"), 2, "--plot-by nosuch: not declared"),
+    (("purge", "--before", T, "--yes", "--where", "nosuch=1"), 2, "nosuch"),
+    (("indexes", "--spec", "{tmp}/plain.toml", "--mode", "datastore"), 2,
+     "Datastore mode's composite indexes are an index.yaml, not firestore.indexes.json: write it with "
+     "`tsstore datastore-indexes"),
+    (("rules", "--spec", "{tmp}/plain.toml", "--mode", "datastore"), 2, "Datastore mode has no security rules"),
+    (("tail", "--mode", "datastore"), 2, "poll instead: run `tsstore query --mode datastore --direction asc --start T`"),
+    (("watch", "--mode", "datastore"), 2, "tsstore watch reads live with Firestore's real-time listeners"),
 ]
 
 
@@ -193,6 +223,7 @@ def doors(emulator: Any, database_id: str, tmp_path: Path) -> Iterator[dict[str,
     (tmp_path / "ticks.txt").write_text("symbol,timestamp\nAAA,2019-01-02T09:00:00Z\n")
     (tmp_path / "ticks.csv").write_text("symbol,timestamp\nAAA,2019-01-02T09:00:00Z\n")
     (tmp_path / "notime.csv").write_text("symbol,when\nAAA,2019-01-02T09:00:00Z\n")
+    (tmp_path / "empty.csv").write_text("")
     # TSSTORE_DATABASE stands for --database on every command.
     env = {"FIRESTORE_EMULATOR_HOST": emulator.address, "TSSTORE_DATABASE": database_id, "TSSTORE_SPEC": None}
     client = emulator.client(database=database_id)
@@ -315,6 +346,19 @@ def test_typed_values_and_dates_the_cli_accepts(doors: dict[str, Any]) -> None:
     assert bare.returncode == 0 and "timestamp >= 2018-12-31T00:00:00+00:00" in bare.stdout, bare.stdout
     zoned = run(doors, "explain", "--start", "2018-12-31T09:00:00", "--naive", "Asia/Tokyo", "--limit", "5")
     assert zoned.returncode == 0 and "timestamp >= 2018-12-31T00:00:00+00:00" in zoned.stdout, zoned.stdout
+
+
+def test_a_read_that_finds_nothing_says_so_once(doors: dict[str, Any]) -> None:
+    for args in (("query", "--limit", "5"), ("query",), ("bars", "--interval", "1h"), ("asof",),
+                 ("aligned", "--interval", "1h", "--by", "symbol")):  # fmt: skip
+        ran = run(doors, *args)
+        assert ran.returncode == 0 and ran.stdout == "(no rows)\n", (args, ran.stdout, ran.stderr)
+
+
+def test_the_help_lists_every_exit_code() -> None:
+    listed = " ".join(tsstore("--help").stdout.split())
+    assert "Exit codes: 0 done, 1 a failure, 2 a usage error, 3 not running (emulator status), 4 done with rows " \
+           "rejected (ingest, backfill), 130 Ctrl-C." in listed, listed  # fmt: skip
 
 
 def test_a_collection_name_with_a_typo_is_warned_about(doors: dict[str, Any]) -> None:
@@ -728,3 +772,81 @@ def test_a_text_too_long_to_filter_on_is_refused_alike_in_both_modes_before_fire
             store.count(where=where)
     assert store.count(where={"symbol": "s" * 1499}) == 0  # the longest text both modes take in a filter
     assert store.count(where={"symbol": ["A", "s" * 1499]}) == 1
+
+
+#: Each command as the census below calls it before its hostile option: what it needs besides
+#: (its arguments, a required option). Commands that take no declaration, time or filter
+#: (``counter``, ``emulator``) have their doors in CLI_CASES.
+CENSUS_BASE: dict[str, tuple[str, ...]] = {
+    "count": (), "aggregate": (), "latest": ("--by", "symbol", "AAA"), "bars": ("--interval", "1h"),
+    "aligned": ("--interval", "1h", "--by", "symbol"), "asof": (), "rollup": (), "explain": (),
+    "purge": ("--before", T, "--yes"), "query": (), "shards": (), "reshard": (), "tail": (), "watch": ("--once",),
+    "ingest": ("{tmp}/ticks.csv",), "backfill": ("{tmp}/ticks.csv",), "export": ("--to", "{tmp}/out/part"),
+    "capacity": ("--writes-per-second", "100"), "indexes": ("--stdout",), "rules": ("--stdout",),
+    "datastore-indexes": ("--stdout",), "demo": ("--ticks", "1", "--no-chart"), "console": ("--no-browser",),
+}  # fmt: skip
+
+#: Hostile values of the options many commands share: (option, value, words of the one line).
+#: A declaration that does not load is a usage error, whatever is wrong with it.
+CENSUS_DOORS: list[tuple[str, str, str]] = [
+    ("--spec", "{tmp}/broken.toml", "broken.toml' does not parse"),
+    ("--spec", "{tmp}/nosuch.toml", "nosuch.toml"),
+    ("--spec", "brokenmod:X", "importing 'brokenmod' for declaration 'brokenmod:X' failed: SyntaxError"),
+    ("--spec", "{tmp}/badtype.toml", "column 'a' has type 'text'"),
+    ("--collection", "nosuch", "nosuch"),
+    ("--start", "yesterday", "--start 'yesterday' is not a time"),
+    ("--where", "nosuch=1", "nosuch"),
+]
+
+
+def census_cases() -> list[tuple[tuple[str, ...], str]]:
+    """Every command of CENSUS_BASE with each shared door it has."""
+    from tsstore.cli import main
+
+    cases = []
+    commands = subcommands(main)
+    for name, base in CENSUS_BASE.items():
+        options = {opt for param in commands[name].params for opt in param.opts}
+        for option, value, words in CENSUS_DOORS:
+            if option in options and not (name == "demo" and option == "--collection"):  # demo's: a name to write to
+                cases.append(((name, *base, option, value), words))
+    return cases
+
+
+CENSUS = census_cases()
+
+
+@pytest.fixture
+def census(doors: dict[str, Any]) -> dict[str, Any]:
+    """The doors' folder with declarations that do not load."""
+    (doors["tmp"] / "broken.toml").write_text("[[series]\ncollection =")
+    (doors["tmp"] / "badtype.toml").write_text('[[series]]\ncollection = "b"\ncolumns = { a = "text" }\n')
+    (doors["tmp"] / "brokenmod.py").write_text("X = (\n")
+    return doors
+
+
+@pytest.mark.parametrize(("args", "words"), CENSUS, ids=[" ".join(c[0]) for c in CENSUS])
+def test_the_census_every_shared_door_of_every_command_is_a_usage_error(
+    census: dict[str, Any], args: tuple[str, ...], words: str
+) -> None:
+    """A declaration that does not load, a series it does not declare, a time that is not one
+    and a field no shape declares: exit 2 with one ``Error:`` line naming the value, from every
+    command that takes that option, before anything is read or written."""
+    ran = run(census, *args, env={"TSSTORE_HOME": str(census["tmp"] / "home")})
+    assert ran.returncode == 2, (ran.returncode, ran.stdout, ran.stderr)
+    assert words.replace("{tmp}", str(census["tmp"])) in one_error(ran)
+
+
+def test_the_census_covers_every_command() -> None:
+    """Every command (and each of counter's and emulator's) has its doors tried: in the census
+    or in CLI_CASES."""
+    from tsstore.cli import main
+
+    leaves = set()
+    for name, command in subcommands(main).items():
+        if isinstance(command, click.Group):
+            leaves |= {f"{name} {sub}" for sub in subcommands(command)}
+        elif not command.hidden:
+            leaves.add(name)
+    tried = set(CENSUS_BASE) | {" ".join(a[:2]) if a[0] in ("counter", "emulator") else a[0] for a, _, _ in CLI_CASES}
+    assert leaves <= tried, sorted(leaves - tried)

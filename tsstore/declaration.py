@@ -62,6 +62,10 @@ def _load(ref: str) -> tuple[tuple[SeriesSpec, ...], tuple[Rollup, ...]]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise SpecError(f"cannot import {module_name!r} for declaration {ref!r}: {exc}") from exc
+    except Exception as exc:  # the application's own module failed as it ran (a syntax error, a NameError...)
+        raise SpecError(
+            f"importing {module_name!r} for declaration {ref!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
     try:
         value = getattr(module, attr)
     except AttributeError:

@@ -169,7 +169,7 @@ def latest(
 
     \b
     Example:
-      tsstore latest --by symbol AAA BBB CCC --where exchange=EXCHG1 --stats
+      tsstore latest --by symbol AAA BBB CCC --before 2019-01-02T00:00:00Z --stats
     """
     stats = ReadStats()
     keys = [parse_value(v, field=by, spec=spec) for v in values]
@@ -489,7 +489,7 @@ def asof(
     \b
     Example:
       tsstore asof --where symbol=AAA --start 2019-01-02T09:00:00Z --end 2019-01-02T10:00:00Z \\
-        --right quotes --by symbol --tolerance 5s
+        --right-where symbol=BBB --right-columns price.micros --tolerance 5min
     """
     declaration = click.get_current_context().params["declaration"]
     other = spec if right_collection is None else pick_spec(declaration, collection=right_collection)

@@ -11,9 +11,10 @@ import click
 import pandas as pd
 from tqdm import tqdm
 
-from tsstore.analytics.plot import plot_bars
+from tsstore.analytics.plot import CHART_FORMATS, plot_bars
 from tsstore.cli.common import Database, database_options
 from tsstore.cli.exits import library_warnings
+from tsstore.cli.values import OutputFile
 from tsstore.demo import SPEC as DEMO_SPEC
 from tsstore.demo import demo_rows
 from tsstore.errors import PlotError
@@ -35,7 +36,7 @@ from tsstore.store import TimeSeriesStore
 @click.option("--collection", default="instruments", show_default=True)
 @click.option(
     "--chart",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputFile(suffixes=CHART_FORMATS),
     default=Path("tsstore-demo-chart.png"),
     show_default=True,
     help="Where to draw the synthetic day's bars (.png, .svg or .pdf; needs tsstore[plot]).",

@@ -11,6 +11,7 @@ import click
 
 from tsstore.cli.common import SPEC_ENV, SPEC_HELP, Command
 from tsstore.cli.exits import library_warnings, usage
+from tsstore.cli.mode import mode_option
 from tsstore.declaration import load_declaration, load_specs
 from tsstore.deploy import GeneratedFile
 from tsstore.indexes.datastore import DEFAULT_INDEX_YAML, plan_index_yaml
@@ -19,6 +20,21 @@ from tsstore.rules.file import DEFAULT_RULES_FILE, plan_rules_file
 
 _CHECK_HELP = "Change nothing; exit 1 with a diff if the file is not what the declaration yields."
 _STDOUT_HELP = "Print the file instead of writing it."
+
+
+def _native_only(command: str, mode: str) -> None:
+    """``--mode datastore`` for a Native-mode file: say where Datastore mode's comes from."""
+    if mode != "datastore":
+        return
+    if command == "rules":
+        raise usage(
+            "Datastore mode has no security rules: only server clients with IAM roles reach a Datastore-mode "
+            "database, so there is no rules file to write (its composite indexes: tsstore datastore-indexes)"
+        )
+    raise usage(
+        "Datastore mode's composite indexes are an index.yaml, not firestore.indexes.json: write it with "
+        "`tsstore datastore-indexes --spec ...` and deploy it with `gcloud datastore indexes create index.yaml`"
+    )
 
 
 def _declaration(positional: str | None, declaration: str | None) -> str:
@@ -83,9 +99,11 @@ def _file_options(default: Path, what: str) -> Callable[[Command], Command]:
 @library_warnings
 @_file_options(DEFAULT_INDEX_FILE, "index file")
 @click.option("--keep-stale", is_flag=True, help="Keep composite indexes with the timestamp but not the shard.")
+@mode_option
 def indexes(
-    *, positional: str | None, declaration: str | None, path: Path, check: bool, to_stdout: bool, keep_stale: bool
-) -> None:
+    *, positional: str | None, declaration: str | None, path: Path, check: bool, to_stdout: bool, keep_stale: bool,
+    mode: str,
+) -> None:  # fmt: skip
     """Write or update firestore.indexes.json from the application's series declaration.
 
     The declaration (--spec, $TSSTORE_SPEC, or DECLARATION as the first argument) is an
@@ -98,9 +116,10 @@ def indexes(
     \b
     Example:
       tsstore indexes --spec myapp.schema:TICKS
-      tsstore indexes --spec series.toml --check      # in CI: fails when the file is stale
+      tsstore indexes --spec myapp.schema:TICKS --check  # in CI: fails when the file is stale
       cd indexes && firebase deploy --only firestore:indexes --project my-project
     """
+    _native_only("indexes", mode)
     declaration = _declaration(positional, declaration)
     update = plan_index_file(path, load_specs(declaration), keep_stale=keep_stale)
     for stale in update.report.stale:
@@ -121,7 +140,10 @@ def indexes(
 @click.command("rules")
 @library_warnings
 @_file_options(DEFAULT_RULES_FILE, "rules file")
-def rules(*, positional: str | None, declaration: str | None, path: Path, check: bool, to_stdout: bool) -> None:
+@mode_option
+def rules(
+    *, positional: str | None, declaration: str | None, path: Path, check: bool, to_stdout: bool, mode: str
+) -> None:
     """Write or update firestore.rules from the application's series declaration.
 
     What web and mobile clients may do with each collection is the declaration's access
@@ -133,9 +155,10 @@ def rules(*, positional: str | None, declaration: str | None, path: Path, check:
     \b
     Example:
       tsstore rules --spec myapp.schema:TICKS
-      tsstore rules --spec series.toml --check        # in CI: fails when the file is stale
+      tsstore rules --spec myapp.schema:TICKS --check  # in CI: fails when the file is stale
       cd indexes && firebase deploy --only firestore:rules,firestore:indexes --project my-project
     """
+    _native_only("rules", mode)
     declaration = _declaration(positional, declaration)
     specs, rollups = load_declaration(declaration)
     update = plan_rules_file(path, specs, rollups)

@@ -192,7 +192,7 @@ _NOUNS = frozenset({"collection"})
 
 def speak_cli(message: str, command: click.Command) -> str:
     """A library message in the command's words: a keyword the command has as an option
-    (``tolerance '5' ...``, ``give volume=``, ``rollups=[...]``, ``combine=True``) named as
+    (``tolerance '5' ...``, ``headroom -1.0 ...``, ``give volume=``, ``rollups=[...]``, ``combine=True``) named as
     that option (``--tolerance '5'``, ``give --volume``, ``--rollup``, ``--combine``). Code
     shown in parentheses (``bars(price=...)``) is left as it is, and so is a name followed by
     a word (``until it has run``): only one followed by a value is the option."""
@@ -211,7 +211,7 @@ def speak_cli(message: str, command: click.Command) -> str:
         message = re.sub(keyword + r"=(?=[,;)\s]|$)", opt, message)
         message = re.sub(keyword + r"=(?!=)", f"{opt} ", message)
         if name not in _NOUNS:  # tolerance '5', until 2019-...: the option and its value
-            message = re.sub(keyword + r" (?=['\d])", f"{opt} ", message)
+            message = re.sub(keyword + r" (?=['\d]|-\d)", f"{opt} ", message)
     return message
 
 

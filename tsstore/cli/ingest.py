@@ -10,10 +10,12 @@ import click
 from tqdm import tqdm
 
 from tsstore.cli.common import Command, Database, series_options
-from tsstore.cli.exits import REJECTED, exit_interrupted, library_warnings
+from tsstore.cli.exits import REJECTED, Failure, exit_interrupted, library_warnings, usage
 from tsstore.cli.output import echo_figures
-from tsstore.errors import Interrupted
+from tsstore.cli.values import OutputFile
+from tsstore.errors import IngestError, Interrupted
 from tsstore.ingest import DEFAULT_MAX_FIELD_BYTES, FORMATS, IngestSummary, ingest_file, write_rejects
+from tsstore.ingest.readers import detect_format
 from tsstore.ingest.parse import EPOCH_UNITS
 from tsstore.spec import DUPLICATE_POLICIES, DuplicatePolicy, SeriesSpec
 from tsstore.times import naive_zone
@@ -77,13 +79,13 @@ def parse_options(command: Command) -> Command:
 @click.option(
     "--rejects",
     "rejects_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputFile(),
     default=None,
     help="Where rejected rows go (line,reason,raw). Default: FILE.rejects.csv",
 )
 @click.option(
     "--checkpoint",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputFile(),
     default=None,
     help="Checkpoint file. Default: FILE.<target hash>.tsstore-checkpoint.json",
 )
@@ -119,6 +121,12 @@ def ingest(
       tsstore ingest ticks.parquet --spec series.toml --naive utc
       tsstore ingest trades.csv --spec series.toml --time-column ts --time-unit ms
     """
+    try:
+        detect_format(file, fmt)
+    except IngestError as exc:  # the file's name, as typed: --format says what it is
+        raise usage(str(exc)) from None
+    if file.stat().st_size == 0:  # a file being written, or the wrong one: not a load of no rows
+        raise Failure(f"{file} is empty (0 bytes: no header, no rows); there is nothing to ingest")
     rejects_file = rejects_path or file.with_name(file.name + ".rejects.csv")
     sink, close = write_rejects(rejects_file)
     try:

@@ -103,7 +103,7 @@ def positive(text: str, *, name: str) -> dt.timedelta:
     help="How long ticks are kept (e.g. '30 days'); storage at steady state. Default: the spec's expire_after.",
 )
 @click.option("--headroom", type=float, default=1.25, show_default=True, help="Spare capacity factor.")
-@click.option("--pages-per-day", type=float, default=0.0, help="Pages of 100 ticks read a day, for the read cost.")
+@click.option("--pages-per-day", type=click.FloatRange(min=0), default=0.0, help="Pages of 100 ticks read a day, for the read cost.")
 @click.option(
     "--busiest-series",
     type=click.FloatRange(min=0, min_open=True),
@@ -135,6 +135,8 @@ def capacity(
       tsstore capacity --writes-per-second 5000 --retention '7 days' --series 4000 --tier 1min=3650days --tier 1D
       tsstore capacity --writes-per-second 20000 --mode datastore
     """
+    if collection is not None and declaration is None:
+        raise usage(f"--collection {collection!r} picks a series of the declaration: give --spec too")
     spec = None if declaration is None else pick_spec(declaration, collection=collection)
     try:
         kept = None if retention is None else positive(retention, name="--retention")

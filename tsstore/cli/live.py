@@ -28,6 +28,17 @@ CTRL_C_CHECK = 1.0
 T = TypeVar("T")
 
 
+def refuse_datastore_mode(command: str, database: Database) -> None:
+    """Refuse ``tail``/``watch`` in Datastore mode before connecting, advising what a command
+    line does instead (the library's own refusal advises a Python call)."""
+    if database.mode == "datastore":
+        raise usage(
+            f"tsstore {command} reads live with Firestore's real-time listeners, which Datastore mode does not have; "
+            "poll instead: run `tsstore query --mode datastore --direction asc --start T` on a timer, T the time of "
+            "the last tick it printed (or keep the series in a Native-mode database)"
+        )
+
+
 @click.command("tail")
 @library_warnings
 @series_options
@@ -49,10 +60,13 @@ def tail(
     Example:
       tsstore tail --spec spec.toml --where symbol=AAA --where symbol=BBB --format jsonl
     """
+    refuse_datastore_mode("tail", database)
     try:
         behind = to_duration(lateness, name="--lateness")
     except ValueError as exc:
         raise usage(str(exc)) from None
+    if behind < dt.timedelta(0):
+        raise usage(f"--lateness {lateness!r} is negative; give a duration of 0 or more")
     where, start = parse_where(where_items, spec=spec), cli_time(since, option="--since", naive=naive)
     printed = {"ticks": 0, "late": 0}
     try:
@@ -108,6 +122,7 @@ def watch(*, spec: SeriesSpec, database: Database, where_items: tuple[str, ...],
     Example:
       tsstore watch --spec spec.toml --where exchange=EXCHG1 --limit 15
     """
+    refuse_datastore_mode("watch", database)
     where = parse_where(where_items, spec=spec)
     with database.open_store(spec) as store, store.watch(where=where, limit=limit) as live:
         for update in _until_ctrl_c(live.next_update, live):

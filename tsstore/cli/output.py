@@ -17,12 +17,37 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc
 
+from tsstore.cli.exits import usage
 from tsstore.cli.values import OutputFile
 from tsstore.errors import TsstoreError
 
 #: Row formats: every command that prints rows takes these (``json`` is JSON Lines, one
 #: object per row; ``arrow`` an Arrow IPC stream, to a file or a pipe).
 ROW_FORMATS = ("table", "csv", "jsonl", "json", "arrow")
+
+#: The row format a file's suffix names (``-o ticks.parquet``): what ``--format`` defaults to
+#: for that file, and must agree with when given. Other suffixes (``.txt``) name no format.
+SUFFIX_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet",
+                  ".pq": "parquet", ".arrow": "arrow", ".arrows": "arrow"}  # fmt: skip
+#: Formats that write the same bytes (JSON Lines under either name).
+_SAME_BYTES = {"json": "jsonl"}
+
+
+def output_format(fmt: str, *, given: bool, output: Path | None) -> str:
+    """The format to write ``output`` in: ``fmt`` when ``--format`` was ``given`` (refused
+    when the file's suffix names another), else the one its suffix names, else ``fmt``."""
+    named = SUFFIX_FORMATS.get(output.suffix.lower()) if output is not None else None
+    if output is None or named is None:
+        return fmt
+    if not given:
+        return named
+    if _SAME_BYTES.get(fmt, fmt) != _SAME_BYTES.get(named, named):
+        raise usage(
+            f"--format {fmt} contradicts --output {output}, a {output.suffix} file ({named}); give --format {named}, "
+            f"or leave --format out to write what the suffix names"
+        )
+    return fmt
+
 
 #: Figure formats: every command that prints counts or a summary takes these.
 FIGURE_FORMATS = ("text", "json")
@@ -93,8 +118,10 @@ def write_frames(frames: Iterable[pd.DataFrame], *, fmt: str, output: Path | Non
             rows += len(frame)
             if fmt == "table" and flush:
                 stream.write(live.lines(frame))
+            elif fmt == "table" and len(frame):  # an empty frame says nothing: "(no rows)" is said once, below
+                stream.write(frame.to_string() + "\n")
             elif fmt == "table":
-                stream.write((frame.to_string() if len(frame) else "(no rows)") + "\n")
+                continue
             elif fmt == "csv":
                 frame.to_csv(stream, header=number == 0, date_format="%Y-%m-%dT%H:%M:%S.%f%z")
             elif fmt in ("jsonl", "json"):

@@ -24,8 +24,16 @@ from tsstore.cli.common import (
     where_option,
 )
 from tsstore.cli.exits import exit_interrupted, library_warnings, usage
-from tsstore.cli.output import ROW_FORMATS, echo_figures, echo_written, figures_format, output_option, write_frames
-from tsstore.cli.values import OutputFile, cli_time, naive_option, parse_where
+from tsstore.cli.output import (
+    ROW_FORMATS,
+    echo_figures,
+    echo_written,
+    figures_format,
+    output_format,
+    output_option,
+    write_frames,
+)
+from tsstore.cli.values import OutputFile, cli_time, naive_option, parse_columns, parse_where
 from tsstore.declaration import load_declaration
 from tsstore.errors import Interrupted
 from tsstore.frames import frames as frames_of
@@ -46,11 +54,15 @@ stats_option = click.option(
 )
 
 
-def _parquet_needs_output(command: Command) -> Command:
-    """Refuse ``--format parquet`` without ``--output`` first, before the spec is loaded."""
+def _format_of_output(command: Command) -> Command:
+    """The format an ``--output`` file's suffix names when ``--format`` is not given, and
+    ``--format`` refused where it contradicts the suffix, or is parquet without ``--output``:
+    first, before the spec is loaded."""
 
     @functools.wraps(command)
     def run(**options: Any) -> Any:
+        given = click.get_current_context().get_parameter_source("fmt") is not click.core.ParameterSource.DEFAULT
+        options["fmt"] = output_format(options["fmt"], given=given, output=options["output"])
         if options["fmt"] == "parquet" and options["output"] is None:
             raise click.UsageError("--format parquet needs --output FILE")
         return command(**options)
@@ -60,10 +72,13 @@ def _parquet_needs_output(command: Command) -> Command:
 
 @click.command("query")
 @library_warnings
-@_parquet_needs_output
+@_format_of_output
 @series_options
 @query_options(page=True, limit_help="At most this many rows (then a cursor).", cursor=True)
-@click.option("--format", "fmt", type=click.Choice(OUTPUT_FORMATS), default="table", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(OUTPUT_FORMATS), default="table", show_default=True,
+    help="How rows are written (default with --output: what its suffix names, such as .csv or .parquet).",
+)
 @output_option
 @click.option(
     "--plot",
@@ -98,6 +113,9 @@ def query_ticks(
       tsstore query --start 2019-01-02T09:00:00Z --end 2019-01-02T10:00:00Z --format parquet -o hour.parquet
       tsstore query --where symbol=AAA --where symbol=BBB --start 2018-12-31T12:00:00Z --plot prices.png
     """
+    if plot_path is not None:  # fields the declaration does not have: refused before the ticks are read
+        parse_columns(plot_y, spec=spec, option="--plot-y")
+        parse_columns(",".join(plot_by), spec=spec, option="--plot-by")
     with database.open_store(spec) as store:
         if query.limit is not None:
             page = store.query(query)
@@ -241,6 +259,7 @@ def purge(
         raise usage(
             "give --before T, or --start T and/or --end T: a purge without a time bound would delete everything"
         )
+    plan_query(spec, Query(where=where))  # a filter no shape serves is refused before the roll-ups are asked
     try:
         with database.open_store(spec, writes=spec.collection) as store:
             try:
