@@ -353,6 +353,9 @@ def test_a_read_that_finds_nothing_says_so_once(doors: dict[str, Any]) -> None:
                  ("aligned", "--interval", "1h", "--by", "symbol")):  # fmt: skip
         ran = run(doors, *args)
         assert ran.returncode == 0 and ran.stdout == "(no rows)\n", (args, ran.stdout, ran.stderr)
+    drawn = run(doors, "query", "--plot", "{tmp}/chart.png")  # no line to draw: no chart, and no legend of none
+    assert drawn.returncode == 0 and f"no rows, so no chart: {doors['tmp']}/chart.png not written" in drawn.stderr
+    assert not (doors["tmp"] / "chart.png").exists()
 
 
 def test_the_help_lists_every_exit_code() -> None:

@@ -133,8 +133,10 @@ def query_ticks(
         rows = write_frames(frames, fmt=fmt, output=output)
         if not rows:
             warn_if_no_collection(store, database)
-    if plot_path is not None:
-        whole = pd.concat(kept) if kept else ticks_to_frame(spec, [])
+    if plot_path is not None and not rows:
+        click.echo(f"no rows, so no chart: {plot_path} not written", err=True)
+    elif plot_path is not None:
+        whole = pd.concat(kept)
         series = plot_by or spec.key_fields
         drawn = plot_lines(whole, plot_path, y=plot_y, by=series, title=f"{spec.collection}: {plot_y}")
         click.echo(f"drew {drawn} series to {plot_path}", err=True)
