@@ -60,9 +60,24 @@ html_theme = "furo"
 html_title = f"tsstore {version}"
 
 
-def _literal_stars(app: object, ctx: object, lines: list[str]) -> None:
-    """Help texts are plain text: a glob's ``*`` is not reStructuredText emphasis."""
-    lines[:] = [line.replace("*", "\\*") for line in lines]
+def _literal_help(app: object, ctx: object, lines: list[str]) -> None:
+    """Help texts are plain text: a glob's ``*`` is not reStructuredText emphasis. A command's
+    examples (its ``Example:`` block) are shown as a shell code block, as typed: reStructuredText
+    would drop the backslash that continues a command on the next line, and the page would
+    show each line as a command of its own (pasted, two broken commands)."""
+    out: list[str] = []
+    rest = iter(lines)
+    for line in rest:
+        if line.strip() not in ("| Example:", "| Examples:"):
+            out.append(line.replace("*", "\\*"))
+            continue
+        out += [line.removeprefix("| "), "", ".. code-block:: shell", ""]
+        for example in rest:  # sphinx-click marks the lines of a \b block with "| ", up to a blank line
+            if not example.startswith("| "):
+                out += ["", example.replace("*", "\\*")]
+                break
+            out.append("   " + example.removeprefix("| "))
+    lines[:] = out
 
 
 #: The marker a page puts above a block that is a file of its example (the docs test writes
@@ -197,5 +212,5 @@ def setup(app: object) -> None:
     app.connect("autodoc-process-docstring", alias_docs)  # type: ignore[attr-defined]
     app.connect("missing-reference", _exported_name)  # type: ignore[attr-defined]
     app.connect("autodoc-process-docstring", describe_parameters, priority=600)  # type: ignore[attr-defined]
-    app.connect("sphinx-click-process-description", _literal_stars)  # type: ignore[attr-defined]
+    app.connect("sphinx-click-process-description", _literal_help)  # type: ignore[attr-defined]
     app.connect("source-read", _show_file_names)  # type: ignore[attr-defined]

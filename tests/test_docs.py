@@ -5,6 +5,7 @@ every exported name, every type a public signature names and every parameter."""
 from __future__ import annotations
 
 import html.parser
+import os
 import re
 import shlex
 import subprocess
@@ -288,3 +289,116 @@ def test_every_parameter_has_a_description() -> None:
         conf.describe_parameters(None, kind, name, obj, None, lines)
         undescribed |= {f"{name}.{param}" for param in conf.undescribed(obj, lines)}
     assert not undescribed, sorted(undescribed)
+
+
+def built_cli_example_blocks() -> list[str]:
+    """The text of each command's ``Example:`` block on the built CLI reference, as its copy
+    button copies it (the whole block: it has no ``$`` prompts)."""
+    built_cli_examples()  # builds the site when it is missing
+    page = (DOCS / "_build" / "reference" / "cli.html").read_text(encoding="utf-8")
+    found = re.findall(r"<p>Examples?:</p>\s*<div class=\"highlight-shell[^>]*><div class=\"highlight\"><pre>(.*?)</pre>",
+                       page, flags=re.S)  # fmt: skip
+    return [html.unescape(re.sub(r"<[^>]+>", "", block)) for block in found]
+
+
+#: Examples of the CLI reference the suite does not run, each with why (by what the command
+#: line holds).
+NOT_RUN_EXAMPLES = {
+    "--project ": "reaches a Google Cloud project",
+    "firebase ": "deploys with firebase-tools to a Google Cloud project",
+    "gcloud ": "deploys with gcloud to a Google Cloud project",
+    "tsstore console": "serves the console until Ctrl-C (tests/test_console.py runs it)",
+    "tsstore tail": "prints new ticks until Ctrl-C (tests/test_live.py runs it)",
+    "tsstore watch": "redraws until Ctrl-C (tests/test_live.py runs it)",
+    "tsstore emulator": "starts or stops a local store of its own, a second emulator (tests/test_cli.py runs them)",
+    "tsstore demo": "writes 20 000 ticks or more (tests/test_cli.py runs the demo with fewer)",
+}
+
+#: The files the examples name, in a folder of their own: the declarations (myapp/schema.py's
+#: TICKS is the demo's series in a collection of its own), and the files ingest and backfill read.
+EXAMPLE_FILES = {
+    "myapp/__init__.py": "",
+    "myapp/schema.py": "import dataclasses\n\nfrom tsstore.demo import SPEC\n\n"
+                       'TICKS = dataclasses.replace(SPEC, collection="trades")\n',  # no roll-up: old ticks are not late
+    "series.toml": '[[series]]\ncollection = "ticks"\nkey_fields = ["symbol"]\nshapes = ["symbol"]\n'
+                   'measures = ["price.micros"]\n',
+    "spec.toml": '[[series]]\ncollection = "moving"\nkey_fields = ["symbol"]\nshards = ["a", "b"]\n'
+                 'retired = ["old"]\n',
+}
+
+
+def test_every_example_of_the_built_cli_reference_runs_in_a_shell(tsstore_emulator: Any, tmp_path: Path) -> None:
+    """Each example of the built CLI reference (``docs/_build/reference/cli.html``), copied
+    from the page as a reader copies it, is read by a shell and exits 0 on the emulator: a
+    continued command (``\\`` at a line's end) is one command, quotes and globs are the
+    shell's, and every example runs on the default declaration (the demo's) or the files it
+    names. The shell's ``tsstore`` hands its words to this process, where they run as
+    tests/cli.py runs a command (a process per example took minutes). The demo's ticks and
+    their roll-up are there first."""
+    import datetime as dt
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.cli import tsstore
+    from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
+    from tsstore.demo import SPEC, demo_rows
+    from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
+
+    for name, text in EXAMPLE_FILES.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    rows = [flat_row(t) for t in trading_day(60, day=dt.date(2019, 1, 3))]
+    (tmp_path / "ticks.csv").write_text(
+        ",".join(CSV_COLUMNS) + "\n" + "".join(",".join(str(r[c]) for c in CSV_COLUMNS) + "\n" for r in rows)
+    )
+    (tmp_path / "ticks").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "ticks.parquet")
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "ticks" / "day.parquet")
+    (tmp_path / "trades.csv").write_text("symbol,ts,price.micros\nAAA,1546419600000,5\nBBB,1546419601000,6\n")
+    project = f"cli-examples-{tmp_path.name[-12:].lower().replace('_', '-')}"
+    client = tsstore_emulator.client(project=project)
+    TimeSeriesStore(client, SPEC, write_options=WriteOptions(ramp=False)).write([*demo_rows(300), *trading_day(300)])
+    recent = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)  # after the shards example's --since
+    moving = SeriesSpec("moving", key_fields=["symbol"], shards=["old"])
+    TimeSeriesStore(client, moving, write_options=WriteOptions(ramp=False)).write(
+        [{"symbol": f"S{i}", "timestamp": recent + dt.timedelta(seconds=i)} for i in range(20)]
+    )
+    client.close()
+    env: dict[str, str | None] = {
+        "FIRESTORE_EMULATOR_HOST": tsstore_emulator.address, "GOOGLE_CLOUD_PROJECT": project,
+        "TSSTORE_HOME": str(tmp_path / ".tsstore-home"), "MPLBACKEND": "Agg", "TSSTORE_SPEC": None,
+        "TSSTORE_PROJECT": None, "TSSTORE_DATABASE": None, "TSSTORE_MODE": None,
+    }  # fmt: skip
+    words = tmp_path / "words"
+
+    def shell(command: str) -> list[tuple[int, list[str]]]:
+        """``command`` read by bash, each ``tsstore`` it calls run here: (exit code, stderr) each."""
+        words.write_bytes(b"")
+        into = shlex.quote(str(words))
+        define = f'tsstore() {{ printf "%s\\0" "$@" >> {into}; printf "\\1" >> {into}; }}'
+        read = subprocess.run(["bash", "-c", f"{define}\n{command}"], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=60)  # fmt: skip
+        assert read.returncode == 0, (command, read.stderr)
+        calls = [call.split(b"\0")[:-1] for call in words.read_bytes().split(b"\1")[:-1]]
+        assert calls, command
+        answers = []
+        for call in calls:
+            ran = tsstore(*(word.decode() for word in call), env=env, cwd=tmp_path)
+            answers.append((ran.returncode, ran.stderr.strip().splitlines()[-1:]))
+        return answers
+
+    assert [code for code, _ in shell("tsstore rollup")] == [0]  # the roll-up the --combine examples read
+    blocks = built_cli_example_blocks()
+    assert len(blocks) >= 25, blocks  # one per command, and the group's
+    # a line ending in \ goes on: one command; the purges last, which delete the ticks the others read
+    examples = [command for block in blocks for command in re.split(r"(?<!\\)\n", block.strip())
+                if not any(part in command for part in NOT_RUN_EXAMPLES)]  # fmt: skip
+    ran, failed = 0, []
+    for command in sorted(examples, key=lambda command: "tsstore purge" in command):
+        answers = shell(command)
+        ran += len(answers)
+        failed += [(command, code, said) for code, said in answers if code != 0]
+    rejected = [f"{p.name}: {p.read_text()[:300]}" for p in tmp_path.glob("*.rejects.csv")]
+    assert not failed, "\n".join(map(str, [*failed, *rejected]))
+    assert ran >= 40, ran
