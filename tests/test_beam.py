@@ -549,7 +549,7 @@ def test_the_backfill_and_export_commands(
     back = pd.read_parquet(f"{out}-00000-of-00001.parquet")
     assert set(back["document_id"]) == {i for i, d in expected_docs.items() if d["exchange"] == "FX"}
     refused = runner.invoke(main, ["backfill", str(tmp_path / "none-*.csv"), *common])
-    assert refused.exit_code == 1 and "names no file" in refused.output
+    assert refused.exit_code == 2 and "names no file" in refused.output  # as ingest refuses a missing file
     unsized = runner.invoke(main, ["backfill", str(files[0].parent / "*"), "--runner", "DataflowRunner"])
     assert unsized.exit_code == 2 and "say how many processes write at once: --workers N" in unsized.output
     client.close()

@@ -196,6 +196,8 @@ CLI_CASES: list[tuple[tuple[str, ...], int, str]] = [
     (("capacity", "--writes-per-second", "100", "--pages-per-day", "-3"), 2, "-3.0 is not in the range x>=0"),
     (("capacity", "--writes-per-second", "100", "--headroom", "-1"), 2, "--headroom -1.0 is not allowed"),
     (("capacity", "--writes-per-second", "-5"), 2, "--writes-per-second -5.0 is not allowed"),
+    (("backfill", "{tmp}/nosuch*.csv"), 2, "'{tmp}/nosuch*.csv' names no file"),
+    (("export", "--to", "{tmp}/ticks.csv/part"), 2, "--to {tmp}/ticks.csv/part: {tmp}/ticks.csv is a file, not a folder"),
     (("tail", "--lateness", "-5s"), 2, "--lateness '-5s' is negative; give a duration of 0 or more"),
     (("ingest", "{tmp}/empty.csv"), 1, "empty.csv is empty (0 bytes: no header, no rows); there is nothing to ingest"),
     (("ingest", "{tmp}/ticks.csv", "--rejects", "{tmp}/nodir/r.csv"), 2, "the folder {tmp}/nodir does not exist"),

@@ -5,8 +5,10 @@ Beam as they are."""
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 import click
@@ -16,7 +18,7 @@ from tsstore.cli.common import (
     query_options,
     series_options,
 )
-from tsstore.cli.exits import REJECTED, library_warnings
+from tsstore.cli.exits import REJECTED, library_warnings, usage
 from tsstore.cli.ingest import parse_options
 from tsstore.cli.output import echo_figures
 from tsstore.cli.values import parse_columns
@@ -51,6 +53,20 @@ def _beam() -> Any:
     # Beam's own warnings (its workers' start-up, sinks replacing files) are not the user's.
     logging.getLogger("apache_beam").setLevel(logging.ERROR)
     return beam
+
+
+def _check_local_paths(*, patterns: tuple[str, ...] = (), prefix: str | None = None) -> None:
+    """Refuse, before Beam starts, a local file pattern that names no file (as ingest refuses a
+    missing file) and an output prefix under a file; ``gs://`` and other remote paths are
+    Beam's to check."""
+    for pattern in patterns:
+        if "://" not in pattern and not glob.glob(os.path.expanduser(pattern)):
+            raise usage(f"{pattern!r} names no file")
+    if prefix is None or "://" in prefix:
+        return
+    folder = next(f for f in Path(prefix).parents if f.exists())  # (the working folder exists)
+    if not folder.is_dir():
+        raise usage(f"--to {prefix}: {folder} is a file, not a folder")
 
 
 def _workers(runner: str, workers: int | None) -> int:
@@ -134,6 +150,7 @@ def backfill(
     beam = _beam()
     # click hands the options it does not know (Beam's, or a typo) to the patterns
     options_given, files = beam.split_options(patterns)
+    _check_local_paths(patterns=tuple(files))
     extra = [*options_given, *_beam_args(ctx, database, runner)]
     count = _workers(runner, workers)
     options = beam.pipeline_options(runner=runner, workers=count, extra=extra)  # refuses unknown options first
@@ -200,6 +217,7 @@ def export(
     Example:
       tsstore export --start 2019-01-02T00:00:00Z --end 2019-01-03T00:00:00Z --to out/day
     """
+    _check_local_paths(prefix=to)
     beam = _beam()
     extra = _beam_args(ctx, database, runner)
     count = _workers(runner, workers)
