@@ -84,14 +84,25 @@ class CuttingProxy:
         return len(sockets)
 
     @contextlib.contextmanager
-    def cutting(self, *, every: float = 1.0, seed: int = 0) -> Iterator[CuttingProxy]:
+    def cutting(
+        self, *, every: float = 1.0, seed: int = 0, answered: threading.Event | None = None
+    ) -> Iterator[CuttingProxy]:
         """Cut every ``every`` seconds (each pause drawn from 0.5–1.5 × ``every``) while the
-        block runs."""
+        block runs. With ``answered`` (an event the test sets when a call gets its answer), a
+        cut also waits until it is set and clears it: the client gets at least one answer
+        between two timed cuts, however slowly a loaded machine runs it. Without that, a
+        client that needs more than the pause for its call (a 500-document batch at a load of
+        15 on 2 cores) is cut on every attempt and rightly gives up after its fault budget."""
         stop = threading.Event()
         pauses = random.Random(seed)
 
         def run() -> None:
             while not stop.wait(every * (0.5 + pauses.random())):
+                if answered is not None:
+                    while not answered.wait(0.1):
+                        if stop.is_set():
+                            return
+                    answered.clear()
                 self.cut()
 
         cutter = threading.Thread(target=run, daemon=True, name="proxy-cutter")

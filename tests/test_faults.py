@@ -1,7 +1,8 @@
 """Faults are not overloads: what a failed call means, the pauses between attempts, and every
 verb through a proxy that cuts the connections to the emulator (down 0.3 s each time): every
-~1 s while writes and purges run, and in the middle of every read kind, giving exactly the
-answers and the stored set of a clean run."""
+~1 s while writes and purges run (each cut after an answer, so a slow machine slows the cuts),
+and in the middle of every read kind, giving exactly the answers and the stored set of a clean
+run."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import collections
 import contextlib
 import dataclasses
 import datetime as dt
+import threading
 import unittest.mock
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
@@ -298,9 +300,10 @@ def stored_ids(store: TimeSeriesStore) -> list[str]:
     return sorted(t.id for t in store.query(columns=()))
 
 
-def cut_every(proxy: CuttingProxy, n: int) -> Callable[[int], None]:
+def cut_every(proxy: CuttingProxy, n: int, answered: threading.Event) -> Callable[[int], None]:
     """An ``on_progress`` that cuts the connections each time ``n`` more documents are done,
-    so faults hit calls in flight whatever the timing (the proxy also cuts every ~1 s)."""
+    so faults hit calls in flight whatever the timing, and sets ``answered``: the proxy also
+    cuts every ~1 s, but only after an answer since its last such cut (``CuttingProxy.cutting``)."""
     done = 0
 
     def progress(more: int) -> None:
@@ -308,6 +311,7 @@ def cut_every(proxy: CuttingProxy, n: int) -> Callable[[int], None]:
         if (done + more) // n > done // n:
             proxy.cut()
         done += more
+        answered.set()
 
     return progress
 
@@ -315,15 +319,19 @@ def cut_every(proxy: CuttingProxy, n: int) -> Callable[[int], None]:
 def test_writes_and_purges_through_cuts_store_exactly_what_a_clean_run_stores(cut: dict[str, Any]) -> None:
     # 3 000 rows: six batches of 500, each one's progress followed by a cut (and the timer
     # cuts every ~1 s). With three batches all were sometimes answered before the first cut
-    # (the unpaced writer sends them at once), and no call met a fault.
+    # (the unpaced writer sends them at once), and no call met a fault. The timer waits for an
+    # answer since its last cut: cutting on time alone, at a load of 15 on 2 cores one batch's
+    # every attempt for 60 s was cut before its answer (the others' answers each cut it too),
+    # and the writer, rightly, reported its 500 documents as not written.
     layout = spec(3)
     rows = list(trading_day(3000, seed=22))
     expected = sorted({d.id for d in prepare_records(layout, rows)})
     statuses: list[str] = []
     proxy: CuttingProxy = cut["proxy"]
-    with TimeSeriesStore(cut["proxied"], layout, write_options=FAST) as store, proxy.cutting(every=1.0):
+    answered = threading.Event()
+    with TimeSeriesStore(cut["proxied"], layout, write_options=FAST) as store, proxy.cutting(answered=answered):
         written = store.write(
-            rows, on_status=lambda s: statuses.append(s) if s else None, on_progress=cut_every(proxy, 500)
+            rows, on_status=lambda s: statuses.append(s) if s else None, on_progress=cut_every(proxy, 500, answered)
         )
     oracle = TimeSeriesStore(cut["direct"], layout)
     assert (written.count, written.created, written.present) == (3000, 3000, 0)
@@ -333,8 +341,9 @@ def test_writes_and_purges_through_cuts_store_exactly_what_a_clean_run_stores(cu
     assert not any("throttled" in s for s in statuses)
     noon = DAY.replace(hour=12)
     before = oracle.count(end=noon)
-    with TimeSeriesStore(cut["proxied"], layout, write_options=FAST) as store, proxy.cutting(every=1.0, seed=1):
-        purged = store.purge(before=noon, on_progress=cut_every(proxy, 500))
+    answered.clear()
+    with TimeSeriesStore(cut["proxied"], layout, write_options=FAST) as store, proxy.cutting(seed=1, answered=answered):
+        purged = store.purge(before=noon, on_progress=cut_every(proxy, 500, answered))
     assert (purged.matched, purged.deleted) == (before, before) and before > 1000
     assert oracle.count() == 3000 - before and oracle.count(end=noon) == 0
 
@@ -421,8 +430,9 @@ def test_series_counters_count_each_tick_once_through_cuts(cut: dict[str, Any]) 
     layout = dataclasses.replace(spec(3), count_by=("symbol",))
     rows = list(trading_day(1000, seed=4))  # two batches of 500, a cut after each (and every ~1 s)
     proxy: CuttingProxy = cut["proxy"]
-    with TimeSeriesStore(cut["proxied"], layout, write_options=FAST) as store, proxy.cutting(every=1.0, seed=2):
-        assert store.write(rows, on_progress=cut_every(proxy, 500)).created == 1000
+    answered = threading.Event()
+    with TimeSeriesStore(cut["proxied"], layout, write_options=FAST) as store, proxy.cutting(seed=2, answered=answered):
+        assert store.write(rows, on_progress=cut_every(proxy, 500, answered)).created == 1000
     oracle = TimeSeriesStore(cut["direct"], layout)
     symbols = {row["symbol"] for row in rows}
     counted = {s: oracle.series_counter({"symbol": s}).value() for s in symbols}
