@@ -23,6 +23,8 @@ from google.cloud import firestore
 
 from tests.shared import MILLISECONDS, SPEC, TICKS, skewed_rows
 from tsstore import TimeSeriesStore, WriteOptions
+from tsstore.faults import mode_name
+from tsstore.local import supervisor
 from tsstore.local.emulator import EmulatorAt
 from tsstore.local.pytest_plugin import unique_database_id
 
@@ -61,6 +63,26 @@ def no_emulator_deselected(request: pytest.FixtureRequest) -> None:
     if "not emulator" in str(request.config.getoption("markexpr") or ""):
         pytest.fail(f"{request.fixturename} was set up in a run without emulator tests: the test that took it "
                     "needs the emulator marker (take the fixture by name or list `uses_emulator`)", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def own_local_stores(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every test's local stores (``tsstore emulator start``, or a command without an emulator
+    variable, which starts one) live in a folder of its own, never in ``~/.local/share/tsstore``:
+    a command run with ``--mode datastore`` and only ``FIRESTORE_EMULATOR_HOST`` set once
+    started a store there and left it running. A store still running when the test ends is
+    stopped, and the test errors naming it: a test leaves no process behind."""
+    folder = tmp_path_factory.mktemp("tsstore-home")
+    monkeypatch.setenv("TSSTORE_HOME", str(folder / "home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(folder / "data"))  # for a command run with TSSTORE_HOME unset
+    yield
+    left = []
+    for base in (folder / "home", folder / "data" / "tsstore"):
+        for mode, place in (("native", base), ("datastore", base / "datastore")):
+            if (place / supervisor.STATE_FILE).exists() and (store := supervisor.stop(place, mode=mode)) is not None:
+                left.append(f"{mode_name(mode)} (pid {store.pid}, {place})")
+    if left:
+        pytest.fail(f"the test left its local store running, now stopped: {', '.join(left)}", pytrace=False)
 
 
 @pytest.fixture(scope="session")
