@@ -92,7 +92,9 @@ def opened(browser: webdriver.Chrome, served: dict[str, Any]) -> webdriver.Chrom
     return browser
 
 
-def wait(browser: webdriver.Chrome, until: Callable[[webdriver.Chrome], Any], seconds: float = 20) -> Any:
+def wait(browser: webdriver.Chrome, until: Callable[[webdriver.Chrome], Any], seconds: float = 60) -> Any:
+    """``until`` once the page shows it; ``seconds`` bound a hang, not a speed (a loaded machine
+    runs the browser, the server and the emulator slowly)."""
     return WebDriverWait(browser, seconds, poll_frequency=0.05).until(until)
 
 
@@ -493,7 +495,7 @@ def test_a_query_cancelled_from_the_page_stops_its_wait(served: dict[str, Any], 
     serving = serve_in_thread(console, bind("127.0.0.1", 0, allow_remote=False))
     try:
         page = asked(browser, {"url": serving.url}, "query", {"q-where": "symbol=AAA"}, "q-run")
-        assert entered.wait(20)
+        assert entered.wait(60)
         wait(page, lambda b: b.find_element(By.ID, "q-cancel").is_displayed())
         page.find_element(By.ID, "q-cancel").click()
         wait(page, lambda b: b.find_element(By.ID, "q-stats").text == "cancelled: nothing more is shown")

@@ -210,8 +210,10 @@ def test_connection_faults_are_retried_for_the_budget_then_each_document_is_name
         raise gexc.ServiceUnavailable("Stream removed")
 
     pace = Unpaced()
+    # A budget of seconds that pass while the attempts run: with 1.5 s, a worker thread a loaded
+    # machine kept waiting that long after its first fault would find the budget spent at its second.
     sender = BulkSender(
-        send=unavailable, lookup=lambda ids: {}, pace=pace, max_attempts=2, on_status=show, fault_budget=1.5
+        send=unavailable, lookup=lambda ids: {}, pace=pace, max_attempts=2, on_status=show, fault_budget=5
     )
     sender.send_all([doc(i, f"id{i}", {"i": i}) for i in range(5)])
     assert attempts > 2  # faults are not attempts: max_attempts=2 did not stop them
