@@ -59,11 +59,20 @@ def tsstore(*args: str, env: Mapping[str, str | None] | None = None, cwd: Path |
                                    prog_name="tsstore")  # fmt: skip
     finally:  # a declaration imported from cwd (module:NAME) is the command's, as in its own process
         sys.path[:] = path
-        for name in set(sys.modules) - modules:  # (tsstore's own, imported as commands are looked up, stay)
-            file = str(getattr(sys.modules[name], "__file__", None) or "")
-            if file.startswith(str(where)) and name.partition(".")[0] != "tsstore":
-                del sys.modules[name]
+        forget_modules(where, since=modules)
     return Ran(tuple(args), result.exit_code, result.stdout, result.stderr)
+
+
+def forget_modules(folder: Path, *, since: set[str]) -> None:
+    """Drop the modules imported from ``folder`` that were not imported before (``since``), so
+    a later test's own ``myapp.schema`` is imported from its own folder. A package without an
+    ``__init__.py`` has no ``__file__``, only a ``__path__``: left behind, it made a later
+    ``myapp.schema`` resolve in an earlier test's folder. tsstore's own modules stay."""
+    for name in set(sys.modules) - since:
+        module = sys.modules[name]
+        places = [str(getattr(module, "__file__", None) or ""), *map(str, getattr(module, "__path__", None) or ())]
+        if name.partition(".")[0] != "tsstore" and any(p.startswith(str(folder)) for p in places if p):
+            del sys.modules[name]
 
 
 def subcommands(group: click.Group) -> dict[str, click.Command]:

@@ -17,6 +17,7 @@ from typing import Any
 import click
 import pytest
 
+from tests.cli import forget_modules, tsstore
 from tests.docs_reader import (
     DOCS,
     NOT_RUN_AT_MOST,
@@ -59,9 +60,7 @@ def test_every_block_of_the_page_runs(
             else:
                 raise AssertionError(f"{block.where}: a ```{block.language} block that neither runs nor is checked")
     finally:  # a module the page wrote is the page's own
-        for name in set(sys.modules) - modules:
-            if str(getattr(sys.modules[name], "__file__", None) or "").startswith(str(tmp_path)):
-                del sys.modules[name]
+        forget_modules(tmp_path, since=modules)
 
 
 def test_few_blocks_are_not_run_and_each_says_why() -> None:
@@ -340,7 +339,6 @@ def test_every_example_of_the_built_cli_reference_runs_in_a_shell(tsstore_emulat
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from tests.cli import tsstore
     from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
     from tsstore.demo import SPEC, demo_rows
     from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
