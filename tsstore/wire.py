@@ -596,7 +596,7 @@ class FirestoreHorizons:
             query = (self._client.collection(probe.rollup).where(filter=FieldFilter(probe.shard_field, "in", shards))
                      .where(filter=FieldFilter(probe.timestamp_field, ">=", probe.start))
                      .where(filter=FieldFilter(probe.timestamp_field, "<", probe.end)).limit(1))  # fmt: skip
-            return bool(query.get(retry=None, timeout=self._timeout))
+            return bool(query.get(retry=ONE_ATTEMPT, timeout=self._timeout))
 
         return any(found(shards) for shards in probe.chunks())
 
