@@ -63,6 +63,15 @@ def tsstore(*args: str, env: Mapping[str, str | None] | None = None, cwd: Path |
     return Ran(tuple(args), result.exit_code, result.stdout, result.stderr)
 
 
+def one_error(ran: Ran) -> str:
+    """The command's error: its last stderr line, which must be one ``Error:`` line (and no
+    traceback above it)."""
+    assert "Traceback" not in ran.stderr, ran.stderr
+    lines = [line for line in ran.stderr.splitlines() if line.strip()]
+    assert lines and lines[-1].startswith("Error: "), ran.stderr
+    return lines[-1]
+
+
 def forget_modules(folder: Path, *, since: set[str]) -> None:
     """Drop the modules imported from ``folder`` that were not imported before (``since``), so
     a later test's own ``myapp.schema`` is imported from its own folder. A package without an

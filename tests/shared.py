@@ -133,6 +133,19 @@ def too_deep() -> dict[str, Any]:
     return {"deep": deep}
 
 
+# --------------------------------------------------------------- declarations the CLI tests write
+
+#: A declaration file of one series, ``plain``: no roll-up, no retired shard values (the CLI's
+#: census tests write it as plain.toml).
+PLAIN = """
+[[series]]
+collection = "plain"
+key_fields = ["symbol"]
+columns = { symbol = "string", "price.micros" = "Int64" }
+shapes = [{ fields = ["symbol"], directions = ["desc", "asc"] }]
+"""
+
+
 # ------------------------------------------------------------------------------ both modes
 
 #: Firestore in Native mode and in Datastore mode: what a test parametrized over both runs on.

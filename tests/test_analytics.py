@@ -30,6 +30,7 @@ from tsstore import (
     QueryError,
     SeriesSpec,
     SpecError,
+    StateError,
     TimeSeriesStore,
 )
 from tsstore.analytics.aggregate import MAX_AGGREGATIONS, AggregateSelection
@@ -576,7 +577,7 @@ def test_a_rollup_derives_its_own_spec_and_documents() -> None:
         Rollup(source, interval="soon")
     with pytest.raises(SpecError, match="roll-up price 'symbol' is declared string"):
         Rollup(source, price="symbol")
-    with pytest.raises(SpecError, match="watermark of roll-up 'ticks_15min' was written for source 'ticks' every 60"):
+    with pytest.raises(StateError, match="watermark of roll-up 'ticks_15min' was written for source 'ticks' every 60"):
         bars.check_watermark({"source": "ticks", "interval_seconds": 60.0, "watermark": T0})
     later = T0 + dt.timedelta(minutes=3)
     [kept] = bars.records([Bar(("AAA",), T0, 1, 3, 1, 2, 2, 500, 3, 0.5, T0, later)])
@@ -740,9 +741,9 @@ def test_hourly_bars_from_minute_rollups_equal_those_from_ticks(tsstore_emulator
     # combined bars end at the watermark: past it the bars are not stored yet (the tick at +5 min)
     hourly = {"interval": "1h", "by": "symbol", "start": T0}
     refused = rf"^end {later:%Y-%m-%dT%H:%M}:00Z is after the watermark of roll-up 'ticks_1min' \({until:%Y-%m-%dT%H}"
-    with pytest.raises(QueryError, match=refused):
+    with pytest.raises(StateError, match=refused):
         bar_store.bars(combine=True, end=later, **hourly)
-    with pytest.raises(QueryError, match="^start .* is after the watermark"):
+    with pytest.raises(StateError, match="^start .* is after the watermark"):
         bar_store.bars(combine=True, interval="1h", start=later)
     to_watermark = bar_store.bars(combine=True, end=until, **hourly)
     pd.testing.assert_frame_equal(bar_store.bars(combine=True, **hourly), to_watermark)

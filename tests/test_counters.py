@@ -17,7 +17,7 @@ from google.api_core.exceptions import ResourceExhausted, ServiceUnavailable
 
 from tests.conftest import unique_database_id
 from tests.shared import MODES, delete_doc, mode_client, put_doc, stored_doc, stored_docs
-from tsstore import CounterError, TsstoreError
+from tsstore import CounterError, FaultError, StateError, TsstoreError
 from tsstore.asks import AddToDocs, Doc
 from tsstore.counters import CounterValue, ShardedCounter, plan_counter_shards
 
@@ -175,7 +175,8 @@ def test_counter_paths_must_name_documents(client: Any, path: str, message: str)
     ids=["increment", "rollup", "grow", "read"],
 )
 def test_missing_counter_is_an_error(client: Any, action: Callable[[ShardedCounter], object]) -> None:
-    with pytest.raises(CounterError, match="'counters/none' does not exist; create it first"):
+    """A state (create it, and the same call works), not a usage error."""
+    with pytest.raises(StateError, match="'counters/none' does not exist; create it first"):
         action(ShardedCounter(client, "counters/none"))
     assert stored_doc(client, "counters/none") is None  # a roll-up made no shard-less counter document
 
@@ -401,7 +402,7 @@ def test_endless_contention_is_a_counter_error_naming_the_path(client: Any) -> N
         return None, {"ours": True}
 
     with pytest.raises(
-        CounterError,
+        StateError,
         match=r"^counter 'counters/busy': rollup gave up after 3 attempts; each time another writer \(create, "
         r"rollup or grow\) changed the counter document 'counters/busy' between our read and our conditional "
         r"write \(last: it was written or deleted meanwhile\)$",
@@ -440,6 +441,6 @@ def test_a_lone_increment_is_sent_again_only_when_refused(client: Any) -> None:
     assert counter.value() == 3 and not trouble
     trouble.append(ServiceUnavailable("connection reset"))
     cut = r"^adding 2 to counter 'counters/lone': the call was cut off \(UNAVAILABLE: connection reset\) and may"
-    with pytest.raises(CounterError, match=cut + " or may not have landed; read the counter"):
+    with pytest.raises(FaultError, match=cut + " or may not have landed; read the counter"):
         counter.increment(2)
     assert counter.value() == 5  # it had landed: counted once, not twice

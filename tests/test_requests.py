@@ -12,7 +12,7 @@ import pytest
 from tests.scripted import doc, documents, run, seat
 from tsstore.analytics.rollup import Rollup
 from tsstore.asks import FindDocs, GetDoc, KnownTime, SetDoc
-from tsstore.errors import QueryError, RetentionError, UndeclaredShardsWarning
+from tsstore.errors import QueryError, RetentionError, StateError, UndeclaredShardsWarning
 from tsstore.layout.census import CountAll
 from tsstore.read.chunks import ChunkTicks
 from tsstore.read.cost import ReadStats
@@ -267,7 +267,7 @@ def test_combined_bars_read_the_marks_of_each_layer_in_one_round_trip_and_end_at
     ]
     [feed] = ran.of(Feed)
     assert (feed.read.plan.start, feed.read.plan.end) == (at("07:00:00"), at("10:00:00"))  # its watermark
-    with pytest.raises(QueryError, match=r"^end 2026-01-02T11:00:00Z is after the watermark of roll-up 'ticks_1min_1h"):
+    with pytest.raises(StateError, match=r"^end 2026-01-02T11:00:00Z is after the watermark of roll-up 'ticks_1min_1h"):
         run(bars.bars(seat(HOURS.spec), interval="1h", combine=True, end=at("11:00:00")), answers)
 
 
@@ -327,13 +327,13 @@ def test_combined_bars_refuse_a_finer_bar_of_a_marked_bucket_that_an_edge_would_
 
 def test_a_usage_error_is_what_a_command_answers_with_exit_2() -> None:
     """One class says "the caller asked for what cannot be" (the CLI's exit 2, decided in one
-    place); bad input (a record, a file) and failures are not it."""
+    place); a bad record, what is stored and failures are not it."""
     from tsstore import errors
     from tsstore.cli.exits import USAGE, failure_of
 
     usage = [errors.SpecError, errors.ConfigError, errors.QueryError, errors.CounterError, errors.OptionError,
              errors.CursorError]  # fmt: skip
-    others = [errors.IngestError, errors.SchemaError, errors.EmulatorError, errors.LiveError]
+    others = [errors.StateError, errors.SchemaError, errors.EmulatorError, errors.LiveError]
     for kind in usage:
         assert issubclass(kind, errors.UsageError) and issubclass(kind, ValueError), kind
     for made in [*(kind("no") for kind in usage[:4]), errors.OptionError("query", ["limt"], ["limit"])]:

@@ -37,7 +37,7 @@ from typing import Any, TypeAlias, TypeVar
 from tsstore import faults
 from tsstore.asks import AddToDocs, CreateDoc, DeleteDoc, Doc, DocAsk, GetDoc, SumDocs, UpdateDoc
 from tsstore.dswire import is_datastore_client
-from tsstore.errors import CounterError
+from tsstore.errors import CounterError, FaultError, StateError
 from tsstore.limits import DOCUMENT_WRITES_PER_SECOND, MAX_INT64, MIN_INT64
 from tsstore.wire import answer_document
 
@@ -185,7 +185,7 @@ class ShardedCounter:
         """The counter's shard count (read from the counter document)."""
         doc = self._read()
         if doc.data is None:
-            raise CounterError(f"counter {self.path!r} does not exist; create it first")
+            raise StateError(f"counter {self.path!r} does not exist; create it first")
         self._known_shards = _shard_count(doc, self.path)
         return self._known_shards
 
@@ -195,7 +195,7 @@ class ShardedCounter:
 
         One write, sent once more only when the database refused it (overloaded or contended:
         nothing was written). A cut connection leaves it unknown whether the increment landed,
-        so that is a :class:`~tsstore.errors.CounterError` saying so, never a second add:
+        so that is a :class:`~tsstore.errors.FaultError` saying so, never a second add:
         :meth:`increment_many` is the retry-safe way (one receipt per commit)."""
         amount = _check_amount(by)
         adds = ((f"{self._shards_path}/{random.randrange(self._shard_count())}", COUNT_FIELD, amount),)
@@ -207,7 +207,7 @@ class ShardedCounter:
                 return
             except Exception as exc:
                 if faults.kind_of(exc) == "fault":
-                    raise CounterError(
+                    raise FaultError(
                         f"{what}: the call was cut off ({faults.describe(exc)}) and may or may not have landed; read "
                         "the counter before adding again, or use increment_many, which is safe to retry"
                     ) from exc
@@ -246,7 +246,7 @@ class ShardedCounter:
             if doc.data is None:
                 # Writing the total alone would leave a counter document without a shard
                 # count, which create() would then refuse; a roll-up needs a counter.
-                raise CounterError(f"counter {self.path!r} does not exist; create it first")
+                raise StateError(f"counter {self.path!r} does not exist; create it first")
             stored = _stored(doc)
             if stored is not None and stored.as_of >= live.as_of:
                 return stored, None
@@ -260,7 +260,7 @@ class ShardedCounter:
         if not live:
             doc = self._read()
             if doc.data is None:
-                raise CounterError(f"counter {self.path!r} does not exist; create it first")
+                raise StateError(f"counter {self.path!r} does not exist; create it first")
             stored = _stored(doc)
             if stored is not None:
                 return stored
@@ -284,7 +284,7 @@ class ShardedCounter:
 
         def decide(doc: Doc) -> _Decision[int]:
             if doc.data is None:
-                raise CounterError(f"counter {self.path!r} does not exist; create it first")
+                raise StateError(f"counter {self.path!r} does not exist; create it first")
             current = _shard_count(doc, self.path)
             if shards < current:
                 raise CounterError(
@@ -308,10 +308,10 @@ class ShardedCounter:
         another writer made it first), an existing one with an update on condition that its
         update time is still the one read (refused if it changed or was deleted). Either
         refusal means another writer won; the loser pauses a random moment and decides again
-        on a fresh read. Errors ``decide`` raises (``CounterError``) pass through at once. A
-        retry after a fault of a write that did land shows up as a lost race too, and every
+        on a fresh read. Errors ``decide`` raises (``CounterError``, ``StateError``) pass
+        through at once. A retry after a fault of a write that did land shows up as a lost race too, and every
         verb's decision on re-reading its own write is "nothing to do", so that is harmless.
-        After ``attempts`` lost races in a row, ``CounterError``: the document is being
+        After ``attempts`` lost races in a row, ``StateError``: the document is being
         rewritten non-stop.
         """
         lost = ""
@@ -333,7 +333,7 @@ class ShardedCounter:
             if written:
                 return result
             log.debug("counter %r: %s lost a race (%s)", self.path, verb, lost)
-        raise CounterError(
+        raise StateError(
             f"counter {self.path!r}: {verb} gave up after {attempts} attempts; each time another writer "
             f"(create, rollup or grow) changed the counter document {self.path!r} between our read and our "
             f"conditional write (last: {lost})"
@@ -394,7 +394,7 @@ def _add_once(counter: ShardedCounter, adds: Mapping[str, int], *, receipt: str,
 def _shard_count(doc: Doc, path: str) -> int:
     value = (doc.data or {}).get(SHARDS_FIELD)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise CounterError(f"counter {path!r} has no valid '{SHARDS_FIELD}' field (found {value!r})")
+        raise StateError(f"counter {path!r} has no valid '{SHARDS_FIELD}' field (found {value!r})")
     return value
 
 

@@ -1,8 +1,12 @@
 """The one exception root of tsstore and its categories.
 
-Usage errors (a bad argument, record or declaration) also subclass ``ValueError`` so
-callers that already catch ``ValueError`` keep working. Every message names the bad
-value and what is allowed instead.
+Two categories matter to a caller deciding what to do: a usage error (:class:`UsageError`:
+the call, a value, a declaration or an input file is wrong, and fixing the call fixes it)
+and a runtime failure (every other :class:`TsstoreError`: the call was right, but Firestore,
+the network, the files or what is stored do not allow it now; :class:`StateError` is the
+last: what is stored does not allow it yet). Usage errors (and a bad record) also subclass
+``ValueError`` so callers that already catch ``ValueError`` keep working. Every message
+names the bad value and what is allowed instead.
 """
 
 from __future__ import annotations
@@ -37,8 +41,17 @@ class TsstoreError(Exception):
 
 
 class UsageError(TsstoreError, ValueError):
-    """The caller asked for something that cannot be: a declaration, an option, a query or a
-    counter's use (the command line exits 2 on one; its subclasses say which)."""
+    """The caller asked for something that cannot be: a declaration, an option, a query, a
+    counter's use or an input file (the command line exits 2 on one; its subclasses say
+    which). Fixing the call fixes it, whatever is stored."""
+
+
+class StateError(TsstoreError):
+    """The call is right, but what is stored does not allow it now: a counter not created
+    yet, a roll-up that has not run (or not up to the range asked), a roll-up record another
+    declaration wrote, a counter document other writers keep changing. Not a ``ValueError``:
+    the same call succeeds once the store is as the message says (the command line exits 1
+    on one)."""
 
 
 class SpecError(UsageError):
@@ -70,7 +83,7 @@ class ModeError(UsageError):
     tsstore does not serve there yet; the message says what to use instead."""
 
 
-class RetentionError(TsstoreError):
+class RetentionError(StateError):
     """A purge would delete ticks that a roll-up of them has not rolled up yet.
 
     ``limit`` is how far the purge may go (the earliest roll-up watermark; ``None`` when a
@@ -94,7 +107,9 @@ class OptionError(QueryError, TypeError):
 
 
 class CounterError(UsageError):
-    """A sharded counter was used wrongly (bad path, shard count or increment)."""
+    """A sharded counter was used wrongly (bad path, shard count or increment, a shrink). A
+    counter that does not exist is a :class:`StateError`, an increment cut off before its
+    answer a :class:`FaultError`."""
 
 
 class SnapshotExpiredError(TsstoreError):
@@ -111,7 +126,8 @@ class SnapshotExpiredError(TsstoreError):
 class FaultError(TsstoreError):
     """Every attempt of one call failed before Firestore answered (or Firestore kept refusing
     the work) for longer than tsstore retries a call (:data:`tsstore.faults.FAULT_BUDGET_SECONDS`
-    of trouble in a row).
+    of trouble in a row), or a call that is not safe to send twice (a counter's
+    ``increment``) was cut off before its answer, so it may or may not have landed.
     ``returned`` ticks were delivered before it; ``cursor`` (``None`` if none were, or the
     read has no order to continue in) continues right after the last of them."""
 
@@ -204,9 +220,11 @@ class EmulatorError(TsstoreError):
     database mode than the client given (it refuses every call of such a client)."""
 
 
-class IngestError(TsstoreError, ValueError):
-    """A file as a whole cannot be ingested (unreadable, unknown format, bad header) or an
-    ingest option is not allowed; a bad row is a reject, never this."""
+class IngestError(UsageError):
+    """A file as a whole cannot be ingested (empty, unknown format, bad header, not the
+    format it names) or an ingest option is not allowed: a usage error, as the file is part
+    of what was asked (a file the system cannot read is an ``OSError``); a bad row is a
+    reject, never this."""
 
 
 class LiveError(TsstoreError):

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from tsstore.analytics.aggregate import Aggregates, Number
 from tsstore.analytics.bars import Bar, bar_start, stored_bar, tick_bar
 from tsstore.analytics.rollup import Rollup
-from tsstore.errors import QueryError
+from tsstore.errors import QueryError, StateError
 from tsstore.read.plan import Filter
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
@@ -255,7 +255,7 @@ class CoveredSelection:
             return tick_bar(tick, (), self.price.split("."), None if self.volume is None else self.volume.split("."))
         bar = stored_bar(tick, ())
         if bar is not None and bar.sum is None and (self.sum or self.avg or self.std):
-            raise QueryError(
+            raise StateError(
                 f"roll-up {part.rollup.name!r} holds a bar at {tick.timestamp.isoformat()} without its price sums "
                 f"(stored by an older tsstore); run it again from before that time (tsstore rollup --rollup "
                 f"{part.rollup.name} --since ...) to store them"

@@ -27,7 +27,7 @@ from typing import Any
 from tsstore.access import ClientAccess, access_from
 from tsstore.analytics.bars import STORED_MOMENTS, Bar, bar_start
 from tsstore.analytics.buckets import to_interval
-from tsstore.errors import ConfigError, QueryError, SpecError
+from tsstore.errors import ConfigError, QueryError, SpecError, StateError
 from tsstore.late import BAR_SHARDS, WATERMARKS
 from tsstore.spec import NUMERIC_TYPES, QueryShape, SeriesSpec, check_field_path, shards_for
 from tsstore.times import EARLIEST, DurationLike, bucket_ceil, interval_label, to_duration, utc_text
@@ -166,7 +166,7 @@ class Rollup:
             return None
         mine = self.watermark_document(dt.datetime.min)
         if (stored.get("source"), stored.get("interval_seconds")) != (mine["source"], mine["interval_seconds"]):
-            raise SpecError(
+            raise StateError(
                 f"the watermark of roll-up {self.name!r} was written for source {stored.get('source')!r} every "
                 f"{stored.get('interval_seconds')} s, not {mine['source']!r} every {mine['interval_seconds']:g} s; "
                 "give --since to recompute from a time, or use another collection"
@@ -403,11 +403,16 @@ def rollup_from_mapping(data: Mapping[str, Any], sources: Mapping[str, SeriesSpe
     return Rollup(sources[source], **options)
 
 
-def bar_length(collection: str, record: Mapping[str, Any] | None) -> dt.timedelta:
+def bar_length(collection: str, record: Mapping[str, Any] | None, *, rollup: Rollup | None = None) -> dt.timedelta:
     """The length of the bars stored in ``collection``, from its roll-up record (the
-    watermark document); a clear refusal when it has none: it holds no roll-up's bars."""
+    watermark document); a clear refusal when it has none: ``rollup``, the roll-up declared
+    to store them, has not run yet (a state), or without one the collection holds no
+    roll-up's bars (a usage error)."""
     seconds = (record or {}).get("interval_seconds")
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
+        if rollup is not None:
+            raise StateError(f"roll-up {rollup.name!r} has not run yet: its collection {collection!r} holds no bars "
+                             "to combine; run it first (tsstore rollup), or make the bars from the ticks with price=")
         raise QueryError(
             f"combine=True reads a roll-up's bars, and {collection!r} has no roll-up record "
             f"({WATERMARKS}/{collection}): run its roll-up first (tsstore rollup), or make the bars from the "
@@ -425,10 +430,10 @@ def combined_end(
     ones that are would answer a bucket from part of its ticks."""
     mark = (record or {}).get("watermark")
     if not isinstance(mark, dt.datetime):
-        raise QueryError(f"roll-up {collection!r} has stored no bars yet: run it first (tsstore rollup)")
+        raise StateError(f"roll-up {collection!r} has stored no bars yet: run it first (tsstore rollup)")
     late = next(((name, at) for name, at in (("start", start), ("end", end)) if at is not None and at > mark), None)
     if late is not None:
-        raise QueryError(
+        raise StateError(
             f"{late[0]} {utc_text(late[1])} is after the watermark of roll-up {collection!r} ({utc_text(mark)}): its "
             f"bars after it are not stored yet; run the roll-up first (tsstore rollup), give an end at or before "
             f"{utc_text(mark)}, or make the bars from the ticks (bars(price=...) on the source's store)"

@@ -83,8 +83,10 @@ def main() -> None:
     """tsstore: high-rate time series in Firestore with sharded timestamps.
 
     \b
-    Exit codes: 0 done, 1 a failure, 2 a usage error, 3 not running (emulator
-    status), 4 done with rows rejected (ingest, backfill), 130 Ctrl-C.
+    Exit codes: 0 done, 1 a runtime failure (the command was right; Firestore or
+    what is stored does not allow it now), 2 a usage error (fixing the command
+    fixes it), 3 not running (emulator status), 4 done with rows rejected
+    (ingest, backfill), 130 Ctrl-C.
     Environment: TSSTORE_SPEC, TSSTORE_PROJECT and TSSTORE_DATABASE stand for
     --spec, --project and --database. Commands that print figures or rows (but
     watch, which redraws a screen) take --format json. Times are ISO-8601 with an offset (or add --naive utc|ZONE).

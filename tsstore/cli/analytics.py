@@ -24,7 +24,7 @@ from tsstore.cli.common import (
     warn_if_no_collection,
     where_option,
 )
-from tsstore.cli.exits import exit_interrupted, library_warnings, usage
+from tsstore.cli.exits import Failure, exit_interrupted, library_warnings, usage
 from tsstore.cli.output import echo_figures, echo_written, figures_format, output_option, rows_format, write_frames
 from tsstore.cli.query import stats_option
 from tsstore.cli.values import OutputFile, cli_time, naive_option, parse_columns, parse_value, parse_where
@@ -440,6 +440,8 @@ def rollup(
             said = partial.describe()  # type: ignore[attr-defined]
         click.echo(f"{said} (before the interrupt)")
         exit_interrupted("run the same command to finish (a bar already stored is not stored twice)")
+    if result.waiting_for is not None:  # not done: what is stored does not allow it yet (exit 1)
+        raise Failure(result.describe())
     echo_figures(fmt, result.describe(), result)
 
 

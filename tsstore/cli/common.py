@@ -23,7 +23,7 @@ from typing import Any
 import click
 
 from tsstore.analytics.rollup import Rollup
-from tsstore.cli.exits import end_now, usage
+from tsstore.cli.exits import Failure, end_now, usage
 from tsstore.cli.mode import in_mode, mode_option
 from tsstore.cli.values import LIMIT, cli_time, naive_option, parse_columns, parse_where
 from tsstore.declaration import load_declaration
@@ -133,7 +133,7 @@ def _project_client(mode: Mode, project: str, database: str) -> Any:
     try:
         from google.cloud import datastore
     except ImportError:
-        raise usage("Datastore mode needs google-cloud-datastore: pip install 'tsstore[datastore]'") from None
+        raise Failure("Datastore mode needs google-cloud-datastore: pip install 'tsstore[datastore]'") from None
     named = "" if database == DEFAULT_DATABASE_ID else database
     return datastore.Client(project=project, database=named)  # type: ignore[no-untyped-call]
 

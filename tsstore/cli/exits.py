@@ -1,8 +1,14 @@
 """How a ``tsstore`` command ends: one set of exit codes, one line per failure, and Ctrl-C.
 
-* 0: done. 1: a runtime failure (Firestore refused, a fault outlasted its budget, a file
-  could not be written, no credentials). 2: a usage error (a bad option value, a query the
-  declaration cannot serve, a bad declaration). 4: finished, with rows rejected (``ingest``, ``backfill``).
+* 0: done, as asked (a command that could not do what was asked never ends with 0).
+  1: a runtime failure: the command was right, but Firestore, the network, the files or what
+  is stored do not allow it now (Firestore refused, a fault outlasted its budget, a file
+  could not be written, no credentials, a package missing, a counter not created yet, a
+  roll-up, or its source, that has not run: :class:`~tsstore.errors.StateError`).
+  2: a usage error: the command, a value, the declaration or an input file is wrong, and
+  fixing the command fixes it (:class:`~tsstore.errors.UsageError`: a bad option value, a
+  query the declaration cannot serve, a bad declaration, a file to ingest that is empty or
+  has no time column). 4: finished, with rows rejected (``ingest``, ``backfill``).
   130: interrupted by Ctrl-C.
 * A failure prints ``Error: <what, and what to do>`` on stderr: never a traceback. Errors the
   library raises carry their own words; errors of the layers below (google-auth, the

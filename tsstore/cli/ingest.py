@@ -10,7 +10,7 @@ import click
 from tqdm import tqdm
 
 from tsstore.cli.common import Command, Database, series_options
-from tsstore.cli.exits import REJECTED, Failure, exit_interrupted, library_warnings, usage
+from tsstore.cli.exits import REJECTED, exit_interrupted, library_warnings, usage
 from tsstore.cli.output import echo_figures
 from tsstore.cli.values import OutputFile
 from tsstore.errors import IngestError, Interrupted
@@ -125,8 +125,8 @@ def ingest(
         detect_format(file, fmt)
     except IngestError as exc:  # the file's name, as typed: --format says what it is
         raise usage(str(exc)) from None
-    if file.stat().st_size == 0:  # a file being written, or the wrong one: not a load of no rows
-        raise Failure(f"{file} is empty (0 bytes: no header, no rows); there is nothing to ingest")
+    if file.stat().st_size == 0:  # the wrong file, or one still being written: not a load of no rows
+        raise usage(f"{file} is empty (0 bytes: no header, no rows); there is nothing to ingest")
     rejects_file = rejects_path or file.with_name(file.name + ".rejects.csv")
     sink, close = write_rejects(rejects_file)
     try:

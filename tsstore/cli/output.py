@@ -269,7 +269,7 @@ def _arrow_stream(frames: Iterable[pd.DataFrame], output: Path | None) -> int:
     """An Arrow IPC stream (``pyarrow.ipc.open_stream`` reads it) to ``output`` or stdout's
     bytes; refused on a terminal, which would show bytes, not rows."""
     if output is None and sys.stdout.isatty():
-        raise TsstoreError("--format arrow writes binary: give --output FILE or pipe it on")
+        raise usage("--format arrow writes binary: give --output FILE or pipe it on")
     sink: BinaryIO = open(output, "wb") if output else sys.stdout.buffer
     writer: pa.ipc.RecordBatchStreamWriter | None = None
     rows = 0

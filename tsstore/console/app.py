@@ -41,7 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tsstore import ticks_to_frame
 from tsstore.analytics.rollup import Rollup
 from tsstore.console.forms import QueryForm, Reach, cursor_field, text_field
-from tsstore.errors import TsstoreError, UsageError
+from tsstore.errors import StateError, TsstoreError, UsageError
 from tsstore.indexes.datastore import plan_index_yaml
 from tsstore.indexes.file import plan_index_file
 from tsstore.layout.capacity import capacity_for
@@ -240,10 +240,12 @@ def _answered(work: Callable[..., Any]) -> Callable[..., Any]:
 
 def _refusal(exc: click.ClickException | TsstoreError | ValueError) -> JSONResponse:
     """``{"error": ...}``: 400 for what was asked wrong (the commands' parsing of what was
-    typed, a usage error, a bad value), 500 for any other tsstore error."""
+    typed, a usage error, a bad value), 409 for what the store does not allow yet (a
+    :class:`~tsstore.errors.StateError`), 500 for any other tsstore error."""
     if isinstance(exc, click.ClickException):
         return JSONResponse({"error": exc.format_message()}, status_code=400)
-    return JSONResponse({"error": str(exc)}, status_code=400 if isinstance(exc, (UsageError, ValueError)) else 500)
+    status = 400 if isinstance(exc, (UsageError, ValueError)) else 409 if isinstance(exc, StateError) else 500
+    return JSONResponse({"error": str(exc)}, status_code=status)
 
 
 class Handlers:
@@ -487,7 +489,7 @@ def _from_rollup(series: Series, options: dict[str, Any], by: list[str] | None) 
         try:
             combined = series.rollup_stores[rollup.name].bars(combine=True, by=by, **{**options, "start": begin})
             return f"roll-up {rollup.name!r} ({rollup.interval} bars, combined{before})", combined
-        except UsageError as exc:
+        except (UsageError, StateError) as exc:
             why = f"roll-up {rollup.name!r} not used: {exc}"
     return why, None
 

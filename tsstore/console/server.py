@@ -5,6 +5,7 @@ and benchmarks."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import ipaddress
 import re
 import secrets
@@ -19,7 +20,7 @@ from types import FrameType
 import uvicorn
 
 from tsstore.console.app import Console, make_app
-from tsstore.errors import UsageError
+from tsstore.errors import TsstoreError, UsageError
 
 
 def new_token() -> str:
@@ -50,6 +51,9 @@ def bind(host: str, port: int, *, allow_remote: bool) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
+        if exc.errno == errno.EADDRINUSE:  # a right address, taken now: a runtime failure
+            raise TsstoreError(f"cannot serve the console on {host}:{port}: {exc.strerror}; stop what serves "
+                             "there, or give another --port (0: any free one)") from None  # fmt: skip
         raise UsageError(f"cannot serve the console on {host}:{port}: {exc.strerror}") from None
     sock.listen(128)
     return sock

@@ -174,7 +174,8 @@ def combined_bounds(seat: Seat, bounds: Query) -> Request[tuple[dict[str, Any] |
     the length of its bars, and ``bounds`` ending at ``end`` or else at its watermark (an end
     past the watermark refused)."""
     record = yield from read_watermark(seat, seat.spec.collection)
-    stored = bar_length(seat.spec.collection, record)
+    rollup = seat.spec.rollup
+    stored = bar_length(seat.spec.collection, record, rollup=rollup if isinstance(rollup, Rollup) else None)
     end = combined_end(seat.spec.collection, record, *time_range(bounds.start, bounds.end))
     return record, stored, bounds.replace(end=end)
 

@@ -17,7 +17,7 @@ from tsstore.analytics.bars import Bar, BarBuilder, bar_start, iter_bars, stored
 from tsstore.analytics.covered import join_spans
 from tsstore.analytics.rollup import Rollup, RollupResult, RollupWindow, VerifyResult, rollup_of, rollup_window
 from tsstore.asks import ask
-from tsstore.errors import QueryError, RetentionWarning
+from tsstore.errors import QueryError, RetentionWarning, StateError
 from tsstore.late import LAST_TICK, PURGED, Horizon
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import QueryPlan, oldest_first
@@ -360,12 +360,15 @@ def _verified_range(
     to ``until`` or the watermark, whichever is earlier."""
     watermark = rollup.check_watermark(stored)
     if watermark is None:
-        raise QueryError(f"roll-up {rollup.name!r} has not run yet: nothing stored to verify; run it first")
+        raise StateError(f"roll-up {rollup.name!r} has not run yet: nothing stored to verify; run it first")
     span = rollup.coverage(stored)
     start = since if since is not None else (span[0] if span else None)
     if start is None:
         raise QueryError(f"roll-up {rollup.name!r} does not say where its bars begin; give since=")
     start, end = bar_start(start, rollup.interval), watermark if until is None else min(watermark, until)
+    if start >= end and end == watermark:  # the roll-up has not reached since yet
+        raise StateError(f"since {start.isoformat()} is not before the watermark of roll-up {rollup.name!r} "
+                         f"({watermark.isoformat()}): nothing rolled up there to verify yet; run it first")
     if start >= end:
         raise QueryError(f"since {start.isoformat()} is not before {end.isoformat()}: nothing to verify")
     return start, end
