@@ -41,7 +41,7 @@ from tsstore.beam.read import slices
 from tsstore.beam.write import _Identify, _Send
 from tsstore.cli import main
 from tsstore.demo import SPEC
-from tsstore.errors import ConfigError, IngestError, QueryError, SchemaError
+from tsstore.errors import ConfigError, IngestError, QueryError, SpecError
 from tsstore.ingest import Rejected, ingest_file
 from tsstore.local.emulator import DEFAULT_PROJECT
 from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
@@ -136,9 +136,10 @@ def test_ramp_and_transform_refuse_what_cannot_work() -> None:
     with pytest.raises(QueryError):
         ReadTicks(SPEC, target=target, where={"note": "x"})  # no shape declares it
     clash = SeriesSpec("t", columns={"a.b": "string", "a_b": "Int64", "c": "object"})
-    with pytest.raises(SchemaError, match="columns 'a.b' and 'a_b' would both be 'a_b' in a schema"):
+    # the declaration does not serve a schema: a usage error (export exits 2), not stored values' (SchemaError)
+    with pytest.raises(SpecError, match="columns 'a.b' and 'a_b' would both be 'a_b' in a schema"):
         ReadTicks(clash, target=target, columns=["a.b", "a_b"], schema=True)
-    with pytest.raises(SchemaError, match="column 'c' has no declared type"):
+    with pytest.raises(SpecError, match="column 'c' has no declared type"):
         ReadTicks(clash, target=target, columns=["c"], schema=True)
     with pytest.raises(IngestError, match="time unit 'min' is not one of s, ms, us, ns"):
         ReadTickFiles(["x.csv"], SPEC, time_unit="min")

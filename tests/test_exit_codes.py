@@ -167,6 +167,19 @@ def test_a_console_port_in_use_is_a_runtime_failure(census: dict[str, Any]) -> N
     assert f"cannot serve the console on 127.0.0.1:{port}" in one_error(ran) and "another --port" in ran.stderr
 
 
+def test_a_package_not_installed_is_a_runtime_failure(census: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--mode datastore`` without google-cloud-datastore: the command is right and the
+    machine lacks a package (1, as for charts without matplotlib), not a usage error."""
+    import google.cloud
+
+    monkeypatch.setitem(sys.modules, "google.cloud.datastore", None)  # its import fails, as when not installed
+    monkeypatch.delattr(google.cloud, "datastore", raising=False)
+    ran = tsstore("count", "--mode", "datastore", "--project", "my-project", "--spec", "plain.toml",
+                  env={"FIRESTORE_EMULATOR_HOST": None, "DATASTORE_EMULATOR_HOST": None}, cwd=census["tmp"])  # fmt: skip
+    assert ran.returncode == FAILED, (ran.stdout, ran.stderr)
+    assert one_error(ran) == "Error: Datastore mode needs google-cloud-datastore: pip install 'tsstore[datastore]'"
+
+
 def test_arrow_on_a_terminal_is_a_usage_error(census: dict[str, Any]) -> None:
     """``--format arrow`` with stdout on a terminal and no ``-o``: the command is wrong (2),
     said before a byte is written. A terminal needs a process of its own."""

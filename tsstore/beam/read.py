@@ -33,7 +33,7 @@ from apache_beam.utils.timestamp import Timestamp
 
 from tsstore.beam.outputs import METRICS
 from tsstore.beam.target import Target
-from tsstore.errors import QueryError, SchemaError
+from tsstore.errors import QueryError, SpecError
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.spec import Direction, SeriesSpec
@@ -85,7 +85,7 @@ def arrow_schema(spec: SeriesSpec, columns: Sequence[str] | None = None) -> Any:
         elif kind in _ARROW_TYPES:
             fields.append((name, getattr(pa, _ARROW_TYPES[kind])()))
         else:
-            raise SchemaError(
+            raise SpecError(
                 f"column {name!r} has no declared type (or is declared 'object'), so it has no Parquet type; "
                 f"declare it in the spec's columns as one of {sorted(_ARROW_TYPES) + ['datetime']}"
             )
@@ -106,12 +106,12 @@ def beam_schema(spec: SeriesSpec, columns: Sequence[str] | None = None) -> Any:
     named: dict[str, str] = {ID_COLUMN: ID_COLUMN, schema_name(spec.timestamp_field): spec.timestamp_field}
     for name, kind in output_columns(spec, columns):
         if kind not in kinds:
-            raise SchemaError(
+            raise SpecError(
                 f"column {name!r} has no declared type (or is declared 'object'), so it has no Beam schema type; "
                 f"declare it in the spec's columns as one of {sorted(kinds)}"
             )
         if schema_name(name) in named:
-            raise SchemaError(
+            raise SpecError(
                 f"columns {named[schema_name(name)]!r} and {name!r} would both be {schema_name(name)!r} in a schema"
             )
         named[schema_name(name)] = name
