@@ -155,6 +155,34 @@ def test_each_refusal_exits_with_the_code_of_its_kind(
     assert words in one_error(ran)
 
 
+def test_bars_an_older_tsstore_stored_are_a_runtime_failure_until_rolled_up_again(census: dict[str, Any]) -> None:
+    """An average from roll-up bars stored without their price sums (by a tsstore before
+    them): the command is right, the stored bars do not allow it until the roll-up runs again
+    over them (1, and the line says so); after that run it answers (0)."""
+    (census["tmp"] / "priced.csv").write_text(
+        "symbol,timestamp,price.micros\n" + "".join(f"AAA,2019-01-02T09:0{m}:00Z,{10 + m}\n" for m in range(6))
+    )
+    spec = ("--spec", "layers.toml")
+    span = ("--start", "2019-01-02T09:00:00Z", "--end", "2019-01-02T09:05:00Z")
+
+    def run(*args: str) -> Any:
+        return tsstore(*args, env=census["env"], cwd=census["tmp"])
+
+    assert run("ingest", "priced.csv", *spec, "--collection", "plain").returncode == 0
+    rollup = ("rollup", *spec, "--rollup", "plain_1min", "--since", "2019-01-02T09:00:00Z")
+    assert run(*rollup, "--until", "2019-01-02T09:05:00Z").returncode == 0
+    for bar in census["client"].collection("plain_1min").stream():
+        bar.reference.update({"sum": firestore.DELETE_FIELD, "m2": firestore.DELETE_FIELD})
+    average = ("aggregate", *spec, "--collection", "plain", "--rollup", "plain_1min", "--avg", "price.micros", *span)
+    ran = run(*average)
+    assert ran.returncode == FAILED, (ran.stdout, ran.stderr)
+    assert "roll-up 'plain_1min' holds a bar at 2019-01-02T09:00:00+00:00 without its price sums (stored by an " \
+           "older tsstore); run it again from before that time" in one_error(ran)  # fmt: skip
+    assert run(*rollup, "--until", "2019-01-02T09:05:00Z").returncode == 0  # as the line says: stored again
+    again = run(*average, "--format", "json")
+    assert again.returncode == 0 and '"avg(price.micros)": 12.0' in again.stdout, (again.stdout, again.stderr)
+
+
 def test_a_console_port_in_use_is_a_runtime_failure(census: dict[str, Any]) -> None:
     """The address is right but taken now: 1, and the line says what to do; a host that is not
     an address stays a usage error."""
