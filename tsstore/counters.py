@@ -309,8 +309,9 @@ class ShardedCounter:
         update time is still the one read (refused if it changed or was deleted). Either
         refusal means another writer won; the loser pauses a random moment and decides again
         on a fresh read. Errors ``decide`` raises (``CounterError``, ``StateError``) pass
-        through at once. A retry after a fault of a write that did land shows up as a lost race too, and every
-        verb's decision on re-reading its own write is "nothing to do", so that is harmless.
+        through at once. A retry after a fault of a write that did land shows up as a lost race
+        too, and every verb's decision on re-reading its own write is "nothing to do", so that
+        is harmless.
         After ``attempts`` lost races in a row, ``StateError``: the document is being
         rewritten non-stop.
         """

@@ -3,10 +3,10 @@
 Two categories matter to a caller deciding what to do: a usage error (:class:`UsageError`:
 the call, a value, a declaration or an input file is wrong, and fixing the call fixes it)
 and a runtime failure (every other :class:`TsstoreError`: the call was right, but Firestore,
-the network, the files or what is stored do not allow it now; :class:`StateError` is the
-last: what is stored does not allow it yet). Usage errors (and a bad record) also subclass
-``ValueError`` so callers that already catch ``ValueError`` keep working. Every message
-names the bad value and what is allowed instead.
+the network, the files or what is stored do not allow it now; among them
+:class:`StateError`, what is stored does not allow it yet). Usage errors (and a bad
+record) also subclass ``ValueError`` so callers that already catch ``ValueError`` keep
+working. Every message names the bad value and what is allowed instead.
 """
 
 from __future__ import annotations
@@ -49,9 +49,10 @@ class UsageError(TsstoreError, ValueError):
 class StateError(TsstoreError):
     """The call is right, but what is stored does not allow it now: a counter not created
     yet, a roll-up that has not run (or not up to the range asked), a roll-up record another
-    declaration wrote, a counter document other writers keep changing. Not a ``ValueError``:
-    the same call succeeds once the store is as the message says (the command line exits 1
-    on one)."""
+    declaration wrote, roll-up bars stored without what the question needs, a counter
+    document other writers keep changing, a purge a roll-up holds back
+    (:class:`RetentionError`). Not a ``ValueError``: the same call succeeds once the store is
+    as the message says (the command line exits 1 on one)."""
 
 
 class SpecError(UsageError):

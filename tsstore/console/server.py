@@ -53,7 +53,7 @@ def bind(host: str, port: int, *, allow_remote: bool) -> socket.socket:
         sock.close()
         if exc.errno == errno.EADDRINUSE:  # a right address, taken now: a runtime failure
             raise TsstoreError(f"cannot serve the console on {host}:{port}: {exc.strerror}; stop what serves "
-                             "there, or give another --port (0: any free one)") from None  # fmt: skip
+                               "there, or give another --port (0: any free one)") from None  # fmt: skip
         raise UsageError(f"cannot serve the console on {host}:{port}: {exc.strerror}") from None
     sock.listen(128)
     return sock
