@@ -368,6 +368,11 @@ def test_emulator_start_enforces_a_rules_file(tmp_path: Path) -> None:
     rules = tmp_path / "firestore.rules"
     rules.write_text(render_rules([SeriesSpec("ticks")]))
     try:
+        # A file the store's emulator refuses as it starts: a usage error in one line, no store left.
+        refused = tsstore("emulator", "start", "--rules", str(bad), env=env, cwd=tmp_path)
+        assert refused.returncode == 2 and refused.stderr.count("Error:") == 1, refused.stderr
+        assert "the emulator refused the rules in bad.rules:\nbad.rules:2:" in refused.stderr
+        assert "not running" in tsstore("emulator", "status", env=env, cwd=tmp_path).stdout
         started = tsstore("emulator", "start", "--rules", str(rules), env=env, cwd=tmp_path)
         assert started.returncode == 0, started.stderr
         assert f"enforcing the rules in {rules} on every project" in started.stdout
@@ -381,7 +386,7 @@ def test_emulator_start_enforces_a_rules_file(tmp_path: Path) -> None:
         status = tsstore("emulator", "status", env=env, cwd=tmp_path)
         assert f"enforcing the rules in {rules.resolve()} on project tsstore-local" in status.stdout
         refused = tsstore("emulator", "start", "--rules", str(bad), env=env, cwd=tmp_path)
-        assert refused.returncode == 1 and "Traceback" not in refused.stderr
+        assert refused.returncode == 2 and refused.stderr.count("Error:") == 1, refused.stderr  # reloaded: the same
         assert "the emulator refused the rules in bad.rules:\nbad.rules:2:" in refused.stderr
     finally:
         tsstore("emulator", "stop", env=env, cwd=tmp_path)

@@ -221,6 +221,11 @@ class EmulatorError(TsstoreError):
     database mode than the client given (it refuses every call of such a client)."""
 
 
+class RulesError(EmulatorError, UsageError):
+    """A security rules file the emulator cannot take: it does not compile, cannot be read, or
+    was given to Datastore mode, which has no rules (a usage error: the command line exits 2)."""
+
+
 class IngestError(UsageError):
     """A file as a whole cannot be ingested (empty, unknown format, bad header, not the
     format it names) or an ingest option is not allowed: a usage error, as the file is part

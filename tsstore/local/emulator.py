@@ -42,7 +42,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from tsstore.errors import EmulatorError
+from tsstore.errors import EmulatorError, RulesError
 
 if TYPE_CHECKING:  # importing google.cloud.firestore costs ~0.5 s; only client() needs it
     from google.cloud import firestore
@@ -382,7 +382,7 @@ def load_rules(url: str, source: str, *, project: str = DEFAULT_PROJECT, name: s
         found = re.findall(r"^L(\d+):(\d+) (.*)$", str(said or ""), flags=re.M)
         detail = "\n".join([*errors, *(f"{name}:{line}:{column}: {what}" for line, column, what in found)])
         detail = detail or f"HTTP {status}: {text.strip()[:500]}"
-        raise EmulatorError(f"the emulator refused the rules in {name}:\n{detail}")
+        raise RulesError(f"the emulator refused the rules in {name}:\n{detail}")
     return [text for severity, text in issues if severity == "WARNING"]
 
 
@@ -853,7 +853,7 @@ def _read_rules(rules: str | os.PathLike[str] | None) -> tuple[Path | None, str 
     try:
         return path, path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise EmulatorError(f"cannot read the rules file {str(rules)!r}: {exc}") from None
+        raise RulesError(f"cannot read the rules file {str(rules)!r}: {exc}") from None
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
@@ -939,7 +939,7 @@ def start_emulator(
     if mode not in get_args(Mode):
         raise EmulatorError(f"mode {mode!r} is not one the emulator runs; give 'native' or 'datastore'")
     if mode == "datastore" and rules is not None:
-        raise EmulatorError("security rules are Native mode's: a Datastore-mode emulator takes no rules file")
+        raise RulesError("security rules are Native mode's: a Datastore-mode emulator takes no rules file")
     located = _locate()
     rules_path, rules_text = _read_rules(rules)
     data_path = None
@@ -1052,7 +1052,7 @@ def _made_ready(emulator: Emulator, rules_path: Path | None, rules_text: str | N
             warned = load_rules(emulator.url, rules_text, project=RULES_CHECK_PROJECT, name=rules_path.name)
         except EmulatorError as exc:
             emulator.stop()
-            raise EmulatorError(f"{exc}\n(from {rules_path})") from None
+            raise type(exc)(f"{exc}\n(from {rules_path})") from None
         emulator._rules = rules_path
         emulator.rules_warnings = tuple(warned)
     data_path = emulator._data_dir

@@ -38,13 +38,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tsstore.errors import EmulatorError
+from tsstore.errors import EmulatorError, RulesError
 from tsstore.local.emulator import DEFAULT_PROJECT, Mode, load_rules, start_emulator
 
 STATE_FILE = "emulator.json"
 DATABASES_FILE = "databases.json"
 DATA_DIR = "emulator-data"
 LOG_FILE = "emulator.log"
+#: How the store's process ends on a rules file it cannot take (a usage error, as the CLI's 2).
+USAGE_EXIT = 2
 
 
 def home(mode: Mode = "native") -> Path:
@@ -158,7 +160,7 @@ def start(folder: Path | None = None, *, timeout: float = 90.0, rules: Path | No
     replaces the rules of the store's project (the one the CLI and tools pointed at it by
     ``FIRESTORE_EMULATOR_HOST`` use); other projects keep those the store started with."""
     if mode == "datastore" and rules is not None:
-        raise EmulatorError("security rules are Native mode's: the local store in Datastore mode takes no rules file")
+        raise RulesError("security rules are Native mode's: the local store in Datastore mode takes no rules file")
     folder = folder or home(mode)
     folder.mkdir(parents=True, exist_ok=True)
     # One starter at a time: two commands starting the store at once must not spawn two.
@@ -176,7 +178,7 @@ def _start_locked(folder: Path, timeout: float, rules: Path | None, mode: Mode) 
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise EmulatorError(f"cannot read the rules file {str(rules)!r}: {exc}") from None
+            raise RulesError(f"cannot read the rules file {str(rules)!r}: {exc}") from None
         warned = load_rules(running.url.rstrip("/"), text, project=running.project, name=path.name)
         scope = f"project {running.project}"
         _update_state(folder, rules=str(path), rules_warnings=warned, rules_scope=scope)
@@ -199,9 +201,11 @@ def _start_locked(folder: Path, timeout: float, rules: Path | None, mode: Mode) 
     while time.monotonic() < deadline:
         if process.poll() is not None:
             said = _log_since(folder / LOG_FILE, log_start)
+            if process.returncode == USAGE_EXIT and said:  # the rules file given: the store's own words
+                raise RulesError(said)
             raise EmulatorError(
                 f"the local store did not start (exit {process.returncode}); see {folder / LOG_FILE}"
-                + (f"\n{said}" if said else "")
+                + (f": {said}" if said else "")
             )
         running = status(folder, mode=mode)
         if running is not None and running.pid == process.pid:
@@ -251,7 +255,7 @@ def _log_since(path: Path, offset: int) -> str:
             said = log.read().decode("utf-8", "replace")
     except OSError:
         return ""
-    return said[said.rfind("Error: ") :].strip()[-2000:] if "Error: " in said else ""
+    return said[said.rfind("Error: ") + len("Error: ") :].strip()[-2000:] if "Error: " in said else ""
 
 
 def _write_state(folder: Path, state: dict[str, Any]) -> None:
@@ -273,7 +277,7 @@ def _serve(folder: Path, rules: Path | None = None, mode: Mode = "native") -> No
         )
     except EmulatorError as exc:
         print(f"Error: {exc}", flush=True)
-        raise SystemExit(1) from None
+        raise SystemExit(USAGE_EXIT if isinstance(exc, RulesError) else 1) from None
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
