@@ -273,24 +273,37 @@ def test_a_rollup_of_a_rollup_runs_by_its_name_and_names_its_source_when_that_ha
     )
 
 
-def test_bars_and_aligned_write_rows_to_an_output_file_as_query_does(doors: dict[str, Any]) -> None:
-    """``-o/--output`` (which ``--format arrow`` on a terminal asks for) on bars and aligned:
-    the file holds the rows the command prints, and stderr says how many."""
+def test_every_command_that_prints_rows_writes_them_to_an_output_file_as_query_does(doors: dict[str, Any]) -> None:
+    """``-o/--output`` (which ``--format arrow`` on a terminal asks for) on bars, aligned,
+    latest and asof: the file holds the rows the command prints, in the format its suffix
+    names when ``--format`` is not given (Parquet too), and stderr says how many."""
+    import pyarrow.parquet as pq
+
     spec = SeriesSpec("plain", key_fields=["symbol"])
     TimeSeriesStore(doors["client"], spec).write(
         [{"symbol": s, "timestamp": dt.datetime(2019, 1, 2, 9, m, tzinfo=UTC), "price": {"micros": 10 + m}}
          for m in range(0, 50, 7) for s in ("A", "B")]  # fmt: skip
     )
-    common = ("--spec", "{tmp}/plain.toml", "--interval", "15min", "--price", "price.micros", "--by", "symbol")
-    for command in ("bars", "aligned"):
-        printed = run(doors, command, *common, "--format", "csv")
+    plain = ("--spec", "{tmp}/plain.toml")
+    bars = (*plain, "--interval", "15min", "--price", "price.micros", "--by", "symbol")
+    commands = {
+        "bars": ("bars", *bars), "aligned": ("aligned", *bars), "latest": ("latest", *plain, "--by", "symbol", "A", "B"),
+        "asof": ("asof", *plain, "--where", "symbol=A", "--right-where", "symbol=B", "--right-columns", "price.micros"),
+    }  # fmt: skip
+    for name, command in commands.items():
+        printed = run(doors, *command, "--format", "csv")
         assert printed.returncode == 0, printed.stderr
-        ran = run(doors, command, *common, "--format", "arrow", "-o", "{tmp}/rows.arrow")
+        rows = len(printed.stdout.strip().splitlines()) - 1
+        ran = run(doors, *command, "--format", "arrow", "-o", "{tmp}/rows.arrow")
         assert ran.returncode == 0, ran.stderr
         table = pa.ipc.open_stream((doors["tmp"] / "rows.arrow").read_bytes()).read_all()
-        rows = len(printed.stdout.strip().splitlines()) - 1
-        assert table.num_rows == rows > 0 and f"wrote {rows} row(s) to " in ran.stderr
+        assert table.num_rows == rows > 0 and f"wrote {rows} row(s) to " in ran.stderr, name
         assert ran.stdout == ""
+        named = run(doors, *command, "-o", f"{{tmp}}/{name}.parquet")  # the suffix names the format
+        assert named.returncode == 0, named.stderr
+        assert pq.read_table(doors["tmp"] / f"{name}.parquet").num_rows == rows, name
+        contradicted = run(doors, *command, "--format", "csv", "-o", "{tmp}/x.parquet")
+        assert contradicted.returncode == 2 and "--format csv contradicts --output" in contradicted.stderr, name
 
 
 def test_a_variable_that_stands_for_an_option_is_named_in_its_error(doors: dict[str, Any]) -> None:

@@ -25,7 +25,7 @@ from tsstore.cli.common import (
     where_option,
 )
 from tsstore.cli.exits import Failure, exit_interrupted, library_warnings, usage
-from tsstore.cli.output import echo_figures, echo_written, figures_format, output_option, rows_format, write_frames
+from tsstore.cli.output import echo_figures, echo_written, figures_format, format_of_output, output_options, write_frames
 from tsstore.cli.query import stats_option
 from tsstore.cli.values import OutputFile, cli_time, naive_option, parse_columns, parse_value, parse_where
 from tsstore.declaration import load_declaration
@@ -142,6 +142,7 @@ def pick_rollups(spec: SeriesSpec, declared: tuple[Rollup, ...], names: tuple[st
 
 @click.command("latest")
 @library_warnings
+@format_of_output
 @series_options
 @click.argument("values", nargs=-1, required=True)
 @click.option("--by", required=True, help="The series key field (a declared query shape's field).")
@@ -149,7 +150,7 @@ def pick_rollups(spec: SeriesSpec, declared: tuple[Rollup, ...], names: tuple[st
 @click.option("--before", default=None, help="Only ticks older than this time (exclusive).")
 @naive_option
 @click.option("--columns", default=None, help="Comma-separated fields to read (projection).")
-@rows_format
+@output_options
 @stats_option
 def latest(
     *,
@@ -162,6 +163,7 @@ def latest(
     naive: str | None,
     columns: str | None,
     fmt: str,
+    output: Path | None,
     show_stats: bool,
 ) -> None:
     """Print the newest tick of each series VALUES of the key field --by (a row of blanks
@@ -177,7 +179,7 @@ def latest(
     with database.open_store(spec) as store:
         frame = store.latest(by=by, values=keys, where=where, before=until, columns=parse_columns(columns, spec=spec),
                              stats=stats)  # fmt: skip
-    write_frames([frame], fmt=fmt, output=None)
+    echo_written(write_frames([frame], fmt=fmt, output=output), output)
     echo_cost(stats, show_stats)
 
 
@@ -200,6 +202,7 @@ def cli_origin(origin: str | None, *, tz: str | None) -> TimeLike | None:
 
 @click.command("bars")
 @library_warnings
+@format_of_output
 @series_rollup_options
 @query_options()
 @click.option(
@@ -227,8 +230,7 @@ def cli_origin(origin: str | None, *, tz: str | None) -> TimeLike | None:
     help="With --combine: only say which part of the range comes from the roll-up's bars, and which (buckets late "
     "ticks marked) from a finer roll-up's bars or the ticks.",
 )  # fmt: skip
-@rows_format
-@output_option
+@output_options
 @click.option(
     "--plot", "plot_path", type=OutputFile(suffixes=CHART_FORMATS), default=None,
     help="Also draw candlesticks (with volume) to this .png, .svg or .pdf file (needs tsstore[plot]).",
@@ -296,6 +298,7 @@ def bars(
 
 @click.command("aligned")
 @library_warnings
+@format_of_output
 @series_rollup_options
 @query_options()
 @click.option("--interval", required=True, help="Bucket length: 1min, 1h (from the origin), or 1D, 1W, 1M (in --tz).")
@@ -316,8 +319,7 @@ def bars(
     help="A bucket where a series has no bar: its last value carried (amounts 0), or left missing.",
 )  # fmt: skip
 @click.option("--combine", is_flag=True, help="Read a roll-up's bars (--collection) and combine them into these.")
-@rows_format
-@output_option
+@output_options
 @stats_option
 def aligned(
     *,
@@ -447,6 +449,7 @@ def rollup(
 
 @click.command("asof")
 @library_warnings
+@format_of_output
 @series_options
 @query_options()
 @click.option(
@@ -464,7 +467,7 @@ def rollup(
 @click.option("--no-exact-matches", is_flag=True, help="A right tick at the left tick's own time does not match.")
 @click.option("--prefix", default="right", show_default=True, help="Name of the matched columns' group.")
 @click.option("--ids", is_flag=True, help="Also print each match's document id (PREFIX.id).")
-@rows_format
+@output_options
 @stats_option
 def asof(
     *,
@@ -482,6 +485,7 @@ def asof(
     prefix: str,
     ids: bool,
     fmt: str,
+    output: Path | None,
     show_stats: bool,
 ) -> None:
     """Print each tick matching --where/--start/--end with the tick of the --right series
@@ -508,5 +512,5 @@ def asof(
         )  # fmt: skip
         if frame.empty:
             warn_if_no_collection(store, database)
-    write_frames([frame], fmt=fmt, output=None)
+    echo_written(write_frames([frame], fmt=fmt, output=output), output)
     echo_cost(stats, show_stats)

@@ -5,6 +5,7 @@ summaries) as text or, with ``--format json``, as one JSON object."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 import warnings
@@ -60,9 +61,36 @@ def rows_format(command: Callable[..., Any]) -> Callable[..., Any]:
                              "stream, for a file or a pipe).")(command)  # fmt: skip
 
 
-def output_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    """``--output/-o FILE`` for a command that writes rows (to stdout without it)."""
-    return click.option("--output", "-o", type=OutputFile(), default=None, help="File (default: stdout).")(command)
+#: What a command that writes rows to stdout or a file writes: the row formats and Parquet
+#: (a file only).
+OUTPUT_FORMATS = (*ROW_FORMATS, "parquet")
+
+
+def output_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--format`` (the row formats and Parquet) and ``--output/-o FILE`` for a command that
+    writes rows (to stdout without it); :func:`format_of_output` settles the two."""
+    command = click.option("--output", "-o", type=OutputFile(), default=None, help="File (default: stdout).")(command)
+    return click.option(
+        "--format", "fmt", type=click.Choice(OUTPUT_FORMATS), default="table", show_default=True,
+        help="How rows are written (default with --output: what its suffix names, such as .csv or .parquet).",
+    )(command)  # fmt: skip
+
+
+def format_of_output(command: Callable[..., Any]) -> Callable[..., Any]:
+    """For a command with :func:`output_options`: the format an ``--output`` file's suffix
+    names when ``--format`` is not given, and ``--format`` refused where it contradicts the
+    suffix, or is parquet without ``--output``. Put it first (outermost), so it answers
+    before the declaration is loaded."""
+
+    @functools.wraps(command)
+    def run(**options: Any) -> Any:
+        given = click.get_current_context().get_parameter_source("fmt") is not click.core.ParameterSource.DEFAULT
+        options["fmt"] = output_format(options["fmt"], given=given, output=options["output"])
+        if options["fmt"] == "parquet" and options["output"] is None:
+            raise click.UsageError("--format parquet needs --output FILE")
+        return command(**options)
+
+    return run
 
 
 def echo_written(rows: int, output: Path | None) -> None:

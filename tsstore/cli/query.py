@@ -24,15 +24,7 @@ from tsstore.cli.common import (
     where_option,
 )
 from tsstore.cli.exits import exit_interrupted, library_warnings, usage
-from tsstore.cli.output import (
-    ROW_FORMATS,
-    echo_figures,
-    echo_written,
-    figures_format,
-    output_format,
-    output_option,
-    write_frames,
-)
+from tsstore.cli.output import echo_figures, echo_written, figures_format, format_of_output, output_options, write_frames
 from tsstore.cli.values import OutputFile, cli_time, naive_option, parse_columns, parse_where
 from tsstore.declaration import load_declaration
 from tsstore.errors import Interrupted
@@ -44,8 +36,6 @@ from tsstore.read.plan import plan_query
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
 
-OUTPUT_FORMATS = (*ROW_FORMATS, "parquet")
-
 stats_option = click.option(
     "--stats",
     "show_stats",
@@ -54,32 +44,12 @@ stats_option = click.option(
 )
 
 
-def _format_of_output(command: Command) -> Command:
-    """The format an ``--output`` file's suffix names when ``--format`` is not given, and
-    ``--format`` refused where it contradicts the suffix, or is parquet without ``--output``:
-    first, before the spec is loaded."""
-
-    @functools.wraps(command)
-    def run(**options: Any) -> Any:
-        given = click.get_current_context().get_parameter_source("fmt") is not click.core.ParameterSource.DEFAULT
-        options["fmt"] = output_format(options["fmt"], given=given, output=options["output"])
-        if options["fmt"] == "parquet" and options["output"] is None:
-            raise click.UsageError("--format parquet needs --output FILE")
-        return command(**options)
-
-    return run
-
-
 @click.command("query")
 @library_warnings
-@_format_of_output
+@format_of_output
 @series_options
 @query_options(page=True, limit_help="At most this many rows (then a cursor).", cursor=True)
-@click.option(
-    "--format", "fmt", type=click.Choice(OUTPUT_FORMATS), default="table", show_default=True,
-    help="How rows are written (default with --output: what its suffix names, such as .csv or .parquet).",
-)
-@output_option
+@output_options
 @click.option(
     "--plot",
     "plot_path",
