@@ -83,6 +83,27 @@ def test_the_tightest_bounds_of_recent_answers_win_and_stale_ones_are_dropped() 
     assert clock.now() is None and clock.round_trip() is None  # nothing lately: the caller asks again
 
 
+def test_a_commit_this_process_saw_stays_in_the_estimate_whatever_answers_come_after_it() -> None:
+    """Issue 59: estimated snapshots by default. A read after a write of this process must
+    see it, so the estimate is never before a commit time an answer of the last FRESH
+    carried, even when more answers than the clock keeps bounds of arrive after it, each
+    stamped before the commit and slow on its way back (here the bounds alone put the
+    estimate 34 ms before the commit)."""
+    local = Local()
+    clock = ServerClock(local=local)
+    sent = local()
+    local.wait(1 * MS)
+    stamped = local.server()  # 300 reads sent together, stamped 1 ms after they were sent
+    local.wait(84 * MS)
+    committed = local.server()  # a write, committed meanwhile; its answer arrives 5 ms later
+    local.wait(5 * MS)
+    clock.saw(committed, sent=local() - 10 * MS // US, read=False)
+    local.wait(10 * MS)  # the reads' answers, 99 ms on their way back
+    for _ in range(300):
+        clock.saw(stamped, sent=sent)
+    assert clock.now() == committed
+
+
 def test_a_read_time_the_server_has_not_reached_is_retried_not_raised() -> None:
     from google.api_core import exceptions as gexc
 

@@ -318,12 +318,13 @@ def test_stats_equal_what_the_server_returned(
 
 
 def test_estimated_snapshots_skip_the_time_read_and_see_what_this_process_wrote(client: Any) -> None:
-    """Issue 43: a store made with ``snapshots="estimated"`` reads a page of several chunks
-    in one round trip once answers have told it the server's time, and the ticks it has just
-    written (their commit times are bounds the clock keeps) are in it."""
+    """Issues 43 and 59: a store with estimated snapshots (the default) reads a page and a
+    count of several chunks in one round trip once answers have told it the server's time,
+    and the ticks it has just written (their commit times are bounds the clock keeps) are in
+    them."""
     spec = SeriesSpec("ticks", shards=[f"s{i:02d}" for i in range(40)], key_fields=["symbol"])
-    store = TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False), snapshots="estimated")
-    strict = TimeSeriesStore(client, spec)
+    store = TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False))
+    strict = TimeSeriesStore(client, spec, snapshots="read")
     base = dt.datetime(2024, 1, 2, 9, tzinfo=UTC)
     store.write([{"symbol": "AAA", "timestamp": base + dt.timedelta(seconds=n), "n": n} for n in range(300)])
     store.query(limit=5)  # a read time answered (the first page reads the server's time if none was)
@@ -333,5 +334,8 @@ def test_estimated_snapshots_skip_the_time_read_and_see_what_this_process_wrote(
         assert page.ticks[0].data["n"] == n and page.stats.snapshot_reads == 0
         assert page.stats.round_trips == 1 + (page.stats.refills > 0)
         assert [t.id for t in page] == [t.id for t in strict.query(limit=20)]
+        stats = ReadStats()
+        assert store.count(stats=stats) == n + 1 and (stats.snapshot_reads, stats.round_trips) == (0, 1)
+    assert strict.query(limit=20).stats.snapshot_reads == 1  # the server's time, read first
     with pytest.raises(ConfigError, match="snapshots 'later' is not allowed; give 'read' or 'estimated'"):
         TimeSeriesStore(client, spec, snapshots="later")  # type: ignore[arg-type]

@@ -3,6 +3,7 @@ Firestore, no emulator (see tests/scripted.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import warnings
 from typing import Any
@@ -21,7 +22,7 @@ from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
 from tsstore.verbs import aggregates, asof, bars, reading, retention, rollups
-from tsstore.verbs.request import Collect, Count, Feed, Send
+from tsstore.verbs.request import Checks, Collect, Count, Feed, Send
 
 UTC = dt.timezone.utc
 SPEC = SeriesSpec("ticks", shards=("s0", "s1"))
@@ -196,6 +197,32 @@ def test_a_count_of_everything_warns_of_documents_under_undeclared_shard_values(
     assert [type(c.over) for c in counts] == [ChunkTicks, ChunkTicks, CountAll]
     assert {c.read_time for c in counts} == {at("12:00:00")}  # one snapshot for the three
     assert [c.over.chunk for c in counts[:2]] == [spec.shards[:20], spec.shards[20:]]  # balanced, each within 30
+
+
+def test_a_count_of_everything_is_one_query_of_one_chunk_once_the_store_found_no_undeclared_values() -> None:
+    """Issue 59: ``count()`` without a filter in one billed read where it can be. A store's
+    first count of everything also counts the whole collection (a second query, so a
+    snapshot for both); while that finds nothing undeclared, the counts after it are the
+    chunk's one query (no snapshot: one query) until UNDECLARED_CHECK_EVERY has passed. A
+    store that found some checks, and warns, at every count of everything."""
+    spec = SeriesSpec("ticks", shards=["s0", "s1", "s2"])  # one chunk
+    now = [0.0]
+    healthy = dataclasses.replace(seat(spec, snapshots="estimated"), checks=Checks(local=lambda: now[0]))
+    answers = {**count_answers([2500], 2500), KnownTime: lambda ask: at("12:00:00")}
+    for passed, whole in ((0.0, True), (1.0, False), (599.0, False), (2.0, True), (1.0, False)):
+        now[0] += passed
+        stats = ReadStats()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ran = run(reading.count(healthy, stats=stats), answers)
+        assert ran.result == 2500 and (CountAll in [type(c.over) for c in ran.of(Count)]) == whole, now
+        if not whole:  # one query, not waited for a snapshot: one round trip, its 3 reads (2 500 entries)
+            assert (stats.queries, stats.round_trips, stats.billed_reads) == (1, 1, 3)
+            assert not ran.of(KnownTime) and not ran.of(GetDoc) and {c.read_time for c in ran.of(Count)} == {None}
+    forgetful = seat(spec, snapshots="estimated")
+    for _ in range(2):
+        with pytest.warns(UndeclaredShardsWarning, match="holds 13 documents but its declared shard values only 10"):
+            assert run(reading.count(forgetful), {**count_answers([10], 13), KnownTime: lambda ask: None}).result == 10
 
 
 def test_a_count_of_a_range_asks_no_whole_collection_and_bills_each_query_sent() -> None:

@@ -63,7 +63,7 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
     - ``page_size``: the largest ``limit`` read as one lean page (default 2000).
     - ``lean``: read each chunk its share of a page first, then refill (the default).
     - ``max_concurrency``: chunk queries sent at once; more wait their turn (default 8).
-    - ``snapshots``: ``"read"`` (the default) or ``"estimated"``, as :class:`~tsstore.store.TimeSeriesStore`'s.
+    - ``snapshots``: ``"estimated"`` (the default) or ``"read"``, as :class:`~tsstore.store.TimeSeriesStore`'s.
     """
 
     client: firestore.AsyncClient
@@ -77,7 +77,7 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         page_size: int = DEFAULT_PAGE_SIZE,
         lean: bool = True,
         max_concurrency: int = DEFAULT_CONCURRENCY,
-        snapshots: Snapshots = "read",
+        snapshots: Snapshots = "estimated",
     ) -> None:
         if isinstance(client, firestore.Client):
             raise ConfigError("AsyncTimeSeriesStore takes a firestore.AsyncClient; for a Client use TimeSeriesStore")

@@ -1,5 +1,5 @@
 """The server's time, estimated from its answers, so a read of several queries can skip the
-round trip that reads it (a store made with ``snapshots="estimated"``).
+round trip that reads it (``snapshots="estimated"``, the stores' default).
 
 Every answer of Firestore carries a time of the server's: a query's or a document's read
 time, a write's commit time. An answer that arrived at local time ``received`` to a call sent
@@ -12,11 +12,12 @@ does), never earlier than a time an answer carried.
 That is an estimate, not the server's word: it is off by up to half the spread of the bounds
 (about half a round trip), and the emulator's read times are not always the time a read
 arrived (measured: up to 56 ms earlier), which only makes it earlier. A read at it sees every
-write whose answer this process saw (a tsstore write's commit time is a bound it keeps), and
-may miss a write another client committed during the last half round trip or so; a read at
-the server's time read first (``snapshots="read"``, the default) misses none, for one round
-trip more. Bounds older than :data:`FRESH` are dropped (clocks drift); with none left, the
-server's time is read.
+write whose answer this process saw (the latest time an answer carried, a tsstore write's
+commit time included, is kept apart from the bounds, so it is never before one), and may
+miss a write another client committed during the last half round trip or so; a read at the
+server's time read first (``snapshots="read"``) misses none, for one round trip more.
+Bounds older than :data:`FRESH` are dropped (clocks drift); with none left, the server's
+time is read.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ class ServerClock:
         self._lock = threading.Lock()
         # (local microseconds it arrived, server - local: at least, at most or None, the call's microseconds)
         self._bounds: deque[tuple[int, int, int | None, int | None]] = deque(maxlen=256)
+        # The latest server time an answer carried and when it arrived, kept apart from the bounds:
+        # 256 later answers stamped before it (reads sent before a write committed) cannot push it out.
+        self._latest: tuple[int, int] | None = None
 
     def saw(self, server_time: dt.datetime | None, *, sent: int | None = None, read: bool = True) -> None:
         """Take the time an answer that just arrived carries (``None``: it had none);
@@ -62,6 +66,8 @@ class ServerClock:
         took = None if sent is None else received - sent
         with self._lock:
             self._bounds.append((received, seen - received, seen - sent if sent is not None and read else None, took))
+            if self._latest is None or seen >= self._latest[1]:
+                self._latest = (received, seen)
 
     def round_trip(self) -> float | None:
         """The network's round trip in seconds, at most: the shortest call answered in the
@@ -80,7 +86,10 @@ class ServerClock:
         if not highs:
             return None
         least, most = max(low for _, low, _, _ in recent), min(highs)
-        latest = max(at + low for at, low, _, _ in recent)  # the latest time an answer carried
+        latest = max(at + low for at, low, _, _ in recent)  # the latest time a recent answer carried
+        with self._lock:
+            if self._latest is not None and local - self._latest[0] <= self._fresh:
+                latest = max(latest, self._latest[1])
         return _EPOCH + max(local + (least + max(least, most)) // 2, latest) * _US
 
     def _recent(self, local: int | None = None) -> list[tuple[int, int, int | None, int | None]]:

@@ -63,10 +63,10 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
     - ``lean``: read each chunk its share of a page first and refill what may be missing
       (the default), instead of ``limit`` documents from every chunk.
     - ``snapshots``: how a read of several queries (chunks, series, parts) gets its one
-      snapshot: ``"read"`` the server's time first (the default: one round trip, and every
-      write committed before it is in the answer), or ``"estimated"`` from recent answers
-      (no round trip; may miss a write another client committed in about the last half round
-      trip: :mod:`tsstore.clock`).
+      snapshot: ``"estimated"`` from recent answers (the default: no round trip; every write
+      of this process is in it, and a write another client committed in about the last half
+      round trip may not be: :mod:`tsstore.clock`), or ``"read"``: the server's time read
+      first (one round trip more, and every write committed before it is in the answer).
     """
 
     client: firestore.Client
@@ -81,7 +81,7 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
         page_size: int = DEFAULT_PAGE_SIZE,
         fast_wire: bool = True,
         lean: bool = True,
-        snapshots: Snapshots = "read",
+        snapshots: Snapshots = "estimated",
     ) -> None:
         if isinstance(client, firestore.AsyncClient):
             raise ConfigError("TimeSeriesStore takes a firestore.Client; for an AsyncClient use AsyncTimeSeriesStore")

@@ -28,9 +28,9 @@ class Explanation:
     #: The documents the lean first round of such a page reads (refills come on top only where a
     #: chunk may hide rows, see :mod:`tsstore.read.cost`); ``None`` without a limit.
     lean_reads: int | None
-    #: The reads of the server's time a page needs: 1 when several chunks are read at one
-    #: snapshot, else 0 (a store made with ``snapshots="estimated"`` skips it while recent
-    #: answers tell the server's time).
+    #: The reads of the server's time a page may need: 1 when several chunks are read at one
+    #: snapshot, else 0 (at most: a store with estimated snapshots, the default, skips it
+    #: while recent answers tell the server's time; one made with ``snapshots="read"`` does not).
     snapshot_reads: int
     #: The round trips of such a page's first round: 1, and 1 more for a read of the server's
     #: time (refills come on top only where a chunk may hide rows).

@@ -38,6 +38,11 @@ CLOCK_PROBE_ID = "tsstore-read-time-probe"
 #: days with point-in-time recovery); the rest is margin for the walk's pages and the clocks.
 WALK_SNAPSHOT_AGE = dt.timedelta(minutes=50)
 
+#: How often a store's count of everything also counts the whole collection, to notice
+#: documents under shard values the declaration does not list (its first such count, then
+#: once in this long; every time while it finds some): that check is a second query.
+UNDECLARED_CHECK_EVERY = dt.timedelta(minutes=10)
+
 #: The query fields count() uses.
 COUNT_OPTIONS = ("where", "start", "end", "read_time")
 
@@ -166,22 +171,27 @@ def count(
     """How many ticks match (``where``, ``start``, ``end``, ``read_time`` as in
     :meth:`query`): one ``count()`` aggregation per shard chunk, run concurrently at one
     snapshot, summed. Billed one read per 1 000 index entries counted, per chunk; pass a
-    ``ReadStats`` as ``stats`` to have the cost added to it. A count of everything also
-    counts the whole collection, and warns (:class:`~tsstore.errors.UndeclaredShardsWarning`)
-    if it holds documents under shard values the declaration does not list."""
+    ``ReadStats`` as ``stats`` to have the cost added to it. A store's first count of
+    everything, and one every :data:`UNDECLARED_CHECK_EVERY` after it, also counts the whole
+    collection, and warns (:class:`~tsstore.errors.UndeclaredShardsWarning`) if it holds
+    documents under shard values the declaration does not list (then every count of
+    everything checks again, until none are left)."""
     plan = plan_query(seat.spec, query, **options)
     plan.query.only(COUNT_OPTIONS, "count")
     cost = stats if stats is not None else ReadStats()
     cost.chunks = len(plan.chunks)
     overs: list[Over] = [ChunkTicks(plan, chunk) for chunk in plan.chunks]
     everything = not plan.filters and not plan.ranges and plan.start is None and plan.end is None
-    if everything:  # documents under values the declaration does not list are noticed
+    checking = everything and seat.checks.due("undeclared shards", UNDECLARED_CHECK_EVERY)
+    if checking:  # documents under values the declaration does not list are noticed
         overs.append(CountAll())
     snapshot = yield from snapshot_of(seat, plan, cost, parts=len(overs))
     cost.waited()
     counts = billed((yield from asked_together([Count(over, snapshot) for over in overs])), cost)
     counted = sum(counts[: len(plan.chunks)])
-    if everything and counts[-1] > counted:
+    if checking and counts[-1] <= counted:
+        seat.checks.done("undeclared shards")
+    elif checking:
         warnings.warn(
             UndeclaredShardsWarning(
                 f"{seat.spec.collection!r} holds {counts[-1]} documents but its declared shard values only "
@@ -253,12 +263,12 @@ def walk_snapshot(cursor: str) -> Request[dt.datetime | None]:
 
 
 def snapshot_now(seat: Seat, stats: ReadStats) -> Request[dt.datetime]:
-    """The time a read of several queries reads them all at: the server's time, read now (one
-    read and one round trip, billed into ``stats``: every write committed before it is in
-    it); or, for a store made with ``snapshots="estimated"``, the server's time estimated from
-    recent answers without a call (:class:`~tsstore.asks.KnownTime`, :mod:`tsstore.clock`:
-    it may miss a write another client committed in about the last half round trip), read
-    when no answer told it lately."""
+    """The time a read of several queries reads them all at: by default the server's time
+    estimated from recent answers without a call (:class:`~tsstore.asks.KnownTime`,
+    :mod:`tsstore.clock`: every write of this process is in it, and it may miss a write
+    another client committed in about the last half round trip), read when no answer told it
+    lately; for a store made with ``snapshots="read"``, the server's time, read now (one read
+    and one round trip, billed into ``stats``: every write committed before it is in it)."""
     if seat.snapshots == "estimated":
         known = yield from ask(KnownTime())
         if known is not None:

@@ -14,9 +14,11 @@ stores is :mod:`tsstore.verbs.declare`.
 from __future__ import annotations
 
 import datetime as dt
+import threading
+import time
 import typing
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, ParamSpec, Protocol, TypeVar
 
 from google.cloud.firestore_v1.base_collection import BaseCollectionReference
@@ -44,6 +46,27 @@ T = TypeVar("T")
 Snapshots = Literal["read", "estimated"]
 
 
+class Checks:
+    """When a store last made each check it makes now and then (thread-safe); ``local``: the
+    local clock, in seconds (monotonic)."""
+
+    def __init__(self, *, local: Callable[[], float] = time.monotonic) -> None:
+        self._local = local
+        self._lock = threading.Lock()
+        self._done: dict[str, float] = {}
+
+    def due(self, what: str, every: dt.timedelta) -> bool:
+        """Whether ``what`` was never checked, or last checked more than ``every`` ago."""
+        with self._lock:
+            last = self._done.get(what)
+        return last is None or self._local() - last > every.total_seconds()
+
+    def done(self, what: str) -> None:
+        """``what`` was checked now, and found right."""
+        with self._lock:
+            self._done[what] = self._local()
+
+
 @dataclass(frozen=True)
 class Seat:
     """What a request may know of its store: the declaration, the collection it builds its
@@ -54,9 +77,11 @@ class Seat:
     collection: BaseCollectionReference[Any]
     page_size: int
     lean: bool
-    #: How a read of several queries gets its one snapshot: ``"read"`` the server's time (one
-    #: round trip), or ``"estimated"`` from recent answers (:mod:`tsstore.clock`).
-    snapshots: Snapshots = "read"
+    #: How a read of several queries gets its one snapshot: ``"estimated"`` from recent answers
+    #: (:mod:`tsstore.clock`), or ``"read"`` the server's time (one round trip).
+    snapshots: Snapshots = "estimated"
+    #: The checks the store's requests make now and then, not every time (:class:`Checks`).
+    checks: Checks = field(default_factory=Checks, compare=False)
 
 
 # ---------------------------------------------------------------------------- the asks
