@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from tsstore.clock import FRESH, ServerClock
+from tsstore.clock import FRESH, HELD, ServerClock
 from tsstore.faults import early_read_time, kind_of
 
 UTC = dt.timezone.utc
@@ -102,6 +102,21 @@ def test_a_commit_this_process_saw_stays_in_the_estimate_whatever_answers_come_a
     for _ in range(300):
         clock.saw(stamped, sent=sent)
     assert clock.now() == committed
+
+
+def test_at_least_is_a_lower_bound_any_answer_keeps_for_an_hour() -> None:
+    """Issue 59: a walk's pages read at its snapshot, so their answers bound the server's
+    time from below only; the walk tells its snapshot's age from that lower bound, which
+    outlives FRESH (clocks drift by milliseconds in an hour, the age has ten minutes to spare)."""
+    local = Local()
+    clock = ServerClock(local=local)
+    assert clock.at_least() is None
+    answer(clock, local, up=10 * MS, down=30 * MS, read=False)  # a pinned read: its time told, no upper bound
+    assert clock.now() is None and clock.at_least() == local.server() - 30 * MS
+    local.wait(FRESH * 10)
+    assert clock.now() is None and clock.at_least() == local.server() - 30 * MS  # the local clock carries it on
+    local.wait(HELD)
+    assert clock.at_least() is None
 
 
 def test_a_read_time_the_server_has_not_reached_is_retried_not_raised() -> None:

@@ -19,16 +19,18 @@ from hypothesis import strategies as st
 
 from tests.cli import Ran
 from tests.cli import tsstore as run_tsstore
+from tests.proxy import DistanceProxy
 from tests.shared import PAGES, SPEC, TICKS, brute_force
 from tsstore import QueryShape, SeriesSpec, Tick, TimeSeriesStore, WriteOptions, plan_query
 from tsstore.errors import ConfigError
+from tsstore.local.emulator import emulator_client
 from tsstore.read.cost import ReadStats, bills_index_entries, lean_asks, lean_refills, range_fields, refill_asks
 from tsstore.read.cursor import decode_cursor
 from tsstore.read.engine import LEAN_REFILLS
 from tsstore.read.explain import explain
 from tsstore.read.merge import merge_streams, take
 from tsstore.ticks import sort_key
-from tsstore.wire import database_id
+from tsstore.wire import database_id, server_clock
 
 UTC = dt.timezone.utc
 
@@ -339,3 +341,28 @@ def test_estimated_snapshots_skip_the_time_read_and_see_what_this_process_wrote(
     assert strict.query(limit=20).stats.snapshot_reads == 1  # the server's time, read first
     with pytest.raises(ConfigError, match="snapshots 'later' is not allowed; give 'read' or 'estimated'"):
         TimeSeriesStore(client, spec, snapshots="later")  # type: ignore[arg-type]
+
+
+def test_reads_at_a_time_given_do_not_pull_the_estimated_snapshot_back(client: Any, tsstore_emulator: Any) -> None:
+    """Issue 59: the answer to a read at a given read time carries that time back, which is
+    no time stamped on its arrival. Taken as one (as it was), each page read at an estimated
+    snapshot held the next estimate back by half its error plus half the way up, so it
+    settled half a round trip behind (at 80 ms, measured: every write another client had
+    committed in the last 39 ms was missed); now it is a lower bound only. 0.4 s away, after
+    pages of two chunks, the estimate is not 0.1 s before a write another client just made."""
+    spec = SeriesSpec("ticks", shards=[f"s{i:02d}" for i in range(40)], key_fields=["symbol"])
+    TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False)).write(
+        [{"symbol": "AAA", "timestamp": dt.datetime(2024, 1, 2, 9, tzinfo=UTC), "n": n} for n in range(10)]
+    )
+    proxy = DistanceProxy(tsstore_emulator.address, round_trip=0.4)
+    far = emulator_client(proxy.address, database=database_id(client))
+    store = TimeSeriesStore(far, spec)
+    store.server_time()  # the clock's first bounds
+    for _ in range(4):  # pages of two chunk queries each, at the estimated snapshot
+        assert store.query(limit=5).stats.snapshot_reads == 0
+    committed = client.collection("others").document("w").set({"n": 1}).update_time
+    estimate = server_clock(far).now()
+    assert estimate is not None and estimate > committed - dt.timedelta(seconds=0.1)
+    store.close()
+    far.close()
+    proxy.close()

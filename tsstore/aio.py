@@ -147,7 +147,8 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
                     query = self._over(over, ())
                     async with self._gate:
                         sent = local_us()
-                        return self._docs(await query.get(read_time=read_time, retry=AONE_ATTEMPT), sent)
+                        found = await query.get(read_time=read_time, retry=AONE_ATTEMPT)
+                        return self._docs(found, sent, pinned=read_time is not None)
 
                 return await faults.acall(documents, what=ask.what)
             case asks.Collect(read=read):
@@ -162,8 +163,8 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
                 loop = asyncio.get_running_loop()
                 ticks = _pulled(self._ticks(read), loop) if read is not None else iter(())
                 return await asyncio.to_thread(self._writer.job(ask, ticks).run)
-            case KnownTime():
-                return self._clock.now()
+            case KnownTime(at_least=at_least):
+                return self._clock.at_least() if at_least else self._clock.now()
             case asks.Pause(seconds=seconds):
                 await asyncio.sleep(seconds)
                 return None

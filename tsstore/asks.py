@@ -144,8 +144,11 @@ class SumDocs(Asking[tuple[int | float, dt.datetime | None]]):
 @dataclass(frozen=True)
 class KnownTime(Asking[dt.datetime | None]):
     """The server's time now, estimated from this process's recent answers on the store's
-    project (:mod:`tsstore.clock`), no call made; ``None`` when no answer told it lately."""
+    project (:mod:`tsstore.clock`), no call made; ``None`` when no answer told it lately.
+    ``at_least``: a lower bound of it instead (:meth:`~tsstore.clock.ServerClock.at_least`),
+    known while any answer arrives."""
 
+    at_least: bool = False
     what: str = "the server's time, estimated"
 
 

@@ -31,6 +31,9 @@ from collections.abc import Callable
 #: How long an answer's bounds are used: without an answer in this long, a read of several
 #: queries asks the server for its time again.
 FRESH = dt.timedelta(seconds=30)
+#: How long an answer's lower bound is used for :meth:`ServerClock.at_least` (clocks drift
+#: by milliseconds in that long; what asks it, the age of a walk's snapshot, has minutes to spare).
+HELD = dt.timedelta(hours=1)
 
 _US = dt.timedelta(microseconds=1)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -54,6 +57,8 @@ class ServerClock:
         # The latest server time an answer carried and when it arrived, kept apart from the bounds:
         # 256 later answers stamped before it (reads sent before a write committed) cannot push it out.
         self._latest: tuple[int, int] | None = None
+        # The tightest lower bound of server - local an answer of the last HELD gave, and when it arrived.
+        self._floor: tuple[int, int] | None = None
 
     def saw(self, server_time: dt.datetime | None, *, sent: int | None = None, read: bool = True) -> None:
         """Take the time an answer that just arrived carries (``None``: it had none);
@@ -68,6 +73,8 @@ class ServerClock:
             self._bounds.append((received, seen - received, seen - sent if sent is not None and read else None, took))
             if self._latest is None or seen >= self._latest[1]:
                 self._latest = (received, seen)
+            if self._floor is None or seen - received >= self._floor[1] or received - self._floor[0] > HELD // _US:
+                self._floor = (received, seen - received)
 
     def round_trip(self) -> float | None:
         """The network's round trip in seconds, at most: the shortest call answered in the
@@ -91,6 +98,17 @@ class ServerClock:
             if self._latest is not None and local - self._latest[0] <= self._fresh:
                 latest = max(latest, self._latest[1])
         return _EPOCH + max(local + (least + max(least, most)) // 2, latest) * _US
+
+    def at_least(self) -> dt.datetime | None:
+        """The server's time now, at least: the local clock plus the tightest lower bound an
+        answer of the last :data:`HELD` gave (a read at a time it was given, a commit, or a
+        read: each was stamped before its answer arrived), ``None`` without one; earlier than
+        :meth:`now` by up to the spread of its bounds, and known as long as any answer arrives."""
+        local = self._local()
+        with self._lock:
+            if self._floor is None or local - self._floor[0] > HELD // _US:
+                return None
+            return _EPOCH + (local + self._floor[1]) * _US
 
     def _recent(self, local: int | None = None) -> list[tuple[int, int, int | None, int | None]]:
         """The bounds of the answers of the last :data:`FRESH` (older ones are dropped)."""

@@ -128,8 +128,8 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
                 return faults.call(functools.partial(self._answers.answer_document, ask), what=ask.what)
             case asks.Send(read=read):
                 return self._writer.job(ask, self._ticks(read) if read is not None else iter(())).run()
-            case KnownTime():
-                return self._clock.now()
+            case KnownTime(at_least=at_least):
+                return self._clock.at_least() if at_least else self._clock.now()
             case asks.Pause(seconds=seconds):
                 time.sleep(seconds)
                 return None
@@ -179,7 +179,7 @@ class _NativeAnswers:
     def documents(self, over: asks.Over, read_time: Any) -> list[Doc]:
         """The documents a census ask names."""
         query, sent = self._store._over(over, ()), local_us()
-        return self._store._docs(query.get(read_time=read_time, retry=ONE_ATTEMPT), sent)
+        return self._store._docs(query.get(read_time=read_time, retry=ONE_ATTEMPT), sent, pinned=read_time is not None)
 
     def answer_document(self, ask: Any) -> Any:
         return answer_document(self._store.client, ask)

@@ -49,9 +49,10 @@ DEFAULT_CONCURRENCY = 8
 
 def aggregated(ask: Count | Aggregate, results: Any, clock: ServerClock, sent: int) -> Any:
     """One answer to ``ask`` from the client's aggregation results (of a call ``sent`` then):
-    the count, or ``{alias: value}``; their read time told to ``clock``."""
+    the count, or ``{alias: value}``; their read time told to ``clock`` (a lower bound only
+    when the ask gave it: :func:`~tsstore.wire.told_clock`)."""
     [row] = results
-    clock.saw(row[0].read_time if row else None, sent=sent)
+    clock.saw(row[0].read_time if row else None, sent=sent, read=ask.read_time is None)
     if isinstance(ask, Count):
         [result] = row
         return int(result.value)  # the emulator reports an empty count as 0.0
@@ -89,10 +90,10 @@ class StoreBase(Verbs):
             self._clock = server_clock(client)
         self.seat = Seat(spec, self._collection, page_size, lean, snapshots)
 
-    def _docs(self, snapshots: Any, sent: int) -> list[Doc]:
-        """The documents a query (sent then) returned, their read time told to the project's
-        clock."""
-        found: list[Doc] = told_clock(self.client, [doc_of(snapshot) for snapshot in snapshots], sent)
+    def _docs(self, snapshots: Any, sent: int, *, pinned: bool) -> list[Doc]:
+        """The documents a query (sent then; ``pinned``: at a read time it was given) returned,
+        their read time told to the project's clock."""
+        found: list[Doc] = told_clock(self.client, [doc_of(snapshot) for snapshot in snapshots], sent, pinned=pinned)
         return found
 
     def _collection_of(self, spec: SeriesSpec) -> Any:

@@ -92,7 +92,8 @@ def stream_ticks(
             log.warning("tsstore fast query path unavailable (%s); using query.stream()", exc)
         else:
             sent = local_us()
-            return _decode_responses(call(), _Decoder(client, expected_prefix, timestamp_field, sent=sent))
+            return _decode_responses(call(), _Decoder(client, expected_prefix, timestamp_field, sent=sent,
+                                                            pinned=read_time is not None))
     return _public_stream(query, timestamp_field=timestamp_field, read_time=read_time)
 
 
@@ -271,7 +272,7 @@ def answer_document(client: Any, ask: DocAsk) -> Any:
     call, finish = _document_call(client, ask)
     sent = local_us()
     try:
-        return told_clock(client, finish(call()), sent)
+        return told_clock(client, finish(call()), sent, pinned=getattr(ask, "read_time", None) is not None)
     except gexc.GoogleAPICallError as exc:
         if refused(ask, exc):
             return False
@@ -283,22 +284,25 @@ async def aanswer_document(client: Any, ask: DocAsk) -> Any:
     call, finish = _document_call(client, ask)
     sent = local_us()
     try:
-        return told_clock(client, finish(await call()), sent)
+        return told_clock(client, finish(await call()), sent, pinned=getattr(ask, "read_time", None) is not None)
     except gexc.GoogleAPICallError as exc:
         if refused(ask, exc):
             return False
         raise
 
 
-def told_clock(client: Any, answer: Any, sent: int) -> Any:
+def told_clock(client: Any, answer: Any, sent: int, *, pinned: bool = False) -> Any:
     """``answer`` to a call ``sent`` then, its server time told to the project's clock (a
-    write's commit time, or the latest read time of the documents it holds)."""
+    write's commit time, or the latest read time of the documents it holds). ``pinned``: the
+    call read at a time it was given, which the answer carries back: a lower bound only, as a
+    commit time is (taken as a time stamped on arrival, a snapshot the clock estimated would
+    pull its next estimates back by the half round trip it was off, and more each time)."""
     clock = server_clock(client)
     if isinstance(answer, dt.datetime):
         clock.saw(answer, sent=sent, read=False)
     else:
         read = [doc.read_time for doc in (answer if isinstance(answer, list) else [answer]) if isinstance(doc, Doc)]
-        clock.saw(max((t for t in read if t is not None), default=None), sent=sent)
+        clock.saw(max((t for t in read if t is not None), default=None), sent=sent, read=not pinned)
     return answer
 
 
@@ -380,7 +384,8 @@ async def astream_ticks(
     same request on the client's async GAPIC transport). The request is sent when awaited."""
     call, client, expected_prefix = _run_query(query, read_time)
     sent = local_us()
-    return _adecode_responses(await call(), _Decoder(client, expected_prefix, timestamp_field, sent=sent))
+    return _adecode_responses(await call(), _Decoder(client, expected_prefix, timestamp_field, sent=sent,
+                                                            pinned=read_time is not None))
 
 
 async def _adecode_responses(responses: Any, decode: _Decoder) -> AsyncIterator[Tick]:
@@ -392,19 +397,21 @@ async def _adecode_responses(responses: Any, decode: _Decoder) -> AsyncIterator[
 
 class _Decoder:
     """One RunQuery response to a tick (``None`` for a response without a document); the
-    query's read time told to the project's clock (the query was ``sent`` then)."""
+    query's read time told to the project's clock (the query was ``sent`` then; ``pinned``:
+    at a read time it was given, which is no time stamped on its arrival)."""
 
-    def __init__(self, client: Any, expected_prefix: str, timestamp_field: str, *, sent: int) -> None:
+    def __init__(self, client: Any, expected_prefix: str, timestamp_field: str, *, sent: int, pinned: bool) -> None:
         self._client = client
         self._prefix_len = len(expected_prefix) + 1  # "<collection path>/" then the document id
         self._path = timestamp_field.split(".")
         self._clock: ServerClock | None = server_clock(client)  # told the first read time, then None
         self._sent = sent
+        self._pinned = pinned
 
     def __call__(self, response: Any) -> Tick | None:
         pb = response._pb
         if self._clock is not None and pb.HasField("read_time"):
-            self._clock.saw(from_timestamp_pb(pb.read_time), sent=self._sent)
+            self._clock.saw(from_timestamp_pb(pb.read_time), sent=self._sent, read=not self._pinned)
             self._clock = None
         if not pb.HasField("document"):
             return None

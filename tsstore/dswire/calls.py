@@ -127,8 +127,9 @@ class DatastoreCalls:
         while True:
             batch = response.batch
             if batch.HasField("read_time"):
-                self.clock.saw(from_timestamp_pb(batch.read_time), sent=sent)
-                if not request.read_options.HasField("read_time"):
+                pinned = request.read_options.HasField("read_time")  # given: a lower bound only (told_clock)
+                self.clock.saw(from_timestamp_pb(batch.read_time), sent=sent, read=not pinned)
+                if not pinned:
                     request.read_options.read_time.CopyFrom(batch.read_time)  # the rest at the same snapshot
             yield from batch.entity_results
             got += len(batch.entity_results)
@@ -166,7 +167,7 @@ class DatastoreCalls:
         sent = local_us()
         batch = self._send("run_aggregation_query", AGGREGATE, request).batch
         at = from_timestamp_pb(batch.read_time) if batch.HasField("read_time") else None
-        self.clock.saw(at, sent=sent)
+        self.clock.saw(at, sent=sent, read=read_time is None)
         [result] = batch.aggregation_results
         properties = result.aggregate_properties
         return {alias: decode_value(properties[alias]) for _, alias, _ in aggregations}, at
@@ -191,7 +192,7 @@ class DatastoreCalls:
             response = self._send("lookup", LOOKUP, request)
             if response.HasField("read_time"):
                 read = from_timestamp_pb(response.read_time)
-                self.clock.saw(read, sent=sent)
+                self.clock.saw(read, sent=sent, read=read_time is None)
             found.update((key_path(result.entity.key), result) for result in response.found)
             todo = [*response.deferred, *todo]
         return found, read

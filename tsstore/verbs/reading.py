@@ -85,8 +85,8 @@ def query(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOpti
     at most that many ticks and ``page.cursor`` continues after the last one (``None``
     when nothing follows); without one the page holds every match. A page read at a
     snapshot (several chunks, or a ``read_time``) passes it on in its cursor: the pages of
-    a walk read the collection as its first page saw it (a new snapshot after a pause of
-    more than 30 s or a walk of 50 minutes)."""
+    a walk read the collection as its first page saw it (a new snapshot once it is 50
+    minutes old)."""
     plan = planned(seat, query, options)
     stats = ReadStats()
     if plan.limit is None:
@@ -250,13 +250,14 @@ def walk_snapshot(cursor: str) -> Request[dt.datetime | None]:
     """The snapshot a walk of pages reads at: the one its first page was read at, which each
     page's cursor carries, so the walk is one consistent view for one snapshot read. ``None``
     (read a new one) when the cursor carries none, or when its snapshot is older than
-    :data:`WALK_SNAPSHOT_AGE` by the server's time as the clock knows it from recent answers
-    (:class:`~tsstore.asks.KnownTime`; unknown, too, after a pause with no answer):
+    :data:`WALK_SNAPSHOT_AGE` by the server's time as the clock knows it from answers of the
+    last hour (:class:`~tsstore.asks.KnownTime` ``at_least``: the pages' own answers, read at
+    the walk's snapshot, keep it known; unknown in a process that has had none):
     Firestore reads back one hour."""
     taken = cursor_snapshot(cursor)
     if taken is None:
         return None
-    now = yield from ask(KnownTime())
+    now = yield from ask(KnownTime(at_least=True))
     if now is None or now - taken > WALK_SNAPSHOT_AGE:
         return None
     return taken
