@@ -31,14 +31,27 @@ Run: python bench/distance.py [--ticks 2500] [--shards 3,40] [--round-trips 20,8
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import io
+import json
+import random
+import shutil
 import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+if sys.argv[1:2] == ["--worker"]:  # the code of --before: its tsstore imported before _common puts this checkout's first
+    sys.path.insert(0, sys.argv[2])
+    import tsstore  # noqa: F401
 
 from _common import emulator
 from google.cloud.firestore_v1.base_query import FieldFilter
@@ -50,7 +63,10 @@ from tsstore.local.emulator import DEFAULT_PROJECT, Emulator, emulator_client
 from tsstore.local.synthetic import trading_day
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import plan_query
+from tsstore.wire import server_clock
 from tsstore.write.prepare import prepare_records
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SYMBOLS = ["AAPL", "MSFT", "GOOG", "AMZN", "META"]
 PAGE = 100
@@ -105,17 +121,23 @@ def cutting(place: Place) -> Iterator[None]:
 @dataclass
 class Case:
     """A verb and its anchor, each ``(store, client) -> (answer, stats or None)``; times and
-    stats by place, for the default store and one made with ``snapshots="estimated"``."""
+    stats by way of reading (:data:`WAYS`) and place."""
 
     name: str
     verb: Callable[[TimeSeriesStore, Any], tuple[Any, ReadStats | None]]
     anchor: Callable[[TimeSeriesStore, Any], Any]
-    seconds: dict[str, list[float]] = field(default_factory=dict)
-    estimated_seconds: dict[str, list[float]] = field(default_factory=dict)
-    anchor_seconds: dict[str, list[float]] = field(default_factory=dict)
-    stats: dict[str, ReadStats] = field(default_factory=dict)
-    estimated_stats: dict[str, ReadStats] = field(default_factory=dict)
+    seconds: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # way -> place -> seconds
+    stats: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # way -> place -> ReadStats' counts
     answers: dict[str, Any] = field(default_factory=dict)
+
+
+#: The ways each read is timed: the code of ``--before`` (its process: its default store,
+#: which read the server's time first, and one made with ``snapshots="estimated"``), this
+#: checkout's default store (estimated snapshots) and one made with ``snapshots="read"``, and
+#: the anchor (one plain request of the Firestore client).
+WAYS = {"before read": "read", "before est.": "estimated", "after": "estimated", "after read": "read", "anchor": ""}
+#: ReadStats' counts a run keeps.
+COUNTS = ("queries", "round_trips", "documents", "billed_reads", "refills", "snapshot_reads")
 
 
 def page_ids(page: Any) -> list[str]:
@@ -140,7 +162,7 @@ def read_cases(spec: SeriesSpec, walk_pages: int) -> list[Case]:
         for _ in range(walk_pages):
             got = store.query(limit=PAGE, cursor=cursor)
             ids += page_ids(got)
-            for name in ("queries", "round_trips", "documents", "billed_reads", "refills"):
+            for name in COUNTS:
                 setattr(total, name, getattr(total, name) + getattr(got.stats, name))
             if (cursor := got.cursor) is None:
                 break
@@ -229,67 +251,168 @@ def same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def reads(emu: Emulator, args: argparse.Namespace, shards: int, problems: list[str]) -> None:
+def plain(value: Any) -> Any:
+    """An answer as JSON holds it (the code of ``--before`` answers from its own process)."""
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return plain(dataclasses.asdict(value))
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return repr(value)
+
+
+def counts_of(stats: ReadStats | None) -> dict[str, int] | None:
+    return None if stats is None else {name: getattr(stats, name) for name in COUNTS}
+
+
+class Before:
+    """The read verbs as the code of another revision runs them: ``git archive`` of its
+    ``tsstore`` package, imported by this script in a process of its own (``--worker``),
+    asked case by case over a pipe."""
+
+    def __init__(self, revision: str) -> None:
+        self.folder = tempfile.mkdtemp(prefix="tsstore-before-")
+        tar = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "tsstore"], check=True,
+                             capture_output=True).stdout  # fmt: skip
+        with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+            archive.extractall(self.folder, filter="data")
+        self.process = subprocess.Popen([sys.executable, __file__, "--worker", self.folder], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)  # fmt: skip
+
+    def run(self, **ask: Any) -> tuple[float, Any, dict[str, int] | None]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(ask) + "\n")
+        self.process.stdin.flush()
+        told = json.loads(self.process.stdout.readline())
+        return told["seconds"], told["answer"], told["stats"]
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def worker() -> None:
+    """Answer :class:`Before`'s asks, one JSON line each, with this process's ``tsstore``."""
+    clients: dict[tuple[str, str], Any] = {}
+    stores: dict[tuple[str, str, str, int], TimeSeriesStore] = {}
+    for line in sys.stdin:
+        ask = json.loads(line)
+        spec = spec_of(ask["shards"])
+        where = (ask["address"], ask["database"])
+        if where not in clients:
+            clients[where] = emulator_client(ask["address"], database=ask["database"])
+        client = clients[where]
+        key = (*where, ask["snapshots"], ask["shards"])
+        if key not in stores:
+            stores[key] = TimeSeriesStore(client, spec, snapshots=ask["snapshots"])
+        case = {c.name: c for c in read_cases(spec, ask["walk_pages"])}[ask["case"]]
+        began = time.perf_counter()
+        answer, stats = case.verb(stores[key], client)
+        seconds = time.perf_counter() - began
+        print(json.dumps({"seconds": seconds, "answer": plain(answer), "stats": counts_of(stats)}), flush=True)
+
+
+def reads(emu: Emulator, args: argparse.Namespace, shards: int, before: Before | None, problems: list[str]) -> None:
     spec = spec_of(shards)
     database = f"read-{shards}"
     writer = TimeSeriesStore(emu.client(database=database), spec, write_options=WriteOptions(ramp=False))
     writer.write(trading_day(args.ticks, symbols=len(SYMBOLS) + 3, seed=5), keep_ids=False)
     writer.close()
-    cases = read_cases(spec, args.walk_pages)
+    cases = [case for case in read_cases(spec, args.walk_pages) if case.name.split()[0].rstrip("()") in args.cases]
+    ways = [way for way in WAYS if before is not None or not way.startswith("before")]
     with places(emu, [r / 1000 for r in args.round_trips], jitter=args.jitter, cut=args.cut) as where:
         stores = {}
         for place in where:
             client = emulator_client(place.address, database=database)
-            stores[place.name] = (TimeSeriesStore(client, spec), TimeSeriesStore(client, spec, snapshots="estimated"),
+            stores[place.name] = (TimeSeriesStore(client, spec), TimeSeriesStore(client, spec, snapshots="read"),
                                   client)  # fmt: skip
+
+        def timed(case: Case, way: str, place: Place) -> tuple[float, Any, dict[str, int] | None]:
+            store, strict, client = stores[place.name]
+            if way.startswith("before"):
+                assert before is not None
+                return before.run(address=place.address, database=database, snapshots=WAYS[way], shards=shards,
+                                  walk_pages=args.walk_pages, case=case.name)  # fmt: skip
+            began = time.perf_counter()
+            if way == "anchor":
+                again(lambda: case.anchor(store, client))
+                return time.perf_counter() - began, None, None
+            answer, stats = case.verb(store if way == "after" else strict, client)
+            return time.perf_counter() - began, plain(answer), counts_of(stats)
+
         for case in cases:  # one warm-up of each, everywhere (connections, the emulator's JIT)
-            for store, estimated, client in stores.values():
-                case.verb(store, client)
-                case.verb(estimated, client)
-                case.anchor(store, client)
+            for place in where:
+                for way in ways:
+                    timed(case, way, place)
         for _ in range(args.repeats):
             for case in cases:
                 for place in where:
-                    store, estimated, client = stores[place.name]
                     with cutting(place):
-                        runs = (
-                            (lambda: case.verb(store, client), case.seconds, case.stats),
-                            (lambda: case.verb(estimated, client), case.estimated_seconds, case.estimated_stats),
-                            (lambda: (again(lambda: case.anchor(store, client)), None), case.anchor_seconds, None),
-                        )
-                        for run, seconds, kept in runs:
-                            began = time.perf_counter()
-                            answer, stats = run()
-                            seconds.setdefault(place.name, []).append(time.perf_counter() - began)
-                            if kept is None:
-                                continue
+                        for way in ways:
+                            seconds, answer, stats = timed(case, way, place)
+                            case.seconds.setdefault(way, {}).setdefault(place.name, []).append(seconds)
                             if stats is not None:
-                                kept[place.name] = stats
-                            want = case.answers.setdefault("direct", answer)
-                            if not same(answer, want):
-                                problems.append(f"{shards} shards, {case.name} at {place.name}: the answer differs")
-        for store, estimated, client in stores.values():
+                                case.stats.setdefault(way, {})[place.name] = stats
+                            if way != "anchor" and not same(answer, case.answers.setdefault("direct", answer)):
+                                problems.append(f"{shards} shards, {case.name} at {place.name} ({way}): the answer "
+                                                "differs")  # fmt: skip
+        lags = others_writes(emu, where, stores, database, args.lag_samples)
+        for store, strict, client in stores.values():
             store.close()
-            estimated.close()
+            strict.close()
             client.close()
     print(f"\nreads: {args.ticks} ticks, {shards} shards, medians of {args.repeats} (seconds; +: the round trips "
-          "added to the direct time; trips and billed: as ReadStats counts them, read / estimated)")  # fmt: skip
-    header = f"  {'verb':<17}{'place':>10}{'read':>8}{'+':>6}{'estimated':>10}{'+':>6}{'anchor':>8}{'+':>6}"
-    print(header + f"{'trips':>8}{'billed':>11}")
+          "added to the direct time; trips, billed and snapshot reads: as ReadStats counts them, in the order "
+          f"{' / '.join(w for w in ways if w != 'anchor')})")  # fmt: skip
+    print(f"  {'verb':<17}{'place':>10}" + "".join(f"{way:>12}{'+':>6}" for way in ways)
+          + f"{'trips':>14}{'billed':>22}{'snap':>10}")  # fmt: skip
     for case in cases:
-        direct = {name: statistics.median(times["direct"]) for name, times in
-                  (("read", case.seconds), ("estimated", case.estimated_seconds), ("anchor", case.anchor_seconds))}  # fmt: skip
+        direct = {way: statistics.median(case.seconds[way]["direct"]) for way in ways}
         for place in where:
             cells = []
-            for name, times in (("read", case.seconds), ("estimated", case.estimated_seconds),
-                                ("anchor", case.anchor_seconds)):  # fmt: skip
-                median = statistics.median(times[place.name])
-                added = f"{(median - direct[name]) / place.round_trip:.1f}" if place.round_trip else ""
-                cells.append(f"{median:>{10 if name == 'estimated' else 8}.3f}{added:>6}")
-            read, estimated = case.stats.get(place.name), case.estimated_stats.get(place.name)
-            trips = f"{read.round_trips}/{estimated.round_trips}" if read and estimated else "-"
-            billed = f"{read.billed_reads}/{estimated.billed_reads}" if read and estimated else "-"
-            print(f"  {case.name:<17}{place.name:>10}{''.join(cells)}{trips:>8}{billed:>11}")
+            for way in ways:
+                median = statistics.median(case.seconds[way][place.name])
+                added = f"{(median - direct[way]) / place.round_trip:.1f}" if place.round_trip else ""
+                cells.append(f"{median:>12.3f}{added:>6}")
+            kept = [case.stats.get(way, {}).get(place.name) for way in ways if way != "anchor"]
+            told = {name: "/".join(str(k[name]) if k else "-" for k in kept) for name in COUNTS}
+            print(f"  {case.name:<17}{place.name:>10}{''.join(cells)}{told['round_trips']:>14}"
+                  f"{told['billed_reads']:>22}{told['snapshot_reads']:>10}")  # fmt: skip
+    for name, (median, worst, missed, count, rtt) in lags.items():
+        print(f"  others' writes at {name}: the estimated snapshot minus the commit time of a write another client "
+              f"had just made: median {median * 1000:+.1f} ms, lowest {worst * 1000:+.1f} ms "
+              f"({worst / rtt:+.2f} round trips); before the commit (missed) in {missed} of {count}")  # fmt: skip
+
+
+def others_writes(emu: Emulator, where: list[Place], stores: dict[str, Any], database: str,
+                  samples: int) -> dict[str, tuple[float, float, int, int, float]]:  # fmt: skip
+    """How far before a write another client just committed the estimated snapshot may be:
+    at each distance, a page read through the proxy (the clock's bounds), then a document set
+    straight on the emulator (its commit time), then the clock's estimate for the far client;
+    ``(median, lowest, how many were before the commit, samples, round trip)`` of estimate -
+    commit."""
+    direct = emu.client(database=database)
+    rng = random.Random(3)
+    found = {}
+    for place in where:
+        if not place.round_trip or place.name.endswith("cut"):
+            continue
+        store, _, client = stores[place.name]
+        gaps = []
+        for i in range(samples):
+            store.query(limit=1)
+            time.sleep(rng.uniform(0.0, 0.3))
+            committed = direct.collection("others").document(f"w{i}").set({"i": i}).update_time
+            estimate = server_clock(client).now()
+            gaps.append((estimate - committed).total_seconds())
+        found[place.name] = (statistics.median(gaps), min(gaps), sum(g < 0 for g in gaps), len(gaps), place.round_trip)
+    direct.close()
+    return found
 
 
 # ------------------------------------------------------------------------------------ writes
@@ -337,6 +460,9 @@ def writes(emu: Emulator, args: argparse.Namespace, problems: list[str]) -> None
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--worker"]:
+        worker()
+        return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ticks", type=int, default=2500)
     parser.add_argument("--shards", default="3,40")
@@ -351,18 +477,25 @@ def main() -> None:
     parser.add_argument("--cut", action="store_true", help="also at the longest round trip through cuts")
     parser.add_argument("--skip", default="", help="reads, writes")
     parser.add_argument("--heap", default="10g", help="the emulator's heap (it keeps every document on it)")
+    parser.add_argument("--before", default="65a1d25", help="the revision whose reads are timed beside ('': none)")
+    parser.add_argument("--cases", default="page,walk,count,aggregate,latest,frame", help="the reads timed")
+    parser.add_argument("--lag-samples", type=int, default=40, help="writes of another client, at each distance")
     args = parser.parse_args()
+    args.cases = args.cases.split(",")
     args.round_trips = [float(r) for r in args.round_trips.split(",") if r]
     problems: list[str] = []
     began = time.perf_counter()
     emu = emulator(max_heap=args.heap)
+    before = Before(args.before) if args.before and "reads" not in args.skip else None
     try:
         if "reads" not in args.skip:
             for shards in (int(s) for s in args.shards.split(",")):
-                reads(emu, args, shards, problems)
+                reads(emu, args, shards, before, problems)
         if "writes" not in args.skip:
             writes(emu, args, problems)
     finally:
+        if before is not None:
+            before.close()
         emu.stop()
     print("\nevery answer equal to the direct one, every write exact" if not problems else "\nPROBLEMS:")
     for line in problems:
