@@ -53,23 +53,25 @@ def test_no_time_is_known_before_a_read_answers() -> None:
     assert clock.now() is None
 
 
-def test_the_time_is_the_midpoint_of_the_bounds_and_exact_when_both_ways_take_as_long() -> None:
+def test_the_time_is_the_tightest_lower_bound_behind_by_the_way_back() -> None:
     local = Local()
     clock = ServerClock(local=local)
     answer(clock, local, up=40 * MS, down=40 * MS)  # 80 ms away, as far each way
-    assert clock.now() == local.server()
+    assert local.server() - clock.now() == 40 * MS  # type: ignore[operator]
     local.wait(250 * MS)
-    assert clock.now() == local.server()  # the local clock carries it on
+    assert local.server() - clock.now() == 40 * MS  # type: ignore[operator]  # the local clock carries it on
 
 
-def test_a_faster_way_up_than_down_puts_it_at_most_half_the_difference_off() -> None:
+def test_it_is_never_ahead_of_the_server_whichever_way_is_slower() -> None:
+    """Issue 59: a read time ahead of the server's clock is refused as in the future. The
+    midpoint of the bounds (as NTP takes it) was ahead by half the difference when the way
+    up was the slower one (a call queued at the server before its read time was stamped)."""
     local = Local()
     clock = ServerClock(local=local)
-    answer(clock, local, up=10 * MS, down=50 * MS)
-    off = local.server() - clock.now()  # type: ignore[operator]
-    assert off == 20 * MS  # (50 - 10) / 2 behind: every write acknowledged before the call is in it
-    answer(clock, local, up=45 * MS, down=12 * MS)  # another answer tightens the other bound
-    assert abs(local.server() - clock.now()) <= 20 * MS  # type: ignore[operator]
+    answer(clock, local, up=50 * MS, down=10 * MS)
+    assert local.server() - clock.now() == 10 * MS  # type: ignore[operator]  # the midpoint: 10 ms ahead
+    answer(clock, local, up=10 * MS, down=50 * MS)  # a slower way back loosens nothing
+    assert local.server() - clock.now() == 10 * MS  # type: ignore[operator]
 
 
 def test_the_tightest_bounds_of_recent_answers_win_and_stale_ones_are_dropped() -> None:
@@ -77,10 +79,23 @@ def test_the_tightest_bounds_of_recent_answers_win_and_stale_ones_are_dropped() 
     clock = ServerClock(local=local)
     answer(clock, local, up=40 * MS, down=40 * MS)
     answer(clock, local, up=400 * MS, down=400 * MS)  # a slow answer (a pause, a queue) loosens nothing
-    answer(clock, local, up=1 * MS, down=40 * MS, read=False)  # a commit: a lower bound, no round trip
-    assert clock.now() == local.server() and clock.round_trip() == pytest.approx(0.080)
+    answer(clock, local, up=1 * MS, down=5 * MS, read=False)  # a commit: a lower bound, no round trip
+    assert local.server() - clock.now() == 5 * MS and clock.round_trip() == pytest.approx(0.080)  # type: ignore[operator]
     local.wait(FRESH + MS)
     assert clock.now() is None and clock.round_trip() is None  # nothing lately: the caller asks again
+
+
+def test_answers_of_reads_at_a_time_given_alone_tell_no_time() -> None:
+    """Issue 59: such an answer carries the time it was given back (a lower bound only), so a
+    walk's pages alone, FRESH after the last read time stamped on arrival, leave the time to
+    be read again rather than held back at the walk's snapshot."""
+    local = Local()
+    clock = ServerClock(local=local)
+    answer(clock, local, up=40 * MS, down=40 * MS)
+    for _ in range(40):
+        local.wait(1 * dt.timedelta(seconds=1))
+        answer(clock, local, up=40 * MS, down=40 * MS, read=False)
+    assert clock.now() is None and clock.at_least() is not None
 
 
 def test_a_commit_this_process_saw_stays_in_the_estimate_whatever_answers_come_after_it() -> None:

@@ -5,19 +5,23 @@ Every answer of Firestore carries a time of the server's: a query's or a documen
 time, a write's commit time. An answer that arrived at local time ``received`` to a call sent
 at ``sent`` bounds the server's clock minus the local one: at least ``seen - received`` (the
 time was stamped before the answer travelled back), and for a read time stamped when the call
-arrived, at most ``seen - sent``. :meth:`ServerClock.now` takes the tightest bounds of the
-answers of the last :data:`FRESH` and returns the local clock plus their midpoint (as NTP
-does), never earlier than a time an answer carried.
+arrived, at most ``seen - sent``. :meth:`ServerClock.now` returns the local clock plus the
+tightest lower bound of the answers of the last :data:`FRESH`, never earlier than a time an
+answer carried: the latest time the answers prove the server has reached.
 
-That is an estimate, not the server's word: it is off by up to half the spread of the bounds
-(about half a round trip), and the emulator's read times are not always the time a read
-arrived (measured: up to 56 ms earlier), which only makes it earlier. A read at it sees every
+So it is never ahead of the server's clock (a read time ahead is refused as "in the future",
+and the read sent again after a pause: with the midpoint of the bounds, as NTP takes it, a
+call queued at the server before its read time was stamped put the estimate ahead, and on a
+busy emulator every chunk query of a page was refused twice and then split); it is behind by
+the quickest way back of a recent answer, about half a round trip. A read at it sees every
 write whose answer this process saw (the latest time an answer carried, a tsstore write's
 commit time included, is kept apart from the bounds, so it is never before one), and may
 miss a write another client committed during the last half round trip or so; a read at the
-server's time read first (``snapshots="read"``) misses none, for one round trip more.
-Bounds older than :data:`FRESH` are dropped (clocks drift); with none left, the server's
-time is read.
+server's time read first (``snapshots="read"``) misses none, for one round trip more. The
+answer to a read at a time it was given carries that time back: it is told as a lower bound
+only (``read=False``), and an upper bound, which only a read time stamped on arrival gives,
+must be among the answers of the last :data:`FRESH` for an estimate. Bounds older than that
+are dropped (clocks drift); with none left, the server's time is read.
 """
 
 from __future__ import annotations
@@ -84,20 +88,19 @@ class ServerClock:
         return min(calls) / 1e6 if calls else None
 
     def now(self) -> dt.datetime | None:
-        """The server's time now, at the midpoint of the bounds of the answers of the last
-        :data:`FRESH` (and never before a time they carried); ``None`` when there is no read
-        time among them."""
+        """The server's time now, at least: the local clock plus the tightest lower bound of
+        the answers of the last :data:`FRESH` (and never before a time they carried); ``None``
+        when there is no read time stamped on arrival among them."""
         local = self._local()
         recent = self._recent(local)
-        highs = [high for _, _, high, _ in recent if high is not None]
-        if not highs:
+        if all(high is None for _, _, high, _ in recent):
             return None
-        least, most = max(low for _, low, _, _ in recent), min(highs)
+        least = max(low for _, low, _, _ in recent)
         latest = max(at + low for at, low, _, _ in recent)  # the latest time a recent answer carried
         with self._lock:
             if self._latest is not None and local - self._latest[0] <= self._fresh:
                 latest = max(latest, self._latest[1])
-        return _EPOCH + max(local + (least + max(least, most)) // 2, latest) * _US
+        return _EPOCH + max(local + least, latest) * _US
 
     def at_least(self) -> dt.datetime | None:
         """The server's time now, at least: the local clock plus the tightest lower bound an
