@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-if sys.argv[1:2] == ["--worker"]:  # the code of --before: its tsstore imported before _common puts this checkout's first
+if sys.argv[1:2] == ["--worker"]:  # the code of --before: its tsstore, imported before _common puts ours first
     sys.path.insert(0, sys.argv[2])
     import tsstore  # noqa: F401
 

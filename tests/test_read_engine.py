@@ -342,6 +342,28 @@ def test_estimated_snapshots_skip_the_time_read_and_see_what_this_process_wrote(
         TimeSeriesStore(client, spec, snapshots="later")  # type: ignore[arg-type]
 
 
+def test_a_walk_of_forty_shards_waits_one_round_trip_a_page(client: Any) -> None:
+    """Issue 59: a walk within 1.1 round trips a page at 40 shards. The default store reads
+    no server's time for it (its write's answers told the time, and each page reads at the
+    snapshot the cursor carries), so a page waits one round trip, and a refill round only
+    where a chunk may hide rows; the walk is every tick once, newest first."""
+    spec = SeriesSpec("ticks", shards=[f"s{i:02d}" for i in range(40)], key_fields=["symbol"])
+    store = TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False))
+    base = dt.datetime(2024, 1, 2, 9, tzinfo=UTC)
+    store.write([{"symbol": "AAA", "timestamp": base + dt.timedelta(seconds=n), "n": n} for n in range(1000)])
+    seen, trips, refill_rounds, snapshot_reads, cursor = [], 0, 0, 0, None
+    for _ in range(10):
+        page = store.query(limit=100, cursor=cursor)
+        seen += [t.data["n"] for t in page]
+        trips += page.stats.round_trips
+        refill_rounds += page.stats.round_trips - 1 if page.stats.refills else 0
+        snapshot_reads += page.stats.snapshot_reads
+        cursor = page.cursor
+    assert seen == list(range(999, -1, -1)) and cursor is None
+    assert snapshot_reads == 0 and trips == 10 + refill_rounds <= 11
+    store.close()
+
+
 def test_reads_at_a_time_given_tell_the_clock_no_time_of_arrival(client: Any, tsstore_emulator: Any) -> None:
     """Issue 59: the answer to a read at a given read time carries that time back, which is
     no time stamped on its arrival. Taken as one (as it was), pages read at a walk's snapshot
