@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from google.api_core import exceptions as gexc
 from google.cloud.firestore_v1.base_query import FieldFilter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -267,6 +268,50 @@ def test_the_guard_leases_reads_the_view_marks_then_sends_and_says_what_is_in_fl
     io = Recorder(horizons, bars=False)  # no bar there: folded in, however far behind
     answer = LateGuard(series(late=LatePolicy(window="1h")), io).send(inner, [("g", tick(7, -30, 1), True)])
     assert answer == [(0, "")] and sent[-1] == ["g"] and ("marks", {"m": [at(-30)]}) in io.log
+
+
+def test_a_renewal_a_cut_holds_or_fails_stalls_no_send_while_the_view_is_good() -> None:
+    """From half its refresh on, one send reads the view again while the others go on under the
+    current one, which the lease names as in flight; a renewal that fails leaves its send under
+    that view; only a view past its refresh makes a send wait for a new one (or fail with it)."""
+    io = Recorder([Horizon("m", dt.timedelta(minutes=1), at(60))])
+    guard = LateGuard(series(late=QUICK), io, clock=lambda: io.clock)
+    answers: list[Any] = []
+
+    def inner(ops: list[Any]) -> list[tuple[int, str]]:
+        return [(0, "")] * len(ops)
+
+    def send(name: str) -> None:
+        answers.append(guard.send(inner, [(name, tick(1, 61, 1), True)]))
+
+    send("a")  # the view at clock 0, written at T0 + 1 s
+    first = io.server
+    held, release = threading.Event(), threading.Event()
+    put = io.put_lease
+
+    def cut(data: dict[str, Any]) -> dt.datetime:
+        held.set()
+        release.wait(60)
+        raise gexc.ServiceUnavailable("Socket closed")
+
+    io.clock, io.put_lease = 0.15, cut  # type: ignore[method-assign]
+    renewer = threading.Thread(target=send, args=("b",))
+    renewer.start()
+    assert held.wait(60)  # b renews ahead of the view's end
+    other = threading.Thread(target=send, args=("c",))
+    other.start()
+    other.join(60)
+    assert answers == [[(0, "")]] * 2  # c went out while b's lease write hung
+    release.set()
+    renewer.join(60)
+    assert answers == [[(0, "")]] * 3  # the cut renewal left b under the view still good
+    io.put_lease = put  # type: ignore[method-assign]
+    io.clock = 0.16
+    send("d")
+    assert io.log[-2:] == [("lease", {"source": "ticks", "lease_seconds": 4.2, "busy_since": first}), ("view",)]
+    io.clock, io.put_lease = 0.5, cut  # type: ignore[method-assign]
+    with pytest.raises(gexc.ServiceUnavailable):  # that view has run out: no send goes under it
+        send("e")
 
 
 def test_a_declared_window_counts_from_the_last_tick_rolled_up_and_only_refuses_into_stored_bars() -> None:

@@ -264,6 +264,42 @@ def test_a_fault_between_answers_changes_nothing_but_the_time_taken() -> None:
     assert pace.answers == [(10, 0)] * 3
 
 
+class Counted(Unpaced):
+    """A pace that never waits, and counts the writes taken."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.taken = 0
+
+    def take(self, n: int) -> None:
+        self.taken += n
+
+
+def test_a_request_longer_than_the_connection_stays_up_goes_in_halves_and_later_batches_smaller() -> None:
+    """Cuts every request of more than 200 writes before its answer: a batch cut twice in a row
+    is sent as two halves (split again the same way), the batches made after it are no larger
+    than what answered (growing back by a quarter each answer), and a request sent again after
+    a cut takes no writes from the pace a second time."""
+    sizes: list[int] = []
+
+    def cut_long(writes: list[WriteOp]) -> list[tuple[int, str]]:
+        sizes.append(len(writes))
+        if len(writes) > 200:
+            raise gexc.ServiceUnavailable("Socket closed")
+        return [(0, "")] * len(writes)
+
+    pace = Counted()
+    sender = BulkSender(send=cut_long, lookup=lambda ids: {}, pace=pace, max_attempts=1, fault_budget=30,
+                        window=Window(least=1, most=1))  # fmt: skip
+    sender.send_all([doc(i, f"id{i}", {"i": i}) for i in range(2000)])
+    assert sender.counts["created"] == 2000 and not sender.failures
+    assert sizes[:6] == [500, 500, 250, 250, 125, 125]
+    # the batches filled while the first was cut (one sending, one ready behind it) were made
+    # at 500; every later one at what answered
+    assert sizes.count(500) == 6 and max(sizes[30:]) < 250  # each of the first three took 10 requests
+    assert pace.taken == 2000
+
+
 def test_per_document_statuses_are_retried_or_named() -> None:
     seen: dict[str, int] = {}
 

@@ -7,7 +7,9 @@ Every send of a write job passes through a :class:`LateGuard`:
    at most ``late.refresh`` old when the send starts. Before reading a new view the guard
    writes the job's *lease* (``tsstore_writers/<job>``: the source, and ``busy_since``, the
    oldest view a send still in flight was decided with); the lease write's server time is
-   the new view's time.
+   the new view's time. From half ``refresh`` on, one send at a time reads the next view
+   while the others go on under the current one (the lease names it as in flight), so a
+   fault met renewing fails no send, nor holds one, until the current view has run out.
 2. A tick created, replaced or erased (:class:`~tsstore.write.ops.Erase`) in a bucket before
    a roll-up's horizon is late: its bucket's mark is written (a new random ``nonce`` each
    time, so the mark's update time moves) and confirmed first. Under a declared ``window``
@@ -172,6 +174,12 @@ def uptime() -> float:
     return time.clock_gettime(boot) if boot is not None else time.monotonic()
 
 
+#: The part of ``refresh`` after which a view is read again ahead of its end (see
+#: :meth:`LateGuard._fresh`): a renewal a fault cuts off has the rest of the view's time to
+#: be tried again before any send must wait for it.
+RENEW_AT = 0.5
+
+
 class LateGuard:
     """Wraps a transport's sends so every late write is marked first (see the module).
     Thread-safe: the sender's workers share one view."""
@@ -190,6 +198,8 @@ class LateGuard:
         self._in_flight: dict[int, dt.datetime] = {}  # send -> the time of the view it was decided with
         self._marked_now: set[tuple[str, dt.datetime]] = set()  # marks confirmed under the current view
         self._tokens = itertools.count()
+        self._renewing = False  # a send is reading a new view
+        self._renewed = threading.Condition(self._lock)
         self._holds = remembered(holds_from(io, spec))  # asked again under each new view
 
     def guard(self, transport: Transport) -> Transport:
@@ -197,32 +207,64 @@ class LateGuard:
         send, lookup = transport
         return (lambda ops: self.send(send, ops)), lookup
 
-    def _fresh(self) -> View:
-        """The view a send may start under now (the lock held): the current one, or a new one."""
-        view = self._view
-        if view is not None and self._clock() - view.started <= self._refresh:
-            return view
+    def _fresh(self, token: int) -> View:
+        """The view send ``token`` starts under, the send counted in flight under it from then
+        on: the current view while it is at most ``refresh`` old, else a new one. One send at a
+        time reads a new view, outside the lock, from :data:`RENEW_AT` of ``refresh`` on; sends
+        meanwhile go on under the current view, and one that finds a renewal fail while that
+        view is still good goes on under it too (a later send tries again), so a fault met
+        reading the view fails a send only when the view has run out."""
+        while True:
+            with self._lock:
+                view = self._view
+                age = None if view is None else self._clock() - view.started
+                usable = view if view is not None and age is not None and age <= self._refresh else None
+                renew = not self._renewing and (age is None or age > self._refresh * RENEW_AT)
+                if usable is not None:
+                    self._in_flight[token] = usable.at
+                    if not renew:
+                        return usable
+                elif not renew:
+                    self._renewed.wait(0.5)  # another send is reading the view
+                    continue
+                self._renewing = True
+                # Sends may start under the current view until the new one is in: the lease
+                # names it (through this send) as in flight.
+                lease: dict[str, Any] = {
+                    "source": self._spec.collection,
+                    "lease_seconds": self._spec.late.lease.total_seconds(),
+                }
+                if self._in_flight:
+                    lease["busy_since"] = min(self._in_flight.values())
+            try:
+                return self._renew(token, lease)
+            except Exception:
+                if usable is None:
+                    raise
+                return usable  # still good: this send goes on under it
+            finally:
+                with self._lock:
+                    self._renewing = False
+                    self._renewed.notify_all()
+
+    def _renew(self, token: int, lease: dict[str, Any]) -> View:
+        """Write ``lease``, read the horizons: the new view, send ``token`` in flight under it."""
         started = self._clock()
-        lease: dict[str, Any] = {
-            "source": self._spec.collection,
-            "lease_seconds": self._spec.late.lease.total_seconds(),
-        }
-        if self._in_flight:
-            lease["busy_since"] = min(self._in_flight.values())
         at = self._io.put_lease(lease)
-        self._view = View(started, at, tuple(h for h in self._io.horizons() if h.horizon is not None))
-        self._marked_now = set()
-        self._holds = remembered(holds_from(self._io, self._spec))
-        return self._view
+        view = View(started, at, tuple(h for h in self._io.horizons() if h.horizon is not None))
+        with self._lock:
+            self._view = view
+            self._in_flight[token] = view.at
+            self._marked_now = set()
+            self._holds = remembered(holds_from(self._io, self._spec))
+        return view
 
     def send(self, inner: Callable[[list[WriteOp]], list[WriteStatus]], ops: list[WriteOp]) -> list[WriteStatus]:
         """Mark what ``ops`` change of stored roll-ups, then send the rest with ``inner``."""
         token = next(self._tokens)
         try:
             while True:
-                with self._lock:  # in flight from the moment it is decided: the lease covers it
-                    view = self._fresh()
-                    self._in_flight[token] = view.at
+                view = self._fresh(token)  # in flight from the moment it is decided: the lease covers it
                 decision = decide(self._spec, view, ops, holds=self._holds)
                 todo = self._unmarked(view, decision.marks)
                 if todo:

@@ -8,9 +8,13 @@ sender, so its bookkeeping is tested without Firestore.
 
 Failures are told apart (:mod:`tsstore.faults`): a request that fails without an answer (a
 cut connection, a timeout) is sent again after a jittered pause, for up to
-:data:`~tsstore.faults.FAULT_BUDGET_SECONDS` of faults in a row, and the pace is not told;
-writes the server refuses as overload are retried (at most ``max_attempts`` times) and the
-pace hears of them.
+:data:`~tsstore.faults.FAULT_BUDGET_SECONDS` of faults in a row, and the pace is not told
+(nor takes its writes again); the pause ends early at another request's answer (the
+connection is back), and a batch cut :data:`~tsstore.faults.SPLIT_AFTER` times in a row is
+sent in halves, the batches made after it no larger until answers let them grow back (a
+request that takes longer than the connection stays up never answers whole). Writes the
+server refuses as overload are retried (at most ``max_attempts`` times) and the pace hears
+of them.
 
 It does not use the client's ``BulkWriter``: ``BulkWriter.flush()`` waits on its batch
 futures without looking at their exceptions, so a ``BatchWrite`` call that fails as a
@@ -40,7 +44,7 @@ import grpc
 from google.api_core import exceptions as gexc
 
 from tsstore.errors import WriteFailure
-from tsstore.faults import FAULT_BUDGET_SECONDS, Backoff, describe, kind_of, status_kind
+from tsstore.faults import FAULT_BUDGET_SECONDS, SPLIT_AFTER, Backoff, describe, kind_of, status_kind
 from tsstore.spec import DuplicatePolicy
 from tsstore.write.identity import content_digest, fingerprint, id_from_digest
 from tsstore.write.ops import ALREADY_EXISTS, Erase, Patch, Stored, WriteOp, WriteStatus
@@ -103,6 +107,7 @@ class _Item:
     op: Literal["create", "set", "delete", "patch"]
     sent_at: float | None = None  # wall-clock time of the first send
     ambiguous: bool = False  # a request holding it failed as a whole: it may have landed
+    unanswered: bool = False  # the last request holding it failed without an answer (a fault)
     resolutions: int = 0
     previous: dict[str, Any] | None = None
 
@@ -201,6 +206,7 @@ class BulkSender:
     ) -> None:
         self._send_fn, self._lookup, self._pace = send, lookup, pace  # the three calls it makes
         self._max_docs = max(1, min(MAX_BATCH_DOCS, max_batch_docs))
+        self._batch_docs = self._max_docs  # the batches made now: smaller while cuts split them
         self._max_attempts, self._fault_budget, self._stop_timeout = max_attempts, fault_budget, stop_timeout
         self._policy, self._ignore, self._created_since = on_duplicate, ignore_field, created_since
         self._window = window if window is not None else Window()
@@ -210,6 +216,8 @@ class BulkSender:
         self._in_flight: dict[Future[_Outcome], frozenset[str]] = {}  # batch -> its ids
         self._held: list[PreparedDoc] = []  # the batch being filled
         self._stopping = threading.Event()
+        self._answers = 0  # requests answered so far (a fault's pause ends at the next one)
+        self._answered = threading.Condition()
         self._turns = _Turns(self._opened, self._stopping)
         self._waiting: dict[int, str] = {}  # worker thread -> what it waits for
         self._waiting_lock = threading.Lock()
@@ -231,7 +239,7 @@ class BulkSender:
         try:
             try:
                 for doc in docs:
-                    if doc.id in ids or len(self._held) == self._max_docs or size + doc.size > MAX_BATCH_BYTES:
+                    if doc.id in ids or len(self._held) >= self._batch_docs or size + doc.size > MAX_BATCH_BYTES:
                         self._submit_held()
                         ids, size = set(), 0
                     self._wait_for_id(doc.id)
@@ -255,6 +263,8 @@ class BulkSender:
 
     def _stop(self) -> None:
         self._stopping.set()
+        with self._answered:
+            self._answered.notify_all()
         deadline = time.monotonic() + self._stop_timeout
         while self._in_flight and time.monotonic() < deadline:
             done, _ = wait(list(self._in_flight), timeout=deadline - time.monotonic(), return_when=FIRST_COMPLETED)
@@ -332,17 +342,21 @@ class BulkSender:
             with self._waiting_lock:
                 self._waiting.pop(threading.get_ident(), None)
 
-    def _send_items(self, items: list[_Item]) -> _Outcome:
+    def _send_items(self, items: list[_Item], faults: Backoff | None = None) -> _Outcome:
         outcome = _Outcome()
         pending = items
         attempt = 0  # rounds in which the server refused or failed some writes
-        faults = Backoff(budget=self._fault_budget)  # requests that failed without an answer, in a row
+        if faults is None:  # requests that failed without an answer, in a row (halves share it)
+            faults = Backoff(budget=self._fault_budget)
+        unanswered = 0  # requests of these pending writes that failed without an answer, in a row
         last_error = (2, "")
         while pending:
             if self._stopping.is_set():
                 outcome.not_sent += len(pending)
                 break
-            self._pace.take(len(pending))
+            # A request that had no answer is sent again on the tokens it took (the server took
+            # its writes at most once): a cut costs the pace nothing, as the module says.
+            self._pace.take(sum(not i.unanswered for i in pending))
             now = time.time()
             for item in pending:
                 if item.sent_at is None:
@@ -352,23 +366,44 @@ class BulkSender:
             try:
                 statuses = self._send_fn([(i.id, i.doc.data, i.op == "create") for i in pending])
             except gexc.GoogleAPICallError as exc:
+                answers = self._answers  # the requests answered by now
                 kind = kind_of(exc)
                 if kind is None:
                     return self._refused(pending, exc, outcome)
                 for item in pending:
                     item.ambiguous = True  # it may have landed: a retry's lookup decides
+                    item.unanswered = kind == "fault"
                 if kind == "fault":  # no answer: the same request again, the pace untouched
                     pause = faults.pause()
                     if pause is None:
                         why = f"{exc.message} (gave up after {faults.elapsed:.0f} s of connection faults)"
                         outcome.failures += [_failure(i, _code(exc), why) for i in pending]
                         return outcome
-                    self._wait(f"retrying after connection faults ({describe(exc)})", pause)
+                    self._wait(f"retrying after connection faults ({describe(exc)})", pause, answered=answers)
+                    unanswered += 1
+                    if unanswered >= SPLIT_AFTER and len(pending) > 1:
+                        # A request that takes longer than the connection stays up never
+                        # answers whole; its halves may (as a read's chunk query is split).
+                        middle = (len(pending) + 1) // 2
+                        self._batch_docs = min(self._batch_docs, middle)  # and the next batches with them
+                        first = self._send_items(pending[:middle], faults)
+                        outcome.written += first.written
+                        outcome.failures += first.failures
+                        outcome.not_sent += first.not_sent
+                        pending, unanswered = pending[middle:], 0
                     continue
                 self._pace.answered(sent=len(pending), refused=len(pending))
                 retry, last_error = pending, (_code(exc), exc.message)
             else:
                 faults.progress()
+                unanswered = 0
+                for item in pending:
+                    item.unanswered = False
+                with self._answered:
+                    self._answers += 1
+                    self._answered.notify_all()
+                    if len(pending) >= self._batch_docs:  # answered whole at the size made now: grow back
+                        self._batch_docs = min(self._max_docs, self._batch_docs + max(1, self._batch_docs // 4))
                 refused = 0
                 for item, (code, message) in zip(pending, statuses, strict=True):
                     if code == 0:
@@ -419,11 +454,18 @@ class BulkSender:
         outcome.failures += [_failure(i, _code(exc), exc.message) for i in pending]
         return outcome
 
-    def _wait(self, why: str, seconds: float) -> None:
-        """Sleep in a worker thread (woken by a stop), saying why in the status line."""
+    def _wait(self, why: str, seconds: float, *, answered: int | None = None) -> None:
+        """Sleep in a worker thread (woken by a stop), saying why in the status line; given
+        ``answered`` (the requests answered when this one failed without an answer), woken
+        too by the next answer to another request: the connection is back, and a pause
+        grown through a streak of cuts would only hold the batch back while others write."""
         with self._waiting_lock:
             self._waiting[threading.get_ident()] = why
-        self._stopping.wait(seconds)
+        if answered is None:
+            self._stopping.wait(seconds)
+            return
+        with self._answered:
+            self._answered.wait_for(lambda: self._answers > answered or self._stopping.is_set(), seconds)
 
     def _resolve(self, conflicts: list[_Item], outcome: _Outcome, retry: list[_Item]) -> list[_Item]:
         """Decide what each create refused with ALREADY_EXISTS is, from the stored content;
