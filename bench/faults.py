@@ -9,7 +9,8 @@ once a second and refuses new ones for a moment after each cut, as a flaky netwo
   writer keeps a lease and a view of the roll-up's horizon (``--no-rollup``: none declared).
   Each run must store exactly the ticks sent: the document ids ``prepare_records`` gives them,
   none missing and none extra (a tick stored twice would hold a second id), and ``count()`` the
-  same. What ``on_status`` reported is tallied.
+  same. ``--write-repeats`` clean and cut runs alternate (the machine's load drifts) and the
+  medians are compared. What ``on_status`` reported in the first of each is tallied.
 - Reads: ``--read-ticks`` ticks stored once, directly, at each of ``--read-shards``; each case (a
   limited page, a filtered one, a cursor walk over everything, a whole-range frame, a count) runs
   clean and cut, and every answer must equal the first clean one (the same ticks in the same
@@ -25,7 +26,7 @@ Each case runs in a thread with a time limit (``--case-timeout``): a run that ra
 FAILED with its exception, one that overruns as TIMEOUT (its thread is left behind, its proxy
 closed), and the benchmark goes on. Each cut case has a proxy of its own, so its cuts are its own.
 
-Run: python bench/faults.py [--ticks 20000] [--history 2000] [--no-rollup] [--shards 10] [--read-ticks 20000] [--read-shards 3,40]
+Run: python bench/faults.py [--ticks 20000] [--history 2000] [--no-rollup] [--write-repeats 3] [--shards 10] [--read-ticks 20000] [--read-shards 3,40]
      [--page-rows 1000] [--every 1.0] [--down 0.3] [--clean-span 3] [--cut-span 10]
      [--case-timeout 300] [--reconnects 5]
 """
@@ -335,22 +336,27 @@ def writes(emu: Emulator, args: argparse.Namespace) -> None:
         finally:
             store.close()
 
-    for database in ("write-warm-up", "write-clean", "write-cut"):
-        prepare(database)
+    names = [f"{kind} {n + 1}" for n in range(args.write_repeats) for kind in ("clean", "cut")]
+    for database in ["warm-up", *names]:
+        prepare(f"write-{database.replace(' ', '-')}")
     # Warm the emulator (its JIT, its first database) so the first timed run does not pay for it.
     warm_client = emu.client(database="write-warm-up")
     write(warm_client, StatusTally())
     warm_client.close()
-    clean_tally = StatusTally()
-    client = emu.client(database="write-clean")
-    clean = Trial.run(lambda: write(client, clean_tally), span=0, timeout=args.case_timeout)
-    if not clean.timed_out:
-        client.close()
-    cut_tally = StatusTally()  # its times count from the start of the cut run
-    cut, cuts = through_cuts(emu, "write-cut", args, lambda c: write(c, cut_tally), span=0)
-    clean_tally.freeze()
-    cut_tally.freeze()
-    runs = {"clean": (clean, "write-clean", "-"), "cut": (cut, "write-cut", str(cuts))}
+    # Clean and cut runs alternate, so the machine's load drifting hits both alike.
+    runs: dict[str, tuple[Trial, str, str]] = {}
+    tallies: dict[str, StatusTally] = {}
+    for name in names:
+        database, tally = f"write-{name.replace(' ', '-')}", StatusTally()  # its times count from its start
+        if name.startswith("cut"):
+            trial, cuts = through_cuts(emu, database, args, lambda c: write(c, tally), span=0)
+        else:
+            client = emu.client(database=database)
+            trial, cuts = Trial.run(lambda: write(client, tally), span=0, timeout=args.case_timeout), 0
+            if not trial.timed_out:
+                client.close()
+        tally.freeze()
+        runs[name], tallies[name] = (trial, database, str(cuts) if name.startswith("cut") else "-"), tally
 
     declared = (
         "no roll-up declared"
@@ -359,9 +365,10 @@ def writes(emu: Emulator, args: argparse.Namespace) -> None:
     )
     print(
         f"writes: {args.ticks} ticks, {args.shards} shards, WriteOptions(ramp=False), {declared}; "
-        f"cut every ~{args.every} s, down {args.down} s; time limit {args.case_timeout:.0f} s"
+        f"cut every ~{args.every} s, down {args.down} s; {args.write_repeats} clean and cut runs alternating;"
+        f" time limit {args.case_timeout:.0f} s"
     )
-    print(f"  {'run':<6} {'seconds':>8} {'cuts':>5} {'stored':>7} {'count()':>8} {'missing':>8} {'extra':>6}  result")
+    print(f"  {'run':<8} {'seconds':>8} {'cuts':>5} {'stored':>7} {'count()':>8} {'missing':>8} {'extra':>6}  result")
     exact = True
     for name, (trial, database, cut_count) in runs.items():
         got = stored(emu, database, spec, expected)
@@ -369,20 +376,24 @@ def writes(emu: Emulator, args: argparse.Namespace) -> None:
         exact = exact and got.ids == got.count == len(expected) and not got.missing and not got.extra
         result = "; ".join(trial.problems(args.case_timeout)) or f"ok, write() said {trial.values[0]} stored"
         print(
-            f"  {name:<6} {trial_seconds(trial):>8} {cut_count:>5} {got.ids:>7} {count_text:>8} {got.missing:>8}"
+            f"  {name:<8} {trial_seconds(trial):>8} {cut_count:>5} {got.ids:>7} {count_text:>8} {got.missing:>8}"
             f" {got.extra:>6}  {result}"
         )
         if not isinstance(got.count, int):
-            print(f"         count(): {got.count}")
+            print(f"           count(): {got.count}")
     unfinished = [name for name, (trial, _, _) in runs.items() if not trial.ok]
     note = f" (but write() did not return normally: {', '.join(unfinished)})" if unfinished else ""
-    print(f"  stored exactly {len(expected)}, 0 duplicated, in both runs: {'yes' if exact else 'NO'}{note}")
-    measured = ratio(clean, cut) if cut.ok or cut.timed_out else None  # a write that failed has no ratio
-    times, bound = measured if measured is not None else (float("inf"), False)
-    shown = "-" if measured is None else f"{'at least ' if bound else ''}{times:.1f}x"
-    print(f"  cut / clean: {shown} {verdict(times, WRITE_TARGET)}")
-    clean_tally.report("clean")
-    cut_tally.report("cut")
+    print(f"  stored exactly {len(expected)}, 0 duplicated, in every run: {'yes' if exact else 'NO'}{note}")
+    # A write that failed has no time: the ratio is given only when every run returned.
+    clean = [t.median for n, (t, _, _) in runs.items() if n.startswith("clean") and t.ok and t.median]
+    cut = [t.median for n, (t, _, _) in runs.items() if n.startswith("cut") and t.ok and t.median]
+    whole = not unfinished and bool(clean) and bool(cut)
+    times = statistics.median(cut) / statistics.median(clean) if whole else float("inf")
+    shown = f"{times:.1f}x" if whole else "-"
+    pairs = ", ".join(f"{c / k:.1f}x" for k, c in zip(clean, cut, strict=False))
+    print(f"  cut / clean, medians: {shown} {verdict(times, WRITE_TARGET)}; each pair: {pairs or '-'}")
+    for name in ("clean 1", "cut 1"):
+        tallies[name].report(name)
 
 
 # ---------------------------------------------------------------------- reads
@@ -514,6 +525,7 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=20_000, help="ticks written, clean and cut")
     parser.add_argument("--history", type=int, default=2_000, help="ticks of the day before, rolled up first")
     parser.add_argument("--no-rollup", action="store_true", help="write with no roll-up declared (no history)")
+    parser.add_argument("--write-repeats", type=int, default=3, help="clean and cut write runs, alternating")
     parser.add_argument("--shards", type=int, default=10, help="shard values of the written series")
     parser.add_argument("--read-ticks", type=int, default=20_000, help="ticks stored for the read cases")
     parser.add_argument("--read-shards", default="3,40", help="shard counts the read cases run at")
