@@ -118,6 +118,11 @@ class _Outcome:
     failures: list[WriteFailure] = field(default_factory=list)
     not_sent: int = 0  # given up because the sender was stopping
 
+    def add(self, other: _Outcome) -> None:
+        self.written += other.written
+        self.failures += other.failures
+        self.not_sent += other.not_sent
+
 
 class _Turns:
     """At most ``limit`` batches sending at once (a stop lets each waiting one through, to
@@ -146,6 +151,44 @@ class _Turns:
         with self._turn:
             self._sending -= 1
             self._turn.notify()
+
+
+class _Cuts:
+    """What a sender's batches learn of cuts together: the requests answered so far (a pause
+    after a fault ends at the next answer: the connection is back, and a pause grown through a
+    streak of cuts would only hold the batch back while others write), and the ``size`` to
+    make batches at (at most half a batch split after cuts, grown back by a quarter with each
+    request answered whole at it, up to ``most``)."""
+
+    def __init__(self, most: int, stopping: threading.Event) -> None:
+        self.answers, self.size, self._most, self._stopping = 0, most, most, stopping
+        self._answer = threading.Condition()
+
+    def answered(self, docs: int) -> None:
+        with self._answer:
+            self.answers += 1
+            if docs >= self.size:
+                self.size = min(self._most, self.size + max(1, self.size // 4))
+            self._answer.notify_all()
+
+    def split(self, docs: int) -> int:
+        """Where a request of ``docs`` writes is halved; the batches made from now on no larger."""
+        middle = (docs + 1) // 2
+        self.size = min(self.size, middle)
+        return middle
+
+    def wait(self, seconds: float, *, since: int | None) -> None:
+        """Sleep ``seconds``, or until a stop, or (``since`` given) an answer after the ``since``-th."""
+        if since is None:
+            self._stopping.wait(seconds)
+            return
+        with self._answer:
+            self._answer.wait_for(lambda: self.answers > since or self._stopping.is_set(), seconds)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self._answer:
+            self._answer.notify_all()
 
 
 def waiting_for(reasons: Iterable[str]) -> list[str]:
@@ -206,7 +249,6 @@ class BulkSender:
     ) -> None:
         self._send_fn, self._lookup, self._pace = send, lookup, pace  # the three calls it makes
         self._max_docs = max(1, min(MAX_BATCH_DOCS, max_batch_docs))
-        self._batch_docs = self._max_docs  # the batches made now: smaller while cuts split them
         self._max_attempts, self._fault_budget, self._stop_timeout = max_attempts, fault_budget, stop_timeout
         self._policy, self._ignore, self._created_since = on_duplicate, ignore_field, created_since
         self._window = window if window is not None else Window()
@@ -216,8 +258,7 @@ class BulkSender:
         self._in_flight: dict[Future[_Outcome], frozenset[str]] = {}  # batch -> its ids
         self._held: list[PreparedDoc] = []  # the batch being filled
         self._stopping = threading.Event()
-        self._answers = 0  # requests answered so far (a fault's pause ends at the next one)
-        self._answered = threading.Condition()
+        self._cuts = _Cuts(self._max_docs, self._stopping)
         self._turns = _Turns(self._opened, self._stopping)
         self._waiting: dict[int, str] = {}  # worker thread -> what it waits for
         self._waiting_lock = threading.Lock()
@@ -239,7 +280,7 @@ class BulkSender:
         try:
             try:
                 for doc in docs:
-                    if doc.id in ids or len(self._held) >= self._batch_docs or size + doc.size > MAX_BATCH_BYTES:
+                    if doc.id in ids or len(self._held) >= self._cuts.size or size + doc.size > MAX_BATCH_BYTES:
                         self._submit_held()
                         ids, size = set(), 0
                     self._wait_for_id(doc.id)
@@ -262,9 +303,7 @@ class BulkSender:
     # ------------------------------------------------------------------ main thread
 
     def _stop(self) -> None:
-        self._stopping.set()
-        with self._answered:
-            self._answered.notify_all()
+        self._cuts.stop()  # sets the stopping event
         deadline = time.monotonic() + self._stop_timeout
         while self._in_flight and time.monotonic() < deadline:
             done, _ = wait(list(self._in_flight), timeout=deadline - time.monotonic(), return_when=FIRST_COMPLETED)
@@ -354,8 +393,7 @@ class BulkSender:
             if self._stopping.is_set():
                 outcome.not_sent += len(pending)
                 break
-            # A request that had no answer is sent again on the tokens it took (the server took
-            # its writes at most once): a cut costs the pace nothing, as the module says.
+            # A request that had no answer is sent again on the tokens it took: a cut costs no pace.
             self._pace.take(sum(not i.unanswered for i in pending))
             now = time.time()
             for item in pending:
@@ -366,7 +404,6 @@ class BulkSender:
             try:
                 statuses = self._send_fn([(i.id, i.doc.data, i.op == "create") for i in pending])
             except gexc.GoogleAPICallError as exc:
-                answers = self._answers  # the requests answered by now
                 kind = kind_of(exc)
                 if kind is None:
                     return self._refused(pending, exc, outcome)
@@ -379,17 +416,12 @@ class BulkSender:
                         why = f"{exc.message} (gave up after {faults.elapsed:.0f} s of connection faults)"
                         outcome.failures += [_failure(i, _code(exc), why) for i in pending]
                         return outcome
-                    self._wait(f"retrying after connection faults ({describe(exc)})", pause, answered=answers)
+                    self._wait(f"retrying after connection faults ({describe(exc)})", pause, since=self._cuts.answers)
                     unanswered += 1
                     if unanswered >= SPLIT_AFTER and len(pending) > 1:
-                        # A request that takes longer than the connection stays up never
-                        # answers whole; its halves may (as a read's chunk query is split).
-                        middle = (len(pending) + 1) // 2
-                        self._batch_docs = min(self._batch_docs, middle)  # and the next batches with them
-                        first = self._send_items(pending[:middle], faults)
-                        outcome.written += first.written
-                        outcome.failures += first.failures
-                        outcome.not_sent += first.not_sent
+                        # Longer than the connection stays up: its halves may answer (see _Cuts).
+                        middle = self._cuts.split(len(pending))
+                        outcome.add(self._send_items(pending[:middle], faults))
                         pending, unanswered = pending[middle:], 0
                     continue
                 self._pace.answered(sent=len(pending), refused=len(pending))
@@ -397,15 +429,10 @@ class BulkSender:
             else:
                 faults.progress()
                 unanswered = 0
-                for item in pending:
-                    item.unanswered = False
-                with self._answered:
-                    self._answers += 1
-                    self._answered.notify_all()
-                    if len(pending) >= self._batch_docs:  # answered whole at the size made now: grow back
-                        self._batch_docs = min(self._max_docs, self._batch_docs + max(1, self._batch_docs // 4))
+                self._cuts.answered(len(pending))
                 refused = 0
                 for item, (code, message) in zip(pending, statuses, strict=True):
+                    item.unanswered = False
                     if code == 0:
                         outcome.written.append(_written(item))
                     elif code == ALREADY_EXISTS and item.op == "create":
@@ -445,27 +472,17 @@ class BulkSender:
             # reported and every other document is written.
             middle = len(pending) // 2
             for part in (pending[:middle], pending[middle:]):
-                sub = self._send_items(part)
-                outcome.written += sub.written
-                outcome.failures += sub.failures
-                outcome.not_sent += sub.not_sent
+                outcome.add(self._send_items(part))
             return outcome
         # Other refusals (permissions, a missing database…) concern every document alike.
         outcome.failures += [_failure(i, _code(exc), exc.message) for i in pending]
         return outcome
 
-    def _wait(self, why: str, seconds: float, *, answered: int | None = None) -> None:
-        """Sleep in a worker thread (woken by a stop), saying why in the status line; given
-        ``answered`` (the requests answered when this one failed without an answer), woken
-        too by the next answer to another request: the connection is back, and a pause
-        grown through a streak of cuts would only hold the batch back while others write."""
+    def _wait(self, why: str, seconds: float, *, since: int | None = None) -> None:
+        """Sleep in a worker thread (see :meth:`_Cuts.wait`), saying why in the status line."""
         with self._waiting_lock:
             self._waiting[threading.get_ident()] = why
-        if answered is None:
-            self._stopping.wait(seconds)
-            return
-        with self._answered:
-            self._answered.wait_for(lambda: self._answers > answered or self._stopping.is_set(), seconds)
+        self._cuts.wait(seconds, since=since)
 
     def _resolve(self, conflicts: list[_Item], outcome: _Outcome, retry: list[_Item]) -> list[_Item]:
         """Decide what each create refused with ALREADY_EXISTS is, from the stored content;
