@@ -182,6 +182,37 @@ def _ties_flipped(compare: Any) -> Any:
     return flipped
 
 
+class CountedSnapshot(DocumentSnapshot):
+    """A document snapshot that counts how often a value is read from it."""
+
+    reads = 0
+
+    def get(self, field_path: str) -> Any:
+        CountedSnapshot.reads += 1
+        return super().get(field_path)
+
+
+def test_a_listener_reads_each_documents_place_once_however_often_it_sorts() -> None:
+    """The client sorts every document a listener holds at each snapshot it reports (on the
+    emulator, at every write to the collection): reading a document's values at each comparison
+    made a tail holding 200 documents fall ever further behind a writer at 15 a second (issue
+    59). Sorted five times, 200 documents on (price, timestamp, id) are read twice each, in order."""
+    plan = plan_query(RANGED, Query(where=[("price.micros", ">=", 0)]), direction="desc")
+    query = chunk_query(CollectionReference("live"), plan, plan.chunks[0], None, None)
+    docs = [
+        CountedSnapshot(DocumentReference("live", f"id{i:03d}"),
+                        {"price": {"micros": i % 3}, "timestamp": T + dt.timedelta(seconds=i // 4)}, True, None, None, None)
+        for i in range(200)
+    ]  # fmt: skip
+    compare = functools.cmp_to_key(wire.listener_order(query))
+    CountedSnapshot.reads = 0
+    for seed in range(5):
+        held = sorted(random.Random(seed).sample(docs, len(docs)), key=compare)
+        assert held == sorted(docs, key=lambda d: (d.get("timestamp"), d.get("price.micros"), d.id), reverse=True)
+        CountedSnapshot.reads -= 2 * len(docs)  # the oracle's own reads
+    assert CountedSnapshot.reads == 2 * len(docs)
+
+
 @pytest.fixture
 def live(tsstore_emulator: Any) -> Iterator[dict[str, Any]]:
     database = f"live-{random.randrange(10**9)}"
@@ -301,6 +332,28 @@ def test_a_cut_connection_loses_and_repeats_nothing(live: dict[str, Any]) -> Non
     ids = [t.tick.id for t in got]
     assert len(ids) == len(set(ids)) == len(first) + len(second)
     assert set(ids) == {r["id"] for r in first + second}
+
+
+def test_a_tail_does_not_sort_what_its_listeners_hold(live: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tail delivers from each snapshot's changes, in any order: its listeners hold every
+    tick of the last ``lateness`` (30 s by default, up to ``hold`` documents), and the client
+    sorts all of them at each snapshot unless the listener's order finds them all equal."""
+    compared = []
+    order = wire.listener_order
+
+    def counted(query: Any) -> Any:
+        compare = order(query)
+        return lambda first, second: compared.append(1) or compare(first, second)
+
+    monkeypatch.setattr(wire, "listener_order", counted)
+    store, writer = live["store"], live["writer"]
+    with store.tail() as tail:
+        rows = write_steadily(writer, batches=4, per_batch=10, late_every=2)
+        got = drain(tail, {r["id"] for r in rows}, settle=0)
+    assert sorted(t.tick.id for t in got) == sorted(r["id"] for r in rows) and compared == []
+    with store.watch(limit=5) as watch:  # a watch's listeners still order theirs
+        write_steadily(writer, batches=1, per_batch=3, late_every=99)
+        assert watch.next_update(timeout=60) is not None and compared
 
 
 NESTED = SeriesSpec(

@@ -50,9 +50,13 @@ PARAMETER_HELP = {
 
 
 class Listeners:
-    """Listeners keyed by the caller; their snapshots in arrival order from :meth:`events`."""
+    """Listeners keyed by the caller; their snapshots in arrival order from :meth:`events`.
 
-    def __init__(self) -> None:
+    - ``ordered``: whether each snapshot's documents come in the query's order (a tail needs
+      no order, and sorting what a listener holds at every snapshot is its main cost)"""
+
+    def __init__(self, *, ordered: bool) -> None:
+        self._ordered = ordered
         self._queue: queue.Queue[Event | None] = queue.Queue()
         self._watches: dict[Hashable, Any] = {}
         self._queries: dict[Hashable, Any] = {}
@@ -69,7 +73,7 @@ class Listeners:
             if self.closed:
                 return
             self._queries[key] = query
-            self._watches[key] = listen(query, on_snapshot)
+            self._watches[key] = listen(query, on_snapshot, ordered=self._ordered)
 
     def keys(self) -> list[Hashable]:
         with self._lock:
@@ -136,8 +140,8 @@ class Listeners:
 class _Live:
     """What a watch and a tail share: the listeners, ``close`` and the context manager."""
 
-    def __init__(self, decode: Callable[[Any], Tick]) -> None:
-        self._listeners = Listeners()
+    def __init__(self, decode: Callable[[Any], Tick], *, ordered: bool) -> None:
+        self._listeners = Listeners(ordered=ordered)
         self._decode = decode
 
     def close(self) -> None:
@@ -190,7 +194,7 @@ class LiveWatch(_Live, Iterator[WindowUpdate]):
     def __init__(
         self, queries: Sequence[Any], limit: int, decode: Callable[[Any], Tick], *, key: Key = sort_key
     ) -> None:
-        super().__init__(decode)
+        super().__init__(decode, ordered=True)
         self._state = WindowState(len(queries), limit, key=key)
         for i, query in enumerate(queries):
             self._listeners.listen(i, query)
@@ -247,7 +251,7 @@ class LiveTail(_Live, Iterator[TailTick]):
         *,
         hold: int,
     ) -> None:
-        super().__init__(decode)
+        super().__init__(decode, ordered=False)  # what a tail delivers comes from the changes, in any order
         self._state = state
         self._query_from = query_from
         self._hold = hold
