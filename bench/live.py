@@ -1,12 +1,18 @@
-"""Live data: write->delivery latency of `tail` at 3 and 40 shards against one plain listener
-on the unsharded query, and the memory of a tail that has delivered 100 000 ticks.
+"""Live data: write->delivery latency of `tail` and `watch` at 3 and 40 shards beside a plain
+google-cloud-firestore listener on the unsharded query, and the memory of a tail that has
+delivered 100 000 ticks.
 
-(a) Latency. One writer writes each batch of ticks into two collections, one with 3 shards and
-one with 40 (2 chunk listeners), stamping each tick with its send time. At the same time a
-tail runs on each, and one plain Firestore listener (`timestamp >= start`, no shard filter:
-the query one would listen to without sharding) on the 40-shard collection. All three see the
-same writes under the same load; the script prints p50/p99 of delivery minus send time and the
-ratios to the plain listener.
+(a) Latency. One writer writes each tick (`--rate` a second) into two collections at once,
+one with 3 shards and one with 40 (2 chunk listeners), one commit a tick holding both
+documents, noting when it called the commit. At the same time, on each collection, a tail,
+a watch (a window of 50), and one plain Firestore listener (`timestamp >= start`, no shard
+filter: the query one would listen to without sharding, the client's own comparator) run.
+All six see the same writes under
+the same load; the script prints p50/p99 of delivery minus that time (a watch delivers a
+tick when it enters its window) and the ratios to the plain listener on the same collection.
+On the emulator every write makes each listener receive its whole result set again, and the
+client sorts all it holds at every snapshot: a listener holding more documents (a tail, the
+plain listener) pays more per write than a watch's window.
 
 (b) Memory. A tail (lateness 0.5 s, hold 200) follows 100 000 ticks written with current
 timestamps in atomic commits of 250, the writer kept at most 1 000 ticks ahead of the tail,
@@ -18,7 +24,7 @@ grew its own memory past 7 GB by 30 000 ticks; production Firestore sends change
 resident memory is printed every 10 000 ticks, with the ids the tail remembers, its listener
 restarts, relistens and stalled replacements, the delivery rate and the emulator's memory.
 
-Run: python bench/live.py [--seconds 20] [--rate 50] [--ticks 100000] [--per-commit 250] [--hold 200]
+Run: python bench/live.py [--seconds 20] [--rate 15] [--ticks 100000] [--per-commit 250] [--hold 200]
      [--lateness 0.5] [--emulator-heap 6g] [--only latency|memory]
 """
 
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import multiprocessing
 import statistics
 import sys
 import threading
@@ -36,9 +43,11 @@ from _common import emulator
 from google.api_core.exceptions import Cancelled, DeadlineExceeded, ServiceUnavailable
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions, shards_for
+from tsstore import SeriesSpec, TimeSeriesStore, shards_for
 
 UTC = dt.timezone.utc
+#: The window of the latency part's watches.
+WATCH_WINDOW = 50
 
 
 def rss_mb(pid: int | str = "self") -> float:
@@ -54,66 +63,115 @@ def percentiles(values: list[float]) -> tuple[float, float]:
     return statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
+def plain_listeners(address: str, collections: list[str], start: dt.datetime, heard: Any, done: Any) -> None:
+    """One plain google-cloud-firestore listener on each collection (``timestamp >= start``,
+    no shard filter), in a process of its own; puts what each heard when (tick n -> time) on
+    ``heard`` once ``done`` is set."""
+    from tsstore.local.emulator import emulator_client
+
+    client = emulator_client(address, database="bench-live")
+    received: list[dict[int, float]] = [{} for _ in collections]
+
+    def on_snapshot(got: dict[int, float]) -> Any:
+        def take(docs: list[Any], changes: list[Any], read_time: Any) -> None:
+            now = time.time()
+            for change in changes:
+                if change.type.name == "ADDED":
+                    got.setdefault(change.document.get("n"), now)
+
+        return take
+
+    listeners = [
+        client.collection(name).where(filter=FieldFilter("timestamp", ">=", start)).order_by("timestamp")
+        .on_snapshot(on_snapshot(got))
+        for name, got in zip(collections, received)
+    ]  # fmt: skip
+    heard.put("listening")
+    done.wait()
+    for listener in listeners:
+        listener.unsubscribe()
+    heard.put(received)
+
+
 def latency(emu: Any, seconds: float, rate: int) -> None:
     client = emu.client(database="bench-live")
     specs = {n: SeriesSpec(f"live{n}", shards=shards_for(n * 500), key_fields=["n"]) for n in (3, 40)}
-    stores = {n: TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False)) for n, spec in specs.items()}
-    received: dict[str, dict[int, float]] = {"tail 3": {}, "tail 40": {}, "plain listener": {}}
+    stores = {n: TimeSeriesStore(client, spec) for n, spec in specs.items()}
+    names = [f"{kind} {n}" for kind in ("tail", "watch", "plain listener") for n in stores]
+    received: dict[str, dict[int, float]] = {name: {} for name in names}
     sent: dict[int, float] = {}
     start = dt.datetime.now(UTC)
 
-    def on_plain(docs: list[Any], changes: list[Any], read_time: Any) -> None:
-        now = time.time()
-        for change in changes:
-            if change.type.name == "ADDED":
-                received["plain listener"].setdefault(change.document.get("n"), now)
-
-    plain = (
-        client.collection("live40")
-        .where(filter=FieldFilter("timestamp", ">=", start))
-        .order_by("timestamp")
-        .on_snapshot(on_plain)
-    )
+    # The plain listeners run in a process of their own: in this one, their client's comparator
+    # (which encodes both values at every comparison of its sort at each snapshot) would take the
+    # interpreter from the tails and watches.
+    context = multiprocessing.get_context("spawn")
+    heard: Any = context.Queue()
+    done = context.Event()
+    plain = context.Process(target=plain_listeners, args=(emu.address, [s.collection for s in specs.values()], start,
+                                                          heard, done))  # fmt: skip
+    plain.start()
+    if heard.get(timeout=120) != "listening":
+        raise RuntimeError("the plain listeners did not start")
     tails = {n: store.tail(since=start) for n, store in stores.items()}
+    watches = {n: store.watch(limit=WATCH_WINDOW) for n, store in stores.items()}
+    stop = threading.Event()
 
-    def consume(n: int) -> None:
+    def follow_tail(n: int) -> None:
         for item in tails[n]:
             received[f"tail {n}"].setdefault(item.tick.data["n"], time.time())
 
-    threads = [threading.Thread(target=consume, args=(n,)) for n in tails]
+    def follow_watch(n: int) -> None:
+        while not stop.is_set():
+            update = watches[n].next_update(timeout=0.5)
+            now = time.time()
+            for tick in update.entered if update is not None else ():
+                received[f"watch {n}"].setdefault(tick.data["n"], now)
+
+    threads = [threading.Thread(target=follow, args=(n,)) for follow in (follow_tail, follow_watch) for n in stores]
     for thread in threads:
         thread.start()
     time.sleep(2)  # listeners attached
-    batch, count, until = max(1, rate // 20), 0, time.time() + seconds
-    while time.time() < until:
-        rows = [{"n": count + k, "timestamp": dt.datetime.now(UTC)} for k in range(batch)]
-        for k in range(batch):
-            sent[count + k] = time.time()
-        for store in stores.values():
-            store.write(rows)
-        count += batch
-        time.sleep(0.05)
-    deadline = time.time() + 90  # let deliveries finish
-    while time.time() < deadline and any(len(got) < count for got in received.values()):
+    count, began = 0, time.time()
+    while time.time() < began + seconds:
+        row = {"n": count, "timestamp": dt.datetime.now(UTC)}
+        batch = client.batch()  # one commit for both collections: their listeners hear of it at once
+        for spec in specs.values():
+            shard = {spec.shard_field: spec.shards[count % len(spec.shards)]}
+            batch.create(client.collection(spec.collection).document(f"t{count:06d}"), row | shard)
+        sent[count] = time.time()
+        batch.commit()
+        count += 1
+        time.sleep(max(0.0, began + count / rate - time.time()))
+    deadline = time.time() + 90  # let deliveries finish (a watch sees a tick only while it is in its window)
+    while time.time() < deadline and any(len(got) < count for name, got in received.items() if "tail" in name):
         time.sleep(0.2)
-    plain.unsubscribe()
-    for tail in tails.values():
-        tail.close()
+    time.sleep(1)
+    stop.set()
+    done.set()
+    for n, got in zip(specs, heard.get(timeout=120)):
+        received[f"plain listener {n}"] = got
+    plain.join()
+    for live in (*tails.values(), *watches.values()):
+        live.close()
     for thread in threads:
         thread.join()
-    print(f"(a) write->delivery latency, {count} ticks at ~{rate}/s for {seconds:g} s, written to both collections")
-    base = None
-    for name, got in received.items():
-        missing = count - len(got)
-        lat = [(got[n] - sent[n]) * 1000 for n in got if n in sent]
-        p50, p99 = percentiles(lat)
-        if name == "plain listener":
-            base = (p50, p99)
-        print(f"  {name:<15} p50 {p50:7.0f} ms  p99 {p99:7.0f} ms  delivered {len(got)}/{count} (missing {missing})")
-    assert base is not None
-    for name in ("tail 3", "tail 40"):
-        p50, p99 = percentiles([(received[name][n] - sent[n]) * 1000 for n in received[name]])
-        print(f"  {name} / plain listener: p50 {p50 / base[0]:.2f}x, p99 {p99 / base[1]:.2f}x")
+    print(
+        f"(a) write->delivery latency (from the commit's call), {count} ticks, one commit each to a 3-shard and a"
+        f" 40-shard collection, at {count / seconds:.1f}/s for {seconds:g} s; a watch of {WATCH_WINDOW} ticks counts"
+        " a tick when it enters its window"
+    )
+    for n in stores:
+        plain = received[f"plain listener {n}"]
+        base = percentiles([(plain[i] - sent[i]) * 1000 for i in plain])
+        for kind in ("tail", "watch", "plain listener"):
+            got = received[f"{kind} {n}"]
+            p50, p99 = percentiles([(got[i] - sent[i]) * 1000 for i in got])
+            ratio = f"  / plain: p50 {p50 / base[0]:.2f}x, p99 {p99 / base[1]:.2f}x" if kind != "plain listener" else ""
+            print(
+                f"  {kind + f' {n}':<18} p50 {p50:7.0f} ms  p99 {p99:7.0f} ms  delivered {len(got)}/{count}{ratio}",
+                flush=True,
+            )
 
 
 def memory(
@@ -219,7 +277,7 @@ def memory(
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=20)
-    parser.add_argument("--rate", type=int, default=50)
+    parser.add_argument("--rate", type=int, default=15, help="ticks a second in the latency part, one commit each")
     parser.add_argument("--ticks", type=int, default=100_000)
     parser.add_argument("--per-commit", type=int, default=1_000, help="ticks per commit in the memory part")
     parser.add_argument("--mem-shards", type=int, default=3, help="shards of the memory part's collection")
