@@ -342,7 +342,12 @@ def test_a_tail_does_not_sort_what_its_listeners_hold(live: dict[str, Any], monk
 
     def counted(query: Any) -> Any:
         compare = order(query)
-        return lambda first, second: compared.append(1) or compare(first, second)
+
+        def counting(first: Any, second: Any) -> int:
+            compared.append(1)
+            return compare(first, second)
+
+        return counting
 
     monkeypatch.setattr(wire, "listener_order", counted)
     store, writer = live["store"], live["writer"]
@@ -426,14 +431,22 @@ def test_soak_tail_and_watch_deliver_every_tick_once(tsstore_emulator: Any, shar
     options: dict[str, Any] = {"lateness": dt.timedelta(seconds=0.5), "hold": 100} if fast else {}
     tailed: list[str] = []
     updates: list[Any] = []
+    failures: list[BaseException] = []  # what ended a follower early (a LiveError says which listener)
     stop = threading.Event()
+
+    def follow(step: Any, into: list[Any]) -> None:
+        try:
+            while not stop.is_set():
+                if (item := step(0.2)) is not None:
+                    into.append(item)
+        except Exception as exc:
+            failures.append(exc)
+
     with reader.tail(**options) as tail, reader.watch(limit=SOAK_WINDOW) as watch:
         followers = [
-            threading.Thread(target=lambda: [tailed.append(t.tick.id) for _ in iter(stop.is_set, True)
-                                             if (t := tail.next_tick(timeout=0.2))]),
-            threading.Thread(target=lambda: [updates.append(u) for _ in iter(stop.is_set, True)
-                                             if (u := watch.next_update(timeout=0.2))]),
-        ]  # fmt: skip
+            threading.Thread(target=follow, args=(lambda wait: (t := tail.next_tick(wait)) and t.tick.id, tailed)),
+            threading.Thread(target=follow, args=(watch.next_update, updates)),
+        ]
         for follower in followers:
             follower.start()
         with proxy.cutting(every=1.0) if cut else contextlib.nullcontext():
@@ -451,6 +464,7 @@ def test_soak_tail_and_watch_deliver_every_tick_once(tsstore_emulator: Any, shar
         restarts, cuts = tail.restarts, proxy.cuts
     proxy.close()
     ids = [r["id"] for r in rows]
+    assert failures == []
     assert len(set(ids)) == len(ids) == (30 if rate == 15 else rate) and len({r["timestamp"] for r in rows}) < len(rows)
     assert sorted(tailed) == sorted(ids)  # every tick once, nothing else
     entered = [t.id for update in updates for t in update.entered]
