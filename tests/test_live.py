@@ -36,6 +36,7 @@ from tests.mutants import Backwards, bites
 from tests.proxy import CuttingProxy
 from tsstore import (
     ConfigError,
+    LiveError,
     Query,
     QueryError,
     QueryShape,
@@ -45,6 +46,7 @@ from tsstore import (
     shards_for,
     wire,
 )
+from tsstore.live import listen as live_listen
 from tsstore.live.listen import decoder
 from tsstore.live.state import TailState, WindowState
 from tsstore.local.emulator import emulator_client
@@ -210,6 +212,37 @@ def test_a_listener_reads_each_documents_place_once_however_often_it_sorts() -> 
         assert held == sorted(docs, key=lambda d: (d.get("timestamp"), d.get("price.micros"), d.id), reverse=True)
         CountedSnapshot.reads -= 2 * len(docs)  # the oracle's own reads
     assert CountedSnapshot.reads == 2 * len(docs)
+
+
+class GivenUp:
+    """A listener the client may give up on (``is_active`` false, as after a cut: CANCELLED)."""
+
+    def __init__(self, on_snapshot: Any) -> None:
+        self.report, self.is_active = on_snapshot, True
+
+    def unsubscribe(self) -> None:
+        self.is_active = False
+
+
+def test_a_listener_given_up_often_but_reporting_between_is_listened_to_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client gives a listener up at each cut connection: through cuts every second, a
+    soak's tail raised LiveError at the fourth within a minute and stopped delivering. Only
+    deaths with no report between them count towards the error."""
+    made: list[GivenUp] = []
+    monkeypatch.setattr(live_listen, "listen", lambda query, on_snapshot, *, ordered: made.append(GivenUp(on_snapshot))
+                        or made[-1])  # fmt: skip
+    listeners = live_listen.Listeners(ordered=False)
+    listeners.listen("chunk", None)
+    for _ in range(3 * live_listen.RELISTENS_PER_MINUTE):
+        made[-1].report([], [], T)  # it reports, then the client gives it up
+        made[-1].is_active = False
+        listeners.check()
+    assert listeners.relistens == len(made) - 1 == 3 * live_listen.RELISTENS_PER_MINUTE
+    with pytest.raises(LiveError, match="stopped 4 times within a minute"):
+        for _ in range(live_listen.RELISTENS_PER_MINUTE + 1):  # no report between: final
+            made[-1].is_active = False
+            listeners.check()
+    listeners.close()
 
 
 @pytest.fixture
@@ -413,6 +446,8 @@ def write_soak(writer: TimeSeriesStore, client: Any, *, rate: int, seed: int) ->
     return rows
 
 
+# The client raises a listener's end (CANCELLED at a cut) in a thread of its own; tsstore listens again.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 @pytest.mark.parametrize(("shards", "rate", "cut"), SOAK, ids=[f"{s}-shards-{r}-a-s{'-cut' * c}" for s, r, c in SOAK])
 def test_soak_tail_and_watch_deliver_every_tick_once(tsstore_emulator: Any, shards: int, rate: int, cut: bool) -> None:
     """A tail and a watch open while one writer writes ties and late ticks: the tail delivers

@@ -34,8 +34,8 @@ START_TIMEOUT = 60.0
 #: replaced in turn (a loaded emulator was seen never to answer one; the listener it was to
 #: replace kept reporting, but the chunk's bound, and so the tail's memory, stopped moving).
 STALL_TIMEOUT = 15.0
-#: A listener the client gave up on is listened to again, up to this many times a minute;
-#: past that its error is final (:class:`LiveError`).
+#: A listener the client gave up on is listened to again, up to this many times a minute
+#: without a report in between; past that its error is final (:class:`LiveError`).
 RELISTENS_PER_MINUTE = 3
 
 Event = tuple[Hashable, list[Any], list[Any], dt.datetime]
@@ -67,6 +67,7 @@ class Listeners:
 
     def listen(self, key: Hashable, query: Any) -> None:
         def on_snapshot(docs: list[Any], changes: list[Any], read_time: dt.datetime) -> None:
+            self._deaths.pop(key, None)  # it reports: the deaths before count no more
             self._queue.put((key, docs, changes, read_time))
 
         with self._lock:
@@ -108,7 +109,9 @@ class Listeners:
     def check(self) -> None:
         """Listen again to what a listener the client gave up on listened to (its first
         report then says what is there now: a tail delivers what it had not, a watch redraws);
-        raise :class:`LiveError` when that keeps happening."""
+        raise :class:`LiveError` when that keeps happening without a report in between (the
+        client gives a listener up on each cut connection, CANCELLED: a network cut every
+        second is not a listener that cannot work)."""
         with self._lock:
             dead = [key for key, watch in self._watches.items() if not watch.is_active]
         now = time.monotonic()
