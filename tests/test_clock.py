@@ -142,3 +142,25 @@ def test_a_read_time_the_server_has_not_reached_is_retried_not_raised() -> None:
     assert early_read_time(early) and kind_of(early) == "fault"
     other = gexc.InvalidArgument("Invalid query")
     assert not early_read_time(other) and kind_of(other) is None
+
+
+def test_a_write_whose_answer_carries_no_time_leaves_no_estimate_until_a_read_sent_after_it() -> None:
+    """A delete's answer in a ``BatchWrite`` says no time: the next read reads the server's
+    time (which sees the delete), and a read sent before the delete's answer came does not
+    count, whenever it arrives."""
+    local = Local()
+    clock = ServerClock(local=local)
+    answer(clock, local, up=1 * MS, down=1 * MS)
+    assert clock.now() is not None
+    sent_before = local()
+    local.wait(1 * MS)
+    clock.unstamped()  # the purge's deletes answered
+    assert clock.now() is None
+    local.wait(1 * MS)
+    clock.saw(local.server(), sent=sent_before)  # sent before the deletes' answer: proves nothing
+    assert clock.now() is None
+    answer(clock, local, up=1 * MS, down=1 * MS, read=False)  # a commit time: a lower bound only
+    assert clock.now() is None
+    answer(clock, local, up=1 * MS, down=1 * MS)  # the server's time read after them
+    estimate = clock.now()
+    assert estimate is not None and estimate <= local.server()

@@ -536,11 +536,15 @@ async def abatch_write(
 def _statuses(client: Any, response: Any, sent: int) -> list[WriteStatus]:
     """Each write's status in a ``BatchWrite`` response (to a call ``sent`` then); the latest
     commit time told to the project's clock."""
-    stamps = [w.update_time for w in response._pb.write_results if w.HasField("update_time")]
+    results, statuses = response._pb.write_results, response.status
+    stamps = [w.update_time for w in results if w.HasField("update_time")]
+    clock = server_clock(client)
     if stamps:
         newest = max(stamps, key=lambda t: (t.seconds, t.nanos))
-        server_clock(client).saw(from_timestamp_pb(newest), sent=sent, read=False)
-    return [(st.code, st.message) for st in response.status]
+        clock.saw(from_timestamp_pb(newest), sent=sent, read=False)
+    if any(st.code == 0 and not w.HasField("update_time") for w, st in zip(results, statuses)):
+        clock.unstamped()  # a delete landed at a time its answer does not say
+    return [(st.code, st.message) for st in statuses]
 
 
 def _batch_write_request(collection: BaseCollectionReference[Any], writes: list[WriteOp]) -> tuple[Any, Any]:
