@@ -714,6 +714,10 @@ def test_a_ctrl_c_inside_a_deferred_step_comes_when_the_step_ends() -> None:
     # Here a Ctrl-C is sent to the process (not a thread) while another thread runs.
     from tsstore.cli.exits import _ctrl_c_noted, _on_ctrl_c, ctrl_c_deferred
 
+    # Python's own handler first, as a process started in a terminal has it: one started with
+    # SIGINT ignored (a background job of a script, such as a CI runner's) keeps ignoring it,
+    # and tsstore then leaves Ctrl-C alone.
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
@@ -731,6 +735,7 @@ def test_a_ctrl_c_inside_a_deferred_step_comes_when_the_step_ends() -> None:
             assert signal.getsignal(signal.SIGINT) is _on_ctrl_c
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
+        signal.signal(signal.SIGINT, inherited)
         stop.set()
         other.join()
 
