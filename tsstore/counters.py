@@ -134,6 +134,11 @@ def _check_amount(by: object) -> int:
     return by
 
 
+
+def _missing(path: str) -> StateError:
+    """The refusal of a verb on counter ``path``, which has not been created."""
+    return StateError(f"counter {path!r} does not exist; create it first")
+
 class ShardedCounter:
     """One distributed counter at a document path of the caller's choosing, on a
     ``firestore.Client`` or, in Datastore mode, a ``datastore.Client`` (the path's documents
@@ -185,7 +190,7 @@ class ShardedCounter:
         """The counter's shard count (read from the counter document)."""
         doc = self._read()
         if doc.data is None:
-            raise StateError(f"counter {self.path!r} does not exist; create it first")
+            raise _missing(self.path)
         self._known_shards = _shard_count(doc, self.path)
         return self._known_shards
 
@@ -246,7 +251,7 @@ class ShardedCounter:
             if doc.data is None:
                 # Writing the total alone would leave a counter document without a shard
                 # count, which create() would then refuse; a roll-up needs a counter.
-                raise StateError(f"counter {self.path!r} does not exist; create it first")
+                raise _missing(self.path)
             stored = _stored(doc)
             if stored is not None and stored.as_of >= live.as_of:
                 return stored, None
@@ -260,7 +265,7 @@ class ShardedCounter:
         if not live:
             doc = self._read()
             if doc.data is None:
-                raise StateError(f"counter {self.path!r} does not exist; create it first")
+                raise _missing(self.path)
             stored = _stored(doc)
             if stored is not None:
                 return stored
@@ -284,7 +289,7 @@ class ShardedCounter:
 
         def decide(doc: Doc) -> _Decision[int]:
             if doc.data is None:
-                raise StateError(f"counter {self.path!r} does not exist; create it first")
+                raise _missing(self.path)
             current = _shard_count(doc, self.path)
             if shards < current:
                 raise CounterError(
