@@ -553,4 +553,6 @@ def test_the_backfill_and_export_commands(
     assert refused.exit_code == 2 and "names no file" in refused.output  # as ingest refuses a missing file
     unsized = runner.invoke(main, ["backfill", str(files[0].parent / "*"), "--runner", "DataflowRunner"])
     assert unsized.exit_code == 2 and "say how many processes write at once: --workers N" in unsized.output
+    named = runner.invoke(main, ["export", "--to", str(out)], env={**env, "TSSTORE_RUNNER": "DataflowRunner"})
+    assert named.exit_code == 2 and "with --runner DataflowRunner, say how many" in named.output  # the variable
     client.close()

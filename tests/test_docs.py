@@ -367,6 +367,9 @@ def test_every_example_of_the_built_cli_reference_runs_in_a_shell(tsstore_emulat
         "FIRESTORE_EMULATOR_HOST": tsstore_emulator.address, "GOOGLE_CLOUD_PROJECT": project,
         "TSSTORE_HOME": str(tmp_path / ".tsstore-home"), "MPLBACKEND": "Agg", "TSSTORE_SPEC": None,
         "TSSTORE_PROJECT": None, "TSSTORE_DATABASE": None, "TSSTORE_MODE": None,
+        # The Beam examples run in this process: the DirectRunner's worker processes each import
+        # Beam and tsstore (20 of the test's 45 s); tests/test_beam.py runs the commands with them.
+        "TSSTORE_RUNNER": "BundleBasedDirectRunner",
     }  # fmt: skip
     words = tmp_path / "words"
 

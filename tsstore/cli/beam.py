@@ -31,6 +31,8 @@ _runner_option = click.option(
     "--runner",
     default="DirectRunner",
     show_default=True,
+    envvar="TSSTORE_RUNNER",
+    show_envvar=True,
     help="Beam runner: DirectRunner (local processes), BundleBasedDirectRunner (in this process) or "
     "DataflowRunner (then also --project, --region, --temp_location…, passed to Beam).",
 )
