@@ -22,7 +22,8 @@ from google.cloud import firestore
 
 from tsstore import faults
 from tsstore.analytics.asof import JoinRead
-from tsstore.asks import DeleteDoc, Doc, FindDocs, GetDoc, KnownTime, SetDoc
+from tsstore.asks import CreateDoc, DeleteDoc, Doc, FindDocs, GetDoc, KnownTime, SetDoc, UpdateDoc
+from tsstore.cold.objects import DeleteObject, GetObject, ListObjects, ObjectUrls, PutObject
 from tsstore.clock import local_us
 from tsstore.counters import ShardedCounter
 from tsstore.errors import ConfigError
@@ -157,8 +158,10 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
                 async for tick in self._ticks(read):
                     sink.add(tick)
                 return None
-            case GetDoc() | SetDoc() | DeleteDoc() | FindDocs():
+            case GetDoc() | SetDoc() | DeleteDoc() | FindDocs() | CreateDoc() | UpdateDoc():
                 return await faults.acall(lambda: aanswer_document(self.client, ask), what=ask.what)
+            case PutObject() | GetObject() | ListObjects() | DeleteObject() | ObjectUrls():
+                return await asyncio.to_thread(self._answer_object, ask)
             case asks.Send(read=read):
                 loop = asyncio.get_running_loop()
                 ticks = _pulled(self._ticks(read), loop) if read is not None else iter(())

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from tsstore.access import DEFAULT_ACCESS, ClientAccess, access_from
 from tsstore.errors import QueryError, SpecError
+from tsstore.cold.tier import ColdTier, cold_from
 from tsstore.late import DEFAULT_LATE, LatePolicy, late_from
 from tsstore.limits import MAX_INEQUALITY_FIELDS, SEQUENTIAL_WRITES_PER_SECOND
 from tsstore.times import to_duration, to_utc
@@ -286,6 +287,8 @@ class SeriesSpec:
     - ``late``: what a tick landing in a bucket a roll-up has stored does
       (:class:`~tsstore.late.LatePolicy`: by default it is folded in however late; a declared
       window refuses ticks further behind a roll-up's data than that).
+    - ``cold``: where and when closed partitions are sealed into Parquet
+      (:class:`~tsstore.cold.tier.ColdTier`, or its fields as a mapping); ``None``: no cold tier
     - ``access``: what web and mobile clients may do with the collection
       (:class:`~tsstore.access.ClientAccess`, its ``read`` value, or its fields as a
       mapping); default signed-in reads, no client writes
@@ -307,6 +310,7 @@ class SeriesSpec:
     counter_shards: int = 10
     access: ClientAccess = DEFAULT_ACCESS
     late: LatePolicy = DEFAULT_LATE
+    cold: ColdTier | None = None
     #: The roll-up whose bars the collection holds (a :class:`~tsstore.analytics.rollup.Rollup`,
     #: which sets it on its own spec), so that a store on its bars can read what they are made
     #: of; ``None`` for ticks. Not part of the declaration: equal specs may differ in it.
@@ -334,6 +338,7 @@ class SeriesSpec:
         counter_shards: int = 10,
         access: "ClientAccess | str | Mapping[str, object]" = DEFAULT_ACCESS,
         late: "LatePolicy | Mapping[str, object] | None" = None,
+        cold: "ColdTier | Mapping[str, object] | None" = None,
     ) -> None:
         active = _checked_shards(shards)
         reserved = _checked_reserved(timestamp_field, shard_field)
@@ -355,6 +360,7 @@ class SeriesSpec:
             "counter_shards": _checked_counter_shards(counter_shards),
             "access": access_from(access),
             "late": late_from(late),
+            "cold": cold_from(cold),
         }
         for name, value in checked.items():
             object.__setattr__(self, name, value)
@@ -676,6 +682,7 @@ _SPEC_KEYS = (
     "counter_shards",
     "access",
     "late",
+    "cold",
 )
 
 
@@ -691,6 +698,8 @@ def spec_from_mapping(data: Mapping[str, object], *, source: str | None = None) 
 
     - ``source``: the file the table was read from (the spec's :attr:`~SeriesSpec.declared_in`)
     """
+    if isinstance(data, Mapping) and isinstance(data.get("cold"), Mapping):  # a relative path is the file's
+        data = {**data, "cold": cold_from(data["cold"], source=source)}  # type: ignore[arg-type]
     spec = _spec_of(data)
     object.__setattr__(spec, "declared_in", source)
     return spec

@@ -19,7 +19,8 @@ from google.cloud import firestore
 
 from tsstore import faults
 from tsstore.analytics.asof import JoinRead
-from tsstore.asks import DeleteDoc, Doc, FindDocs, GetDoc, KnownTime, SetDoc
+from tsstore.asks import CreateDoc, DeleteDoc, Doc, FindDocs, GetDoc, KnownTime, SetDoc, UpdateDoc
+from tsstore.cold.objects import DeleteObject, GetObject, ListObjects, ObjectUrls, PutObject
 from tsstore.clock import local_us
 from tsstore.errors import ConfigError
 from tsstore.frames import frames
@@ -124,8 +125,10 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
                 for tick in self._ticks(read):
                     sink.add(tick)
                 return None
-            case GetDoc() | SetDoc() | DeleteDoc() | FindDocs():
+            case GetDoc() | SetDoc() | DeleteDoc() | FindDocs() | CreateDoc() | UpdateDoc():
                 return faults.call(functools.partial(self._answers.answer_document, ask), what=ask.what)
+            case PutObject() | GetObject() | ListObjects() | DeleteObject() | ObjectUrls():
+                return self._answer_object(ask)
             case asks.Send(read=read):
                 return self._writer.job(ask, self._ticks(read) if read is not None else iter(())).run()
             case KnownTime(at_least=at_least):

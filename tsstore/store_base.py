@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, get_args
 
 from tsstore.asks import Doc
 from tsstore.clock import ServerClock
+from tsstore.cold.objects import ObjectAsk, answer_object, objects_at
 from tsstore.dswire import is_datastore_client
 from tsstore.errors import ConfigError
 from tsstore.layout.census import census_query
@@ -95,6 +96,12 @@ class StoreBase(Verbs):
         their read time told to the project's clock."""
         found: list[Doc] = told_clock(self.client, [doc_of(snapshot) for snapshot in snapshots], sent, pinned=pinned)
         return found
+
+    def _answer_object(self, ask: ObjectAsk) -> Any:
+        """The answer to an ask of the cold tier's objects, from the store its declaration names."""
+        if self.spec.cold is None:  # pragma: no cover - the requests refuse a series without a cold tier first
+            raise ConfigError(f"collection {self.spec.collection!r} declares no cold tier")
+        return answer_object(objects_at(self.spec.cold.path), ask)
 
     def _collection_of(self, spec: SeriesSpec) -> Any:
         """The collection of ``spec``: this store's own, or another one a request reads or

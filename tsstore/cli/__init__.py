@@ -7,7 +7,7 @@ per command group: :mod:`~tsstore.cli.demo`, :mod:`~tsstore.cli.query` (query, c
 explain, purge), :mod:`~tsstore.cli.deploy`, :mod:`~tsstore.cli.counters`,
 :mod:`~tsstore.cli.ingest`, :mod:`~tsstore.cli.emulator`, :mod:`~tsstore.cli.layout`
 (shards, reshard, capacity), :mod:`~tsstore.cli.live` (tail, watch), :mod:`~tsstore.cli.analytics`
-(aggregate, latest, bars, asof, rollup), :mod:`~tsstore.cli.beam` (backfill, export on Apache Beam);
+(aggregate, latest, bars, asof, rollup), :mod:`~tsstore.cli.cold` (seal), :mod:`~tsstore.cli.beam` (backfill, export on Apache Beam);
 :mod:`~tsstore.cli.output` writes query results.
 """
 
@@ -36,6 +36,7 @@ COMMANDS = {
     "rollup": "analytics:rollup",
     "explain": "query:explain",
     "purge": "query:purge",
+    "seal": "cold:seal",
     "query": "query:query_ticks",
     "shards": "layout:shards",
     "reshard": "layout:reshard",

@@ -3,7 +3,7 @@
 A verb is a request (:mod:`tsstore.verbs.request`) written in the room it belongs to
 (:mod:`~tsstore.verbs.reading`, :mod:`~tsstore.verbs.aggregates`, :mod:`~tsstore.verbs.latest`,
 :mod:`~tsstore.verbs.bars`, :mod:`~tsstore.verbs.asof`,
-:mod:`~tsstore.verbs.writing`, :mod:`~tsstore.verbs.retention`, :mod:`~tsstore.verbs.layout`,
+:mod:`~tsstore.verbs.writing`, :mod:`~tsstore.verbs.retention`, :mod:`~tsstore.verbs.cold`, :mod:`~tsstore.verbs.layout`,
 :mod:`~tsstore.verbs.live`); :class:`Verbs` lists them. The sync store runs each on its
 threads and returns the result; the async store awaits the same request on its loop. So the
 two stores have the same verbs, options and answers by construction.
@@ -19,7 +19,7 @@ from tsstore.read.chunks import chunk_query
 from tsstore.read.explain import Explanation, explain
 from tsstore.read.plan import QueryPlan
 from tsstore.read.query import Query, QueryOptions
-from tsstore.verbs import aggregates, layout, reading, retention, rollups, writing
+from tsstore.verbs import aggregates, cold, layout, reading, retention, rollups, writing
 from tsstore.verbs import asof as asof_reads
 from tsstore.verbs import bars as bar_reads
 from tsstore.verbs import latest as latest_reads
@@ -64,6 +64,9 @@ class Verbs:
     write = verb(writing.write)
     series_counter = verb(writing.series_counter)
     purge = verb(retention.purge)
+    # the cold tier
+    seal = verb(cold.seal)
+    cold_sql = verb(cold.cold_sql)
     # layout
     shard_census = verb(layout.shard_census)
     reshard = verb(layout.reshard)

@@ -1,0 +1,267 @@
+"""The cold tier: the declaration, the local object store, the sealing protocol run without
+Firestore against a scripted database and a real directory (a rerun, a sealer that loses its
+switch, an orphan, a kill at every ask), and sealed days read back by DuckDB and Polars on
+the emulator, equal to the store's own reads."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.scripted import seat
+from tsstore import QueryError, SeriesSpec, SpecError
+from tsstore.asks import CreateDoc, Doc, GetDoc, KnownTime, UpdateDoc
+from tsstore.cold.manifest import ORPHAN_GRACE, Manifest, manifest_path
+from tsstore.cold.objects import LocalObjects, ObjectInfo, Placed, Taken, answer_object
+from tsstore.cold.parquet import ID_COLUMN, id_checksum
+from tsstore.cold.tier import ColdTier
+from tsstore.declaration import load_declaration
+from tsstore.read.engine import TickRead
+from tsstore.ticks import Tick
+from tsstore.verbs import cold
+from tsstore.verbs.request import Collect, Feed, Request, answer
+
+UTC = dt.timezone.utc
+DAY1 = dt.datetime(2026, 11, 1, tzinfo=UTC)
+DAYS = 3
+
+
+# ---------------------------------------------------------------------------- the declaration
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"partition": "6h"}, "partition must be a whole number of days, got '6h'"),
+        ({"partition": "2D", "seal_after": "1D"}, "seal_after '1D' is shorter than its partition '2D'"),
+        ({"partition": "0D"}, "give a positive whole number of days"),
+        ({"seal_after": "5"}, "has no unit"),
+    ],
+)
+def test_a_cold_tier_refuses_what_cannot_be(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        ColdTier("cold", **options)
+
+
+@pytest.mark.parametrize("path", ["", "s3://bucket/prefix", "gs://", "gs:///prefix"])
+def test_a_cold_tier_path_is_a_directory_or_a_bucket(path: str) -> None:
+    with pytest.raises(SpecError, match=f"cold tier path {path!r}"):
+        ColdTier(path)
+
+
+def test_a_declaration_file_declares_a_cold_tier_relative_to_itself(tmp_path: Path) -> None:
+    declared = tmp_path / "app" / "series.toml"
+    declared.parent.mkdir()
+    declared.write_text(
+        '[[series]]\ncollection = "ticks"\ncold = { path = "lake", partition = "2D", seal_after = "3D" }\n'
+        '[[series]]\ncollection = "bucketed"\ncold = { path = "gs://bucket/prefix/" }\n'
+    )
+    (ticks, bucketed), _ = load_declaration(str(declared))
+    assert ticks.cold == ColdTier(str(declared.parent / "lake"), partition="2D", seal_after="3D")
+    assert (bucketed.cold is not None and bucketed.cold.path == "gs://bucket/prefix"
+            and bucketed.cold.partition == dt.timedelta(days=1) and bucketed.cold.seal_after == dt.timedelta(days=2))  # fmt: skip
+    declared.write_text('[[series]]\ncollection = "ticks"\ncold = { path = "lake", every = "1D" }\n')
+    with pytest.raises(SpecError, match=r"unknown key\(s\) \['every'\] in the cold tier; allowed: path"):
+        load_declaration(str(declared))
+
+
+# ---------------------------------------------------------------------------- the local object store
+
+
+def test_the_local_store_never_replaces_an_object(tmp_path: Path) -> None:
+    objects = LocalObjects(tmp_path)
+    placed = objects.put_new("ticks/date=2026-11-01/part-1.parquet", b"first")
+    assert isinstance(placed, Placed) and placed.size == 5
+    assert objects.put_new("ticks/date=2026-11-01/part-1.parquet", b"second") == Taken(
+        "ticks/date=2026-11-01/part-1.parquet"
+    )
+    assert objects.get("ticks/date=2026-11-01/part-1.parquet") == b"first"
+    assert [o.name for o in objects.list("ticks/")] == ["ticks/date=2026-11-01/part-1.parquet"]  # no temporary left
+    assert objects.delete("ticks/date=2026-11-01/part-1.parquet") and not objects.delete("ticks/x")
+    assert objects.get("ticks/date=2026-11-01/part-1.parquet") is None
+
+
+# ---------------------------------------------------------------------------- the protocol, scripted
+
+
+def day_ticks(per_day: int = 5) -> list[Tick]:
+    """Ticks over :data:`DAYS` days, two of each day at one time (ties broken by id)."""
+    made = []
+    for day, i in itertools.product(range(DAYS), range(per_day)):
+        at = DAY1 + dt.timedelta(days=day, hours=i // 2)
+        made.append(Tick(f"d{day}-{per_day - i:02d}", at, {"timestamp": at, "symbol": "AAA", "n": day * 100 + i}))
+    return made
+
+
+class World:
+    """What a scripted seal runs on: the manifest document (written at a time that moves on
+    with each write, which is what a precondition compares), a real directory of objects,
+    and the ticks a read of a range is answered with."""
+
+    def __init__(self, root: Path, ticks: list[Tick]) -> None:
+        self.spec = SeriesSpec("ticks", cold=ColdTier(root))
+        self.objects = LocalObjects(root)
+        self.ticks = ticks
+        self.manifest: dict[str, Any] | None = None
+        self.written: dt.datetime | None = None
+        self.now = DAY1 + dt.timedelta(days=DAYS + 2)  # every day closed for seal_after
+        self.asked: list[Any] = []
+        self.before_switch: Any = None  # called once at the next switch, before it is answered
+
+    def seal(self, **options: Any) -> Any:
+        return self.run(cold.seal(seat(self.spec), **options))
+
+    def run(self, request: Request[Any]) -> Any:
+        return answer(request, self.answer)
+
+    def answer(self, ask: Any) -> Any:
+        self.asked.append(ask)
+        self.now += dt.timedelta(microseconds=1)
+        match ask:
+            case GetDoc(path=path) if path == manifest_path("ticks"):
+                return Doc("ticks", self.manifest, self.written, self.now)
+            case GetDoc(path=path):  # the server's time
+                return Doc(path, None, None, self.now)
+            case KnownTime():
+                return self.now
+            case Collect(read=TickRead(plan=plan)):  # the first tick
+                return self.ticks[: plan.limit]
+            case Feed(read=TickRead(plan=plan), sink=sink):
+                for tick in self.ticks:
+                    if plan.query.start <= tick.timestamp < plan.query.end:
+                        sink.add(tick)
+                return None
+            case CreateDoc() | UpdateDoc():
+                if self.before_switch is not None:
+                    other, self.before_switch = self.before_switch, None
+                    other()
+                if (self.written is None) != isinstance(ask, CreateDoc) or (
+                    isinstance(ask, UpdateDoc) and ask.written != self.written
+                ):
+                    return False  # written since: the precondition fails
+                self.manifest, self.written = dict(ask.data), self.now
+                return True
+        return answer_object(self.objects, ask)
+
+    def read_back(self) -> list[tuple[str, dt.datetime]]:
+        """(id, time) of every row of the objects the manifest names, in order."""
+        rows = []
+        for name in Manifest.of("ticks", Doc("ticks", self.manifest, self.written, self.now)).current():
+            table = pq.read_table(self.objects.url(name))
+            rows += list(zip(table[ID_COLUMN].to_pylist(), table["timestamp"].to_pylist()))
+        return rows
+
+    def stored(self) -> Manifest:
+        return Manifest.of("ticks", Doc("ticks", self.manifest, self.written, self.now))
+
+
+def expected(ticks: list[Tick]) -> list[tuple[str, dt.datetime]]:
+    return sorted((t.id, t.timestamp) for t in ticks)
+
+
+def by_time(rows: list[tuple[str, dt.datetime]]) -> list[tuple[str, dt.datetime]]:
+    return sorted(rows, key=lambda row: (row[1], row[0]))
+
+
+def test_a_seal_writes_each_day_sorted_and_a_rerun_seals_nothing_new(tmp_path: Path) -> None:
+    world = World(tmp_path, day_ticks())
+    first = world.seal()
+    assert [(p.label, p.rows, p.generation) for p in first.sealed] == [
+        ("2026-11-01", 5, 1), ("2026-11-02", 5, 1), ("2026-11-03", 5, 1),
+    ]  # fmt: skip
+    assert world.read_back() == by_time(expected(world.ticks))  # by time, then id
+    entries = world.stored().entries
+    assert [entries[p.label].ids for p in first.sealed] == [
+        id_checksum(t.id for t in world.ticks if t.timestamp.date().isoformat() == label)
+        for label in ("2026-11-01", "2026-11-02", "2026-11-03")
+    ]
+    switches = len([a for a in world.asked if isinstance(a, (CreateDoc, UpdateDoc))])
+    again = world.seal()
+    assert (again.sealed, again.skipped) == ((), DAYS)
+    assert len([a for a in world.asked if isinstance(a, (CreateDoc, UpdateDoc))]) == switches  # no switch
+    assert world.stored().version == DAYS
+
+
+def test_until_seals_only_the_days_ending_by_it(tmp_path: Path) -> None:
+    world = World(tmp_path, day_ticks())
+    assert [p.label for p in world.seal(until=DAY1 + dt.timedelta(days=2, hours=23)).sealed] == [
+        "2026-11-01", "2026-11-02"
+    ]  # fmt: skip
+    world.now = DAY1 + dt.timedelta(days=DAYS + 1)  # the third day ended a day ago: seal_after (2D) not passed
+    assert world.seal().sealed == ()
+
+
+def test_a_sealer_whose_switch_loses_leaves_no_visible_duplicate(tmp_path: Path) -> None:
+    world = World(tmp_path, day_ticks())
+    other: list[Any] = []
+    world.before_switch = lambda: other.append(world.seal())  # another sealer runs whole before this one switches
+    mine = world.seal()
+    assert len(other[0].sealed) == DAYS and (mine.sealed, mine.skipped) == ((), DAYS)
+    assert world.read_back() == by_time(expected(world.ticks))  # each tick once
+    assert len(world.objects.list("ticks/date=")) == DAYS + 1  # the loser's object: an orphan no reader sees
+
+
+def test_an_orphan_is_never_read_and_a_later_seal_finishes_its_day_once(tmp_path: Path) -> None:
+    world = World(tmp_path, day_ticks())
+
+    def crash() -> None:
+        raise KeyboardInterrupt  # a kill after the object, before the switch
+
+    world.before_switch = crash
+    with pytest.raises(KeyboardInterrupt):
+        world.seal()
+    [orphan] = world.objects.list("ticks/date=")
+    assert orphan.name == "ticks/date=2026-11-01/part-1.parquet" and world.manifest is None
+    assert world.run(cold.cold_sql(seat(world.spec))) == '-- no partition of "ticks" is sealed yet: nothing to view'
+    done = world.seal()
+    assert [(p.label, p.generation) for p in done.sealed] == [("2026-11-01", 2), ("2026-11-02", 1), ("2026-11-03", 1)]
+    assert world.read_back() == by_time(expected(world.ticks))
+    assert orphan.name not in world.run(cold.cold_sql(seat(world.spec)))
+    assert done.removed == 0  # younger than the grace period
+    assert world.stored().orphans(world.objects.list("ticks/"), now=orphan.updated + ORPHAN_GRACE) == [orphan.name]
+
+
+class Killed(BaseException):
+    """The sealer's process ends here."""
+
+
+def test_a_sealer_killed_at_any_ask_then_run_again_seals_each_day_once(tmp_path: Path) -> None:
+    whole = World(tmp_path / "whole", day_ticks(3))
+    whole.seal()
+    for kill_at in range(len(whole.asked)):
+        world = World(tmp_path / str(kill_at), day_ticks(3))
+        calls = iter(range(kill_at + 1))
+        run = world.answer
+
+        def dies(ask: Any, run: Any = run, calls: Any = calls) -> Any:
+            if next(calls) == kill_at:
+                raise Killed
+            return run(ask)
+
+        with pytest.raises(Killed):
+            answer(cold.seal(seat(world.spec)), dies)
+        seen = world.read_back()  # what a reader sees after the kill: whole days, each tick once
+        assert len(set(seen)) == len(seen) and set(seen) <= set(expected(world.ticks))
+        world.seal()
+        assert world.read_back() == by_time(expected(world.ticks)), kill_at
+        assert sorted(world.stored().entries) == ["2026-11-01", "2026-11-02", "2026-11-03"]
+
+
+def test_orphans_are_partition_objects_not_named_and_older_than_the_grace() -> None:
+    at = DAY1
+    manifest = Manifest("ticks")
+    listed = [ObjectInfo("ticks/date=2026-11-01/part-1.parquet", 1, 10, at),
+              ObjectInfo("ticks/_manifest/1.json", 1, 10, at),
+              ObjectInfo("ticks/date=2026-11-02/part-1.parquet", 1, 10, at + dt.timedelta(minutes=30))]  # fmt: skip
+    assert manifest.orphans(listed, now=at + dt.timedelta(hours=1)) == ["ticks/date=2026-11-01/part-1.parquet"]
+    assert manifest.orphans(listed, now=at + dt.timedelta(minutes=59)) == []
+
+
+def test_a_series_without_a_cold_tier_is_refused_by_name() -> None:
+    with pytest.raises(QueryError, match="collection 'plain' declares no cold tier; declare one"):
+        answer(cold.seal(seat(SeriesSpec("plain"))), lambda ask: None)

@@ -1,0 +1,200 @@
+"""The manifest: the one truth about which object holds each sealed partition.
+
+One Firestore document per collection, ``tsstore_cold/<collection>`` (beside the roll-ups'
+``tsstore_rollups``), holding a ``version`` and one entry per partition (:class:`Entry`):
+its generation, rows, id checksum, time span, the read time it was sealed at and its object.
+A sealer switches it from the version it read to the next under a precondition (created the
+first time, else updated only if not written since): of two sealers that read the same
+version, one switch lands and the other is refused, re-reads and finds the partition sealed.
+Readers take the objects the entries name and nothing else, so an object written but never
+switched in (a crash between, a sealer that lost) is an orphan no reader sees; a later seal
+deletes it once it is older than :data:`ORPHAN_GRACE`. A copy of each version goes to the
+object store after the switch (:func:`~tsstore.cold.tier.manifest_copy_name`), for tools
+that read the bucket alone.
+
+Everything here is plain data; the request that reads and switches it is
+:mod:`tsstore.verbs.cold`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from tsstore.asks import CreateDoc, Doc, GetDoc, UpdateDoc
+from tsstore.cold.objects import ObjectInfo
+from tsstore.cold.tier import partition_label
+from tsstore.times import utc_text
+
+#: The collection holding each series' manifest document (id: the series' collection).
+MANIFESTS = "tsstore_cold"
+#: How old an object the manifest does not name must be before a seal deletes it: a sealer
+#: still between its object and its switch, or a reader still on an older version, is done
+#: by then.
+ORPHAN_GRACE = dt.timedelta(hours=1)
+
+
+def manifest_path(collection: str) -> str:
+    """The path of ``collection``'s manifest document."""
+    return f"{MANIFESTS}/{collection}"
+
+
+def manifest_ask(collection: str) -> GetDoc:
+    """The ask for ``collection``'s manifest document as it is now."""
+    return GetDoc(manifest_path(collection), f"reading the cold tier manifest of {collection!r}")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One sealed partition: ``generation`` (the number in its object's name), ``rows``,
+    ``ids`` (:func:`~tsstore.cold.parquet.id_checksum` of its document ids), its span
+    ``[start, end)``, its first and last tick's time (``None``: no tick), the read time its
+    ticks were read at (``sealed_at``), and its object (``None`` for a partition without a
+    tick), that object's store generation and size in bytes."""
+
+    generation: int
+    rows: int
+    ids: str
+    start: dt.datetime
+    end: dt.datetime
+    first: dt.datetime | None
+    last: dt.datetime | None
+    sealed_at: dt.datetime
+    object: str | None
+    object_generation: int | None
+    bytes: int
+
+    @property
+    def label(self) -> str:
+        """The partition's name (its start's date)."""
+        return partition_label(self.start)
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> Entry:
+        """An entry as stored in the manifest document."""
+        values: dict[str, Any] = {name: data.get(name) for name in cls.__dataclass_fields__}
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A collection's manifest as read: its entries by partition name, its ``version`` and
+    when the document was last written (``None``: there is none yet)."""
+
+    collection: str
+    entries: Mapping[str, Entry] = field(default_factory=dict)
+    version: int = 0
+    written: dt.datetime | None = None
+
+    @classmethod
+    def of(cls, collection: str, doc: Doc) -> Manifest:
+        """The manifest in ``doc`` (the answer to :func:`manifest_ask`)."""
+        data = doc.data
+        if data is None:
+            return cls(collection)
+        stored = data.get("partitions") or {}
+        entries = {label: Entry.of(value) for label, value in stored.items()}
+        return cls(collection, entries, int(data.get("version") or 0), doc.update_time)
+
+    def next_generation(self, label: str) -> int:
+        """The generation a new seal of partition ``label`` is written as."""
+        held = self.entries.get(label)
+        return 1 if held is None else held.generation + 1
+
+    def with_entry(self, entry: Entry) -> Manifest:
+        """The next version: this one with ``entry`` in place of its partition's."""
+        return replace(self, entries={**self.entries, entry.label: entry}, version=self.version + 1)
+
+    def document(self) -> dict[str, Any]:
+        """The manifest document's data."""
+        return {
+            "collection": self.collection,
+            "version": self.version,
+            "partitions": {label: asdict(entry) for label, entry in sorted(self.entries.items())},
+        }
+
+    def switch(self, entry: Entry) -> CreateDoc | UpdateDoc:
+        """The ask that switches the stored manifest (this version) to the next with ``entry``:
+        answered ``False``, and nothing written, when another sealer switched it first."""
+        after = self.with_entry(entry).document()
+        what = f"switching the cold tier manifest of {self.collection!r} to partition {entry.label}'s generation {entry.generation}"
+        if self.written is None:
+            return CreateDoc(manifest_path(self.collection), after, what)
+        return UpdateDoc(manifest_path(self.collection), after, written=self.written, what=what)
+
+    def copy_json(self) -> bytes:
+        """The copy of this version written to the object store."""
+        return json.dumps(self.document(), default=_text, indent=1, sort_keys=True).encode()
+
+    def current(self) -> list[str]:
+        """The objects readers read: one per sealed partition with ticks, by partition."""
+        return [entry.object for _, entry in sorted(self.entries.items()) if entry.object is not None]
+
+    def orphans(self, listed: Iterable[ObjectInfo], *, now: dt.datetime, grace: dt.timedelta = ORPHAN_GRACE) -> list[str]:
+        """The partition objects among ``listed`` this manifest does not name (a crash left
+        them, a sealer that lost wrote them, or a newer generation replaced them) and that
+        are older than ``grace`` at ``now``."""
+        named = set(self.current())
+        prefix = f"{self.collection}/date="
+        return [o.name for o in listed
+                if o.name.startswith(prefix) and o.name.endswith(".parquet")
+                and o.name not in named and o.updated <= now - grace]  # fmt: skip
+
+
+def _text(value: object) -> str:
+    if isinstance(value, dt.datetime):
+        return utc_text(value)
+    raise TypeError(f"{value!r} is not JSON")  # pragma: no cover - an entry holds numbers, text and times
+
+
+def duckdb_view(name: str, urls: list[str]) -> str:
+    """A DuckDB statement making view ``name`` over the Parquet objects at ``urls`` (the
+    manifest's current generation), their hive ``date`` column included."""
+    quoted = name.replace('"', '""')
+    if not urls:
+        return f'-- no partition of "{quoted}" is sealed yet: nothing to view'
+    files = ",\n    ".join("'" + url.replace("'", "''") + "'" for url in urls)
+    return (f'CREATE OR REPLACE VIEW "{quoted}" AS\nSELECT * FROM read_parquet([\n    {files}\n], '
+            "hive_partitioning = true);")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SealedPartition:
+    """A partition this run sealed: its name, rows, bytes written, generation and object."""
+
+    label: str
+    rows: int
+    bytes: int
+    generation: int
+    object: str | None
+
+
+@dataclass(frozen=True)
+class SealResult:
+    """What a seal did: the partitions it ``sealed`` (in time order), those it ``skipped``
+    (sealed already, or by another sealer meanwhile), the orphan objects it ``removed``, and
+    the time it sealed up to (``until``: every partition ending by then)."""
+
+    sealed: tuple[SealedPartition, ...]
+    skipped: int
+    removed: int
+    until: dt.datetime
+
+    @property
+    def rows(self) -> int:
+        """Ticks sealed by this run."""
+        return sum(p.rows for p in self.sealed)
+
+    @property
+    def bytes(self) -> int:
+        """Parquet bytes written by this run."""
+        return sum(p.bytes for p in self.sealed)
+
+    def describe(self) -> str:
+        """One line: what was sealed, skipped and removed."""
+        removed = f", {self.removed} orphan object(s) removed" if self.removed else ""
+        return (f"sealed {len(self.sealed)} partition(s) ({self.rows} ticks, {self.bytes} bytes) up to "
+                f"{utc_text(self.until)}; {self.skipped} already sealed{removed}")  # fmt: skip

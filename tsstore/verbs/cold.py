@@ -1,0 +1,196 @@
+"""The cold tier as requests: seal every closed partition not sealed yet into Parquet,
+exactly once, and name the current objects for open tools.
+
+A partition is sealed in three steps, each an ask: its ticks read at one read time (a
+:class:`~tsstore.verbs.request.Feed` of the ordinary read), its Parquet object written under
+a name that must not exist (:class:`~tsstore.cold.objects.PutObject`), and the manifest
+switched to name it under a precondition (:meth:`~tsstore.cold.manifest.Manifest.switch`).
+The pure parts are :mod:`tsstore.cold`; why it holds: ``docs/explanation/cold-tier.md``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+
+import pyarrow as pa
+
+from tsstore.asks import ask
+from tsstore.cold.manifest import (
+    ORPHAN_GRACE,
+    Entry,
+    Manifest,
+    SealedPartition,
+    SealResult,
+    duckdb_view,
+    manifest_ask,
+)
+from tsstore.cold.objects import DeleteObject, ListObjects, ObjectUrls, Placed, PutObject
+from tsstore.cold.parquet import id_checksum, parquet_bytes, sorted_rows, with_ids
+from tsstore.cold.tier import ColdTier, manifest_copy_name, object_name, partition_label
+from tsstore.errors import QueryError, StateError
+from tsstore.frames import FrameBuilder
+from tsstore.read.cost import ReadStats
+from tsstore.read.plan import oldest_first
+from tsstore.read.query import Query
+from tsstore.spec import Direction, SeriesSpec
+from tsstore.ticks import Tick
+from tsstore.times import TimeLike, to_utc
+from tsstore.verbs.reading import query, read, server_time
+from tsstore.verbs.request import Feed, Request, Seat
+
+#: What each parameter of these verbs means (the API reference describes a parameter from here).
+PARAMETER_HELP = {
+    "until": "seal every partition that ends by this time; ``None``: now less the tier's ``seal_after``",
+    "on_progress": "called with each partition sealed (a :class:`~tsstore.cold.manifest.SealedPartition`) once "
+    "the manifest names it",
+    "name": "the view's name; default the collection's",
+}
+
+#: How many times a sealer tries again when another sealer switched the manifest first, or
+#: wrote an object under the name it tried.
+_TRIES = 20
+
+SealProgress = Callable[[SealedPartition], None]
+
+
+def seal(seat: Seat, *, until: TimeLike | None = None, on_progress: SealProgress | None = None) -> Request[SealResult]:
+    """Seal every closed partition of the series not sealed yet into the declared cold
+    tier (``SeriesSpec(cold=ColdTier(...))``): from the partition of the oldest tick to the
+    last one that ends by ``until`` (default: now less ``seal_after``), each partition's
+    ticks read at one read time and written as one Parquet object (zstd, sorted by time then
+    document id, ``query_table``'s columns and a ``document_id`` column) under
+    ``<collection>/date=YYYY-MM-DD/part-<generation>.parquet``, then named in the manifest
+    (``tsstore_cold/<collection>``), which readers go by. Exactly once: a run again seals
+    nothing new, a run killed at any point leaves each partition sealed or not (a later run
+    finishes it), and of two sealers at once each partition is sealed by one; an object no
+    manifest names (left by a kill, or by the sealer that lost) is never read and is deleted
+    by a later seal an hour on. ``on_progress`` is called with each partition sealed."""
+    tier = _tier(seat.spec)
+    collection = seat.spec.collection
+    now = yield from server_time(seat)
+    until_at = min(now - tier.seal_after if until is None else _time(until), now)  # an open partition never
+    first = yield from query(seat, direction=Direction.ASC, limit=1, columns=())
+    starts = list(tier.closed(first[0].timestamp, until_at)) if len(first) else []
+    sealed: list[SealedPartition] = []
+    skipped = 0
+    for start in starts:
+        done = yield from _seal_one(seat, tier, start)
+        if done is None:
+            skipped += 1
+            continue
+        sealed.append(done)
+        if on_progress is not None:
+            on_progress(done)
+    removed = yield from _remove_orphans(seat, collection)
+    return SealResult(tuple(sealed), skipped, removed, until_at)
+
+
+def cold_sql(seat: Seat, *, name: str | None = None) -> Request[str]:
+    """A DuckDB statement making a view over the current generation of every sealed
+    partition (the objects the manifest names now, with the hive ``date`` column), named
+    ``name`` (default: the collection's): ``duckdb.sql(store.cold_sql())``, then query it."""
+    _tier(seat.spec)
+    manifest = yield from _manifest(seat.spec.collection)
+    urls = yield from ask(ObjectUrls(tuple(manifest.current())))
+    return duckdb_view(name or seat.spec.collection, urls)
+
+
+def _tier(spec: SeriesSpec) -> ColdTier:
+    if spec.cold is None:
+        raise QueryError(
+            f"collection {spec.collection!r} declares no cold tier; declare one (SeriesSpec(cold=ColdTier(path=...)), "
+            'or cold = { path = "..." } in a declaration file)'
+        )
+    return spec.cold
+
+
+def _time(value: object) -> dt.datetime:
+    try:
+        return to_utc(value, name="until")
+    except ValueError as exc:
+        raise QueryError(str(exc)) from None
+
+
+def _manifest(collection: str) -> Request[Manifest]:
+    return Manifest.of(collection, (yield from ask(manifest_ask(collection))))
+
+
+def _seal_one(seat: Seat, tier: ColdTier, start: dt.datetime) -> Request[SealedPartition | None]:
+    """Seal the partition starting at ``start``, unless the manifest names it already or
+    another sealer names it first (``None``: nothing sealed by this run)."""
+    collection, label = seat.spec.collection, partition_label(start)
+    manifest = yield from _manifest(collection)
+    if label in manifest.entries:
+        return None
+    snapshot = yield from server_time(seat)
+    plan = oldest_first(seat.spec, Query(start=start, end=start + tier.partition, read_time=snapshot))
+    ticks = _Partition(seat.spec)
+    yield Feed((yield from read(seat, plan, ReadStats())), ticks)
+    generation, placed = manifest.next_generation(label), None
+    if ticks.ids:
+        data = parquet_bytes(ticks.table())
+        for _ in range(_TRIES):
+            name = object_name(collection, start, generation)
+            answer = yield from ask(PutObject(name, data, f"writing {name} to the cold tier"))
+            if isinstance(answer, Placed):
+                placed = answer
+                break
+            manifest = yield from _manifest(collection)  # the name is taken: by a sealer of it, or an orphan
+            if label in manifest.entries:
+                return None
+            generation += 1
+        else:
+            raise StateError(f"cold tier: {_TRIES} object names of partition {label} of {collection!r} were taken; "
+                             "is another sealer running? run the seal again")  # fmt: skip
+    entry = Entry(
+        generation=generation, rows=len(ticks.ids), ids=id_checksum(ticks.ids), start=start,
+        end=start + tier.partition, first=ticks.first, last=ticks.last, sealed_at=snapshot,
+        object=None if placed is None else placed.name, object_generation=None if placed is None else placed.generation,
+        bytes=0 if placed is None else placed.size,
+    )  # fmt: skip
+    for _ in range(_TRIES):
+        if (yield from ask(manifest.switch(entry))):
+            switched = manifest.with_entry(entry)
+            copy = manifest_copy_name(collection, switched.version)
+            yield from ask(PutObject(copy, switched.copy_json(), f"writing {copy} to the cold tier"))
+            return SealedPartition(label, entry.rows, entry.bytes, generation, entry.object)
+        manifest = yield from _manifest(collection)  # another sealer switched it first
+        if label in manifest.entries:
+            return None  # it sealed this partition: ours is an orphan, deleted later
+    raise StateError(f"cold tier: the manifest of {collection!r} was switched by others {_TRIES} times while partition "
+                     f"{label} waited; run the seal again")  # fmt: skip
+
+
+def _remove_orphans(seat: Seat, collection: str) -> Request[int]:
+    """Delete the partition objects the manifest does not name that are older than
+    :data:`~tsstore.cold.manifest.ORPHAN_GRACE`; how many."""
+    listed = yield from ask(ListObjects(f"{collection}/date=", f"listing the cold tier objects of {collection!r}"))
+    manifest = yield from _manifest(collection)
+    now = yield from server_time(seat)
+    removed = 0
+    for name in manifest.orphans(listed, now=now, grace=ORPHAN_GRACE):
+        removed += bool((yield from ask(DeleteObject(name, f"deleting orphan object {name} of the cold tier"))))
+    return removed
+
+
+class _Partition:
+    """The ticks of one partition as they stream: their table, ids and first and last times."""
+
+    def __init__(self, spec: SeriesSpec) -> None:
+        self._spec = spec
+        self._builder = FrameBuilder(spec)
+        self.ids: list[str] = []
+        self.first: dt.datetime | None = None
+        self.last: dt.datetime | None = None
+
+    def add(self, tick: Tick) -> None:
+        self._builder.add(tick)
+        self.ids.append(tick.id)
+        stamp = tick.timestamp
+        self.first = stamp if self.first is None or stamp < self.first else self.first
+        self.last = stamp if self.last is None or stamp > self.last else self.last
+
+    def table(self) -> pa.Table:
+        """The partition's rows: ``query_table``'s columns and the ids, by time then id."""
+        return sorted_rows(with_ids(self._builder.table(), self.ids), timestamp_field=self._spec.timestamp_field)
