@@ -14,8 +14,8 @@ from tsstore.spec import SeriesSpec
 
 @click.command("seal")
 @series_options
-@click.option("--until", default=None, help="Seal every partition that ends by this time (default: now less seal_after).")
-@click.option("--sql", is_flag=True, help="Seal nothing: print a DuckDB view over the sealed partitions' current objects.")
+@click.option("--until", default=None, help="Seal the partitions that end by this time (default: now less seal_after).")
+@click.option("--sql", is_flag=True, help="Seal nothing: print a DuckDB view over the sealed partitions' objects.")
 @naive_option
 @figures_format
 def seal(*, spec: SeriesSpec, database: Database, until: str | None, sql: bool, naive: str | None, fmt: str) -> None:

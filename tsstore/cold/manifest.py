@@ -120,7 +120,8 @@ class Manifest:
         """The ask that switches the stored manifest (this version) to the next with ``entry``:
         answered ``False``, and nothing written, when another sealer switched it first."""
         after = self.with_entry(entry).document()
-        what = f"switching the cold tier manifest of {self.collection!r} to partition {entry.label}'s generation {entry.generation}"
+        what = (f"switching the cold tier manifest of {self.collection!r} to partition {entry.label}'s "
+                f"generation {entry.generation}")
         if self.written is None:
             return CreateDoc(manifest_path(self.collection), after, what)
         return UpdateDoc(manifest_path(self.collection), after, written=self.written, what=what)
@@ -133,7 +134,9 @@ class Manifest:
         """The objects readers read: one per sealed partition with ticks, by partition."""
         return [entry.object for _, entry in sorted(self.entries.items()) if entry.object is not None]
 
-    def orphans(self, listed: Iterable[ObjectInfo], *, now: dt.datetime, grace: dt.timedelta = ORPHAN_GRACE) -> list[str]:
+    def orphans(
+        self, listed: Iterable[ObjectInfo], *, now: dt.datetime, grace: dt.timedelta = ORPHAN_GRACE
+    ) -> list[str]:
         """The partition objects among ``listed`` this manifest does not name (a crash left
         them, a sealer that lost wrote them, or a newer generation replaced them) and that
         are older than ``grace`` at ``now``."""
