@@ -136,8 +136,9 @@ class World:
                 return Doc(path, None, None, self.now)
             case KnownTime():
                 return self.now
-            case Collect(read=TickRead(plan=plan)):  # the first tick
-                return self.ticks[: plan.limit]
+            case Collect(read=TickRead(plan=plan)):  # the first tick from a time
+                start = plan.query.start
+                return [t for t in self.ticks if start is None or t.timestamp >= start][: plan.limit]
             case Feed(read=TickRead(plan=plan), sink=sink):
                 for tick in self.ticks:
                     if plan.query.start <= tick.timestamp < plan.query.end:
@@ -192,6 +193,16 @@ def test_a_seal_writes_each_day_sorted_and_a_rerun_seals_nothing_new(tmp_path: P
     assert (again.sealed, again.skipped) == ((), DAYS)
     assert len([a for a in world.asked if isinstance(a, (CreateDoc, UpdateDoc))]) == switches  # no switch
     assert world.stored().version == DAYS
+
+
+def test_a_day_without_a_tick_is_passed_over_for_the_next_tick(tmp_path: Path) -> None:
+    world = World(tmp_path, [t for t in day_ticks() if t.timestamp.day != 2])
+    done = world.seal()
+    assert [p.label for p in done.sealed] == ["2026-11-01", "2026-11-03"]
+    assert [o.name for o in world.objects.list("ticks/date=")] == [
+        "ticks/date=2026-11-01/part-1.parquet", "ticks/date=2026-11-03/part-1.parquet"
+    ]  # fmt: skip
+    assert world.read_back() == by_time(expected(world.ticks))
 
 
 def test_until_seals_only_the_days_ending_by_it(tmp_path: Path) -> None:

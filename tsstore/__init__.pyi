@@ -36,6 +36,8 @@ from .errors import (
     WriteError,
     WriteFailure,
 )
+from .cold.manifest import SealedPartition, SealResult
+from .cold.tier import ColdTier
 from .frames import ticks_to_frame
 from .late import LatePolicy
 from .layout.capacity import Capacity, Prices, capacity_for
@@ -82,6 +84,9 @@ __all__ = [
     "CounterError",
     "CounterValue",
     "PurgeResult",
+    "SealResult",
+    "SealedPartition",
+    "ColdTier",
     "ShardedCounter",
     "CursorError",
     "Direction",

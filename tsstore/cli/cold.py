@@ -28,7 +28,7 @@ def seal(*, spec: SeriesSpec, database: Database, until: str | None, sql: bool, 
     Example:
       tsstore seal --spec app.toml                          # every partition closed for seal_after
       tsstore seal --spec app.toml --until 2026-11-01T00:00:00Z
-      tsstore seal --spec app.toml --sql | duckdb           # a view over what is sealed
+      tsstore seal --spec app.toml --sql > sealed.sql       # a DuckDB view over what is sealed
     """
     end = cli_time(until, option="--until", naive=naive)
     if sql:
@@ -41,8 +41,8 @@ def seal(*, spec: SeriesSpec, database: Database, until: str | None, sql: bool, 
 
     def sealed(partition: SealedPartition) -> None:
         done.append(partition)
-        where = partition.object or "no ticks, no object"
-        click.echo(f"sealed {partition.label}: {partition.rows} ticks, {partition.bytes} bytes ({where})", err=True)
+        click.echo(f"sealed {partition.label}: {partition.rows} ticks, {partition.bytes} bytes ({partition.object})",
+                   err=True)  # fmt: skip
 
     try:
         with database.open_store(spec, writes=spec.collection) as store:

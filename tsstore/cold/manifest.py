@@ -52,8 +52,8 @@ class Entry:
     """One sealed partition: ``generation`` (the number in its object's name), ``rows``,
     ``ids`` (:func:`~tsstore.cold.parquet.id_checksum` of its document ids), its span
     ``[start, end)``, its first and last tick's time (``None``: no tick), the read time its
-    ticks were read at (``sealed_at``), and its object (``None`` for a partition without a
-    tick), that object's store generation and size in bytes."""
+    ticks were read at (``sealed_at``), and its object, that object's store generation and
+    its size in bytes."""
 
     generation: int
     rows: int
@@ -63,8 +63,8 @@ class Entry:
     first: dt.datetime | None
     last: dt.datetime | None
     sealed_at: dt.datetime
-    object: str | None
-    object_generation: int | None
+    object: str
+    object_generation: int
     bytes: int
 
     @property
@@ -131,8 +131,8 @@ class Manifest:
         return json.dumps(self.document(), default=_text, indent=1, sort_keys=True).encode()
 
     def current(self) -> list[str]:
-        """The objects readers read: one per sealed partition with ticks, by partition."""
-        return [entry.object for _, entry in sorted(self.entries.items()) if entry.object is not None]
+        """The objects readers read: one per sealed partition, by partition."""
+        return [entry.object for _, entry in sorted(self.entries.items())]
 
     def orphans(
         self, listed: Iterable[ObjectInfo], *, now: dt.datetime, grace: dt.timedelta = ORPHAN_GRACE
@@ -168,11 +168,16 @@ def duckdb_view(name: str, urls: list[str]) -> str:
 class SealedPartition:
     """A partition this run sealed: its name, rows, bytes written, generation and object."""
 
+    #: The partition's name: its start's UTC date (``2026-11-01``).
     label: str
+    #: Its ticks, all in the object.
     rows: int
+    #: The object's size.
     bytes: int
+    #: The number in the object's name, handed out by the manifest.
     generation: int
-    object: str | None
+    #: The object's name in the tier (``<collection>/date=2026-11-01/part-1.parquet``).
+    object: str
 
 
 @dataclass(frozen=True)
@@ -181,9 +186,13 @@ class SealResult:
     (sealed already, or by another sealer meanwhile), the orphan objects it ``removed``, and
     the time it sealed up to (``until``: every partition ending by then)."""
 
+    #: The partitions this run sealed, in time order.
     sealed: tuple[SealedPartition, ...]
+    #: Partitions already sealed when this run came to them (by an earlier run, or another sealer meanwhile).
     skipped: int
+    #: Orphan objects (no manifest names them, older than an hour) this run deleted.
     removed: int
+    #: Every partition ending by this time is sealed.
     until: dt.datetime
 
     @property

@@ -1,6 +1,6 @@
 """Where and when a series' closed partitions are sealed (:class:`ColdTier`), and the
-partition arithmetic: which partition a time falls in, which are closed by a time, and the
-hive-style object names of one.
+partition arithmetic: which partition a time falls in, a partition's name, and the hive-style
+object names.
 
 Everything here is plain data; nothing touches Firestore or the object store.
 """
@@ -8,7 +8,7 @@ Everything here is plain data; nothing touches Firestore or the object store.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,13 +65,6 @@ class ColdTier:
     def start_of(self, moment: dt.datetime) -> dt.datetime:
         """The start of the partition holding ``moment`` (a multiple of the partition since the epoch)."""
         return bucket_start(moment, self.partition)
-
-    def closed(self, first: dt.datetime, until: dt.datetime) -> Iterator[dt.datetime]:
-        """The starts of the partitions from the one holding ``first`` on that end by ``until``."""
-        start = self.start_of(first)
-        while start + self.partition <= until:
-            yield start
-            start += self.partition
 
 
 def _duration(value: object, name: str) -> dt.timedelta:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from typing import Literal
 
 import pyarrow as pa
 
@@ -53,6 +54,10 @@ _TRIES = 20
 
 SealProgress = Callable[[SealedPartition], None]
 
+#: What became of a partition a run did not seal: sealed already (or by another sealer
+#: meanwhile), or without a tick.
+Outcome = Literal["skipped", "empty"]
+
 
 def seal(seat: Seat, *, until: TimeLike | None = None, on_progress: SealProgress | None = None) -> Request[SealResult]:
     """Seal every closed partition of the series not sealed yet into the declared cold
@@ -65,23 +70,25 @@ def seal(seat: Seat, *, until: TimeLike | None = None, on_progress: SealProgress
     nothing new, a run killed at any point leaves each partition sealed or not (a later run
     finishes it), and of two sealers at once each partition is sealed by one; an object no
     manifest names (left by a kill, or by the sealer that lost) is never read and is deleted
-    by a later seal an hour on. ``on_progress`` is called with each partition sealed."""
+    by a later seal an hour on. A partition without a tick is not sealed (nothing is
+    written for it): the run goes on at the partition of the next tick. ``on_progress`` is
+    called with each partition sealed."""
     tier = _tier(seat.spec)
     collection = seat.spec.collection
     now = yield from server_time(seat)
     until_at = min(now - tier.seal_after if until is None else _time(until), now)  # an open partition never
-    first = yield from query(seat, direction=Direction.ASC, limit=1, columns=())
-    starts = list(tier.closed(first[0].timestamp, until_at)) if len(first) else []
+    known = yield from _manifest(collection)  # what was sealed before this run: skipped without a read
     sealed: list[SealedPartition] = []
     skipped = 0
-    for start in starts:
-        done = yield from _seal_one(seat, tier, start)
-        if done is None:
-            skipped += 1
-            continue
-        sealed.append(done)
-        if on_progress is not None:
-            on_progress(done)
+    start = yield from _next_tick(seat, tier, None)
+    while start is not None and start + tier.partition <= until_at:
+        done = "skipped" if partition_label(start) in known.entries else (yield from _seal_one(seat, tier, start))
+        if isinstance(done, SealedPartition):
+            sealed.append(done)
+            if on_progress is not None:
+                on_progress(done)
+        skipped += done == "skipped"
+        start = (yield from _next_tick(seat, tier, start + tier.partition)) if done == "empty" else start + tier.partition
     removed = yield from _remove_orphans(seat, collection)
     return SealResult(tuple(sealed), skipped, removed, until_at)
 
@@ -116,38 +123,43 @@ def _manifest(collection: str) -> Request[Manifest]:
     return Manifest.of(collection, (yield from ask(manifest_ask(collection))))
 
 
-def _seal_one(seat: Seat, tier: ColdTier, start: dt.datetime) -> Request[SealedPartition | None]:
+def _next_tick(seat: Seat, tier: ColdTier, after: dt.datetime | None) -> Request[dt.datetime | None]:
+    """The start of the partition of the first tick at or after ``after`` (``None``: the
+    oldest tick's); ``None`` when there is none."""
+    first = yield from query(seat, direction=Direction.ASC, start=after, limit=1, columns=())
+    return tier.start_of(first[0].timestamp) if len(first) else None
+
+
+def _seal_one(seat: Seat, tier: ColdTier, start: dt.datetime) -> Request[SealedPartition | Outcome]:
     """Seal the partition starting at ``start``, unless the manifest names it already or
-    another sealer names it first (``None``: nothing sealed by this run)."""
+    another sealer names it first (``"skipped"``), or it holds no tick (``"empty"``)."""
     collection, label = seat.spec.collection, partition_label(start)
     manifest = yield from _manifest(collection)
     if label in manifest.entries:
-        return None
+        return "skipped"
     snapshot = yield from server_time(seat)
     plan = oldest_first(seat.spec, Query(start=start, end=start + tier.partition, read_time=snapshot))
     ticks = _Partition(seat.spec)
     yield Feed((yield from read(seat, plan, ReadStats())), ticks)
-    generation, placed = manifest.next_generation(label), None
-    if ticks.ids:
-        data = parquet_bytes(ticks.table())
-        for _ in range(_TRIES):
-            name = object_name(collection, start, generation)
-            answer = yield from ask(PutObject(name, data, f"writing {name} to the cold tier"))
-            if isinstance(answer, Placed):
-                placed = answer
-                break
-            manifest = yield from _manifest(collection)  # the name is taken: by a sealer of it, or an orphan
-            if label in manifest.entries:
-                return None
-            generation += 1
-        else:
-            raise StateError(f"cold tier: {_TRIES} object names of partition {label} of {collection!r} were taken; "
-                             "is another sealer running? run the seal again")  # fmt: skip
+    if not ticks.ids:
+        return "empty"
+    data, generation = parquet_bytes(ticks.table()), manifest.next_generation(label)
+    for _ in range(_TRIES):
+        name = object_name(collection, start, generation)
+        placed = yield from ask(PutObject(name, data, f"writing {name} to the cold tier"))
+        if isinstance(placed, Placed):
+            break
+        manifest = yield from _manifest(collection)  # the name is taken: by a sealer of it, or an orphan
+        if label in manifest.entries:
+            return "skipped"
+        generation += 1
+    else:
+        raise StateError(f"cold tier: {_TRIES} object names of partition {label} of {collection!r} were taken; "
+                         "is another sealer running? run the seal again")  # fmt: skip
     entry = Entry(
         generation=generation, rows=len(ticks.ids), ids=id_checksum(ticks.ids), start=start,
-        end=start + tier.partition, first=ticks.first, last=ticks.last, sealed_at=snapshot,
-        object=None if placed is None else placed.name, object_generation=None if placed is None else placed.generation,
-        bytes=0 if placed is None else placed.size,
+        end=start + tier.partition, first=ticks.first, last=ticks.last, sealed_at=snapshot, object=placed.name,
+        object_generation=placed.generation, bytes=placed.size,
     )  # fmt: skip
     for _ in range(_TRIES):
         if (yield from ask(manifest.switch(entry))):
@@ -157,7 +169,7 @@ def _seal_one(seat: Seat, tier: ColdTier, start: dt.datetime) -> Request[SealedP
             return SealedPartition(label, entry.rows, entry.bytes, generation, entry.object)
         manifest = yield from _manifest(collection)  # another sealer switched it first
         if label in manifest.entries:
-            return None  # it sealed this partition: ours is an orphan, deleted later
+            return "skipped"  # it sealed this partition: ours is an orphan, deleted later
     raise StateError(f"cold tier: the manifest of {collection!r} was switched by others {_TRIES} times while partition "
                      f"{label} waited; run the seal again")  # fmt: skip
 
