@@ -319,6 +319,8 @@ EXAMPLE_FILES = {
     "myapp/__init__.py": "",
     "myapp/schema.py": "import dataclasses\n\nfrom tsstore.demo import SPEC\n\n"
                        'TICKS = dataclasses.replace(SPEC, collection="trades")\n',  # no roll-up: old ticks are not late
+    "myapp/cold.py": "import dataclasses\n\nfrom tsstore import ColdTier\nfrom tsstore.demo import SPEC\n\n"
+                     'TICKS = dataclasses.replace(SPEC, cold=ColdTier("lake"))\n',  # the demo's ticks, sealed
     "series.toml": '[[series]]\ncollection = "ticks"\nkey_fields = ["symbol"]\nshapes = ["symbol"]\n'
                    'measures = ["price.micros"]\n',
     "spec.toml": '[[series]]\ncollection = "moving"\nkey_fields = ["symbol"]\nshards = ["a", "b"]\n'

@@ -26,9 +26,9 @@ def seal(*, spec: SeriesSpec, database: Database, until: str | None, sql: bool, 
 
     \b
     Example:
-      tsstore seal --spec app.toml                          # every partition closed for seal_after
-      tsstore seal --spec app.toml --until 2026-11-01T00:00:00Z
-      tsstore seal --spec app.toml --sql > sealed.sql       # a DuckDB view over what is sealed
+      tsstore seal --spec myapp.cold:TICKS                  # every day closed for seal_after
+      tsstore seal --spec myapp.cold:TICKS --until 2019-01-05T00:00:00Z
+      tsstore seal --spec myapp.cold:TICKS --sql > sealed.sql   # a DuckDB view over what is sealed
     """
     end = cli_time(until, option="--until", naive=naive)
     if sql:

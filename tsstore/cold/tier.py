@@ -91,7 +91,7 @@ def cold_from(value: ColdTier | Mapping[str, object] | None, *, source: str | No
         raise SpecError("a cold tier needs 'path' (a local directory or gs://bucket/prefix)")
     path = value["path"]
     if isinstance(path, str) and source is not None and "://" not in path and not Path(path).is_absolute():
-        path = str(Path(source).parent / path)
+        path = str(Path(source).resolve().parent / path)
     options = {k: v for k, v in value.items() if k != "path"}
     return ColdTier(path, **options)  # type: ignore[arg-type]
 
