@@ -63,7 +63,9 @@ class ColdTier:
         return not self.path.startswith("gs://")
 
     def start_of(self, moment: dt.datetime) -> dt.datetime:
-        """The start of the partition holding ``moment`` (a multiple of the partition since the epoch)."""
+        """The start of the partition holding ``moment``: a multiple of the partition since the epoch.
+
+        - ``moment``: an aware time"""
         return bucket_start(moment, self.partition)
 
 
