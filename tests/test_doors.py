@@ -95,6 +95,7 @@ CLI_CASES: list[tuple[tuple[str, ...], int, str]] = [
     (("latest", "--by", "symbol", "AAA", "--columns", "nosuch"), 2, "--columns nosuch"),
     (("purge", "--before", T, "--start", T), 2, "either before (everything older) or start/end"),
     (("purge", "--yes"), 2, "give --before T, or --start T and/or --end T"),
+    (("seal",), 2, "collection 'instruments' declares no cold tier; declare one"),
     (("count", "--database", "bad_db_name!"), 2, "'bad_db_name!' is not a database id"),
     (("purge", "--before", "2019-01-02T00:00:00"), 2, "--before 2019-01-02T00:00:00 has no UTC offset"),
     (("aggregate", "--sum", "nosuch"), 2, "nosuch"),
@@ -592,6 +593,8 @@ CTRL_C: list[tuple[tuple[str, ...], str, str]] = [
     (("rollup",), "write", "before the interrupt"),
     (("ingest", "{tmp}/day.csv", "--spec", "{tmp}/moving.toml"), "write", "checkpoint saved"),
     (("reshard", "--spec", "{tmp}/moving.toml"), "write", "before the interrupt"),
+    (("seal", "--spec", "{tmp}/cold.toml", "--until", "2019-01-05T00:00:00Z"), "ask",
+     "sealed 0 partition(s) (0 ticks) before the interrupt"),
     (("counter", "create", "counters/c", "--shards", "2"), "counter", ""),
     (("counter", "incr", "counters/c"), "counter", ""),
     (("counter", "get", "counters/c"), "counter", ""),
@@ -621,6 +624,7 @@ def stocked(doors: dict[str, Any]) -> dict[str, Any]:
     old = SeriesSpec("moving", key_fields=["symbol"], shards=["old"])
     TimeSeriesStore(doors["client"], old, write_options=WriteOptions(ramp=False)).write(trading_day(20, seed=4))
     (doors["tmp"] / "moving.toml").write_text(RETIRED)
+    (doors["tmp"] / "cold.toml").write_text(RETIRED + 'cold = { path = "lake" }\n')
     (doors["tmp"] / "day.csv").write_text("symbol,timestamp\n" + "".join(
         f"S{i},2019-01-02T09:{i // 60:02d}:{i % 60:02d}Z\n" for i in range(120)))  # fmt: skip
     return doors
@@ -788,6 +792,7 @@ CENSUS_BASE: dict[str, tuple[str, ...]] = {
     "ingest": ("{tmp}/ticks.csv",), "backfill": ("{tmp}/ticks.csv",), "export": ("--to", "{tmp}/out/part"),
     "capacity": ("--writes-per-second", "100"), "indexes": ("--stdout",), "rules": ("--stdout",),
     "datastore-indexes": ("--stdout",), "demo": ("--ticks", "1", "--no-chart"), "console": ("--no-browser",),
+    "seal": (),
 }  # fmt: skip
 
 #: Hostile values of the options many commands share: (option, value, words of the one line).
