@@ -363,3 +363,38 @@ def test_the_seal_command_says_what_the_manifest_says(emulator: Any, tmp_path: P
     assert refused.returncode == 2
     assert "--sql seals nothing, so --until '2026-03-04T00:00:00Z' is not allowed" in refused.stderr
     client.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_on_the_emulator_a_sealer_that_loses_its_switch_claims_nothing(
+    mode: str, request: pytest.FixtureRequest, uses_emulator: None, collection_name: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    client = mode_client(request, mode, unique_database_id(request.node.name))
+    spec = shared_spec(collection_name, 3, cold=ColdTier(tmp_path / "lake"))
+    rows = [{**row, "timestamp": row["timestamp"] + dt.timedelta(days=row["n"] % 3)} for row in ticks(30, seed=8)]
+    day = dt.timedelta(days=1)
+    with TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False)) as mine, \
+            TimeSeriesStore(client, spec) as other:  # fmt: skip
+        mine.write(rows)
+        put_new, theirs = LocalObjects.put_new, []
+
+        def then_the_other_sealer(objects: LocalObjects, name: str, data: bytes) -> Placed | Taken:
+            placed = put_new(objects, name, data)
+            if "part-1.parquet" in name and not theirs:  # between my object and my switch, another seals
+                theirs.append(None)
+                theirs[0] = other.seal(until=until)
+            return placed
+
+        monkeypatch.setattr(LocalObjects, "put_new", then_the_other_sealer)
+        for until, days, skipped in ((T0.replace(hour=0) + day, 1, 1), (T0.replace(hour=0) + 3 * day, 2, 3)):
+            theirs.clear()  # the first race on the manifest's creation, the second on an update of it
+            lost = mine.seal(until=until)
+            assert (len(theirs[0].sealed), lost.sealed, lost.skipped) == (days, (), skipped)
+        view = mine.cold_sql()
+    with duckdb.connect() as duck:
+        duck.execute(view)
+        seen = [row[0] for row in duck.sql(f'SELECT {ID_COLUMN} FROM "{collection_name}"').fetchall()]
+    assert sorted(seen) == sorted(set(seen)) and len(seen) == 30  # every tick once: my objects are not read
+    assert len(list((tmp_path / "lake").rglob("*.parquet"))) == 5  # mine are there, orphans
+    client.close()
