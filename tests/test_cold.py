@@ -205,6 +205,17 @@ def test_a_day_without_a_tick_is_passed_over_for_the_next_tick(tmp_path: Path) -
     assert world.read_back() == by_time(expected(world.ticks))
 
 
+def test_the_view_reads_days_whose_columns_differ(tmp_path: Path) -> None:
+    made = day_ticks()
+    made[0] = Tick(made[0].id, made[0].timestamp, {**made[0].data, "venue": "XNYS"})  # only the first day has it
+    world = World(tmp_path, made)
+    world.seal()
+    with duckdb.connect() as duck:
+        duck.execute(world.run(cold.cold_sql(seat(world.spec))))
+        venues = duck.sql("SELECT document_id, venue FROM ticks WHERE venue IS NOT NULL").fetchall()
+        assert (venues, duck.sql("SELECT count(*) FROM ticks").fetchall()) == ([(made[0].id, "XNYS")], [(15,)])
+
+
 def test_until_seals_only_the_days_ending_by_it(tmp_path: Path) -> None:
     world = World(tmp_path, day_ticks())
     assert [p.label for p in world.seal(until=DAY1 + dt.timedelta(days=2, hours=23)).sealed] == [

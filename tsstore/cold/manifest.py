@@ -155,13 +155,14 @@ def _text(value: object) -> str:
 
 def duckdb_view(name: str, urls: list[str]) -> str:
     """A DuckDB statement making view ``name`` over the Parquet objects at ``urls`` (the
-    manifest's current generation), their hive ``date`` column included."""
+    manifest's current generation), their hive ``date`` column included, and the columns of
+    every object by name (a field no tick of one day holds is not in that day's object)."""
     quoted = name.replace('"', '""')
     if not urls:
         return f'-- no partition of "{quoted}" is sealed yet: nothing to view'
     files = ",\n    ".join("'" + url.replace("'", "''") + "'" for url in urls)
     return (f'CREATE OR REPLACE VIEW "{quoted}" AS\nSELECT * FROM read_parquet([\n    {files}\n], '
-            "hive_partitioning = true);")  # fmt: skip
+            "hive_partitioning = true, union_by_name = true);")  # fmt: skip
 
 
 @dataclass(frozen=True)
