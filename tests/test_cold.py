@@ -376,6 +376,37 @@ def test_the_seal_command_says_what_the_manifest_says(emulator: Any, tmp_path: P
     client.close()
 
 
+def test_ctrl_c_says_which_days_were_sealed_and_a_rerun_seals_the_rest(
+    emulator: Any, tmp_path: Path, collection_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tsstore.cli import exits
+
+    database = unique_database_id("seal-ctrl-c")
+    (tmp_path / "app.toml").write_text(f'[[series]]\ncollection = "{collection_name}"\ncold = {{ path = "lake" }}\n')
+    [spec], _ = load_declaration(str(tmp_path / "app.toml"))
+    client = emulator.client(database=database)
+    with TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False)) as store:
+        store.write([{"timestamp": T0 + dt.timedelta(days=day, minutes=i)} for day in range(3) for i in range(4)])
+    put_new, calls = LocalObjects.put_new, []
+
+    def stopped_at_the_second_day(objects: LocalObjects, name: str, data: bytes) -> Placed | Taken:
+        calls.append(name)
+        if len(calls) == 3:  # the first day's object and manifest copy are written: Ctrl-C at the second's
+            raise KeyboardInterrupt
+        return put_new(objects, name, data)
+
+    monkeypatch.setattr(LocalObjects, "put_new", stopped_at_the_second_day)
+    monkeypatch.setattr(exits.os, "_exit", lambda code: (_ for _ in ()).throw(SystemExit(code)))
+    command = ("seal", "--spec", "app.toml", "--database", database, "--until", "2026-03-05T00:00:00Z")
+    stopped = run_cli(*command, emulator=emulator, cwd=tmp_path)
+    assert stopped.returncode == 130 and "Traceback" not in stopped.stderr
+    assert "sealed 1 partition(s) (4 ticks) before the interrupt" in stopped.stderr
+    assert "interrupted: run the same command to seal the rest" in stopped.stderr
+    finished = run_cli(*command, emulator=emulator, cwd=tmp_path)
+    assert finished.stdout.startswith("sealed 2 partition(s) (8 ticks, ") and "; 1 already sealed" in finished.stdout
+    client.close()
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_on_the_emulator_a_sealer_that_loses_its_switch_claims_nothing(
     mode: str, request: pytest.FixtureRequest, uses_emulator: None, collection_name: str, tmp_path: Path,
