@@ -14,6 +14,7 @@ from typing import Any
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -26,7 +27,7 @@ from tsstore import AsyncTimeSeriesStore, QueryError, SeriesSpec, SpecError, Tim
 from tsstore.asks import CreateDoc, Doc, GetDoc, KnownTime, UpdateDoc
 from tsstore.cold.manifest import ORPHAN_GRACE, Manifest, manifest_path
 from tsstore.cold.objects import LocalObjects, ObjectInfo, Placed, Taken, answer_object
-from tsstore.cold.parquet import ID_COLUMN, id_checksum
+from tsstore.cold.parquet import ID_COLUMN, id_checksum, parquet_bytes, sorted_rows, with_ids
 from tsstore.cold.tier import ColdTier
 from tsstore.declaration import load_declaration
 from tsstore.read.engine import TickRead
@@ -91,6 +92,16 @@ def test_the_local_store_never_replaces_an_object(tmp_path: Path) -> None:
     assert [o.name for o in objects.list("ticks/")] == ["ticks/date=2026-11-01/part-1.parquet"]  # no temporary left
     assert objects.delete("ticks/date=2026-11-01/part-1.parquet") and not objects.delete("ticks/x")
     assert objects.get("ticks/date=2026-11-01/part-1.parquet") is None
+
+
+def test_a_partitions_parquet_is_zstd_in_row_groups_sorted_by_time_then_id() -> None:
+    at = [DAY1 + dt.timedelta(seconds=s) for s in (2, 1, 1, 0, 2)]
+    table = with_ids(pa.table({"timestamp": pa.array(at, pa.timestamp("us", tz="UTC")), "n": [0, 1, 2, 3, 4]}),
+                     ["e", "d", "c", "b", "a"])  # fmt: skip
+    data = parquet_bytes(sorted_rows(table, timestamp_field="timestamp"), row_group_rows=2)
+    read = pq.ParquetFile(pa.BufferReader(data))
+    assert (read.metadata.num_row_groups, read.metadata.row_group(0).column(0).compression) == (3, "ZSTD")
+    assert read.read()[ID_COLUMN].to_pylist() == ["b", "c", "d", "a", "e"]
 
 
 # ---------------------------------------------------------------------------- the protocol, scripted
@@ -324,6 +335,8 @@ def test_sealed_days_read_by_duckdb_and_polars_are_the_stores_own_rows(
     assert got.select(rows_written.column_names).to_pylist() == rows_written.to_pylist()
     assert sorted({str(day) for day in got["date"].to_pylist()}) == ["2026-03-02", "2026-03-03", "2026-03-04"]
     files = [line.strip().strip(",'") for line in view.splitlines() if line.strip().startswith("'")]
+    for file in files:  # query_table's schema, and the ids
+        assert pq.read_schema(file).remove_metadata() == rows_written.schema.append(pa.field(ID_COLUMN, pa.string()))
     scanned = pl.scan_parquet(files, hive_partitioning=True).sort(["timestamp", ID_COLUMN]).collect()
     assert scanned[ID_COLUMN].to_list() == ids
     assert scanned.select(rows_written.column_names).equals(pl.from_arrow(rows_written))
