@@ -25,7 +25,7 @@ from tests.shared import MODES, T0, database_of, mode_client, stored_doc, ticks
 from tests.shared import spec as shared_spec
 from tsstore import AsyncTimeSeriesStore, QueryError, SeriesSpec, SpecError, TimeSeriesStore, WriteOptions
 from tsstore.asks import CreateDoc, Doc, GetDoc, KnownTime, UpdateDoc
-from tsstore.cold.manifest import ORPHAN_GRACE, Manifest, manifest_path
+from tsstore.cold.manifest import ORPHAN_GRACE, Entry, Manifest, manifest_path
 from tsstore.cold.objects import LocalObjects, ObjectInfo, Placed, Taken, answer_object
 from tsstore.cold.parquet import ID_COLUMN, id_checksum, parquet_bytes, sorted_rows, with_ids
 from tsstore.cold.tier import ColdTier
@@ -264,6 +264,9 @@ def test_an_orphan_is_never_read_and_a_later_seal_finishes_its_day_once(tmp_path
     assert orphan.name not in world.run(cold.cold_sql(seat(world.spec)))
     assert done.removed == 0  # younger than the grace period
     assert world.stored().orphans(world.objects.list("ticks/"), now=orphan.updated + ORPHAN_GRACE) == [orphan.name]
+    world.now = orphan.updated + ORPHAN_GRACE  # an hour on, a seal deletes it
+    assert (world.seal().removed, world.objects.get(orphan.name)) == (1, None)
+    assert world.read_back() == by_time(expected(world.ticks))
 
 
 class Killed(BaseException):
@@ -292,12 +295,15 @@ def test_a_sealer_killed_at_any_ask_then_run_again_seals_each_day_once(tmp_path:
         assert sorted(world.stored().entries) == ["2026-11-01", "2026-11-02", "2026-11-03"]
 
 
-def test_orphans_are_partition_objects_not_named_and_older_than_the_grace() -> None:
+def test_an_orphan_is_deleted_once_another_object_of_its_day_is_named_and_the_grace_is_over() -> None:
     at = DAY1
-    manifest = Manifest("ticks")
-    listed = [ObjectInfo("ticks/date=2026-11-01/part-1.parquet", 1, 10, at),
+    named = Entry(2, 1, "0", DAY1, DAY1 + dt.timedelta(days=1), DAY1, DAY1, at,
+                  "ticks/date=2026-11-01/part-2.parquet", 1, 9)  # fmt: skip
+    manifest = Manifest("ticks").with_entry(named)
+    listed = [ObjectInfo("ticks/date=2026-11-01/part-1.parquet", 1, 10, at),  # its day is named with part-2
+              ObjectInfo("ticks/date=2026-11-01/part-2.parquet", 1, 10, at),  # named
               ObjectInfo("ticks/_manifest/1.json", 1, 10, at),
-              ObjectInfo("ticks/date=2026-11-02/part-1.parquet", 1, 10, at + dt.timedelta(minutes=30))]  # fmt: skip
+              ObjectInfo("ticks/date=2026-11-02/part-1.parquet", 1, 10, at)]  # its sealer may not have switched yet
     assert manifest.orphans(listed, now=at + dt.timedelta(hours=1)) == ["ticks/date=2026-11-01/part-1.parquet"]
     assert manifest.orphans(listed, now=at + dt.timedelta(minutes=59)) == []
 

@@ -8,7 +8,8 @@ first time, else updated only if not written since): of two sealers that read th
 version, one switch lands and the other is refused, re-reads and finds the partition sealed.
 Readers take the objects the entries name and nothing else, so an object written but never
 switched in (a crash between, a sealer that lost) is an orphan no reader sees; a later seal
-deletes it once it is older than :data:`ORPHAN_GRACE`. A copy of each version goes to the
+deletes it once its partition is sealed with another object and it is older than
+:data:`ORPHAN_GRACE`. A copy of each version goes to the
 object store after the switch (:func:`~tsstore.cold.tier.manifest_copy_name`), for tools
 that read the bucket alone.
 
@@ -31,9 +32,8 @@ from tsstore.times import utc_text
 
 #: The collection holding each series' manifest document (id: the series' collection).
 MANIFESTS = "tsstore_cold"
-#: How old an object the manifest does not name must be before a seal deletes it: a sealer
-#: still between its object and its switch, or a reader still on an older version, is done
-#: by then.
+#: How old an object the manifest does not name must be before a seal deletes it: a reader
+#: still on an older version of the manifest is done with it by then.
 ORPHAN_GRACE = dt.timedelta(hours=1)
 
 
@@ -137,14 +137,26 @@ class Manifest:
     def orphans(
         self, listed: Iterable[ObjectInfo], *, now: dt.datetime, grace: dt.timedelta = ORPHAN_GRACE
     ) -> list[str]:
-        """The partition objects among ``listed`` this manifest does not name (a crash left
-        them, a sealer that lost wrote them, or a newer generation replaced them) and that
-        are older than ``grace`` at ``now``."""
+        """The objects among ``listed`` that may be deleted: those of a partition this
+        manifest names another object of (a crash left them, a sealer that lost wrote them),
+        older than ``grace`` at ``now``. An object of a partition not sealed yet stays: its
+        sealer may still be between its object and its switch, however long it has stalled,
+        and would name an object deleted under it; once another object is named, no switch
+        can name this one (its sealer's precondition is on an older manifest)."""
         named = set(self.current())
-        prefix = f"{self.collection}/date="
         return [o.name for o in listed
-                if o.name.startswith(prefix) and o.name.endswith(".parquet")
-                and o.name not in named and o.updated <= now - grace]  # fmt: skip
+                if o.name not in named and o.updated <= now - grace
+                and self.entries.get(partition_of(self.collection, o.name) or "") is not None]  # fmt: skip
+
+
+def partition_of(collection: str, name: str) -> str | None:
+    """The partition an object of ``collection`` holds (``2026-11-01`` for
+    ``<collection>/date=2026-11-01/part-1.parquet``); ``None`` for another object."""
+    head, _, rest = name.partition("/date=")
+    label, _, file = rest.partition("/")
+    if head != collection or not label or not file.startswith("part-") or not file.endswith(".parquet"):
+        return None
+    return label
 
 
 def _text(value: object) -> str:
@@ -191,7 +203,7 @@ class SealResult:
     sealed: tuple[SealedPartition, ...]
     #: Partitions already sealed when this run came to them (by an earlier run, or another sealer meanwhile).
     skipped: int
-    #: Orphan objects (no manifest names them, older than an hour) this run deleted.
+    #: Orphan objects this run deleted (another object of their partition is named; older than an hour).
     removed: int
     #: Every partition ending by this time is sealed.
     until: dt.datetime

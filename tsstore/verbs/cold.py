@@ -69,8 +69,9 @@ def seal(seat: Seat, *, until: TimeLike | None = None, on_progress: SealProgress
     (``tsstore_cold/<collection>``), which readers go by. Exactly once: a run again seals
     nothing new, a run killed at any point leaves each partition sealed or not (a later run
     finishes it), and of two sealers at once each partition is sealed by one; an object no
-    manifest names (left by a kill, or by the sealer that lost) is never read and is deleted
-    by a later seal an hour on. A partition without a tick is not sealed (nothing is
+    manifest names (left by a kill, or by the sealer that lost) is never read, and a later
+    seal deletes it once another object of its partition is named and an hour has passed. A
+    partition without a tick is not sealed (nothing is
     written for it): the run goes on at the partition of the next tick. ``on_progress`` is
     called with each partition sealed."""
     tier = _tier(seat.spec)
@@ -88,7 +89,8 @@ def seal(seat: Seat, *, until: TimeLike | None = None, on_progress: SealProgress
             if on_progress is not None:
                 on_progress(done)
         skipped += done == "skipped"
-        start = (yield from _next_tick(seat, tier, start + tier.partition)) if done == "empty" else start + tier.partition
+        after = start + tier.partition
+        start = (yield from _next_tick(seat, tier, after)) if done == "empty" else after
     removed = yield from _remove_orphans(seat, collection)
     return SealResult(tuple(sealed), skipped, removed, until_at)
 
