@@ -74,10 +74,11 @@ def seal(seat: Seat, *, until: TimeLike | None = None, on_progress: SealProgress
     partition without a tick is not sealed (nothing is
     written for it): the run goes on at the partition of the next tick. ``on_progress`` is
     called with each partition sealed."""
+    given = None if until is None else _time(until)
     tier = _tier(seat.spec)
     collection = seat.spec.collection
     now = yield from server_time(seat)
-    until_at = min(now - tier.seal_after if until is None else _time(until), now)  # an open partition never
+    until_at = min(now - tier.seal_after if given is None else given, now)  # an open partition never
     known = yield from _manifest(collection)  # what was sealed before this run: skipped without a read
     sealed: list[SealedPartition] = []
     skipped = 0
@@ -99,6 +100,8 @@ def cold_sql(seat: Seat, *, name: str | None = None) -> Request[str]:
     """A DuckDB statement making a view over the current generation of every sealed
     partition (the objects the manifest names now, with the hive ``date`` column), named
     ``name`` (default: the collection's): ``duckdb.sql(store.cold_sql())``, then query it."""
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise QueryError(f"cold_sql: name {name!r} is not allowed; give the view's name, or None for the collection's")
     _tier(seat.spec)
     manifest = yield from _manifest(seat.spec.collection)
     urls = yield from ask(ObjectUrls(tuple(manifest.current())))
