@@ -23,7 +23,7 @@ from tests.conftest import unique_database_id
 from tests.scripted import seat
 from tests.shared import MODES, T0, database_of, mode_client, stored_doc, ticks
 from tests.shared import spec as shared_spec
-from tsstore import AsyncTimeSeriesStore, QueryError, SeriesSpec, SpecError, TimeSeriesStore, WriteOptions
+from tsstore import AsyncTimeSeriesStore, QueryError, SeriesSpec, SpecError, TimeSeriesStore, UsageError, WriteOptions
 from tsstore.asks import CreateDoc, Doc, GetDoc, KnownTime, UpdateDoc
 from tsstore.cold.manifest import ORPHAN_GRACE, Entry, Manifest, manifest_path
 from tsstore.cold.objects import LocalObjects, ObjectInfo, Placed, Taken, answer_object
@@ -306,6 +306,12 @@ def test_an_orphan_is_deleted_once_another_object_of_its_day_is_named_and_the_gr
               ObjectInfo("ticks/date=2026-11-02/part-1.parquet", 1, 10, at)]  # its sealer may not have switched yet
     assert manifest.orphans(listed, now=at + dt.timedelta(hours=1)) == ["ticks/date=2026-11-01/part-1.parquet"]
     assert manifest.orphans(listed, now=at + dt.timedelta(minutes=59)) == []
+
+
+def test_a_tier_in_a_bucket_is_declared_but_not_sealed_to_yet() -> None:
+    spec = SeriesSpec("ticks", cold=ColdTier("gs://bucket/lake"))
+    with pytest.raises(UsageError, match="cold tier path 'gs://bucket/lake': sealing to Google Cloud Storage is not"):
+        answer(cold.seal(seat(spec)), lambda ask: pytest.fail(f"asked {ask!r}"))
 
 
 def test_a_series_without_a_cold_tier_is_refused_by_name() -> None:

@@ -26,7 +26,7 @@ from tsstore.cold.manifest import (
     duckdb_view,
     manifest_ask,
 )
-from tsstore.cold.objects import DeleteObject, ListObjects, ObjectUrls, Placed, PutObject
+from tsstore.cold.objects import DeleteObject, ListObjects, ObjectUrls, Placed, PutObject, objects_at
 from tsstore.cold.parquet import id_checksum, parquet_bytes, sorted_rows, with_ids
 from tsstore.cold.tier import ColdTier, manifest_copy_name, object_name, partition_label
 from tsstore.errors import QueryError, StateError
@@ -114,6 +114,8 @@ def _tier(spec: SeriesSpec) -> ColdTier:
             f"collection {spec.collection!r} declares no cold tier; declare one (SeriesSpec(cold=ColdTier(path=...)), "
             'or cold = { path = "..." } in a declaration file)'
         )
+    if not spec.cold.local:  # refused before any read, not at the first object
+        objects_at(spec.cold.path)
     return spec.cold
 
 
