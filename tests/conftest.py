@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 from google.cloud import firestore
 
+from tests.gcs import GcsServer, free_port
+from tests.proxy import CuttingProxy
 from tests.shared import MILLISECONDS, SPEC, TICKS, skewed_rows
 from tsstore import TimeSeriesStore, WriteOptions
 from tsstore.faults import mode_name
@@ -89,6 +91,49 @@ def own_local_stores(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyte
 def uses_emulator() -> None:
     """Listed by a fixture that takes its emulator by ``request.getfixturevalue``: the test is
     then marked ``emulator`` (nothing else)."""
+
+
+class GcsAt:
+    """fake-gcs-server (Cloud Storage's JSON API) at ``url``, its answers naming ``proxy``
+    (a :class:`~tests.proxy.CuttingProxy` in front of it), so a resumable upload's later
+    requests go through the proxy, whichever address the client started at."""
+
+    def __init__(self, url: str, proxy: CuttingProxy) -> None:
+        self.url, self.proxy = url, proxy
+
+
+@pytest.fixture(scope="session")
+def gcs_server() -> Iterator[GcsAt]:
+    """The session's fake-gcs-server (once per xdist worker, started by the first test that
+    takes it, stopped by its PID), behind a cutting proxy that does not cut until told."""
+    for attempt in range(5):  # the port chosen is free when chosen, and may be taken before the server binds it
+        port = free_port()
+        proxy = CuttingProxy(f"127.0.0.1:{port}", down=0.3)
+        try:
+            server = GcsServer(port=port, external=f"http://{proxy.address}")
+        except RuntimeError as exc:
+            proxy.close()
+            if "address already in use" not in str(exc) or attempt == 4:
+                raise
+            continue
+        break
+    try:
+        yield GcsAt(server.url, proxy)
+    finally:
+        server.stop()
+        proxy.close()
+
+
+@pytest.fixture
+def gcs_bucket(gcs_server: GcsAt, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A new, empty bucket on the session's fake-gcs-server, whose address the test's
+    ``STORAGE_EMULATOR_HOST`` names (the commands it runs inherit it)."""
+    from google.cloud import storage
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_server.url)
+    name = f"tsstore-{random.getrandbits(64):016x}"
+    storage.Client().create_bucket(name)
+    return name
 
 
 # tsstore's own tests use the fixtures the package ships to users (tsstore.local.pytest_plugin),

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, get_args
 
 from tsstore.asks import Doc
 from tsstore.clock import ServerClock
-from tsstore.cold.objects import ObjectAsk, answer_object, objects_at
+from tsstore.cold.objects import ObjectAsk, Objects, answer_object
+from tsstore.cold.stores import objects_at
 from tsstore.dswire import is_datastore_client
 from tsstore.errors import ConfigError
 from tsstore.layout.census import census_query
@@ -90,6 +91,7 @@ class StoreBase(Verbs):
             self._collection = client.collection(spec.collection)
             self._clock = server_clock(client)
         self.seat = Seat(spec, self._collection, page_size, lean, snapshots)
+        self._objects: Objects | None = None
 
     def _docs(self, snapshots: Any, sent: int, *, pinned: bool) -> list[Doc]:
         """The documents a query (sent then; ``pinned``: at a read time it was given) returned,
@@ -101,7 +103,9 @@ class StoreBase(Verbs):
         """The answer to an ask of the cold tier's objects, from the store its declaration names."""
         if self.spec.cold is None:  # pragma: no cover - the requests refuse a series without a cold tier first
             raise ConfigError(f"collection {self.spec.collection!r} declares no cold tier")
-        return answer_object(objects_at(self.spec.cold.path), ask)
+        if self._objects is None:  # one per store: a bucket's client is made once, at its first call
+            self._objects = objects_at(self.spec.cold.path)
+        return answer_object(self._objects, ask)
 
     def _collection_of(self, spec: SeriesSpec) -> Any:
         """The collection of ``spec``: this store's own, or another one a request reads or

@@ -7,8 +7,11 @@ answer is :class:`Placed` (with the store's generation of it) or :class:`Taken` 
 exists; nothing was written). That is what makes sealing exactly once: the object is never
 replaced, and the manifest switch decides which object readers see. A local directory writes
 a temporary file, syncs it and links it to the final name (a link fails when the name
-exists), so a half-written object is never seen under its name. Google Cloud Storage fits
-the same protocol (``if_generation_match=0``; its generations are the answers').
+exists), so a half-written object is never seen under its name. A bucket
+(:mod:`tsstore.cold.gcs`) writes with ``if_generation_match=0`` and checks the stored bytes
+before it answers :class:`Placed`; an object whose bytes it finds wrong is deleted and the
+answer is :class:`Damaged`. :func:`objects_at` (:mod:`tsstore.cold.stores`) gives the store a
+tier's path names.
 """
 
 from __future__ import annotations
@@ -41,6 +44,15 @@ class Taken:
 
 
 @dataclass(frozen=True)
+class Damaged:
+    """An object written whose stored bytes were not the ones sent (``why``), deleted since:
+    nothing is under its name from this write; the writer tries again under another name."""
+
+    name: str
+    why: str
+
+
+@dataclass(frozen=True)
 class ObjectInfo:
     """An object as listed: its name, generation, size and when it was written."""
 
@@ -53,8 +65,9 @@ class ObjectInfo:
 class Objects(Protocol):
     """An object store under one root: names are ``/``-separated paths below it."""
 
-    def put_new(self, name: str, data: bytes) -> Placed | Taken:
-        """Write ``data`` as ``name`` unless that name exists (then :class:`Taken`, nothing written)."""
+    def put_new(self, name: str, data: bytes) -> Placed | Taken | Damaged:
+        """Write ``data`` as ``name`` unless that name exists (then :class:`Taken`, nothing
+        written); :class:`Placed` only once the stored object is known to hold ``data``."""
         ...
 
     def get(self, name: str) -> bytes | None:
@@ -65,8 +78,9 @@ class Objects(Protocol):
         """The objects whose names start with ``prefix``, by name."""
         ...
 
-    def delete(self, name: str) -> bool:
-        """Delete ``name``; ``False`` when it did not exist."""
+    def delete(self, name: str, *, generation: int | None = None) -> bool:
+        """Delete ``name`` (only its generation ``generation``, when given); ``False`` when
+        it did not exist (or another generation is under the name now)."""
         ...
 
     def url(self, name: str) -> str:
@@ -122,9 +136,12 @@ class LocalObjects:
                 found.append(ObjectInfo(name, stat.st_mtime_ns, stat.st_size, updated))
         return sorted(found, key=lambda info: info.name)
 
-    def delete(self, name: str) -> bool:
+    def delete(self, name: str, *, generation: int | None = None) -> bool:
+        path = self._path(name)
         try:
-            self._path(name).unlink()
+            if generation is not None and path.stat().st_mtime_ns != generation:
+                return False
+            path.unlink()
         except FileNotFoundError:
             return False
         return True
@@ -142,20 +159,11 @@ def _sync_directory(directory: Path) -> None:
         os.close(descriptor)
 
 
-def objects_at(path: str) -> Objects:
-    """The object store a cold tier's ``path`` names."""
-    if path.startswith("gs://"):
-        raise ConfigError(
-            f"cold tier path {path!r}: sealing to Google Cloud Storage is not supported yet; give a local directory"
-        )
-    return LocalObjects(path)
-
-
 # ---------------------------------------------------------------------------- the asks
 
 
 @dataclass(frozen=True)
-class PutObject(Asking[Placed | Taken]):
+class PutObject(Asking[Placed | Taken | Damaged]):
     """Write ``data`` as object ``name`` unless the name exists."""
 
     name: str
@@ -181,10 +189,12 @@ class ListObjects(Asking[list[ObjectInfo]]):
 
 @dataclass(frozen=True)
 class DeleteObject(Asking[bool]):
-    """Delete object ``name``; answers ``False`` when it did not exist."""
+    """Delete object ``name`` (only its generation ``generation``, when given); answers
+    ``False`` when it did not exist."""
 
     name: str
     what: str
+    generation: int | None = None
 
 
 @dataclass(frozen=True)
@@ -213,8 +223,8 @@ def answer_object(objects: Objects, ask: ObjectAsk) -> object:
                 return objects.get(name)
             case ListObjects(prefix=prefix):
                 return objects.list(prefix)
-            case DeleteObject(name=name):
-                return objects.delete(name)
+            case DeleteObject(name=name, generation=generation):
+                return objects.delete(name, generation=generation)
             case ObjectUrls(names=names):
                 return [objects.url(name) for name in names]
     except OSError as exc:

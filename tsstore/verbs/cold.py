@@ -26,7 +26,8 @@ from tsstore.cold.manifest import (
     duckdb_view,
     manifest_ask,
 )
-from tsstore.cold.objects import DeleteObject, ListObjects, ObjectUrls, Placed, PutObject, objects_at
+from tsstore.cold.gcs import storage_module
+from tsstore.cold.objects import DeleteObject, ListObjects, ObjectUrls, Placed, PutObject
 from tsstore.cold.parquet import id_checksum, parquet_bytes, sorted_rows, with_ids
 from tsstore.cold.tier import ColdTier, manifest_copy_name, object_name, partition_label
 from tsstore.errors import QueryError, StateError
@@ -49,7 +50,7 @@ PARAMETER_HELP = {
 }
 
 #: How many times a sealer tries again when another sealer switched the manifest first, or
-#: wrote an object under the name it tried.
+#: wrote an object under the name it tried, or the object store found its object damaged.
 _TRIES = 20
 
 SealProgress = Callable[[SealedPartition], None]
@@ -114,8 +115,8 @@ def _tier(spec: SeriesSpec) -> ColdTier:
             f"collection {spec.collection!r} declares no cold tier; declare one (SeriesSpec(cold=ColdTier(path=...)), "
             'or cold = { path = "..." } in a declaration file)'
         )
-    if not spec.cold.local:  # refused before any read, not at the first object
-        objects_at(spec.cold.path)
+    if not spec.cold.local:  # a missing extra is refused before anything is read
+        storage_module()
     return spec.cold
 
 
@@ -156,13 +157,15 @@ def _seal_one(seat: Seat, tier: ColdTier, start: dt.datetime) -> Request[SealedP
         placed = yield from ask(PutObject(name, data, f"writing {name} to the cold tier"))
         if isinstance(placed, Placed):
             break
-        manifest = yield from _manifest(collection)  # the name is taken: by a sealer of it, or an orphan
+        # the name is taken (by a sealer of it, or an orphan), or the object was damaged and deleted
+        manifest = yield from _manifest(collection)
         if label in manifest.entries:
             return "skipped"
         generation += 1
     else:
-        raise StateError(f"cold tier: {_TRIES} object names of partition {label} of {collection!r} were taken; "
-                         "is another sealer running? run the seal again")  # fmt: skip
+        raise StateError(f"cold tier: {_TRIES} object names of partition {label} of {collection!r} were taken or "
+                         f"their objects damaged (last: {placed}); is another sealer running? "
+                         "run the seal again")  # fmt: skip
     entry = Entry(
         generation=generation, rows=len(ticks.ids), ids=id_checksum(ticks.ids), start=start,
         end=start + tier.partition, first=ticks.first, last=ticks.last, sealed_at=snapshot, object=placed.name,
@@ -188,8 +191,10 @@ def _remove_orphans(seat: Seat, collection: str) -> Request[int]:
     manifest = yield from _manifest(collection)
     now = yield from server_time(seat)
     removed = 0
+    generations = {info.name: info.generation for info in listed}  # the one listed, not one written since
     for name in manifest.orphans(listed, now=now, grace=ORPHAN_GRACE):
-        removed += bool((yield from ask(DeleteObject(name, f"deleting orphan object {name} of the cold tier"))))
+        deleting = DeleteObject(name, f"deleting orphan object {name} of the cold tier", generations[name])
+        removed += bool((yield from ask(deleting)))
     return removed
 
 
