@@ -24,8 +24,8 @@ class ColdTier:
     """Where a series' closed partitions are sealed into Parquet, and when.
 
     - ``path``: a local directory (made when first written to) or ``gs://bucket/prefix``
-      (declared now; sealing to it comes in a later release). In a declaration file a relative
-      directory is relative to the file.
+      (a Cloud Storage bucket, with the ``gcs`` extra: ``pip install 'tsstore[gcs]'``). In a
+      declaration file a relative directory is relative to the file.
     - ``partition``: the span of one partition, a whole number of days in UTC (``"1D"``)
     - ``seal_after``: how long after a partition ends it is sealed (the time late ticks have
       to arrive in it); at least one partition (``"2D"``)
