@@ -194,12 +194,19 @@ def test_the_seal_command_prints_a_view_over_gs_urls(
     sealed = run_cli("seal", *common, "--until", "2026-03-04T00:00:00Z", emulator=emulator, cwd=tmp_path)
     assert sealed.returncode == 0, sealed.stderr
     sql = run_cli("seal", *common, "--sql", emulator=emulator, cwd=tmp_path)
+    assert sql.returncode == 0, sql.stderr
     assert sql.stdout == (
         f'CREATE OR REPLACE VIEW "{collection_name}" AS\nSELECT * FROM read_parquet([\n'
         f"    'gs://{gcs_bucket}/lake/{collection_name}/date=2026-03-02/part-1.parquet',\n"
         f"    'gs://{gcs_bucket}/lake/{collection_name}/date=2026-03-03/part-1.parquet'\n"
         "], hive_partitioning = true, union_by_name = true);\n"
     )
+    declared = (tmp_path / "app.toml").read_text()
+    (tmp_path / "app.toml").write_text(declared.replace(gcs_bucket, "no-such-bucket-here"))
+    missing = run_cli("seal", *common, "--until", "2026-03-04T00:00:00Z", emulator=emulator, cwd=tmp_path)
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+    assert f"Error: listing gs://no-such-bucket-here/lake/{collection_name}/date=: there is no bucket" in missing.stderr
+    assert "there is no bucket 'no-such-bucket-here'; create it, or give another gs:// path" in missing.stderr
 
 
 def test_a_seal_through_cuts_seals_each_day_once_with_checked_bytes(

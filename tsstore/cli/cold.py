@@ -22,7 +22,9 @@ def seal(*, spec: SeriesSpec, database: Database, until: str | None, sql: bool, 
     """Seal every closed partition of the series not sealed yet into its declared cold tier
     (cold = { path = ..., partition = "1D", seal_after = "2D" }): one Parquet object per
     partition, named in the manifest readers go by. A run again seals nothing new; a run
-    stopped at any point is finished by the next.
+    stopped at any point is finished by the next. The path is a local directory or a Cloud
+    Storage bucket, gs://bucket/prefix (pip install 'tsstore[gcs]'; the default Google
+    credentials, or none with STORAGE_EMULATOR_HOST naming a local server).
 
     \b
     Example:

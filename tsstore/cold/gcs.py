@@ -83,9 +83,7 @@ class GcsObjects:
         except gexc.PreconditionFailed:
             return Taken(name)  # the name exists (or an attempt of ours cut before its answer landed)
         except gexc.NotFound as exc:
-            raise ObjectStoreError(
-                f"{what}: there is no bucket {self.bucket_name!r}; create it, or give another gs:// path"
-            ) from exc
+            raise self._no_bucket(what) from exc
         generation = int(blob.generation)
         stored = _call(lambda: bucket.get_blob(key, generation=generation, retry=None), what=f"checking {what}")
         wrong = _mismatch(stored, data)
@@ -120,7 +118,11 @@ class GcsObjects:
         def listing() -> list[Any]:
             return list(bucket.client.list_blobs(bucket, prefix=self.prefix + prefix, retry=None))
 
-        blobs = _call(listing, what=f"listing gs://{self.bucket_name}/{self.prefix}{prefix}")
+        what = f"listing gs://{self.bucket_name}/{self.prefix}{prefix}"
+        try:
+            blobs = _call(listing, what=what)
+        except gexc.NotFound as exc:
+            raise self._no_bucket(what) from exc
         found = [ObjectInfo(b.name[len(self.prefix) :], int(b.generation), int(b.size), b.updated) for b in blobs]
         return sorted(found, key=lambda info: info.name)
 
@@ -138,6 +140,10 @@ class GcsObjects:
         except (gexc.NotFound, gexc.PreconditionFailed):  # gone, or another generation under the name now
             return False
         return True
+
+    def _no_bucket(self, what: str) -> ObjectStoreError:
+        bucket = self.bucket_name
+        return ObjectStoreError(f"{what}: there is no bucket {bucket!r}; create it, or give another gs:// path")
 
     def url(self, name: str) -> str:
         return f"gs://{self.bucket_name}/{self._key(name)}"
