@@ -32,7 +32,8 @@ from tsstore.cold.gcs import GcsObjects, gcs_kind
 from tsstore.cold.objects import Damaged, ObjectStoreError, ObjectUrls, Placed, Taken, answer_object
 from tsstore.cold.parquet import ID_COLUMN
 from tsstore.cold.tier import ColdTier
-from tsstore.errors import ConfigError
+from tsstore.errors import ConfigError, FaultError
+from tsstore.faults import Backoff
 from tsstore.verbs import cold
 from tsstore.verbs.request import answer
 
@@ -117,6 +118,33 @@ def _status(code: int) -> Exception:
 )
 def test_which_cloud_storage_failures_are_tried_again(error: Exception, kind: str | None) -> None:
     assert gcs_kind(error) == kind
+
+
+def test_a_call_that_keeps_failing_is_tried_for_the_budget_then_named() -> None:
+    clock = [0.0]
+    attempts = []
+
+    def cut() -> None:
+        attempts.append(clock[0])
+        raise requests.exceptions.ConnectionError("Connection aborted.")
+
+    backoff = Backoff(budget=5.0, clock=lambda: clock[0], rand=lambda: 0.5)
+    with pytest.raises(FaultError, match=r"writing gs://b/x failed: every attempt for 3 s failed before Cloud Storage "
+                       r"answered \(6 attempts; last: ConnectionError: Connection aborted.\)"):
+        gcs.call(cut, what="writing gs://b/x", backoff=backoff,
+                 sleep=lambda pause: clock.__setitem__(0, clock[0] + pause))  # fmt: skip
+    assert attempts == [0.0, 0.1, 0.30000000000000004, 0.7000000000000001, 1.5, 3.1]  # paused 0.1, 0.2, 0.4, ...
+
+
+def refuse(error: Exception) -> None:
+    raise error
+
+
+def test_a_refusal_is_not_tried_again() -> None:
+    with pytest.raises(ObjectStoreError, match=r"reading gs://b/x: Cloud Storage refused it \(Forbidden: no\)"):
+        gcs.call(lambda: refuse(gexc.Forbidden("no")), what="reading gs://b/x", sleep=pytest.fail)
+    with pytest.raises(gexc.PreconditionFailed):  # an answer its caller takes: the name is taken
+        gcs.call(lambda: refuse(gexc.PreconditionFailed("taken")), what="x", sleep=pytest.fail)
 
 
 def test_a_missing_bucket_is_named(gcs_server: GcsAt, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -79,13 +79,13 @@ class GcsObjects:
         what = f"writing {self.url(name)}"
 
         try:
-            blob = _call(lambda: self._upload(bucket.blob(key), data), what=what)
+            blob = call(lambda: self._upload(bucket.blob(key), data), what=what)
         except gexc.PreconditionFailed:
             return Taken(name)  # the name exists (or an attempt of ours cut before its answer landed)
         except gexc.NotFound as exc:
             raise self._no_bucket(what) from exc
         generation = int(blob.generation)
-        stored = _call(lambda: bucket.get_blob(key, generation=generation, retry=None), what=f"checking {what}")
+        stored = call(lambda: bucket.get_blob(key, generation=generation, retry=None), what=f"checking {what}")
         wrong = _mismatch(stored, data)
         if wrong is None:
             return Placed(name, generation, len(data))
@@ -95,7 +95,7 @@ class GcsObjects:
     def _upload(self, blob: Any, data: bytes) -> Any:
         """Send ``data`` as ``blob`` if no object has its name (412 otherwise): in one request,
         or resumable in chunks when large. The client's own retry is off (the pauses are
-        :func:`_call`'s, and a cut upload starts again as a new one)."""
+        :func:`call`'s, and a cut upload starts again as a new one)."""
         if len(data) > RESUMABLE_ABOVE:
             blob.chunk_size = CHUNK_BYTES
         blob.upload_from_string(
@@ -106,7 +106,7 @@ class GcsObjects:
     def get(self, name: str) -> bytes | None:
         blob = self._the_bucket().blob(self._key(name))
         try:
-            found: bytes = _call(lambda: blob.download_as_bytes(checksum="crc32c", retry=None),
+            found: bytes = call(lambda: blob.download_as_bytes(checksum="crc32c", retry=None),
                                  what=f"reading {self.url(name)}")  # fmt: skip
         except gexc.NotFound:
             return None
@@ -120,7 +120,7 @@ class GcsObjects:
 
         what = f"listing gs://{self.bucket_name}/{self.prefix}{prefix}"
         try:
-            blobs = _call(listing, what=what)
+            blobs = call(listing, what=what)
         except gexc.NotFound as exc:
             raise self._no_bucket(what) from exc
         found = [ObjectInfo(b.name[len(self.prefix) :], int(b.generation), int(b.size), b.updated) for b in blobs]
@@ -132,11 +132,11 @@ class GcsObjects:
     def _delete(self, key: str, generation: int | None, *, what: str) -> bool:
         bucket = self._the_bucket()
         if generation is not None:  # fake-gcs-server ignores a delete's precondition: asked first, kept for GCS
-            found = _call(lambda: bucket.get_blob(key, retry=None), what=what)
+            found = call(lambda: bucket.get_blob(key, retry=None), what=what)
             if found is None or int(found.generation) != generation:
                 return False
         try:
-            _call(lambda: bucket.delete_blob(key, if_generation_match=generation, retry=None), what=what)
+            call(lambda: bucket.delete_blob(key, if_generation_match=generation, retry=None), what=what)
         except (gexc.NotFound, gexc.PreconditionFailed):  # gone, or another generation under the name now
             return False
         return True
@@ -219,12 +219,14 @@ def gcs_kind(exc: BaseException) -> Kind | None:
 _ANSWERS = (gexc.NotFound, gexc.PreconditionFailed)
 
 
-def _call(fn: Callable[[], T], *, what: str, sleep: Callable[[float], object] = time.sleep) -> T:
+def call(
+    fn: Callable[[], T], *, what: str, backoff: Backoff | None = None, sleep: Callable[[float], object] = time.sleep
+) -> T:
     """``fn()``, tried again after faults and overloads under :class:`~tsstore.faults.Backoff`;
     a :class:`~tsstore.errors.FaultError` naming ``what`` once its budget is spent, and an
     :class:`~tsstore.cold.objects.ObjectStoreError` for a refusal trying again cannot help
     (403, 400: the bucket's access, the request)."""
-    backoff = Backoff()
+    backoff = backoff or Backoff()
     while True:
         try:
             return fn()
