@@ -26,7 +26,7 @@ from tests.shared import spec as shared_spec
 from tsstore import AsyncTimeSeriesStore, QueryError, SeriesSpec, SpecError, TimeSeriesStore, WriteOptions
 from tsstore.asks import CreateDoc, Doc, GetDoc, KnownTime, UpdateDoc
 from tsstore.cold.manifest import ORPHAN_GRACE, Entry, Manifest, manifest_path
-from tsstore.cold.objects import DeleteObject, LocalObjects, ObjectInfo, Placed, Taken, answer_object
+from tsstore.cold.objects import Damaged, DeleteObject, LocalObjects, ObjectInfo, Placed, Taken, answer_object
 from tsstore.cold.parquet import ID_COLUMN, id_checksum, parquet_bytes, sorted_rows, with_ids
 from tsstore.cold.tier import ColdTier
 from tsstore.declaration import load_declaration
@@ -244,6 +244,31 @@ def test_a_sealer_whose_switch_loses_leaves_no_visible_duplicate(tmp_path: Path)
     assert len(other[0].sealed) == DAYS and (mine.sealed, mine.skipped) == ((), DAYS)
     assert world.read_back() == by_time(expected(world.ticks))  # each tick once
     assert len(world.objects.list("ticks/date=")) == DAYS + 1  # the loser's object: an orphan no reader sees
+
+
+class Damaging(LocalObjects):
+    """Stores its first Parquet object wrongly, finds it out and deletes it, as a bucket's
+    check after an upload does (:class:`~tsstore.cold.objects.Damaged`)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.damaged: list[str] = []
+
+    def put_new(self, name: str, data: bytes) -> Placed | Taken | Damaged:
+        if name.endswith(".parquet") and not self.damaged:
+            self.damaged.append(name)
+            return Damaged(name, "1 byte more was stored than written")
+        return super().put_new(name, data)
+
+
+def test_an_object_found_damaged_is_never_named_and_its_day_goes_to_the_next_generation(tmp_path: Path) -> None:
+    world = World(tmp_path, day_ticks())
+    world.objects = Damaging(tmp_path)
+    done = world.seal()
+    assert [(p.label, p.generation) for p in done.sealed] == [("2026-11-01", 2), ("2026-11-02", 1), ("2026-11-03", 1)]
+    assert world.objects.damaged == ["ticks/date=2026-11-01/part-1.parquet"]
+    assert world.stored().entries["2026-11-01"].object == "ticks/date=2026-11-01/part-2.parquet"
+    assert world.read_back() == by_time(expected(world.ticks))
 
 
 def test_an_orphan_is_never_read_and_a_later_seal_finishes_its_day_once(tmp_path: Path) -> None:
