@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 import random
 import sys
 import threading
@@ -192,6 +193,8 @@ def test_a_seal_to_a_bucket_equals_a_seal_to_a_directory(
         tables[where] = [_read(path, entry["object"]) for _, entry in sorted(entries[where].items())]
         if where == "gcs":
             assert f"'gs://{gcs_bucket}/lake/{collection_name}/date=2026-03-02/part-1.parquet'" in view
+            copy = storage.Client().bucket(gcs_bucket).get_blob(f"lake/{collection_name}/_manifest/3.json")
+            assert copy.content_type == "application/json" and len(json.loads(copy.download_as_bytes())) > 0
     differ = ("object_generation", "sealed_at")
     assert {label: {k: v for k, v in e.items() if k not in differ} for label, e in entries["gcs"].items()} == {
         label: {k: v for k, v in e.items() if k not in differ} for label, e in entries["local"].items()

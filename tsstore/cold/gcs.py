@@ -98,9 +98,8 @@ class GcsObjects:
         :func:`call`'s, and a cut upload starts again as a new one)."""
         if len(data) > RESUMABLE_ABOVE:
             blob.chunk_size = CHUNK_BYTES
-        blob.upload_from_string(
-            data, content_type="application/octet-stream", if_generation_match=0, checksum="crc32c", retry=None
-        )
+        kind = "application/json" if blob.name.endswith(".json") else "application/vnd.apache.parquet"
+        blob.upload_from_string(data, content_type=kind, if_generation_match=0, checksum="crc32c", retry=None)
         return blob
 
     def get(self, name: str) -> bytes | None:
