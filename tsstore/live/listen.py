@@ -1,7 +1,9 @@
 """Firestore listeners, one per chunk query, feeding :mod:`tsstore.live.state`.
 
-The client runs each listener (``Query.on_snapshot``) on threads of its own and reconnects
-it after recoverable errors (its resumable stream), reporting only real changes afterwards.
+The client runs each listener (``Query.on_snapshot``) on threads of its own and reopens its
+stream after recoverable errors, resuming from its last snapshot; the snapshot after a reopen
+(or after a RESET that drops documents received) is rebuilt from one query at its read time
+(:func:`tsstore.wire.listen`: what the emulator sends there may lack documents for good).
 Their callbacks only put the snapshot on one queue; the caller's thread drains the queue,
 so a burst of snapshots on several chunks becomes one update. A listener that stops
 without being closed (an error the client does not recover from) raises :class:`LiveError`.
