@@ -269,10 +269,10 @@ def listen_response(kind: str, *, doc: Any = None, read_time: dt.datetime | None
 
 
 #: What the emulator sent a listener holding ``a`` and ``b`` once ``c`` was written (each
-#: seen in the soak through cuts, issue 59): after the client reopened the stream by itself
-#: (UNAVAILABLE), part of the result set, a RESET, and only the rest, or a state without a
-#: commit made while the stream was down, then nothing more; and on a stream not reopened
-#: (a listener's first answer racing a write), documents, a RESET, and only the rest.
+#: seen in the soak, issue 59): after the client reopened the stream by itself (UNAVAILABLE),
+#: part of the result set, a RESET, and only the rest, or a state without a commit made while
+#: the stream was down, then nothing more; and on a stream not reopened (an answer racing a
+#: write), documents, a RESET, and only the rest.
 RESUMED = {
     "reopened-documents-before-a-reset": ["ADD", "b", "c", "RESET", "a", "CURRENT", "NO_CHANGE"],
     "reopened-a-commit-missed": ["ADD", "a", "b", "CURRENT", "NO_CHANGE"],
@@ -281,27 +281,29 @@ RESUMED = {
 
 
 @pytest.mark.parametrize("sent", RESUMED.values(), ids=RESUMED.keys())
-def test_a_listener_reports_what_its_query_answers_after_a_reopen_or_a_dropping_reset(
+def test_a_listener_reports_what_its_query_answers_when_a_stream_starts_or_a_reset_drops(
     tsstore_emulator: Any, monkeypatch: pytest.MonkeyPatch, sent: list[str]
 ) -> None:
     """tsstore's listener (the client's, with its stream left unopened) fed what the emulator
-    sent: its report is what the query answers at the report's read time (before: ``c`` never
-    added, and ``b`` REMOVED in the first case; no later message brought them until the next
-    write, which a writer's last commit never has)."""
+    sent: its first report, and its report after each case of :data:`RESUMED`, is what the
+    query answers at the report's read time (before: the first without ``b``, committed while
+    the emulator sent its first state; then ``c`` never added, and ``b`` REMOVED in the first
+    case. No later message brought them until the next write, which a writer's last commit
+    never has)."""
     client = tsstore_emulator.client(database=f"live-resumed-{random.randrange(10**9)}")
     collection = client.collection("live")
-    for name in "ab":
-        collection.document(name).set({"n": ord(name)})
+    collection.document("a").set({"n": 1})
     monkeypatch.setattr(wire.Watch, "_init_stream", lambda self: None)  # no stream: the test sends its messages
     reports: list[tuple[list[str], list[tuple[str, str]]]] = []
     query = collection.where(filter=FieldFilter("n", ">", 0))
     watch = wire.listen(query, lambda docs, changes, read_time: reports.append(
         ([d.id for d in docs], [(c.type.name, c.document.id) for c in changes])))  # fmt: skip
-    held = {d.id: d for d in collection.stream()}
-    for message in ["ADD", "a", "b", "CURRENT", "NO_CHANGE"]:
-        watch.on_snapshot(listen_response(message, doc=held.get(message), read_time=dt.datetime.now(UTC)))
+    first = {d.id: d for d in collection.stream()}
+    written = collection.document("b").set({"n": 2}).update_time
+    for message in ["ADD", "a", "CURRENT", "NO_CHANGE"]:
+        watch.on_snapshot(listen_response(message, doc=first.get(message), read_time=written))
     assert reports == [(["a", "b"], [("ADDED", "a"), ("ADDED", "b")])]
-    written = collection.document("c").set({"n": ord("c")}).update_time
+    written = collection.document("c").set({"n": 3}).update_time
     stored = {d.id: d for d in collection.stream()}
     for message in sent:
         watch.on_snapshot(listen_response(message, doc=stored.get(message), read_time=written))

@@ -167,8 +167,9 @@ def listen(
       the query's order (a tail): the client sorts every document it holds at each snapshot,
       which then costs one comparison a document instead of n log n
 
-    Its snapshot after a reopened stream, or after a RESET that dropped documents it had
-    received, is what ``query`` answers at that snapshot's read time (:class:`_Reconciling`)."""
+    Its first snapshot on each stream (new, or reopened by the client), and its snapshot after
+    a RESET that dropped documents it had received, are what ``query`` answers at that
+    snapshot's read time (:class:`_Reconciling`)."""
     ordering = _Ordered(query, ordered)
     return _Reconciling.for_query(ordering, on_snapshot, DocumentSnapshot)  # type: ignore[no-untyped-call]
 
@@ -189,39 +190,47 @@ _ERROR_THREAD = "Thread-OnRpcTerminated"
 
 
 class _Reconciling(Watch):
-    """The client's ``Watch``, whose snapshot is rebuilt from one query at the snapshot's read
-    time after its stream was reopened, or after a RESET discarded documents it had received
-    (issue 59; measured in the soak through cuts, emulator 1.19.9, google-cloud-firestore 2.34.1).
+    """The client's ``Watch``, whose first snapshot on each stream (a new one, or one the
+    client reopened) and whose snapshot after a RESET that discarded documents it had received
+    are rebuilt from one query at the snapshot's read time (issue 59; measured in the soak,
+    emulator 1.19.9, google-cloud-firestore 2.34.1).
 
     The client reopens a listener's stream by itself on UNAVAILABLE (a cut connection), with
-    the resume token of its last snapshot, and tells no one. What the emulator sends then is
-    not always the query's result:
+    the resume token of its last snapshot, and tells no one. What the emulator sends at the
+    start of a stream is not always the query's result at the read time it gives:
 
-    - part of the result set, a RESET, and only the rest (46 documents, RESET, 154 of 200; a
-      fresh listener whose first answer raced a write did the same: 116, RESET, 83). The
-      client obeys the RESET and drops every change received before it, so its next snapshot
-      lacks those documents (REMOVED if it held them, never ADDED if new);
-    - a consistent state (CURRENT, NO_CHANGE) without a commit made while the stream was down
-      (the writer's last 100 documents at 3 shards; 1 document in 3 of 92 reopens at 40).
+    - a consistent state (CURRENT, NO_CHANGE) without a commit made while it sent that state
+      (a new listener: 49 documents streamed, then CURRENT at a read time after the writer's
+      last commit, whose 45 documents of that chunk never came; 47 of 228 first snapshots in
+      24 soaks at 40 shards and 500 ticks a second lacked one) or while the stream was down (a
+      reopened one: the writer's last 100 documents at 3 shards; 1 document in 3 of 92
+      reopens at 40 shards and 15 a second);
+    - part of the result set, a RESET, and only the rest (46 documents, RESET, 154 of 200 on a
+      reopened stream; 116, RESET, 83 on a new one). The client obeys the RESET and drops
+      every change received before it, so its next snapshot lacks those documents (REMOVED if
+      it held them, never ADDED if new).
 
-    Either way nothing brings the documents until the next write makes the emulator send every
-    listener its result again: a tail whose listener moved on before then, or that lost the
-    writer's last commit so, never delivered those ticks; a watch's window lost them, and let
-    them enter again at the next write. Here the snapshot that follows either event is what the
-    query answers at its read time (documents held and not answered are REMOVED, the answered
-    ones ADDED or MODIFIED): one query per reopen or such RESET, none otherwise. If that query
-    fails for a minute, the listener ends (and tsstore listens again)."""
+    Nothing brings those documents until the next write makes the emulator send every listener
+    its result again: a tail whose listener moved on before then, or that lost the writer's
+    last commit so, never delivered those ticks; a watch's window lost them, and let them enter
+    again at the next write. Here those snapshots are what the query answers at their read time
+    (documents held and not answered are REMOVED, the answered ones ADDED or MODIFIED): one
+    query per stream opened or RESET not followed by what it dropped, none otherwise (a tail's
+    listener, restarted once it holds ``hold`` documents, so reads what it holds twice at
+    each start). If that query fails for a minute, the listener ends (and tsstore listens
+    again)."""
 
-    _stale = False  # whether the next snapshot is rebuilt from a query
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._stale = False  # whether the next snapshot is rebuilt from a query
+        self._dropped: set[str] = set()  # documents a RESET dropped since the last snapshot
+        super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]  # (which opens the stream)
 
     def _on_add(self, target_change: Any) -> None:
         super()._on_snapshot_target_change_add(target_change)  # type: ignore[no-untyped-call]
-        if self.has_pushed:  # every stream starts with its target's ADD: this one was reopened
-            self._stale = True
+        self._stale = True  # every stream, new or reopened, starts with its target's ADD
 
     def _on_reset(self, target_change: Any) -> None:
-        if any(not isinstance(change, ChangeType) for change in self.change_map.values()):
-            self._stale = True  # documents received since the last snapshot are dropped here
+        self._dropped.update(name for name, change in self.change_map.items() if not isinstance(change, ChangeType))
         super()._on_snapshot_target_change_reset(target_change)  # type: ignore[no-untyped-call]
 
     # The client dispatches target changes through this table of its own functions (overriding
@@ -233,6 +242,12 @@ class _Reconciling(Watch):
     }
 
     def push(self, read_time: Any, next_resume_token: Any) -> None:
+        # A RESET followed by every document it dropped is harmless (the emulator sends some
+        # documents, RESET, and all of them at a write racing its answer): only a document not
+        # sent again calls for the query.
+        if any(isinstance(self.change_map.get(name, ChangeType.REMOVED), ChangeType) for name in self._dropped):
+            self._stale = True
+        self._dropped.clear()
         if self._stale:
             try:
                 answered = self._document_reference.get(read_time=read_time, retry=RECONCILE_RETRY)
