@@ -175,14 +175,18 @@ def listen(
 
 
 #: How a listener's reconciling query (:class:`_Reconciling`) is tried again: on the codes a
-#: cut connection or a loaded emulator gives, for up to a minute; then the listener ends (and
-#: tsstore listens again, :meth:`tsstore.live.listen.Listeners.check`).
+#: cut connection or a loaded emulator gives, for up to a minute, each attempt bounded by
+#: :data:`RECONCILE_ATTEMPT` seconds (it runs on the listener's own thread, which reports
+#: nothing meanwhile); then the listener ends (and tsstore listens again,
+#: :meth:`tsstore.live.listen.Listeners.check`).
 RECONCILE_RETRY = retries.Retry(
     predicate=retries.if_exception_type(
         gexc.ServiceUnavailable, gexc.Cancelled, gexc.DeadlineExceeded, gexc.InternalServerError, gexc.Unknown
     ),
     timeout=60.0,
 )
+#: How long one attempt of that query may take (seconds).
+RECONCILE_ATTEMPT = 30.0
 
 
 #: The name the client gives the thread that ends a listener on an error (tests count listener threads by it).
@@ -250,7 +254,9 @@ class _Reconciling(Watch):
         self._dropped.clear()
         if self._stale:
             try:
-                answered = self._document_reference.get(read_time=read_time, retry=RECONCILE_RETRY)
+                answered = self._document_reference.get(
+                    read_time=read_time, retry=RECONCILE_RETRY, timeout=RECONCILE_ATTEMPT
+                )
             except gexc.GoogleAPIError as exc:  # RetryError after the minute, or a code not tried again
                 log.warning("a listener's reconciling query failed (%s): the listener ends", exc)
                 threading.Thread(target=self.close, name=_ERROR_THREAD, daemon=True).start()
