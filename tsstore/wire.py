@@ -143,6 +143,11 @@ def fast_path_problems(client: Any) -> list[str]:
 
     if not callable(getattr(Watch, "for_query", None)) or not hasattr(client.collection("probe").limit(1), "_orders"):
         problems.append("listeners: the client's Watch.for_query or a query's _orders moved")
+    dispatch = getattr(Watch, "_target_changetype_dispatch", None)
+    changes = TargetChange.TargetChangeType
+    if not isinstance(dispatch, dict) or {changes.ADD, changes.RESET} - set(dispatch) or not callable(Watch.push):
+        problems.append("listeners: the client's Watch no longer dispatches target changes through a table, or has "
+                        "no push (a listener's snapshots would not be reconciled)")
     prep = getattr(Query, "_prep_stream", None)
     if prep is None:
         problems.append("Query has no _prep_stream")
