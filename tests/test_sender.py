@@ -20,7 +20,7 @@ from tsstore.wire import batch_write, get_documents
 from tsstore.write.identity import base_of
 from tsstore.write.ops import Stored, WriteOp
 from tsstore.write.prepare import PreparedDoc
-from tsstore.write.sender import BulkSender, Written, waiting_for
+from tsstore.write.sender import MAX_BATCH_BYTES, NAME_BYTES, BulkSender, Written, waiting_for
 from tsstore.write.window import Window
 
 
@@ -69,6 +69,18 @@ def test_one_refused_document_is_isolated_and_named(client: firestore.Client, co
     assert "nested" in failure.message
     stored = {d.id for d in coll.select([]).stream()}
     assert len(stored) == 299 and "bad" not in stored
+
+
+def test_documents_of_twenty_kilobytes_fill_requests_the_emulator_takes(
+    client: firestore.Client, collection_name: str
+) -> None:
+    """250 documents of 20 KB (5 MB, over the emulator's 4 MiB a message) are written at once:
+    before, one request of 500 such documents was refused for its size 15 times, then reported."""
+    coll = client.collection(collection_name)
+    sender = sender_on(coll, max_attempts=2)
+    sender.send_all([PreparedDoc(i, f"d{i:03d}", {"i": i, "text": "x" * 20_000}, 20_010) for i in range(250)])
+    assert sender.counts["created"] == 250 and not sender.failures
+    assert coll.count().get()[0][0].value == 250
 
 
 def test_later_write_of_the_same_id_wins_when_replacing(client: firestore.Client, collection_name: str) -> None:
@@ -298,6 +310,42 @@ def test_a_request_longer_than_the_connection_stays_up_goes_in_halves_and_later_
     # at 500; every later one at what answered
     assert sizes.count(500) == 6 and max(sizes[30:]) < 250  # each of the first three took 10 requests
     assert pace.taken == 2000
+
+
+def test_a_request_too_large_for_the_server_goes_in_halves_at_once() -> None:
+    """The emulator refuses a request over 4 MiB RESOURCE_EXHAUSTED ("gRPC message exceeds
+    maximum size"): not an overload, since the same request fails again (500 documents of 19 KB
+    were tried 15 times over four minutes, then reported unwritten). It is sent in halves, each
+    split again until it passes, and nothing is tried twice at one size."""
+    sizes: list[int] = []
+
+    def refuse_large(writes: list[WriteOp]) -> list[tuple[int, str]]:
+        sizes.append(len(writes))
+        if len(writes) > 100:
+            raise gexc.ResourceExhausted(f"gRPC message exceeds maximum size 4194304: {len(writes) * 19_000}")
+        return [(0, "")] * len(writes)
+
+    sender = BulkSender(send=refuse_large, lookup=lambda ids: {}, pace=Unpaced(), max_attempts=15,
+                        window=Window(least=1, most=1))  # fmt: skip
+    sender.send_all([doc(i, f"id{i}", {"i": i}) for i in range(500)])
+    assert sender.counts["created"] == 500 and not sender.failures
+    assert sizes[:3] == [500, 250, 125] and sorted(set(sizes)) == [62, 63, 125, 250, 500]
+    assert sizes.count(500) == 1 and sizes.count(250) == 2  # each size tried once
+
+
+def test_a_batch_holds_at_most_the_bytes_a_request_may_carry() -> None:
+    """Documents of 100 KB: a request carries at most MAX_BATCH_BYTES of them (with each one's
+    name), under the emulator's 4 MiB, however many documents a batch may hold."""
+    sizes: list[int] = []
+
+    def send(writes: list[WriteOp]) -> list[tuple[int, str]]:
+        sizes.append(len(writes))
+        return [(0, "")] * len(writes)
+
+    sender = BulkSender(send=send, lookup=lambda ids: {}, pace=Unpaced(), max_attempts=1, window=Window(least=1, most=1))
+    sender.send_all([PreparedDoc(i, f"id{i}", {"i": i}, 100_000) for i in range(200)])
+    assert sender.counts["created"] == 200
+    assert max(sizes) == MAX_BATCH_BYTES // (100_000 + NAME_BYTES) and max(sizes) * 100_000 < 4 * 1024 * 1024
 
 
 def test_per_document_statuses_are_retried_or_named() -> None:

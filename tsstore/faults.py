@@ -107,12 +107,21 @@ P = TypeVar("P")
 
 def kind_of(exc: BaseException) -> Kind | None:
     """Whether an exception raised by a call is a fault, an overload, or neither (``None``:
-    trying again would fail the same way)."""
+    trying again would fail the same way, as a request too large does)."""
+    if too_large(exc):
+        return None
     if isinstance(exc, _OVERLOADS):
         return "overload"
     if isinstance(exc, _FAULTS) or early_read_time(exc):
         return "fault"
     return None
+
+
+def too_large(exc: BaseException) -> bool:
+    """Whether the server refused a request for its size: the emulator's gRPC server takes
+    messages of up to 4 MiB and answers a larger one RESOURCE_EXHAUSTED ("gRPC message exceeds
+    maximum size 4194304: ..."), which is not an overload: the same request fails again."""
+    return isinstance(exc, gexc.ResourceExhausted) and "exceeds maximum size" in str(exc)
 
 
 def early_read_time(exc: BaseException) -> bool:
