@@ -3,7 +3,8 @@ to the emulator) and through a TCP proxy (tests/proxy.py) that cuts every open c
 once a second and refuses new ones for a moment after each cut, as a flaky network does.
 
 - Reconnects: how long after one cut a plain document read (no retries) succeeds again.
-- Writes: ``--ticks`` ticks written by ``TimeSeriesStore.write`` (ramp off), clean and cut, each
+- Writes: ``--ticks`` ticks written by ``TimeSeriesStore.write`` (ramp off; ``--ramp``: from
+  500 writes/s, as a new collection's writer starts), clean and cut, each
   into a database of its own, with the late-data protocol on: a minute roll-up of the series is
   stored for the day before (``--history`` ticks, rolled up before the timed write), so the
   writer keeps a lease and a view of the roll-up's horizon (``--no-rollup``: none declared).
@@ -26,7 +27,7 @@ Each case runs in a thread with a time limit (``--case-timeout``): a run that ra
 FAILED with its exception, one that overruns as TIMEOUT (its thread is left behind, its proxy
 closed), and the benchmark goes on. Each cut case has a proxy of its own, so its cuts are its own.
 
-Run: python bench/faults.py [--ticks 20000] [--history 2000] [--no-rollup] [--write-repeats 3] [--shards 10] [--read-ticks 20000] [--read-shards 3,40]
+Run: python bench/faults.py [--ticks 20000] [--history 2000] [--no-rollup] [--ramp] [--write-repeats 3] [--shards 10] [--read-ticks 20000] [--read-shards 3,40]
      [--page-rows 1000] [--every 1.0] [--down 0.3] [--clean-span 3] [--cut-span 10]
      [--case-timeout 300] [--reconnects 5]
 """
@@ -330,7 +331,7 @@ def writes(emu: Emulator, args: argparse.Namespace) -> None:
             client.close()
 
     def write(client: Any, tally: StatusTally) -> int:
-        store = TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False))
+        store = TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=args.ramp))
         try:
             return store.write(rows, on_status=tally, keep_ids=False).count
         finally:
@@ -364,7 +365,7 @@ def writes(emu: Emulator, args: argparse.Namespace) -> None:
         else f"roll-up {bars.name} stored for the day before ({len(history)} ticks): a lease and views of its horizon"
     )
     print(
-        f"writes: {args.ticks} ticks, {args.shards} shards, WriteOptions(ramp=False), {declared}; "
+        f"writes: {args.ticks} ticks, {args.shards} shards, WriteOptions(ramp={args.ramp}), {declared}; "
         f"cut every ~{args.every} s, down {args.down} s; {args.write_repeats} clean and cut runs alternating;"
         f" time limit {args.case_timeout:.0f} s"
     )
@@ -525,6 +526,7 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=20_000, help="ticks written, clean and cut")
     parser.add_argument("--history", type=int, default=2_000, help="ticks of the day before, rolled up first")
     parser.add_argument("--no-rollup", action="store_true", help="write with no roll-up declared (no history)")
+    parser.add_argument("--ramp", action="store_true", help="the timed writes ramp up from 500 writes/s")
     parser.add_argument("--write-repeats", type=int, default=3, help="clean and cut write runs, alternating")
     parser.add_argument("--shards", type=int, default=10, help="shard values of the written series")
     parser.add_argument("--read-ticks", type=int, default=20_000, help="ticks stored for the read cases")
