@@ -708,8 +708,30 @@ def _batch_write_request(collection: BaseCollectionReference[Any], writes: list[
     return firestore_types.BatchWriteRequest.wrap(request), client
 
 
-def get_documents(collection: BaseCollectionReference[Any], ids: list[str]) -> dict[str, Stored]:
-    """The documents of ``collection`` with these ids that exist (one batched read)."""
+def get_documents(collection: BaseCollectionReference[Any], ids: list[str], *, fast: bool = True) -> dict[str, Stored]:
+    """The documents of ``collection`` with these ids that exist (one batched read). The fast
+    path decodes the answers' protobufs as :func:`stream_ticks` does, not into the client's
+    snapshots: the sender reads back every document of a request a cut ended that had landed,
+    and 500 took 0.23-0.40 s through ``get_all`` on a loaded emulator, 0.06-0.15 s of it the
+    call itself."""
+    if fast:
+        try:
+            client = collection._client
+            prefix = collection.document("x")._document_path[:-1]
+            request = {"database": client._database_string, "documents": [prefix + doc_id for doc_id in ids]}
+            call, metadata = client._firestore_api.batch_get_documents, client._rpc_metadata
+        except (AttributeError, TypeError, ValueError) as exc:  # client internals changed
+            log.warning("tsstore fast look-up path unavailable (%s); using get_all", exc)
+        else:
+            found: dict[str, Stored] = {}
+            for response in call(request=request, metadata=metadata):
+                pb = response._pb
+                if pb.HasField("found"):
+                    doc = pb.found
+                    found[doc.name[len(prefix) :]] = Stored(
+                        _decode_map(doc.fields, client), from_timestamp_pb(doc.create_time)
+                    )
+            return found
     refs = [collection.document(doc_id) for doc_id in ids]
     return _stored(collection._client.get_all(refs))
 
@@ -719,7 +741,7 @@ def transport(collection: BaseCollectionReference[Any], *, fast: bool = True, ti
     writes (the fast path unless ``fast=False``; each timing out after ``timeout`` seconds)
     and its batched reads."""
     send = functools.partial(batch_write, collection, fast=fast, timeout=timeout)
-    return send, functools.partial(get_documents, collection)
+    return send, functools.partial(get_documents, collection, fast=fast)
 
 
 async def aget_documents(collection: BaseCollectionReference[Any], ids: list[str]) -> dict[str, Stored]:
