@@ -135,7 +135,7 @@ def fast_path_problems(client: Any) -> list[str]:
         if not isinstance(getattr(base_client, name, None), list):
             problems.append(f"google.cloud.firestore_v1.base_client has no list {name}")
     api = getattr(client, "_firestore_api", None)
-    for method in ("run_query", "batch_write"):
+    for method in ("run_query", "batch_write", "batch_get_documents"):
         if api is not None and not callable(getattr(api, method, None)):
             problems.append(f"the client's GAPIC API has no {method}")
     import inspect
