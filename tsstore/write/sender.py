@@ -286,8 +286,7 @@ class BulkSender:
         try:
             try:
                 for doc in docs:
-                    full = len(self._held) >= self._cuts.size or size + doc.size + NAME_BYTES > MAX_BATCH_BYTES
-                    if doc.id in ids or full:
+                    if doc.id in ids or len(self._held) >= self._cuts.size or size + doc.size > MAX_BATCH_BYTES:
                         self._submit_held()
                         ids, size = set(), 0
                     self._wait_for_id(doc.id)
