@@ -227,6 +227,24 @@ def test_the_view_reads_days_whose_columns_differ(tmp_path: Path) -> None:
         assert (venues, duck.sql("SELECT count(*) FROM ticks").fetchall()) == ([(made[0].id, "XNYS")], [(15,)])
 
 
+def test_the_days_of_a_seal_are_read_in_one_read_at_one_read_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def reads(world: World) -> list[tuple[dt.datetime, dt.datetime]]:
+        return [(a.read.plan.query.start, a.read.plan.query.end) for a in world.asked if isinstance(a, Feed)]
+
+    world = World(tmp_path / "one", day_ticks())
+    assert [p.label for p in world.seal().sealed] == ["2026-11-01", "2026-11-02", "2026-11-03"]
+    assert reads(world) == [(DAY1, DAY1 + dt.timedelta(days=DAYS))]  # not a read (a scan on the emulator) a day
+    assert len({entry.sealed_at for entry in world.stored().entries.values()}) == 1
+    monkeypatch.setattr(cold, "WINDOW", 2)  # at most two days a read
+    windows = World(tmp_path / "two", day_ticks())
+    windows.seal()
+    two, three = DAY1 + dt.timedelta(days=2), DAY1 + dt.timedelta(days=3)
+    assert reads(windows) == [(DAY1, two), (two, three)]
+    assert windows.read_back() == by_time(expected(windows.ticks))
+
+
 def test_until_seals_only_the_days_ending_by_it(tmp_path: Path) -> None:
     world = World(tmp_path, day_ticks())
     assert [p.label for p in world.seal(until=DAY1 + dt.timedelta(days=2, hours=23)).sealed] == [

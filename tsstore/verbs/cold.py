@@ -2,7 +2,8 @@
 exactly once, and name the current objects for open tools.
 
 A partition is sealed in three steps, each an ask: its ticks read at one read time (a
-:class:`~tsstore.verbs.request.Feed` of the ordinary read), its Parquet object written under
+:class:`~tsstore.verbs.request.Feed` of the ordinary read, one for up to :data:`WINDOW`
+consecutive partitions, cut into partitions as the ticks stream), its Parquet object written under
 a name that must not exist (:class:`~tsstore.cold.objects.PutObject`), and the manifest
 switched to name it under a precondition (:meth:`~tsstore.cold.manifest.Manifest.switch`).
 The pure parts are :mod:`tsstore.cold`; why it holds: ``docs/explanation/cold-tier.md``.
@@ -12,9 +13,8 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
-
-import pyarrow as pa
 
 from tsstore.asks import ask
 from tsstore.cold.manifest import (
@@ -49,6 +49,11 @@ PARAMETER_HELP = {
     "name": "the view's name; default the collection's",
 }
 
+#: The most partitions one read seals: their ticks read in one read at one read time (on the
+#: emulator every query scans the whole collection, so a read a day would scan it a time a day),
+#: each finished partition kept as its Parquet bytes until the read ends.
+WINDOW = 31
+
 #: How many times a sealer tries again when another sealer switched the manifest first, or
 #: wrote an object under the name it tried, or the object store found its object damaged.
 _TRIES = 20
@@ -63,8 +68,9 @@ Outcome = Literal["skipped", "empty"]
 def seal(seat: Seat, *, until: TimeLike | None = None, on_progress: SealProgress | None = None) -> Request[SealResult]:
     """Seal every closed partition of the series not sealed yet into the declared cold
     tier (``SeriesSpec(cold=ColdTier(...))``): from the partition of the oldest tick to the
-    last one that ends by ``until`` (default: now less ``seal_after``), each partition's
-    ticks read at one read time and written as one Parquet object (zstd, sorted by time then
+    last one that ends by ``until`` (default: now less ``seal_after``), the ticks of up to
+    :data:`WINDOW` consecutive partitions read in one read at one read time, each partition
+    written as one Parquet object (zstd, sorted by time then
     document id, ``query_table``'s columns and a ``document_id`` column) under
     ``<collection>/date=YYYY-MM-DD/part-<generation>.parquet``, then named in the manifest
     (``tsstore_cold/<collection>``), which readers go by. Exactly once: a run again seals
@@ -85,14 +91,15 @@ def seal(seat: Seat, *, until: TimeLike | None = None, on_progress: SealProgress
     skipped = 0
     start = yield from _next_tick(seat, tier, None)
     while start is not None and start + tier.partition <= until_at:
-        done = "skipped" if partition_label(start) in known.entries else (yield from _seal_one(seat, tier, start))
-        if isinstance(done, SealedPartition):
-            sealed.append(done)
-            if on_progress is not None:
-                on_progress(done)
-        skipped += done == "skipped"
-        after = start + tier.partition
-        start = (yield from _next_tick(seat, tier, after)) if done == "empty" else after
+        if partition_label(start) in known.entries:
+            skipped += 1
+            start += tier.partition
+            continue
+        end = _window_end(tier, start, until_at, known)
+        outcomes = yield from _seal_window(seat, tier, start, end, on_progress)
+        sealed += [done for done in outcomes if isinstance(done, SealedPartition)]
+        skipped += outcomes.count("skipped")
+        start = (yield from _next_tick(seat, tier, end)) if outcomes[-1] == "empty" else end
     removed = yield from _remove_orphans(seat, collection)
     return SealResult(tuple(sealed), skipped, removed, until_at)
 
@@ -138,20 +145,52 @@ def _next_tick(seat: Seat, tier: ColdTier, after: dt.datetime | None) -> Request
     return tier.start_of(first[0].timestamp) if len(first) else None
 
 
-def _seal_one(seat: Seat, tier: ColdTier, start: dt.datetime) -> Request[SealedPartition | Outcome]:
-    """Seal the partition starting at ``start``, unless the manifest names it already or
-    another sealer names it first (``"skipped"``), or it holds no tick (``"empty"``)."""
+def _window_end(tier: ColdTier, start: dt.datetime, until_at: dt.datetime, known: Manifest) -> dt.datetime:
+    """The end of the partitions one read seals from ``start``: at most :data:`WINDOW`
+    partitions, each ending by ``until_at``, up to the first one sealed before the run."""
+    end = start + tier.partition
+    for _ in range(WINDOW - 1):
+        if end + tier.partition > until_at or partition_label(end) in known.entries:
+            break
+        end += tier.partition
+    return end
+
+
+def _seal_window(
+    seat: Seat, tier: ColdTier, start: dt.datetime, end: dt.datetime, on_progress: SealProgress | None
+) -> Request[list[SealedPartition | Outcome]]:
+    """Seal the partitions from ``start`` to ``end``, their ticks read in one read at one
+    read time: each partition's object written once its last tick has passed; what became of
+    each partition, in order (``"skipped"``: the manifest names it already, or another sealer
+    named it first; ``"empty"``: it holds no tick); ``on_progress`` called with each one
+    sealed as soon as the manifest names it."""
+    snapshot = yield from server_time(seat)
+    plan = oldest_first(seat.spec, Query(start=start, end=end, read_time=snapshot))
+    ticks = _Partitions(seat.spec, tier)
+    yield Feed((yield from read(seat, plan, ReadStats())), ticks)
+    ticks.finish()
+    outcomes: list[SealedPartition | Outcome] = []
+    at = start
+    while at < end:
+        whole = ticks.done.get(at)
+        done = "empty" if whole is None else (yield from _place(seat, tier, at, whole, snapshot))
+        if isinstance(done, SealedPartition) and on_progress is not None:
+            on_progress(done)
+        outcomes.append(done)
+        at += tier.partition
+    return outcomes
+
+
+def _place(
+    seat: Seat, tier: ColdTier, start: dt.datetime, ticks: _Sealed, snapshot: dt.datetime
+) -> Request[SealedPartition | Outcome]:
+    """Write the partition starting at ``start`` under a new name and switch the manifest to
+    it, unless the manifest names it already or another sealer names it first (``"skipped"``)."""
     collection, label = seat.spec.collection, partition_label(start)
     manifest = yield from _manifest(collection)
     if label in manifest.entries:
         return "skipped"
-    snapshot = yield from server_time(seat)
-    plan = oldest_first(seat.spec, Query(start=start, end=start + tier.partition, read_time=snapshot))
-    ticks = _Partition(seat.spec)
-    yield Feed((yield from read(seat, plan, ReadStats())), ticks)
-    if not ticks.ids:
-        return "empty"
-    data, generation = parquet_bytes(ticks.table()), manifest.next_generation(label)
+    data, generation = ticks.data, manifest.next_generation(label)
     for _ in range(_TRIES):
         name = object_name(collection, start, generation)
         placed = yield from ask(PutObject(name, data, f"writing {name} to the cold tier"))
@@ -167,7 +206,7 @@ def _seal_one(seat: Seat, tier: ColdTier, start: dt.datetime) -> Request[SealedP
                          f"their objects damaged (last: {placed}); is another sealer running? "
                          "run the seal again")  # fmt: skip
     entry = Entry(
-        generation=generation, rows=len(ticks.ids), ids=id_checksum(ticks.ids), start=start,
+        generation=generation, rows=ticks.rows, ids=ticks.ids, start=start,
         end=start + tier.partition, first=ticks.first, last=ticks.last, sealed_at=snapshot, object=placed.name,
         object_generation=placed.generation, bytes=placed.size,
     )  # fmt: skip
@@ -198,23 +237,53 @@ def _remove_orphans(seat: Seat, collection: str) -> Request[int]:
     return removed
 
 
-class _Partition:
-    """The ticks of one partition as they stream: their table, ids and first and last times."""
+@dataclass(frozen=True)
+class _Sealed:
+    """A partition read whole: its Parquet bytes, rows, id checksum and first and last times."""
 
-    def __init__(self, spec: SeriesSpec) -> None:
-        self._spec = spec
-        self._builder = FrameBuilder(spec)
-        self.ids: list[str] = []
-        self.first: dt.datetime | None = None
-        self.last: dt.datetime | None = None
+    data: bytes
+    rows: int
+    ids: str
+    first: dt.datetime
+    last: dt.datetime
+
+
+class _Partitions:
+    """The ticks of a read of consecutive partitions as they stream (a partition's ticks come
+    together, in either direction): the partition being read as a table under way, each one
+    read whole already as its Parquet bytes (:attr:`done`, by start)."""
+
+    def __init__(self, spec: SeriesSpec, tier: ColdTier) -> None:
+        self._spec, self._tier = spec, tier
+        self.done: dict[dt.datetime, _Sealed] = {}
+        self._start: dt.datetime | None = None
+        self._open()
+
+    def _open(self) -> None:
+        self._builder = FrameBuilder(self._spec)
+        self._ids: list[str] = []
+        self._first: dt.datetime | None = None
+        self._last: dt.datetime | None = None
 
     def add(self, tick: Tick) -> None:
-        self._builder.add(tick)
-        self.ids.append(tick.id)
         stamp = tick.timestamp
-        self.first = stamp if self.first is None or stamp < self.first else self.first
-        self.last = stamp if self.last is None or stamp > self.last else self.last
+        start = self._tier.start_of(stamp)
+        if start != self._start:
+            self.finish()
+            self._start = start
+        self._builder.add(tick)
+        self._ids.append(tick.id)
+        self._first = stamp if self._first is None or stamp < self._first else self._first
+        self._last = stamp if self._last is None or stamp > self._last else self._last
 
-    def table(self) -> pa.Table:
-        """The partition's rows: ``query_table``'s columns and the ids, by time then id."""
-        return sorted_rows(with_ids(self._builder.table(), self.ids), timestamp_field=self._spec.timestamp_field)
+    def finish(self) -> None:
+        """Encode the partition being read (if any) and start afresh."""
+        if self._start is None or self._first is None or self._last is None:
+            return
+        if self._start in self.done:
+            raise StateError(f"cold tier: the read of {self._spec.collection!r} came back to partition "
+                             f"{partition_label(self._start)} after leaving it; run the seal again")  # fmt: skip
+        table = sorted_rows(with_ids(self._builder.table(), self._ids), timestamp_field=self._spec.timestamp_field)
+        self.done[self._start] = _Sealed(parquet_bytes(table), len(self._ids), id_checksum(self._ids), self._first,
+                                         self._last)  # fmt: skip
+        self._open()
