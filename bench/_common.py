@@ -7,6 +7,7 @@ and prints ratios. Absolute times are printed for context only.
 
 from __future__ import annotations
 
+import resource
 import statistics
 import sys
 import time
@@ -30,6 +31,12 @@ def emulator_in(mode: Mode) -> Emulator:
     emu = start_emulator(mode=mode)
     print(f"# emulator {emu.address} in {mode} mode (pid {emu.pid})", file=sys.stderr)
     return emu
+
+
+def resident_kb() -> int:
+    """This process's resident memory now, in KiB (``ru_maxrss`` is the peak of everything before)."""
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * (resource.getpagesize() // 1024)
 
 
 def measure(

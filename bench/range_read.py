@@ -15,7 +15,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -23,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import emulator
+from _common import emulator, resident_kb
 
 from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.local.synthetic import trading_day
@@ -48,13 +47,13 @@ def child(method: str, address: str, shards: int, start: str, end: str) -> None:
     store = TimeSeriesStore(client, spec)
     lo, hi = dt.datetime.fromisoformat(start), dt.datetime.fromisoformat(end)
     # Resident memory sampled every 20 ms while reading (ru_maxrss would show the imports' peak).
-    baseline = _resident_kb()
+    baseline = resident_kb()
     peak = [baseline]
     reading = threading.Event()
 
     def sample() -> None:
         while not reading.wait(0.02):
-            peak[0] = max(peak[0], _resident_kb())
+            peak[0] = max(peak[0], resident_kb())
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -78,11 +77,6 @@ def child(method: str, address: str, shards: int, start: str, end: str) -> None:
     reading.set()
     sampler.join()
     print(json.dumps({"rows": rows, "seconds": seconds, "peak_kb": peak[0], "baseline_kb": baseline}))
-
-
-def _resident_kb() -> int:
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * (resource.getpagesize() // 1024)
 
 
 def run_child(method: str, address: str, shards: int, start: dt.datetime, end: dt.datetime) -> dict[str, float]:
