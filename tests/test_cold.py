@@ -227,22 +227,31 @@ def test_the_view_reads_days_whose_columns_differ(tmp_path: Path) -> None:
         assert (venues, duck.sql("SELECT count(*) FROM ticks").fetchall()) == ([(made[0].id, "XNYS")], [(15,)])
 
 
-def test_the_days_of_a_seal_are_read_in_one_read_at_one_read_time(
+def test_the_days_of_a_seal_are_read_together_at_one_read_time_as_many_as_the_last_read_says(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def reads(world: World) -> list[tuple[dt.datetime, dt.datetime]]:
         return [(a.read.plan.query.start, a.read.plan.query.end) for a in world.asked if isinstance(a, Feed)]
 
+    two, three = DAY1 + dt.timedelta(days=2), DAY1 + dt.timedelta(days=3)
     world = World(tmp_path / "one", day_ticks())
     assert [p.label for p in world.seal().sealed] == ["2026-11-01", "2026-11-02", "2026-11-03"]
-    assert reads(world) == [(DAY1, DAY1 + dt.timedelta(days=DAYS))]  # not a read (a scan on the emulator) a day
-    assert len({entry.sealed_at for entry in world.stored().entries.values()}) == 1
-    monkeypatch.setattr(cold, "WINDOW", 2)  # at most two days a read
+    # nothing says how many ticks a day holds: a day alone, then the rest together, not a read (a scan
+    # on the emulator) a day
+    assert reads(world) == [(DAY1, DAY1 + dt.timedelta(days=1)), (DAY1 + dt.timedelta(days=1), three)]
+    entries = world.stored().entries
+    assert entries["2026-11-02"].sealed_at == entries["2026-11-03"].sealed_at != entries["2026-11-01"].sealed_at
+    assert world.read_back() == by_time(expected(world.ticks))
+    monkeypatch.setattr(cold, "TICKS_PER_READ", 10)  # two days of five ticks a read
     windows = World(tmp_path / "two", day_ticks())
-    windows.seal()
-    two, three = DAY1 + dt.timedelta(days=2), DAY1 + dt.timedelta(days=3)
-    assert reads(windows) == [(DAY1, two), (two, three)]
-    assert windows.read_back() == by_time(expected(windows.ticks))
+    windows.seal(until=DAY1 + dt.timedelta(days=1))
+    windows.seal()  # the manifest's newest entry sizes the first read
+    assert reads(windows) == [(DAY1, DAY1 + dt.timedelta(days=1)), (DAY1 + dt.timedelta(days=1), three)]
+    monkeypatch.setattr(cold, "TICKS_PER_READ", 5)  # a day a read
+    days = World(tmp_path / "three", day_ticks())
+    days.seal()
+    assert reads(days) == [(DAY1, DAY1 + dt.timedelta(days=1)), (DAY1 + dt.timedelta(days=1), two), (two, three)]
+    assert days.read_back() == by_time(expected(days.ticks))
 
 
 def test_until_seals_only_the_days_ending_by_it(tmp_path: Path) -> None:

@@ -2,8 +2,8 @@
 exactly once, and name the current objects for open tools.
 
 A partition is sealed in three steps, each an ask: its ticks read at one read time (a
-:class:`~tsstore.verbs.request.Feed` of the ordinary read, one for up to :data:`WINDOW`
-consecutive partitions, cut into partitions as the ticks stream), its Parquet object written under
+:class:`~tsstore.verbs.request.Feed` of the ordinary read, one for several consecutive
+partitions, cut into partitions as the ticks stream), its Parquet object written under
 a name that must not exist (:class:`~tsstore.cold.objects.PutObject`), and the manifest
 switched to name it under a precondition (:meth:`~tsstore.cold.manifest.Manifest.switch`).
 The pure parts are :mod:`tsstore.cold`; why it holds: ``docs/explanation/cold-tier.md``.
@@ -53,6 +53,9 @@ PARAMETER_HELP = {
 #: emulator every query scans the whole collection, so a read a day would scan it a time a day),
 #: each finished partition kept as its Parquet bytes until the read ends.
 WINDOW = 31
+#: The ticks one read is sized for, by the most a partition held in the last read (or in the
+#: manifest's newest entry): a read must end within the hour Firestore keeps its read time.
+TICKS_PER_READ = 2_000_000
 
 #: How many times a sealer tries again when another sealer switched the manifest first, or
 #: wrote an object under the name it tried, or the object store found its object damaged.
@@ -68,8 +71,9 @@ Outcome = Literal["skipped", "empty"]
 def seal(seat: Seat, *, until: TimeLike | None = None, on_progress: SealProgress | None = None) -> Request[SealResult]:
     """Seal every closed partition of the series not sealed yet into the declared cold
     tier (``SeriesSpec(cold=ColdTier(...))``): from the partition of the oldest tick to the
-    last one that ends by ``until`` (default: now less ``seal_after``), the ticks of up to
-    :data:`WINDOW` consecutive partitions read in one read at one read time, each partition
+    last one that ends by ``until`` (default: now less ``seal_after``), the ticks of
+    several consecutive partitions read in one read at one read time (as many as make about
+    :data:`TICKS_PER_READ` ticks by the last read, at most :data:`WINDOW`), each partition
     written as one Parquet object (zstd, sorted by time then
     document id, ``query_table``'s columns and a ``document_id`` column) under
     ``<collection>/date=YYYY-MM-DD/part-<generation>.parquet``, then named in the manifest
@@ -89,15 +93,19 @@ def seal(seat: Seat, *, until: TimeLike | None = None, on_progress: SealProgress
     known = yield from _manifest(collection)  # what was sealed before this run: skipped without a read
     sealed: list[SealedPartition] = []
     skipped = 0
+    newest = max(known.entries.values(), key=lambda entry: entry.start, default=None)
+    partitions = 1 if newest is None else _window(newest.rows)  # how many one read takes
     start = yield from _next_tick(seat, tier, None)
     while start is not None and start + tier.partition <= until_at:
         if partition_label(start) in known.entries:
             skipped += 1
             start += tier.partition
             continue
-        end = _window_end(tier, start, until_at, known)
+        end = _window_end(tier, start, until_at, known, partitions)
         outcomes = yield from _seal_window(seat, tier, start, end, on_progress)
-        sealed += [done for done in outcomes if isinstance(done, SealedPartition)]
+        done_now = [done for done in outcomes if isinstance(done, SealedPartition)]
+        partitions = _window(max((done.rows for done in done_now), default=0)) if done_now else partitions
+        sealed += done_now
         skipped += outcomes.count("skipped")
         start = (yield from _next_tick(seat, tier, end)) if outcomes[-1] == "empty" else end
     removed = yield from _remove_orphans(seat, collection)
@@ -145,11 +153,19 @@ def _next_tick(seat: Seat, tier: ColdTier, after: dt.datetime | None) -> Request
     return tier.start_of(first[0].timestamp) if len(first) else None
 
 
-def _window_end(tier: ColdTier, start: dt.datetime, until_at: dt.datetime, known: Manifest) -> dt.datetime:
-    """The end of the partitions one read seals from ``start``: at most :data:`WINDOW`
+def _window(rows: int) -> int:
+    """How many partitions one read takes when a partition holds up to ``rows`` ticks: as many
+    as :data:`TICKS_PER_READ` allows, at least one and at most :data:`WINDOW`."""
+    return max(1, min(WINDOW, TICKS_PER_READ // max(rows, 1)))
+
+
+def _window_end(
+    tier: ColdTier, start: dt.datetime, until_at: dt.datetime, known: Manifest, partitions: int
+) -> dt.datetime:
+    """The end of the partitions one read seals from ``start``: at most ``partitions``
     partitions, each ending by ``until_at``, up to the first one sealed before the run."""
     end = start + tier.partition
-    for _ in range(WINDOW - 1):
+    for _ in range(partitions - 1):
         if end + tier.partition > until_at or partition_label(end) in known.entries:
             break
         end += tier.partition
