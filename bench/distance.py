@@ -409,7 +409,8 @@ def others_writes(emu: Emulator, where: list[Place], stores: dict[str, Any], dat
         for i in range(samples):
             store.query(limit=1)
             time.sleep(rng.uniform(0.0, 0.3))
-            committed = direct.collection("others").document(f"w{i}").set({"i": i}).update_time
+            # a document of its own each time: a write that changes nothing keeps the update time it had
+            committed = direct.collection("others").document(f"{place.name}-w{i}").set({"i": i}).update_time
             estimate = server_clock(client).now()
             if estimate is not None:  # None: no read time stamped on arrival lately, the next read reads it first
                 gaps.append((estimate - committed).total_seconds())
