@@ -212,7 +212,7 @@ def run_place(name: str, address: str, spec: SeriesSpec, lake: Path, args: argpa
         raise SystemExit(f"sealed {sealed.rows} ticks in {len(sealed.sealed)} partitions; wrote {args.ticks} "
                          f"over {args.days} days")  # fmt: skip
     print(f"\n## {name}")
-    print(f"sealing: {sealed.rows:,} ticks in {len(sealed.sealed)} objects, {sealed.bytes / 1e6:.1f} MB, "
+    print(f"sealing: {sealed.rows:,} ticks in {len(sealed.sealed)} objects, {sealed.size / 1e6:.1f} MB, "
           f"{seal_s:.1f} s ({seal_cpu:.1f} s CPU): {sealed.rows / seal_s:,.0f} ticks/s; "
           f"peak RSS +{peak.added_mb:.0f} MB over the RSS before")  # fmt: skip
     print("the cold side read with DuckDB over the objects the manifest names (store.cold_sql()); "
@@ -232,7 +232,7 @@ def run_place(name: str, address: str, spec: SeriesSpec, lake: Path, args: argpa
               f"{cold_fig.bytes / 1e6:>7.1f}  {ratio:>7.3f}  {'met' if ratio <= 0.1 else 'NOT met'}")  # fmt: skip
     print("cold billed: the one read of the manifest document; no tick is billed. Every case: cold rows == "
           "Firestore rows (ids and values)")
-    per_tick = sealed.bytes / sealed.rows
+    per_tick = sealed.size / sealed.rows
     size = stored_per_tick / per_tick
     print(f"Parquet {per_tick:.1f} bytes/tick vs Firestore's billed storage {stored_per_tick} bytes/tick (capacity "
           f"planner: document and index entries): {size:.1f}x smaller, {'met' if size >= 10 else 'NOT met'} "

@@ -272,7 +272,7 @@ def test_a_seal_through_cuts_seals_each_day_once_with_checked_bytes(
             sealed = store.seal(until=end)
         assert len(uploads) > len(set(uploads))  # an upload was cut and made again
         assert ([p.label for p in sealed.sealed], sealed.rows) == (["2026-03-02", "2026-03-03", "2026-03-04"], 1_200)
-        assert min(p.bytes for p in sealed.sealed) > 1_000_000
+        assert min(p.size for p in sealed.sealed) > 1_000_000
         days = [store.query_table(start=start + dt.timedelta(days=d), end=start + dt.timedelta(days=d + 1),
                                   direction="asc") for d in range(3)]  # fmt: skip
         partitions = stored_doc(client, f"tsstore_cold/{collection_name}")["partitions"]

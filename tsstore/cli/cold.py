@@ -43,7 +43,7 @@ def seal(*, spec: SeriesSpec, database: Database, until: str | None, sql: bool, 
 
     def sealed(partition: SealedPartition) -> None:
         done.append(partition)
-        click.echo(f"sealed {partition.label}: {partition.rows} ticks, {partition.bytes} bytes ({partition.object})",
+        click.echo(f"sealed {partition.label}: {partition.rows} ticks, {partition.size} bytes ({partition.object})",
                    err=True)  # fmt: skip
 
     try:

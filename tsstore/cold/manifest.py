@@ -179,14 +179,14 @@ def duckdb_view(name: str, urls: list[str]) -> str:
 
 @dataclass(frozen=True)
 class SealedPartition:
-    """A partition this run sealed: its name, rows, bytes written, generation and object."""
+    """A partition this run sealed: its name, rows, size in bytes, generation and object."""
 
     #: The partition's name: its start's UTC date (``2026-11-01``).
     label: str
     #: Its ticks, all in the object.
     rows: int
-    #: The object's size.
-    bytes: int
+    #: The object's size in bytes.
+    size: int
     #: The number in the object's name, handed out by the manifest.
     generation: int
     #: The object's name in the tier (``<collection>/date=2026-11-01/part-1.parquet``).
@@ -214,12 +214,12 @@ class SealResult:
         return sum(p.rows for p in self.sealed)
 
     @property
-    def bytes(self) -> int:
+    def size(self) -> int:
         """Parquet bytes written by this run."""
-        return sum(p.bytes for p in self.sealed)
+        return sum(p.size for p in self.sealed)
 
     def describe(self) -> str:
         """One line: what was sealed, skipped and removed."""
         removed = f", {self.removed} orphan object(s) removed" if self.removed else ""
-        return (f"sealed {len(self.sealed)} partition(s) ({self.rows} ticks, {self.bytes} bytes) up to "
+        return (f"sealed {len(self.sealed)} partition(s) ({self.rows} ticks, {self.size} bytes) up to "
                 f"{utc_text(self.until)}; {self.skipped} already sealed{removed}")  # fmt: skip
