@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from tsstore.errors import SpecError
+from tsstore.errors import SpecError, refuse_unknown_keys
 
 ReadAccess = Literal["none", "signed-in", "public", "custom"]
 CreateAccess = Literal["none", "signed-in", "custom"]
@@ -127,9 +127,7 @@ def access_from(value: object) -> ClientAccess:
     if isinstance(value, str):
         return ClientAccess(value)  # type: ignore[arg-type]  # checked by ClientAccess
     if isinstance(value, Mapping):
-        unknown = sorted(set(value) - set(_ACCESS_KEYS))
-        if unknown:
-            raise SpecError(f"unknown key(s) {unknown} in access {dict(value)!r}; allowed: {', '.join(_ACCESS_KEYS)}")
+        refuse_unknown_keys(value, _ACCESS_KEYS, where=f"access {dict(value)!r}")
         return ClientAccess(**value)
     raise SpecError(
         f"access {value!r} is not allowed; give a ClientAccess, one of {', '.join(READ_ACCESS)}, "

@@ -11,7 +11,7 @@ working. Every message names the bad value and what is allowed instead.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 #: What the exceptions' parameters mean (the reference shows each beside its exception; for
@@ -57,6 +57,14 @@ class StateError(TsstoreError):
 
 class SpecError(UsageError):
     """A series declaration (``SeriesSpec``/``QueryShape``) is invalid."""
+
+
+def refuse_unknown_keys(table: Iterable[str], allowed: Sequence[str], *, where: str) -> None:
+    """Refuse a declaration table (a file's, or a mapping given in Python) holding a key that
+    is not ``allowed``, naming the keys and ``where`` they were found."""
+    unknown = sorted(set(table) - set(allowed))
+    if unknown:
+        raise SpecError(f"unknown key(s) {unknown} in {where}; allowed: {', '.join(allowed)}")
 
 
 class ConfigError(UsageError):

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tsstore.errors import SpecError
+from tsstore.errors import SpecError, refuse_unknown_keys
 from tsstore.limits import MAX_IN_VALUES
 from tsstore.times import EPOCH, bucket_start, to_duration
 
@@ -113,10 +113,7 @@ def late_from(value: "LatePolicy | Mapping[str, object] | None") -> LatePolicy:
     if isinstance(value, LatePolicy):
         return value
     if isinstance(value, Mapping):
-        allowed = ("window", "refresh", "send_timeout")
-        unknown = sorted(set(value) - set(allowed))
-        if unknown:
-            raise SpecError(f"unknown key(s) {unknown} in the late policy; allowed: {', '.join(allowed)}")
+        refuse_unknown_keys(value, ("window", "refresh", "send_timeout"), where="the late policy")
         options: dict[str, Any] = dict(value)
         window = options.get("window")
         if window in ("none", "None"):  # TOML has no null

@@ -18,7 +18,7 @@ from enum import Enum
 from typing import Any, Literal
 
 from tsstore.access import DEFAULT_ACCESS, ClientAccess, access_from
-from tsstore.errors import QueryError, SpecError
+from tsstore.errors import QueryError, SpecError, refuse_unknown_keys
 from tsstore.cold.tier import ColdTier, cold_from
 from tsstore.late import DEFAULT_LATE, LatePolicy, late_from
 from tsstore.limits import MAX_INEQUALITY_FIELDS, SEQUENTIAL_WRITES_PER_SECOND
@@ -708,9 +708,7 @@ def spec_from_mapping(data: Mapping[str, object], *, source: str | None = None) 
 def _spec_of(data: Mapping[str, object]) -> SeriesSpec:
     if not isinstance(data, Mapping):
         raise SpecError(f"a series declaration must be a table, got {type(data).__name__}")
-    unknown = sorted(set(data) - set(_SPEC_KEYS))
-    if unknown:
-        raise SpecError(f"unknown key(s) {unknown} in series declaration; allowed: {', '.join(_SPEC_KEYS)}")
+    refuse_unknown_keys(data, _SPEC_KEYS, where="series declaration")
     if "collection" not in data:
         raise SpecError("a series declaration needs 'collection'")
     options = dict(data)
@@ -723,9 +721,7 @@ def _spec_of(data: Mapping[str, object]) -> SeriesSpec:
     shapes = []
     for raw in options.pop("shapes", []):  # type: ignore[attr-defined]
         if isinstance(raw, Mapping):
-            extra = sorted(set(raw) - set(_SHAPE_KEYS))
-            if extra:
-                raise SpecError(f"unknown key(s) {extra} in shape {dict(raw)!r}; allowed: {', '.join(_SHAPE_KEYS)}")
+            refuse_unknown_keys(raw, _SHAPE_KEYS, where=f"shape {dict(raw)!r}")
             shapes.append(
                 QueryShape(
                     raw.get("fields", ()),

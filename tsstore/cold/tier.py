@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tsstore.errors import SpecError
+from tsstore.errors import SpecError, refuse_unknown_keys
 from tsstore.times import bucket_start, to_duration
 
 DAY = dt.timedelta(days=1)
@@ -86,9 +86,7 @@ def cold_from(value: ColdTier | Mapping[str, object] | None, *, source: str | No
         return value
     if not isinstance(value, Mapping):
         raise SpecError(f"cold {value!r} is not allowed; give a ColdTier or a table of {', '.join(_KEYS)}")
-    unknown = sorted(set(value) - set(_KEYS))
-    if unknown:
-        raise SpecError(f"unknown key(s) {unknown} in the cold tier; allowed: {', '.join(_KEYS)}")
+    refuse_unknown_keys(value, _KEYS, where="the cold tier")
     if "path" not in value:
         raise SpecError("a cold tier needs 'path' (a local directory or gs://bucket/prefix)")
     path = value["path"]
