@@ -130,6 +130,13 @@ class Manifest:
         """The copy of this version written to the object store."""
         return json.dumps(self.document(), default=_text, indent=1, sort_keys=True).encode()
 
+    @property
+    def through(self) -> dt.datetime | None:
+        """Where the sealed history ends (``None``: nothing sealed): every partition before
+        it is sealed, named by an entry or, without one, holding no tick when it was sealed
+        (a read takes it as empty unless it is marked)."""
+        return max((entry.end for entry in self.entries.values()), default=None)
+
     def current(self) -> list[str]:
         """The objects readers read: one per sealed partition, by partition."""
         return [entry.object for _, entry in sorted(self.entries.items())]

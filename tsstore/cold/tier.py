@@ -116,3 +116,11 @@ def manifest_copy_name(collection: str, version: int) -> str:
     """The object holding the copy of version ``version`` of a collection's manifest."""
     return f"{collection}/_manifest/{version}.json"
 
+
+def horizon_name(collection: str) -> str:
+    """The name the cold tier of ``collection`` goes by in the late-tick protocol: its
+    watermark document ``tsstore_rollups/<collection>.cold`` (``source``: the collection,
+    ``interval_seconds``: the partition) and its marks under it, one per partition a late,
+    replaced or erased tick changed after it was sealed (id: the partition's start in epoch
+    milliseconds, as a roll-up's), which writers leave as they leave a roll-up's."""
+    return f"{collection}.cold"
