@@ -31,7 +31,7 @@ from tsstore.frames import aframes
 from tsstore.live.aio import AsyncLive
 from tsstore.modes import FirestoreSide, refuse_live
 from tsstore.read.async_engine import aread_ticks
-from tsstore.read.engine import TickRead
+from tsstore.read.cold import ColdRead, TieredRead, cold_ticks
 from tsstore.read.fetch import afetcher
 from tsstore.spec import SeriesSpec
 from tsstore.store import TimeSeriesStore
@@ -189,7 +189,7 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
     def _stream(self, reading: declare.Reading[T]) -> declare.AsyncTickStream[T]:
         async def items() -> AsyncIterator[Any]:
             opening = reading.opening
-            ticks = self._ticks(opening if isinstance(opening, (TickRead, JoinRead)) else await self._run(opening))
+            ticks = self._ticks(opening if isinstance(opening, asks.READABLE) else await self._run(opening))
             async for item in (
                 ticks
                 if reading.rows is None
@@ -213,6 +213,10 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
             return _pushed(self._sync._ticks(read))
         if isinstance(read, JoinRead):
             return read.ajoined(self._ticks(read.left), self._ticks(read.right))
+        if isinstance(read, TieredRead):
+            return _chained([self._ticks(part) for part in read.parts], read.limit)
+        if isinstance(read, ColdRead):
+            return _pushed(cold_ticks(read, self._object_bytes))
         fetch = afetcher(self._collection_of, read.plan, gate=self._gate)
         return aread_ticks(read, fetch=fetch, renew=lambda: self._run(reading.server_time(self.seat)))
 
@@ -255,6 +259,18 @@ def _loop_transport(collection: Any, *, timeout: float) -> Transport:
 def _on_loop(coroutine: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop) -> T:
     """Run ``coroutine`` on ``loop`` from a worker thread and wait for its result."""
     return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+
+
+async def _chained(parts: list[AsyncIterator[T]], limit: int | None) -> AsyncIterator[T]:
+    """The items of ``parts`` one after another (each started when the one before it ends),
+    at most ``limit``."""
+    given = 0
+    for part in parts:
+        async for item in part:
+            if limit is not None and given >= limit:
+                return
+            given += 1
+            yield item
 
 
 async def _pushed(ticks: Iterator[T], *, batch: int = PULLED_BATCH) -> AsyncIterator[T]:

@@ -64,7 +64,8 @@ DTYPES = {
 }
 
 
-def _projected(name: str, columns: Collection[str]) -> bool:
+def projected(name: str, columns: Collection[str]) -> bool:
+    """Whether column ``name`` is among ``columns`` (a map's name brings its leaves)."""
     return any(name == c or name.startswith(c + ".") for c in columns)
 
 
@@ -198,8 +199,11 @@ class FrameBuilder:
     Python objects of about one chunk are alive at a time, not those of every row, and each
     column's values are held once."""
 
-    def __init__(self, spec: SeriesSpec, *, columns: Iterable[str] | None = None, chunk_rows: int = CHUNK_ROWS) -> None:
+    def __init__(
+        self, spec: SeriesSpec, *, columns: Iterable[str] | None = None, chunk_rows: int = CHUNK_ROWS, shard: bool = False
+    ) -> None:
         check_frame_rows(chunk_rows, name="chunk_rows")
+        self._shard = shard  # the shard field a column even when columns do not name it (a sealed partition's)
         self._spec, self._projection = spec, None if columns is None else tuple(columns)
         self._chunk_rows = chunk_rows
         self._declared = dict(spec.columns)
@@ -241,7 +245,7 @@ class FrameBuilder:
         projection, declared = self._projection, self._declared
         data: dict[str, Any] = {}
         for name in [*declared, *sorted(name for name in self._parts if name not in declared)]:
-            if projection is None or _projected(name, projection):
+            if projection is None or projected(name, projection):
                 kind = declared.get(name) or _infer(self._kinds.get(name, set()))
                 parts = self._parts.pop(name, [self._done])
                 data[name] = _column(name, parts, kind, self._runs.pop(name, None), whole=name in self._misfits)
@@ -253,11 +257,11 @@ class FrameBuilder:
         holds = self._holds.get(name)
         if holds is None:
             spec, projection = self._spec, self._projection
-            shard_left_out = projection is None or spec.shard_field not in projection
+            shard_left_out = not self._shard and (projection is None or spec.shard_field not in projection)
             holds = self._holds[name] = (
                 name != spec.timestamp_field
                 and not (name == spec.shard_field and shard_left_out)
-                and (projection is None or _projected(name, projection))
+                and (projection is None or projected(name, projection))
             )
         return holds
 

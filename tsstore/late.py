@@ -16,10 +16,11 @@ Everything here is plain data; nothing talks to Firestore.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tsstore.asks import Doc, FindDocs
 from tsstore.errors import SpecError, refuse_unknown_keys
 from tsstore.limits import MAX_IN_VALUES
 from tsstore.times import EPOCH, bucket_start, to_duration
@@ -256,3 +257,31 @@ class Leases:
         expiries = [(lease.written + dt.timedelta(seconds=lease.seconds) - now).total_seconds() for lease in behind]
         retry = min([refresh, *expiries]) if behind else 0.0
         return cls(len(behind), min([now, *(lease.safe for lease in live)]), max(retry, 0.05))
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A marked bucket of a roll-up: its start, and when its mark was last written."""
+
+    bucket: dt.datetime
+    written: dt.datetime
+
+
+def marks_ask(
+    name: str, *, since: dt.datetime | None = None, before: dt.datetime | None, read_time: dt.datetime | None
+) -> FindDocs:
+    """The ask for the marks of roll-up ``name`` for buckets in ``[since, before)`` (``None``:
+    unbounded) at ``read_time``; :func:`marks_of` reads its answer."""
+    where = (*((("bucket", ">=", since),) if since is not None else ()),
+             *((("bucket", "<", before),) if before is not None else ()))  # fmt: skip
+    return FindDocs(marks_path(name), f"reading the late-tick marks of roll-up {name!r}", where, read_time)
+
+
+def marks_of(found: Iterable[Doc]) -> list[Mark]:
+    """The marks in an answer of :func:`marks_ask`, oldest bucket first."""
+    out = []
+    for doc in found:
+        bucket = (doc.data or {}).get("bucket")
+        if isinstance(bucket, dt.datetime) and doc.update_time is not None:
+            out.append(Mark(bucket, doc.update_time))
+    return sorted(out, key=lambda mark: mark.bucket)

@@ -25,8 +25,10 @@ from tsstore.clock import local_us
 from tsstore.errors import ConfigError
 from tsstore.frames import frames
 from tsstore.modes import FirestoreSide, refuse_live
-from tsstore.read.engine import Fetch, TickRead, read_ticks
+from tsstore.read.cold import ColdRead, TieredRead, cold_ticks
+from tsstore.read.engine import Fetch, read_ticks
 from tsstore.read.fetch import fetcher
+from tsstore.read.merge import take
 from tsstore.read.plan import QueryPlan
 from tsstore.spec import SeriesSpec
 from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, Writer, aggregated
@@ -143,7 +145,7 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
     def _stream(self, reading: declare.Reading[T]) -> declare.TickStream[T]:
         def items() -> Iterator[Any]:
             opening = reading.opening
-            ticks = self._ticks(opening if isinstance(opening, (TickRead, JoinRead)) else self._run(opening))
+            ticks = self._ticks(opening if isinstance(opening, asks.READABLE) else self._run(opening))
             yield from (
                 ticks
                 if reading.rows is None
@@ -160,6 +162,10 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
     def _ticks(self, read: Readable) -> Iterator[Tick]:
         if isinstance(read, JoinRead):
             return read.joined(self._ticks(read.left), self._ticks(read.right))
+        if isinstance(read, TieredRead):
+            return take((tick for part in read.parts for tick in self._ticks(part)), read.limit)
+        if isinstance(read, ColdRead):
+            return cold_ticks(read, self._object_bytes)
         fetch = self._answers.fetcher(read.plan)
         return read_ticks(read, fetch=fetch, pool=self._pool, renew=lambda: self._run(reading.server_time(self.seat)))
 

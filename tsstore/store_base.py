@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, get_args
 
 from tsstore.asks import Doc
 from tsstore.clock import ServerClock
-from tsstore.cold.objects import ObjectAsk, Objects, answer_object
+from tsstore.cold.objects import GetObject, ObjectAsk, Objects, answer_object
 from tsstore.cold.stores import objects_at
 from tsstore.dswire import is_datastore_client
 from tsstore.errors import ConfigError
@@ -106,6 +106,11 @@ class StoreBase(Verbs):
         if self._objects is None:  # one per store: a bucket's client is made once, at its first call
             self._objects = objects_at(self.spec.cold.path)
         return answer_object(self._objects, ask)
+
+    def _object_bytes(self, name: str) -> bytes | None:
+        """The bytes of the cold tier's object ``name`` (``None``: there is none)."""
+        data: bytes | None = self._answer_object(GetObject(name, f"reading {name} from the cold tier"))
+        return data
 
     def _collection_of(self, spec: SeriesSpec) -> Any:
         """The collection of ``spec``: this store's own, or another one a request reads or

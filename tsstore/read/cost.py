@@ -77,6 +77,10 @@ class ReadStats:
     #: The reads of the server's time, for a snapshot of several queries when no answer of the
     #: last seconds told it (:mod:`tsstore.clock`); counted in ``queries`` and ``round_trips`` too.
     snapshot_reads: int = 0
+    #: The cold tier's objects read (sealed partitions, :mod:`tsstore.cold`): no billed read.
+    objects: int = 0
+    #: Their bytes.
+    object_bytes: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def query_done(self, documents: int) -> None:
@@ -117,6 +121,14 @@ class ReadStats:
         with self._lock:
             self.snapshot_reads += 1
 
+    def object_read(self, size: int) -> None:
+        """Count one object of the cold tier read, of ``size`` bytes (thread-safe).
+
+        - ``size``: the object's bytes"""
+        with self._lock:
+            self.objects += 1
+            self.object_bytes += size
+
     def waited(self, waves: int = 1) -> None:
         """Count waves of requests the caller waited for (thread-safe).
 
@@ -131,7 +143,9 @@ class ReadStats:
             f"chunk{'' if self.chunks == 1 else 's'}, {self.billed_reads} billed read"
             f"{'' if self.billed_reads == 1 else 's'}"
             + (f" ({self.index_reads} of index entries)" if self.index_reads else "")
-        )
+            + (f"; {self.objects} cold object{'' if self.objects == 1 else 's'} ({self.object_bytes} bytes)"
+               if self.objects else "")
+        )  # fmt: skip
 
 
 def lean_asks(rows: int, chunk_sizes: Sequence[int]) -> list[int]:

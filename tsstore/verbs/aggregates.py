@@ -17,13 +17,13 @@ from tsstore.analytics.covered import Part as CoveredPart
 from tsstore.analytics.rollup import BAR_FIELDS, Rollup
 from tsstore.asks import Doc, FindDocs, asked_together
 from tsstore.errors import QueryError
-from tsstore.late import PURGED
+from tsstore.late import PURGED, marks_ask, marks_of
 from tsstore.read.chunks import ChunkTicks
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import QueryPlan, oldest_first
 from tsstore.read.query import Query, RangeOptions
 from tsstore.ticks import Tick
-from tsstore.verbs.marks import marks_ask, marks_of, watermark_ask
+from tsstore.verbs.marks import watermark_ask
 from tsstore.verbs.reading import COUNT_OPTIONS, read, snapshot_now, snapshot_of
 from tsstore.verbs.request import Aggregate, Feed, Request, Seat
 

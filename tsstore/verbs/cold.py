@@ -276,7 +276,7 @@ class _Partitions:
         self._open()
 
     def _open(self) -> None:
-        self._builder = FrameBuilder(self._spec)
+        self._builder = FrameBuilder(self._spec, shard=True)  # a tick read back from the tier is the document
         self._ids: list[str] = []
         self._first: dt.datetime | None = None
         self._last: dt.datetime | None = None

@@ -10,21 +10,12 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from tsstore.asks import Asking, DeleteDoc, Doc, FindDocs, GetDoc, SetDoc, ask, asked_together
-from tsstore.late import WRITERS, Lease, Leases, mark_id, marks_path, watermark_path
+from tsstore.asks import Asking, DeleteDoc, FindDocs, GetDoc, SetDoc, ask, asked_together
+from tsstore.late import WRITERS, Lease, Leases, Mark, mark_id, marks_ask, marks_of, marks_path, watermark_path
 from tsstore.verbs.reading import server_time
 from tsstore.verbs.request import Pause, Request, Seat
-
-
-@dataclass(frozen=True)
-class Mark:
-    """A marked bucket of a roll-up: its start, and when its mark was last written."""
-
-    bucket: dt.datetime
-    written: dt.datetime
 
 
 def watermark_ask(name: str, *, read_time: dt.datetime | None = None) -> GetDoc:
@@ -69,26 +60,6 @@ def settle_writers(seat: Seat, source: str, *, announced: dt.datetime | None, re
             return verdict.cutoff
         why = f"waiting for {verdict.waiting} writer(s) of {source!r} to see the new horizon"
         yield Pause(verdict.retry_after, why)
-
-
-def marks_ask(
-    name: str, *, since: dt.datetime | None = None, before: dt.datetime | None, read_time: dt.datetime | None
-) -> FindDocs:
-    """The ask for the marks of roll-up ``name`` for buckets in ``[since, before)`` (``None``:
-    unbounded) at ``read_time``; :func:`marks_of` reads its answer."""
-    where = (*((("bucket", ">=", since),) if since is not None else ()),
-             *((("bucket", "<", before),) if before is not None else ()))  # fmt: skip
-    return FindDocs(marks_path(name), f"reading the late-tick marks of roll-up {name!r}", where, read_time)
-
-
-def marks_of(found: Iterable[Doc]) -> list[Mark]:
-    """The marks in an answer of :func:`marks_ask`, oldest bucket first."""
-    out = []
-    for doc in found:
-        bucket = (doc.data or {}).get("bucket")
-        if isinstance(bucket, dt.datetime) and doc.update_time is not None:
-            out.append(Mark(bucket, doc.update_time))
-    return sorted(out, key=lambda mark: mark.bucket)
 
 
 def read_marks(

@@ -26,7 +26,8 @@ from tsstore.read.query import Query, QueryOptions, RangeOptions
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Page, Position, Tick
 from tsstore.verbs.declare import Reading
-from tsstore.verbs.request import Collect, Count, Feed, Over, Request, Seat, billed
+from tsstore.verbs.request import Collect, Count, Feed, Over, Readable, Request, Seat, billed
+from tsstore.verbs.seam import seam_of, tiered_page, tiered_read
 
 if TYPE_CHECKING:
     import polars as pl
@@ -90,10 +91,14 @@ def query(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOpti
     plan = planned(seat, query, options)
     stats = ReadStats()
     if plan.limit is None:
-        ticks = yield Collect((yield from read(seat, plan, stats)))
+        ticks = yield Collect((yield from read_tiers(seat, plan, stats)))
         return Page(tuple(ticks), None, stats)
-    after, snapshot = start_after(plan), (yield from snapshot_of(seat, plan, stats))
+    after, snapshot = start_after(plan), (yield from snapshot_of(seat, plan, stats, parts=2 if seat.spec.cold else None))
+    cut = None if snapshot is None else (yield from seam_of(seat, plan, snapshot, stats))
     # One more than the limit tells whether a next page exists.
+    if cut is not None and snapshot is not None:
+        ticks = yield from tiered_page(seat, plan, cut, after=after, rows=plan.limit + 1, snapshot=snapshot, stats=stats)
+        return finish_page(plan, ticks, stats, snapshot=snapshot)
     rounds = page_rounds(seat, plan, after=after, rows=plan.limit + 1, read_time=snapshot, stats=stats)
     return finish_page(plan, (yield Collect(TickRead(plan, rounds=rounds))), stats, snapshot=snapshot)
 
@@ -104,7 +109,7 @@ def iter_ticks(seat: Seat, query: Query | None = None, /, **options: Unpack[Quer
     lean page instead). The stream's ``stats`` say what it has cost so far."""
     plan = planned(seat, query, options)
     stats = ReadStats()
-    return Reading(read(seat, plan, stats), stats, seat.spec)
+    return Reading(read_tiers(seat, plan, stats), stats, seat.spec)
 
 
 def query_frame(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOptions]) -> Request[pd.DataFrame]:
@@ -112,7 +117,7 @@ def query_frame(seat: Seat, query: Query | None = None, /, **options: Unpack[Que
     as they stream."""
     plan = planned(seat, query, options)
     builder = FrameBuilder(seat.spec, columns=plan.columns)
-    yield Feed((yield from read(seat, plan, ReadStats())), builder)
+    yield Feed((yield from read_tiers(seat, plan, ReadStats())), builder)
     return builder.frame()
 
 
@@ -122,7 +127,7 @@ def query_table(seat: Seat, query: Query | None = None, /, **options: Unpack[Que
     built from the same decoded columns without a DataFrame in between."""
     plan = planned(seat, query, options)
     builder = FrameBuilder(seat.spec, columns=plan.columns)
-    yield Feed((yield from read(seat, plan, ReadStats())), builder)
+    yield Feed((yield from read_tiers(seat, plan, ReadStats())), builder)
     return builder.table()
 
 
@@ -140,7 +145,7 @@ def stream_frames(
     check_frame_rows(rows)
     plan = planned(seat, query, options)
     stats = ReadStats()
-    return Reading(read(seat, plan, stats), stats, seat.spec, rows=rows, columns=plan.columns)
+    return Reading(read_tiers(seat, plan, stats), stats, seat.spec, rows=rows, columns=plan.columns)
 
 
 def stream_batches(
@@ -152,7 +157,7 @@ def stream_batches(
     check_frame_rows(rows)
     plan = planned(seat, query, options)
     stats = ReadStats()
-    return Reading(read(seat, plan, stats), stats, seat.spec, rows=rows, columns=plan.columns, arrow=True)
+    return Reading(read_tiers(seat, plan, stats), stats, seat.spec, rows=rows, columns=plan.columns, arrow=True)
 
 
 def stream_chunk(
@@ -217,14 +222,34 @@ def planned(seat: Seat, query: Query | None, options: QueryOptions) -> QueryPlan
     return plan
 
 
-def read(seat: Seat, plan: QueryPlan, stats: ReadStats) -> Request[TickRead]:
-    """How ``plan``'s ticks are read: one lean page when its ``limit`` fits the store's page
-    size, else one stream per chunk, all at one snapshot."""
-    after, snapshot = start_after(plan), (yield from snapshot_of(seat, plan, stats))
+def read(
+    seat: Seat, plan: QueryPlan, stats: ReadStats, *, snapshot: dt.datetime | None = None
+) -> Request[TickRead]:
+    """How ``plan``'s ticks are read from Firestore: one lean page when its ``limit`` fits
+    the store's page size, else one stream per chunk, all at one snapshot (``snapshot``, when
+    the caller has taken it)."""
+    after = start_after(plan)
+    if snapshot is None:
+        snapshot = yield from snapshot_of(seat, plan, stats)
     if plan.limit is not None and plan.limit <= seat.page_size:
         rounds = page_rounds(seat, plan, after=after, rows=plan.limit, read_time=snapshot, stats=stats)
         return TickRead(plan, rounds=rounds)
     return TickRead(plan, cursors=chunk_cursors(plan, after, snapshot, stats), read_time=snapshot)
+
+
+def read_tiers(seat: Seat, plan: QueryPlan, stats: ReadStats) -> Request[Readable]:
+    """How ``plan``'s ticks are read, the sealed partitions of a series with a cold tier
+    from their objects (:mod:`tsstore.verbs.seam`) and the rest as :func:`read` reads them,
+    all at one snapshot: what every read verb reads (a purge, a reshard, a seal read
+    Firestore alone, :func:`read`)."""
+    if seat.spec.cold is None:
+        return (yield from read(seat, plan, stats))
+    after, snapshot = start_after(plan), (yield from snapshot_of(seat, plan, stats, parts=2))
+    assert snapshot is not None  # a read of two parts has one
+    cut = yield from seam_of(seat, plan, snapshot, stats)
+    if cut is None:
+        return (yield from read(seat, plan, stats, snapshot=snapshot))
+    return tiered_read(seat, plan, cut, after=after, snapshot=snapshot, stats=stats)
 
 
 def start_after(plan: QueryPlan) -> Position | None:

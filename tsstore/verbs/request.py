@@ -29,6 +29,7 @@ from tsstore.asks import Asking, Doc
 from tsstore.layout.census import Ask as CensusAsk
 from tsstore.layout.census import FirstValue
 from tsstore.read.chunks import ChunkTicks
+from tsstore.read.cold import ColdRead, TieredRead
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
 from tsstore.spec import DuplicatePolicy, SeriesSpec
@@ -87,8 +88,11 @@ class Seat:
 # ---------------------------------------------------------------------------- the asks
 
 
-#: What a store reads: one query's ticks, or an as-of join of two (its joined ticks).
-Readable = TickRead | JoinRead
+#: What a store reads: one query's ticks (from Firestore, from the cold tier, or from both
+#: across the seam), or an as-of join of two (its joined ticks).
+Readable = TickRead | TieredRead | ColdRead | JoinRead
+#: The same, for ``isinstance``.
+READABLE = (TickRead, TieredRead, ColdRead, JoinRead)
 
 #: What a count or an aggregation runs over: one chunk of a plan's ticks, or one ask of the
 #: shard census (every document, one shard value's ticks, a range of shard values).

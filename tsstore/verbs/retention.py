@@ -11,7 +11,7 @@ from typing import Any
 from tsstore.analytics.rollup import Rollup
 from tsstore.asks import FindDocs, ask, asked_together
 from tsstore.errors import QueryError, RetentionError, RetentionWarning
-from tsstore.late import PURGED, WATERMARKS
+from tsstore.late import PURGED, WATERMARKS, marks_ask
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead, sweep_cursor
 from tsstore.read.plan import oldest_first
@@ -20,7 +20,7 @@ from tsstore.results import PurgeResult
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
 from tsstore.times import TimeLike, to_utc, utc_text
-from tsstore.verbs.marks import marks_ask, settle_writers, watermark_write
+from tsstore.verbs.marks import settle_writers, watermark_write
 from tsstore.verbs.reading import count
 from tsstore.verbs.request import Making, Request, Seat, Send, SendOptions
 from tsstore.verbs.writing import ProgressCallback

@@ -18,7 +18,7 @@ from tsstore.analytics.covered import join_spans
 from tsstore.analytics.rollup import Rollup, RollupResult, RollupWindow, VerifyResult, rollup_of, rollup_window
 from tsstore.asks import ask
 from tsstore.errors import QueryError, RetentionWarning, StateError
-from tsstore.late import LAST_TICK, PURGED, Horizon
+from tsstore.late import LAST_TICK, PURGED, Horizon, Mark
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import QueryPlan, oldest_first
 from tsstore.read.query import Query
@@ -27,7 +27,6 @@ from tsstore.ticks import Tick
 from tsstore.times import TimeLike, to_utc
 from tsstore.verbs.bars import FedBars, bars_plan
 from tsstore.verbs.marks import (
-    Mark,
     announce,
     clear_marks,
     put_marks,

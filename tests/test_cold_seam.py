@@ -1,0 +1,169 @@
+"""Reads across the seam: a series whose older days are sealed answers every read as
+Firestore alone answers it (the same series declared without a cold tier reads Firestore
+only: the oracle), on 3 and 40 shards, in both database modes, with a marked day (read from
+Firestore, holding a tick written after the seal) between sealed ones; and the sealed part
+costs no billed read. The cut of a range into stretches is checked without Firestore."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from tests.conftest import unique_database_id
+from tests.shared import MODES, T0, database_of, mode_client, put_doc, ticks
+from tests.shared import spec as shared_spec
+from tsstore import AsyncTimeSeriesStore, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions
+from tsstore.cold.manifest import Entry, Manifest
+from tsstore.cold.seam import Stretch, stretches
+from tsstore.cold.tier import ColdTier, horizon_name
+from tsstore.late import mark_id, marks_path
+from tsstore.read.cost import ReadStats
+
+UTC = dt.timezone.utc
+DAY = dt.timedelta(days=1)
+D0 = T0.replace(hour=0)  # 2026-03-02: days D0 .. D0+3 hold ticks; D0+4 holds none
+DAYS = [D0 + n * DAY for n in range(6)]
+
+
+# ---------------------------------------------------------------------------- stretches, without Firestore
+
+
+def _entry(day: dt.datetime) -> Entry:
+    return Entry(1, 1, "0", day, day + DAY, day, day, day, f"t/date={day.date()}/part-1.parquet", 1, 9)
+
+
+def test_a_range_is_cut_where_sealed_marked_and_hot_days_meet() -> None:
+    manifest = Manifest("t")
+    for day in (DAYS[0], DAYS[1], DAYS[3]):  # DAYS[2] held no tick when sealed
+        manifest = manifest.with_entry(_entry(day))
+    e0, e1, e3 = (manifest.entries[str(d.date())] for d in (DAYS[0], DAYS[1], DAYS[3]))
+    whole = stretches(manifest, set(), start=None, end=None, partition=DAY)
+    assert whole == [Stretch(DAYS[0], DAYS[2], (e0, e1)), Stretch(DAYS[3], DAYS[4], (e3,)), Stretch(DAYS[4], None)]
+    noon = DAYS[1] + dt.timedelta(hours=12)
+    marked = stretches(manifest, {DAYS[1], DAYS[2]}, start=noon, end=DAYS[5], partition=DAY)
+    assert marked == [Stretch(noon, DAYS[3]), Stretch(DAYS[3], DAYS[4], (e3,)), Stretch(DAYS[4], DAYS[5])]
+    assert stretches(manifest, set(), start=DAYS[4], end=None, partition=DAY) == [Stretch(DAYS[4], None)]
+    assert stretches(Manifest("t"), set(), start=None, end=DAYS[1], partition=DAY) == [Stretch(None, DAYS[1])]
+    assert stretches(manifest, set(), start=DAYS[2], end=DAYS[3], partition=DAY) == []  # empty when sealed
+    assert stretches(manifest, set(), start=DAYS[1], end=DAYS[1], partition=DAY) == []
+
+
+# ---------------------------------------------------------------------------- on the emulator
+
+
+def _rows() -> list[dict[str, Any]]:
+    rows = ticks(120, seed=11)
+    return [{**row, "timestamp": row["timestamp"] - dt.timedelta(hours=9) + (row["n"] % 4) * DAY
+             + dt.timedelta(hours=row["n"] % 24)} for row in rows]  # fmt: skip
+
+
+class Seam:
+    """One series written over four days, the first three sealed and the second marked with a
+    tick written after the seal: ``cold`` reads it with its tier, ``hot`` (the same series
+    declared without one) reads Firestore alone."""
+
+    def __init__(self, client: Any, spec: SeriesSpec, mode: str) -> None:
+        self.client, self.spec, self.mode = client, spec, mode
+        self.cold = TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False), page_size=7)
+        self.hot = TimeSeriesStore(client, dataclasses.replace(spec, cold=None), page_size=7)
+
+    def close(self) -> None:
+        self.cold.close()
+        self.hot.close()
+        self.client.close()
+
+
+@pytest.fixture(scope="module", params=[(mode, shards) for mode in MODES for shards in (3, 40)],
+                ids=lambda p: f"{p[0]}-{p[1]}")  # fmt: skip
+def seam(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seam]:
+    mode, shards = request.param
+    request.getfixturevalue("uses_emulator")
+    client = mode_client(request, mode, unique_database_id(f"seam-{mode}-{shards}"))
+    collection = f"seam{shards}"
+    plain = shared_spec(collection, shards)
+    ranged = QueryShape("exchange", ("desc", "asc"), ranges=["volume"])
+    spec = dataclasses.replace(plain, shapes=(*plain.shapes, ranged), cold=ColdTier(tmp_path_factory.mktemp("lake")))
+    world = Seam(client, spec, mode)
+    world.cold.write(_rows())
+    sealed = world.cold.seal(until=DAYS[3])
+    assert [p.label for p in sealed.sealed] == ["2026-03-02", "2026-03-03", "2026-03-04"]
+    late = {"symbol": "AAA", "exchange": "X1", "n": 9_999, "timestamp": DAYS[1] + dt.timedelta(hours=5),
+            "price": {"micros": 123}, "volume": 700}  # fmt: skip
+    put_doc(client, f"{marks_path(horizon_name(collection))}/{mark_id(DAYS[1])}",
+            {"bucket": DAYS[1], "nonce": uuid.uuid4().hex})  # fmt: skip
+    world.cold.write([late])
+    yield world
+    world.close()
+
+
+H = dt.timedelta(hours=1)
+#: Reads whose ranges start, end and lie across the seam (sealed days 0-2, day 1 marked, day
+#: 3 hot), each with a filter, a value range, a projection or none, in both orders; each also
+#: walked in pages (``limit``: a page of 5, or 40, longer than the store's page size of 7).
+CASES = [
+    ({"direction": "asc"}, 5),
+    ({"direction": "desc", "where": {"symbol": "AAA"}}, 40),
+    ({"start": DAYS[0] + 7 * H, "end": DAYS[3] + 5 * H, "direction": "desc"}, 5),
+    ({"start": DAYS[0] + 7 * H, "end": DAYS[3] + 5 * H, "where": [("exchange", "==", "X1"), ("volume", ">=", 2500)],
+      "direction": "asc"}, 5),
+    ({"start": DAYS[1] + 2 * H, "where": {"symbol": ["BBB", "CCC"]}, "columns": ["price"], "direction": "asc"}, 40),
+    ({"end": DAYS[2] + 13 * H, "where": [("exchange", "==", "X2"), ("volume", "<", 2000)], "direction": "desc"}, 5),
+    ({"start": DAYS[2], "end": DAYS[3], "direction": "desc", "columns": ["volume"]}, 5),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("asked", "limit"), CASES)
+def test_every_read_across_the_seam_is_firestores(seam: Seam, asked: dict[str, Any], limit: int) -> None:
+    want = seam.hot.query(**asked).ticks
+    got = seam.cold.query(**asked)
+    assert [t.id for t in got.ticks] == [t.id for t in want]
+    assert list(got.ticks) == list(want)
+    assert [t.id for t in seam.cold.iter_ticks(**asked)] == [t.id for t in want]
+    pd.testing.assert_frame_equal(seam.cold.query_frame(**asked), seam.hot.query_frame(**asked))
+    assert seam.cold.query_table(**asked).equals(seam.hot.query_table(**asked))
+    _pages_agree(seam, asked, [t.id for t in want], limit=limit)
+
+
+def _pages_agree(seam: Seam, asked: dict[str, Any], want: list[str], *, limit: int) -> None:
+    """Walked in pages of ``limit``, the cold store gives Firestore's order cut every ``limit``
+    ticks (so its cursors stand where Firestore's would), and a cursor only while more follow."""
+    cursor: str | None = None
+    pages: list[list[str]] = []
+    while True:
+        page = seam.cold.query(**asked, limit=limit, cursor=cursor)
+        pages.append([t.id for t in page.ticks])
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert pages == [want[at : at + limit] for at in range(0, max(len(want), 1), limit)]
+
+
+def test_the_sealed_part_costs_no_billed_read(seam: Seam) -> None:
+    sealed = seam.cold.query(start=DAYS[2], end=DAYS[3], direction="asc")
+    plain = seam.hot.query(start=DAYS[2], end=DAYS[3], direction="asc")
+    assert len(sealed.ticks) == len(plain.ticks) > 0
+    stats: ReadStats = sealed.stats
+    assert (stats.objects, stats.documents) == (1, 1)  # the sealed day's object; the manifest
+    assert stats.billed_reads <= 3  # the manifest, the marks, at most one read of the server's time
+    assert plain.stats.billed_reads >= len(plain.ticks)
+
+
+def test_the_async_store_reads_across_the_seam_alike(request: pytest.FixtureRequest, seam: Seam) -> None:
+    async def both() -> tuple[list[str], list[str]]:
+        native = seam.mode == "native"  # Datastore mode has no asyncio client: the async store takes the sync one
+        client = request.getfixturevalue("emulator").async_client(database=database_of(seam.cold)) if native else seam.client
+        async with AsyncTimeSeriesStore(client, seam.spec, page_size=7) as store:
+            page = await store.query(start=DAYS[0], direction="asc", limit=50)
+            streamed = [t.id async for t in store.iter_ticks(start=DAYS[0], direction="asc")]
+        return [t.id for t in page.ticks], streamed
+
+    paged, streamed = asyncio.run(both())
+    want = [t.id for t in seam.hot.query(start=DAYS[0], direction="asc").ticks]
+    assert (paged, streamed) == (want[:50], want)

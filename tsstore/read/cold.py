@@ -1,0 +1,188 @@
+"""Ticks read from sealed partitions: a query's filters, range, order, cursor and projection
+applied to Parquet objects as Firestore applies them to documents.
+
+Each object is read with the time range and the string equality filters pushed down (row
+groups whose statistics rule them out are skipped), then every filter is checked on each
+row as Firestore compares values (:class:`~tsstore.ticks.Ordered`: a range condition
+matches values of its own type only, ``!=`` every present value but null), the rows put in
+the query's order (:meth:`~tsstore.read.plan.QueryPlan.key`) and continued after a cursor.
+A row becomes a :class:`~tsstore.ticks.Tick` as Firestore would return the document: dotted
+columns nested again, a null left out (a sealed row holds null where the document had no
+such field), projected as the query's ``columns``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tsstore.cold.parquet import ID_COLUMN
+from tsstore.frames import projected
+from tsstore.read.cost import ReadStats
+from tsstore.read.engine import TickRead
+from tsstore.read.plan import Filter, QueryPlan
+from tsstore.ticks import Ordered, Position, Tick
+
+
+@dataclass(frozen=True)
+class ColdRead:
+    """The ticks of ``plan`` (its range narrowed to the sealed partitions read) in the
+    Parquet ``objects`` (oldest first), after position ``after``, at most ``limit``."""
+
+    plan: QueryPlan
+    objects: tuple[str, ...]
+    after: Position | None = None
+    limit: int | None = None
+    stats: ReadStats | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class TieredRead:
+    """A read whose range meets the cold tier: its ``parts`` (Firestore's reads and the cold
+    tier's, each of one stretch of the range, in the plan's order) read one after another,
+    at most ``limit`` ticks in all."""
+
+    plan: QueryPlan
+    parts: tuple[TickRead | ColdRead, ...]
+    limit: int | None = None
+
+
+#: How a driver gets an object's bytes (``None``: there is none).
+ObjectBytes = Callable[[str], bytes | None]
+
+
+def cold_table(plan: QueryPlan, data: bytes, stats: ReadStats | None = None) -> pa.Table:
+    """The rows of one sealed object in ``plan``'s time range, with the string equality and
+    ``in`` filters applied: row groups ruled out by their statistics are not decoded."""
+    reader = pq.ParquetFile(pa.BufferReader(data))
+    names = set(reader.schema_arrow.names)
+    field = plan.spec.timestamp_field
+    wanted: Any = None
+    if plan.start is not None:
+        wanted = _and(wanted, pc.field(field) >= pa.scalar(plan.start, pa.timestamp("us", tz="UTC")))
+    if plan.end is not None:
+        wanted = _and(wanted, pc.field(field) < pa.scalar(plan.end, pa.timestamp("us", tz="UTC")))
+    for f in plan.filters:
+        if f.field not in names:
+            return reader.schema_arrow.empty_table()
+        if all(isinstance(v, str) for v in f.values) and pa.types.is_string(_type(reader, f.field)):
+            wanted = _and(wanted, pc.field(f.field).isin(list(f.values)))
+    table = pq.read_table(pa.BufferReader(data), filters=wanted) if wanted is not None else reader.read()
+    if stats is not None:
+        stats.object_read(len(data))
+    return table
+
+
+def _type(reader: pq.ParquetFile, name: str) -> pa.DataType:
+    kind = reader.schema_arrow.field(name).type
+    return pa.string() if pa.types.is_large_string(kind) else kind
+
+
+def _and(left: Any, right: Any) -> Any:
+    return right if left is None else left & right
+
+
+def table_ticks(plan: QueryPlan, table: pa.Table) -> list[Tick]:
+    """The rows of ``table`` (from :func:`cold_table`) that match every filter of ``plan``,
+    as ticks, in the plan's order."""
+    spec = plan.spec
+    columns = [name for name in table.column_names if name not in (ID_COLUMN, "date")]
+    kept = [c for c in columns if plan.columns is None or projected(c, plan.columns)]
+    stamps = _values(table.column(spec.timestamp_field))
+    ids = table.column(ID_COLUMN).to_pylist()
+    values = {name: _values(table.column(name)) for name in kept}
+    paths = {name: name.split(".") for name in kept}
+    checks = [(f, _values(table.column(f.field)) if f.field in table.column_names else None)
+              for f in (*plan.filters, *plan.ranges)]  # fmt: skip
+    out = []
+    for row, (stamp, doc_id) in enumerate(zip(stamps, ids)):
+        if checks and not all(_holds(f, None if held is None else held[row]) for f, held in checks):
+            continue
+        data: dict[str, Any] = {}
+        for name in kept:
+            value = values[name][row]
+            if value is not None:
+                _put(data, paths[name], value)
+        out.append(Tick(doc_id, stamp, data))
+    out.sort(key=plan.key, reverse=plan.descending)
+    return out
+
+
+def cold_ticks(read: ColdRead, fetch: ObjectBytes) -> Iterator[Tick]:
+    """The ticks of ``read``, in its plan's order, each object fetched with ``fetch`` as the
+    read comes to it (the objects are oldest first: newest first reads them backwards)."""
+    plan, after = read.plan, read.after
+    names: Sequence[str] = read.objects[::-1] if plan.descending else read.objects
+    given = 0
+    for name in names:
+        data = fetch(name)
+        if data is None:
+            raise FileNotFoundError(f"the cold tier's object {name} is gone (the manifest names it)")
+        for tick in table_ticks(plan, cold_table(plan, data, read.stats)):
+            if after is not None and _not_after(plan, tick, after):
+                continue
+            if read.limit is not None and given >= read.limit:
+                return
+            given += 1
+            yield tick
+
+
+def _not_after(plan: QueryPlan, tick: Tick, after: Position) -> bool:
+    key = plan.key(tick)
+    return key <= after if not plan.descending else key >= after
+
+
+def _values(column: pa.ChunkedArray) -> list[Any]:
+    """A column's values as Python's, times in ``datetime.timezone.utc`` as Firestore's are."""
+    values: list[Any] = column.to_pylist()
+    if pa.types.is_timestamp(column.type):
+        return [None if v is None else v.replace(tzinfo=dt.timezone.utc) for v in values]
+    return values
+
+
+def _put(data: dict[str, Any], path: list[str], value: Any) -> None:
+    target = data
+    for part in path[:-1]:
+        target = target.setdefault(part, {})
+    target[path[-1]] = value
+
+
+def _holds(f: Filter, value: Any) -> bool:
+    """Whether a document whose field holds ``value`` (``None``: missing, or null) matches
+    filter ``f`` as Firestore decides."""
+    if f.op in ("==", "in"):
+        return value is not None and any(_same(value, v) for v in f.values)
+    if value is None:
+        return False
+    if f.op == "!=":
+        return not _same(value, f.values[0])
+    bound = f.values[0]
+    if _bracket(value) != _bracket(bound) or _nan(value) or _nan(bound):
+        return False
+    mine, theirs = Ordered(value), Ordered(bound)
+    return {"<": mine < theirs, "<=": mine <= theirs, ">": mine > theirs, ">=": mine >= theirs}[f.op]
+
+
+def _same(value: Any, wanted: Any) -> bool:
+    return _bracket(value) == _bracket(wanted) and Ordered(value) == Ordered(wanted)
+
+
+def _bracket(value: Any) -> str:
+    """The kind of value Firestore compares a range condition within."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, dt.datetime):
+        return "time"
+    return type(value).__name__
+
+
+def _nan(value: Any) -> bool:
+    return isinstance(value, float) and value != value
