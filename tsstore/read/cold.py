@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tsstore.cold.parquet import ID_COLUMN
+from tsstore.errors import StateError
 from tsstore.frames import projected
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
@@ -57,17 +58,20 @@ class TieredRead:
 ObjectBytes = Callable[[str], bytes | None]
 
 
-def cold_table(plan: QueryPlan, data: bytes, stats: ReadStats | None = None) -> pa.Table:
-    """The rows of one sealed object in ``plan``'s time range, with the string equality and
-    ``in`` filters applied: row groups ruled out by their statistics are not decoded."""
+def cold_table(
+    plan: QueryPlan, data: bytes, stats: ReadStats | None = None, *, after: Position | None = None
+) -> pa.Table:
+    """The rows of one sealed object in ``plan``'s time range (from the time of position
+    ``after`` on, in the plan's direction), with the string equality and ``in`` filters
+    applied: row groups ruled out by their statistics are not decoded."""
     reader = pq.ParquetFile(pa.BufferReader(data))
     names = set(reader.schema_arrow.names)
     field = plan.spec.timestamp_field
     wanted: Any = None
-    if plan.start is not None:
-        wanted = _and(wanted, pc.field(field) >= pa.scalar(plan.start, pa.timestamp("us", tz="UTC")))
-    if plan.end is not None:
-        wanted = _and(wanted, pc.field(field) < pa.scalar(plan.end, pa.timestamp("us", tz="UTC")))
+    since, until = plan.start, plan.end
+    for bound, op in ((since, ">="), (until, "<"), (after and after[0], "<=" if plan.descending else ">=")):
+        if bound is not None:
+            wanted = _and(wanted, _compare(pc.field(field), op, pa.scalar(bound, pa.timestamp("us", tz="UTC"))))
     for f in plan.filters:
         if f.field not in names:
             return reader.schema_arrow.empty_table()
@@ -79,6 +83,10 @@ def cold_table(plan: QueryPlan, data: bytes, stats: ReadStats | None = None) -> 
     return table
 
 
+def _compare(left: Any, op: str, right: Any) -> Any:
+    return {">=": left >= right, "<": left < right, "<=": left <= right}[op]
+
+
 def _type(reader: pq.ParquetFile, name: str) -> pa.DataType:
     kind = reader.schema_arrow.field(name).type
     return pa.string() if pa.types.is_large_string(kind) else kind
@@ -88,9 +96,10 @@ def _and(left: Any, right: Any) -> Any:
     return right if left is None else left & right
 
 
-def table_ticks(plan: QueryPlan, table: pa.Table) -> list[Tick]:
-    """The rows of ``table`` (from :func:`cold_table`) that match every filter of ``plan``,
-    as ticks, in the plan's order."""
+def table_ticks(plan: QueryPlan, table: pa.Table, *, after: Position | None = None) -> Iterator[Tick]:
+    """The rows of ``table`` (from :func:`cold_table`: by time, then id) that match every
+    filter of ``plan`` and come after position ``after``, as ticks, in the plan's order: made
+    one at a time as they are taken, unless range conditions reorder them (then all sorted)."""
     spec = plan.spec
     columns = [name for name in table.column_names if name not in (ID_COLUMN, "date")]
     kept = [c for c in columns if plan.columns is None or projected(c, plan.columns)]
@@ -100,18 +109,22 @@ def table_ticks(plan: QueryPlan, table: pa.Table) -> list[Tick]:
     paths = {name: name.split(".") for name in kept}
     checks = [(f, _values(table.column(f.field)) if f.field in table.column_names else None)
               for f in (*plan.filters, *plan.ranges)]  # fmt: skip
-    out = []
-    for row, (stamp, doc_id) in enumerate(zip(stamps, ids)):
-        if checks and not all(_holds(f, None if held is None else held[row]) for f, held in checks):
-            continue
-        data: dict[str, Any] = {}
-        for name in kept:
-            value = values[name][row]
-            if value is not None:
-                _put(data, paths[name], value)
-        out.append(Tick(doc_id, stamp, data))
-    out.sort(key=plan.key, reverse=plan.descending)
-    return out
+
+    def made() -> Iterator[Tick]:
+        rows = range(len(ids) - 1, -1, -1) if plan.descending else range(len(ids))
+        for row in rows:
+            if checks and not all(_holds(f, None if held is None else held[row]) for f, held in checks):
+                continue
+            data: dict[str, Any] = {}
+            for name in kept:
+                value = values[name][row]
+                if value is not None:
+                    _put(data, paths[name], value)
+            tick = Tick(ids[row], stamps[row], data)
+            if after is None or not _not_after(plan, tick, after):
+                yield tick
+
+    return iter(sorted(made(), key=plan.key, reverse=plan.descending)) if plan.ranges else made()
 
 
 def cold_ticks(read: ColdRead, fetch: ObjectBytes) -> Iterator[Tick]:
@@ -123,10 +136,9 @@ def cold_ticks(read: ColdRead, fetch: ObjectBytes) -> Iterator[Tick]:
     for name in names:
         data = fetch(name)
         if data is None:
-            raise FileNotFoundError(f"the cold tier's object {name} is gone (the manifest names it)")
-        for tick in table_ticks(plan, cold_table(plan, data, read.stats)):
-            if after is not None and _not_after(plan, tick, after):
-                continue
+            raise StateError(f"the cold tier's object {name} is gone, though the manifest names it; "
+                             "run tsstore seal --verify")  # fmt: skip
+        for tick in table_ticks(plan, cold_table(plan, data, read.stats, after=after), after=after):
             if read.limit is not None and given >= read.limit:
                 return
             given += 1

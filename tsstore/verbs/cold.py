@@ -33,13 +33,13 @@ from tsstore.cold.tier import ColdTier, manifest_copy_name, object_name, partiti
 from tsstore.errors import QueryError, StateError
 from tsstore.frames import FrameBuilder
 from tsstore.read.cost import ReadStats
-from tsstore.read.plan import oldest_first
+from tsstore.read.plan import oldest_first, plan_query
 from tsstore.read.query import Query
 from tsstore.spec import Direction, SeriesSpec
 from tsstore.ticks import Tick
 from tsstore.times import TimeLike, to_utc
-from tsstore.verbs.reading import query, read, server_time
-from tsstore.verbs.request import Feed, Request, Seat
+from tsstore.verbs.reading import read, server_time
+from tsstore.verbs.request import Collect, Feed, Request, Seat
 
 #: What each parameter of these verbs means (the API reference describes a parameter from here).
 PARAMETER_HELP = {
@@ -149,8 +149,9 @@ def _manifest(collection: str) -> Request[Manifest]:
 def _next_tick(seat: Seat, tier: ColdTier, after: dt.datetime | None) -> Request[dt.datetime | None]:
     """The start of the partition of the first tick at or after ``after`` (``None``: the
     oldest tick's); ``None`` when there is none."""
-    first = yield from query(seat, direction=Direction.ASC, start=after, limit=1, columns=())
-    return tier.start_of(first[0].timestamp) if len(first) else None
+    plan = plan_query(seat.spec, Query(start=after, limit=1, columns=(), direction=Direction.ASC))
+    first = yield Collect((yield from read(seat, plan, ReadStats())))  # Firestore's ticks: what is sealed
+    return tier.start_of(first[0].timestamp) if first else None
 
 
 def _window(rows: int) -> int:
