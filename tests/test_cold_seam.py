@@ -129,6 +129,8 @@ def test_every_read_across_the_seam_is_firestores(seam: Seam, asked: dict[str, A
     pd.testing.assert_frame_equal(seam.cold.query_frame(**asked), seam.hot.query_frame(**asked))
     assert seam.cold.query_table(**asked).equals(seam.hot.query_table(**asked))
     _pages_agree(seam, asked, [t.id for t in want], limit=limit)
+    counted = {k: v for k, v in asked.items() if k in ("where", "start", "end")}
+    assert seam.cold.count(**counted) == seam.hot.count(**counted) == len(want)
 
 
 def _pages_agree(seam: Seam, asked: dict[str, Any], want: list[str], *, limit: int) -> None:

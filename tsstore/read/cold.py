@@ -127,6 +127,14 @@ def table_ticks(plan: QueryPlan, table: pa.Table, *, after: Position | None = No
     return iter(sorted(made(), key=plan.key, reverse=plan.descending)) if plan.ranges else made()
 
 
+def count_rows(plan: QueryPlan, data: bytes, stats: ReadStats | None = None) -> int:
+    """How many rows of one sealed object (its bytes, ``data``) ``plan`` matches."""
+    table = cold_table(plan, data, stats)
+    if not plan.filters and not plan.ranges:
+        return int(table.num_rows)
+    return sum(1 for _ in table_ticks(plan, table))
+
+
 def cold_ticks(read: ColdRead, fetch: ObjectBytes) -> Iterator[Tick]:
     """The ticks of ``read``, in its plan's order, each object fetched with ``fetch`` as the
     read comes to it (the objects are oldest first: newest first reads them backwards)."""

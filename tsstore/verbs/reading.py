@@ -27,7 +27,7 @@ from tsstore.spec import SeriesSpec
 from tsstore.ticks import Page, Position, Tick
 from tsstore.verbs.declare import Reading
 from tsstore.verbs.request import Collect, Count, Feed, Over, Readable, Request, Seat, billed
-from tsstore.verbs.seam import seam_of, tiered_page, tiered_read
+from tsstore.verbs.seam import seam_of, tiered_count, tiered_page, tiered_read
 
 if TYPE_CHECKING:
     import polars as pl
@@ -190,7 +190,10 @@ def count(
     checking = everything and seat.checks.due("undeclared shards", UNDECLARED_CHECK_EVERY)
     if checking:  # documents under values the declaration does not list are noticed
         overs.append(CountAll())
-    snapshot = yield from snapshot_of(seat, plan, cost, parts=len(overs))
+    snapshot = yield from snapshot_of(seat, plan, cost, parts=max(len(overs), 2 if seat.spec.cold else 1))
+    cut = None if snapshot is None else (yield from seam_of(seat, plan, snapshot, cost))
+    if cut is not None and snapshot is not None:  # sealed partitions counted in their objects
+        return (yield from tiered_count(seat, plan, cut, snapshot=snapshot, stats=cost))
     cost.waited()
     counts = billed((yield from asked_together([Count(over, snapshot) for over in overs])), cost)
     counted = sum(counts[: len(plan.chunks)])

@@ -22,12 +22,15 @@ from tsstore.cold.manifest import Manifest, manifest_path
 from tsstore.cold.seam import Stretch, stretches
 from tsstore.cold.tier import horizon_name
 from tsstore.late import marks_ask, marks_of
-from tsstore.read.cold import ColdRead, TieredRead
+from tsstore.cold.objects import GetObject
+from tsstore.errors import StateError
+from tsstore.read.chunks import ChunkTicks
+from tsstore.read.cold import ColdRead, TieredRead, count_rows
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import PageRounds, TickRead, chunk_cursors
 from tsstore.read.plan import QueryPlan
 from tsstore.ticks import Position, Tick
-from tsstore.verbs.request import Collect, Request, Seat
+from tsstore.verbs.request import Collect, Count, Request, Seat, billed
 
 
 def seam_of(seat: Seat, plan: QueryPlan, snapshot: dt.datetime, stats: ReadStats) -> Request[list[Stretch] | None]:
@@ -122,3 +125,32 @@ def tiered_page(
         if len(ticks) >= rows:
             break
     return ticks
+
+
+def tiered_count(
+    seat: Seat, plan: QueryPlan, cut: list[Stretch], *, snapshot: dt.datetime, stats: ReadStats
+) -> Request[int]:
+    """How many ticks of ``plan`` the stretches ``cut`` hold: a ``count()`` per chunk of each
+    Firestore stretch at ``snapshot`` and the matching rows of each sealed object, all asked
+    together."""
+    asks: list[Asking[Any]] = []
+    plans: list[QueryPlan | None] = []  # per ask: the plan of a cold object's rows, None for a count
+    for stretch in cut:
+        part = within(plan, stretch)
+        if stretch.entries is None:
+            asks += [Count(ChunkTicks(part, chunk), snapshot) for chunk in part.chunks]
+            plans += [None] * len(part.chunks)
+        else:
+            asks += [GetObject(e.object, f"reading {e.object} from the cold tier") for e in stretch.entries]
+            plans += [part] * len(stretch.entries)
+    answers = yield from asked_together(asks)
+    stats.waited()
+    total = 0
+    for rows_of, answer in zip(plans, answers):
+        if rows_of is None:
+            total += billed([answer], stats)[0]
+        elif answer is None:
+            raise StateError("the cold tier's object of a sealed partition is gone, though the manifest names it")
+        else:
+            total += count_rows(rows_of, answer, stats)
+    return total
