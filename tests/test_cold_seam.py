@@ -147,6 +147,14 @@ def _pages_agree(seam: Seam, asked: dict[str, Any], want: list[str], *, limit: i
     assert pages == [want[at : at + limit] for at in range(0, max(len(want), 1), limit)]
 
 
+@pytest.mark.parametrize("before", [None, DAYS[2] + 3 * H, DAYS[1] + 4 * H])
+def test_the_newest_tick_of_each_series_is_firestores(seam: Seam, before: dt.datetime | None) -> None:
+    asked: dict[str, Any] = {"by": "symbol", "values": ["AAA", "BBB", "ZZZ"], "before": before}
+    pd.testing.assert_frame_equal(seam.cold.latest(**asked), seam.hot.latest(**asked))
+    asked["where"] = {"exchange": "X2"}
+    pd.testing.assert_frame_equal(seam.cold.latest(**asked), seam.hot.latest(**asked))
+
+
 def test_the_sealed_part_costs_no_billed_read(seam: Seam) -> None:
     sealed = seam.cold.query(start=DAYS[2], end=DAYS[3], direction="asc")
     plain = seam.hot.query(start=DAYS[2], end=DAYS[3], direction="asc")
