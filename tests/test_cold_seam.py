@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import unique_database_id
 from tests.shared import MODES, T0, database_of, mode_client, put_doc, ticks
 from tests.shared import spec as shared_spec
-from tsstore import AsyncTimeSeriesStore, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions
+from tsstore import AsyncTimeSeriesStore, Query, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.cold.manifest import Entry, Manifest
 from tsstore.cold.seam import Stretch, stretches
 from tsstore.cold.tier import ColdTier, horizon_name
@@ -153,6 +153,21 @@ def test_the_newest_tick_of_each_series_is_firestores(seam: Seam, before: dt.dat
     pd.testing.assert_frame_equal(seam.cold.latest(**asked), seam.hot.latest(**asked))
     asked["where"] = {"exchange": "X2"}
     pd.testing.assert_frame_equal(seam.cold.latest(**asked), seam.hot.latest(**asked))
+
+
+def test_aggregates_bars_and_asof_joins_across_the_seam_are_firestores(seam: Seam) -> None:
+    differ = []
+    for bounds in ({}, {"start": DAYS[0] + 7 * H, "end": DAYS[3] + 5 * H}, {"where": {"symbol": "BBB"}}):
+        asked = {**bounds, "sum": ["volume", "price.micros"], "avg": ["volume"]}
+        differ += [f"aggregate {bounds}"] if seam.cold.aggregate(**asked) != seam.hot.aggregate(**asked) else []
+    barred = {"interval": "6h", "by": "symbol", "price": "price.micros", "volume": "volume",
+              "start": DAYS[0] + 3 * H, "end": DAYS[3] + 9 * H}  # fmt: skip
+    differ += [] if seam.cold.bars(**barred).equals(seam.hot.bars(**barred)) else ["bars"]
+    left = Query(where={"symbol": "AAA"}, start=DAYS[0], end=DAYS[3] + 6 * H)
+    right = Query(where={"symbol": "AAA"}, start=DAYS[0] - DAY, end=DAYS[3] + 6 * H, columns=["volume"])
+    joined = {"by": "symbol", "tolerance": "3h", "ids": True}
+    differ += [] if seam.cold.asof(left, right, **joined).equals(seam.hot.asof(left, right, **joined)) else ["asof"]
+    assert differ == []
 
 
 def test_the_sealed_part_costs_no_billed_read(seam: Seam) -> None:

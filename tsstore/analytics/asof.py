@@ -31,6 +31,7 @@ import pandas as pd
 
 from tsstore.errors import QueryError
 from tsstore.frames import DTYPES
+from tsstore.read.cold import TieredRead
 from tsstore.read.engine import TickRead
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick, get_path, without_paths
@@ -223,8 +224,8 @@ class JoinRead:
     left tick's, as ``merge_asof`` keeps them once), its timestamp and, with ``ids``, its
     document id (absent without a match)."""
 
-    left: TickRead
-    right: TickRead
+    left: TickRead | TieredRead
+    right: TickRead | TieredRead
     direction: Direction
     by: tuple[str, ...]
     tolerance: dt.timedelta | None

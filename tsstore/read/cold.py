@@ -28,7 +28,7 @@ from tsstore.frames import projected
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
 from tsstore.read.plan import Filter, QueryPlan
-from tsstore.ticks import Ordered, Position, Tick
+from tsstore.ticks import Ordered, Position, Tick, get_path
 
 
 @dataclass(frozen=True)
@@ -133,6 +133,36 @@ def count_rows(plan: QueryPlan, data: bytes, stats: ReadStats | None = None) -> 
     if not plan.filters and not plan.ranges:
         return int(table.num_rows)
     return sum(1 for _ in table_ticks(plan, table))
+
+
+def cold_aggregates(
+    plan: QueryPlan, data: bytes, requests: Sequence[tuple[str | None, Sequence[tuple[str, str, str | None]]]],
+    stats: ReadStats | None = None,
+) -> list[dict[str, Any]]:
+    """What each of ``requests`` (the measure a query is also ordered by, and its ``(kind,
+    alias, field)`` aggregations: ``count``, ``sum``, ``avg``) answers over the rows of one
+    sealed object ``plan`` matches, as Firestore's aggregation query answers it: a request
+    ordered by a measure counts the rows holding it; a sum adds the numbers (integers
+    exactly), an average is theirs (``None`` without one)."""
+    ticks = list(table_ticks(plan, cold_table(plan, data, stats)))
+    answers = []
+    for measure, asks in requests:
+        held = ticks if measure is None else [t for t in ticks if get_path(t.data, measure.split(".")) is not None]
+        answer: dict[str, Any] = {}
+        for kind, alias, name in asks:
+            numbers = [] if name is None else [v for t in held if _numeric(v := get_path(t.data, name.split(".")))]
+            if kind == "count":
+                answer[alias] = len(held)
+            elif kind == "sum":
+                answer[alias] = sum(numbers)
+            else:
+                answer[alias] = sum(numbers) / len(numbers) if numbers else None
+        answers.append(answer)
+    return answers
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def cold_ticks(read: ColdRead, fetch: ObjectBytes) -> Iterator[Tick]:

@@ -24,7 +24,8 @@ from tsstore.read.plan import QueryPlan, oldest_first
 from tsstore.read.query import Query, RangeOptions
 from tsstore.ticks import Tick
 from tsstore.verbs.marks import watermark_ask
-from tsstore.verbs.reading import COUNT_OPTIONS, read, snapshot_now, snapshot_of
+from tsstore.verbs.reading import COUNT_OPTIONS, read_tiers, snapshot_now, snapshot_of
+from tsstore.verbs.seam import seam_of, tiered_aggregates
 from tsstore.verbs.request import Aggregate, Feed, Request, Seat
 
 
@@ -76,7 +77,11 @@ def aggregate(
 
     overs = [(ChunkTicks(plan, chunk, m), tuple(asks)) for chunk in plan.chunks for m, asks in checked.requests()]
     cost.chunks = len(plan.chunks)
-    snapshot = yield from snapshot_of(seat, plan, cost, parts=len(overs))
+    snapshot = yield from snapshot_of(seat, plan, cost, parts=len(overs) + bool(seat.spec.cold))  # and the manifest
+    cut = None if snapshot is None else (yield from seam_of(seat, plan, snapshot, cost))
+    if cut is not None and snapshot is not None:  # sealed partitions aggregated from their objects
+        requests = checked.requests()
+        return checked.combine((yield from tiered_aggregates(seat, plan, cut, requests, snapshot=snapshot, stats=cost)))
     cost.waited()
     answers = yield from asked_together([Aggregate(over, asks, snapshot) for over, asks in overs])
     answered = [answer for split in answers for answer in split]  # a part asked in halves answers twice
@@ -172,7 +177,7 @@ def covered_aggregate(seat: Seat, selection: CoveredSelection, plan: QueryPlan, 
         else:
             spec, columns = part.rollup.spec, (*BAR_FIELDS, *STORED_MOMENTS)
         piece = Query(where=bounds.where, start=part.start, end=part.end, columns=columns, read_time=snapshot)
-        yield Feed((yield from read(seat, oldest_first(spec, piece), cost)), _Folded(total, selection, part))
+        yield Feed((yield from read_tiers(seat, oldest_first(spec, piece), cost)), _Folded(total, selection, part))
     return selection.result(total.bar, parts)
 
 

@@ -19,7 +19,7 @@ from tsstore.spec import Direction, SeriesSpec, check_field_path
 from tsstore.ticks import Tick
 from tsstore.times import DurationLike, to_utc
 from tsstore.verbs.declare import Reading
-from tsstore.verbs.reading import read, snapshot_now
+from tsstore.verbs.reading import read_tiers, snapshot_now
 from tsstore.verbs.request import Feed, Request, Seat
 
 #: The query fields each side of an as-of join takes.
@@ -118,8 +118,8 @@ def asof_read(
     snapshot = lq.read_time or rq.read_time or (yield from snapshot_now(seat, stats))
     lplan = plan_query(seat.spec, lq.replace(read_time=snapshot), direction=Direction.ASC)
     rplan = plan_query(other, rq.replace(read_time=snapshot), direction=Direction.ASC)
-    lread = yield from read(seat, lplan, stats)
-    rread = yield from read(seat, rplan, stats)
+    lread = yield from read_tiers(seat, lplan, stats)
+    rread = yield from read_tiers(seat, rplan, stats)
     stats.chunks = len(lplan.chunks) + len(rplan.chunks)
     return JoinRead(lread, rread, way, fields, reach, allow_exact_matches, prefix, other, ids)
 

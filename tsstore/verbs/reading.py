@@ -18,6 +18,7 @@ from tsstore.errors import TsstoreError, UndeclaredShardsWarning
 from tsstore.frames import FrameBuilder, check_frame_rows, polars_frame
 from tsstore.layout.census import CountAll
 from tsstore.read.chunks import ChunkTicks
+from tsstore.read.cold import TieredRead
 from tsstore.read.cost import ReadStats
 from tsstore.read.cursor import cursor_snapshot, decode_cursor
 from tsstore.read.engine import ChunkCursor, PageRounds, TickRead, chunk_cursors, finish_page
@@ -26,7 +27,7 @@ from tsstore.read.query import Query, QueryOptions, RangeOptions
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Page, Position, Tick
 from tsstore.verbs.declare import Reading
-from tsstore.verbs.request import Collect, Count, Feed, Over, Readable, Request, Seat, billed
+from tsstore.verbs.request import Collect, Count, Feed, Over, Request, Seat, billed
 from tsstore.verbs.seam import seam_of, tiered_count, tiered_page, tiered_read
 
 if TYPE_CHECKING:
@@ -183,15 +184,21 @@ def count(
     everything checks again, until none are left)."""
     plan = plan_query(seat.spec, query, **options)
     plan.query.only(COUNT_OPTIONS, "count")
-    cost = stats if stats is not None else ReadStats()
+    return (yield from count_of(seat, plan, stats if stats is not None else ReadStats()))
+
+
+def count_of(seat: Seat, plan: QueryPlan, cost: ReadStats, *, tiers: bool = True) -> Request[int]:
+    """:func:`count` of ``plan``, its cost added to ``cost``; ``tiers=False``: of Firestore's
+    ticks alone, sealed or not (what a purge deletes)."""
     cost.chunks = len(plan.chunks)
     overs: list[Over] = [ChunkTicks(plan, chunk) for chunk in plan.chunks]
     everything = not plan.filters and not plan.ranges and plan.start is None and plan.end is None
     checking = everything and seat.checks.due("undeclared shards", UNDECLARED_CHECK_EVERY)
     if checking:  # documents under values the declaration does not list are noticed
         overs.append(CountAll())
-    snapshot = yield from snapshot_of(seat, plan, cost, parts=max(len(overs), 2 if seat.spec.cold else 1))
-    cut = None if snapshot is None else (yield from seam_of(seat, plan, snapshot, cost))
+    tiered = tiers and seat.spec.cold is not None
+    snapshot = yield from snapshot_of(seat, plan, cost, parts=len(overs) + tiered)  # and the manifest
+    cut = None if snapshot is None or not tiered else (yield from seam_of(seat, plan, snapshot, cost))
     if cut is not None and snapshot is not None:  # sealed partitions counted in their objects
         return (yield from tiered_count(seat, plan, cut, snapshot=snapshot, stats=cost))
     cost.waited()
@@ -240,12 +247,12 @@ def read(
     return TickRead(plan, cursors=chunk_cursors(plan, after, snapshot, stats), read_time=snapshot)
 
 
-def read_tiers(seat: Seat, plan: QueryPlan, stats: ReadStats) -> Request[Readable]:
+def read_tiers(seat: Seat, plan: QueryPlan, stats: ReadStats) -> Request[TickRead | TieredRead]:
     """How ``plan``'s ticks are read, the sealed partitions of a series with a cold tier
     from their objects (:mod:`tsstore.verbs.seam`) and the rest as :func:`read` reads them,
     all at one snapshot: what every read verb reads (a purge, a reshard, a seal read
     Firestore alone, :func:`read`)."""
-    if seat.spec.cold is None:
+    if plan.spec.cold is None:
         return (yield from read(seat, plan, stats))
     after, snapshot = start_after(plan), (yield from snapshot_of(seat, plan, stats, parts=2))
     assert snapshot is not None  # a read of two parts has one

@@ -14,14 +14,14 @@ from tsstore.errors import QueryError, RetentionError, RetentionWarning
 from tsstore.late import PURGED, WATERMARKS, marks_ask
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead, sweep_cursor
-from tsstore.read.plan import oldest_first
+from tsstore.read.plan import oldest_first, plan_query
 from tsstore.read.query import Query, Where, given
 from tsstore.results import PurgeResult
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
 from tsstore.times import TimeLike, to_utc, utc_text
 from tsstore.verbs.marks import settle_writers, watermark_write
-from tsstore.verbs.reading import count
+from tsstore.verbs.reading import count_of
 from tsstore.verbs.request import Making, Request, Seat, Send, SendOptions
 from tsstore.verbs.writing import ProgressCallback
 from tsstore.write.ops import Erase
@@ -89,7 +89,7 @@ def purge(
         _warn_purged(documents, bounds)
     if not past_rollups and not correct:
         yield from _check_tiers(seat, documents, declared, bounds)
-    matched = yield from count(seat, bounds)
+    matched = yield from count_of(seat, plan_query(seat.spec, bounds), ReadStats(), tiers=False)  # Firestore's ticks
     if dry_run:
         return PurgeResult(matched=matched, deleted=0, dry_run=True)
     if not correct and plan.end is not None:  # retention: no late tick may land where ticks go

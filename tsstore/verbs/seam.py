@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 
 from tsstore.asks import Asking, GetDoc, KnownTime, ask, asked_together
@@ -25,26 +26,26 @@ from tsstore.late import marks_ask, marks_of
 from tsstore.cold.objects import GetObject
 from tsstore.errors import StateError
 from tsstore.read.chunks import ChunkTicks
-from tsstore.read.cold import ColdRead, TieredRead, count_rows
+from tsstore.read.cold import ColdRead, TieredRead, cold_aggregates, count_rows
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import PageRounds, TickRead, chunk_cursors
 from tsstore.read.plan import QueryPlan
 from tsstore.ticks import Position, Tick
-from tsstore.verbs.request import Collect, Count, Request, Seat, billed
+from tsstore.verbs.request import Aggregate, Collect, Count, Request, Seat, billed
 
 
 def seam_of(seat: Seat, plan: QueryPlan, snapshot: dt.datetime, stats: ReadStats) -> Request[list[Stretch] | None]:
     """The stretches of ``plan``'s range at ``snapshot``, oldest first; ``None`` when every
     tick of it is read from Firestore (no cold tier, nothing sealed in it, or a range after
     anything that can be sealed)."""
-    tier = seat.spec.cold
+    tier = plan.spec.cold  # the plan's series: a covered read also reads a roll-up's bars
     if tier is None:
         return None
     if plan.start is not None:
         now = yield from ask(KnownTime())
         if now is not None and plan.start >= tier.start_of(now):  # a sealed partition has ended by now
             return None
-    collection = seat.spec.collection
+    collection = plan.spec.collection
     since = None if plan.start is None else tier.start_of(plan.start)
     asks: list[Asking[Any]] = [
         GetDoc(manifest_path(collection), f"reading the cold tier manifest of {collection!r}", read_time=snapshot),
@@ -149,8 +150,48 @@ def tiered_count(
     for rows_of, answer in zip(plans, answers):
         if rows_of is None:
             total += billed([answer], stats)[0]
-        elif answer is None:
-            raise StateError("the cold tier's object of a sealed partition is gone, though the manifest names it")
         else:
-            total += count_rows(rows_of, answer, stats)
+            total += count_rows(rows_of, _present(answer), stats)
     return total
+
+
+#: What an aggregation asks of each chunk: the measure its query is also ordered by (or
+#: ``None``) and its ``(kind, alias, field)`` aggregations.
+Requests = Sequence[tuple[str | None, Sequence[tuple[str, str, str | None]]]]
+
+
+def tiered_aggregates(
+    seat: Seat, plan: QueryPlan, cut: list[Stretch], requests: Requests, *, snapshot: dt.datetime, stats: ReadStats
+) -> Request[list[dict[str, Any]]]:
+    """The answers of ``requests`` over the stretches ``cut``: from Firestore, one aggregation
+    query per request and chunk of each Firestore stretch at ``snapshot`` (each billed by
+    what it counted); from each sealed object, the same answers computed from its rows."""
+    asks: list[Asking[Any]] = []
+    plans: list[QueryPlan | None] = []  # per ask: the plan of a cold object's rows, None for Firestore's
+    for stretch in cut:
+        part = within(plan, stretch)
+        if stretch.entries is None:
+            for chunk in part.chunks:
+                asks += [Aggregate(ChunkTicks(part, chunk, m), tuple(wanted), snapshot) for m, wanted in requests]
+                plans += [None] * len(requests)
+        else:
+            asks += [GetObject(e.object, f"reading {e.object} from the cold tier") for e in stretch.entries]
+            plans += [part] * len(stretch.entries)
+    answers = yield from asked_together(asks)
+    stats.waited()
+    out: list[dict[str, Any]] = []
+    for rows_of, answer in zip(plans, answers):
+        if rows_of is None:
+            for split in answer:  # a part asked in halves answers twice; each billed by the entries it counted
+                stats.aggregation_done(int(next(v for k, v in split.items() if k == "count" or k.startswith("count_"))
+                                           or 0))  # fmt: skip
+                out.append(split)
+        else:
+            out += cold_aggregates(rows_of, _present(answer), requests, stats)
+    return out
+
+
+def _present(data: bytes | None) -> bytes:
+    if data is None:
+        raise StateError("the cold tier's object of a sealed partition is gone, though the manifest names it")
+    return data
