@@ -171,6 +171,9 @@ def test_aggregates_bars_and_asof_joins_across_the_seam_are_firestores(seam: Sea
 
 
 def test_the_sealed_part_costs_no_billed_read(seam: Seam) -> None:
+    told = seam.cold.explain(start=DAYS[2], end=DAYS[3]).describe()
+    assert "sealed, unmarked partitions of the range are read from their Parquet objects (no billed read)" in told
+    assert "cold tier" not in seam.hot.explain(start=DAYS[2], end=DAYS[3]).describe()
     sealed = seam.cold.query(start=DAYS[2], end=DAYS[3], direction="asc")
     plain = seam.hot.query(start=DAYS[2], end=DAYS[3], direction="asc")
     assert len(sealed.ticks) == len(plain.ticks) > 0

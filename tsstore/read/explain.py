@@ -41,6 +41,10 @@ class Explanation:
     #: range fields (a range condition on a value field), then at least 1 per 1 000 entries of
     #: the lean first round (the entries a filter skips are billed too).
     index_reads: int
+    #: The reads a series with a cold tier adds, in one round trip at the read's snapshot: its
+    #: manifest and its late-tick marks (0 without a tier); what falls in sealed partitions is
+    #: then read from their Parquet objects, no billed read (``ReadStats.objects``).
+    tier_reads: int = 0
 
     def describe(self) -> str:
         plan = self.plan
@@ -75,6 +79,12 @@ class Explanation:
                 f"reads per page of {plan.limit}: lean about {self.lean_reads} (first round; refills only where a "
                 f"chunk may hide rows), eager {self.eager_reads}; plus {self.snapshot_reads} for the snapshot time; "
                 f"{self.round_trips} round trip(s)"
+            )
+        if self.tier_reads and plan.spec.cold is not None:
+            lines.append(
+                f"cold tier {plan.spec.cold.path}: the sealed, unmarked partitions of the range are read from their "
+                f"Parquet objects (no billed read), the rest from Firestore as above; plus {self.tier_reads} reads, "
+                "in one round trip, for the manifest and the late-tick marks (none when the range starts today)"
             )
         return "\n".join(lines)
 
@@ -111,4 +121,5 @@ def explain(plan: QueryPlan) -> Explanation:
         round_trips=1 + snapshot_reads,
         range_fields=plan.range_fields,
         index_reads=index_reads,
+        tier_reads=2 if spec.cold is not None else 0,
     )
