@@ -28,7 +28,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from tests.shared import T0, stored_doc, stored_docs, ticks
+from tests.shared import T0, stored_doc, ticks
 from tests.shared import spec as shared_spec
 from tsstore import TimeSeriesStore, WriteOptions
 from tsstore.cold.parquet import ID_COLUMN, id_checksum
@@ -181,7 +181,7 @@ class Reader(threading.Thread):
             with self.passed:
                 self.passes += 1
                 self.passed.notify_all()
-            self.woken.wait(0.03)
+            self.woken.wait(0.05)
             self.woken.clear()
 
     def one_pass(self) -> None:
@@ -222,10 +222,11 @@ def test_a_sealer_killed_at_twenty_random_points_seals_each_day_once_and_a_reade
     client = emulator.client(database=database)
     rows = [{**row, "timestamp": row["timestamp"] + dt.timedelta(days=row["n"] % DAYS)} for row in ticks(TICKS, 9)]
     with TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False)) as store:
-        store.write(rows)  # while the fork server imports tsstore
-    days: dict[str, list[str]] = defaultdict(list)
-    for doc_id, data in stored_docs(client, collection_name).items():  # what was written, read by the client
-        days[partition_label(data["timestamp"])].append(doc_id)
+        written = store.write(rows)  # while the fork server imports tsstore
+    assert written.created == TICKS
+    days: dict[str, list[str]] = defaultdict(list)  # each day's ids, as written
+    for row, doc_id in zip(rows, written.ids):
+        days[partition_label(row["timestamp"])].append(doc_id)
     days = {label: sorted(ids) for label, ids in days.items()}
     assert len(days) == DAYS
 
