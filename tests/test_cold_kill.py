@@ -157,7 +157,7 @@ def draw_kills(seed: int) -> list[tuple[str, str]]:
 
 class Reader(threading.Thread):
     """Reads the manifest and every object it names, again and again, checking each pass:
-    each named partition's objects hold exactly that day's ids, and no id twice."""
+    each named day's object holds exactly the ids written that day, and no id is read twice."""
 
     def __init__(self, client: Any, collection: str, lake: Path, days: dict[str, list[str]]) -> None:
         super().__init__(daemon=True)
@@ -258,7 +258,7 @@ def test_a_sealer_killed_at_twenty_random_points_seals_each_day_once_and_a_reade
         errors.close()
     labels = sorted(days)  # a kill in a day's phase: the days before it are sealed, and it too after its switch
     assert found == [labels.index(label) + (phase in SEALED) for label, phase in kills] + [DAYS], seed
-    assert reader.passes > 2 * len(found), reader.passes  # it read while the sealers ran, too
+    assert reader.passes >= 2 * len(found), reader.passes  # it read while the sealers ran, too
 
     manifest = stored_doc(client, f"tsstore_cold/{collection_name}")
     assert manifest is not None
