@@ -184,14 +184,25 @@ def test_the_sealed_part_costs_no_billed_read(seam: Seam) -> None:
 
 
 def test_the_async_store_reads_across_the_seam_alike(request: pytest.FixtureRequest, seam: Seam) -> None:
-    async def both() -> tuple[list[str], list[str]]:
+    bounds = {"start": DAYS[0] + 7 * H, "end": DAYS[3] + 5 * H}
+
+    async def both() -> tuple[list[str], list[str], list[Any]]:
         native = seam.mode == "native"  # Datastore mode has no asyncio client: the async store takes the sync one
         client = request.getfixturevalue("emulator").async_client(database=database_of(seam.cold)) if native else seam.client
         async with AsyncTimeSeriesStore(client, seam.spec, page_size=7) as store:
-            page = await store.query(start=DAYS[0], direction="asc", limit=50)
-            streamed = [t.id async for t in store.iter_ticks(start=DAYS[0], direction="asc")]
-        return [t.id for t in page.ticks], streamed
+            page = await store.query(**bounds, direction="asc", limit=50)
+            streamed = [t.id async for t in store.iter_ticks(**bounds, direction="asc")]
+            rest = [await store.count(**bounds), await store.query_frame(**bounds),
+                    [len(b) async for b in store.stream_batches(**bounds, rows=16)],
+                    await store.latest(by="symbol", values=["AAA", "CCC"], before=DAYS[2]),
+                    await store.aggregate(**bounds, sum=["volume"])]  # fmt: skip
+        return [t.id for t in page.ticks], streamed, rest
 
-    paged, streamed = asyncio.run(both())
-    want = [t.id for t in seam.hot.query(start=DAYS[0], direction="asc").ticks]
+    paged, streamed, rest = asyncio.run(both())
+    want = [t.id for t in seam.hot.query(**bounds, direction="asc").ticks]
     assert (paged, streamed) == (want[:50], want)
+    counted, frame, batches, newest, summed = rest
+    assert (counted, sum(batches), max(batches)) == (len(want), len(want), 16)
+    pd.testing.assert_frame_equal(frame, seam.hot.query_frame(**bounds))
+    pd.testing.assert_frame_equal(newest, seam.hot.latest(by="symbol", values=["AAA", "CCC"], before=DAYS[2]))
+    assert summed == seam.hot.aggregate(**bounds, sum=["volume"])
