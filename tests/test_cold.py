@@ -6,9 +6,11 @@ the emulator, equal to the store's own reads."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import itertools
 import json
+import operator
 from pathlib import Path
 from typing import Any
 
@@ -24,18 +26,20 @@ from tests.scripted import seat
 from tests.shared import MODES, T0, database_of, mode_client, stored_doc, ticks
 from tests.shared import spec as shared_spec
 from tsstore import AsyncTimeSeriesStore, QueryError, SeriesSpec, SpecError, TimeSeriesStore, WriteOptions
-from tsstore.asks import CreateDoc, Doc, GetDoc, KnownTime, UpdateDoc
+from tsstore.asks import CreateDoc, DeleteDoc, Doc, FindDocs, GetDoc, KnownTime, SetDoc, UpdateDoc
 from tsstore.cold.manifest import ORPHAN_GRACE, Entry, Manifest, manifest_path
 from tsstore.cold.objects import Damaged, DeleteObject, LocalObjects, ObjectInfo, Placed, Taken, answer_object
 from tsstore.cold.parquet import ID_COLUMN, id_checksum, parquet_bytes, sorted_rows, with_ids
-from tsstore.cold.tier import ColdTier
+from tsstore.cold.tier import ColdTier, partition_label
 from tsstore.declaration import load_declaration
+from tsstore.late import WRITERS, mark_id, marks_path
 from tsstore.read.engine import TickRead
 from tsstore.ticks import Tick
 from tsstore.verbs import cold
-from tsstore.verbs.request import Collect, Feed, Request, answer
+from tsstore.verbs.request import Collect, Feed, Pause, Request, answer
 
 UTC = dt.timezone.utc
+OPS = {"==": operator.eq, ">=": operator.ge, "<": operator.lt}
 DAY1 = dt.datetime(2026, 11, 1, tzinfo=UTC)
 DAYS = 3
 
@@ -130,6 +134,8 @@ class World:
         self.now = DAY1 + dt.timedelta(days=DAYS + 2)  # every day closed for seal_after
         self.asked: list[Any] = []
         self.before_switch: Any = None  # called once at the next switch, before it is answered
+        self.docs: dict[str, tuple[dict[str, Any], dt.datetime]] = {}  # other documents: data, update time
+        self.leases: list[Doc] = []  # the writers' leases
 
     def seal(self, **options: Any) -> Any:
         return self.run(cold.seal(seat(self.spec), **options))
@@ -138,13 +144,37 @@ class World:
         return answer(request, self.answer)
 
     def answer(self, ask: Any) -> Any:
+        if isinstance(ask, list):  # asked together
+            return [self.answer(one) for one in ask]
         self.asked.append(ask)
         self.now += dt.timedelta(microseconds=1)
         match ask:
             case GetDoc(path=path) if path == manifest_path("ticks"):
                 return Doc("ticks", self.manifest, self.written, self.now)
+            case GetDoc(path=path) if path in self.docs:
+                data, written = self.docs[path]
+                return Doc(path.rsplit("/", 1)[-1], dict(data), written, self.now)
             case GetDoc(path=path):  # the server's time
                 return Doc(path, None, None, self.now)
+            case SetDoc(path=path, data=data, merge=merge, server_time=stamped):
+                held = self.docs[path][0] if merge and path in self.docs else {}
+                self.docs[path] = ({**held, **data, **{name: self.now for name in stamped}}, self.now)
+                return self.now
+            case DeleteDoc(path=path, written=written):
+                if path not in self.docs or written not in (None, self.docs[path][1]):
+                    return False
+                del self.docs[path]
+                return True
+            case FindDocs(collection=collection) if collection == WRITERS:
+                return list(self.leases)
+            case FindDocs(collection=collection, where=where):
+                found = [Doc(path.rsplit("/", 1)[-1], dict(data), written, self.now)
+                         for path, (data, written) in sorted(self.docs.items())
+                         if path.rsplit("/", 1)[0] == collection]  # fmt: skip
+                return [doc for doc in found if all(OPS[op]((doc.data or {}).get(f), v) for f, op, v in where)]
+            case Pause(seconds=seconds):
+                self.now += dt.timedelta(seconds=seconds)
+                return None
             case KnownTime():
                 return self.now
             case Collect(read=TickRead(plan=plan)):  # the first tick from a time
@@ -177,6 +207,21 @@ class World:
 
     def stored(self) -> Manifest:
         return Manifest.of("ticks", Doc("ticks", self.manifest, self.written, self.now))
+
+    def late(self, tick: Tick | None = None, *, erase: str | None = None) -> None:
+        """What a writer does: mark the tick's day of the cold tier, then write it (or erase
+        the tick ``erase``)."""
+        gone = next((t for t in self.ticks if t.id == erase), None)
+        at = tick.timestamp if tick is not None else gone.timestamp if gone is not None else DAY1
+        bucket = self.spec.cold.start_of(at) if self.spec.cold is not None else at
+        self.now += dt.timedelta(microseconds=1)
+        self.docs[f"{marks_path('ticks.cold')}/{mark_id(bucket)}"] = ({"bucket": bucket, "nonce": str(self.now)}, self.now)
+        self.ticks = [t for t in self.ticks if t.id != erase] + ([tick] if tick is not None else [])
+
+    def marked(self) -> list[str]:
+        """The days the cold tier's marks name."""
+        return [partition_label(data["bucket"]) for path, (data, _) in sorted(self.docs.items())
+                if path.startswith(marks_path("ticks.cold"))]  # fmt: skip
 
 
 def expected(ticks: list[Tick]) -> list[tuple[str, dt.datetime]]:
@@ -361,6 +406,107 @@ def test_an_orphan_is_deleted_once_another_object_of_its_day_is_named_and_the_gr
               ObjectInfo("ticks/date=2026-11-02/part-1.parquet", 1, 10, at)]  # its sealer may not have switched yet
     assert manifest.orphans(listed, now=at + dt.timedelta(hours=1)) == ["ticks/date=2026-11-01/part-1.parquet"]
     assert manifest.orphans(listed, now=at + dt.timedelta(minutes=59)) == []
+
+
+def late_tick(day: int, name: str = "late") -> Tick:
+    at = DAY1 + dt.timedelta(days=day, hours=20)
+    return Tick(name, at, {"timestamp": at, "symbol": "AAA", "n": -1})
+
+
+def test_a_marked_day_is_sealed_again_as_its_next_generation_then_its_mark_cleared(tmp_path: Path) -> None:
+    world = World(tmp_path, day_ticks())
+    first = world.seal()
+    cold_doc = world.docs["tsstore_rollups/ticks.cold"][0]  # what writers read as a horizon
+    assert (cold_doc["source"], cold_doc["interval_seconds"], cold_doc["cold_tier"]) == ("ticks", 86400, True)
+    assert cold_doc["closing"] == cold_doc["watermark"] == world.stored().through == DAY1 + dt.timedelta(days=3)
+    world.late(late_tick(1))
+    world.asked.clear()
+    again = world.seal()
+    assert [(p.label, p.generation, p.rows) for p in again.resealed] == [("2026-11-02", 2, 6)]
+    assert (again.sealed, again.skipped, again.emptied) == ((), 2, ())
+    assert world.read_back() == by_time(expected(world.ticks))  # the late tick in, once
+    assert world.stored().entries["2026-11-02"].object == "ticks/date=2026-11-02/part-2.parquet"
+    assert [first.sealed[0].object, first.sealed[2].object] == [world.stored().entries[d].object
+                                                                for d in ("2026-11-01", "2026-11-03")]
+    assert world.marked() == []
+    switched = next(i for i, a in enumerate(world.asked) if isinstance(a, UpdateDoc))
+    cleared = next(i for i, a in enumerate(world.asked) if isinstance(a, DeleteDoc))
+    assert switched < cleared  # a reader between sees the new generation, or the old one marked
+    assert "re-sealed" not in again.describe() and "sealed again 2026-11-02 (generation 2, 6 ticks)" in again.describe()
+    assert world.seal().resealed == ()  # nothing marked: nothing sealed again
+
+
+def test_a_replaced_or_erased_tick_seals_its_day_again_and_a_day_left_empty_loses_its_entry(tmp_path: Path) -> None:
+    world = World(tmp_path, day_ticks(2))
+    world.seal()
+    replaced = dataclasses.replace(world.ticks[0], data={**world.ticks[0].data, "n": 999})
+    world.late(replaced, erase=replaced.id)
+    for gone in [t.id for t in world.ticks if t.timestamp.day == 2]:
+        world.late(erase=gone)
+    again = world.seal()
+    assert ([(p.label, p.generation) for p in again.resealed], again.emptied) == ([("2026-11-01", 2)], ("2026-11-02",))
+    assert sorted(world.stored().entries) == ["2026-11-01", "2026-11-03"] and world.marked() == []
+    table = pq.read_table(world.objects.url(world.stored().entries["2026-11-01"].object))
+    assert sorted(table["n"].to_pylist()) == [1, 999]  # the replaced value
+    assert world.read_back() == by_time(expected(world.ticks))
+    assert "2026-11-02 (no tick left)" in again.describe()
+
+
+def test_a_tick_into_a_day_empty_when_sealed_is_sealed_next_time(tmp_path: Path) -> None:
+    world = World(tmp_path, [t for t in day_ticks() if t.timestamp.day != 2])
+    world.seal()
+    assert sorted(world.stored().entries) == ["2026-11-01", "2026-11-03"]  # the 2nd: sealed empty, no entry
+    world.late(late_tick(1))
+    again = world.seal()
+    assert [(p.label, p.generation, p.rows) for p in again.resealed] == [("2026-11-02", 1, 1)]
+    assert world.read_back() == by_time(expected(world.ticks)) and world.marked() == []
+
+
+def test_a_mark_written_after_the_writers_cutoff_outlives_the_seal_that_read_its_day(tmp_path: Path) -> None:
+    world = World(tmp_path, day_ticks())
+    world.seal()
+    world.late(late_tick(1))
+    # a live writer whose view is older than the mark: its tick may land after the seal's read
+    world.leases = [Doc("job", {"source": "ticks", "lease_seconds": 30.0}, world.now - dt.timedelta(microseconds=1), None)]
+    again = world.seal()
+    assert [p.label for p in again.resealed] == ["2026-11-02"] and world.marked() == ["2026-11-02"]
+    world.leases = []  # its writer is done: the next seal folds the day in again and clears the mark
+    assert [p.generation for p in world.seal().resealed] == [3] and world.marked() == []
+
+
+def test_a_sealer_announces_its_end_and_waits_for_a_writer_that_has_not_seen_it_before_it_reads(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path, day_ticks())
+    world.leases = [Doc("job", {"source": "ticks", "lease_seconds": 30.0}, world.now, None)]  # before the announcement
+    answer_first = world.answer
+
+    def writer_renews(ask: Any) -> Any:
+        if isinstance(ask, Pause):  # the writer reads the horizons again meanwhile
+            world.leases = [Doc("job", {"source": "ticks", "lease_seconds": 30.0}, world.now, None)]
+        return answer_first(ask)
+
+    world.answer = writer_renews  # type: ignore[method-assign]
+    world.seal()
+    kinds = [type(a).__name__ for a in world.asked]
+    announced = next(i for i, a in enumerate(world.asked) if isinstance(a, SetDoc) and "closing" in a.data)
+    assert world.asked[announced].data["closing"] == DAY1 + dt.timedelta(days=3)
+    assert announced < kinds.index("Pause") < kinds.index("Collect") < kinds.index("Feed")  # then the oldest tick, read
+    assert "waiting for 1 writer(s) of 'ticks'" in world.asked[kinds.index("Pause")].what
+    first_read = world.asked[kinds.index("Collect")]  # at a snapshot after the wait
+    assert first_read.read.plan.query.read_time > world.docs["tsstore_rollups/ticks.cold"][0]["announced"]
+
+
+def test_a_switch_from_an_older_read_than_the_manifests_is_refused(tmp_path: Path) -> None:
+    world = World(tmp_path, day_ticks())
+    world.seal()
+    world.late(late_tick(1))
+    other: list[Any] = []
+    world.before_switch = lambda: other.append(world.seal())  # a later sealer seals it again first
+    mine = world.seal()  # its part-2 written, its switch from the older read refused
+    assert [p.generation for p in other[0].resealed] == [3] and mine.resealed == ()
+    assert world.stored().entries["2026-11-02"].generation == 3 and world.marked() == []
+    assert world.read_back() == by_time(expected(world.ticks))
 
 
 def test_a_series_without_a_cold_tier_is_refused_by_name() -> None:

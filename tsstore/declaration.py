@@ -17,7 +17,7 @@ import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 
-from tsstore.analytics.rollup import Rollup, rollup_from_mapping
+from tsstore.analytics.rollup import Rollup, refuse_cold_name, rollup_from_mapping
 from tsstore.errors import SpecError
 from tsstore.spec import SeriesSpec, spec_from_mapping
 
@@ -41,6 +41,9 @@ def load_declaration(ref: str) -> tuple[tuple[SeriesSpec, ...], tuple[Rollup, ..
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
         raise SpecError(f"declaration {ref!r} declares collection {twice[0]!r} twice; declare each collection once")
+    for rollup in rollups:
+        for spec in specs:
+            refuse_cold_name(rollup.name, spec)
     return specs, rollups
 
 

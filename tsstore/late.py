@@ -38,6 +38,10 @@ LAST_TICK = "last_tick"
 #: The field of a watermark document listing the shard values of the roll-up's bars: where a
 #: writer looks for a stored bar (a time range per chunk of them, as a sharded read asks).
 BAR_SHARDS = "shards"
+#: The field of a watermark document saying it is a series' cold tier
+#: (``tsstore.cold.tier.horizon_name``), not a roll-up: its partitions are sealed into Parquet
+#: and sealed again when marked, so it has no bars a late tick could be refused for.
+COLD_TIER = "cold_tier"
 #: One document per running write job: which source it writes and since when every write it
 #: sends was decided with a fresh view of the roll-ups' horizons (its *lease*).
 WRITERS = "tsstore_writers"
@@ -157,6 +161,7 @@ class Horizon:
     purged: dt.datetime | None = None  # retention deleted the ticks before it: bars only
     last_tick: dt.datetime | None = None
     shards: tuple[str, ...] = ()  # of its bars (none known: a document written before tsstore kept them)
+    cold: bool = False  # a cold tier's sealed partitions, not a roll-up's bars: a window never refuses for it
 
     @classmethod
     def of(cls, name: str, document: Mapping[str, Any]) -> Horizon | None:
@@ -171,6 +176,7 @@ class Horizon:
             name, dt.timedelta(seconds=seconds), max(known) if known else None,
             purged if isinstance(purged, dt.datetime) else None, last if isinstance(last, dt.datetime) else None,
             tuple(v for v in shards if isinstance(v, str)) if isinstance(shards, list) else (),
+            document.get(COLD_TIER) is True,
         )  # fmt: skip
 
     def late(self, timestamp: dt.datetime) -> dt.datetime | None:

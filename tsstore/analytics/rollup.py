@@ -27,6 +27,7 @@ from typing import Any
 from tsstore.access import ClientAccess, access_from
 from tsstore.analytics.bars import STORED_MOMENTS, Bar, bar_start
 from tsstore.analytics.buckets import to_interval
+from tsstore.cold.tier import horizon_name
 from tsstore.errors import ConfigError, QueryError, SpecError, StateError
 from tsstore.late import BAR_SHARDS, WATERMARKS
 from tsstore.spec import NUMERIC_TYPES, QueryShape, SeriesSpec, check_field_path, shards_for
@@ -552,4 +553,15 @@ def _bars_spec(
     )
     if spec.collection == source.collection:
         raise SpecError(f"a roll-up cannot be stored in its source collection {source.collection!r}")
+    refuse_cold_name(spec.collection, source)
     return spec
+
+
+def refuse_cold_name(rollup: str, series: SeriesSpec) -> None:
+    """Refuse a roll-up collection named as ``series``' cold tier is in the late-tick protocol
+    (:func:`~tsstore.cold.tier.horizon_name`): the two would share one watermark document."""
+    if rollup == horizon_name(series.collection):
+        raise SpecError(
+            f"roll-up collection {rollup!r} is the name of {series.collection!r}'s cold tier in "
+            f"{WATERMARKS}; give the roll-up another collection (any name but {rollup!r})"
+        )

@@ -81,13 +81,17 @@ class Entry:
 
 @dataclass(frozen=True)
 class Manifest:
-    """A collection's manifest as read: its entries by partition name, its ``version`` and
-    when the document was last written (``None``: there is none yet)."""
+    """A collection's manifest as read: its entries by partition name, its ``version``, when
+    the document was last written (``None``: there is none yet), and ``read_at``: the newest
+    read time a switch sealed from (``None``: not known). A switch from an older read is
+    refused (:meth:`behind`): the ticks it read may have changed since, and the marks that
+    said so may be cleared already by the sealer that read them later."""
 
     collection: str
     entries: Mapping[str, Entry] = field(default_factory=dict)
     version: int = 0
     written: dt.datetime | None = None
+    read_at: dt.datetime | None = None
 
     @classmethod
     def of(cls, collection: str, doc: Doc) -> Manifest:
@@ -97,7 +101,9 @@ class Manifest:
             return cls(collection)
         stored = data.get("partitions") or {}
         entries = {label: Entry.of(value) for label, value in stored.items()}
-        return cls(collection, entries, int(data.get("version") or 0), doc.update_time)
+        read_at = data.get("read_at")
+        return cls(collection, entries, int(data.get("version") or 0), doc.update_time,
+                   read_at if isinstance(read_at, dt.datetime) else None)  # fmt: skip
 
     def next_generation(self, label: str) -> int:
         """The generation a new seal of partition ``label`` is written as."""
@@ -106,7 +112,23 @@ class Manifest:
 
     def with_entry(self, entry: Entry) -> Manifest:
         """The next version: this one with ``entry`` in place of its partition's."""
-        return replace(self, entries={**self.entries, entry.label: entry}, version=self.version + 1)
+        return self.read(entry.sealed_at, entries={**self.entries, entry.label: entry})
+
+    def without(self, label: str, *, read_at: dt.datetime) -> Manifest:
+        """The next version: this one without partition ``label``'s entry (its ticks, read at
+        ``read_at``, are all gone)."""
+        return self.read(read_at, entries={k: v for k, v in self.entries.items() if k != label})
+
+    def read(self, read_at: dt.datetime, *, entries: Mapping[str, Entry] | None = None) -> Manifest:
+        """The next version, with ``entries`` (default: the same), sealed from a read at ``read_at``."""
+        newest = read_at if self.read_at is None else max(self.read_at, read_at)
+        kept = self.entries if entries is None else entries
+        return replace(self, entries=kept, version=self.version + 1, read_at=newest)
+
+    def behind(self, read_at: dt.datetime) -> bool:
+        """Whether a switch sealed from a read at ``read_at`` is refused: a switch from a later
+        read has landed."""
+        return self.read_at is not None and self.read_at > read_at
 
     def document(self) -> dict[str, Any]:
         """The manifest document's data."""
@@ -114,17 +136,22 @@ class Manifest:
             "collection": self.collection,
             "version": self.version,
             "partitions": {label: asdict(entry) for label, entry in sorted(self.entries.items())},
+            **({"read_at": self.read_at} if self.read_at is not None else {}),
         }
 
     def switch(self, entry: Entry) -> CreateDoc | UpdateDoc:
         """The ask that switches the stored manifest (this version) to the next with ``entry``:
         answered ``False``, and nothing written, when another sealer switched it first."""
-        after = self.with_entry(entry).document()
-        what = (f"switching the cold tier manifest of {self.collection!r} to partition {entry.label}'s "
-                f"generation {entry.generation}")
+        return self.switch_to(self.with_entry(entry), f"partition {entry.label}'s generation {entry.generation}")
+
+    def switch_to(self, after: Manifest, what: str) -> CreateDoc | UpdateDoc:
+        """The ask that switches the stored manifest (this version) to ``after`` (saying
+        ``what`` it holds): answered ``False``, and nothing written, when another sealer
+        switched it first."""
+        said = f"switching the cold tier manifest of {self.collection!r} to {what}"
         if self.written is None:
-            return CreateDoc(manifest_path(self.collection), after, what)
-        return UpdateDoc(manifest_path(self.collection), after, written=self.written, what=what)
+            return CreateDoc(manifest_path(self.collection), after.document(), said)
+        return UpdateDoc(manifest_path(self.collection), after.document(), written=self.written, what=said)
 
     def copy_json(self) -> bytes:
         """The copy of this version written to the object store."""
@@ -203,8 +230,10 @@ class SealedPartition:
 @dataclass(frozen=True)
 class SealResult:
     """What a seal did: the partitions it ``sealed`` (in time order), those it ``skipped``
-    (sealed already, or by another sealer meanwhile), the orphan objects it ``removed``, and
-    the time it sealed up to (``until``: every partition ending by then)."""
+    (sealed already, or by another sealer meanwhile), the orphan objects it ``removed``, the
+    time it sealed up to (``until``: every partition ending by then), and the sealed
+    partitions late ticks had changed (marked) that it sealed again (``resealed``: a new
+    generation each) or found without a tick any more (``emptied``: their entries removed)."""
 
     #: The partitions this run sealed, in time order.
     sealed: tuple[SealedPartition, ...]
@@ -214,6 +243,10 @@ class SealResult:
     removed: int
     #: Every partition ending by this time is sealed.
     until: dt.datetime
+    #: Sealed partitions that late ticks changed, sealed again as a new generation, in time order.
+    resealed: tuple[SealedPartition, ...] = ()
+    #: Sealed partitions that late erases left without a tick: their entries removed.
+    emptied: tuple[str, ...] = ()
 
     @property
     def rows(self) -> int:
@@ -228,5 +261,8 @@ class SealResult:
     def describe(self) -> str:
         """One line: what was sealed, skipped and removed."""
         removed = f", {self.removed} orphan object(s) removed" if self.removed else ""
+        again = [f"{p.label} (generation {p.generation}, {p.rows} ticks)" for p in self.resealed]
+        again += [f"{label} (no tick left)" for label in self.emptied]
+        late = f"; late ticks: sealed again {', '.join(again)}" if again else ""
         return (f"sealed {len(self.sealed)} partition(s) ({self.rows} ticks, {self.size} bytes) up to "
-                f"{utc_text(self.until)}; {self.skipped} already sealed{removed}")  # fmt: skip
+                f"{utc_text(self.until)}; {self.skipped} already sealed{removed}{late}")  # fmt: skip

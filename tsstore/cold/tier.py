@@ -11,8 +11,10 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tsstore.errors import SpecError, refuse_unknown_keys
+from tsstore.late import COLD_TIER
 from tsstore.times import bucket_start, to_duration
 
 DAY = dt.timedelta(days=1)
@@ -124,3 +126,10 @@ def horizon_name(collection: str) -> str:
     replaced or erased tick changed after it was sealed (id: the partition's start in epoch
     milliseconds, as a roll-up's), which writers leave as they leave a roll-up's."""
     return f"{collection}.cold"
+
+
+def horizon_fields(collection: str, tier: ColdTier) -> dict[str, Any]:
+    """What the cold tier's watermark document says besides its times: the series it seals
+    (``source``: writers of it find the document as they find a roll-up's), the partition's
+    seconds and that it is a cold tier (a late-data window never refuses a tick for it)."""
+    return {"source": collection, "interval_seconds": tier.partition.total_seconds(), COLD_TIER: True}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from tsstore.asks import ask
@@ -29,15 +29,17 @@ from tsstore.cold.manifest import (
 from tsstore.cold.gcs import storage_module
 from tsstore.cold.objects import DeleteObject, ListObjects, ObjectUrls, Placed, PutObject
 from tsstore.cold.parquet import id_checksum, parquet_bytes, sorted_rows, with_ids
-from tsstore.cold.tier import ColdTier, manifest_copy_name, object_name, partition_label
+from tsstore.cold.tier import ColdTier, horizon_fields, horizon_name, manifest_copy_name, object_name, partition_label
 from tsstore.errors import QueryError, StateError
 from tsstore.frames import FrameBuilder
+from tsstore.late import Horizon, Mark
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import oldest_first, plan_query
 from tsstore.read.query import Query
 from tsstore.spec import Direction, SeriesSpec
 from tsstore.ticks import Tick
 from tsstore.times import TimeLike, to_utc
+from tsstore.verbs.marks import announce, clear_marks, read_marks, read_watermark, settle_writers, watermark_write
 from tsstore.verbs.reading import read, server_time
 from tsstore.verbs.request import Collect, Feed, Request, Seat
 
@@ -84,32 +86,148 @@ def seal(seat: Seat, *, until: TimeLike | None = None, on_progress: SealProgress
     seal deletes it once another object of its partition is named and an hour has passed. A
     partition without a tick is not sealed (nothing is
     written for it): the run goes on at the partition of the next tick. ``on_progress`` is
-    called with each partition sealed."""
+    called with each partition sealed.
+
+    Late ticks: a sealed partition is a horizon to writers as a roll-up's is. Before reading,
+    the run announces the end it seals to and waits for the writers that have not seen it,
+    so a tick created, replaced or erased later in a partition before that end leaves a mark
+    (``tsstore_rollups/<collection>.cold/marks``). A run first seals every marked partition
+    again (a new generation; its entry removed when no tick is left), and clears the marks
+    its manifest switches folded in (``resealed``, ``emptied``)."""
     given = None if until is None else _time(until)
     tier = _tier(seat.spec)
     collection = seat.spec.collection
     now = yield from server_time(seat)
     until_at = min(now - tier.seal_after if given is None else given, now)  # an open partition never
+    cutoff = yield from _hold_writers(seat, tier, tier.start_of(until_at))
+    snapshot = yield from server_time(seat)  # every writer decides with the new horizon by now
+    marks = yield from read_marks(seat, horizon_name(collection), before=None, read_time=snapshot)
+    clearing = _Clearing(horizon_name(collection), marks, cutoff)
     known = yield from _manifest(collection)  # what was sealed before this run: skipped without a read
+    resealed, emptied = yield from _reseal(seat, tier, known, clearing, on_progress)
+    again = {p.label for p in resealed} | set(emptied)
     sealed: list[SealedPartition] = []
     skipped = 0
     newest = max(known.entries.values(), key=lambda entry: entry.start, default=None)
     partitions = 1 if newest is None else _window(newest.rows)  # how many one read takes
-    start = yield from _next_tick(seat, tier, None)
+    snapshot = yield from server_time(seat)
+    start = yield from _next_tick(seat, tier, None, snapshot, clearing)
     while start is not None and start + tier.partition <= until_at:
-        if partition_label(start) in known.entries:
-            skipped += 1
+        if partition_label(start) in known.entries or partition_label(start) in again:
+            skipped += partition_label(start) not in again
             start += tier.partition
             continue
         end = _window_end(tier, start, until_at, known, partitions)
-        outcomes = yield from _seal_window(seat, tier, start, end, on_progress)
+        outcomes = yield from _seal_window(seat, tier, start, end, snapshot, clearing, on_progress)
         done_now = [done for done in outcomes if isinstance(done, SealedPartition)]
         partitions = _window(max((done.rows for done in done_now), default=0)) if done_now else partitions
         sealed += done_now
         skipped += outcomes.count("skipped")
-        start = (yield from _next_tick(seat, tier, end)) if outcomes[-1] == "empty" else end
+        snapshot = yield from server_time(seat)
+        start = (yield from _next_tick(seat, tier, end, snapshot, clearing)) if outcomes[-1] == "empty" else end
+    through = (yield from _manifest(collection)).through
+    what = f"the watermark of the cold tier of {collection!r}"
+    yield from ask(watermark_write(horizon_name(collection), {"watermark": through}, what=what))
     removed = yield from _remove_orphans(seat, collection)
-    return SealResult(tuple(sealed), skipped, removed, until_at)
+    return SealResult(tuple(sealed), skipped, removed, until_at, tuple(resealed), tuple(emptied))
+
+
+def _hold_writers(seat: Seat, tier: ColdTier, closing: dt.datetime) -> Request[dt.datetime]:
+    """Before a seal reads: announce ``closing`` (the end it seals to) on the cold tier's
+    watermark document unless writers hold a horizon as late already, and wait for the
+    writers deciding with an older view. Answers the cutoff of the marks the seal may clear."""
+    collection = seat.spec.collection
+    name = horizon_name(collection)
+    mine = yield from read_watermark(seat, name)
+    held = Horizon.of(name, mine) if mine else None
+    announced = (mine or {}).get("announced")
+    if held is None or held.horizon is None or closing > held.horizon:
+        announced = yield from announce(seat, name, horizon_fields(collection, tier), closing)
+    waited = announced if isinstance(announced, dt.datetime) else None
+    return (yield from settle_writers(seat, collection, announced=waited,
+                                      refresh=seat.spec.late.refresh.total_seconds()))  # fmt: skip
+
+
+@dataclass
+class _Clearing:
+    """The marks a seal read (``marks``, those not cleared yet) and what it found of their
+    partitions at its read times (after the writers saw its horizon): the objects it named
+    (``ours``, by partition start) and the spans it read without a tick (``empty``; ``None``:
+    unbounded). A mark is cleared once a switch has put what the seal read of its partition
+    in the manifest, if it was written before ``cutoff`` (its tick had landed before the read)."""
+
+    name: str
+    marks: list[Mark]
+    cutoff: dt.datetime
+    ours: dict[dt.datetime, str] = field(default_factory=dict)
+    empty: list[tuple[dt.datetime | None, dt.datetime | None]] = field(default_factory=list)
+
+    def _read_empty(self, bucket: dt.datetime) -> bool:
+        return any((start is None or start <= bucket) and (end is None or bucket < end) for start, end in self.empty)
+
+    def due(self, manifest: Manifest) -> list[Mark]:
+        """The marks ``manifest`` (just switched to) has folded in: of partitions before its
+        ``through`` that it names with this seal's object, or leaves out as this seal read
+        them empty."""
+        through = manifest.through
+        if through is None:
+            return []
+        due = []
+        for mark in self.marks:
+            entry = manifest.entries.get(partition_label(mark.bucket))
+            folded = self.ours.get(mark.bucket) == entry.object if entry else self._read_empty(mark.bucket)
+            if mark.bucket < through and mark.written < self.cutoff and folded:
+                due.append(mark)
+        return due
+
+    def clear(self, seat: Seat, manifest: Manifest) -> Request[None]:
+        """After the switch to ``manifest``: clear the marks it folded in (never before: a
+        reader between would take the old entry unmarked)."""
+        due = self.due(manifest)
+        if due:
+            self.marks = [mark for mark in self.marks if mark not in due]
+            yield from clear_marks(seat, self.name, due, cutoff=self.cutoff)
+
+
+def _reseal(
+    seat: Seat, tier: ColdTier, known: Manifest, clearing: _Clearing, on_progress: SealProgress | None
+) -> Request[tuple[list[SealedPartition], list[str]]]:
+    """Seal again every marked partition before ``known.through`` (a late tick changed it
+    after it was sealed), runs of consecutive ones read together: a new generation, or its
+    entry removed when it holds no tick any more; the partitions sealed again, and those
+    emptied."""
+    through = known.through
+    marked = sorted({m.bucket for m in clearing.marks if through is not None and m.bucket < through})
+    resealed: list[SealedPartition] = []
+    emptied: list[str] = []
+    for first, end in _runs(marked, tier.partition):
+        snapshot = yield from server_time(seat)
+        ticks = yield from _read_partitions(seat, tier, first, end, snapshot)
+        for at in (m for m in marked if first <= m < end):
+            whole = ticks.done.get(at)
+            if whole is None:
+                clearing.empty.append((at, at + tier.partition))
+                if (yield from _empty(seat, at, snapshot, clearing)) == "emptied":
+                    emptied.append(partition_label(at))
+                continue
+            done = yield from _place(seat, tier, at, whole, snapshot, clearing, again=True)
+            if isinstance(done, SealedPartition):
+                resealed.append(done)
+                if on_progress is not None:
+                    on_progress(done)
+    return resealed, emptied
+
+
+def _runs(starts: list[dt.datetime], step: dt.timedelta) -> list[tuple[dt.datetime, dt.datetime]]:
+    """``[first, end)`` of each run of consecutive partitions among ``starts`` (in order), at
+    most :data:`WINDOW` partitions each."""
+    runs: list[tuple[dt.datetime, dt.datetime]] = []
+    for at in starts:
+        if runs and runs[-1][1] == at and (at - runs[-1][0]) < step * WINDOW:
+            runs[-1] = (runs[-1][0], at + step)
+        else:
+            runs.append((at, at + step))
+    return runs
 
 
 def cold_sql(seat: Seat, *, name: str | None = None) -> Request[str]:
@@ -146,12 +264,17 @@ def _manifest(collection: str) -> Request[Manifest]:
     return Manifest.of(collection, (yield from ask(manifest_ask(collection))))
 
 
-def _next_tick(seat: Seat, tier: ColdTier, after: dt.datetime | None) -> Request[dt.datetime | None]:
+def _next_tick(
+    seat: Seat, tier: ColdTier, after: dt.datetime | None, snapshot: dt.datetime, clearing: _Clearing
+) -> Request[dt.datetime | None]:
     """The start of the partition of the first tick at or after ``after`` (``None``: the
-    oldest tick's); ``None`` when there is none."""
-    plan = plan_query(seat.spec, Query(start=after, limit=1, columns=(), direction=Direction.ASC))
+    oldest tick's) at ``snapshot``; ``None`` when there is none. The partitions between
+    held no tick then (``clearing`` notes it)."""
+    plan = plan_query(seat.spec, Query(start=after, limit=1, columns=(), direction=Direction.ASC, read_time=snapshot))
     first = yield Collect((yield from read(seat, plan, ReadStats())))  # Firestore's ticks: what is sealed
-    return tier.start_of(first[0].timestamp) if first else None
+    start = tier.start_of(first[0].timestamp) if first else None
+    clearing.empty.append((after, start))
+    return start
 
 
 def _window(rows: int) -> int:
@@ -174,23 +297,27 @@ def _window_end(
 
 
 def _seal_window(
-    seat: Seat, tier: ColdTier, start: dt.datetime, end: dt.datetime, on_progress: SealProgress | None
+    seat: Seat,
+    tier: ColdTier,
+    start: dt.datetime,
+    end: dt.datetime,
+    snapshot: dt.datetime,
+    clearing: _Clearing,
+    on_progress: SealProgress | None,
 ) -> Request[list[SealedPartition | Outcome]]:
-    """Seal the partitions from ``start`` to ``end``, their ticks read in one read at one
-    read time: each partition's object written once its last tick has passed; what became of
+    """Seal the partitions from ``start`` to ``end``, their ticks read in one read at
+    ``snapshot``: each partition's object written once its last tick has passed; what became of
     each partition, in order (``"skipped"``: the manifest names it already, or another sealer
     named it first; ``"empty"``: it holds no tick); ``on_progress`` called with each one
     sealed as soon as the manifest names it."""
-    snapshot = yield from server_time(seat)
-    plan = oldest_first(seat.spec, Query(start=start, end=end, read_time=snapshot))
-    ticks = _Partitions(seat.spec, tier)
-    yield Feed((yield from read(seat, plan, ReadStats())), ticks)
-    ticks.finish()
+    ticks = yield from _read_partitions(seat, tier, start, end, snapshot)
     outcomes: list[SealedPartition | Outcome] = []
     at = start
     while at < end:
         whole = ticks.done.get(at)
-        done = "empty" if whole is None else (yield from _place(seat, tier, at, whole, snapshot))
+        if whole is None:
+            clearing.empty.append((at, at + tier.partition))
+        done = "empty" if whole is None else (yield from _place(seat, tier, at, whole, snapshot, clearing))
         if isinstance(done, SealedPartition) and on_progress is not None:
             on_progress(done)
         outcomes.append(done)
@@ -198,14 +325,34 @@ def _seal_window(
     return outcomes
 
 
+def _read_partitions(
+    seat: Seat, tier: ColdTier, start: dt.datetime, end: dt.datetime, snapshot: dt.datetime
+) -> Request[_Partitions]:
+    """The partitions from ``start`` to ``end`` read in one read at ``snapshot``."""
+    plan = oldest_first(seat.spec, Query(start=start, end=end, read_time=snapshot))
+    ticks = _Partitions(seat.spec, tier)
+    yield Feed((yield from read(seat, plan, ReadStats())), ticks)
+    ticks.finish()
+    return ticks
+
+
 def _place(
-    seat: Seat, tier: ColdTier, start: dt.datetime, ticks: _Sealed, snapshot: dt.datetime
+    seat: Seat,
+    tier: ColdTier,
+    start: dt.datetime,
+    ticks: _Sealed,
+    snapshot: dt.datetime,
+    clearing: _Clearing,
+    *,
+    again: bool = False,
 ) -> Request[SealedPartition | Outcome]:
-    """Write the partition starting at ``start`` under a new name and switch the manifest to
-    it, unless the manifest names it already or another sealer names it first (``"skipped"``)."""
+    """Write the partition starting at ``start`` (read at ``snapshot``) under a new name and
+    switch the manifest to it, then clear the marks that switch folded in; ``"skipped"`` when
+    the manifest names it already (unless sealing it ``again``: a new generation replaces the
+    entry), or another sealer names it first, or switched from a later read."""
     collection, label = seat.spec.collection, partition_label(start)
     manifest = yield from _manifest(collection)
-    if label in manifest.entries:
+    if _taken(manifest, label, snapshot, again):
         return "skipped"
     data, generation = ticks.data, manifest.next_generation(label)
     for _ in range(_TRIES):
@@ -215,9 +362,9 @@ def _place(
             break
         # the name is taken (by a sealer of it, or an orphan), or the object was damaged and deleted
         manifest = yield from _manifest(collection)
-        if label in manifest.entries:
+        if _taken(manifest, label, snapshot, again):
             return "skipped"
-        generation += 1
+        generation = max(generation + 1, manifest.next_generation(label))
     else:
         raise StateError(f"cold tier: {_TRIES} object names of partition {label} of {collection!r} were taken or "
                          f"their objects damaged (last: {placed}); is another sealer running? "
@@ -227,17 +374,49 @@ def _place(
         end=start + tier.partition, first=ticks.first, last=ticks.last, sealed_at=snapshot, object=placed.name,
         object_generation=placed.generation, bytes=placed.size,
     )  # fmt: skip
+    clearing.ours[start] = entry.object
     for _ in range(_TRIES):
         if (yield from ask(manifest.switch(entry))):
-            switched = manifest.with_entry(entry)
-            copy = manifest_copy_name(collection, switched.version)
-            yield from ask(PutObject(copy, switched.copy_json(), f"writing {copy} to the cold tier"))
+            yield from _switched(seat, manifest.with_entry(entry), clearing)
             return SealedPartition(label, entry.rows, entry.bytes, generation, entry.object)
         manifest = yield from _manifest(collection)  # another sealer switched it first
-        if label in manifest.entries:
+        if _taken(manifest, label, snapshot, again):
             return "skipped"  # it sealed this partition: ours is an orphan, deleted later
     raise StateError(f"cold tier: the manifest of {collection!r} was switched by others {_TRIES} times while partition "
                      f"{label} waited; run the seal again")  # fmt: skip
+
+
+def _taken(manifest: Manifest, label: str, snapshot: dt.datetime, again: bool) -> bool:
+    """Whether a switch of partition ``label`` read at ``snapshot`` is not this sealer's to
+    make: the manifest names the partition (a first seal), or a switch from a later read landed."""
+    return manifest.behind(snapshot) or (not again and label in manifest.entries)
+
+
+def _empty(seat: Seat, start: dt.datetime, snapshot: dt.datetime, clearing: _Clearing) -> Request[str]:
+    """A marked partition before ``through`` found without a tick at ``snapshot``: switch the
+    manifest to a version without its entry (``"emptied"``), or, without one, to the next
+    version that says so (``"empty"``), then clear its marks; ``"skipped"`` when a switch from
+    a later read landed."""
+    collection, label = seat.spec.collection, partition_label(start)
+    for _ in range(_TRIES):
+        manifest = yield from _manifest(collection)
+        if manifest.behind(snapshot):
+            return "skipped"
+        held = label in manifest.entries
+        after = manifest.without(label, read_at=snapshot) if held else manifest.read(snapshot)
+        said = f"no entry of partition {label} ({'no tick left' if held else 'still without a tick'})"
+        if (yield from ask(manifest.switch_to(after, said))):
+            yield from _switched(seat, after, clearing)
+            return "emptied" if held else "empty"
+    raise StateError(f"cold tier: the manifest of {collection!r} was switched by others {_TRIES} times while partition "
+                     f"{label} waited; run the seal again")  # fmt: skip
+
+
+def _switched(seat: Seat, switched: Manifest, clearing: _Clearing) -> Request[None]:
+    """After a switch to ``switched``: its copy in the object store, then the marks it folded in cleared."""
+    copy = manifest_copy_name(seat.spec.collection, switched.version)
+    yield from ask(PutObject(copy, switched.copy_json(), f"writing {copy} to the cold tier"))
+    yield from clearing.clear(seat, switched)
 
 
 def _remove_orphans(seat: Seat, collection: str) -> Request[int]:

@@ -11,7 +11,7 @@ from typing import Any
 from tsstore.analytics.rollup import Rollup
 from tsstore.asks import FindDocs, ask, asked_together
 from tsstore.errors import QueryError, RetentionError, RetentionWarning
-from tsstore.late import PURGED, WATERMARKS, marks_ask
+from tsstore.late import COLD_TIER, PURGED, WATERMARKS, marks_ask
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead, sweep_cursor
 from tsstore.read.plan import oldest_first, plan_query
@@ -177,11 +177,12 @@ def _check_tiers(
 
 
 def source_rollups(seat: Seat) -> Request[dict[str, dict[str, Any]]]:
-    """The watermark documents (by roll-up) that name this collection as their source."""
+    """The watermark documents (by roll-up) that name this collection as their source (the
+    cold tier's, which holds no bars, left out)."""
     source = seat.spec.collection
     what = f"the watermarks of the roll-ups of {source!r}"
     found = yield from ask(FindDocs(WATERMARKS, what, where=(("source", "==", source),)))
-    return {doc.id: doc.data or {} for doc in found}
+    return {doc.id: doc.data or {} for doc in found if (doc.data or {}).get(COLD_TIER) is not True}
 
 
 def rollup_watermarks(

@@ -11,8 +11,9 @@ Every send of a write job passes through a :class:`LateGuard`:
    while the others go on under the current one (the lease names it as in flight), so a
    fault met renewing fails no send, nor holds one, until the current view has run out.
 2. A tick created, replaced or erased (:class:`~tsstore.write.ops.Erase`) in a bucket before
-   a roll-up's horizon is late: its bucket's mark is written (a new random ``nonce`` each
-   time, so the mark's update time moves) and confirmed first. Under a declared ``window``
+   a roll-up's horizon (or the cold tier's: a partition sealed, or about to be) is late: its
+   bucket's mark is written (a new random ``nonce`` each time, so the mark's update time
+   moves) and confirmed first. Under a declared ``window``
    a tick further behind the roll-up's last tick than that is refused unsent, if the
    roll-up holds a bar in its bucket (one query, asked only then). Retention deletes
    (``None``) and reshard patches change no bar and mark nothing.
@@ -98,7 +99,8 @@ def decide(spec: SeriesSpec, view: View, ops: list[WriteOp], *, holds: Holds | N
     """The marks ``ops`` need under ``view``, and the late ticks refused: into ticks retention
     deleted, or further behind a roll-up's last tick than a declared ``spec.late.window``
     into a bucket where it holds a bar (``holds``, asked only then; ``None``: every bucket is
-    taken to hold one)."""
+    taken to hold one). A cold tier's horizon (``Horizon.cold``) marks and never refuses:
+    its partitions are sealed again, not kept as bars."""
     marks: dict[str, set[dt.datetime]] = {}
     refused: dict[int, str] = {}
     window = spec.late.window
@@ -118,7 +120,7 @@ def decide(spec: SeriesSpec, view: View, ops: list[WriteOp], *, holds: Holds | N
                 f"retention deleted (before {utc_text(purged)}): its bar cannot be recomputed"
             )
             continue
-        past = [(h, bucket) for h, bucket in late if window is not None and h.behind(at) > window]
+        past = [(h, bucket) for h, bucket in late if window is not None and not h.cold and h.behind(at) > window]
         stored = next((h for h, bucket in past if held(h, bucket)), None)
         if stored is not None and window is not None:
             refused[index] = _too_late(spec, stored, at, window)
