@@ -26,17 +26,20 @@ from tests.scripted import seat
 from tests.shared import MODES, T0, database_of, mode_client, stored_doc, ticks
 from tests.shared import spec as shared_spec
 from tsstore import AsyncTimeSeriesStore, QueryError, SeriesSpec, SpecError, TimeSeriesStore, WriteOptions
+from tsstore.analytics.rollup import Rollup
 from tsstore.asks import CreateDoc, DeleteDoc, Doc, FindDocs, GetDoc, KnownTime, SetDoc, UpdateDoc
 from tsstore.cold.manifest import ORPHAN_GRACE, Entry, Manifest, manifest_path
 from tsstore.cold.objects import Damaged, DeleteObject, LocalObjects, ObjectInfo, Placed, Taken, answer_object
 from tsstore.cold.parquet import ID_COLUMN, id_checksum, parquet_bytes, sorted_rows, with_ids
-from tsstore.cold.tier import ColdTier, partition_label
+from tsstore.cold.tier import ColdTier, horizon_fields, partition_label
 from tsstore.declaration import load_declaration
-from tsstore.late import WRITERS, mark_id, marks_path
+from tsstore.late import WRITERS, Horizon, LatePolicy, mark_id, marks_path
 from tsstore.read.engine import TickRead
 from tsstore.ticks import Tick
 from tsstore.verbs import cold
 from tsstore.verbs.request import Collect, Feed, Pause, Request, answer
+from tsstore.write.marks import View, decide
+from tsstore.write.ops import Erase
 
 UTC = dt.timezone.utc
 OPS = {"==": operator.eq, ">=": operator.ge, "<": operator.lt}
@@ -79,6 +82,17 @@ def test_a_declaration_file_declares_a_cold_tier_relative_to_itself(tmp_path: Pa
     assert bucketed.cold == ColdTier("gs://bucket/prefix", partition="1D", seal_after="2D")
     declared.write_text('[[series]]\ncollection = "ticks"\ncold = { path = "lake", every = "1D" }\n')
     with pytest.raises(SpecError, match=r"unknown key\(s\) \['every'\] in the cold tier; allowed: path"):
+        load_declaration(str(declared))
+
+
+def test_a_rollup_named_as_a_series_cold_tier_is_refused_by_name(tmp_path: Path) -> None:
+    message = "roll-up collection 'ticks.cold' is the name the cold tier of 'ticks' goes by in tsstore_rollups"
+    with pytest.raises(SpecError, match=message):
+        Rollup(SeriesSpec("ticks"), collection="ticks.cold")
+    declared = tmp_path / "series.toml"
+    declared.write_text('[[series]]\ncollection = "ticks"\n[[series]]\ncollection = "quotes"\n'
+                        '[[rollup]]\nsource = "quotes"\ncollection = "ticks.cold"\n')  # fmt: skip
+    with pytest.raises(SpecError, match=message):
         load_declaration(str(declared))
 
 
@@ -215,7 +229,8 @@ class World:
         at = tick.timestamp if tick is not None else gone.timestamp if gone is not None else DAY1
         bucket = self.spec.cold.start_of(at) if self.spec.cold is not None else at
         self.now += dt.timedelta(microseconds=1)
-        self.docs[f"{marks_path('ticks.cold')}/{mark_id(bucket)}"] = ({"bucket": bucket, "nonce": str(self.now)}, self.now)
+        mark = {"bucket": bucket, "nonce": str(self.now)}
+        self.docs[f"{marks_path('ticks.cold')}/{mark_id(bucket)}"] = (mark, self.now)
         self.ticks = [t for t in self.ticks if t.id != erase] + ([tick] if tick is not None else [])
 
     def marked(self) -> list[str]:
@@ -408,6 +423,19 @@ def test_an_orphan_is_deleted_once_another_object_of_its_day_is_named_and_the_gr
     assert manifest.orphans(listed, now=at + dt.timedelta(minutes=59)) == []
 
 
+def test_a_writer_marks_a_tick_into_a_sealed_day_and_a_late_window_never_refuses_it() -> None:
+    spec = SeriesSpec("ticks", cold=ColdTier("lake"), late=LatePolicy(window="1h"))
+    through = DAY1 + dt.timedelta(days=3)
+    document = {**horizon_fields("ticks", ColdTier("lake")), "watermark": through, "closing": through}
+    cold = Horizon.of("ticks.cold", document)
+    assert cold is not None and cold.cold and (cold.interval, cold.horizon) == (dt.timedelta(days=1), through)
+    ops: list[Any] = [("a", {"timestamp": DAY1 + dt.timedelta(hours=5)}, False),  # a new or replaced tick
+                      ("b", Erase(DAY1 + dt.timedelta(days=1, hours=1)), False),  # an erased one
+                      ("c", {"timestamp": through}, False)]  # after the sealed days: not late  # fmt: skip
+    decided = decide(spec, View(0.0, through, (cold,)), ops)
+    assert decided.marks == {"ticks.cold": {DAY1, DAY1 + dt.timedelta(days=1)}} and decided.refused == {}
+
+
 def late_tick(day: int, name: str = "late") -> Tick:
     at = DAY1 + dt.timedelta(days=day, hours=20)
     return Tick(name, at, {"timestamp": at, "symbol": "AAA", "n": -1})
@@ -467,7 +495,8 @@ def test_a_mark_written_after_the_writers_cutoff_outlives_the_seal_that_read_its
     world.seal()
     world.late(late_tick(1))
     # a live writer whose view is older than the mark: its tick may land after the seal's read
-    world.leases = [Doc("job", {"source": "ticks", "lease_seconds": 30.0}, world.now - dt.timedelta(microseconds=1), None)]
+    since = world.now - dt.timedelta(microseconds=1)
+    world.leases = [Doc("job", {"source": "ticks", "lease_seconds": 30.0}, since, None)]
     again = world.seal()
     assert [p.label for p in again.resealed] == ["2026-11-02"] and world.marked() == ["2026-11-02"]
     world.leases = []  # its writer is done: the next seal folds the day in again and clears the mark

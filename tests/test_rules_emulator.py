@@ -40,6 +40,7 @@ import pytest
 from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.access import ClientAccess
 from tsstore.analytics.rollup import Rollup
+from tsstore.cold.tier import ColdTier
 from tsstore.demo import BARS_1MIN, SPEC
 from tsstore.errors import EmulatorError
 from tsstore.local.emulator import Emulator, start_emulator
@@ -66,6 +67,7 @@ METERS = SeriesSpec(
     counter_shards=3,
     expire_after=dt.timedelta(days=7),
     access=ClientAccess("public", create="signed-in", max_limit=5),
+    cold=ColdTier("cold"),
 )
 CLOSED = SeriesSpec("closed", key_fields=["sensor"], columns={"sensor": "string", "value": "Float64"}, access="none")
 
@@ -84,6 +86,8 @@ MINUTE = T0.replace(second=0, microsecond=0)
 STALE = MINUTE - dt.timedelta(minutes=5)
 #: Another marked minute, whose mark no case writes again (a commit that keeps its nonce is refused).
 KEPT = MINUTE - dt.timedelta(minutes=6)
+#: The end of METERS' sealed days in the seeds (its cold tier's horizon): ticks before it are late.
+SEALED = T0.replace(hour=0, minute=0, second=0, microsecond=0)
 #: The series whose counter the seeds create (``meters_counts/m-1`` with 3 shards).
 SERIES = series_document_id(("m-1",))
 #: Marks a field to leave out of a document in :func:`edit`.
@@ -231,6 +235,22 @@ def late_commit(at: dt.datetime, *, mark: str | None = "same", nonce: str = UNIQ
         fields = rest_fields({"bucket": bucket, "nonce": nonce})
         writes.append({"update": {"name": f"{DOCUMENTS}/tsstore_rollups/instruments_1min/marks/{name}",
                                   "fields": fields}})  # fmt: skip
+    return Call("POST", ":commit", body={"writes": writes})
+
+
+def sealed_commit(at: dt.datetime, *, mark: str | None = "same", tick: bool = True) -> Call:
+    """One commit of a METERS tick at ``at`` (a create) and the mark of its day in the cold
+    tier, as a web client writes a tick into a sealed day: ``mark`` ``"same"`` names its day."""
+    day = at.replace(hour=0, minute=0, second=0, microsecond=0)
+    writes: list[dict[str, Any]] = []
+    if tick:
+        data = meter({"timestamp": at, "expireAt": at + dt.timedelta(days=7)})
+        writes.append({"update": {"name": f"{DOCUMENTS}/meters/late-{UNIQUE}", "fields": rest_fields(data)},
+                       "currentDocument": {"exists": False}})  # fmt: skip
+    if mark is not None:
+        fields = rest_fields({"bucket": day, "nonce": UNIQUE})
+        name = millis(day) if mark == "same" else mark
+        writes.append({"update": {"name": f"{DOCUMENTS}/tsstore_rollups/meters.cold/marks/{name}", "fields": fields}})
     return Call("POST", ":commit", body={"writes": writes})
 
 
@@ -498,6 +518,17 @@ METERS_CASES = _cases(
         ("create-extra-nested", "signed-in", create("meters", meter({"reading.extra": 1})), DENY),
         ("update-own-tick", "signed-in", patch("meters/seed", {"seq": 8}), DENY),
         ("delete-own-tick", "signed-in", delete("meters/seed"), DENY),
+        # a tick into a day the cold tier has sealed comes with that day's mark, in one commit
+        ("sealed-create-unmarked", "signed-in", sealed_commit(SEALED - dt.timedelta(hours=3), mark=None), DENY),
+        ("sealed-create-marked", "signed-in", sealed_commit(SEALED - dt.timedelta(hours=3)), ALLOW),
+        ("sealed-create-other-mark", "signed-in",
+         sealed_commit(SEALED - dt.timedelta(hours=3), mark=millis(SEALED - dt.timedelta(days=2))), DENY),
+        ("sealed-mark-alone", "signed-in", sealed_commit(SEALED - dt.timedelta(days=3), tick=False), ALLOW),
+        ("sealed-mark-anonymous", "anonymous", sealed_commit(SEALED - dt.timedelta(days=3), tick=False), DENY),
+        ("sealed-mark-wrong-id", "signed-in", sealed_commit(SEALED - dt.timedelta(days=3), tick=False, mark="1"),
+         DENY),
+        ("sealed-delete-mark", "signed-in", delete(f"tsstore_rollups/meters.cold/marks/{millis(SEALED)}"), DENY),
+        ("sealed-update-horizon", "signed-in", patch("tsstore_rollups/meters.cold", {"closing": T0}), DENY),
         # series counters: read like the ticks; a client only adds to a shard's count
         ("get-counter-anonymous", "anonymous", get(f"meters_counts/{SERIES}"), ALLOW),
         ("list-counters-limit-max", "anonymous", run_query("meters_counts", limit=5), ALLOW),
@@ -685,6 +716,9 @@ def load(emulator: Emulator, target: Target) -> Project:
                                          {"bucket": marked, "nonce": "old"}))  # fmt: skip
     else:
         must(project, "signed-in", create("meters", meter(), document_id="seed"))
+        sealed = {"source": "meters", "interval_seconds": 86400.0, "cold_tier": True, "watermark": SEALED,
+                  "closing": SEALED}  # fmt: skip
+        must(project, "owner", patch("tsstore_rollups/meters.cold", sealed))
         must(project, "owner", patch(f"meters_counts/{SERIES}", {"shards": 3}))
         for shard in range(3):
             must(project, "owner", patch(f"meters_counts/{SERIES}/shards/{shard}", {"count": 0}))

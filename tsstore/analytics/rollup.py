@@ -562,6 +562,6 @@ def refuse_cold_name(rollup: str, series: SeriesSpec) -> None:
     (:func:`~tsstore.cold.tier.horizon_name`): the two would share one watermark document."""
     if rollup == horizon_name(series.collection):
         raise SpecError(
-            f"roll-up collection {rollup!r} is the name of {series.collection!r}'s cold tier in "
+            f"roll-up collection {rollup!r} is the name the cold tier of {series.collection!r} goes by in "
             f"{WATERMARKS}; give the roll-up another collection (any name but {rollup!r})"
         )

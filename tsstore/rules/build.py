@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from tsstore.access import ClientAccess
 from tsstore.analytics.rollup import Rollup
+from tsstore.cold.tier import horizon_name
 from tsstore.counters import COUNT_FIELD, SHARDS_COLLECTION
 from tsstore.errors import SpecError
 from tsstore.late import MARKS, WATERMARKS
@@ -221,19 +222,21 @@ def _series_block(spec: SeriesSpec, document: str, rollups: Sequence[Rollup] = (
         )
         lines += ["function validTick(d) {", f"{INDENT}return {checks};", "}"]
         marked = []
-        if rollups:
+        horizons = _horizons(spec, rollups)
+        if horizons:
             lines += _MARKED.splitlines()
             stamp = _path("request.resource.data", spec.timestamp_field)
-            marked = [f"markedIfLate({stamp}, {quote(r.name)}, {r.interval // dt.timedelta(milliseconds=1)})"
-                      for r in rollups]  # fmt: skip
+            marked = [f"markedIfLate({stamp}, {quote(name)}, {interval // dt.timedelta(milliseconds=1)})"
+                      for name, interval in horizons]  # fmt: skip
         conditions = (_condition(access, access.create), "validTick(request.resource.data)", *marked)
         lines.append(_allow("create", guard, *conditions))
     return _Match(f"/{segment}/{{{document}}}", guard, lines)
 
 
 #: A client's tick in a bucket a roll-up has stored (before its watermark, or the end a run
-#: under way announced) must come with that bucket's mark, written in the same commit (its
-#: nonce changed), as tsstore's writers do (tsstore.late).
+#: under way announced), or in a partition the cold tier has sealed (or is sealing), must come
+#: with that bucket's mark, written in the same commit (its nonce changed), as tsstore's
+#: writers do (tsstore.late).
 _MARKED = f"""function markedIfLate(t, rollup, ms) {{
   let state = /databases/$(database)/documents/{WATERMARKS}/$(rollup);
   let bucket = t.toMillis() - t.toMillis() % ms;
@@ -244,10 +247,17 @@ _MARKED = f"""function markedIfLate(t, rollup, ms) {{
 }}"""
 
 
-def _marks_block(rollup: Rollup, access: ClientAccess) -> _Match:
-    """What a client that may create ticks may write of ``rollup``'s marks: a mark named by
-    its bucket, holding the bucket and a nonce."""
-    segment, guard = _segment(rollup.name, "rollup")
+def _horizons(spec: SeriesSpec, rollups: Sequence[Rollup]) -> list[tuple[str, dt.timedelta]]:
+    """The horizons a client's late tick of ``spec`` is marked for (name, bucket size): each
+    roll-up of it, and its cold tier (its partitions sealed: ``<collection>.cold``)."""
+    cold = [(horizon_name(spec.collection), spec.cold.partition)] if spec.cold is not None else []
+    return [(r.name, r.interval) for r in rollups] + cold
+
+
+def _marks_block(name: str, access: ClientAccess) -> _Match:
+    """What a client that may create ticks may write of the marks of horizon ``name`` (a
+    roll-up, or a cold tier): a mark named by its bucket, holding the bucket and a nonce."""
+    segment, guard = _segment(name, "rollup")
     new = "request.resource.data"
     checks = (
         _condition(access, access.create),
@@ -315,9 +325,9 @@ def _collection_lines(spec: SeriesSpec, rollup: Rollup | None, rolled_up: list[R
     the roll-ups of it when clients create ticks; its series counters; a roll-up's watermark."""
     late = rolled_up if spec.access.creates else []
     lines = list(_series_block(spec, "bar" if rollup else "tick", late).render(0))
-    for marked in late:
-        lines.append(f"// {WATERMARKS}/{marked.name}/{MARKS}: late-tick marks clients write with their ticks")
-        lines += _marks_block(marked, spec.access).render(0)
+    for name, _ in _horizons(spec, late) if spec.access.creates else []:
+        lines.append(f"// {WATERMARKS}/{name}/{MARKS}: late-tick marks clients write with their ticks")
+        lines += _marks_block(name, spec.access).render(0)
     if spec.count_by:
         lines.append(f"// {spec.collection}{COUNTERS_SUFFIX}: its series counters, read like it")
         lines += _counters_block(spec).render(0)
