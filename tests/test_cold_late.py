@@ -77,4 +77,8 @@ def test_late_replaced_and_erased_ticks_into_sealed_days_are_marked_and_just_tho
             assert sealed[ID_COLUMN].to_pylist() == ids
         assert 999 in pq.read_table(lake / entries["2026-03-02"]["object"])["volume"].to_pylist()
         assert store.seal(until=until).resealed == ()
+        # the cold tier holds no bars: a purge is not held back by it, nor does it tell it
+        assert store.purge(start=DAY0 + 5 * DAY, end=DAY0 + 6 * DAY).deleted == 1
+        horizon = stored_doc(client, f"tsstore_rollups/{horizon_name(collection_name)}")
+        assert horizon is not None and "purged_before" not in horizon
     client.close()
