@@ -485,9 +485,11 @@ def test_a_tick_into_a_day_empty_when_sealed_is_sealed_next_time(tmp_path: Path)
     world.seal()
     assert sorted(world.stored().entries) == ["2026-11-01", "2026-11-03"]  # the 2nd: sealed empty, no entry
     world.late(late_tick(1))
+    world.asked.clear()
     again = world.seal()
     assert [(p.label, p.generation, p.rows) for p in again.resealed] == [("2026-11-02", 1, 1)]
     assert world.read_back() == by_time(expected(world.ticks)) and world.marked() == []
+    assert again.skipped == 2 and sum(isinstance(a, Feed) for a in world.asked) == 1  # the day read once
 
 
 def test_a_mark_written_after_the_writers_cutoff_outlives_the_seal_that_read_its_day(tmp_path: Path) -> None:

@@ -104,20 +104,21 @@ def seal(seat: Seat, *, until: TimeLike | None = None, on_progress: SealProgress
     marks = yield from read_marks(seat, horizon_name(collection), before=None, read_time=snapshot)
     clearing = _Clearing(horizon_name(collection), marks, cutoff)
     known = yield from _manifest(collection)  # what was sealed before this run: skipped without a read
-    resealed, emptied = yield from _reseal(seat, tier, known, clearing, on_progress)
-    again = {p.label for p in resealed} | set(emptied)
-    sealed: list[SealedPartition] = []
-    skipped = 0
     newest = max(known.entries.values(), key=lambda entry: entry.start, default=None)
     partitions = 1 if newest is None else _window(newest.rows)  # how many one read takes
+    resealed, emptied = yield from _reseal(seat, tier, known, clearing, on_progress, partitions)
+    again = {p.label for p in resealed} | set(emptied)
+    done_before = set(known.entries) | again  # not read again by this run
+    sealed: list[SealedPartition] = []
+    skipped = 0
     snapshot = yield from server_time(seat)
     start = yield from _next_tick(seat, tier, None, snapshot, clearing)
     while start is not None and start + tier.partition <= until_at:
-        if partition_label(start) in known.entries or partition_label(start) in again:
+        if partition_label(start) in done_before:
             skipped += partition_label(start) not in again
             start += tier.partition
             continue
-        end = _window_end(tier, start, until_at, known, partitions)
+        end = _window_end(tier, start, until_at, done_before, partitions)
         outcomes = yield from _seal_window(seat, tier, start, end, snapshot, clearing, on_progress)
         done_now = [done for done in outcomes if isinstance(done, SealedPartition)]
         partitions = _window(max((done.rows for done in done_now), default=0)) if done_now else partitions
@@ -190,17 +191,22 @@ class _Clearing:
 
 
 def _reseal(
-    seat: Seat, tier: ColdTier, known: Manifest, clearing: _Clearing, on_progress: SealProgress | None
+    seat: Seat,
+    tier: ColdTier,
+    known: Manifest,
+    clearing: _Clearing,
+    on_progress: SealProgress | None,
+    partitions: int,
 ) -> Request[tuple[list[SealedPartition], list[str]]]:
     """Seal again every marked partition before ``known.through`` (a late tick changed it
-    after it was sealed), runs of consecutive ones read together: a new generation, or its
-    entry removed when it holds no tick any more; the partitions sealed again, and those
-    emptied."""
+    after it was sealed), runs of consecutive ones read together (at most ``partitions`` a
+    read): a new generation, or its entry removed when it holds no tick any more; the
+    partitions sealed again, and those emptied."""
     through = known.through
     marked = sorted({m.bucket for m in clearing.marks if through is not None and m.bucket < through})
     resealed: list[SealedPartition] = []
     emptied: list[str] = []
-    for first, end in _runs(marked, tier.partition):
+    for first, end in _runs(marked, tier.partition, partitions):
         snapshot = yield from server_time(seat)
         ticks = yield from _read_partitions(seat, tier, first, end, snapshot)
         for at in (m for m in marked if first <= m < end):
@@ -218,12 +224,12 @@ def _reseal(
     return resealed, emptied
 
 
-def _runs(starts: list[dt.datetime], step: dt.timedelta) -> list[tuple[dt.datetime, dt.datetime]]:
+def _runs(starts: list[dt.datetime], step: dt.timedelta, most: int) -> list[tuple[dt.datetime, dt.datetime]]:
     """``[first, end)`` of each run of consecutive partitions among ``starts`` (in order), at
-    most :data:`WINDOW` partitions each."""
+    most ``most`` partitions each."""
     runs: list[tuple[dt.datetime, dt.datetime]] = []
     for at in starts:
-        if runs and runs[-1][1] == at and (at - runs[-1][0]) < step * WINDOW:
+        if runs and runs[-1][1] == at and (at - runs[-1][0]) < step * most:
             runs[-1] = (runs[-1][0], at + step)
         else:
             runs.append((at, at + step))
@@ -284,13 +290,13 @@ def _window(rows: int) -> int:
 
 
 def _window_end(
-    tier: ColdTier, start: dt.datetime, until_at: dt.datetime, known: Manifest, partitions: int
+    tier: ColdTier, start: dt.datetime, until_at: dt.datetime, done: set[str], partitions: int
 ) -> dt.datetime:
     """The end of the partitions one read seals from ``start``: at most ``partitions``
-    partitions, each ending by ``until_at``, up to the first one sealed before the run."""
+    partitions, each ending by ``until_at``, up to the first one sealed before (``done``)."""
     end = start + tier.partition
     for _ in range(partitions - 1):
-        if end + tier.partition > until_at or partition_label(end) in known.entries:
+        if end + tier.partition > until_at or partition_label(end) in done:
             break
         end += tier.partition
     return end
