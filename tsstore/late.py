@@ -6,7 +6,9 @@ watermark (the bars before it are stored) or, while a run is under way, the end 
 announced (``closing``). A write, replace or correction of a late tick leaves a *mark* for
 that bucket, ``tsstore_rollups/<roll-up>/marks/<bucket start in epoch ms>``, before the tick
 is sent; reads answer a marked bucket from the ticks, and the next run recomputes it and
-clears the mark. :mod:`tsstore.write.marks` is the writer's side of the protocol,
+clears the mark. A series' cold tier is such a horizon too (its sealed partitions, under
+``tsstore_rollups/<collection>.cold``, ``cold_tier: true``), sealed again where marked.
+:mod:`tsstore.write.marks` is the writer's side of the protocol,
 ``tsstore.verbs.rollups.rollup`` the roll-up's, and ``docs/explanation/late-ticks.md``
 states it and why it holds.
 

@@ -6,6 +6,9 @@ its generation, rows, id checksum, time span, the read time it was sealed at and
 A sealer switches it from the version it read to the next under a precondition (created the
 first time, else updated only if not written since): of two sealers that read the same
 version, one switch lands and the other is refused, re-reads and finds the partition sealed.
+The manifest also keeps the newest read time a switch sealed from (``read_at``), and a switch
+from an older read is refused: late ticks into a sealed partition are marked, and a sealer
+that sealed them clears their marks, so an older copy switched in after it would go unmarked.
 Readers take the objects the entries name and nothing else, so an object written but never
 switched in (a crash between, a sealer that lost) is an orphan no reader sees; a later seal
 deletes it once its partition is sealed with another object and it is older than
