@@ -28,6 +28,7 @@ from tests.shared import spec as shared_spec
 from tsstore import AsyncTimeSeriesStore, QueryError, SeriesSpec, SpecError, TimeSeriesStore, WriteOptions
 from tsstore.analytics.rollup import Rollup
 from tsstore.asks import CreateDoc, DeleteDoc, Doc, FindDocs, GetDoc, KnownTime, SetDoc, UpdateDoc
+from tsstore.cli.output import echo_figures
 from tsstore.cold.manifest import ORPHAN_GRACE, Entry, Manifest, manifest_path
 from tsstore.cold.objects import Damaged, DeleteObject, LocalObjects, ObjectInfo, Placed, Taken, answer_object
 from tsstore.cold.parquet import ID_COLUMN, id_checksum, parquet_bytes, sorted_rows, with_ids
@@ -441,7 +442,9 @@ def late_tick(day: int, name: str = "late") -> Tick:
     return Tick(name, at, {"timestamp": at, "symbol": "AAA", "n": -1})
 
 
-def test_a_marked_day_is_sealed_again_as_its_next_generation_then_its_mark_cleared(tmp_path: Path) -> None:
+def test_a_marked_day_is_sealed_again_as_its_next_generation_then_its_mark_cleared(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     world = World(tmp_path, day_ticks())
     first = world.seal()
     cold_doc = world.docs["tsstore_rollups/ticks.cold"][0]  # what writers read as a horizon
@@ -460,7 +463,11 @@ def test_a_marked_day_is_sealed_again_as_its_next_generation_then_its_mark_clear
     switched = next(i for i, a in enumerate(world.asked) if isinstance(a, UpdateDoc))
     cleared = next(i for i, a in enumerate(world.asked) if isinstance(a, DeleteDoc))
     assert switched < cleared  # a reader between sees the new generation, or the old one marked
-    assert "re-sealed" not in again.describe() and "sealed again 2026-11-02 (generation 2, 6 ticks)" in again.describe()
+    assert again.describe().endswith("; late ticks: sealed again 2026-11-02 (generation 2, 6 ticks)")
+    echo_figures("json", again.describe(), again)  # what tsstore seal --format json prints
+    said = json.loads(capsys.readouterr().out)
+    assert ([(p["label"], p["generation"], p["rows"]) for p in said["resealed"]], said["emptied"]) == (
+        [("2026-11-02", 2, 6)], [])  # fmt: skip
     assert world.seal().resealed == ()  # nothing marked: nothing sealed again
 
 
