@@ -1,7 +1,8 @@
 """The cold tier: the declaration, the local object store, the sealing protocol run without
 Firestore against a scripted database and a real directory (a rerun, a sealer that loses its
-switch, an orphan, a kill at every ask), and sealed days read back by DuckDB and Polars on
-the emulator, equal to the store's own reads."""
+switch, an orphan, a kill at every ask; late ticks into sealed days: marked days sealed again,
+their marks cleared after the switch, the writers waited for), and sealed days read back by
+DuckDB and Polars on the emulator, equal to the store's own reads."""
 
 from __future__ import annotations
 
