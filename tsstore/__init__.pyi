@@ -36,6 +36,8 @@ from .errors import (
     WriteError,
     WriteFailure,
 )
+from .cold.bigquery import BigQueryRecipe
+from .cold.checks import ColdStatus, ColdVerifyResult, PartitionCheck
 from .cold.manifest import SealedPartition, SealResult
 from .cold.tier import ColdTier
 from .frames import ticks_to_frame
@@ -87,6 +89,10 @@ __all__ = [
     "SealResult",
     "SealedPartition",
     "ColdTier",
+    "ColdVerifyResult",
+    "PartitionCheck",
+    "ColdStatus",
+    "BigQueryRecipe",
     "ShardedCounter",
     "CursorError",
     "Direction",

@@ -67,6 +67,9 @@ class Verbs:
     # the cold tier
     seal = verb(cold.seal)
     cold_sql = verb(cold.cold_sql)
+    verify_cold = verb(cold.verify_cold)
+    cold_status = verb(cold.cold_status)
+    cold_bigquery = verb(cold.cold_bigquery)
     # layout
     shard_census = verb(layout.shard_census)
     reshard = verb(layout.reshard)

@@ -14,9 +14,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-from tsstore.asks import ask
+from tsstore.asks import Asking, GetDoc, ask, asked_together
+from tsstore.cold.bigquery import BigQueryRecipe, bigquery_recipe, bigquery_table
+from tsstore.cold.checks import ColdStatus, ColdVerifyResult, IdSum, PartitionCheck
 from tsstore.cold.manifest import (
     ORPHAN_GRACE,
     Entry,
@@ -25,6 +27,7 @@ from tsstore.cold.manifest import (
     SealResult,
     duckdb_view,
     manifest_ask,
+    manifest_path,
 )
 from tsstore.cold.gcs import storage_module
 from tsstore.cold.objects import DeleteObject, ListObjects, ObjectUrls, Placed, PutObject
@@ -32,7 +35,7 @@ from tsstore.cold.parquet import id_checksum, parquet_bytes, sorted_rows, with_i
 from tsstore.cold.tier import ColdTier, horizon_fields, horizon_name, manifest_copy_name, object_name, partition_label
 from tsstore.errors import QueryError, StateError
 from tsstore.frames import FrameBuilder
-from tsstore.late import Horizon, Mark
+from tsstore.late import Horizon, Mark, marks_ask, marks_of
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import oldest_first, plan_query
 from tsstore.read.query import Query
@@ -40,7 +43,7 @@ from tsstore.spec import Direction, SeriesSpec
 from tsstore.ticks import Tick
 from tsstore.times import TimeLike, to_utc
 from tsstore.verbs.marks import announce, clear_marks, read_marks, read_watermark, settle_writers, watermark_write
-from tsstore.verbs.reading import read, server_time
+from tsstore.verbs.reading import query, read, server_time, snapshot_now
 from tsstore.verbs.request import Collect, Feed, Request, Seat
 
 #: What each parameter of these verbs means (the API reference describes a parameter from here).
@@ -489,3 +492,128 @@ class _Partitions:
         self.done[self._start] = _Sealed(parquet_bytes(table), len(self._ids), id_checksum(self._ids), self._first,
                                          self._last)  # fmt: skip
         self._open()
+
+
+# ---------------------------------------------------------------------------- looking at a sealed tier
+
+PARAMETER_HELP["table"] = "the BigQuery table to make: ``dataset.table`` or ``project.dataset.table``"
+
+
+def verify_cold(seat: Seat, *, stats: ReadStats | None = None) -> Request[ColdVerifyResult]:
+    """Compare every partition the manifest names with Firestore: its ticks' count and the
+    checksum of their ids (:func:`~tsstore.cold.parquet.id_checksum`) against the entry's
+    ``rows`` and ``ids``, with the manifest, the tier's late-tick marks and the ticks read
+    at one read time. A partition a late tick changed since it was sealed (marked) is not
+    compared: reads take it from Firestore, and the next seal seals it again. The ids are
+    read alone (no field), consecutive partitions together as a seal reads them (about
+    :data:`TICKS_PER_READ` ticks, at most :data:`WINDOW` partitions a read, each read at a
+    read time of its own). Billed: one read per tick of every partition read (a read of the
+    sealed days), in ``stats``."""
+    tier = _tier(seat.spec)
+    cost = stats if stats is not None else ReadStats()
+    if not isinstance(cost, ReadStats):
+        raise QueryError(f"verify_cold: stats {stats!r} is not allowed; give a ReadStats, or None")
+    known = yield from _manifest(seat.spec.collection)
+    checks: list[PartitionCheck] = []
+    ticks = 0
+    pending = sorted(known.entries.values(), key=lambda entry: entry.start)
+    while pending:
+        taken = _verify_window(pending)
+        pending = pending[len(taken) :]
+        found, read_now = yield from _verify_read(seat, tier, taken, cost)
+        checks += found
+        ticks += read_now
+    return ColdVerifyResult.of(checks, ticks=ticks, billed_reads=cost.billed_reads)
+
+
+def cold_status(seat: Seat) -> Request[ColdStatus]:
+    """The series' cold tier as its manifest and its late-tick marks say now: where the
+    sealed history ends (``through``), how many partitions, ticks and bytes are sealed, and
+    which partitions a late tick changed since (reads take those from Firestore until the
+    next seal). Two document reads, no tick read."""
+    tier = _tier(seat.spec)
+    collection = seat.spec.collection
+    marks_now = marks_ask(horizon_name(collection), before=None, read_time=None)
+    asks: list[Asking[Any]] = [manifest_ask(collection), marks_now]
+    doc, found = yield from asked_together(asks)
+    manifest = Manifest.of(collection, doc)
+    entries = list(manifest.entries.values())
+    return ColdStatus(
+        collection, tier.path, manifest.through, len(entries), sum(e.rows for e in entries),
+        sum(e.bytes for e in entries), tuple(partition_label(mark.bucket) for mark in marks_of(found)),
+        max((e.sealed_at for e in entries), default=None),
+    )  # fmt: skip
+
+
+def cold_bigquery(seat: Seat, table: str) -> Request[BigQueryRecipe]:
+    """How BigQuery reads the sealed partitions of a tier in Cloud Storage, as ``table``
+    (``dataset.table`` or ``project.dataset.table``): an external table over the objects
+    the manifest names now, with the hive ``date`` column (a GoogleSQL ``CREATE OR REPLACE
+    EXTERNAL TABLE`` statement), and a ``bq load`` of the same objects into a table of
+    BigQuery's own. Every object is named, none superseded or orphaned: make it again after
+    a seal. A local tier is refused: BigQuery reads ``gs://`` objects only."""
+    bigquery_table(table)
+    tier = _tier(seat.spec)
+    if tier.local:
+        raise QueryError(f"cold_bigquery: the cold tier of {seat.spec.collection!r} is the directory {tier.path!r}; "
+                         "BigQuery reads gs:// objects only: declare a gs://bucket/prefix path, or read the "
+                         "directory with cold_sql()")  # fmt: skip
+    manifest = yield from _manifest(seat.spec.collection)
+    urls = yield from ask(ObjectUrls(tuple(manifest.current())))
+    return bigquery_recipe(table, urls, prefix=f"{tier.path}/{seat.spec.collection}")
+
+
+def _verify_window(pending: list[Entry]) -> list[Entry]:
+    """The first entries of ``pending`` one read compares: about :data:`TICKS_PER_READ`
+    ticks by their rows, their span at most :data:`WINDOW` partitions (at least one)."""
+    taken = [pending[0]]
+    rows = pending[0].rows
+    for entry in pending[1:]:
+        span = (entry.end - taken[0].start) // (taken[0].end - taken[0].start)
+        if rows + entry.rows > TICKS_PER_READ or span > WINDOW:
+            break
+        taken.append(entry)
+        rows += entry.rows
+    return taken
+
+
+def _verify_read(
+    seat: Seat, tier: ColdTier, entries: list[Entry], cost: ReadStats
+) -> Request[tuple[list[PartitionCheck], int]]:
+    """The comparisons of the partitions of ``entries``, and the ticks read: the manifest (as it is at the read
+    time: a partition sealed again meanwhile is compared with its new entry), the marks and
+    the ids of their span read at one read time."""
+    collection, start, end = seat.spec.collection, entries[0].start, entries[-1].end
+    snapshot = yield from snapshot_now(seat, cost)
+    marks = marks_ask(horizon_name(collection), since=start, before=end, read_time=snapshot)
+    manifest_then = GetDoc(manifest_path(collection), f"reading the cold tier manifest of {collection!r}",
+                           read_time=snapshot)  # fmt: skip
+    asks: list[Asking[Any]] = [manifest_then, marks]
+    doc, found = yield from asked_together(asks)
+    manifest, marked = Manifest.of(collection, doc), {mark.bucket for mark in marks_of(found)}
+    plan = oldest_first(seat.spec, Query(start=start, end=end, read_time=snapshot, columns=()))
+    ids = _IdSums(tier)
+    yield Feed((yield from read(seat, plan, cost)), ids)
+    checks = []
+    for label in (entry.label for entry in entries):
+        entry = manifest.entries[label]
+        stored = ids.sums.get(entry.start, IdSum())
+        if entry.start in marked:
+            checks.append(PartitionCheck(label, "marked", (), entry.rows, entry.ids, None, None, snapshot))
+            continue
+        differs = tuple(what for what, same in (("rows", stored.rows == entry.rows), ("ids", stored.checksum ==
+                        entry.ids)) if not same)  # fmt: skip
+        checks.append(PartitionCheck(label, "differs" if differs else "verified", differs, entry.rows, entry.ids,
+                                     stored.rows, stored.checksum, snapshot))  # fmt: skip
+    return checks, sum(one.rows for one in ids.sums.values())
+
+
+class _IdSums:
+    """A :class:`~tsstore.verbs.request.Feed`'s sink: each partition's count and id checksum."""
+
+    def __init__(self, tier: ColdTier) -> None:
+        self._tier = tier
+        self.sums: dict[dt.datetime, IdSum] = {}
+
+    def add(self, tick: Tick) -> None:
+        self.sums.setdefault(self._tier.start_of(tick.timestamp), IdSum()).add(tick.id)
