@@ -20,7 +20,7 @@ import pytest
 from tests.cli import run_cli
 from tests.conftest import unique_database_id
 from tests.scripted import seat
-from tests.shared import MODES, T0, database_of, mode_client, ticks
+from tests.shared import MODES, T0, async_twin, delete_doc, mode_client, put_doc, ticks
 from tests.shared import spec as shared_spec
 from tsstore import AsyncTimeSeriesStore, ColdTier, QueryError, SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.asks import CreateDoc, Doc, FindDocs, GetDoc, KnownTime, UpdateDoc
@@ -230,3 +230,93 @@ def test_nothing_sealed_yet_is_a_recipe_that_says_so(tmp_path: Path) -> None:
     recipe = world.run(cold.cold_bigquery(seat(world.spec), "analytics.ticks"))
     assert (recipe.uris, recipe.external_table) == ((), "-- no partition under gs://my-lake/ticks/ticks is sealed "
                                                         "yet: nothing to read")  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- on the emulator
+
+
+def sealed_store(client: Any, collection: str, root: Path) -> tuple[TimeSeriesStore, list[Tick]]:
+    """60 ticks over three days sealed into ``root``; the store and the ticks, oldest first."""
+    spec = shared_spec(collection, 3, cold=ColdTier(root))
+    rows = [{**row, "timestamp": row["timestamp"] + dt.timedelta(days=row["n"] % 3)} for row in ticks(60, seed=11)]
+    store = TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False))
+    store.write(rows)
+    assert store.seal(until=T0.replace(hour=0) + 3 * DAY).rows == 60
+    return store, list(store.query(direction="asc").ticks)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_on_the_emulator_a_verify_finds_a_tick_gone_behind_tsstores_back_and_leaves_a_marked_day(
+    mode: str, request: pytest.FixtureRequest, uses_emulator: None, collection_name: str, tmp_path: Path
+) -> None:
+    client = mode_client(request, mode, unique_database_id(request.node.name))
+    store, stored = sealed_store(client, collection_name, tmp_path / "lake")
+    days = ["2026-03-02", "2026-03-03", "2026-03-04"]
+    clean = store.verify_cold()
+    assert (clean.verified, clean.differ, clean.marked, clean.ticks) == (tuple(days), (), (), 60)
+    assert clean.billed_reads >= 60  # a read of every sealed tick
+    assert len({check.read_time for check in clean.partitions}) == 1  # one read: one read time
+    on = {day: [t for t in stored if t.timestamp.date().isoformat() == day] for day in days}
+    delete_doc(client, f"{collection_name}/{on[days[1]][0].id}")  # a write tsstore did not see
+    delete_doc(client, f"{collection_name}/{on[days[2]][0].id}")  # and one into a day marked since
+    late = T0.replace(hour=0) + 2 * DAY
+    put_doc(client, f"{marks_path(horizon_name(collection_name))}/{mark_id(late)}", {"bucket": late})
+    found = store.verify_cold()
+    assert (found.verified, found.differ, found.marked) == ((days[0],), (days[1],), (days[2],))
+    assert [(c.differs, c.rows, c.stored_rows) for c in found.partitions[1:]] == [
+        (("rows", "ids"), len(on[days[1]]), len(on[days[1]]) - 1), ((), len(on[days[2]]), None),
+    ]  # fmt: skip
+    status = store.cold_status()
+    assert (status.through, status.partitions, status.rows, status.marked) == (late + DAY, 3, 60, (days[2],))
+    assert asyncio.run(_async_looks(request, store)) == (timeless(found), status)
+    store.close()
+    client.close()
+
+
+async def _async_looks(request: pytest.FixtureRequest, store: TimeSeriesStore) -> tuple[Any, Any]:
+    async with async_twin(store, request) as client:
+        async with AsyncTimeSeriesStore(client, store.spec) as astore:
+            found = await astore.verify_cold()
+            status = await astore.cold_status()
+    assert len({check.read_time for check in found.partitions}) == 1
+    return timeless(found), status
+
+
+def timeless(found: Any) -> Any:
+    """A verify's result without its read times and billed reads (another read's)."""
+    return dataclasses.replace(found, partitions=tuple(dataclasses.replace(c, read_time=None) for c in found.partitions),
+                               billed_reads=0)  # fmt: skip
+
+
+def test_seal_verify_status_and_bigquery_from_the_command_line(emulator: Any, tmp_path: Path,
+                                                               collection_name: str) -> None:  # fmt: skip
+    database = unique_database_id("seal-verify")
+    (tmp_path / "app.toml").write_text(f'[[series]]\ncollection = "{collection_name}"\ncold = {{ path = "lake" }}\n')
+    [spec], _ = load_declaration(str(tmp_path / "app.toml"))
+    client = emulator.client(database=database)
+    with TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False)) as store:
+        store.write([{"timestamp": T0 + dt.timedelta(days=day, minutes=i)} for day in range(2) for i in range(5)])
+        store.seal(until=T0.replace(hour=0) + 2 * DAY)
+        gone = store.query(limit=1).ticks[0]
+    common = ("--spec", "app.toml", "--database", database)
+    verified = run_cli("seal", *common, "--verify", emulator=emulator, cwd=tmp_path)
+    assert verified.returncode == 0, verified.stderr
+    assert verified.stdout.startswith("verified 2 of 2 sealed partition(s) against Firestore (10 ticks read, ")
+    status = run_cli("seal", *common, "--status", emulator=emulator, cwd=tmp_path)
+    assert status.stdout.startswith(f"{collection_name}: sealed through 2026-03-04T00:00:00Z in {tmp_path / 'lake'}: "
+                                    "2 partition(s), 10 ticks, ")  # fmt: skip
+    delete_doc(client, f"{collection_name}/{gone.id}")
+    differs = run_cli("seal", *common, "--verify", "--format", "json", emulator=emulator, cwd=tmp_path)
+    assert differs.returncode == 1 and "Traceback" not in differs.stderr
+    said = json.loads(differs.stdout)
+    assert (said["verified"], said["differ"], said["partitions"][1]["differs"]) == (
+        ["2026-03-02"], ["2026-03-03"], ["rows", "ids"])  # fmt: skip
+    for extra, message in (
+        (("--bigquery", "analytics.ticks"), f"the cold tier of '{collection_name}' is the directory "),
+        (("--verify", "--status"), "--verify and --status are each a look of their own; give one of them"),
+        (("--verify", "--until", "2026-03-04T00:00:00Z"), "--verify seals nothing, so --until '2026-03-04T00:00:00Z'"),
+        (("--bigquery", "ticks"), "cold_bigquery: table 'ticks' is not allowed; give DATASET.TABLE"),
+    ):
+        refused = run_cli("seal", *common, *extra, emulator=emulator, cwd=tmp_path)
+        assert refused.returncode == 2 and message in refused.stderr, (extra, refused.stderr)
+    client.close()

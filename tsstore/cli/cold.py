@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from tsstore.cli.common import Database, series_options
-from tsstore.cli.exits import exit_interrupted, usage
+from tsstore.cli.exits import FAILED, exit_interrupted, usage
 from tsstore.cli.output import echo_figures, figures_format
 from tsstore.cli.values import cli_time, naive_option
 from tsstore.cold.manifest import SealedPartition
@@ -16,9 +16,18 @@ from tsstore.spec import SeriesSpec
 @series_options
 @click.option("--until", default=None, help="Seal the partitions that end by this time (default: now less seal_after).")
 @click.option("--sql", is_flag=True, help="Seal nothing: print a DuckDB view over the sealed partitions' objects.")
+@click.option("--verify", is_flag=True, help="Seal nothing: compare each sealed partition with Firestore (rows, ids); "
+              "exit 1 if one differs. Reads every tick of the sealed partitions (billed).")  # fmt: skip
+@click.option("--status", is_flag=True, help="Seal nothing: say where the sealed history ends, its size and its "
+              "marked partitions.")  # fmt: skip
+@click.option("--bigquery", "bigquery_table", default=None, metavar="DATASET.TABLE", help="Seal nothing: print a "
+              "BigQuery external table over the sealed objects and a bq load of them (gs:// tiers).")  # fmt: skip
 @naive_option
 @figures_format
-def seal(*, spec: SeriesSpec, database: Database, until: str | None, sql: bool, naive: str | None, fmt: str) -> None:
+def seal(
+    *, spec: SeriesSpec, database: Database, until: str | None, sql: bool, verify: bool, status: bool,
+    bigquery_table: str | None, naive: str | None, fmt: str,
+) -> None:  # fmt: skip
     """Seal every closed partition of the series not sealed yet into its declared cold tier
     (cold = { path = ..., partition = "1D", seal_after = "2D" }): one Parquet object per
     partition, named in the manifest readers go by. A run again seals nothing new; a run
@@ -31,8 +40,14 @@ def seal(*, spec: SeriesSpec, database: Database, until: str | None, sql: bool, 
       tsstore seal --spec myapp.cold:TICKS                  # every day closed for seal_after
       tsstore seal --spec myapp.cold:TICKS --until 2019-01-05T00:00:00Z
       tsstore seal --spec myapp.cold:TICKS --sql > sealed.sql   # a DuckDB view over what is sealed
+      tsstore seal --spec myapp.cold:TICKS --verify         # each sealed day against Firestore
+      tsstore seal --spec myapp.cold:TICKS --status         # sealed through, size, marked days
     """
     end = cli_time(until, option="--until", naive=naive)
+    if verify or status or bigquery_table is not None:
+        _look(spec, database, verify=verify, status=status, bigquery_table=bigquery_table, sql=sql, until=until,
+              fmt=fmt)  # fmt: skip
+        return
     if sql:
         if until is not None:
             raise usage(f"--sql seals nothing, so --until {until!r} is not allowed with it; leave out --until")
@@ -54,3 +69,28 @@ def seal(*, spec: SeriesSpec, database: Database, until: str | None, sql: bool, 
         click.echo(f"sealed {len(done)} partition(s) ({rows} ticks) before the interrupt", err=True)
         exit_interrupted("run the same command to seal the rest (a sealed partition is not sealed again)")
     echo_figures(fmt, result.describe(), result)
+
+
+def _look(
+    spec: SeriesSpec, database: Database, *, verify: bool, status: bool, bigquery_table: str | None, sql: bool,
+    until: str | None, fmt: str,
+) -> None:  # fmt: skip
+    """``--verify``, ``--status`` or ``--bigquery``: one look at the sealed tier, nothing sealed."""
+    given = [name for name, on in (("--sql", sql), ("--verify", verify), ("--status", status),
+                                   ("--bigquery", bigquery_table is not None)) if on]  # fmt: skip
+    if len(given) > 1:
+        raise usage(f"{' and '.join(given)} are each a look of their own; give one of them")
+    if until is not None:
+        raise usage(f"{given[0]} seals nothing, so --until {until!r} is not allowed with it; leave out --until")
+    with database.open_store(spec) as store:
+        if status:
+            found = store.cold_status()
+            echo_figures(fmt, found.describe(), found)
+        elif bigquery_table is not None:
+            recipe = store.cold_bigquery(bigquery_table)
+            echo_figures(fmt, recipe.describe(), recipe)
+        else:
+            checked = store.verify_cold()
+            echo_figures(fmt, checked.describe(), checked)
+            if checked.differ:
+                raise SystemExit(FAILED)
