@@ -90,7 +90,7 @@ class Scripted:
                 query = plan.query
                 self.reads.append((query.start, query.end, query.read_time, plan.columns))  # the fields asked for
                 for tick in self.ticks:
-                    if query.start <= tick.timestamp < query.end:
+                    if (query.start is None or query.start <= tick.timestamp) and tick.timestamp < query.end:
                         sink.add(tick)
                 return None
             case CreateDoc() | UpdateDoc():
@@ -142,11 +142,31 @@ def test_a_verify_reads_only_ids_each_read_at_one_read_time_sized_like_a_seal(
     world.reads.clear()
     monkeypatch.setattr(cold, "TICKS_PER_READ", 8)  # two days of 4 ticks a read
     checked = world.run(cold.verify_cold(seat(world.spec)))
-    assert [(start.day, end.day) for start, end, _, _ in world.reads] == [(1, 3), (3, 5), (5, 6)]
+    # the reads tile the sealed history: from the first tick, so that a day before the first
+    # sealed one is read too
+    assert [(start and start.day, end.day) for start, end, _, _ in world.reads] == [(None, 3), (3, 5), (5, 6)]
     assert all(columns == ("timestamp",) and read_time is not None for _, _, read_time, columns in world.reads)
     times = [c.read_time for c in checked.partitions]
     assert times[0] == times[1] < times[2] == times[3] < times[4]  # each read's partitions at its read time
     assert checked.verified == tuple(f"2026-11-0{day}" for day in range(1, 6))
+
+
+def test_a_day_sealed_as_empty_that_holds_a_tick_now_differs_unless_marked(tmp_path: Path) -> None:
+    world = Scripted(tmp_path, days=5)
+    world.ticks = [t for t in world.ticks if t.timestamp.day not in (2, 4)]  # days 2 and 4 without a tick
+    world.run(cold.seal(seat(world.spec)))
+    assert sorted(world.stored().entries) == ["2026-11-01", "2026-11-03", "2026-11-05"]
+    assert world.run(cold.verify_cold(seat(world.spec))).verified == ("2026-11-01", "2026-11-03", "2026-11-05")
+    early, on_2, on_4 = (Tick(name, at, {"timestamp": at}) for name, at in (
+        ("early", DAY1 - 3 * DAY), ("on-2", DAY1 + DAY), ("on-4", DAY1 + 3 * DAY)))  # fmt: skip
+    world.ticks += [early, on_2, on_4]
+    world.marks = [DAY1 + 3 * DAY]  # day 4's late tick was marked; day 2's and the early one were not
+    found = world.run(cold.verify_cold(seat(world.spec)))
+    assert (found.differ, found.marked) == (("2026-10-29", "2026-11-02"), ("2026-11-04",))
+    assert [(c.label, c.rows, c.ids, c.stored_rows, c.stored_ids) for c in found.partitions if c.verdict == "differs"] == [
+        ("2026-10-29", 0, id_checksum([]), 1, id_checksum(["early"])),
+        ("2026-11-02", 0, id_checksum([]), 1, id_checksum(["on-2"])),
+    ]  # fmt: skip
 
 
 def test_a_series_without_a_cold_tier_is_refused_by_every_look(tmp_path: Path) -> None:

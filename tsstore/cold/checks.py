@@ -48,9 +48,9 @@ class PartitionCheck:
     verdict: Verdict
     #: What differs: ``"rows"``, ``"ids"`` (empty unless it differs).
     differs: tuple[str, ...]
-    #: Its ticks as the manifest's entry says.
+    #: Its ticks as the manifest's entry says (0: sealed as empty, which the manifest names no object of).
     rows: int
-    #: Its id checksum as the manifest's entry says.
+    #: Its id checksum as the manifest's entry says (that of no id: sealed as empty).
     ids: str
     #: Its ticks in Firestore at ``read_time`` (``None``: marked, not compared).
     stored_rows: int | None
@@ -75,10 +75,11 @@ class PartitionCheck:
 
 @dataclass(frozen=True)
 class ColdVerifyResult:
-    """Every partition the manifest names compared with Firestore (in time order), the
-    names of those ``verified``, those that ``differ`` and those ``marked`` (changed by a
-    late tick since they were sealed: not compared, sealed again by the next seal), and the
-    reads Firestore bills for it (a read of every tick of the partitions)."""
+    """Every partition the manifest names compared with Firestore, and every other one
+    before ``through`` (sealed as empty) that holds a tick now (in time order); the names of
+    those ``verified``, those that ``differ`` and those ``marked`` (changed by a late tick
+    since they were sealed: not compared, sealed again by the next seal); the ticks read and
+    the reads Firestore bills for them (a read of every tick of the sealed history)."""
 
     #: Each partition's comparison, in time order.
     partitions: tuple[PartitionCheck, ...]

@@ -500,29 +500,32 @@ PARAMETER_HELP["table"] = "the BigQuery table to make: ``dataset.table`` or ``pr
 
 
 def verify_cold(seat: Seat, *, stats: ReadStats | None = None) -> Request[ColdVerifyResult]:
-    """Compare every partition the manifest names with Firestore: its ticks' count and the
-    checksum of their ids (:func:`~tsstore.cold.parquet.id_checksum`) against the entry's
-    ``rows`` and ``ids``, with the manifest, the tier's late-tick marks and the ticks read
-    at one read time. A partition a late tick changed since it was sealed (marked) is not
-    compared: reads take it from Firestore, and the next seal seals it again. The ids are
-    read alone (no field), consecutive partitions together as a seal reads them (about
+    """Compare the sealed history with Firestore, partition by partition: each partition
+    the manifest names, its ticks' count and the checksum of their ids
+    (:func:`~tsstore.cold.parquet.id_checksum`) against the entry's ``rows`` and ``ids``; and
+    every other partition before ``through`` (sealed as empty: it held no tick) is checked
+    to hold none still. The manifest, the tier's late-tick marks and the ids are read at one
+    read time. A partition a late tick changed since it was sealed (marked) is not compared:
+    reads take it from Firestore, and the next seal seals it again. The ids are read alone
+    (no field), consecutive partitions together as a seal reads them (about
     :data:`TICKS_PER_READ` ticks, at most :data:`WINDOW` partitions a read, each read at a
-    read time of its own). Billed: one read per tick of every partition read (a read of the
-    sealed days), in ``stats``."""
-    tier = _tier(seat.spec)
+    read time of its own). Billed: one read per tick of the sealed history (a read of the
+    sealed days; at least one a query), in ``stats``."""
+    _tier(seat.spec)
     cost = stats if stats is not None else ReadStats()
     if not isinstance(cost, ReadStats):
         raise QueryError(f"verify_cold: stats {stats!r} is not allowed; give a ReadStats, or None")
     known = yield from _manifest(seat.spec.collection)
     checks: list[PartitionCheck] = []
-    ticks = 0
+    ticks, start = 0, None
     pending = sorted(known.entries.values(), key=lambda entry: entry.start)
     while pending:
         taken = _verify_window(pending)
         pending = pending[len(taken) :]
-        found, read_now = yield from _verify_read(seat, tier, taken, cost)
+        found, read_now = yield from _verify_read(seat, start, taken[-1].end, cost)
         checks += found
         ticks += read_now
+        start = taken[-1].end
     return ColdVerifyResult.of(checks, ticks=ticks, billed_reads=cost.billed_reads)
 
 
@@ -578,12 +581,13 @@ def _verify_window(pending: list[Entry]) -> list[Entry]:
 
 
 def _verify_read(
-    seat: Seat, tier: ColdTier, entries: list[Entry], cost: ReadStats
+    seat: Seat, start: dt.datetime | None, end: dt.datetime, cost: ReadStats
 ) -> Request[tuple[list[PartitionCheck], int]]:
-    """The comparisons of the partitions of ``entries``, and the ticks read: the manifest (as it is at the read
-    time: a partition sealed again meanwhile is compared with its new entry), the marks and
-    the ids of their span read at one read time."""
-    collection, start, end = seat.spec.collection, entries[0].start, entries[-1].end
+    """The comparisons of the partitions in ``[start, end)`` (``None``: from the first tick)
+    and the ticks read: the manifest (as it is at the read time: a partition sealed again
+    meanwhile is compared with its new entry), the marks and the ids of the span read at
+    one read time. A partition the manifest does not name was sealed holding no tick."""
+    collection, tier = seat.spec.collection, _tier(seat.spec)
     snapshot = yield from snapshot_now(seat, cost)
     marks = marks_ask(horizon_name(collection), since=start, before=end, read_time=snapshot)
     manifest_then = GetDoc(manifest_path(collection), f"reading the cold tier manifest of {collection!r}",
@@ -594,17 +598,18 @@ def _verify_read(
     plan = oldest_first(seat.spec, Query(start=start, end=end, read_time=snapshot, columns=()))
     ids = _IdSums(tier)
     yield Feed((yield from read(seat, plan, cost)), ids)
+    named = {entry.start: entry for entry in manifest.entries.values() if start is None or entry.start >= start}
     checks = []
-    for label in (entry.label for entry in entries):
-        entry = manifest.entries[label]
-        stored = ids.sums.get(entry.start, IdSum())
-        if entry.start in marked:
-            checks.append(PartitionCheck(label, "marked", (), entry.rows, entry.ids, None, None, snapshot))
+    for at in sorted({*(at for at in named if at < end), *ids.sums}):
+        entry, stored = named.get(at), ids.sums.get(at, IdSum())
+        rows, checksum = (entry.rows, entry.ids) if entry is not None else (0, IdSum().checksum)
+        if at in marked:
+            checks.append(PartitionCheck(partition_label(at), "marked", (), rows, checksum, None, None, snapshot))
             continue
-        differs = tuple(what for what, same in (("rows", stored.rows == entry.rows), ("ids", stored.checksum ==
-                        entry.ids)) if not same)  # fmt: skip
-        checks.append(PartitionCheck(label, "differs" if differs else "verified", differs, entry.rows, entry.ids,
-                                     stored.rows, stored.checksum, snapshot))  # fmt: skip
+        differs = tuple(what for what, same in (("rows", stored.rows == rows), ("ids", stored.checksum == checksum))
+                        if not same)  # fmt: skip
+        checks.append(PartitionCheck(partition_label(at), "differs" if differs else "verified", differs, rows,
+                                     checksum, stored.rows, stored.checksum, snapshot))  # fmt: skip
     return checks, sum(one.rows for one in ids.sums.values())
 
 
