@@ -8,6 +8,7 @@ otherwise into a temporary folder, so that a test run leaves the checkout as it 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import io
 import json
@@ -32,13 +33,14 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.cli import tsstore
 from tests.conftest import unique_database_id
-from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
+from tsstore import ColdTier, SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.console.app import Console, Series
 from tsstore.console.command import emulator_of
 from tsstore.console.forms import Reach
 from tsstore.console.server import Serving, bind, serve_in_thread
 from tsstore.declaration import load_declaration
 from tsstore.demo import BARS_1MIN, SPEC
+from tsstore.late import mark_id
 from tsstore.local.synthetic import SEED_INSTRUMENTS, trading_day
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -301,6 +303,51 @@ def test_the_layout_view_shows_the_census_the_plan_and_the_files(browser: webdri
     files = page.find_element(By.ID, "y-files").text
     assert "firestore.indexes.json: current" in files and "firestore.rules: current" in files  # the repository's
     screenshot(page, "layout")
+
+
+def test_the_series_view_shows_each_series_tiers_as_cold_status_says(
+    browser: webdriver.Chrome, request: pytest.FixtureRequest, uses_emulator: None, tmp_path: Path
+) -> None:
+    """A series with a cold tier shows where its sealed history ends, what is sealed and its
+    marked days (``/api/tiers``, which answers ``cold_status``); one without says none."""
+    emulator = request.getfixturevalue("emulator")
+    database = unique_database_id("console-tiers")
+    client = emulator.client(database=database)
+    spec = dataclasses.replace(SPEC, collection="trades", cold=ColdTier(tmp_path / "lake"))
+    store = TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False))
+    second = DAY + dt.timedelta(days=1)
+    store.write([*trading_day(200, day=DAY), *trading_day(100, day=second)])
+    store.seal(until=dt.datetime.combine(second + dt.timedelta(days=1), dt.time(), tzinfo=dt.timezone.utc))
+    marked = dt.datetime.combine(second, dt.time(), tzinfo=dt.timezone.utc)  # as a writer marks a late tick's day
+    client.document(f"tsstore_rollups/trades.cold/marks/{mark_id(marked)}").set({"bucket": marked})
+    plain = TimeSeriesStore(client, SPEC)
+    console = Console({"trades": Series(spec, store), SPEC.collection: Series(SPEC, plain)}, "tests", "the emulator",
+                      TOKEN, reach=Reach(database=database, emulator=emulator.address))  # fmt: skip
+    serving = serve_in_thread(console, bind("127.0.0.1", 0, allow_remote=False))
+    try:
+        asked = urllib.request.Request(serving.url.split("?")[0] + "api/tiers", headers={"X-Tsstore-Token": TOKEN})
+        with urllib.request.urlopen(asked) as answer:
+            tiers = json.load(answer)["tiers"]
+        status = store.cold_status()
+        assert tiers == [
+            {"collection": "trades", "cold": {**dataclasses.asdict(status), "through": "2019-01-02T00:00:00+00:00",
+                                              "sealed_at": status.sealed_at.isoformat(), "marked": ["2019-01-01"]}},
+            {"collection": SPEC.collection, "cold": None},
+        ]  # fmt: skip
+        browser.get(serving.url)
+        wait(browser, lambda b: b.find_element(By.TAG_NAME, "body").get_attribute("data-tiers") == "true")
+        card = browser.find_element(By.CSS_SELECTOR, ".series-card[data-collection=trades]")
+        assert card.find_element(By.CLASS_NAME, "fact-cold-tier").text == (
+            f"sealed through 2019-01-02T00:00:00+00:00 in {tmp_path / 'lake'}: 2 partition(s), 300 ticks, "
+            f"{status.size:,} bytes; marked: 2019-01-01"
+        )
+        other = browser.find_element(By.CSS_SELECTOR, f".series-card[data-collection={SPEC.collection}]")
+        assert other.find_element(By.CLASS_NAME, "fact-cold-tier").text == "none declared"
+    finally:
+        serving.stop()
+        store.close()
+        plain.close()
+        client.close()
 
 
 def refused_by_policy(browser: webdriver.Chrome) -> list[str]:

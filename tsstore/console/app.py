@@ -1,6 +1,6 @@
 """The console's web app: a Starlette application over the stores of a declaration, answering
 the page's requests with the public verbs only (query, explain, count, bars, watch,
-shard_census, the capacity planner, the generated files' plans).
+shard_census, cold_status, the capacity planner, the generated files' plans).
 
 Every request must carry the console's token (in the URL the console prints, then as a
 cookie), name the console's address, and, for the JSON interface, come from the console's own
@@ -14,6 +14,7 @@ unseen. Errors a person can fix (a bad filter, an undeclared field) come back as
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import hmac
 import json
@@ -124,6 +125,7 @@ def make_app(console: Console, *, hosts: Iterable[str], port: int) -> Starlette:
         Route("/api/bars", handlers.bars, methods=["POST"]),
         Route("/api/live", handlers.live),
         Route("/api/layout", handlers.layout),
+        Route("/api/tiers", handlers.tiers),
     ]
     guard = Middleware(Guard, token=console.token, hosts=own_hosts(hosts, port), cookie=f"{COOKIE}_{port}")
     return Starlette(routes=routes, middleware=[guard])
@@ -387,6 +389,17 @@ class Handlers:
                                  headers={"Cache-Control": "no-store"})  # fmt: skip
 
     @_answered
+    async def tiers(self, request: Request) -> Any:
+        """Each series' tiers: for one with a cold tier, what its manifest and marks say now
+        (``cold_status``: sealed through, partitions, ticks, bytes, marked partitions), read
+        concurrently; ``null`` for one without."""
+        series = list(self.console.series.values())
+        found = await asyncio.gather(*(asyncio.to_thread(s.store.cold_status) for s in series if s.spec.cold))
+        said = iter(found)
+        return {"tiers": [{"collection": s.spec.collection,
+                           "cold": dataclasses.asdict(next(said)) if s.spec.cold else None} for s in series]}
+
+    @_answered
     async def layout(self, request: Request) -> Any:
         chosen = self.console.pick(request.query_params.get("collection"))
         rate = request.query_params.get("writes_per_second") or str(chosen.spec.max_write_rate / HEADROOM)
@@ -407,6 +420,7 @@ def _declared(series: Series) -> dict[str, Any]:
                     for r in series.rollups],  # fmt: skip
         "write_rate": spec.max_write_rate,
         "chart": _chart_defaults(series),
+        "cold": spec.cold.path if spec.cold is not None else None,
     }
 
 

@@ -104,6 +104,7 @@ async function loadCatalog() {
       ["retired shards", series.retired.length ? series.retired.join(", ") : "none"],
       ["write ceiling", `${series.write_rate.toLocaleString("en")} writes/s`],
       ["roll-ups", series.rollups.length ? series.rollups.map((r) => `${r.name} (${r.interval} bars in ${r.collection})`).join("; ") : "none declared"],
+      ["cold tier", series.cold ? `${series.cold} (reading…)` : "none declared"],
     ];
     const dl = card.querySelector("dl");
     for (const [name, value] of facts) {
@@ -141,6 +142,24 @@ async function loadSeries(fresh) {
   }
   chartDefaults();
   document.body.dataset.counted = "true";
+}
+
+// Each series' cold tier as its manifest and marks say now: where the sealed history ends,
+// what is sealed, and the partitions late ticks changed since (read from Firestore until the
+// next seal).
+async function loadTiers() {
+  const answer = await call("api/tiers");
+  for (const tiers of answer.tiers) {
+    const cold = tiers.cold;
+    const card = document.querySelector(`.series-card[data-collection="${CSS.escape(tiers.collection)}"]`);
+    if (!cold || !card) continue;
+    const marked = cold.marked.length ? cold.marked.join(", ") : "none";
+    card.querySelector(".fact-cold-tier").textContent = cold.through === null
+      ? `nothing sealed yet in ${cold.path}`
+      : `sealed through ${cold.through} in ${cold.path}: ${cold.partitions.toLocaleString("en")} partition(s), `
+        + `${cold.rows.toLocaleString("en")} ticks, ${cold.size.toLocaleString("en")} bytes; marked: ${marked}`;
+  }
+  document.body.dataset.tiers = "true";
 }
 
 // The chart form's price, by and where of the series shown, where they are empty and not typed
@@ -380,14 +399,14 @@ document.addEventListener("DOMContentLoaded", async () => {
   }
   $("live-form").addEventListener("submit", (event) => { event.preventDefault(); startLive(); });
   $("l-stop").addEventListener("click", stopLive);
-  $("series-refresh").addEventListener("click", () => loadSeries(true).catch((error) => {
+  $("series-refresh").addEventListener("click", () => Promise.all([loadSeries(true), loadTiers()]).catch((error) => {
     $("series-error").textContent = error.message;
   }));
   $("layout-form").addEventListener("submit", (event) => { event.preventDefault(); loadLayout(); });
   try {
     await loadCatalog();
     document.body.dataset.ready = "true";
-    await loadSeries();
+    await Promise.all([loadSeries(), loadTiers()]);
   } catch (error) {
     $("series-error").textContent = error.message;
   }
