@@ -216,7 +216,7 @@ def test_the_bigquery_recipe_names_every_current_object_and_none_superseded(tmp_
     )
     assert "date=2026-11-02/part-1" not in recipe.describe()
     words = shlex.split(recipe.load.replace("\\\n", " "))  # a line continued, as a shell reads it
-    assert words == ["bq", "load", "--source_format=PARQUET", "--hive_partitioning_mode=CUSTOM",
+    assert words == ["bq", "load", "--replace", "--source_format=PARQUET", "--hive_partitioning_mode=CUSTOM",
                      "--hive_partitioning_source_uri_prefix=gs://my-lake/ticks/ticks/{date:DATE}",
                      "my-project:analytics.ticks", ",".join(current)]  # fmt: skip
     assert recipe.describe().startswith("-- an external table over the 3 sealed partition(s) (run in BigQuery):\n")
@@ -229,6 +229,18 @@ def test_the_bigquery_recipe_quotes_what_it_names() -> None:
     assert "    'gs://b/p/it\\'s/date=2026-11-02/part-1 a\\\\b.parquet'\n" in recipe.external_table
     assert shlex.split(recipe.load.replace("\\\n", " "))[-2:] == ["analytics.ticks_1", ",".join(uris)]
     assert recipe.external_table.startswith("CREATE OR REPLACE EXTERNAL TABLE `analytics.ticks_1`\n")
+
+
+def test_the_bigquery_recipe_names_the_fields_bigquery_takes_no_column_of(tmp_path: Path) -> None:
+    world = Scripted(tmp_path, tier="gs://my-lake/ticks")
+    world.spec = SeriesSpec("ticks", key_fields=["symbol"], columns={"symbol": "string", "price.micros": "Int64"},
+                            measures=["size.lots"], cold=world.spec.cold)  # fmt: skip
+    world.run(cold.seal(seat(world.spec)))
+    recipe = world.run(cold.cold_bigquery(seat(world.spec), "analytics.ticks"))
+    assert recipe.unnamed == ("price.micros", "size.lots")
+    assert recipe.describe().startswith("-- BigQuery takes column names of letters, digits and underscores only "
+                                        "(unless the project has flexible column names): price.micros, size.lots will not "
+                                        "read\n-- an external table over the 3 sealed")  # fmt: skip
 
 
 @pytest.mark.parametrize("table", ["ticks", "a.b.c.d", "analytics.`x`", "analytics.x y", "Bad_Project.a.b", "", 5])

@@ -554,7 +554,9 @@ def cold_bigquery(seat: Seat, table: str) -> Request[BigQueryRecipe]:
     the manifest names now, with the hive ``date`` column (a GoogleSQL ``CREATE OR REPLACE
     EXTERNAL TABLE`` statement), and a ``bq load`` of the same objects into a table of
     BigQuery's own. Every object is named, none superseded or orphaned: make it again after
-    a seal. A local tier is refused: BigQuery reads ``gs://`` objects only."""
+    a seal. The declared fields whose names BigQuery does not take as column names (a dotted
+    ``price.micros``) are named in it. A local tier is refused: BigQuery reads ``gs://``
+    objects only."""
     bigquery_table(table)
     tier = _tier(seat.spec)
     if tier.local:
@@ -563,7 +565,9 @@ def cold_bigquery(seat: Seat, table: str) -> Request[BigQueryRecipe]:
                          "directory with cold_sql()")  # fmt: skip
     manifest = yield from _manifest(seat.spec.collection)
     urls = yield from ask(ObjectUrls(tuple(manifest.current())))
-    return bigquery_recipe(table, urls, prefix=f"{tier.path}/{seat.spec.collection}")
+    spec = seat.spec
+    fields = (spec.timestamp_field, *spec.key_fields, *(name for name, _ in spec.columns), *spec.measures)
+    return bigquery_recipe(table, urls, prefix=f"{tier.path}/{spec.collection}", fields=fields)
 
 
 def _verify_window(pending: list[Entry]) -> list[Entry]:
