@@ -63,9 +63,11 @@ VERBS: dict[str, dict[str, Any]] = {
     "latest": {"by": "symbol", "values": ["A"]}, "bars": {"interval": "1h", "price": "p"},
     "aligned": {"interval": "1h", "by": "symbol", "price": "p"}, "asof": {}, "iter_asof": {},
     "write": {}, "purge": {"before": T}, "plan": {}, "explain": {}, "seal": {}, "cold_sql": {},
+    "verify_cold": {}, "cold_status": {}, "cold_bigquery": {},
 }  # fmt: skip
 #: What each verb takes positionally (a write: its records).
-POSITIONAL: dict[str, tuple[Any, ...]] = {"write": ([{"symbol": "A", "timestamp": T, "p": 1}],)}
+POSITIONAL: dict[str, tuple[Any, ...]] = {"write": ([{"symbol": "A", "timestamp": T, "p": 1}],),
+                                          "cold_bigquery": ("analytics.ticks",)}  # fmt: skip
 
 #: A value of the wrong type for every option of those verbs.
 WRONG_TYPE: dict[str, Any] = {
@@ -168,7 +170,7 @@ def test_the_census_has_a_wrong_value_for_every_option_and_counts_its_doors() ->
     """A new option joins the census (its wrong value), and the numbers the report gives stay true."""
     every = {option for verb in VERBS for option in options_of(verb)}
     assert every <= set(WRONG_TYPE), every - set(WRONG_TYPE)
-    assert (len(VERBS), len(DOORS)) == (20, 309)
+    assert (len(VERBS), len(DOORS)) == (23, 313)
 
 
 def test_the_library_and_the_command_line_check_columns_with_one_check() -> None:

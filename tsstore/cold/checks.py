@@ -96,7 +96,11 @@ class ColdVerifyResult:
 
     @classmethod
     def of(cls, checks: Iterable[PartitionCheck], *, ticks: int, billed_reads: int) -> ColdVerifyResult:
-        """The result of ``checks``, ``ticks`` read."""
+        """The result of these comparisons.
+
+        - ``checks``: each partition's comparison, in any order
+        - ``ticks``: the ticks read
+        - ``billed_reads``: what Firestore billed for them"""
         done = tuple(sorted(checks, key=lambda check: check.label))
 
         def named(verdict: Verdict) -> tuple[str, ...]:
