@@ -35,6 +35,10 @@ def seal(
     Storage bucket, gs://bucket/prefix (pip install 'tsstore[gcs]'; the default Google
     credentials, or none with STORAGE_EMULATOR_HOST naming a local server).
 
+    --sql, --verify, --status and --bigquery seal nothing: each looks at what is sealed.
+    --verify reads the ids of every sealed tick from Firestore (billed as a read of those
+    days) and exits 1 when a day differs from what was sealed.
+
     \b
     Example:
       tsstore seal --spec myapp.cold:TICKS                  # every day closed for seal_after
