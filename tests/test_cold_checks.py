@@ -9,18 +9,20 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import io
 import itertools
 import json
 import shlex
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from tests.cli import run_cli
 from tests.conftest import unique_database_id
 from tests.scripted import seat
-from tests.shared import MODES, T0, async_twin, delete_doc, mode_client, put_doc, ticks
+from tests.shared import MODES, T0, async_twin, delete_doc, mode_client, put_doc, stored_doc, ticks
 from tests.shared import spec as shared_spec
 from tsstore import AsyncTimeSeriesStore, ColdTier, QueryError, SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.asks import CreateDoc, Doc, FindDocs, GetDoc, KnownTime, UpdateDoc
@@ -371,4 +373,32 @@ def test_seal_verify_status_and_bigquery_from_the_command_line(emulator: Any, tm
     ):
         refused = run_cli("seal", *common, *extra, emulator=emulator, cwd=tmp_path)
         assert refused.returncode == 2 and message in refused.stderr, (extra, refused.stderr)
+    client.close()
+
+
+def test_the_bigquery_recipe_of_a_bucket_names_the_objects_the_manifest_names_there(
+    emulator: Any, gcs_bucket: str, collection_name: str, tmp_path: Path
+) -> None:
+    """Sealed into a bucket (fake-gcs-server): the command's recipe names each object the
+    manifest names, each one in the bucket, holding its day's ticks; the verify agrees."""
+    database = unique_database_id("seal-bigquery")
+    (tmp_path / "app.toml").write_text(f'[[series]]\ncollection = "{collection_name}"\n'
+                                       f'cold = {{ path = "gs://{gcs_bucket}/lake" }}\n')  # fmt: skip
+    [spec], _ = load_declaration(str(tmp_path / "app.toml"))
+    client = emulator.client(database=database)
+    with TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False)) as store:
+        store.write([{"timestamp": T0 + dt.timedelta(days=day, minutes=i)} for day in range(2) for i in range(3)])
+    common = ("--spec", "app.toml", "--database", database)
+    assert run_cli("seal", *common, "--until", "2026-03-04T00:00:00Z", emulator=emulator, cwd=tmp_path).returncode == 0
+    printed = run_cli("seal", *common, "--bigquery", "analytics.ticks", "--format", "json", emulator=emulator,
+                      cwd=tmp_path)  # fmt: skip
+    assert printed.returncode == 0, printed.stderr
+    recipe = json.loads(printed.stdout)
+    manifest = Manifest.of(collection_name, Doc("m", stored_doc(client, manifest_path(collection_name)), None, T0))
+    bucket = GcsObjects.at(f"gs://{gcs_bucket}/lake")
+    assert recipe["uris"] == [bucket.url(name) for name in manifest.current()]
+    assert [pq.read_table(io.BytesIO(bucket.get(name) or b"")).num_rows for name in manifest.current()] == [3, 3]
+    assert f"hive_partition_uri_prefix = 'gs://{gcs_bucket}/lake/{collection_name}'" in recipe["external_table"]
+    verified = run_cli("seal", *common, "--verify", emulator=emulator, cwd=tmp_path)
+    assert verified.returncode == 0 and verified.stdout.startswith("verified 2 of 2 sealed partition(s)")
     client.close()
