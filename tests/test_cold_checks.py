@@ -138,8 +138,9 @@ def test_a_verify_finds_each_partition_verified_differing_or_marked(tmp_path: Pa
     assert said[0] == ("verified 0 of 3 sealed partition(s) against Firestore (10 ticks read, 1 billed reads); "
                        "2 differ, 1 marked")  # fmt: skip
     assert said[1].startswith("2026-11-01 marked: a late tick changed it since it was sealed")
-    assert said[2] == (f"2026-11-02 differs: rows 4 sealed, 3 in Firestore; ids {world.stored().entries['2026-11-02'].ids} "
-                       f"sealed, {id_checksum(['d1-1', 'd1-2', 'd1-3'])} in Firestore")  # fmt: skip
+    sealed_ids, stored_ids = world.stored().entries["2026-11-02"].ids, id_checksum(["d1-1", "d1-2", "d1-3"])
+    assert said[2] == (f"2026-11-02 differs: rows 4 sealed, 3 in Firestore; ids {sealed_ids} sealed, {stored_ids} "
+                       "in Firestore")
 
 
 def test_a_verify_reads_only_ids_each_read_at_one_read_time_sized_like_a_seal(
@@ -171,7 +172,8 @@ def test_a_day_sealed_as_empty_that_holds_a_tick_now_differs_unless_marked(tmp_p
     world.marks = [DAY1 + 3 * DAY]  # day 4's late tick was marked; day 2's and the early one were not
     found = world.run(cold.verify_cold(seat(world.spec)))
     assert (found.differ, found.marked) == (("2026-10-29", "2026-11-02"), ("2026-11-04",))
-    assert [(c.label, c.rows, c.ids, c.stored_rows, c.stored_ids) for c in found.partitions if c.verdict == "differs"] == [
+    differing = [c for c in found.partitions if c.verdict == "differs"]
+    assert [(c.label, c.rows, c.ids, c.stored_rows, c.stored_ids) for c in differing] == [
         ("2026-10-29", 0, id_checksum([]), 1, id_checksum(["early"])),
         ("2026-11-02", 0, id_checksum([]), 1, id_checksum(["on-2"])),
     ]  # fmt: skip
@@ -260,9 +262,9 @@ def test_the_bigquery_recipe_names_the_fields_bigquery_takes_no_column_of(tmp_pa
     world.run(cold.seal(seat(world.spec)))
     recipe = world.run(cold.cold_bigquery(seat(world.spec), "analytics.ticks"))
     assert recipe.unnamed == ("price.micros", "size.lots")
-    assert recipe.describe().startswith("-- BigQuery takes column names of letters, digits and underscores only "
-                                        "(unless the project has flexible column names): price.micros, size.lots will not "
-                                        "read\n-- an external table over the 3 sealed")  # fmt: skip
+    warned = ("-- BigQuery takes column names of letters, digits and underscores only (unless the project has "
+              "flexible column names): price.micros, size.lots will not read\n")
+    assert recipe.describe().startswith(warned + "-- an external table over the 3 sealed")
 
 
 @pytest.mark.parametrize("table", ["ticks", "a.b.c.d", "analytics.`x`", "analytics.x y", "Bad_Project.a.b", "", 5])
@@ -338,8 +340,8 @@ async def _async_looks(request: pytest.FixtureRequest, store: TimeSeriesStore) -
 
 def timeless(found: Any) -> Any:
     """A verify's result without its read times and billed reads (another read's)."""
-    return dataclasses.replace(found, partitions=tuple(dataclasses.replace(c, read_time=None) for c in found.partitions),
-                               billed_reads=0)  # fmt: skip
+    partitions = tuple(dataclasses.replace(check, read_time=None) for check in found.partitions)
+    return dataclasses.replace(found, partitions=partitions, billed_reads=0)
 
 
 def test_seal_verify_status_and_bigquery_from_the_command_line(emulator: Any, tmp_path: Path,
