@@ -25,7 +25,7 @@ from tests.scripted import seat
 from tests.shared import MODES, T0, async_twin, delete_doc, mode_client, put_doc, stored_doc, ticks
 from tests.shared import spec as shared_spec
 from tsstore import AsyncTimeSeriesStore, ColdTier, QueryError, SeriesSpec, TimeSeriesStore, WriteOptions
-from tsstore.asks import CreateDoc, Doc, FindDocs, GetDoc, KnownTime, UpdateDoc
+from tsstore.asks import CreateDoc, DeleteDoc, Doc, FindDocs, GetDoc, KnownTime, SetDoc, UpdateDoc
 from tsstore.cold.bigquery import bigquery_recipe
 from tsstore.cold.gcs import GcsObjects
 from tsstore.cold.manifest import Manifest, manifest_path
@@ -37,7 +37,7 @@ from tsstore.late import mark_id, marks_path
 from tsstore.read.engine import TickRead
 from tsstore.ticks import Tick
 from tsstore.verbs import cold
-from tsstore.verbs.request import Collect, Feed, Request, answer
+from tsstore.verbs.request import Collect, Feed, Pause, Request, answer
 
 UTC = dt.timezone.utc
 DAY1 = dt.datetime(2026, 11, 1, tzinfo=UTC)
@@ -88,6 +88,8 @@ class Scripted:
                 return Doc(path, None, None, self.now)
             case FindDocs(collection=collection) if collection == marks_path(horizon_name("ticks")):
                 return [Doc(mark_id(b), {"bucket": b}, self.now, self.now) for b in self.marks]
+            case FindDocs() | SetDoc() | DeleteDoc() | Pause():  # a seal's late-tick protocol: no writer runs here
+                return {FindDocs: [], SetDoc: self.now, DeleteDoc: True, Pause: None}[type(ask)]
             case KnownTime():
                 return self.now - self.lag
             case Collect(read=TickRead(plan=plan)):

@@ -43,7 +43,7 @@ from tsstore.spec import Direction, SeriesSpec
 from tsstore.ticks import Tick
 from tsstore.times import TimeLike, to_utc
 from tsstore.verbs.marks import announce, clear_marks, read_marks, read_watermark, settle_writers, watermark_write
-from tsstore.verbs.reading import query, read, server_time, snapshot_now
+from tsstore.verbs.reading import read, server_time, snapshot_now
 from tsstore.verbs.request import Collect, Feed, Request, Seat
 
 #: What each parameter of these verbs means (the API reference describes a parameter from here).
