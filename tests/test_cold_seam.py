@@ -11,15 +11,26 @@ import dataclasses
 import datetime as dt
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 
 from tests.conftest import unique_database_id
-from tests.shared import MODES, T0, database_of, mode_client, put_doc, ticks
+from tests.shared import MODES, T0, database_of, delete_doc, mode_client, put_doc, stored_doc, ticks
 from tests.shared import spec as shared_spec
-from tsstore import AsyncTimeSeriesStore, Query, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions
+from tsstore import (
+    AsyncTimeSeriesStore,
+    Query,
+    QueryError,
+    QueryShape,
+    RetentionError,
+    SeriesSpec,
+    TimeSeriesStore,
+    WriteError,
+    WriteOptions,
+)
 from tsstore.cold.manifest import Entry, Manifest
 from tsstore.cold.seam import Stretch, stretches
 from tsstore.cold.tier import ColdTier, horizon_name
@@ -206,3 +217,49 @@ def test_the_async_store_reads_across_the_seam_alike(request: pytest.FixtureRequ
     pd.testing.assert_frame_equal(frame, seam.hot.query_frame(**bounds))
     pd.testing.assert_frame_equal(newest, seam.hot.latest(by="symbol", values=["AAA", "CCC"], before=DAYS[2]))
     assert summed == seam.hot.aggregate(**bounds, sum=["volume"])
+
+
+# ---------------------------------------------------------------------------- a purge of verified sealed days
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_purge_deletes_only_verified_sealed_days_and_reads_lose_no_tick(
+    request: pytest.FixtureRequest, uses_emulator: None, mode: str, collection_name: str, tmp_path: Path
+) -> None:
+    client = mode_client(request, mode, unique_database_id(f"purge-sealed-{mode}"))
+    spec = shared_spec(collection_name, 3, cold=ColdTier(tmp_path / "lake"))
+    store = TimeSeriesStore(client, spec, write_options=WriteOptions(ramp=False))
+    hot = TimeSeriesStore(client, dataclasses.replace(spec, cold=None))
+    store.write(_rows())
+    store.seal(until=DAYS[3])
+    with pytest.raises(QueryError, match="falls inside a partition of .*'s cold tier, which a purge deletes whole; "
+                                         "give a partition's start, such as 2026-03-03T00:00:00Z"):  # fmt: skip
+        store.purge(before=DAYS[1] + 12 * H)
+    with pytest.raises(QueryError, match="deletes whole sealed days; where= is not allowed there .symbol == 'AAA'."):
+        store.purge(before=DAYS[1], where={"symbol": "AAA"})
+    with pytest.raises(RetentionError, match="the sealed history ends at 2026-03-05T00:00:00Z, before the purge's end "
+                                             "2026-03-06T00:00:00Z .seal first"):  # fmt: skip
+        store.purge(before=DAYS[4])
+    gone = hot.query(start=DAYS[1], end=DAYS[2], limit=1).ticks[0]  # deleted behind tsstore's back: day 1 differs
+    delete_doc(client, f"{collection_name}/{gone.id}")
+    with pytest.raises(RetentionError, match="2026-03-03 differs from its sealed file"):
+        store.purge(before=DAYS[2])
+    assert stored_doc(client, f"tsstore_rollups/{horizon_name(collection_name)}")["purged_before"] is None  # put back
+    store.write([{**_rows()[0], "n": 10_001, "timestamp": DAYS[1] + 3 * H}])  # a late tick: day 1 marked, then resealed
+    assert [p.label for p in store.seal(until=DAYS[3]).resealed] == ["2026-03-03"]
+    kept, counted = store.query_frame(), store.count()
+    in_firestore = hot.count(end=DAYS[2])
+    assert in_firestore > 0 and store.purge(before=DAYS[2], dry_run=True).matched == in_firestore
+    assert store.purge(before=DAYS[2]).deleted == in_firestore
+    assert hot.count(end=DAYS[2]) == 0  # Firestore holds the purged days no more; the sealed files answer for them
+    pd.testing.assert_frame_equal(store.query_frame(), kept)
+    assert store.count() == counted and store.count(end=DAYS[2]) == in_firestore
+    with pytest.raises(WriteError, match="falls in a sealed day of .* whose ticks a purge deleted from Firestore "
+                                         r".before 2026-03-04T00:00:00Z.: its sealed file is the only copy"):  # fmt: skip
+        store.write([{**_rows()[1], "n": 10_002, "timestamp": DAYS[0] + 5 * H}])
+    checked = store.verify_cold()
+    assert (checked.verified, checked.differ, checked.purged_before) == (("2026-03-04",), (), DAYS[2])
+    assert "before 2026-03-04T00:00:00Z purged from Firestore (the sealed files are the only copy)" in checked.describe()
+    store.close()
+    hot.close()
+    client.close()

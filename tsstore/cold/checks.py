@@ -93,26 +93,34 @@ class ColdVerifyResult:
     ticks: int
     #: Firestore's billed reads: one per tick read, one per query at least.
     billed_reads: int
+    #: Where a purge ended: the partitions before it are not compared (their ticks were
+    #: deleted from Firestore once verified; their sealed files are the only copy). ``None``: none.
+    purged_before: dt.datetime | None = None
 
     @classmethod
-    def of(cls, checks: Iterable[PartitionCheck], *, ticks: int, billed_reads: int) -> ColdVerifyResult:
+    def of(
+        cls, checks: Iterable[PartitionCheck], *, ticks: int, billed_reads: int, purged_before: dt.datetime | None = None
+    ) -> ColdVerifyResult:
         """The result of these comparisons.
 
         - ``checks``: each partition's comparison, in any order
         - ``ticks``: the ticks read
-        - ``billed_reads``: what Firestore billed for them"""
+        - ``billed_reads``: what Firestore billed for them
+        - ``purged_before``: where a purge ended (the partitions before it not compared)"""
         done = tuple(sorted(checks, key=lambda check: check.label))
 
         def named(verdict: Verdict) -> tuple[str, ...]:
             return tuple(check.label for check in done if check.verdict == verdict)
 
-        return cls(done, named("verified"), named("differs"), named("marked"), ticks, billed_reads)
+        return cls(done, named("verified"), named("differs"), named("marked"), ticks, billed_reads, purged_before)
 
     def describe(self) -> str:
         """A line of figures, then one per partition that is not verified."""
         head = (f"verified {len(self.verified)} of {len(self.partitions)} sealed partition(s) against Firestore "
                 f"({self.ticks} ticks read, {self.billed_reads} billed reads); {len(self.differ)} differ, "
                 f"{len(self.marked)} marked")  # fmt: skip
+        if self.purged_before is not None:
+            head += f"; before {utc_text(self.purged_before)} purged from Firestore (the sealed files are the only copy)"
         return "\n".join([head, *(check.describe() for check in self.partitions if check.verdict != "verified")])
 
 

@@ -35,14 +35,21 @@ from tsstore.cold.parquet import id_checksum, parquet_bytes, sorted_rows, with_i
 from tsstore.cold.tier import ColdTier, horizon_fields, horizon_name, manifest_copy_name, object_name, partition_label
 from tsstore.errors import QueryError, StateError
 from tsstore.frames import FrameBuilder
-from tsstore.late import Horizon, Mark, marks_ask, marks_of
+from tsstore.late import PURGED, Horizon, Mark, marks_ask, marks_of
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import oldest_first, plan_query
 from tsstore.read.query import Query
 from tsstore.spec import Direction, SeriesSpec
 from tsstore.ticks import Tick
 from tsstore.times import TimeLike, to_utc
-from tsstore.verbs.marks import announce, clear_marks, read_marks, read_watermark, settle_writers, watermark_write
+from tsstore.verbs.marks import (
+    announce,
+    clear_marks,
+    read_marks,
+    read_watermark,
+    settle_writers,
+    watermark_write,
+)
 from tsstore.verbs.reading import read, server_time, snapshot_now
 from tsstore.verbs.request import Collect, Feed, Request, Seat
 
@@ -510,15 +517,33 @@ def verify_cold(seat: Seat, *, stats: ReadStats | None = None) -> Request[ColdVe
     (no field), consecutive partitions together as a seal reads them (about
     :data:`TICKS_PER_READ` ticks, at most :data:`WINDOW` partitions a read, each read at a
     read time of its own). Billed: one read per tick of the sealed history (a read of the
-    sealed days; at least one a query), in ``stats``."""
+    sealed days; at least one a query), in ``stats``. Partitions before where a purge ended
+    (the result's ``purged_before``) are not compared: their ticks were deleted from
+    Firestore once verified, by design."""
     _tier(seat.spec)
     cost = stats if stats is not None else ReadStats()
     if not isinstance(cost, ReadStats):
         raise QueryError(f"verify_cold: stats {stats!r} is not allowed; give a ReadStats, or None")
-    known = yield from _manifest(seat.spec.collection)
+    horizon = yield from read_watermark(seat, horizon_name(seat.spec.collection))
+    purged = (horizon or {}).get(PURGED)
+    purged = purged if isinstance(purged, dt.datetime) else None
+    return (yield from verify_span(seat, purged, None, cost, purged_before=purged))
+
+
+def verify_span(
+    seat: Seat, since: dt.datetime | None, until: dt.datetime | None, cost: ReadStats, *,
+    purged_before: dt.datetime | None = None,
+) -> Request[ColdVerifyResult]:
+    """:func:`verify_cold` of the partitions in ``[since, until)`` (``None``: unbounded);
+    ``purged_before``: where a purge ended, said in the result."""
+    collection = seat.spec.collection
+    known = yield from ask(manifest_ask(collection))
+    start = since
     checks: list[PartitionCheck] = []
-    ticks, start = 0, None
-    pending = sorted(known.entries.values(), key=lambda entry: entry.start)
+    ticks = 0
+    pending = sorted((e for e in Manifest.of(collection, known).entries.values()
+                      if (start is None or e.start >= start) and (until is None or e.start < until)),
+                     key=lambda entry: entry.start)  # fmt: skip
     while pending:
         taken = _verify_window(pending)
         pending = pending[len(taken) :]
@@ -526,7 +551,11 @@ def verify_cold(seat: Seat, *, stats: ReadStats | None = None) -> Request[ColdVe
         checks += found
         ticks += read_now
         start = taken[-1].end
-    return ColdVerifyResult.of(checks, ticks=ticks, billed_reads=cost.billed_reads)
+    if until is not None and (start is None or start < until):  # the days after the last entry: held no tick
+        found, read_now = yield from _verify_read(seat, start, until, cost)
+        checks += found
+        ticks += read_now
+    return ColdVerifyResult.of(checks, ticks=ticks, billed_reads=cost.billed_reads, purged_before=purged_before)
 
 
 def cold_status(seat: Seat) -> Request[ColdStatus]:

@@ -10,17 +10,20 @@ from typing import Any
 
 from tsstore.analytics.rollup import Rollup
 from tsstore.asks import FindDocs, ask, asked_together
+from tsstore.cold.manifest import Manifest, manifest_ask
+from tsstore.cold.tier import horizon_fields, horizon_name
 from tsstore.errors import QueryError, RetentionError, RetentionWarning
 from tsstore.late import COLD_TIER, PURGED, WATERMARKS, marks_ask
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead, sweep_cursor
-from tsstore.read.plan import oldest_first, plan_query
+from tsstore.read.plan import QueryPlan, oldest_first, plan_query
 from tsstore.read.query import Query, Where, given
 from tsstore.results import PurgeResult
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
 from tsstore.times import TimeLike, to_utc, utc_text
-from tsstore.verbs.marks import settle_writers, watermark_write
+from tsstore.verbs.cold import verify_span
+from tsstore.verbs.marks import read_watermark, settle_writers, watermark_write
 from tsstore.verbs.reading import count_of
 from tsstore.verbs.request import Making, Request, Seat, Send, SendOptions
 from tsstore.verbs.writing import ProgressCallback
@@ -89,6 +92,8 @@ def purge(
         _warn_purged(documents, bounds)
     if not past_rollups and not correct:
         yield from _check_tiers(seat, documents, declared, bounds)
+    if seat.spec.cold is not None and not correct:  # deletes verified sealed days only
+        yield from _only_sealed(seat, plan, dry_run=dry_run)
     matched = yield from count_of(seat, plan_query(seat.spec, bounds), ReadStats(), tiers=False)  # Firestore's ticks
     if dry_run:
         return PurgeResult(matched=matched, deleted=0, dry_run=True)
@@ -249,4 +254,57 @@ def check_retention(marks: Mapping[str, dt.datetime | None], end: dt.datetime | 
         "first, or pass past_rollups=True to delete them anyway",
         limit=limit,
         rollups=list(behind),
+    )
+
+
+def _only_sealed(seat: Seat, plan: QueryPlan, *, dry_run: bool) -> Request[None]:
+    """Before a purge of a series with a cold tier deletes: refuse unless its range is whole
+    sealed partitions, each verified now (its ticks' count and ids equal to its sealed file's,
+    unmarked). Unless a dry run, writers are told first that ticks before its end are gone
+    (the cold tier's ``purged_before``: they refuse a late tick there, which only Firestore
+    would hold) and waited for, so no tick lands there between the check and the deletes; a
+    purge refused puts the previous ``purged_before`` back."""
+    spec, tier = seat.spec, seat.spec.cold
+    assert tier is not None
+    collection = spec.collection
+    if plan.filters or plan.ranges:
+        raise QueryError(
+            f"a purge of {collection!r}, which has a cold tier, deletes whole sealed days; where= is not allowed "
+            f"there ({', '.join(f.describe() for f in (*plan.filters, *plan.ranges))}): purge by time only"
+        )
+    if plan.end is None:
+        raise QueryError(f"a purge of {collection!r}, which has a cold tier, deletes sealed days only: give before= "
+                         "or end= (a start alone reaches days not sealed)")  # fmt: skip
+    for name, at in (("start", plan.start), ("end", plan.end)):
+        if at is not None and tier.start_of(at) != at:
+            raise QueryError(
+                f"purge {name} {utc_text(at)} falls inside a partition of {collection!r}'s cold tier, which a purge "
+                f"deletes whole; give a partition's start, such as {utc_text(tier.start_of(at))}"
+            )
+    name = horizon_name(collection)
+    held = (yield from read_watermark(seat, name)) or {}
+    before = held.get(PURGED)
+    told = not dry_run and not _at_or_after(before, plan.end)
+    if told:
+        what = f"the purge horizon of {collection!r}'s cold tier"
+        said = yield from ask(watermark_write(name, {**horizon_fields(collection, tier), PURGED: plan.end}, what=what))
+        yield from settle_writers(seat, collection, announced=said, refresh=spec.late.refresh.total_seconds())
+    since = before if isinstance(before, dt.datetime) and (plan.start is None or plan.start < before) else plan.start
+    checked = yield from verify_span(seat, since, plan.end, ReadStats())  # not what an earlier purge deleted
+    through = Manifest.of(collection, (yield from ask(manifest_ask(collection)))).through
+    problems = [f"{label} differs from its sealed file" for label in checked.differ]
+    problems += [f"{label} was changed by a late tick since it was sealed (the next seal seals it again)"
+                 for label in checked.marked]  # fmt: skip
+    if through is None or through < plan.end:
+        sealed = "nothing is sealed" if through is None else f"the sealed history ends at {utc_text(through)}"
+        problems.append(f"{sealed}, before the purge's end {utc_text(plan.end)} (seal first: tsstore seal)")
+    if not problems:
+        return
+    if told:  # the ticks stay: writers may land late ticks there again
+        yield from ask(watermark_write(name, {PURGED: before}, what=f"the purge horizon of {collection!r}'s cold tier"))
+    raise RetentionError(
+        f"a purge of {collection!r}, which has a cold tier, deletes the ticks of sealed days verified against their "
+        f"files only: {'; '.join(problems)}",
+        limit=through,
+        rollups=(),
     )

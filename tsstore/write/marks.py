@@ -112,13 +112,9 @@ def decide(spec: SeriesSpec, view: View, ops: list[WriteOp], *, holds: Holds | N
         late = [(h, bucket) for h in view.horizons if (bucket := h.late(at)) is not None]
         if not late:
             continue
-        gone = [(h.name, h.purged) for h, bucket in late if h.purged is not None and bucket < h.purged]
+        gone = [h for h, bucket in late if h.purged is not None and bucket < h.purged]
         if gone:
-            name, purged = gone[0]
-            refused[index] = (
-                f"tsstore refused the tick at {utc_text(at)}: it falls in a bucket of roll-up {name!r} whose ticks "
-                f"retention deleted (before {utc_text(purged)}): its bar cannot be recomputed"
-            )
+            refused[index] = _into_purged(spec, gone[0], at)
             continue
         past = [(h, bucket) for h, bucket in late if window is not None and not h.cold and h.behind(at) > window]
         stored = next((h for h, bucket in past if held(h, bucket)), None)
@@ -153,6 +149,17 @@ def holds_from(io: Horizons, spec: SeriesSpec) -> Holds:
         return True if probe is None else io.holds_bar(probe)
 
     return holds
+
+
+def _into_purged(spec: SeriesSpec, horizon: Horizon, at: dt.datetime) -> str:
+    """The refusal of a tick at ``at`` where a purge deleted the ticks ``horizon`` holds."""
+    purged = utc_text(horizon.purged) if horizon.purged is not None else "?"
+    if horizon.cold:
+        return (f"tsstore refused the tick at {utc_text(at)}: it falls in a sealed day of {spec.collection!r} whose "
+                f"ticks a purge deleted from Firestore (before {purged}): its sealed file is the only copy, which a "
+                "tick written now would not be in")  # fmt: skip
+    return (f"tsstore refused the tick at {utc_text(at)}: it falls in a bucket of roll-up {horizon.name!r} whose "
+            f"ticks retention deleted (before {purged}): its bar cannot be recomputed")  # fmt: skip
 
 
 def _too_late(spec: SeriesSpec, horizon: Horizon, at: dt.datetime, window: dt.timedelta) -> str:
