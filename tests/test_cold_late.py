@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import unique_database_id
 from tests.shared import MODES, T0, mode_client, stored_doc, stored_docs
 from tests.shared import spec as shared_spec
-from tsstore import LatePolicy, TimeSeriesStore, WriteOptions
+from tsstore import LatePolicy, RetentionError, TimeSeriesStore, WriteOptions
 from tsstore.cold.parquet import ID_COLUMN
 from tsstore.cold.tier import ColdTier, horizon_name
 from tsstore.late import mark_id, marks_path
@@ -77,8 +77,10 @@ def test_late_replaced_and_erased_ticks_into_sealed_days_are_marked_and_just_tho
             assert sealed[ID_COLUMN].to_pylist() == ids
         assert 999 in pq.read_table(lake / entries["2026-03-02"]["object"])["volume"].to_pylist()
         assert store.seal(until=until).resealed == ()
-        # the cold tier holds no bars: a purge is not held back by it, nor does it tell it
-        assert store.purge(start=DAY0 + 5 * DAY, end=DAY0 + 6 * DAY).deleted == 1
+        # a purge deletes sealed, verified days only: the day after the sealed ones is refused, nothing deleted
+        with pytest.raises(RetentionError, match="the sealed history ends at 2026-03-06T00:00:00Z, before the purge's "
+                                                 "end 2026-03-08T00:00:00Z .seal first"):  # fmt: skip
+            store.purge(start=DAY0 + 5 * DAY, end=DAY0 + 6 * DAY)
         horizon = stored_doc(client, f"tsstore_rollups/{horizon_name(collection_name)}")
-        assert horizon is not None and "purged_before" not in horizon
+        assert horizon is not None and horizon.get("purged_before") is None
     client.close()

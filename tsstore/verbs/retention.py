@@ -80,6 +80,12 @@ def purge(
     ``purged_before``) there is nothing left to correct and the bars stay as they are: a
     :class:`~tsstore.errors.RetentionWarning` says so.
 
+    A series with a cold tier (``SeriesSpec(cold=...)``) is purged by whole sealed days only,
+    each verified against its sealed file first (as :meth:`verify_cold` does), and writers
+    told before that ticks there are gone (they refuse a late tick into a purged day); a day
+    that differs, is marked or is not sealed, a bound inside a day, or ``where``, refuse the
+    purge. The sealed files then answer every read of those days.
+
     Each shard chunk is read oldest first as one stream (ids and timestamps only, resumed
     after its last tick if it breaks off, at no shared snapshot), and its ticks are deleted
     with the writer's bulk batches at its bounded, ramped rate. A purge needs at least one
