@@ -26,6 +26,7 @@ from tsstore import (
     QueryError,
     QueryShape,
     RetentionError,
+    RetiredShard,
     SeriesSpec,
     TimeSeriesStore,
     WriteError,
@@ -217,6 +218,27 @@ def test_the_async_store_reads_across_the_seam_alike(request: pytest.FixtureRequ
     pd.testing.assert_frame_equal(frame, seam.hot.query_frame(**bounds))
     pd.testing.assert_frame_equal(newest, seam.hot.latest(by="symbol", values=["AAA", "CCC"], before=DAYS[2]))
     assert summed == seam.hot.aggregate(**bounds, sum=["volume"])
+
+
+def test_a_reshard_marks_the_sealed_days_it_moves_and_reads_keep_each_ticks_new_shard(
+    request: pytest.FixtureRequest, uses_emulator: None, collection_name: str, tmp_path: Path
+) -> None:
+    client = mode_client(request, "native", unique_database_id("reshard-sealed"))
+    before = SeriesSpec(collection_name, shards=["a", "b"], cold=ColdTier(tmp_path / "lake"), key_fields=["n"])
+    rows = [{"n": n, "timestamp": DAYS[n % 3] + n * dt.timedelta(minutes=7)} for n in range(60)]
+    with TimeSeriesStore(client, before, write_options=WriteOptions(ramp=False)) as store:
+        store.write(rows)
+        store.seal(until=DAYS[2])  # days 0 and 1 sealed; day 2 hot
+    after = dataclasses.replace(before, shards=("c",), retired=(RetiredShard("a"), RetiredShard("b")))
+    with TimeSeriesStore(client, after, write_options=WriteOptions(ramp=False)) as store:
+        assert store.reshard().moved == 60
+        marks = [doc.id for doc in client.collection(marks_path(horizon_name(collection_name))).stream()]
+        assert sorted(marks) == [mark_id(DAYS[0]), mark_id(DAYS[1])]  # the sealed days only; no roll-up's
+        assert {t.data["shard"] for t in store.query().ticks} == {"c"}  # marked: from Firestore
+        assert [p.label for p in store.seal(until=DAYS[2]).resealed] == ["2026-03-02", "2026-03-03"]
+        sealed = store.query(end=DAYS[2])
+        assert sealed.stats.objects == 2 and {t.data["shard"] for t in sealed.ticks} == {"c"}
+    client.close()
 
 
 # ---------------------------------------------------------------------------- a purge of verified sealed days

@@ -97,7 +97,8 @@ class _Moving(Making[ReshardResult]):
 
     def docs(self, ticks: Iterator[Tick]) -> Iterator[PreparedDoc]:
         for i, tick in enumerate(ticks):
-            yield PreparedDoc(i, tick.id, Patch({self.shard_field: shard_for_id(tick.id, self.shards)}), 0)
+            moved = Patch({self.shard_field: shard_for_id(tick.id, self.shards)}, tick.timestamp)  # a sealed day: marked
+            yield PreparedDoc(i, tick.id, moved, 0)
 
     def result(self, sender: BulkSender) -> ReshardResult:
         before = self.before

@@ -16,7 +16,9 @@ Every send of a write job passes through a :class:`LateGuard`:
    moves) and confirmed first. Under a declared ``window``
    a tick further behind the roll-up's last tick than that is refused unsent, if the
    roll-up holds a bar in its bucket (one query, asked only then). Retention deletes
-   (``None``) and reshard patches change no bar and mark nothing.
+   (``None``) change no bar and mark nothing; a reshard's patch (:class:`~tsstore.write.ops.Patch`
+   with its tick's time) changes no bar either, but a sealed tick's shard field: it marks
+   the cold tier's day only.
 3. The send itself times out after ``late.send_timeout``.
 
 So a tick lands at most ``late.lease`` after the view (and the mark) it was sent under;
@@ -39,7 +41,7 @@ from tsstore.errors import REFUSED_UNSENT
 from tsstore.late import BarProbe, Horizon
 from tsstore.spec import SeriesSpec
 from tsstore.times import utc_text
-from tsstore.write.ops import Erase, Transport, WriteOp, WriteStatus
+from tsstore.write.ops import Erase, Patch, Transport, WriteOp, WriteStatus
 
 
 class Horizons(Protocol):
@@ -106,10 +108,11 @@ def decide(spec: SeriesSpec, view: View, ops: list[WriteOp], *, holds: Holds | N
     window = spec.late.window
     held: Holds = holds if holds is not None else (lambda horizon, bucket: True)
     for index, (_, data, _) in enumerate(ops):
-        at = tick_time(data, spec.timestamp_field)
+        patched = isinstance(data, Patch)  # a reshard's: it changes a sealed tick's shard, no roll-up's bar
+        at = data.timestamp if isinstance(data, Patch) else tick_time(data, spec.timestamp_field)
         if at is None:
             continue
-        late = [(h, bucket) for h in view.horizons if (bucket := h.late(at)) is not None]
+        late = [(h, bucket) for h in view.horizons if (bucket := h.late(at)) is not None and (h.cold or not patched)]
         if not late:
             continue
         gone = [h for h, bucket in late if h.purged is not None and bucket < h.purged]

@@ -20,6 +20,9 @@ class Patch:
     (Firestore refuses it with NOT_FOUND otherwise); the rest of the document stays."""
 
     fields: dict[str, Any]
+    #: The patched tick's time, when the patch changes a sealed tick: the day of the cold
+    #: tier it changes is marked (a roll-up's bars hold no patched field); ``None``: none.
+    timestamp: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
