@@ -635,6 +635,15 @@ def test_the_seal_command_says_what_the_manifest_says(emulator: Any, tmp_path: P
     refused = run_cli("seal", *common, "--sql", *until, emulator=emulator, cwd=tmp_path)
     assert refused.returncode == 2
     assert "--sql seals nothing, so --until '2026-03-04T00:00:00Z' is not allowed" in refused.stderr
+    # the commands read across the seam as the library does: what the same series without its tier reads
+    (tmp_path / "hot.toml").write_text((tmp_path / "app.toml").read_text().replace('cold = { path = "lake" }\n', ""))
+    said = []
+    for command in (("query", "--format", "csv", "--direction", "asc", "--stats"), ("count", "--format", "json")):
+        cold_read = run_cli(*command, *common, emulator=emulator, cwd=tmp_path)
+        hot_read = run_cli(*command, "--spec", "hot.toml", "--database", database, emulator=emulator, cwd=tmp_path)
+        assert (cold_read.returncode, cold_read.stdout) == (0, hot_read.stdout) and len(hot_read.stdout) > 10
+        said.append(cold_read.stderr)
+    assert "; 2 cold objects (" in said[0]  # both sealed days read from their files
     client.close()
 
 
