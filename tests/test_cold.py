@@ -11,6 +11,7 @@ import dataclasses
 import datetime as dt
 import itertools
 import json
+import os
 import operator
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,19 @@ def test_the_local_store_never_replaces_an_object(tmp_path: Path) -> None:
     assert [o.name for o in objects.list("ticks/")] == ["ticks/date=2026-11-01/part-1.parquet"]  # no temporary left
     assert objects.delete("ticks/date=2026-11-01/part-1.parquet") and not objects.delete("ticks/x")
     assert objects.get("ticks/date=2026-11-01/part-1.parquet") is None
+
+
+def test_a_temporary_file_a_killed_writer_left_goes_with_the_next_write_an_hour_on(tmp_path: Path) -> None:
+    store = LocalObjects(tmp_path)
+    day = tmp_path / "t" / "date=2026-11-01"
+    day.mkdir(parents=True)
+    stale, fresh = day / ".part-1.parquet.aaaa.tmp", day / ".part-1.parquet.bbbb.tmp"
+    stale.write_bytes(b"half")
+    fresh.write_bytes(b"half")
+    hour_ago = dt.datetime.now().timestamp() - 3601
+    os.utime(stale, (hour_ago, hour_ago))
+    assert isinstance(store.put_new("t/date=2026-11-01/part-2.parquet", b"whole"), Placed)
+    assert (stale.exists(), fresh.exists()) == (False, True)
 
 
 def test_a_partitions_parquet_is_zstd_in_row_groups_sorted_by_time_then_id() -> None:

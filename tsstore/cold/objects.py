@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +104,7 @@ class LocalObjects:
     def put_new(self, name: str, data: bytes) -> Placed | Taken:
         final = self._path(name)
         final.parent.mkdir(parents=True, exist_ok=True)
+        _drop_stale_temporaries(final.parent)
         temporary = final.parent / f".{final.name}.{uuid.uuid4().hex}.tmp"
         try:
             with open(temporary, "xb") as out:
@@ -148,6 +150,22 @@ class LocalObjects:
 
     def url(self, name: str) -> str:
         return str(self._path(name))
+
+
+#: How old a temporary file must be before a write into its directory deletes it: a writer
+#: killed between writing its bytes and naming them leaves one (never read: no name is it).
+STALE_TEMPORARY = dt.timedelta(hours=1)
+
+
+def _drop_stale_temporaries(directory: Path) -> None:
+    """Delete the temporary files in ``directory`` older than :data:`STALE_TEMPORARY`."""
+    oldest = time.time() - STALE_TEMPORARY.total_seconds()
+    for path in directory.glob(".*.tmp"):
+        try:
+            if path.stat().st_mtime < oldest:
+                path.unlink()
+        except FileNotFoundError:  # another writer's, gone meanwhile
+            continue
 
 
 def _sync_directory(directory: Path) -> None:
