@@ -1,5 +1,6 @@
 """The cold tier's sealer SIGKILLed at 20 points drawn at random from every phase of a seal
-(issue 60's kill test), while a reader in this process reads what the manifest names.
+(issue 60's kill test), while a reader in this process reads what the manifest names (and, every
+fifth pass, the whole series through the store, across the seam).
 
 The sealer is a process of the test's own: a fork server that imports tsstore once (a start
 costs about 1.4 s of CPU here) and forks one sealer per run, which runs ``store.seal()`` and
@@ -162,9 +163,12 @@ class Reader(threading.Thread):
     """Reads the manifest and every object it names, again and again, checking each pass:
     each named day's object holds exactly the ids written that day, and no id is read twice."""
 
-    def __init__(self, client: Any, collection: str, lake: Path, days: dict[str, list[str]]) -> None:
+    def __init__(self, store: TimeSeriesStore, lake: Path, days: dict[str, list[str]]) -> None:
         super().__init__(daemon=True)
-        self.client, self.collection, self.lake, self.days = client, collection, lake, days
+        self.store, self.client, self.collection = store, store.client, store.spec.collection
+        self.lake, self.days = lake, days
+        self.everything = sorted(doc_id for ids in days.values() for doc_id in ids)
+        self.across = 0  # the passes that also read the whole series through the store, across the seam
         self.begun = self.passes = 0
         self.read: set[str] = set()  # every object it opened
         self.version = 0  # the manifest's version its last pass read
@@ -197,6 +201,10 @@ class Reader(threading.Thread):
             seen += ids
         assert len(seen) == len(set(seen)), manifest["version"]
         self.version = manifest["version"]
+        if self.passes % 5 == 0:  # the store's own read: the sealed days from their files, the rest from Firestore
+            ids = [tick.id for tick in self.store.query(direction="asc", columns=()).ticks]
+            assert sorted(ids) == self.everything, ("across the seam", manifest["version"], len(ids))
+            self.across += 1
 
     def one_more_pass(self) -> int:
         """Wait for a whole pass begun after now; the manifest version it read."""
@@ -245,7 +253,8 @@ def test_a_sealer_killed_at_twenty_random_points_seals_each_day_once_and_a_reade
         line = sealer.stdout.readline()
         return int(line) if line else None
 
-    reader = Reader(client, collection_name, lake, days)
+    reading = TimeSeriesStore(client, spec)
+    reader = Reader(reading, lake, days)
     reader.start()
     found: list[int] = []  # the manifest's version a whole pass read after each run: the days sealed by then
     try:
@@ -262,6 +271,8 @@ def test_a_sealer_killed_at_twenty_random_points_seals_each_day_once_and_a_reade
     labels = sorted(days)  # a kill in a day's phase: the days before it are sealed, and it too after its switch
     assert found == [labels.index(label) + (phase in SEALED) for label, phase in kills] + [DAYS], seed
     assert reader.passes >= 2 * len(found), reader.passes  # it read while the sealers ran, too
+    assert reader.across >= len(found) // 3, reader.across
+    reading.close()
 
     manifest = stored_doc(client, f"tsstore_cold/{collection_name}")
     assert manifest is not None
