@@ -283,5 +283,6 @@ def test_a_seal_through_cuts_seals_each_day_once_with_checked_bytes(
         data = objects.get(entry["object"])
         assert data is not None and len(data) == entry["bytes"]
         got = pq.read_table(io.BytesIO(data))
-        assert got.drop_columns([ID_COLUMN]).to_pylist() == day.to_pylist(), label
+        assert got.select(day.column_names).to_pylist() == day.to_pylist(), label  # with the shard and the ids besides
+        assert set(got.column_names) - set(day.column_names) == {ID_COLUMN, spec.shard_field}
     assert gcs_server.proxy.cuts >= 1
