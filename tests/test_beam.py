@@ -31,18 +31,24 @@ from apache_beam.testing.util import assert_that, equal_to
 from click.testing import CliRunner
 from google.cloud import firestore
 
+from tests.conftest import unique_database_id
 from tests.overload import FakeClock
+from tests.shared import MODES, mode_client, stored_doc, stored_docs
+from tests.shared import spec as shared_spec
 from tsstore import Rollup, SeriesSpec, TimeSeriesStore
-from tsstore.beam import PipelineRamp, ReadTicks, Target, WriteTicks, backfill, export, pipeline_options
+from tsstore.beam import PipelineRamp, ReadTicks, Target, WriteTicks, backfill, export, pipeline_options, seal
 from tsstore.beam.files import ReadTickFiles
 from tsstore.beam.jobs import metric_totals
 from tsstore.beam.outputs import Planned
 from tsstore.beam.read import slices
 from tsstore.beam.write import _Identify, _Send
 from tsstore.cli import main
+from tsstore.cold.manifest import SealResult
+from tsstore.cold.tier import ColdTier, horizon_name
 from tsstore.demo import SPEC
 from tsstore.errors import ConfigError, IngestError, QueryError, SpecError
 from tsstore.ingest import Rejected, ingest_file
+from tsstore.late import marks_path
 from tsstore.local.emulator import DEFAULT_PROJECT
 from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
 from tsstore.write.options import EMULATOR_WRITE_OPTIONS
@@ -556,3 +562,67 @@ def test_the_backfill_and_export_commands(
     named = runner.invoke(main, ["export", "--to", str(out)], env={**env, "TSSTORE_RUNNER": "DataflowRunner"})
     assert named.exit_code == 2 and "with --runner DataflowRunner, say how many" in named.output  # the variable
     client.close()
+
+
+# ---------------------------------------------------------------- sealing
+
+
+SEAL_DAY0 = dt.datetime(2026, 3, 2, tzinfo=dt.UTC)
+DAY = dt.timedelta(days=1)
+
+
+def day_rows(day: int, count: int, first: int) -> list[dict[str, Any]]:
+    return [{"symbol": "AAA", "exchange": "X1", "n": first + i, "volume": 100, "price": {"micros": 10**6 + i},
+             "timestamp": SEAL_DAY0 + day * DAY + dt.timedelta(minutes=10 * i)} for i in range(count)]  # fmt: skip
+
+
+def sealed_state(client: Any, collection: str, lake: Path) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """What a seal leaves: the manifest's entries (without the read time they were sealed at
+    and the store's generation of each object, which differ between two seals of the same
+    data), each named object's rows, and the marks left."""
+    manifest = stored_doc(client, f"tsstore_cold/{collection}") or {"partitions": {}}
+    entries = {label: {k: v for k, v in entry.items() if k not in ("sealed_at", "object_generation")}
+               for label, entry in manifest["partitions"].items()}  # fmt: skip
+    rows = {label: pq.read_table(lake / entry["object"]).to_pylist() for label, entry in entries.items()}
+    return entries, rows, sorted(stored_docs(client, marks_path(horizon_name(collection))))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_seal_pipeline_seals_what_store_seal_seals_late_ticks_included(
+    mode: str, request: pytest.FixtureRequest, uses_emulator: None, collection_name: str, tmp_path: Path
+) -> None:
+    """The same ticks in two databases, one sealed by ``store.seal()``, the other by the
+    pipeline: the same results, manifest entries, objects (row for row) and marks left, for a
+    first seal (a day without a tick between), for late, replaced and erased ticks into
+    sealed days (the marked days sealed again, one left empty), and for a rerun."""
+    until = SEAL_DAY0 + 4 * DAY
+    sides = {}
+    for side in ("store", "beam"):
+        client = mode_client(request, mode, unique_database_id(f"beam-seal-{side}"))
+        spec = shared_spec(collection_name, 3, cold=ColdTier(tmp_path / side))
+        store = TimeSeriesStore(client, spec, write_options=FAST)
+        store.write(day_rows(0, 4, 0) + day_rows(2, 4, 10) + day_rows(3, 4, 20))  # 03-03 without a tick
+        sides[side] = (client, spec, store)
+
+    def both() -> tuple[SealResult, SealResult]:
+        by_store = sides["store"][2].seal(until=until)
+        client, spec, _ = sides["beam"]
+        by_beam = seal(spec, target=Target.of(client), options=TWO_THREADS, until=until)
+        assert sealed_state(client, collection_name, tmp_path / "beam") == sealed_state(
+            sides["store"][0], collection_name, tmp_path / "store"
+        )
+        return by_store, by_beam
+
+    first, first_beam = both()
+    assert first_beam == first and [p.label for p in first.sealed] == ["2026-03-02", "2026-03-04", "2026-03-05"]
+    for _, _, store in sides.values():
+        store.write(day_rows(1, 1, 30) + day_rows(5, 1, 40))  # into the empty day, and after the sealed days
+        store.write([{**day_rows(0, 1, 0)[0], "volume": 999}], on_duplicate="replace")
+        store.purge(start=SEAL_DAY0 + 2 * DAY, end=SEAL_DAY0 + 3 * DAY, correct=True)  # 03-04 left without a tick
+    late, late_beam = both()
+    assert late_beam == late and (late.resealed[0].generation, late.emptied) == (2, ("2026-03-04",))
+    again, again_beam = both()
+    assert again_beam == again and (again.sealed, again.resealed, again.skipped) == ((), (), 3)
+    for client, _, store in sides.values():
+        store.close()
+        client.close()

@@ -9,8 +9,10 @@ collection with many workers.
   time slice) units at one snapshot.
 - :class:`ReadTickFiles` (:mod:`~tsstore.beam.files`): tick files parsed as ``tsstore
   ingest`` parses them.
-- :func:`backfill`, :func:`export` (:mod:`~tsstore.beam.jobs`): the pipelines behind
-  ``tsstore backfill`` and ``tsstore export``.
+- :class:`SealPartitions` (:mod:`~tsstore.beam.seal`): ``store.seal()`` with a partition
+  per element, its manifest switched by one last step.
+- :func:`backfill`, :func:`export`, :func:`seal` (:mod:`~tsstore.beam.jobs`): the pipelines
+  behind ``tsstore backfill``, ``tsstore export`` and ``tsstore seal --runner``.
 - :class:`Target` (:mod:`~tsstore.beam.target`): the database workers reach, in either mode.
 - :class:`RunLease` (:mod:`~tsstore.beam.datastore`): a Datastore-mode write run's late-tick lease.
 """
@@ -33,12 +35,14 @@ from tsstore.beam.jobs import (
     backfill,
     export,
     pipeline_options,
+    seal,
     split_options,
     unknown_options,
 )
 from tsstore.beam.outputs import DeadLetter, Sourced
 from tsstore.beam.ramp import PipelineRamp
 from tsstore.beam.read import ReadTicks, arrow_schema, beam_schema
+from tsstore.beam.seal import SealPartitions
 from tsstore.beam.target import Target
 from tsstore.beam.write import WriteTicks
 
@@ -51,6 +55,7 @@ __all__ = [
     "ReadTickFiles",
     "ReadTicks",
     "RunLease",
+    "SealPartitions",
     "Sourced",
     "Target",
     "WriteTicks",
@@ -59,6 +64,7 @@ __all__ = [
     "backfill",
     "export",
     "pipeline_options",
+    "seal",
     "split_options",
     "unknown_options",
 ]

@@ -24,12 +24,15 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from tsstore.beam.datastore import RunLease, emulator_env
 from tsstore.beam.files import ROWS, ReadTickFiles
 from tsstore.beam.outputs import METRICS, REJECTED, WRITTEN, DeadLetter
-from tsstore.beam.read import ReadTicks, arrow_schema
+from tsstore.beam.read import ReadTicks, _store, arrow_schema
+from tsstore.beam.seal import SealPartitions, result_json, result_of
 from tsstore.beam.target import Target
 from tsstore.beam.write import WriteTicks
 from tsstore.errors import ConfigError, IngestError
 from tsstore.ingest.parse import DEFAULT_MAX_FIELD_BYTES
+from tsstore.cold.manifest import SealResult
 from tsstore.spec import DuplicatePolicy, SeriesSpec
+from tsstore.times import TimeLike
 
 #: Runners that run on this machine (no project, no staging).
 LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner")
@@ -133,12 +136,17 @@ class _Totals:
         )
 
     def read(self) -> dict[str, int]:
+        totals: dict[str, int] = json.loads(self.text())
+        return totals
+
+    def text(self) -> str:
+        """What the pipeline wrote to :attr:`path`, which is removed then."""
         with FileSystems.open(self.path) as handle:
-            totals: dict[str, int] = json.loads(handle.read().decode())
+            text: str = handle.read().decode()
         FileSystems.delete([self.path])
         if self._scratch is not None:
             os.rmdir(self._scratch)
-        return totals
+        return text
 
 
 @dataclass
@@ -310,3 +318,33 @@ def metric_totals(result: Any) -> dict[str, int]:
         value = counter.committed if counter.committed is not None else counter.attempted
         totals[counter.key.metric.name] = totals.get(counter.key.metric.name, 0) + int(value or 0)
     return totals
+
+
+def seal(
+    spec: SeriesSpec,
+    *,
+    target: Target,
+    options: PipelineOptions,
+    until: TimeLike | None = None,
+    seal: Callable[..., SealPartitions] = SealPartitions,
+) -> SealResult:
+    """Seal ``spec``'s closed partitions into its cold tier as ``store.seal(until=...)`` does,
+    a partition per element of a pipeline (:class:`~tsstore.beam.seal.SealPartitions`), and
+    wait for it: this process decides what to seal (``store.seal_plan()``), the workers write
+    the objects, the pipeline's last step switches the manifest. ``seal`` is the transform (a
+    subclass, for tests)."""
+    client = target.client()
+    try:
+        store = _store(spec, client)
+        sealing = store.seal_plan(until=until)
+        store.close()
+    finally:
+        client.close()
+    pipeline = beam.Pipeline(options=options)
+    results = pipeline | "Seal" >> seal(spec, target=target, sealing=sealing)
+    outcome = _Totals(options)
+    results | "ResultJson" >> beam.Map(result_json) | "ResultFile" >> beam.io.WriteToText(
+        outcome.path, shard_name_template=""
+    )
+    pipeline.run().wait_until_finish()
+    return result_of(outcome.text())

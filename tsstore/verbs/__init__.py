@@ -70,6 +70,9 @@ class Verbs:
     verify_cold = verb(cold.verify_cold)
     cold_status = verb(cold.cold_status)
     cold_bigquery = verb(cold.cold_bigquery)
+    seal_plan = verb(cold.seal_plan)  # a seal in parts, as a Beam pipeline runs it (tsstore.beam)
+    seal_partition = verb(cold.seal_partition)
+    seal_switch = verb(cold.seal_switch)
     # layout
     shard_census = verb(layout.shard_census)
     reshard = verb(layout.reshard)

@@ -12,7 +12,7 @@ The pure parts are :mod:`tsstore.cold`; why it holds: ``docs/explanation/cold-ti
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -59,6 +59,9 @@ PARAMETER_HELP = {
     "on_progress": "called with each partition sealed (a :class:`~tsstore.cold.manifest.SealedPartition`) once "
     "the manifest names it",
     "name": "the view's name; default the collection's",
+    "unit": "one partition of ``sealing``'s (a :class:`SealUnit`)",
+    "sealing": "what a pipeline's driver decided once (a :class:`SealPlan`, from :meth:`seal_plan`)",
+    "written": "each partition of ``sealing`` with what its worker made of it (from :meth:`seal_partition`)",
 }
 
 #: The most partitions one read seals: their ticks read in one read at one read time (on the
@@ -104,15 +107,8 @@ def seal(seat: Seat, *, until: TimeLike | None = None, on_progress: SealProgress
     (``tsstore_rollups/<collection>.cold/marks``). A run first seals every marked partition
     again (a new generation; its entry removed when no tick is left), and clears the marks
     its manifest switches folded in (``resealed``, ``emptied``)."""
-    given = None if until is None else _time(until)
-    tier = _tier(seat.spec)
+    tier, until_at, snapshot, clearing = yield from _opening(seat, until)
     collection = seat.spec.collection
-    now = yield from server_time(seat)
-    until_at = min(now - tier.seal_after if given is None else given, now)  # an open partition never
-    cutoff = yield from _hold_writers(seat, tier, tier.start_of(until_at))
-    snapshot = yield from server_time(seat)  # every writer decides with the new horizon by now
-    marks = yield from read_marks(seat, horizon_name(collection), before=None, read_time=snapshot)
-    clearing = _Clearing(horizon_name(collection), marks, cutoff)
     known = yield from _manifest(collection)  # what was sealed before this run: skipped without a read
     newest = max(known.entries.values(), key=lambda entry: entry.start, default=None)
     partitions = 1 if newest is None else _window(newest.rows)  # how many one read takes
@@ -136,10 +132,7 @@ def seal(seat: Seat, *, until: TimeLike | None = None, on_progress: SealProgress
         skipped += outcomes.count("skipped")
         snapshot = yield from server_time(seat)
         start = (yield from _next_tick(seat, tier, end, snapshot, clearing)) if outcomes[-1] == "empty" else end
-    through = (yield from _manifest(collection)).through
-    what = f"the watermark of the cold tier of {collection!r}"
-    yield from ask(watermark_write(horizon_name(collection), {"watermark": through}, what=what))
-    removed = yield from _remove_orphans(seat, collection)
+    removed = yield from _closing(seat)
     return SealResult(tuple(sealed), skipped, removed, until_at, tuple(resealed), tuple(emptied))
 
 
@@ -366,40 +359,12 @@ def _place(
     switch the manifest to it, then clear the marks that switch folded in; ``"skipped"`` when
     the manifest names it already (unless sealing it ``again``: a new generation replaces the
     entry), or another sealer names it first, or switched from a later read."""
-    collection, label = seat.spec.collection, partition_label(start)
-    manifest = yield from _manifest(collection)
-    if _taken(manifest, label, snapshot, again):
-        return "skipped"
-    data, generation = ticks.data, manifest.next_generation(label)
-    for _ in range(_TRIES):
-        name = object_name(collection, start, generation)
-        placed = yield from ask(PutObject(name, data, f"writing {name} to the cold tier"))
-        if isinstance(placed, Placed):
-            break
-        # the name is taken (by a sealer of it, or an orphan), or the object was damaged and deleted
-        manifest = yield from _manifest(collection)
-        if _taken(manifest, label, snapshot, again):
-            return "skipped"
-        generation = max(generation + 1, manifest.next_generation(label))
-    else:
-        raise StateError(f"cold tier: {_TRIES} object names of partition {label} of {collection!r} were taken or "
-                         f"their objects damaged (last: {placed}); is another sealer running? "
-                         "run the seal again")  # fmt: skip
-    entry = Entry(
-        generation=generation, rows=ticks.rows, ids=ticks.ids, start=start,
-        end=start + tier.partition, first=ticks.first, last=ticks.last, sealed_at=snapshot, object=placed.name,
-        object_generation=placed.generation, bytes=placed.size,
-    )  # fmt: skip
+    written = yield from _put(seat, tier, start, ticks, snapshot, again=again)
+    if isinstance(written, str):
+        return written
+    manifest, entry = written
     clearing.ours[start] = entry.object
-    for _ in range(_TRIES):
-        if (yield from ask(manifest.switch(entry))):
-            yield from _switched(seat, manifest.with_entry(entry), clearing)
-            return SealedPartition(label, entry.rows, entry.bytes, generation, entry.object)
-        manifest = yield from _manifest(collection)  # another sealer switched it first
-        if _taken(manifest, label, snapshot, again):
-            return "skipped"  # it sealed this partition: ours is an orphan, deleted later
-    raise StateError(f"cold tier: the manifest of {collection!r} was switched by others {_TRIES} times while partition "
-                     f"{label} waited; run the seal again")  # fmt: skip
+    return (yield from _name(seat, manifest, entry, snapshot, clearing, again=again))
 
 
 def _taken(manifest: Manifest, label: str, snapshot: dt.datetime, again: bool) -> bool:
@@ -657,3 +622,208 @@ class _IdSums:
 
     def add(self, tick: Tick) -> None:
         self.sums.setdefault(self._tier.start_of(tick.timestamp), IdSum()).add(tick.id)
+
+
+# ---------------------------------------------------------------------------- a seal in parts
+# (a pipeline's driver, its workers and its last step: :mod:`tsstore.beam.seal`)
+
+
+def _opening(seat: Seat, until: TimeLike | None) -> Request[tuple[ColdTier, dt.datetime, dt.datetime, _Clearing]]:
+    """What a seal does once before it reads: the tier, the time it seals up to, the writers
+    held (the end announced, the writers waited for), its snapshot after that, and the marks
+    read at it."""
+    given = None if until is None else _time(until)
+    tier = _tier(seat.spec)
+    collection = seat.spec.collection
+    now = yield from server_time(seat)
+    until_at = min(now - tier.seal_after if given is None else given, now)  # an open partition never
+    cutoff = yield from _hold_writers(seat, tier, tier.start_of(until_at))
+    snapshot = yield from server_time(seat)  # every writer decides with the new horizon by now
+    marks = yield from read_marks(seat, horizon_name(collection), before=None, read_time=snapshot)
+    return tier, until_at, snapshot, _Clearing(horizon_name(collection), marks, cutoff)
+
+
+def _closing(seat: Seat) -> Request[int]:
+    """What a seal does once after its switches: the watermark written where the manifest's
+    sealed history ends, and the orphans past their grace removed (how many)."""
+    collection = seat.spec.collection
+    through = (yield from _manifest(collection)).through
+    what = f"the watermark of the cold tier of {collection!r}"
+    yield from ask(watermark_write(horizon_name(collection), {"watermark": through}, what=what))
+    return (yield from _remove_orphans(seat, collection))
+
+
+def _put(
+    seat: Seat, tier: ColdTier, start: dt.datetime, ticks: _Sealed, snapshot: dt.datetime, *, again: bool
+) -> Request[tuple[Manifest, Entry] | Outcome]:
+    """The first half of :func:`_place`: the partition's object written under a name that
+    must not exist; the manifest read last and the entry naming the object, or
+    ``"skipped"`` (as :func:`_place` says)."""
+    collection, label = seat.spec.collection, partition_label(start)
+    manifest = yield from _manifest(collection)
+    if _taken(manifest, label, snapshot, again):
+        return "skipped"
+    data, generation = ticks.data, manifest.next_generation(label)
+    for _ in range(_TRIES):
+        name = object_name(collection, start, generation)
+        placed = yield from ask(PutObject(name, data, f"writing {name} to the cold tier"))
+        if isinstance(placed, Placed):
+            break
+        # the name is taken (by a sealer of it, or an orphan), or the object was damaged and deleted
+        manifest = yield from _manifest(collection)
+        if _taken(manifest, label, snapshot, again):
+            return "skipped"
+        generation = max(generation + 1, manifest.next_generation(label))
+    else:
+        raise StateError(f"cold tier: {_TRIES} object names of partition {label} of {collection!r} were taken or "
+                         f"their objects damaged (last: {placed}); is another sealer running? "
+                         "run the seal again")  # fmt: skip
+    entry = Entry(
+        generation=generation, rows=ticks.rows, ids=ticks.ids, start=start,
+        end=start + tier.partition, first=ticks.first, last=ticks.last, sealed_at=snapshot, object=placed.name,
+        object_generation=placed.generation, bytes=placed.size,
+    )  # fmt: skip
+    return manifest, entry
+
+
+def _name(
+    seat: Seat, manifest: Manifest, entry: Entry, snapshot: dt.datetime, clearing: _Clearing, *, again: bool
+) -> Request[SealedPartition | Outcome]:
+    """The second half of :func:`_place`: the manifest (as last read) switched to name
+    ``entry``, retried when another switch lands first, then the marks it folded in cleared."""
+    collection, label, generation = seat.spec.collection, entry.label, entry.generation
+    for _ in range(_TRIES):
+        if (yield from ask(manifest.switch(entry))):
+            yield from _switched(seat, manifest.with_entry(entry), clearing)
+            return SealedPartition(label, entry.rows, entry.bytes, generation, entry.object)
+        manifest = yield from _manifest(collection)  # another sealer switched it first
+        if _taken(manifest, label, snapshot, again):
+            return "skipped"  # it sealed this partition: ours is an orphan, deleted later
+    raise StateError(f"cold tier: the manifest of {collection!r} was switched by others {_TRIES} times while partition "
+                     f"{label} waited; run the seal again")  # fmt: skip
+
+
+
+
+@dataclass(frozen=True)
+class SealUnit:
+    """One partition a pipeline seals (one element): its start, and whether it is sealed
+    ``again`` (a sealed partition late ticks marked) or for the first time."""
+
+    start: dt.datetime
+    again: bool = False
+
+
+@dataclass(frozen=True)
+class SealPlan:
+    """What a pipeline's driver decided once (:func:`seal_plan`): the time it seals up to,
+    the one snapshot every partition is read at (after the writers saw the new horizon), the
+    marks read then and their ``cutoff``, the partitions to seal (marked ones first, then
+    new ones, each oldest first), those sealed before (``skipped``) and the spans it found
+    without a tick (``empty``)."""
+
+    until: dt.datetime
+    snapshot: dt.datetime
+    cutoff: dt.datetime
+    marks: tuple[Mark, ...]
+    units: tuple[SealUnit, ...]
+    skipped: int
+    empty: tuple[tuple[dt.datetime | None, dt.datetime | None], ...]
+
+
+#: What a worker of a pipeline made of its partition (:func:`seal_partition`): the entry
+#: naming the object it wrote, or the partition skipped (named already) or found empty.
+Written = Entry | Outcome
+
+
+def seal_plan(seat: Seat, *, until: TimeLike | None = None) -> Request[SealPlan]:
+    """The first part of :meth:`seal` as a pipeline runs it (:mod:`tsstore.beam`), done once
+    by its driver: the end announced and the writers waited for, the snapshot, the marks,
+    and which partitions to seal: every marked one before the sealed history's end, then
+    every closed partition holding a tick at the snapshot that the manifest does not name.
+    Nothing is read or written for a partition: its workers do that (:func:`seal_partition`)."""
+    tier, until_at, snapshot, clearing = yield from _opening(seat, until)
+    known = yield from _manifest(seat.spec.collection)
+    through = known.through
+    marked = sorted({m.bucket for m in clearing.marks if through is not None and m.bucket < through})
+    units = [SealUnit(at, again=True) for at in marked]
+    done_before = set(known.entries) | {partition_label(at) for at in marked}
+    skipped = 0
+    start = yield from _next_tick(seat, tier, None, snapshot, clearing)
+    while start is not None and start + tier.partition <= until_at:
+        if partition_label(start) in done_before:  # as seal() passes over them
+            skipped += partition_label(start) in known.entries and start not in marked
+            start += tier.partition
+            continue
+        units.append(SealUnit(start))
+        start = yield from _next_tick(seat, tier, start + tier.partition, snapshot, clearing)
+    return SealPlan(until_at, snapshot, clearing.cutoff, tuple(clearing.marks), tuple(units), skipped,
+                    tuple(clearing.empty))  # fmt: skip
+
+
+def seal_partition(seat: Seat, unit: SealUnit, *, sealing: SealPlan) -> Request[Written]:
+    """The part of :meth:`seal` a pipeline's worker does for one partition: its ticks read at
+    the snapshot of ``sealing`` (:func:`seal_plan`) and written as Parquet under a name that must not exist (the same
+    writer and names as :meth:`seal`); the entry that would name the object (switched in by
+    :func:`seal_switch`), ``"empty"`` (no tick) or ``"skipped"`` (the manifest names it
+    already, or a switch from a later read landed). Run again (a retried bundle), it writes
+    the next generation: the first attempt's object is an orphan no manifest names."""
+    tier = _tier(seat.spec)
+    ticks = yield from _read_partitions(seat, tier, unit.start, unit.start + tier.partition, sealing.snapshot)
+    whole = ticks.done.get(unit.start)
+    if whole is None:
+        return "empty"
+    written = yield from _put(seat, tier, unit.start, whole, sealing.snapshot, again=unit.again)
+    return written if isinstance(written, str) else written[1]
+
+
+def seal_switch(
+    seat: Seat, sealing: SealPlan, written: Sequence[tuple[SealUnit, Written]], *, on_progress: SealProgress | None = None
+) -> Request[SealResult]:
+    """The last part of :meth:`seal` as a pipeline runs it, done once: the manifest switched
+    to name each partition its workers wrote, one switch per partition in the order of ``sealing`` (:func:`seal_plan`)
+    (oldest first, so a reader never finds a partition before the sealed history's end
+    unnamed while its ticks are still being switched in), each retried when another switch
+    lands first; the marks each switch folded in cleared after it; a marked partition found
+    without a tick taken out of the manifest; then the watermark and the orphans as
+    :meth:`seal` ends. Run again (a retried step), a partition the manifest names with its
+    worker's object already is reported sealed and its marks cleared."""
+    collection, tier = seat.spec.collection, _tier(seat.spec)
+    clearing = _Clearing(horizon_name(collection), list(sealing.marks), sealing.cutoff, empty=list(sealing.empty))
+    made = dict(written)
+    sealed: list[SealedPartition] = []
+    resealed: list[SealedPartition] = []
+    emptied: list[str] = []
+    skipped = sealing.skipped
+    for unit in sealing.units:
+        done = yield from _switch_unit(seat, tier, sealing, unit, made.get(unit, "skipped"), clearing)
+        if isinstance(done, SealedPartition):
+            (resealed if unit.again else sealed).append(done)
+            if on_progress is not None:
+                on_progress(done)
+        emptied += [partition_label(unit.start)] if done == "emptied" else []
+        skipped += done == "skipped" and not unit.again
+    removed = yield from _closing(seat)
+    return SealResult(tuple(sealed), skipped, removed, sealing.until, tuple(resealed), tuple(emptied))
+
+
+def _switch_unit(
+    seat: Seat, tier: ColdTier, sealing: SealPlan, unit: SealUnit, written: Written, clearing: _Clearing
+) -> Request[SealedPartition | str]:
+    """:func:`seal_switch` for one partition: what became of it (``"emptied"``: a marked
+    partition left without a tick, its entry removed)."""
+    if isinstance(written, str):
+        if written == "empty":
+            clearing.empty.append((unit.start, unit.start + tier.partition))
+            if unit.again:
+                return (yield from _empty(seat, unit.start, sealing.snapshot, clearing))
+        return written
+    clearing.ours[unit.start] = written.object
+    manifest = yield from _manifest(seat.spec.collection)
+    named = manifest.entries.get(written.label)
+    if named is not None and named.object == written.object:  # this step's earlier attempt switched it
+        yield from clearing.clear(seat, manifest)
+        return SealedPartition(written.label, written.rows, written.bytes, written.generation, written.object)
+    if _taken(manifest, written.label, sealing.snapshot, unit.again):
+        return "skipped"
+    return (yield from _name(seat, manifest, written, sealing.snapshot, clearing, again=unit.again))
