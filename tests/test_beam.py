@@ -41,6 +41,7 @@ from tsstore.beam.files import ReadTickFiles
 from tsstore.beam.jobs import metric_totals
 from tsstore.beam.outputs import Planned
 from tsstore.beam.read import slices
+from tsstore.beam.seal import SealOne, SealPartitions
 from tsstore.beam.write import _Identify, _Send
 from tsstore.cli import main
 from tsstore.cold.manifest import SealResult
@@ -51,6 +52,7 @@ from tsstore.ingest import Rejected, ingest_file
 from tsstore.late import marks_path
 from tsstore.local.emulator import DEFAULT_PROJECT
 from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
+from tsstore.verbs.cold import SealUnit, Written
 from tsstore.write.options import EMULATOR_WRITE_OPTIONS
 from tsstore.write.prepare import prepare_records
 from tsstore.write.ramp import ramp_rate
@@ -568,6 +570,8 @@ def test_the_backfill_and_export_commands(
 
 
 SEAL_DAY0 = dt.datetime(2026, 3, 2, tzinfo=dt.UTC)
+#: A seal's pipelines run in this process: with a few partitions, start-up is most of their time.
+IN_PROCESS = pipeline_options(runner="BundleBasedDirectRunner", workers=1)
 DAY = dt.timedelta(days=1)
 
 
@@ -576,15 +580,18 @@ def day_rows(day: int, count: int, first: int) -> list[dict[str, Any]]:
              "timestamp": SEAL_DAY0 + day * DAY + dt.timedelta(minutes=10 * i)} for i in range(count)]  # fmt: skip
 
 
-def sealed_state(client: Any, collection: str, lake: Path) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+def sealed_state(client: Any, collection: str, lake: Path) -> tuple[Any, ...]:
     """What a seal leaves: the manifest's entries (without the read time they were sealed at
     and the store's generation of each object, which differ between two seals of the same
-    data), each named object's rows, and the marks left."""
+    data), each named object's rows, the marks left, and the partitions each version of the
+    manifest named (from its copies: the order of the switches)."""
     manifest = stored_doc(client, f"tsstore_cold/{collection}") or {"partitions": {}}
     entries = {label: {k: v for k, v in entry.items() if k not in ("sealed_at", "object_generation")}
                for label, entry in manifest["partitions"].items()}  # fmt: skip
     rows = {label: pq.read_table(lake / entry["object"]).to_pylist() for label, entry in entries.items()}
-    return entries, rows, sorted(stored_docs(client, marks_path(horizon_name(collection))))
+    copies = sorted((lake / collection / "_manifest").glob("*.json"), key=lambda f: int(f.stem))
+    versions = [sorted(json.loads(f.read_text())["partitions"]) for f in copies]
+    return entries, rows, sorted(stored_docs(client, marks_path(horizon_name(collection)))), versions
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -593,8 +600,9 @@ def test_a_seal_pipeline_seals_what_store_seal_seals_late_ticks_included(
 ) -> None:
     """The same ticks in two databases, one sealed by ``store.seal()``, the other by the
     pipeline: the same results, manifest entries, objects (row for row) and marks left, for a
-    first seal (a day without a tick between), for late, replaced and erased ticks into
-    sealed days (the marked days sealed again, one left empty), and for a rerun."""
+    first seal (a day without a tick between), then (Native mode) for late, replaced and erased
+    ticks into sealed days: the marked days sealed again, one left empty, the marks cleared.
+    A rerun is the next test's."""
     until = SEAL_DAY0 + 4 * DAY
     sides = {}
     for side in ("store", "beam"):
@@ -607,7 +615,7 @@ def test_a_seal_pipeline_seals_what_store_seal_seals_late_ticks_included(
     def both() -> tuple[SealResult, SealResult]:
         by_store = sides["store"][2].seal(until=until)
         client, spec, _ = sides["beam"]
-        by_beam = seal(spec, target=Target.of(client), options=TWO_THREADS, until=until)
+        by_beam = seal(spec, target=Target.of(client), options=IN_PROCESS, until=until)
         assert sealed_state(client, collection_name, tmp_path / "beam") == sealed_state(
             sides["store"][0], collection_name, tmp_path / "store"
         )
@@ -615,14 +623,67 @@ def test_a_seal_pipeline_seals_what_store_seal_seals_late_ticks_included(
 
     first, first_beam = both()
     assert first_beam == first and [p.label for p in first.sealed] == ["2026-03-02", "2026-03-04", "2026-03-05"]
-    for _, _, store in sides.values():
+    for _, _, store in sides.values() if mode == "native" else ():
         store.write(day_rows(1, 1, 30) + day_rows(5, 1, 40))  # into the empty day, and after the sealed days
         store.write([{**day_rows(0, 1, 0)[0], "volume": 999}], on_duplicate="replace")
         store.purge(start=SEAL_DAY0 + 2 * DAY, end=SEAL_DAY0 + 3 * DAY, correct=True)  # 03-04 left without a tick
-    late, late_beam = both()
-    assert late_beam == late and (late.resealed[0].generation, late.emptied) == (2, ("2026-03-04",))
-    again, again_beam = both()
-    assert again_beam == again and (again.sealed, again.resealed, again.skipped) == ((), (), 3)
+    if mode == "native":  # the marks are the requests' own in either mode (tests/test_cold_late.py)
+        late, late_beam = both()
+        assert late_beam == late and (late.resealed[0].generation, late.emptied) == (2, ("2026-03-04",))
     for client, _, store in sides.values():
         store.close()
         client.close()
+
+
+class FailOnceSealOne(SealOne):
+    """Writes its partition's object, then fails the first time (its bundle is run again)."""
+
+    def __init__(self, *args: Any, marker: str) -> None:
+        super().__init__(*args)
+        self._marker = marker
+
+    def process(self, unit: SealUnit) -> Iterator[tuple[SealUnit, Written]]:
+        done = list(super().process(unit))
+        try:
+            os.close(os.open(self._marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return iter(done)
+        raise RuntimeError(f"failing {unit} after its object was written")
+
+
+class FailOnceSeal(SealPartitions):
+    def __init__(self, *args: Any, marker: str, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self._marker = marker
+
+    def _seal_dofn(self) -> beam.DoFn:
+        return FailOnceSealOne(self._spec, self._target, self._sealing, marker=self._marker)
+
+
+def test_a_partition_whose_worker_fails_after_its_object_is_sealed_once_beside_an_orphan(
+    client: firestore.Client, collection_name: str, tmp_path: Path
+) -> None:
+    """The bundle-based DirectRunner runs a failed bundle again, as Dataflow does: the
+    partition whose worker failed after writing its object is written again as the next
+    generation, the manifest names that one (each day's objects hold its ticks once), and the
+    first attempt's object is an orphan no reader reads; a rerun seals nothing new."""
+    spec = shared_spec(collection_name, 3, cold=ColdTier(tmp_path / "lake"))
+    store = TimeSeriesStore(client, spec, write_options=FAST)
+    ids = store.write(day_rows(0, 5, 0) + day_rows(1, 5, 10)).ids
+    marker = tmp_path / "failed-once"
+    run = functools.partial(seal, spec, target=Target.of(client), until=SEAL_DAY0 + 2 * DAY,
+                            options=IN_PROCESS)  # fmt: skip
+    result = run(seal=functools.partial(FailOnceSeal, marker=str(marker)))
+    assert marker.exists()  # it did fail once, after its object
+    assert sorted(p.generation for p in result.sealed) == [1, 2]
+    entries = stored_doc(client, f"tsstore_cold/{collection_name}")["partitions"]  # type: ignore[index]
+    for label, first in (("2026-03-02", 0), ("2026-03-03", 5)):
+        sealed = pq.read_table(tmp_path / "lake" / entries[label]["object"])["document_id"].to_pylist()
+        day = store.query(start=entries[label]["start"], end=entries[label]["end"], direction="asc").ticks
+        assert sealed == [t.id for t in day] and sorted(sealed) == sorted(ids[first : first + 5])
+    files = sorted(str(f.relative_to(tmp_path / "lake")) for f in (tmp_path / "lake").rglob("*.parquet"))
+    orphans = [f for f in files if f not in {e["object"] for e in entries.values()}]
+    assert len(files) == 3 and len(orphans) == 1 and orphans[0].endswith("part-1.parquet")
+    rerun = run()
+    assert (rerun.sealed, rerun.skipped) == ((), 2)
+    assert stored_doc(client, f"tsstore_cold/{collection_name}")["partitions"] == entries  # type: ignore[index]
