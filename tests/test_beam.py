@@ -33,7 +33,7 @@ from google.cloud import firestore
 
 from tests.conftest import unique_database_id
 from tests.overload import FakeClock
-from tests.shared import MODES, mode_client, stored_doc, stored_docs
+from tests.shared import MODES, database_of, mode_client, stored_doc, stored_docs
 from tests.shared import spec as shared_spec
 from tsstore import Rollup, SeriesSpec, TimeSeriesStore
 from tsstore.beam import PipelineRamp, ReadTicks, Target, WriteTicks, backfill, export, pipeline_options, seal
@@ -661,12 +661,13 @@ class FailOnceSeal(SealPartitions):
 
 
 def test_a_partition_whose_worker_fails_after_its_object_is_sealed_once_beside_an_orphan(
-    client: firestore.Client, collection_name: str, tmp_path: Path
+    emulator: Any, client: firestore.Client, collection_name: str, tmp_path: Path
 ) -> None:
     """The bundle-based DirectRunner runs a failed bundle again, as Dataflow does: the
     partition whose worker failed after writing its object is written again as the next
     generation, the manifest names that one (each day's objects hold its ticks once), and the
-    first attempt's object is an orphan no reader reads; a rerun seals nothing new."""
+    first attempt's object is an orphan no reader reads. A rerun, by the command on the runner
+    TSSTORE_RUNNER names, seals nothing new; without a runner, Beam's options are refused."""
     spec = shared_spec(collection_name, 3, cold=ColdTier(tmp_path / "lake"))
     store = TimeSeriesStore(client, spec, write_options=FAST)
     ids = store.write(day_rows(0, 5, 0) + day_rows(1, 5, 10)).ids
@@ -684,6 +685,17 @@ def test_a_partition_whose_worker_fails_after_its_object_is_sealed_once_beside_a
     files = sorted(str(f.relative_to(tmp_path / "lake")) for f in (tmp_path / "lake").rglob("*.parquet"))
     orphans = [f for f in files if f not in {e["object"] for e in entries.values()}]
     assert len(files) == 3 and len(orphans) == 1 and orphans[0].endswith("part-1.parquet")
-    rerun = run()
-    assert (rerun.sealed, rerun.skipped) == ((), 2)
+    (tmp_path / "app.toml").write_text(
+        f'[[series]]\ncollection = "{collection_name}"\nshards = {json.dumps(list(spec.shards))}\n'
+        f'key_fields = ["symbol", "n"]\ncold = {{ path = "{tmp_path / "lake"}" }}\n'
+    )
+    env = {"FIRESTORE_EMULATOR_HOST": emulator.address, "GOOGLE_CLOUD_PROJECT": DEFAULT_PROJECT}
+    command = ["seal", "--spec", str(tmp_path / "app.toml"), "--database", database_of(store),
+               "--until", "2026-03-04T00:00:00Z", "--format", "json"]  # fmt: skip
+    rerun = CliRunner(env={**env, "TSSTORE_RUNNER": "BundleBasedDirectRunner"}).invoke(main, command)
+    assert rerun.exit_code == 0, rerun.output
+    assert "tsstore: seal on BundleBasedDirectRunner, a partition per element" in rerun.stderr
+    assert (json.loads(rerun.stdout)["sealed"], json.loads(rerun.stdout)["skipped"]) == ([], 2)
     assert stored_doc(client, f"tsstore_cold/{collection_name}")["partitions"] == entries  # type: ignore[index]
+    refused = CliRunner(env=env).invoke(main, [*command, "--region", "europe-west1"])
+    assert refused.exit_code == 2 and "no such option: --region; Beam's options" in refused.output

@@ -8,8 +8,9 @@ from __future__ import annotations
 import glob
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -26,16 +27,27 @@ from tsstore.errors import ConfigError
 from tsstore.read.query import Query
 from tsstore.spec import DuplicatePolicy, SeriesSpec
 
-_BEAM_ARGS = {"ignore_unknown_options": True, "allow_extra_args": True}
-_runner_option = click.option(
-    "--runner",
-    default="DirectRunner",
-    show_default=True,
-    envvar="TSSTORE_RUNNER",
-    show_envvar=True,
-    help="Beam runner: DirectRunner (local processes), BundleBasedDirectRunner (in this process) or "
-    "DataflowRunner (then also --project, --region, --temp_location…, passed to Beam).",
-)
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: A Beam command's settings: options it does not know go to Beam.
+BEAM_ARGS = {"ignore_unknown_options": True, "allow_extra_args": True}
+
+
+def runner_option(*, default: str | None = "DirectRunner", without: str = "") -> Callable[[F], F]:
+    """The ``--runner`` option (and ``TSSTORE_RUNNER``); ``without``: what a command does when
+    neither is given (``default`` ``None``)."""
+    return click.option(
+        "--runner",
+        default=default,
+        show_default=default is not None,
+        envvar="TSSTORE_RUNNER",
+        show_envvar=True,
+        help="Beam runner: DirectRunner (local processes), BundleBasedDirectRunner (in this process) or "
+        "DataflowRunner (then also --project, --region, --temp_location…, passed to Beam)." + without,
+    )
+
+
+_runner_option = runner_option()
 _workers_option = click.option(
     "--workers",
     type=click.IntRange(min=1),
@@ -102,7 +114,7 @@ def _target(database: Database, *, writing: SeriesSpec | None = None) -> tuple[A
         return _beam().Target.of(client), local
 
 
-@click.command("backfill", context_settings=_BEAM_ARGS)
+@click.command("backfill", context_settings=BEAM_ARGS)
 @click.argument("patterns", nargs=-1, required=True)
 @library_warnings
 @series_options
@@ -185,7 +197,7 @@ def backfill(
         raise SystemExit(REJECTED)
 
 
-@click.command("export", context_settings=_BEAM_ARGS)
+@click.command("export", context_settings=BEAM_ARGS)
 @library_warnings
 @series_options
 @query_options()
@@ -239,3 +251,15 @@ def export(
     echo_figures("json" if as_json else "text", summary.describe(), summary)
     for path in [] if as_json else summary.files:  # the JSON object lists them
         click.echo(f"  {path}")
+
+
+def seal_pipeline(ctx: click.Context, spec: SeriesSpec, database: Database, *, until: Any, runner: str,
+                  workers: int | None) -> Any:  # fmt: skip
+    """``tsstore seal --runner``: the seal as a Beam pipeline (:func:`tsstore.beam.seal`), a
+    partition per element; its :class:`~tsstore.cold.manifest.SealResult`."""
+    beam = _beam()
+    count = workers or (_workers(runner, None) if runner in beam.LOCAL_RUNNERS else 1)  # Dataflow scales itself
+    options = beam.pipeline_options(runner=runner, workers=count, extra=_beam_args(ctx, database, runner))
+    target, _ = _target(database, writing=spec)
+    click.echo(f"tsstore: seal on {runner}, a partition per element", err=True)
+    return beam.seal(spec, target=target, options=options, until=until)

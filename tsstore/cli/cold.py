@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from tsstore.cli.beam import BEAM_ARGS, runner_option, seal_pipeline
 from tsstore.cli.common import Database, series_options
 from tsstore.cli.exits import FAILED, exit_interrupted, usage
 from tsstore.cli.output import echo_figures, figures_format
@@ -12,7 +13,7 @@ from tsstore.cold.manifest import SealedPartition
 from tsstore.spec import SeriesSpec
 
 
-@click.command("seal")
+@click.command("seal", context_settings=BEAM_ARGS)
 @series_options
 @click.option("--until", default=None, help="Seal the partitions that end by this time (default: now less seal_after).")
 @click.option("--sql", is_flag=True, help="Seal nothing: print a DuckDB view over the sealed partitions' objects.")
@@ -23,10 +24,14 @@ from tsstore.spec import SeriesSpec
 @click.option("--bigquery", "bigquery_table", default=None, metavar="DATASET.TABLE", help="Seal nothing: print a "
               "BigQuery external table over the sealed objects and a bq load of them (gs:// tiers).")  # fmt: skip
 @naive_option
+@runner_option(default=None, without=" Without it, the seal runs in this process.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="With --runner DirectRunner: the processes it starts (default: the CPUs here).")  # fmt: skip
 @figures_format
+@click.pass_context
 def seal(
-    *, spec: SeriesSpec, database: Database, until: str | None, sql: bool, verify: bool, status: bool,
-    bigquery_table: str | None, naive: str | None, fmt: str,
+    ctx: click.Context, *, spec: SeriesSpec, database: Database, until: str | None, sql: bool, verify: bool,
+    status: bool, bigquery_table: str | None, naive: str | None, runner: str | None, workers: int | None, fmt: str,
 ) -> None:  # fmt: skip
     """Seal every closed partition of the series not sealed yet into its declared cold tier
     (cold = { path = ..., partition = "1D", seal_after = "2D" }): one Parquet object per
@@ -39,6 +44,10 @@ def seal(
     --verify reads the ids of every sealed tick from Firestore (billed as a read of those
     days) and exits 1 when a day differs from what was sealed.
 
+    With --runner (or TSSTORE_RUNNER) the seal is an Apache Beam pipeline, a partition per
+    element (pip install 'tsstore[beam]'); options tsstore does not know (--region,
+    --temp_location…) go to Beam.
+
     \b
     Example:
       tsstore seal --spec myapp.cold:TICKS                  # every day closed for seal_after
@@ -46,9 +55,15 @@ def seal(
       tsstore seal --spec myapp.cold:TICKS --sql > sealed.sql   # a DuckDB view over what is sealed
       tsstore seal --spec myapp.cold:TICKS --verify         # each sealed day against Firestore
       tsstore seal --spec myapp.cold:TICKS --status         # sealed through, size, marked days
+      tsstore seal --spec myapp.cold:TICKS --project P --runner DataflowRunner \\
+        --region europe-west1 --temp_location gs://b/tmp
     """
     end = cli_time(until, option="--until", naive=naive)
+    if ctx.args and runner is None:
+        raise usage(f"no such option: {ctx.args[0]}; Beam's options (--region, --temp_location…) go with --runner")
     if verify or status or bigquery_table is not None:
+        if runner is not None:
+            raise usage(f"--runner {runner!r} runs a seal; --verify, --status and --bigquery seal nothing: leave it out")
         _look(spec, database, verify=verify, status=status, bigquery_table=bigquery_table, sql=sql, until=until,
               fmt=fmt)  # fmt: skip
         return
@@ -66,8 +81,13 @@ def seal(
                    err=True)  # fmt: skip
 
     try:
-        with database.open_store(spec, writes=spec.collection) as store:
-            result = store.seal(until=end, on_progress=sealed)
+        if runner is not None:
+            result = seal_pipeline(ctx, spec, database, until=end, runner=runner, workers=workers)
+            for partition in (*result.resealed, *result.sealed):
+                sealed(partition)
+        else:
+            with database.open_store(spec, writes=spec.collection) as store:
+                result = store.seal(until=end, on_progress=sealed)
     except KeyboardInterrupt:
         rows = sum(p.rows for p in done)
         click.echo(f"sealed {len(done)} partition(s) ({rows} ticks) before the interrupt", err=True)

@@ -763,11 +763,12 @@ def seal_plan(seat: Seat, *, until: TimeLike | None = None) -> Request[SealPlan]
 
 def seal_partition(seat: Seat, unit: SealUnit, *, sealing: SealPlan) -> Request[Written]:
     """The part of :meth:`seal` a pipeline's worker does for one partition: its ticks read at
-    the snapshot of ``sealing`` (:func:`seal_plan`) and written as Parquet under a name that must not exist (the same
-    writer and names as :meth:`seal`); the entry that would name the object (switched in by
-    :func:`seal_switch`), ``"empty"`` (no tick) or ``"skipped"`` (the manifest names it
-    already, or a switch from a later read landed). Run again (a retried bundle), it writes
-    the next generation: the first attempt's object is an orphan no manifest names."""
+    the snapshot of ``sealing`` (:func:`seal_plan`) and written as Parquet under a name that
+    must not exist (the same writer and names as :meth:`seal`); the entry that would name the
+    object (switched in by :func:`seal_switch`), ``"empty"`` (no tick) or ``"skipped"`` (the
+    manifest names it already, or a switch from a later read landed). Run again (a retried
+    bundle), it writes the next generation: the first attempt's object is an orphan no
+    manifest names."""
     tier = _tier(seat.spec)
     ticks = yield from _read_partitions(seat, tier, unit.start, unit.start + tier.partition, sealing.snapshot)
     whole = ticks.done.get(unit.start)
@@ -778,16 +779,20 @@ def seal_partition(seat: Seat, unit: SealUnit, *, sealing: SealPlan) -> Request[
 
 
 def seal_switch(
-    seat: Seat, sealing: SealPlan, written: Sequence[tuple[SealUnit, Written]], *, on_progress: SealProgress | None = None
+    seat: Seat,
+    sealing: SealPlan,
+    written: Sequence[tuple[SealUnit, Written]],
+    *,
+    on_progress: SealProgress | None = None,
 ) -> Request[SealResult]:
     """The last part of :meth:`seal` as a pipeline runs it, done once: the manifest switched
-    to name each partition its workers wrote, one switch per partition in the order of ``sealing`` (:func:`seal_plan`)
-    (oldest first, so a reader never finds a partition before the sealed history's end
-    unnamed while its ticks are still being switched in), each retried when another switch
-    lands first; the marks each switch folded in cleared after it; a marked partition found
-    without a tick taken out of the manifest; then the watermark and the orphans as
-    :meth:`seal` ends. Run again (a retried step), a partition the manifest names with its
-    worker's object already is reported sealed and its marks cleared."""
+    to name each partition its workers wrote, one switch per partition in the order of
+    ``sealing`` (:func:`seal_plan`: oldest first, so a reader never takes a partition before
+    the sealed history's end as empty while its object waits to be named), each retried when
+    another switch lands first; the marks each switch folded in cleared after it; a marked
+    partition found without a tick taken out of the manifest; then the watermark and the
+    orphans as :meth:`seal` ends. Run again (a retried step), a partition the manifest names
+    with its worker's object already is reported sealed and its marks cleared."""
     collection, tier = seat.spec.collection, _tier(seat.spec)
     clearing = _Clearing(horizon_name(collection), list(sealing.marks), sealing.cutoff, empty=list(sealing.empty))
     made = dict(written)
