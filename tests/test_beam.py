@@ -1,6 +1,7 @@
 """tsstore on Apache Beam: the shared ramp (pure arithmetic), and on the emulator with the
 DirectRunner (two worker processes): backfills compared with ``tsstore ingest`` as the
-oracle, a bundle failing after it sent, ReadTicks at 3 and 40 shards, a Parquet export.
+oracle, a bundle failing after it sent, ReadTicks at 3 and 40 shards, a Parquet export, and
+seals compared with ``store.seal()`` as the oracle, a partition failing after its object.
 
 Starting worker processes costs seconds per pipeline, so runs whose point is not the
 processes use two worker threads of the same runner (the transforms are pickled and run by

@@ -725,3 +725,45 @@ def test_on_the_emulator_a_sealer_that_loses_its_switch_claims_nothing(
     assert sorted(seen) == sorted(set(seen)) and len(seen) == 30  # every tick once: my objects are not read
     assert len(list((tmp_path / "lake").rglob("*.parquet"))) == 5  # mine are there, orphans
     client.close()
+
+
+# ---------------------------------------------------------------------------- a seal in parts (Beam's)
+
+
+class Stopped(Exception):
+    """A step of a pipeline failing at one ask (its bundle is run again)."""
+
+
+def test_a_pipelines_switch_step_run_again_switches_only_what_its_first_attempt_did_not(tmp_path: Path) -> None:
+    """The parts a pipeline runs (tsstore.beam: the plan once, each day's object by its own
+    worker, the switches by one last step), scripted. A switch step that failed after
+    switching two days, run again, reports all three sealed and switches only the third; a
+    step that failed after the switch of a marked day but before clearing its mark, run again,
+    clears it without a new generation."""
+    world = World(tmp_path, day_ticks())
+    at = seat(world.spec)
+
+    def in_parts(stop: Any) -> Any:
+        sealing = world.run(cold.seal_plan(at))
+        written = [(unit, world.run(cold.seal_partition(at, unit, sealing=sealing))) for unit in sealing.units]
+
+        def failing(ask: Any) -> Any:
+            if any(stop(one) for one in (ask if isinstance(ask, list) else [ask])):
+                raise Stopped(ask)
+            return world.answer(ask)
+
+        with pytest.raises(Stopped):
+            answer(cold.seal_switch(at, sealing, written), failing)
+        return world.run(cold.seal_switch(at, sealing, written))
+
+    def third_switch(ask: Any) -> bool:
+        return isinstance(ask, UpdateDoc) and len((world.manifest or {}).get("partitions", {})) == 2
+
+    first = in_parts(third_switch)
+    assert [(p.label, p.generation) for p in first.sealed] == [("2026-11-01", 1), ("2026-11-02", 1), ("2026-11-03", 1)]
+    assert world.stored().version == 3 and world.read_back() == by_time(expected(world.ticks))
+    world.late(late_tick(1))
+    again = in_parts(lambda ask: isinstance(ask, DeleteDoc) and "marks" in ask.path)
+    assert ([(p.label, p.generation) for p in again.resealed], again.sealed) == ([("2026-11-02", 2)], ())
+    assert world.stored().version == 4 and world.marked() == []
+    assert world.read_back() == by_time(expected(world.ticks))
