@@ -24,7 +24,6 @@ import dataclasses
 import datetime as dt
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
