@@ -668,7 +668,8 @@ def test_a_partition_whose_worker_fails_after_its_object_is_sealed_once_beside_a
     partition whose worker failed after writing its object is written again as the next
     generation, the manifest names that one (each day's objects hold its ticks once), and the
     first attempt's object is an orphan no reader reads. A rerun, by the command on the runner
-    TSSTORE_RUNNER names, seals nothing new; without a runner, Beam's options are refused."""
+    TSSTORE_RUNNER names, seals nothing new; without a runner, Beam's options are refused, and
+    so is a local directory on Dataflow."""
     spec = shared_spec(collection_name, 3, cold=ColdTier(tmp_path / "lake"))
     store = TimeSeriesStore(client, spec, write_options=FAST)
     ids = store.write(day_rows(0, 5, 0) + day_rows(1, 5, 10)).ids
@@ -699,4 +700,6 @@ def test_a_partition_whose_worker_fails_after_its_object_is_sealed_once_beside_a
     assert (json.loads(rerun.stdout)["sealed"], json.loads(rerun.stdout)["skipped"]) == ([], 2)
     assert stored_doc(client, f"tsstore_cold/{collection_name}")["partitions"] == entries  # type: ignore[index]
     refused = CliRunner(env=env).invoke(main, [*command, "--region", "europe-west1"])
-    assert refused.exit_code == 2 and "no such option: --region; Beam's options" in refused.output
+    assert refused.exit_code == 2 and "--region is a Beam pipeline's option; give --runner" in refused.output
+    local = CliRunner(env=env).invoke(main, [*command, "--runner", "DataflowRunner"])
+    assert local.exit_code == 2 and f"is the local directory '{tmp_path / 'lake'}': the workers of" in local.output

@@ -258,6 +258,12 @@ def seal_pipeline(ctx: click.Context, spec: SeriesSpec, database: Database, *, u
     """``tsstore seal --runner``: the seal as a Beam pipeline (:func:`tsstore.beam.seal`), a
     partition per element; its :class:`~tsstore.cold.manifest.SealResult`."""
     beam = _beam()
+    if runner not in beam.LOCAL_RUNNERS and spec.cold is not None and spec.cold.local:
+        raise usage(
+            f"the cold tier of {spec.collection!r} is the local directory {spec.cold.path!r}: the workers of "
+            f"--runner {runner} would each write to their own disk; declare a gs://bucket/prefix path, or use "
+            f"--runner DirectRunner"
+        )
     count = workers or (_workers(runner, None) if runner in beam.LOCAL_RUNNERS else 1)  # Dataflow scales itself
     options = beam.pipeline_options(runner=runner, workers=count, extra=_beam_args(ctx, database, runner))
     target, _ = _target(database, writing=spec)

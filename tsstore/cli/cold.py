@@ -59,8 +59,9 @@ def seal(
         --region europe-west1 --temp_location gs://b/tmp
     """
     end = cli_time(until, option="--until", naive=naive)
-    if ctx.args and runner is None:
-        raise usage(f"no such option: {ctx.args[0]}; Beam's options (--region, --temp_location…) go with --runner")
+    if runner is None and (ctx.args or workers is not None):
+        given = ctx.args[0] if ctx.args else f"--workers {workers}"
+        raise usage(f"{given} is a Beam pipeline's option; give --runner (or TSSTORE_RUNNER) to seal with Beam")
     if verify or status or bigquery_table is not None:
         if runner is not None:
             raise usage(f"--runner {runner!r} runs a seal; --verify, --status and --bigquery seal nothing: leave it out")
@@ -89,8 +90,9 @@ def seal(
             with database.open_store(spec, writes=spec.collection) as store:
                 result = store.seal(until=end, on_progress=sealed)
     except KeyboardInterrupt:
-        rows = sum(p.rows for p in done)
-        click.echo(f"sealed {len(done)} partition(s) ({rows} ticks) before the interrupt", err=True)
+        if runner is None:  # a pipeline's switches are its last step's, not counted here
+            rows = sum(p.rows for p in done)
+            click.echo(f"sealed {len(done)} partition(s) ({rows} ticks) before the interrupt", err=True)
         exit_interrupted("run the same command to seal the rest (a sealed partition is not sealed again)")
     echo_figures(fmt, result.describe(), result)
 
