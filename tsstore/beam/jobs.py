@@ -25,7 +25,7 @@ from tsstore.beam.datastore import RunLease, emulator_env
 from tsstore.beam.files import ROWS, ReadTickFiles
 from tsstore.beam.outputs import METRICS, REJECTED, WRITTEN, DeadLetter
 from tsstore.beam.read import ReadTicks, _store, arrow_schema
-from tsstore.beam.seal import SealPartitions, result_json, result_of
+from tsstore.beam.seal import SealPartitions, result_of, save_result
 from tsstore.beam.target import Target
 from tsstore.beam.write import WriteTicks
 from tsstore.errors import ConfigError, IngestError
@@ -343,8 +343,6 @@ def seal(
     pipeline = beam.Pipeline(options=options)
     results = pipeline | "Seal" >> seal(spec, target=target, sealing=sealing)
     outcome = _Totals(options)
-    results | "ResultJson" >> beam.Map(result_json) | "ResultFile" >> beam.io.WriteToText(
-        outcome.path, shard_name_template=""
-    )
+    results | "ResultFile" >> beam.Map(save_result, outcome.path)
     pipeline.run().wait_until_finish()
     return result_of(outcome.text())

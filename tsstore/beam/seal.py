@@ -26,6 +26,7 @@ import json
 from collections.abc import Iterator, Sequence
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from tsstore.beam.outputs import METRICS
@@ -68,7 +69,7 @@ class SealOne(_Worker):
 
 
 class _SwitchAll(_Worker):
-    def process(self, written: Sequence[tuple[SealUnit, Written]]) -> Iterator[SealResult]:
+    def process(self, _: None, written: Sequence[tuple[SealUnit, Written]]) -> Iterator[SealResult]:
         yield self._store.seal_switch(self._sealing, written)
 
 
@@ -86,24 +87,31 @@ class SealPartitions(beam.PTransform[beam.pvalue.PBegin, beam.PCollection[SealRe
         return SealOne(self._spec, self._target, self._sealing)
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection[SealResult]:
-        result: beam.PCollection[SealResult] = (
+        written = (
             pbegin
             | "Partitions" >> beam.Create(self._sealing.units)
-            | "Spread" >> beam.Reshuffle()
+            | "Spread" >> beam.Reshuffle()  # not fused with Create: the partitions go to many workers
             | "WriteObjects" >> beam.ParDo(self._seal_dofn())
-            | "Together" >> beam.combiners.ToList()
-            | "SwitchManifest" >> beam.ParDo(_SwitchAll(self._spec, self._target, self._sealing))
+        )
+        switch = _SwitchAll(self._spec, self._target, self._sealing)
+        result: beam.PCollection[SealResult] = (
+            pbegin
+            | "Once" >> beam.Create([None])
+            | "SwitchManifest" >> beam.ParDo(switch, beam.pvalue.AsList(written))  # once all are written
         )
         return result
 
 
-def result_json(result: SealResult) -> str:
-    """A seal's result as one line of JSON (for the driver, from the pipeline's last step)."""
-    return json.dumps(dataclasses.asdict(result), default=lambda v: utc_text(v) if isinstance(v, dt.datetime) else v)
+def save_result(result: SealResult, path: str) -> None:
+    """Write a seal's result to ``path`` (any of Beam's file systems), for the launcher; a
+    step run again writes it again."""
+    text = json.dumps(dataclasses.asdict(result), default=lambda v: utc_text(v) if isinstance(v, dt.datetime) else v)
+    with FileSystems.create(path) as out:
+        out.write(text.encode())
 
 
 def result_of(text: str) -> SealResult:
-    """The result :func:`result_json` wrote."""
+    """The result :func:`save_result` wrote."""
     data = json.loads(text)
     sealed, resealed = ([SealedPartition(**p) for p in data[name]] for name in ("sealed", "resealed"))
     until = dt.datetime.fromisoformat(data["until"].replace("Z", "+00:00"))
