@@ -374,6 +374,7 @@ def test_seal_verify_status_and_bigquery_from_the_command_line(emulator: Any, tm
         (("--verify", "--status"), "--verify and --status are each a look of their own; give one of them"),
         (("--verify", "--until", "2026-03-04T00:00:00Z"), "--verify seals nothing, so --until '2026-03-04T00:00:00Z'"),
         (("--bigquery", "ticks"), "cold_bigquery: table 'ticks' is not allowed; give DATASET.TABLE"),
+        (("--status", "--runner", "DirectRunner"), "--runner 'DirectRunner' runs a seal; --verify, --status and"),
     ):
         refused = run_cli("seal", *common, *extra, emulator=emulator, cwd=tmp_path)
         assert refused.returncode == 2 and message in refused.stderr, (extra, refused.stderr)

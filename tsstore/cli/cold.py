@@ -63,7 +63,7 @@ def seal(
         given = ctx.args[0] if ctx.args else f"--workers {workers}"
         raise usage(f"{given} is a Beam pipeline's option; give --runner (or TSSTORE_RUNNER) to seal with Beam")
     if verify or status or bigquery_table is not None:
-        if runner is not None:
+        if runner is not None and ctx.get_parameter_source("runner") is click.core.ParameterSource.COMMANDLINE:
             raise usage(f"--runner {runner!r} runs a seal; --verify, --status and --bigquery seal nothing: leave it out")
         _look(spec, database, verify=verify, status=status, bigquery_table=bigquery_table, sql=sql, until=until,
               fmt=fmt)  # fmt: skip
