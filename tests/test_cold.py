@@ -210,10 +210,11 @@ class World:
             case Collect(read=TickRead(plan=plan)):  # the first tick from a time
                 start = plan.query.start
                 return [t for t in self.ticks if start is None or t.timestamp >= start][: plan.limit]
-            case Feed(read=TickRead(plan=plan), sink=sink):
-                for tick in self.ticks:
-                    if plan.query.start <= tick.timestamp < plan.query.end:
-                        sink.add(tick)
+            case Feed(read=TickRead(plan=plan), sink=sink):  # in the plan's order, at most its limit
+                start, end = plan.query.start, plan.query.end
+                found = [t for t in self.ticks if (start is None or start <= t.timestamp) and t.timestamp < end]
+                for tick in sorted(found, key=plan.key, reverse=plan.descending)[: plan.limit]:
+                    sink.add(tick)
                 return None
             case CreateDoc() | UpdateDoc():
                 if self.before_switch is not None:
@@ -303,31 +304,36 @@ def test_the_view_reads_days_whose_columns_differ(tmp_path: Path) -> None:
         assert (venues, duck.sql("SELECT count(*) FROM ticks").fetchall()) == ([(made[0].id, "XNYS")], [(15,)])
 
 
-def test_the_days_of_a_seal_are_read_together_at_one_read_time_as_many_as_the_last_read_says(
+def test_a_seal_reads_its_days_in_one_read_stopped_after_about_ticks_per_read_at_a_days_end(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def reads(world: World) -> list[tuple[dt.datetime, dt.datetime]]:
-        return [(a.read.plan.query.start, a.read.plan.query.end) for a in world.asked if isinstance(a, Feed)]
+    def reads(world: World) -> list[tuple[dt.datetime | None, dt.datetime, int | None]]:
+        return [(a.read.plan.query.start, a.read.plan.query.end, a.read.plan.query.limit)
+                for a in world.asked if isinstance(a, Feed)]  # fmt: skip
 
-    two, three = DAY1 + dt.timedelta(days=2), DAY1 + dt.timedelta(days=3)
+    one, two, three = (DAY1 + dt.timedelta(days=n) for n in (1, 2, 3))
     world = World(tmp_path / "one", day_ticks())
     assert [p.label for p in world.seal().sealed] == ["2026-11-01", "2026-11-02", "2026-11-03"]
-    # nothing says how many ticks a day holds: a day alone, then the rest together, not a read (a scan
-    # on the emulator) a day
-    assert reads(world) == [(DAY1, DAY1 + dt.timedelta(days=1)), (DAY1 + dt.timedelta(days=1), three)]
-    entries = world.stored().entries
-    assert entries["2026-11-02"].sealed_at == entries["2026-11-03"].sealed_at != entries["2026-11-01"].sealed_at
+    # one read from the oldest tick on (on the emulator each query scans the collection): no query for
+    # the oldest tick, no read of a day alone to size the rest
+    assert reads(world) == [(None, three, cold.TICKS_PER_READ)] and not any(isinstance(a, Collect) for a in world.asked)
+    assert len({entry.sealed_at for entry in world.stored().entries.values()}) == 1
     assert world.read_back() == by_time(expected(world.ticks))
-    monkeypatch.setattr(cold, "TICKS_PER_READ", 10)  # two days of five ticks a read
-    windows = World(tmp_path / "two", day_ticks())
-    windows.seal(until=DAY1 + dt.timedelta(days=1))
-    windows.seal()  # the manifest's newest entry sizes the first read
-    assert reads(windows) == [(DAY1, DAY1 + dt.timedelta(days=1)), (DAY1 + dt.timedelta(days=1), three)]
-    monkeypatch.setattr(cold, "TICKS_PER_READ", 5)  # a day a read
-    days = World(tmp_path / "three", day_ticks())
-    days.seal()
-    assert reads(days) == [(DAY1, DAY1 + dt.timedelta(days=1)), (DAY1 + dt.timedelta(days=1), two), (two, three)]
-    assert days.read_back() == by_time(expected(days.ticks))
+    monkeypatch.setattr(cold, "TICKS_PER_READ", 6)  # a day and one tick of the next: that day is read again
+    cut = World(tmp_path / "two", day_ticks())
+    cut.seal()
+    assert reads(cut) == [(None, three, 6), (one, three, 6 + 5)]  # then 6 and the most a day held
+    assert cut.read_back() == by_time(expected(cut.ticks))
+    later = World(tmp_path / "three", day_ticks())
+    later.seal(until=one)
+    later.seal()  # the manifest's newest entry says how many a day held; a limit-1 query looks before it
+    assert reads(later) == [(None, one, 6), (one, three, 6 + 5)]
+    assert sum(isinstance(a, Collect) for a in later.asked) == 1
+    monkeypatch.setattr(cold, "TICKS_PER_READ", 3)  # a day holds more: read again with the limit raised
+    big = World(tmp_path / "four", day_ticks())
+    big.seal()
+    assert reads(big) == [(None, three, 3), (None, three, 3 + 3), (one, three, 3 + 5), (two, three, 3 + 5)]
+    assert big.read_back() == by_time(expected(big.ticks))
 
 
 def test_until_seals_only_the_days_ending_by_it(tmp_path: Path) -> None:
@@ -544,9 +550,9 @@ def test_a_sealer_announces_its_end_and_waits_for_a_writer_that_has_not_seen_it_
     kinds = [type(a).__name__ for a in world.asked]
     announced = next(i for i, a in enumerate(world.asked) if isinstance(a, SetDoc) and "closing" in a.data)
     assert world.asked[announced].data["closing"] == DAY1 + dt.timedelta(days=3)
-    assert announced < kinds.index("Pause") < kinds.index("Collect") < kinds.index("Feed")  # then the oldest tick, read
+    assert announced < kinds.index("Pause") < kinds.index("Feed")  # then the read
     assert "waiting for 1 writer(s) of 'ticks'" in world.asked[kinds.index("Pause")].what
-    first_read = world.asked[kinds.index("Collect")]  # at a snapshot after the wait
+    first_read = world.asked[kinds.index("Feed")]  # at a snapshot after the wait
     assert first_read.read.plan.query.read_time > world.docs["tsstore_rollups/ticks.cold"][0]["announced"]
 
 

@@ -2,8 +2,8 @@
 exactly once, and name the current objects for open tools.
 
 A partition is sealed in three steps, each an ask: its ticks read at one read time (a
-:class:`~tsstore.verbs.request.Feed` of the ordinary read, one for several consecutive
-partitions, cut into partitions as the ticks stream), its Parquet object written under
+:class:`~tsstore.verbs.request.Feed` of the ordinary read, one for every consecutive
+partition up to a number of ticks, cut into partitions as the ticks stream), its Parquet object written under
 a name that must not exist (:class:`~tsstore.cold.objects.PutObject`), and the manifest
 switched to name it under a precondition (:meth:`~tsstore.cold.manifest.Manifest.switch`).
 The pure parts are :mod:`tsstore.cold`; why it holds: ``docs/explanation/cold-tier.md``.
@@ -12,9 +12,11 @@ The pure parts are :mod:`tsstore.cold`; why it holds: ``docs/explanation/cold-ti
 from __future__ import annotations
 
 import datetime as dt
+import io
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from tsstore.asks import Asking, GetDoc, ask, asked_together
 from tsstore.cold.bigquery import BigQueryRecipe, bigquery_recipe, bigquery_table
@@ -32,10 +34,19 @@ from tsstore.cold.manifest import (
 from tsstore.cold.gcs import storage_module
 from tsstore.cold.objects import DeleteObject, ListObjects, ObjectUrls, Placed, PutObject
 from tsstore.cold.parquet import id_checksum, parquet_bytes, sorted_rows, with_ids
-from tsstore.cold.tier import ColdTier, horizon_fields, horizon_name, manifest_copy_name, object_name, partition_label
+from tsstore.cold.tier import (
+    ColdTier,
+    horizon_fields,
+    horizon_name,
+    manifest_copy_name,
+    object_name,
+    partition_label,
+    partition_start,
+)
 from tsstore.errors import QueryError, StateError
 from tsstore.frames import FrameBuilder
 from tsstore.late import PURGED, Horizon, Mark, marks_ask, marks_of
+from tsstore.limits import MAX_QUERY_LIMIT
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import oldest_first, plan_query
 from tsstore.read.query import Query
@@ -64,12 +75,12 @@ PARAMETER_HELP = {
     "written": "each partition of ``sealing`` with what its worker made of it (from :meth:`seal_partition`)",
 }
 
-#: The most partitions one read seals: their ticks read in one read at one read time (on the
-#: emulator every query scans the whole collection, so a read a day would scan it a time a day),
-#: each finished partition kept as its Parquet bytes until the read ends.
+#: The most marked partitions one read seals again (on the emulator every query scans the
+#: whole collection, so a read a partition would scan it a time a partition).
 WINDOW = 31
-#: The ticks one read is sized for, by the most a partition held in the last read (or in the
-#: manifest's newest entry): a read must end within the hour Firestore keeps its read time.
+#: The ticks after which a read of new partitions stops at the end of a partition (its limit:
+#: these and the most a partition held): a read must end within the hour Firestore keeps its
+#: read time.
 TICKS_PER_READ = 2_000_000
 
 #: How many times a sealer tries again when another sealer switched the manifest first, or
@@ -87,9 +98,10 @@ def seal(seat: Seat, *, until: TimeLike | None = None, on_progress: SealProgress
     """Seal every closed partition of the series not sealed yet into the declared cold
     tier (``SeriesSpec(cold=ColdTier(...))``): from the partition of the oldest tick to the
     last one that ends by ``until`` (default: now less ``seal_after``), the ticks of
-    several consecutive partitions read in one read at one read time (as many as make about
-    :data:`TICKS_PER_READ` ticks by the last read, at most :data:`WINDOW`), each partition
-    written as one Parquet object (zstd, sorted by time then
+    consecutive partitions read in one read at one read time, from the first partition not
+    sealed yet on (the oldest tick's when none is), stopped once it has read about
+    :data:`TICKS_PER_READ` ticks (the partition it stopped in is read by the next read),
+    each partition written as one Parquet object (zstd, sorted by time then
     document id, ``query_table``'s columns and a ``document_id`` column) under
     ``<collection>/date=YYYY-MM-DD/part-<generation>.parquet``, then named in the manifest
     (``tsstore_cold/<collection>``), which readers go by. Exactly once: a run again seals
@@ -98,7 +110,7 @@ def seal(seat: Seat, *, until: TimeLike | None = None, on_progress: SealProgress
     manifest names (left by a kill, or by the sealer that lost) is never read, and a later
     seal deletes it once another object of its partition is named and an hour has passed. A
     partition without a tick is not sealed (nothing is
-    written for it): the run goes on at the partition of the next tick. ``on_progress`` is
+    written for it). ``on_progress`` is
     called with each partition sealed.
 
     Late ticks: a sealed partition is a horizon to writers as a roll-up's is. Before reading,
@@ -114,24 +126,21 @@ def seal(seat: Seat, *, until: TimeLike | None = None, on_progress: SealProgress
     partitions = 1 if newest is None else _window(newest.rows)  # how many one read takes
     resealed, emptied = yield from _reseal(seat, tier, known, clearing, on_progress, partitions)
     again = {p.label for p in resealed} | set(emptied)
-    done_before = set(known.entries) | again  # not read again by this run
+    done_before = {entry.start for entry in known.entries.values()}  # not read again by this run
+    done_before |= {partition_start(label) for label in again}
+    end = tier.start_of(until_at)  # the partitions before it end by until_at
+    skipped = sum(entry.start < end and label not in again for label, entry in known.entries.items())
     sealed: list[SealedPartition] = []
-    skipped = 0
-    snapshot = yield from server_time(seat)
-    start = yield from _next_tick(seat, tier, None, snapshot, clearing)
-    while start is not None and start + tier.partition <= until_at:
-        if partition_label(start) in done_before:
-            skipped += partition_label(start) not in again
-            start += tier.partition
-            continue
-        end = _window_end(tier, start, until_at, done_before, partitions)
-        outcomes = yield from _seal_window(seat, tier, start, end, snapshot, clearing, on_progress)
-        done_now = [done for done in outcomes if isinstance(done, SealedPartition)]
-        partitions = _window(max((done.rows for done in done_now), default=0)) if done_now else partitions
-        sealed += done_now
-        skipped += outcomes.count("skipped")
-        snapshot = yield from server_time(seat)
-        start = (yield from _next_tick(seat, tier, end, snapshot, clearing)) if outcomes[-1] == "empty" else end
+    most = 0 if newest is None else newest.rows  # the most ticks a partition held, by what is known
+    for first, last in _gaps(sorted(done_before), tier.partition, end):
+        if first is None and done_before:  # before the sealed partitions: a limit-1 query finds a tick
+            snapshot = yield from server_time(seat)
+            first = yield from _next_tick(seat, tier, None, snapshot, clearing)
+            if first is None or first >= last:
+                continue
+        done, lost, most = yield from _seal_gap(seat, tier, first, last, clearing, on_progress, most)
+        sealed += done
+        skipped += lost
     removed = yield from _closing(seat)
     return SealResult(tuple(sealed), skipped, removed, until_at, tuple(resealed), tuple(emptied))
 
@@ -212,18 +221,21 @@ def _reseal(
     for first, end in _runs(marked, tier.partition, partitions):
         snapshot = yield from server_time(seat)
         ticks = yield from _read_partitions(seat, tier, first, end, snapshot)
-        for at in (m for m in marked if first <= m < end):
-            whole = ticks.done.get(at)
-            if whole is None:
-                clearing.empty.append((at, at + tier.partition))
-                if (yield from _empty(seat, at, snapshot, clearing)) == "emptied":
-                    emptied.append(partition_label(at))
-                continue
-            done = yield from _place(seat, tier, at, whole, snapshot, clearing, again=True)
-            if isinstance(done, SealedPartition):
-                resealed.append(done)
-                if on_progress is not None:
-                    on_progress(done)
+        try:
+            for at in (m for m in marked if first <= m < end):
+                whole = ticks.done.get(at)
+                if whole is None:
+                    clearing.empty.append((at, at + tier.partition))
+                    if (yield from _empty(seat, at, snapshot, clearing)) == "emptied":
+                        emptied.append(partition_label(at))
+                    continue
+                done = yield from _place(seat, tier, at, whole, snapshot, clearing, again=True)
+                if isinstance(done, SealedPartition):
+                    resealed.append(done)
+                    if on_progress is not None:
+                        on_progress(done)
+        finally:
+            ticks.close()
     return resealed, emptied
 
 
@@ -292,56 +304,110 @@ def _window(rows: int) -> int:
     return max(1, min(WINDOW, TICKS_PER_READ // max(rows, 1)))
 
 
-def _window_end(
-    tier: ColdTier, start: dt.datetime, until_at: dt.datetime, done: set[str], partitions: int
-) -> dt.datetime:
-    """The end of the partitions one read seals from ``start``: at most ``partitions``
-    partitions, each ending by ``until_at``, up to the first one sealed before (``done``)."""
-    end = start + tier.partition
-    for _ in range(partitions - 1):
-        if end + tier.partition > until_at or partition_label(end) in done:
+def _gaps(
+    done: list[dt.datetime], step: dt.timedelta, end: dt.datetime
+) -> list[tuple[dt.datetime | None, dt.datetime]]:
+    """The spans before ``end`` outside the partitions sealed already (their starts ``done``,
+    in order, each ``step`` long), oldest first; the first unbounded before (``None``)."""
+    gaps: list[tuple[dt.datetime | None, dt.datetime]] = []
+    at: dt.datetime | None = None
+    for start in done:
+        if start >= end:
             break
-        end += tier.partition
-    return end
+        if at is None or at < start:
+            gaps.append((at, start))
+        at = start + step
+    if at is None or at < end:
+        gaps.append((at, end))
+    return gaps
 
 
-def _seal_window(
+def _seal_gap(
     seat: Seat,
     tier: ColdTier,
-    start: dt.datetime,
+    start: dt.datetime | None,
     end: dt.datetime,
-    snapshot: dt.datetime,
     clearing: _Clearing,
     on_progress: SealProgress | None,
-) -> Request[list[SealedPartition | Outcome]]:
-    """Seal the partitions from ``start`` to ``end``, their ticks read in one read at
-    ``snapshot``: each partition's object written once its last tick has passed; what became of
-    each partition, in order (``"skipped"``: the manifest names it already, or another sealer
-    named it first; ``"empty"``: it holds no tick); ``on_progress`` called with each one
-    sealed as soon as the manifest names it."""
-    ticks = yield from _read_partitions(seat, tier, start, end, snapshot)
-    outcomes: list[SealedPartition | Outcome] = []
-    at = start
-    while at < end:
-        whole = ticks.done.get(at)
-        if whole is None:
-            clearing.empty.append((at, at + tier.partition))
-        done = "empty" if whole is None else (yield from _place(seat, tier, at, whole, snapshot, clearing))
-        if isinstance(done, SealedPartition) and on_progress is not None:
-            on_progress(done)
-        outcomes.append(done)
-        at += tier.partition
-    return outcomes
+    most: int,
+) -> Request[tuple[list[SealedPartition], int, int]]:
+    """Seal every partition from ``start`` (``None``: from the oldest tick) to ``end``, in as
+    few reads as :data:`TICKS_PER_READ` allows: each read streams from where the last one
+    stopped to ``end`` at one read time, cut into partitions as it streams, each finished
+    partition's object written and switched to once the read ends; a read stops after
+    :data:`TICKS_PER_READ` and ``most`` more ticks (the most a partition held), and the
+    partition it stopped in, maybe cut short, is read again by the next read. What was sealed,
+    how many partitions another sealer took first, and the most ticks a partition held."""
+    sealed: list[SealedPartition] = []
+    lost = 0
+    while start is None or start < end:
+        snapshot = yield from server_time(seat)
+        limit = min(TICKS_PER_READ + most, MAX_QUERY_LIMIT)
+        ticks = yield from _read_partitions(seat, tier, start, end, snapshot, limit=limit)
+        try:
+            most = max([most, ticks.held, *(whole.rows for whole in ticks.done.values())])
+            if ticks.cut is not None and not ticks.done:
+                continue  # one partition holds more than the limit: read again with it raised
+            covered = ticks.covered(start, end)
+            clearing.empty += _without(covered, sorted(ticks.done), tier.partition)
+            for at in sorted(ticks.done):
+                done = yield from _place(seat, tier, at, ticks.done[at], snapshot, clearing)
+                if isinstance(done, SealedPartition):
+                    sealed.append(done)
+                    if on_progress is not None:
+                        on_progress(done)
+                else:
+                    lost += 1
+        finally:
+            ticks.close()
+        if ticks.cut is None:
+            break
+        if ticks.descending:  # the rest is older than the partition it stopped in, which is read again
+            end = ticks.cut + tier.partition
+        else:
+            start = ticks.cut
+    return sealed, lost, most
+
+
+def _without(
+    span: tuple[dt.datetime | None, dt.datetime | None], starts: list[dt.datetime], step: dt.timedelta
+) -> list[tuple[dt.datetime | None, dt.datetime | None]]:
+    """The parts of ``span`` outside the partitions starting at ``starts`` (in order, each
+    ``step`` long): what a read found without a tick."""
+    parts: list[tuple[dt.datetime | None, dt.datetime | None]] = []
+    at, end = span
+    for start in starts:
+        if at is None or at < start:
+            parts.append((at, start))
+        at = start + step
+    if at is None or end is None or at < end:
+        parts.append((at, end))
+    return parts
 
 
 def _read_partitions(
-    seat: Seat, tier: ColdTier, start: dt.datetime, end: dt.datetime, snapshot: dt.datetime
+    seat: Seat,
+    tier: ColdTier,
+    start: dt.datetime | None,
+    end: dt.datetime,
+    snapshot: dt.datetime,
+    *,
+    limit: int | None = None,
 ) -> Request[_Partitions]:
-    """The partitions from ``start`` to ``end`` read in one read at ``snapshot``."""
-    plan = oldest_first(seat.spec, Query(start=start, end=end, read_time=snapshot))
-    ticks = _Partitions(seat.spec, tier)
-    yield Feed((yield from read(seat, plan, ReadStats())), ticks)
-    ticks.finish()
+    """The partitions from ``start`` to ``end`` read in one read at ``snapshot``, at most
+    ``limit`` ticks (a read that took them all stops in a partition it may have cut short:
+    that one is left out, :attr:`_Partitions.cut`)."""
+    plan = oldest_first(seat.spec, Query(start=start, end=end, limit=limit, read_time=snapshot))
+    ticks = _Partitions(seat.spec, tier, descending=plan.descending)
+    try:
+        yield Feed((yield from read(seat, plan, ReadStats())), ticks)
+        if limit is not None and ticks.read >= limit:
+            ticks.stop()
+        else:
+            ticks.finish()
+    except BaseException:
+        ticks.close()
+        raise
     return ticks
 
 
@@ -414,25 +480,46 @@ def _remove_orphans(seat: Seat, collection: str) -> Request[int]:
     return removed
 
 
+#: The Parquet bytes of a read's finished partitions held in memory before they go to a
+#: temporary file until the read ends (a read of many partitions holds them all).
+SPOOL_BYTES = 16 * 2**20
+
+
 @dataclass(frozen=True)
 class _Sealed:
-    """A partition read whole: its Parquet bytes, rows, id checksum and first and last times."""
+    """A partition read whole: where its Parquet bytes are in its read's spool, its rows, id
+    checksum and first and last times."""
 
-    data: bytes
+    spool: IO[bytes]
+    at: int
+    size: int
     rows: int
     ids: str
     first: dt.datetime
     last: dt.datetime
 
+    @property
+    def data(self) -> bytes:
+        """Its Parquet bytes."""
+        self.spool.seek(self.at)
+        return self.spool.read(self.size)
+
 
 class _Partitions:
     """The ticks of a read of consecutive partitions as they stream (a partition's ticks come
-    together, in either direction): the partition being read as a table under way, each one
-    read whole already as its Parquet bytes (:attr:`done`, by start)."""
+    together, in the read's order): the partition being read as a table under way, each one
+    read whole already as its Parquet bytes, written on as it ends to a spool (memory up to
+    :data:`SPOOL_BYTES`, then a temporary file) the caller closes (:meth:`close`), and
+    described in :attr:`done` (by start). A read stopped by its limit (:meth:`stop`) leaves out
+    the partition it stopped in (:attr:`cut`, its start)."""
 
-    def __init__(self, spec: SeriesSpec, tier: ColdTier) -> None:
-        self._spec, self._tier = spec, tier
+    def __init__(self, spec: SeriesSpec, tier: ColdTier, *, descending: bool = False) -> None:
+        self._spec, self._tier, self.descending = spec, tier, descending
         self.done: dict[dt.datetime, _Sealed] = {}
+        self.cut: dt.datetime | None = None
+        self.read = 0  # ticks read
+        self.held = 0  # the most ticks a partition held, the one left out too
+        self._spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115 - closed by close()
         self._start: dt.datetime | None = None
         self._open()
 
@@ -450,6 +537,8 @@ class _Partitions:
             self._start = start
         self._builder.add(tick)
         self._ids.append(tick.id)
+        self.read += 1
+        self.held = max(self.held, len(self._ids))
         self._first = stamp if self._first is None or stamp < self._first else self._first
         self._last = stamp if self._last is None or stamp > self._last else self._last
 
@@ -461,9 +550,26 @@ class _Partitions:
             raise StateError(f"cold tier: the read of {self._spec.collection!r} came back to partition "
                              f"{partition_label(self._start)} after leaving it; run the seal again")  # fmt: skip
         table = sorted_rows(with_ids(self._builder.table(), self._ids), timestamp_field=self._spec.timestamp_field)
-        self.done[self._start] = _Sealed(parquet_bytes(table), len(self._ids), id_checksum(self._ids), self._first,
-                                         self._last)  # fmt: skip
+        data = parquet_bytes(table)
+        at = self._spool.seek(0, io.SEEK_END)
+        self._spool.write(data)
+        self.done[self._start] = _Sealed(self._spool, at, len(data), len(self._ids), id_checksum(self._ids),
+                                         self._first, self._last)  # fmt: skip
         self._open()
+
+    def stop(self) -> None:
+        """The read ended at its limit: leave out the partition being read (it may go on)."""
+        self.cut = self._start
+        self._open()
+
+    def covered(self, start: dt.datetime | None, end: dt.datetime) -> tuple[dt.datetime | None, dt.datetime]:
+        """The part of the range from ``start`` to ``end`` this read saw whole."""
+        if self.cut is None:
+            return start, end
+        return (self.cut + self._tier.partition, end) if self.descending else (start, self.cut)
+
+    def close(self) -> None:
+        self._spool.close()
 
 
 # ---------------------------------------------------------------------------- looking at a sealed tier
