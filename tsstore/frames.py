@@ -186,6 +186,71 @@ class Run:
         return pd.array(values.view("datetime64[us]"), copy=False).tz_localize("UTC")
 
 
+class RowSource:
+    """Rows of an Arrow table that stream as ticks (:class:`TableRow`), a sealed object's:
+    ``table`` holds them in order, ``columns`` the names of the fields a tick of them holds
+    (dotted names for a map's leaves; null where the document had no such field), ``columns``
+    of a type :func:`_arrow_part` takes as they are when ``columnar``; a subclass says what
+    each row is as a tick."""
+
+    table: pa.Table
+    columns: tuple[str, ...]
+    columnar: bool
+
+    def id_of(self, row: int) -> str:
+        raise NotImplementedError
+
+    def time_of(self, row: int) -> dt.datetime:
+        raise NotImplementedError
+
+    def data_of(self, row: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def values(self, name: str, start: int, stop: int) -> list[Any]:
+        """The values of column ``name`` in rows ``[start, stop)`` as ticks hold them (``None``: no such field)."""
+        raise NotImplementedError
+
+
+class TableRow(Tick):
+    """Row ``row`` of ``source`` as a tick: its id, time and data made when asked. A
+    :class:`FrameBuilder` takes consecutive rows of one source from the table's columns
+    instead (no tick's data is made). Equal to the :class:`Tick` of the same values; pickled
+    as one."""
+
+    __slots__ = ("source", "row")
+    source: RowSource
+    row: int
+
+    def __init__(self, source: RowSource, row: int) -> None:  # noqa: D107 - the fields are made when asked
+        object.__setattr__(self, "source", source)
+        object.__setattr__(self, "row", row)
+
+    @property
+    def id(self) -> str:
+        return self.source.id_of(self.row)
+
+    @property
+    def timestamp(self) -> dt.datetime:
+        return self.source.time_of(self.row)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.source.data_of(self.row)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Tick):
+            return NotImplemented
+        return (self.id, self.timestamp, self.data) == (other.id, other.timestamp, other.data)
+
+    __hash__ = Tick.__hash__
+
+    def __repr__(self) -> str:
+        return repr(Tick(self.id, self.timestamp, self.data))
+
+    def __reduce__(self) -> tuple[type[Tick], tuple[str, dt.datetime, dict[str, Any]]]:
+        return Tick, (self.id, self.timestamp, self.data)
+
+
 class FrameBuilder:
     """Ticks in (:meth:`add`, as they stream), one DataFrame out (:meth:`frame`): no tick
     is kept. The values of ``chunk_rows`` rows at a time are collected as lists, one per
@@ -216,12 +281,64 @@ class FrameBuilder:
         self._kinds: dict[str, set[type]] = {}  # the types of each such column's values
         self._misfits: set[str] = set()  # declared columns holding a value that does not fit
         self._holds: dict[str, bool] = {}
+        self._source: RowSource | None = None  # the table whose rows [_start, _stop) come next
+        self._start = self._stop = 0
 
     def add(self, tick: Tick) -> None:
+        if type(tick) is TableRow:  # a row of a table: taken from its columns with the rows after it
+            if tick.source is self._source and tick.row == self._stop:
+                self._stop += 1
+                return
+            self._take_rows()
+            if tick.source.columnar:
+                self._source, self._start, self._stop = tick.source, tick.row, tick.row + 1
+                return
+        elif self._source is not None:
+            self._take_rows()
         _flatten_into(tick.data, "", self._chunk, len(self._index))
         self._index.append(tick.timestamp)
         if len(self._index) == self._chunk_rows:
             self._convert_chunk()
+
+    def _take_rows(self) -> None:
+        """The rows of a table added last (after the ticks before them), each column's a chunk
+        of the frame as :meth:`_convert_chunk` makes one of ticks: an array of the column's
+        values as they are (:func:`_arrow_part`), missing rows, or its values as ticks hold
+        them."""
+        source, start, stop = self._source, self._start, self._stop
+        self._source = None
+        if source is None or stop == start:
+            return
+        self._convert_chunk()
+        rows, table, taken = stop - start, source.table.slice(start, stop - start), set()
+        for name in source.columns:
+            if not self._holds_column(name):
+                continue
+            column = table.column(name)
+            if column.null_count == rows:  # as no tick of them holds the field
+                continue
+            declared = self._declared.get(name)
+            kinds, typed = _arrow_part(column, declared)
+            part: Part
+            if typed is None:
+                values = source.values(name, start, stop)
+                kinds = set(map(type, values))
+                kinds.discard(type(None))
+                part = _part(values, kinds, declared)
+            else:
+                part = typed
+            self._kinds.setdefault(name, set()).update(kinds)
+            if declared is not None and not all(_fits(k, declared) for k in kinds):
+                self._misfits.add(name)
+            self._store(name, self._parts.setdefault(name, [self._done] if self._done else []), part)
+            taken.add(name)
+        for name, parts in self._parts.items():
+            if name not in taken:
+                self._store(name, parts, rows)
+        stamps = _arrow_part(table.column(self._spec.timestamp_field), "datetime")[1]
+        self._store(_INDEX, self._stamps, stamps or Typed("datetime", _typed([source.time_of(r) for r in
+                                                                              range(start, stop)], "datetime")))
+        self._done += rows
 
     def frame(self) -> pd.DataFrame:
         """The DataFrame of the ticks added (the builder is empty afterwards)."""
@@ -241,6 +358,7 @@ class FrameBuilder:
 
     def _columns(self) -> tuple[Any, dict[str, Any]]:
         """The timestamps and each column, as pandas arrays, built from the chunks (see the class doc)."""
+        self._take_rows()
         self._convert_chunk()
         projection, declared = self._projection, self._declared
         data: dict[str, Any] = {}
@@ -458,6 +576,51 @@ def _part(values: list[Any], kinds: set[type], declared: str | None) -> Part:
     if kind == "Float64" and int(typed.isna().sum()) != values.count(None):
         return values
     return Typed(kind, typed)
+
+
+def _arrow_part(column: pa.ChunkedArray, declared: str | None) -> tuple[set[type], Typed | None]:
+    """A chunk of a column from an Arrow column of rows as :func:`_part` makes it from the
+    values their ticks hold, and those values' types, without making the values: Arrow's
+    integers, floats without NaN, flags, strings and UTC times, in a column declared of
+    their type or of none (integers: or ``Float64``). ``None`` for the rest (made from the
+    values)."""
+    kind_of = column.type
+    python: type
+    if pa.types.is_integer(kind_of):
+        kind, python = "Int64", int
+    elif pa.types.is_floating(kind_of):
+        kind, python = "Float64", float
+    elif pa.types.is_boolean(kind_of):
+        kind, python = "boolean", bool
+    elif pa.types.is_string(kind_of) or pa.types.is_large_string(kind_of):
+        kind, python = "string", str
+    elif pa.types.is_timestamp(kind_of) and kind_of.tz in ("UTC", "+00:00"):
+        kind, python = "datetime", dt.datetime
+    else:
+        return set(), None
+    if declared not in (None, kind) and (kind, declared) != ("Int64", "Float64"):
+        return set(), None
+    array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    missing = array.is_null().to_numpy(zero_copy_only=False)
+    if kind == "string":
+        if pa.types.is_string(kind_of):
+            array = array.cast(pa.large_string())
+        typed: Any = pd.StringDtype("pyarrow").__from_arrow__(pa.chunked_array([array]))
+        if not isinstance(typed, pd.arrays.ArrowStringArray):
+            return set(), None
+    elif kind == "datetime":
+        micros = array.cast(pa.timestamp("us", tz=kind_of.tz)).cast(pa.int64()).fill_null(_NAT).to_numpy()
+        typed = pd.array(micros.view("datetime64[us]"), copy=False).tz_localize("UTC")
+    elif kind == "boolean":
+        typed = pd.arrays.BooleanArray(array.fill_null(False).to_numpy(zero_copy_only=False), missing)
+    elif kind == "Int64":
+        typed = pd.arrays.IntegerArray(array.cast(pa.int64()).fill_null(0).to_numpy(), missing)
+    else:
+        values = array.cast(pa.float64()).fill_null(0.0).to_numpy()
+        if np.isnan(values).any():  # a NaN is a float in a tick's values, missing in an array
+            return set(), None
+        typed = pd.arrays.FloatingArray(values, missing)
+    return ({python} if len(array) > array.null_count else set()), Typed(kind, typed)
 
 
 def _column(name: str, parts: list[Part], kind: str, run: Run | None, *, whole: bool) -> Any:

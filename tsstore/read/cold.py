@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from tsstore.cold.parquet import ID_COLUMN
 from tsstore.errors import StateError
-from tsstore.frames import projected
+from tsstore.frames import RowSource, TableRow, projected
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
 from tsstore.read.plan import Filter, QueryPlan
@@ -97,42 +97,115 @@ def _and(left: Any, right: Any) -> Any:
     return right if left is None else left & right
 
 
+def _kept(plan: QueryPlan, table: pa.Table) -> list[str]:
+    """The columns of ``table`` a tick of ``plan`` holds (its projection's; the id's and the date's never)."""
+    return [name for name in table.column_names
+            if name not in (ID_COLUMN, "date") and (plan.columns is None or projected(name, plan.columns))]  # fmt: skip
+
+
+class _Shape:
+    """How a row's values become a tick's data: the plain fields (``flat``) and each map's
+    leaves (by the map's name: their path in it, their place among the row's values, after
+    the plain fields')."""
+
+    def __init__(self, kept: Sequence[str]) -> None:
+        self.flat = [name for name in kept if "." not in name]
+        self.nested = [(name, name.split(".")) for name in kept if "." in name]
+        self.maps: dict[str, list[tuple[list[str], int]]] = {}
+        for at, (_, path) in enumerate(self.nested, start=len(self.flat)):
+            self.maps.setdefault(path[0], []).append((path[1:], at))
+
+    @property
+    def names(self) -> list[str]:
+        return self.flat + [name for name, _ in self.nested]
+
+    def data(self, held: Sequence[Any]) -> dict[str, Any]:
+        """The data of a row whose values are ``held`` (in :attr:`names` order): dotted columns
+        nested again, a null left out."""
+        data = {name: value for name, value in zip(self.flat, held) if value is not None}
+        for head, leaves in self.maps.items():
+            inner: dict[str, Any] = {}
+            for path, at in leaves:
+                if held[at] is not None:
+                    _put(inner, path, held[at])
+            if inner:
+                data[head] = inner
+        return data
+
+
 def table_ticks(plan: QueryPlan, table: pa.Table, *, after: Position | None = None) -> Iterator[Tick]:
     """The rows of ``table`` (from :func:`cold_table`: by time, then id) that match every
     filter of ``plan`` and come after position ``after``, as ticks, in the plan's order: made
     one at a time as they are taken, unless range conditions reorder them (then all sorted)."""
     spec = plan.spec
-    columns = [name for name in table.column_names if name not in (ID_COLUMN, "date")]
-    kept = [c for c in columns if plan.columns is None or projected(c, plan.columns)]
+    shape = _Shape(_kept(plan, table))
     stamps = _values(table.column(spec.timestamp_field))
     ids = table.column(ID_COLUMN).to_pylist()
-    flat = [name for name in kept if "." not in name]
-    nested = [(name, name.split(".")) for name in kept if "." in name]
-    columns_of = [_values(table.column(name)) for name in flat] + [_values(table.column(n)) for n, _ in nested]
+    columns_of = [_values(table.column(name)) for name in shape.names]
     checks = [(f, _values(table.column(f.field)) if f.field in table.column_names else None)
               for f in (*plan.filters, *plan.ranges)]  # fmt: skip
-    maps: dict[str, list[tuple[list[str], int]]] = {}  # each map's leaves: their path in it, their place in a row
-    for at, (_, path) in enumerate(nested, start=len(flat)):
-        maps.setdefault(path[0], []).append((path[1:], at))
 
     def made() -> Iterator[Tick]:
         rows = list(zip(range(len(ids)), ids, stamps, *columns_of))
         for row, doc_id, stamp, *held in reversed(rows) if plan.descending else rows:
             if checks and not all(_holds(f, None if of is None else of[row]) for f, of in checks):
                 continue
-            data = {name: value for name, value in zip(flat, held) if value is not None}
-            for head, leaves in maps.items():
-                inner: dict[str, Any] = {}
-                for path, at in leaves:
-                    if held[at] is not None:
-                        _put(inner, path, held[at])
-                if inner:
-                    data[head] = inner
-            tick = Tick(doc_id, stamp, data)
+            tick = Tick(doc_id, stamp, shape.data(held))
             if after is None or not _not_after(plan, tick, after):
                 yield tick
 
     return iter(sorted(made(), key=plan.key, reverse=plan.descending)) if plan.ranges else made()
+
+
+class SealedRows(RowSource):
+    """The rows of a sealed object's table (:func:`cold_table`) that a plan takes whole (no
+    filter left to check on them, no cursor), in its order, as :class:`~tsstore.frames.TableRow`
+    ticks: a frame builder takes them from the columns; each tick's values are made from
+    them when asked (the columns converted in bulk once, when first asked)."""
+
+    def __init__(self, plan: QueryPlan, table: pa.Table) -> None:
+        self.table = table[::-1] if plan.descending else table
+        self.columns = tuple(_kept(plan, table))
+        self._time = plan.spec.timestamp_field
+        self._shape = _Shape(self.columns)
+        self.columnar = True
+        self._converted: dict[str, list[Any]] = {}
+
+    def _column(self, name: str) -> list[Any]:
+        values = self._converted.get(name)
+        if values is None:
+            column = self.table.column(name)
+            values = self._converted[name] = column.to_pylist() if name == ID_COLUMN else _values(column)
+        return values
+
+    def id_of(self, row: int) -> str:
+        value: str = self._column(ID_COLUMN)[row]
+        return value
+
+    def time_of(self, row: int) -> dt.datetime:
+        value: dt.datetime = self._column(self._time)[row]
+        return value
+
+    def data_of(self, row: int) -> dict[str, Any]:
+        return self._shape.data([self._column(name)[row] for name in self._shape.names])
+
+    def values(self, name: str, start: int, stop: int) -> list[Any]:
+        return self._column(name)[start:stop]
+
+
+def taken_whole(plan: QueryPlan, table: pa.Table, after: Position | None) -> bool:
+    """Whether :func:`cold_table` has applied every filter of ``plan`` to ``table``'s rows as
+    Firestore would, so each row is a tick of the plan: no cursor, no range condition, each
+    filter of strings on a column of strings (the time range is exact in Arrow too)."""
+    if after is not None or plan.ranges:
+        return False
+    for f in plan.filters:
+        if f.op not in ("==", "in") or f.field not in table.column_names or not all(isinstance(v, str) for v in f.values):
+            return False
+        kind = table.schema.field(f.field).type
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+            return False
+    return True
 
 
 def count_rows(plan: QueryPlan, data: bytes, stats: ReadStats | None = None) -> int:
@@ -184,7 +257,13 @@ def cold_ticks(read: ColdRead, fetch: ObjectBytes) -> Iterator[Tick]:
         if data is None:
             raise StateError(f"the cold tier's object {name} is gone, though the manifest names it; "
                              "run tsstore seal --verify")  # fmt: skip
-        for tick in table_ticks(plan, cold_table(plan, data, read.stats, after=after), after=after):
+        table = cold_table(plan, data, read.stats, after=after)
+        if taken_whole(plan, table, after):  # each row a tick: a frame builder takes them from the columns
+            rows = SealedRows(plan, table)
+            ticks: Iterator[Tick] = (TableRow(rows, row) for row in range(rows.table.num_rows))
+        else:
+            ticks = table_ticks(plan, table, after=after)
+        for tick in ticks:
             if read.limit is not None and given >= read.limit:
                 return
             given += 1
