@@ -27,7 +27,7 @@ from tests.conftest import unique_database_id
 from tests.scripted import seat
 from tests.shared import MODES, T0, database_of, mode_client, stored_doc, ticks
 from tests.shared import spec as shared_spec
-from tsstore import AsyncTimeSeriesStore, QueryError, SeriesSpec, SpecError, TimeSeriesStore, WriteOptions
+from tsstore import AsyncTimeSeriesStore, QueryError, QueryShape, SeriesSpec, SpecError, TimeSeriesStore, WriteOptions
 from tsstore.analytics.rollup import Rollup
 from tsstore.asks import CreateDoc, DeleteDoc, Doc, FindDocs, GetDoc, KnownTime, SetDoc, UpdateDoc
 from tsstore.cli.output import echo_figures
@@ -773,3 +773,74 @@ def test_a_pipelines_switch_step_run_again_switches_only_what_its_first_attempt_
     assert ([(p.label, p.generation) for p in again.resealed], again.sealed) == ([("2026-11-02", 2)], ())
     assert world.stored().version == 4 and world.marked() == []
     assert world.read_back() == by_time(expected(world.ticks))
+
+
+# ---------------------------------------------------------------------------- sealed rows as frames
+
+
+def sealed_rows_table() -> pa.Table:
+    """A sealed object's rows whose columns take every way into a frame: numbers, flags,
+    strings and times with nulls, a NaN, a map's leaves, a list, a column null in every row,
+    one declared Float64 holding integers and one declared string holding integers."""
+    at = [DAY1 + dt.timedelta(minutes=m) for m in range(7)]
+    return pa.table({
+        "timestamp": pa.array(at, pa.timestamp("us", tz="UTC")),
+        ID_COLUMN: [f"r{n}" for n in range(7)],
+        "symbol": ["AAA", None, "BBB", "AAA", "CCC", None, "AAA"],
+        "n": [1, 2, None, 4, 5, 6, 7],
+        "x": [0.5, float("nan"), None, 1.5, 2.0, 2.5, 3.0],
+        "flag": [True, None, False, True, True, False, None],
+        "seen": pa.array([at[1], None, at[3], at[0], None, at[6], at[2]], pa.timestamp("us", tz="UTC")),
+        "price.micros": [10, 20, 30, None, 50, 60, 70],
+        "price.currency": ["USD", "USD", None, "EUR", "USD", None, "USD"],
+        "tags": [["a"], None, [], ["b", "c"], ["d"], None, ["e"]],
+        "gone": pa.array([None] * 7, pa.string()),
+        "volume": [100, 200, 300, None, 500, 600, 700],
+        "code": [1, 2, 3, 4, 5, 6, 7],
+    })  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("options", "columns"),
+    [({}, None), ({"direction": "desc"}, None), ({"where": {"symbol": "AAA"}}, None), ({}, ["price", "n"])],
+)
+def test_sealed_rows_make_the_frame_their_ticks_make(options: dict[str, Any], columns: list[str] | None) -> None:
+    from tsstore.frames import FrameBuilder, TableRow
+    from tsstore.read.cold import SealedRows, cold_table, taken_whole
+    from tsstore.read.plan import plan_query
+    from tsstore.read.query import Query
+
+    spec = SeriesSpec("ticks", shapes=[QueryShape("symbol")], columns={"volume": "Float64", "code": "string"})
+    plan = plan_query(spec, Query(columns=columns, **options))
+    data = parquet_bytes(sealed_rows_table())
+    table = cold_table(plan, data)
+    assert taken_whole(plan, table, None)
+    rows = SealedRows(plan, table)
+    sealed = [TableRow(rows, row) for row in range(rows.table.num_rows)]
+    plain = [Tick(t.id, t.timestamp, t.data) for t in sealed]
+    assert plain == sealed and list(map(repr, sealed)) == list(map(repr, table_ticks_of(plan, data)))  # NaN: by repr
+    hot = [Tick(f"h{n}", DAY1 + dt.timedelta(days=1, minutes=n), {"timestamp": DAY1, "n": n, "note": "hot"})
+           for n in range(4)]  # fmt: skip
+    for chunk_rows in (2, 3, 100):  # runs of rows between ticks, across chunks
+        mixed = [*hot[:1], *sealed[:3], *hot[1:3], *sealed[3:], *hot[3:]]
+        made, want = (FrameBuilder(spec, columns=columns, chunk_rows=chunk_rows) for _ in range(2))
+        for got in mixed:
+            made.add(got)
+        for tick in mixed:
+            want.add(Tick(tick.id, tick.timestamp, tick.data))
+        if chunk_rows == 3:
+            assert made.table().equals(want.table())
+        else:
+            pd_testing().assert_frame_equal(made.frame(), want.frame())
+
+
+def table_ticks_of(plan: Any, data: bytes) -> list[Tick]:
+    from tsstore.read.cold import cold_table, table_ticks
+
+    return list(table_ticks(plan, cold_table(plan, data)))
+
+
+def pd_testing() -> Any:
+    import pandas as pd
+
+    return pd.testing
