@@ -8,7 +8,10 @@ matches values of its own type only, ``!=`` every present value but null), the r
 the query's order (:meth:`~tsstore.read.plan.QueryPlan.key`) and continued after a cursor.
 A row becomes a :class:`~tsstore.ticks.Tick` as Firestore would return the document: dotted
 columns nested again, a null left out (a sealed row holds null where the document had no
-such field), projected as the query's ``columns``.
+such field), projected as the query's ``columns``; when the pushed-down filters were all
+the query had and no cursor continues it, each row streams as a
+:class:`~tsstore.frames.TableRow` instead (:class:`SealedRows`), whose values are made only
+when asked: a frame builder takes runs of them from the table's columns.
 """
 
 from __future__ import annotations
