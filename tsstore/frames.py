@@ -221,7 +221,7 @@ class TableRow(Tick):
     source: RowSource
     row: int
 
-    def __init__(self, source: RowSource, row: int) -> None:  # noqa: D107 - the fields are made when asked
+    def __init__(self, source: RowSource, row: int) -> None:  # not Tick's: the fields are made when asked
         object.__setattr__(self, "source", source)
         object.__setattr__(self, "row", row)
 
