@@ -252,8 +252,8 @@ def run_place(name: str, address: str, spec: SeriesSpec, lake: Path, args: argpa
               f"{cold_fig.seconds:>8.2f} {cold_fig.cpu:>7.2f} {cold_fig.billed:>6} {cold_fig.objects:>7} "
               f"{cold_fig.bytes / 1e6:>6.1f}  {duck_fig.seconds:>8.2f} {duck_fig.cpu:>6.2f}  {ratio:>9.3f} "
               f"{duck_ratio:>9.3f}  {'met' if ratio <= 0.1 else 'NOT met'}")  # fmt: skip
-    print("tiered billed: what the read across the seam cost in Firestore (its snapshot, the manifest and the "
-          "marks; no tick). Every case: the tiered frame == Firestore's, ids in order; DuckDB's rows == Firestore's")
+    print("tiered billed: what the read across the seam cost in Firestore (the manifest and the marks; no "
+          "tick). Every case: the tiered frame == Firestore's, ids in order; DuckDB's rows == Firestore's")
     per_tick = sealed.size / sealed.rows
     size = stored_per_tick / per_tick
     print(f"Parquet {per_tick:.1f} bytes/tick vs Firestore's billed storage {stored_per_tick} bytes/tick (capacity "
