@@ -877,10 +877,13 @@ def seal_partition(seat: Seat, unit: SealUnit, *, sealing: SealPlan) -> Request[
     manifest names."""
     tier = _tier(seat.spec)
     ticks = yield from _read_partitions(seat, tier, unit.start, unit.start + tier.partition, sealing.snapshot)
-    whole = ticks.done.get(unit.start)
-    if whole is None:
-        return "empty"
-    written = yield from _put(seat, tier, unit.start, whole, sealing.snapshot, again=unit.again)
+    try:
+        whole = ticks.done.get(unit.start)
+        if whole is None:
+            return "empty"
+        written = yield from _put(seat, tier, unit.start, whole, sealing.snapshot, again=unit.again)
+    finally:
+        ticks.close()  # its spool
     return written if isinstance(written, str) else written[1]
 
 
