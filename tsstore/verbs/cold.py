@@ -309,17 +309,8 @@ def _gaps(
 ) -> list[tuple[dt.datetime | None, dt.datetime]]:
     """The spans before ``end`` outside the partitions sealed already (their starts ``done``,
     in order, each ``step`` long), oldest first; the first unbounded before (``None``)."""
-    gaps: list[tuple[dt.datetime | None, dt.datetime]] = []
-    at: dt.datetime | None = None
-    for start in done:
-        if start >= end:
-            break
-        if at is None or at < start:
-            gaps.append((at, start))
-        at = start + step
-    if at is None or at < end:
-        gaps.append((at, end))
-    return gaps
+    parts = _without((None, end), [start for start in done if start < end], step)
+    return [(first, last) for first, last in parts if last is not None]
 
 
 def _seal_gap(
