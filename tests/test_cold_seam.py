@@ -92,8 +92,10 @@ class Seam:
         self.client.close()
 
 
-@pytest.fixture(scope="module", params=[(mode, shards) for mode in MODES for shards in (3, 40)],
-                ids=lambda p: f"{p[0]}-{p[1]}")  # fmt: skip
+WORLDS = [(mode, shards) for mode in MODES for shards in (3, 40)]
+
+
+@pytest.fixture(scope="module", params=WORLDS, ids=lambda p: f"{p[0]}-{p[1]}")
 def seam(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seam]:
     mode, shards = request.param
     request.getfixturevalue("uses_emulator")
@@ -131,7 +133,17 @@ CASES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("asked", "limit"), CASES)
+#: The cases read on 40 shards too (its two chunks per read cost the emulator twice; the cases
+#: there: the whole range in pages, value ranges across the seam, an ``in`` with a projection).
+ON_40 = (0, 3, 4)
+
+
+@pytest.mark.parametrize(
+    ("seam", "asked", "limit"),
+    [(world, asked, limit) for world in WORLDS for n, (asked, limit) in enumerate(CASES) if world[1] == 3 or n in ON_40],
+    indirect=["seam"],
+    ids=[f"{mode}-{shards}-{n}" for mode, shards in WORLDS for n in range(len(CASES)) if shards == 3 or n in ON_40],
+)
 def test_every_read_across_the_seam_is_firestores(seam: Seam, asked: dict[str, Any], limit: int) -> None:
     want = seam.hot.query(**asked).ticks
     got = seam.cold.query(**asked)
