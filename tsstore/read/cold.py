@@ -214,7 +214,7 @@ def taken_whole(plan: QueryPlan, table: pa.Table, after: Position | None) -> boo
 def count_rows(plan: QueryPlan, data: bytes, stats: ReadStats | None = None) -> int:
     """How many rows of one sealed object (its bytes, ``data``) ``plan`` matches."""
     table = cold_table(plan, data, stats)
-    if not plan.filters and not plan.ranges:
+    if taken_whole(plan, table, None):  # every filter applied in Arrow already
         return int(table.num_rows)
     return sum(1 for _ in table_ticks(plan, table))
 
@@ -256,11 +256,7 @@ def cold_ticks(read: ColdRead, fetch: ObjectBytes) -> Iterator[Tick]:
     names: Sequence[str] = read.objects[::-1] if plan.descending else read.objects
     given = 0
     for name in names:
-        data = fetch(name)
-        if data is None:
-            raise StateError(f"the cold tier's object {name} is gone, though the manifest names it; "
-                             "run tsstore seal --verify")  # fmt: skip
-        table = cold_table(plan, data, read.stats, after=after)
+        table = cold_table(plan, present(name, fetch(name)), read.stats, after=after)
         if taken_whole(plan, table, after):  # each row a tick: a frame builder takes them from the columns
             rows = SealedRows(plan, table)
             ticks: Iterator[Tick] = (TableRow(rows, row) for row in range(rows.table.num_rows))
@@ -271,6 +267,15 @@ def cold_ticks(read: ColdRead, fetch: ObjectBytes) -> Iterator[Tick]:
                 return
             given += 1
             yield tick
+
+
+def present(name: str, data: bytes | None) -> bytes:
+    """The bytes of the object ``name`` the manifest names (``data``, as fetched); a
+    :class:`~tsstore.errors.StateError` naming it when it is gone."""
+    if data is None:
+        raise StateError(f"the cold tier's object {name} is gone, though the manifest names it; "
+                         "run tsstore seal --verify")  # fmt: skip
+    return data
 
 
 def _not_after(plan: QueryPlan, tick: Tick, after: Position) -> bool:

@@ -26,7 +26,7 @@ from tsstore.ticks import Tick
 from tsstore.verbs.marks import watermark_ask
 from tsstore.verbs.reading import COUNT_OPTIONS, read_tiers, snapshot_now, snapshot_of
 from tsstore.verbs.seam import seam_of, tiered_aggregates
-from tsstore.verbs.request import Aggregate, Feed, Request, Seat
+from tsstore.verbs.request import Aggregate, Feed, Request, Seat, billed_aggregates
 
 
 def aggregate(
@@ -84,11 +84,7 @@ def aggregate(
         return checked.combine((yield from tiered_aggregates(seat, plan, cut, requests, snapshot=snapshot, stats=cost)))
     cost.waited()
     answers = yield from asked_together([Aggregate(over, asks, snapshot) for over, asks in overs])
-    answered = [answer for split in answers for answer in split]  # a part asked in halves answers twice
-    for answer in answered:  # each billed by the index entries it went over: the count it returned
-        counted = next(v for k, v in answer.items() if k == "count" or k.startswith("count_"))
-        cost.aggregation_done(int(counted or 0))
-    return checked.combine(answered)
+    return checked.combine(billed_aggregates(answers, cost))
 
 
 def explain_aggregate(

@@ -146,6 +146,17 @@ def billed(counts: Sequence[list[int]], stats: ReadStats) -> list[int]:
     return [sum(answer) for answer in counts]
 
 
+def billed_aggregates(answers: Sequence[list[dict[str, Number | None]]], stats: ReadStats) -> list[dict[str, Any]]:
+    """The answers of some :class:`Aggregate` asks, one per query sent (a part asked in halves
+    answers twice), each billed into ``stats`` by the index entries it went over: the count
+    it returned."""
+    answered = [answer for split in answers for answer in split]
+    for answer in answered:
+        counted = next(v for k, v in answer.items() if k == "count" or k.startswith("count_"))
+        stats.aggregation_done(int(counted or 0))
+    return answered
+
+
 @dataclass(frozen=True)
 class Documents(Asking[list[Doc]]):
     """The documents of census ask ``over`` (a limit-1 query) at ``read_time``."""

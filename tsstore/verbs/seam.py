@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tsstore.asks import Asking, GetDoc, KnownTime, ask, asked_together
@@ -24,14 +24,13 @@ from tsstore.cold.seam import Stretch, stretches
 from tsstore.cold.tier import horizon_name
 from tsstore.late import marks_ask, marks_of
 from tsstore.cold.objects import GetObject
-from tsstore.errors import StateError
 from tsstore.read.chunks import ChunkTicks
-from tsstore.read.cold import ColdRead, TieredRead, cold_aggregates, count_rows
+from tsstore.read.cold import ColdRead, TieredRead, cold_aggregates, count_rows, present
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import PageRounds, TickRead, chunk_cursors
 from tsstore.read.plan import QueryPlan
 from tsstore.ticks import Position, Tick
-from tsstore.verbs.request import Aggregate, Collect, Count, Request, Seat, billed
+from tsstore.verbs.request import Aggregate, Collect, Count, Request, Seat, billed, billed_aggregates
 
 
 def seam_of(seat: Seat, plan: QueryPlan, snapshot: dt.datetime, stats: ReadStats) -> Request[list[Stretch] | None]:
@@ -134,24 +133,12 @@ def tiered_count(
     """How many ticks of ``plan`` the stretches ``cut`` hold: a ``count()`` per chunk of each
     Firestore stretch at ``snapshot`` and the matching rows of each sealed object, all asked
     together."""
-    asks: list[Asking[Any]] = []
-    plans: list[QueryPlan | None] = []  # per ask: the plan of a cold object's rows, None for a count
-    for stretch in cut:
-        part = within(plan, stretch)
-        if stretch.entries is None:
-            asks += [Count(ChunkTicks(part, chunk), snapshot) for chunk in part.chunks]
-            plans += [None] * len(part.chunks)
-        else:
-            asks += [GetObject(e.object, f"reading {e.object} from the cold tier") for e in stretch.entries]
-            plans += [part] * len(stretch.entries)
-    answers = yield from asked_together(asks)
-    stats.waited()
+    def counts(part: QueryPlan) -> list[Asking[Any]]:
+        return [Count(ChunkTicks(part, chunk), snapshot) for chunk in part.chunks]
+
     total = 0
-    for rows_of, answer in zip(plans, answers):
-        if rows_of is None:
-            total += billed([answer], stats)[0]
-        else:
-            total += count_rows(rows_of, _present(answer), stats)
+    for rows_of, answer in (yield from _asked_together(plan, cut, counts, stats)):
+        total += billed([answer], stats)[0] if rows_of is None else count_rows(rows_of[0], rows_of[1], stats)
     return total
 
 
@@ -166,32 +153,33 @@ def tiered_aggregates(
     """The answers of ``requests`` over the stretches ``cut``: from Firestore, one aggregation
     query per request and chunk of each Firestore stretch at ``snapshot`` (each billed by
     what it counted); from each sealed object, the same answers computed from its rows."""
-    asks: list[Asking[Any]] = []
-    plans: list[QueryPlan | None] = []  # per ask: the plan of a cold object's rows, None for Firestore's
-    for stretch in cut:
-        part = within(plan, stretch)
-        if stretch.entries is None:
-            for chunk in part.chunks:
-                asks += [Aggregate(ChunkTicks(part, chunk, m), tuple(wanted), snapshot) for m, wanted in requests]
-                plans += [None] * len(requests)
-        else:
-            asks += [GetObject(e.object, f"reading {e.object} from the cold tier") for e in stretch.entries]
-            plans += [part] * len(stretch.entries)
-    answers = yield from asked_together(asks)
-    stats.waited()
+    def aggregations(part: QueryPlan) -> list[Asking[Any]]:
+        return [Aggregate(ChunkTicks(part, chunk, m), tuple(wanted), snapshot)
+                for chunk in part.chunks for m, wanted in requests]  # fmt: skip
+
     out: list[dict[str, Any]] = []
-    for rows_of, answer in zip(plans, answers):
-        if rows_of is None:
-            for split in answer:  # a part asked in halves answers twice; each billed by the entries it counted
-                stats.aggregation_done(int(next(v for k, v in split.items() if k == "count" or k.startswith("count_"))
-                                           or 0))  # fmt: skip
-                out.append(split)
-        else:
-            out += cold_aggregates(rows_of, _present(answer), requests, stats)
+    for rows_of, answer in (yield from _asked_together(plan, cut, aggregations, stats)):
+        out += billed_aggregates([answer], stats) if rows_of is None else cold_aggregates(*rows_of, requests, stats)
     return out
 
 
-def _present(data: bytes | None) -> bytes:
-    if data is None:
-        raise StateError("the cold tier's object of a sealed partition is gone, though the manifest names it")
-    return data
+def _asked_together(
+    plan: QueryPlan, cut: list[Stretch], firestore: Callable[[QueryPlan], list[Asking[Any]]], stats: ReadStats
+) -> Request[list[tuple[tuple[QueryPlan, bytes] | None, Any]]]:
+    """What ``firestore`` asks of each Firestore stretch of ``cut`` (its plan ``plan``
+    narrowed to the stretch) and the bytes of each sealed object, all asked together: each
+    answer beside ``None`` for Firestore's, or the narrowed plan and the object's bytes."""
+    asks: list[Asking[Any]] = []
+    cold: list[tuple[QueryPlan, str] | None] = []
+    for stretch in cut:
+        part = within(plan, stretch)
+        if stretch.entries is None:
+            made = firestore(part)
+            asks += made
+            cold += [None] * len(made)
+        else:
+            asks += [GetObject(e.object, f"reading {e.object} from the cold tier") for e in stretch.entries]
+            cold += [(part, e.object) for e in stretch.entries]
+    answers = yield from asked_together(asks)
+    stats.waited()
+    return [(None if of is None else (of[0], present(of[1], answer)), answer) for of, answer in zip(cold, answers)]
