@@ -27,7 +27,7 @@ The emulator scans its whole collection for every query (about 20 µs a document
 ``in`` value (hence one shard value by default): a seal reads its month in one read (a few
 million ticks a read), as the whole-range read does; client CPU is printed beside wall time.
 
-Run: python bench/cold.py [--ticks 1000000] [--shards 1] [--days 30] [--round-trip 80] [--heap 12g]
+Run: python bench/cold.py [--ticks 1000000] [--shards 1] [--days 30] [--round-trip 80 [--no-direct]] [--heap 12g]
 """
 
 from __future__ import annotations
@@ -276,8 +276,12 @@ def main() -> None:
                         "per value)")  # fmt: skip
     parser.add_argument("--round-trip", type=float, action="append", default=[], metavar="MS",
                         help="also through the distance proxy at this round trip in ms (repeatable)")  # fmt: skip
+    parser.add_argument("--no-direct", action="store_true",
+                        help="only through the distance proxy (each --round-trip), not also direct")  # fmt: skip
     parser.add_argument("--heap", default="12g", help="the emulator's heap (default 12g: it keeps every document)")
     args = parser.parse_args()
+    if args.no_direct and not args.round_trip:
+        parser.error("--no-direct needs at least one --round-trip: there would be nothing to measure")
     if args.ticks < args.days:
         parser.error(f"--ticks {args.ticks} is fewer than --days {args.days}; give at least one tick a day")
     load = os.getloadavg()
@@ -303,7 +307,7 @@ def main() -> None:
             Case(f"{symbol}'s month", utc(FIRST_DAY), utc(FIRST_DAY + dt.timedelta(days=args.days)), symbol),
             Case("the whole month", utc(FIRST_DAY), utc(FIRST_DAY + dt.timedelta(days=args.days))),
         ]
-        places = [("direct", emu.address)]
+        places = [] if args.no_direct else [("direct", emu.address)]
         for rtt in args.round_trip:
             proxies.append(ProxyProcess(emu.address, round_trip=rtt / 1000))
             places.append((f"at {rtt:.0f} ms round trips (tests/proxy.ProxyProcess)", proxies[-1].address))

@@ -223,9 +223,9 @@ class World:
                 if (self.written is None) != isinstance(ask, CreateDoc) or (
                     isinstance(ask, UpdateDoc) and ask.written != self.written
                 ):
-                    return False  # written since: the precondition fails
+                    return None  # written since: the precondition fails
                 self.manifest, self.written = dict(ask.data), self.now
-                return True
+                return self.written
         return answer_object(self.objects, ask)
 
     def read_back(self) -> list[tuple[str, dt.datetime]]:
@@ -277,6 +277,9 @@ def test_a_seal_writes_each_day_sorted_and_a_rerun_seals_nothing_new(tmp_path: P
         for label in ("2026-11-01", "2026-11-02", "2026-11-03")
     ]
     switches = len([a for a in world.asked if isinstance(a, (CreateDoc, UpdateDoc))])
+    manifest_reads = [a for a in world.asked if isinstance(a, GetDoc) and a.path == manifest_path("ticks")]
+    assert (switches, len(manifest_reads)) == (DAYS, 3)  # read at the start, for the watermark and after listing
+    # the objects: each switch starts from the one before it (its write time the next precondition), not a read
     again = world.seal()
     assert (again.sealed, again.skipped) == ((), DAYS)
     assert len([a for a in world.asked if isinstance(a, (CreateDoc, UpdateDoc))]) == switches  # no switch

@@ -105,7 +105,7 @@ class Scripted:
             case CreateDoc() | UpdateDoc():
                 self.manifest, self.written = dict(ask.data), self.now
                 self.versions.append((self.now, self.manifest))
-                return True
+                return self.written
             case ObjectUrls(names=names):
                 return [self.urls.url(name) for name in names]
         return answer_object(self.objects, ask)

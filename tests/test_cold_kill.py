@@ -114,7 +114,7 @@ def seal(label, phase):
         armed.clear()
         if ours and partition(ask) and phase == AFTER and isinstance(answered, Placed):
             die()
-        if ours and isinstance(ask, (CreateDoc, UpdateDoc)) and answered and phase == SWITCHED:
+        if ours and isinstance(ask, (CreateDoc, UpdateDoc)) and answered is not None and phase == SWITCHED:
             die()
         if ours and isinstance(ask, PutObject) and "/_manifest/" in ask.name and phase == COPIED:
             die()

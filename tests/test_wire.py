@@ -125,9 +125,10 @@ def test_creates_and_overwrites_agree_on_both_paths(client: firestore.Client, co
 @pytest.mark.parametrize("mode", MODES)
 def test_a_conditional_ask_is_refused_alike_in_both_modes(mode: str, request: pytest.FixtureRequest,
                                                          uses_emulator: None) -> None:  # fmt: skip
-    """Each conditional document ask answers ``False`` and writes nothing when its condition
-    fails: a delete or update of a document written since it was read, a create of one that
-    exists, an add whose receipt exists; and writes when it holds. (Datastore mode's emulator
+    """Each conditional document ask answers ``False`` (a create or an update ``None``) and
+    writes nothing when its condition fails: a delete or update of a document written since it
+    was read, a create of one that exists, an add whose receipt exists; and writes when it
+    holds, a create or an update answering the write time a read then gives. (Datastore mode's emulator
     checks a mutation's update time only when the mutation asks to fail on a conflict: without
     that, the stale delete here went through.)"""
     client = mode_client(request, mode, unique_database_id(request.node.name))
@@ -139,19 +140,23 @@ def test_a_conditional_ask_is_refused_alike_in_both_modes(mode: str, request: py
         now = answer(GetDoc("c/a", what="t")).update_time
         assert first < now
         assert answer(DeleteDoc("c/a", what="t", written=first)) is False
-        assert answer(UpdateDoc("c/a", {"n": 3}, written=first, what="t")) is False
-        assert answer(CreateDoc("c/a", {"n": 4}, what="t")) is False
+        assert answer(UpdateDoc("c/a", {"n": 3}, written=first, what="t")) is None
+        assert answer(CreateDoc("c/a", {"n": 4}, what="t")) is None
         assert stored_doc(client, "c/a") == {"n": 2}
         assert answer(AddToDocs((("c/a", "n", 5), ("c/b", "n", 6)), what="t", receipt="r/1")) is True
         assert answer(AddToDocs((("c/a", "n", 5), ("c/b", "n", 6)), what="t", receipt="r/1")) is False
         assert stored_doc(client, "c/a") == {"n": 7} and stored_doc(client, "c/b") == {"n": 6}
         now = answer(GetDoc("c/a", what="t")).update_time
-        assert answer(UpdateDoc("c/a", {"m": {"x": 1}}, written=now, what="t")) is True
+        written = answer(UpdateDoc("c/a", {"m": {"x": 1}}, written=now, what="t"))
         assert stored_doc(client, "c/a") == {"n": 7, "m": {"x": 1}}
         now = answer(GetDoc("c/a", what="t")).update_time
+        assert written == now  # the write time answered is the one a read gives: the next precondition
+        created = answer(CreateDoc("d/new", {"n": 1}, what="t"))
+        assert created == answer(GetDoc("d/new", what="t")).update_time
+        assert answer(UpdateDoc("d/new", {"n": 2}, written=created, what="t")) is not None
         assert answer(DeleteDoc("c/a", what="t", written=now)) is True
         assert stored_doc(client, "c/a") is None
-        assert answer(UpdateDoc("c/a", {"n": 1}, written=now, what="t")) is False  # deleted since
+        assert answer(UpdateDoc("c/a", {"n": 1}, written=now, what="t")) is None  # deleted since
         assert answer(SumDocs("c", "n", what="t"))[0] == 6
     finally:
         client.close()

@@ -98,9 +98,10 @@ class FindDocs(Asking[list[Doc]]):
 
 
 @dataclass(frozen=True)
-class CreateDoc(Asking[bool]):
-    """Create the document at ``path`` with ``data``; answers ``False`` (nothing written) when
-    it exists already."""
+class CreateDoc(Asking[dt.datetime | None]):
+    """Create the document at ``path`` with ``data``; answers its write time (what a next
+    :class:`UpdateDoc` gives as ``written``), or ``None`` (nothing written) when it exists
+    already."""
 
     path: str
     data: Mapping[str, Any]
@@ -108,10 +109,11 @@ class CreateDoc(Asking[bool]):
 
 
 @dataclass(frozen=True)
-class UpdateDoc(Asking[bool]):
+class UpdateDoc(Asking[dt.datetime | None]):
     """Set the fields ``data`` names (dotted paths to values, as Firestore's update takes them)
     in the document at ``path`` (the rest stays), if it was last written at ``written``;
-    answers ``False`` (nothing written) when it was written again or deleted since."""
+    answers its new write time, or ``None`` (nothing written) when it was written again or
+    deleted since."""
 
     path: str
     data: Mapping[str, Any]
@@ -157,9 +159,9 @@ DocAsk = GetDoc | SetDoc | DeleteDoc | FindDocs | CreateDoc | UpdateDoc | AddToD
 
 
 def refused(ask: DocAsk, exc: gexc.GoogleAPICallError) -> bool:
-    """Whether ``exc`` is the database's "no" to a conditional ask, answered ``False``: a
-    delete or update of a document written again since (FAILED_PRECONDITION; an update of one
-    deleted since: NOT_FOUND), a create of one that exists, an add whose receipt exists
+    """Whether ``exc`` is the database's "no" to a conditional ask, answered :func:`refusal`:
+    a delete or update of a document written again since (FAILED_PRECONDITION; an update of
+    one deleted since: NOT_FOUND), a create of one that exists, an add whose receipt exists
     (ALREADY_EXISTS). Both modes' wires answer by it."""
     match ask:
         case DeleteDoc(written=written):
@@ -171,3 +173,9 @@ def refused(ask: DocAsk, exc: gexc.GoogleAPICallError) -> bool:
         case AddToDocs(receipt=receipt):
             return receipt is not None and isinstance(exc, gexc.AlreadyExists)
     return False
+
+
+def refusal(ask: DocAsk) -> bool | None:
+    """The answer to a conditional ask the database refused (:func:`refused`): ``None`` for a
+    create or an update (which answer a write time when they land), else ``False``."""
+    return None if isinstance(ask, (CreateDoc, UpdateDoc)) else False

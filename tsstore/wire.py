@@ -50,6 +50,7 @@ from tsstore.asks import (
     SetDoc,
     SumDocs,
     UpdateDoc,
+    refusal,
     refused,
 )
 from tsstore.clock import ServerClock, local_us, project_clock
@@ -431,7 +432,7 @@ def answer_document(client: Any, ask: DocAsk) -> Any:
         return told_clock(client, finish(call()), sent, pinned=getattr(ask, "read_time", None) is not None)
     except gexc.GoogleAPICallError as exc:
         if refused(ask, exc):
-            return False
+            return refusal(ask)
         raise
 
 
@@ -443,7 +444,7 @@ async def aanswer_document(client: Any, ask: DocAsk) -> Any:
         return told_clock(client, finish(await call()), sent, pinned=getattr(ask, "read_time", None) is not None)
     except gexc.GoogleAPICallError as exc:
         if refused(ask, exc):
-            return False
+            return refusal(ask)
         raise
 
 
@@ -488,10 +489,10 @@ def _document_call(client: Any, ask: DocAsk) -> tuple[Callable[[], Any], Callabl
             once = one_attempt(client)
             return lambda: query.get(read_time=read_time, retry=once), lambda found: [doc_of(snap) for snap in found]
         case CreateDoc(path=path, data=data):
-            return lambda: client.document(path).create(dict(data), retry=None), lambda _: True
+            return lambda: client.document(path).create(dict(data), retry=None), lambda done: done.update_time
         case UpdateDoc(path=path, data=data, written=written):
             option = client.write_option(last_update_time=written)
-            return lambda: client.document(path).update(dict(data), option=option, retry=None), lambda _: True
+            return lambda: client.document(path).update(dict(data), option=option, retry=None), lambda done: done.update_time
         case AddToDocs(adds=adds, receipt=receipt):
             batch = client.batch()
             for path, field, amount in adds:

@@ -250,11 +250,13 @@ def answer_document(calls: DatastoreCalls, ask: asks.DocAsk) -> Any:
             summed, at = calls.aggregate_at(query, [("sum", "sum", field)], None)
             return summed["sum"], at
     try:
-        calls.commit(_conditional(calls, ask), transactional=True)
+        response = calls.commit(_conditional(calls, ask), transactional=True)
     except gexc.GoogleAPICallError as exc:
         if asks.refused(ask, exc):
-            return False
+            return asks.refusal(ask)
         raise
+    if isinstance(ask, (asks.CreateDoc, asks.UpdateDoc)):  # its write time: the entity's update time
+        return from_timestamp_pb(response.mutation_results[0].update_time)
     return True
 
 

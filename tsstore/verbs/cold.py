@@ -15,7 +15,7 @@ import datetime as dt
 import io
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any, Literal
 
 from tsstore.asks import Asking, GetDoc, ask, asked_together
@@ -121,7 +121,7 @@ def seal(seat: Seat, *, until: TimeLike | None = None, on_progress: SealProgress
     its manifest switches folded in (``resealed``, ``emptied``)."""
     tier, until_at, snapshot, clearing = yield from _opening(seat, until)
     collection = seat.spec.collection
-    known = yield from _manifest(collection)  # what was sealed before this run: skipped without a read
+    known = clearing.manifest = yield from _manifest(collection)  # what was sealed before: skipped without a read
     newest = max(known.entries.values(), key=lambda entry: entry.start, default=None)
     partitions = 1 if newest is None else _window(newest.rows)  # how many one read takes
     resealed, emptied = yield from _reseal(seat, tier, known, clearing, on_progress, partitions)
@@ -167,13 +167,17 @@ class _Clearing:
     partitions at its read times (after the writers saw its horizon): the objects it named
     (``ours``, by partition start) and the spans it read without a tick (``empty``; ``None``:
     unbounded). A mark is cleared once a switch has put what the seal read of its partition
-    in the manifest, if it was written before ``cutoff`` (its tick had landed before the read)."""
+    in the manifest, if it was written before ``cutoff`` (its tick had landed before the read).
+    ``manifest``: the manifest as the seal last read or switched it (``None``: not yet), which
+    the next partition's switch starts from without reading it again (when another sealer
+    switched it since, that switch is refused and the manifest read again)."""
 
     name: str
     marks: list[Mark]
     cutoff: dt.datetime
     ours: dict[dt.datetime, str] = field(default_factory=dict)
     empty: list[tuple[dt.datetime | None, dt.datetime | None]] = field(default_factory=list)
+    manifest: Manifest | None = None
 
     def _read_empty(self, bucket: dt.datetime) -> bool:
         return any((start is None or start <= bucket) and (end is None or bucket < end) for start, end in self.empty)
@@ -416,7 +420,7 @@ def _place(
     switch the manifest to it, then clear the marks that switch folded in; ``"skipped"`` when
     the manifest names it already (unless sealing it ``again``: a new generation replaces the
     entry), or another sealer names it first, or switched from a later read."""
-    written = yield from _put(seat, tier, start, ticks, snapshot, again=again)
+    written = yield from _put(seat, tier, start, ticks, snapshot, again=again, known=clearing.manifest)
     if isinstance(written, str):
         return written
     manifest, entry = written
@@ -443,15 +447,18 @@ def _empty(seat: Seat, start: dt.datetime, snapshot: dt.datetime, clearing: _Cle
         held = label in manifest.entries
         after = manifest.without(label, read_at=snapshot) if held else manifest.read(snapshot)
         said = f"no entry of partition {label} ({'no tick left' if held else 'still without a tick'})"
-        if (yield from ask(manifest.switch_to(after, said))):
-            yield from _switched(seat, after, clearing)
+        at = yield from ask(manifest.switch_to(after, said))
+        if at is not None:
+            yield from _switched(seat, replace(after, written=at), clearing)
             return "emptied" if held else "empty"
     raise StateError(f"cold tier: the manifest of {collection!r} was switched by others {_TRIES} times while partition "
                      f"{label} waited; run the seal again")  # fmt: skip
 
 
 def _switched(seat: Seat, switched: Manifest, clearing: _Clearing) -> Request[None]:
-    """After a switch to ``switched``: its copy in the object store, then the marks it folded in cleared."""
+    """After a switch to ``switched`` (its write time known): its copy in the object store, then
+    the marks it folded in cleared."""
+    clearing.manifest = switched
     copy = manifest_copy_name(seat.spec.collection, switched.version)
     yield from ask(PutObject(copy, switched.copy_json(), f"writing {copy} to the cold tier"))
     yield from clearing.clear(seat, switched)
@@ -751,13 +758,20 @@ def _closing(seat: Seat) -> Request[int]:
 
 
 def _put(
-    seat: Seat, tier: ColdTier, start: dt.datetime, ticks: _Sealed, snapshot: dt.datetime, *, again: bool
+    seat: Seat,
+    tier: ColdTier,
+    start: dt.datetime,
+    ticks: _Sealed,
+    snapshot: dt.datetime,
+    *,
+    again: bool,
+    known: Manifest | None = None,
 ) -> Request[tuple[Manifest, Entry] | Outcome]:
     """The first half of :func:`_place`: the partition's object written under a name that
-    must not exist; the manifest read last and the entry naming the object, or
-    ``"skipped"`` (as :func:`_place` says)."""
+    must not exist; the manifest read last (or ``known``: as the seal last switched it) and
+    the entry naming the object, or ``"skipped"`` (as :func:`_place` says)."""
     collection, label = seat.spec.collection, partition_label(start)
-    manifest = yield from _manifest(collection)
+    manifest = known if known is not None else (yield from _manifest(collection))
     if _taken(manifest, label, snapshot, again):
         return "skipped"
     data, generation = ticks.data, manifest.next_generation(label)
@@ -790,8 +804,9 @@ def _name(
     ``entry``, retried when another switch lands first, then the marks it folded in cleared."""
     collection, label, generation = seat.spec.collection, entry.label, entry.generation
     for _ in range(_TRIES):
-        if (yield from ask(manifest.switch(entry))):
-            yield from _switched(seat, manifest.with_entry(entry), clearing)
+        at = yield from ask(manifest.switch(entry))
+        if at is not None:
+            yield from _switched(seat, replace(manifest.with_entry(entry), written=at), clearing)
             return SealedPartition(label, entry.rows, entry.bytes, generation, entry.object)
         manifest = yield from _manifest(collection)  # another sealer switched it first
         if _taken(manifest, label, snapshot, again):
