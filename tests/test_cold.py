@@ -39,7 +39,7 @@ from tsstore.declaration import load_declaration
 from tsstore.late import WRITERS, Horizon, LatePolicy, mark_id, marks_path
 from tsstore.read.engine import TickRead
 from tsstore.ticks import Tick
-from tsstore.verbs import cold
+from tsstore.verbs import cold, sealed
 from tsstore.verbs.request import Collect, Feed, Pause, Request, answer
 from tsstore.write.marks import View, decide
 from tsstore.write.ops import Erase
@@ -302,7 +302,7 @@ def test_the_view_reads_days_whose_columns_differ(tmp_path: Path) -> None:
     world = World(tmp_path, made)
     world.seal()
     with duckdb.connect() as duck:
-        duck.execute(world.run(cold.cold_sql(seat(world.spec))))
+        duck.execute(world.run(sealed.cold_sql(seat(world.spec))))
         venues = duck.sql("SELECT document_id, venue FROM ticks WHERE venue IS NOT NULL").fetchall()
         assert (venues, duck.sql("SELECT count(*) FROM ticks").fetchall()) == ([(made[0].id, "XNYS")], [(15,)])
 
@@ -394,11 +394,11 @@ def test_an_orphan_is_never_read_and_a_later_seal_finishes_its_day_once(tmp_path
         world.seal()
     [orphan] = world.objects.list("ticks/date=")
     assert orphan.name == "ticks/date=2026-11-01/part-1.parquet" and world.manifest is None
-    assert world.run(cold.cold_sql(seat(world.spec))) == '-- no partition of "ticks" is sealed yet: nothing to view'
+    assert world.run(sealed.cold_sql(seat(world.spec))) == '-- no partition of "ticks" is sealed yet: nothing to view'
     done = world.seal()
     assert [(p.label, p.generation) for p in done.sealed] == [("2026-11-01", 2), ("2026-11-02", 1), ("2026-11-03", 1)]
     assert world.read_back() == by_time(expected(world.ticks))
-    assert orphan.name not in world.run(cold.cold_sql(seat(world.spec)))
+    assert orphan.name not in world.run(sealed.cold_sql(seat(world.spec)))
     assert done.removed == 0  # younger than the grace period
     assert world.stored().orphans(world.objects.list("ticks/"), now=orphan.updated + ORPHAN_GRACE) == [orphan.name]
     world.now = orphan.updated + ORPHAN_GRACE  # an hour on, a seal deletes it: the generation listed, no other

@@ -36,7 +36,7 @@ from tsstore.declaration import load_declaration
 from tsstore.late import mark_id, marks_path
 from tsstore.read.engine import TickRead
 from tsstore.ticks import Tick
-from tsstore.verbs import cold
+from tsstore.verbs import cold, sealed
 from tsstore.verbs.request import Collect, Feed, Pause, Request, answer
 
 UTC = dt.timezone.utc
@@ -120,7 +120,7 @@ class Scripted:
 def test_a_verify_finds_each_partition_verified_differing_or_marked(tmp_path: Path) -> None:
     world = Scripted(tmp_path)
     world.run(cold.seal(seat(world.spec)))
-    clean = world.run(cold.verify_cold(seat(world.spec)))
+    clean = world.run(sealed.verify_cold(seat(world.spec)))
     assert (clean.verified, clean.differ, clean.marked) == (("2026-11-01", "2026-11-02", "2026-11-03"), (), ())
     assert [(c.stored_rows, c.stored_ids) for c in clean.partitions] == [
         (4, id_checksum(f"d{day}-{i}" for i in range(4))) for day in range(DAYS)
@@ -131,7 +131,7 @@ def test_a_verify_finds_each_partition_verified_differing_or_marked(tmp_path: Pa
     replaced = next(t for t in world.ticks if t.id == "d2-1")
     world.ticks = [*[t for t in world.ticks if t is not replaced], dataclasses.replace(replaced, id="late")]
     world.marks = [DAY1]
-    found = world.run(cold.verify_cold(seat(world.spec)))
+    found = world.run(sealed.verify_cold(seat(world.spec)))
     assert (found.verified, found.differ, found.marked) == ((), ("2026-11-02", "2026-11-03"), ("2026-11-01",))
     assert [(c.verdict, c.differs, c.stored_rows) for c in found.partitions] == [
         ("marked", (), None), ("differs", ("rows", "ids"), 3), ("differs", ("ids",), 4),
@@ -151,8 +151,8 @@ def test_a_verify_reads_only_ids_each_read_at_one_read_time_sized_like_a_seal(
     world = Scripted(tmp_path, days=5)
     world.run(cold.seal(seat(world.spec)))
     world.reads.clear()
-    monkeypatch.setattr(cold, "TICKS_PER_READ", 8)  # two days of 4 ticks a read
-    checked = world.run(cold.verify_cold(seat(world.spec)))
+    monkeypatch.setattr(sealed, "TICKS_PER_READ", 8)  # two days of 4 ticks a read
+    checked = world.run(sealed.verify_cold(seat(world.spec)))
     # the reads tile the sealed history: from the first tick, so that a day before the first
     # sealed one is read too
     assert [(start and start.day, end.day) for start, end, _, _ in world.reads] == [(None, 3), (3, 5), (5, 6)]
@@ -167,12 +167,12 @@ def test_a_day_sealed_as_empty_that_holds_a_tick_now_differs_unless_marked(tmp_p
     world.ticks = [t for t in world.ticks if t.timestamp.day not in (2, 4)]  # days 2 and 4 without a tick
     world.run(cold.seal(seat(world.spec)))
     assert sorted(world.stored().entries) == ["2026-11-01", "2026-11-03", "2026-11-05"]
-    assert world.run(cold.verify_cold(seat(world.spec))).verified == ("2026-11-01", "2026-11-03", "2026-11-05")
+    assert world.run(sealed.verify_cold(seat(world.spec))).verified == ("2026-11-01", "2026-11-03", "2026-11-05")
     early, on_2, on_4 = (Tick(name, at, {"timestamp": at}) for name, at in (
         ("early", DAY1 - 3 * DAY), ("on-2", DAY1 + DAY), ("on-4", DAY1 + 3 * DAY)))  # fmt: skip
     world.ticks += [early, on_2, on_4]
     world.marks = [DAY1 + 3 * DAY]  # day 4's late tick was marked; day 2's and the early one were not
-    found = world.run(cold.verify_cold(seat(world.spec)))
+    found = world.run(sealed.verify_cold(seat(world.spec)))
     assert (found.differ, found.marked) == (("2026-10-29", "2026-11-02"), ("2026-11-04",))
     differing = [c for c in found.partitions if c.verdict == "differs"]
     assert [(c.label, c.rows, c.ids, c.stored_rows, c.stored_ids) for c in differing] == [
@@ -191,12 +191,12 @@ def test_a_day_sealed_after_the_read_time_is_not_compared_even_when_sealed_befor
     world.run(cold.seal(seat(world.spec), until=DAY1 + 2 * DAY))
     world.run(cold.seal(seat(world.spec)))  # day 3, sealed last
     world.lag = world.now - world.versions[-1][0] + dt.timedelta(microseconds=5)  # before day 3's switch (2 asks on)
-    found = world.run(cold.verify_cold(seat(world.spec, snapshots="estimated")))
+    found = world.run(sealed.verify_cold(seat(world.spec, snapshots="estimated")))
     assert (found.verified, found.differ) == (("2026-11-01", "2026-11-02"), ())
 
 
 def test_a_series_without_a_cold_tier_is_refused_by_every_look(tmp_path: Path) -> None:
-    for request in (cold.verify_cold, cold.cold_status, lambda s: cold.cold_bigquery(s, "lake.ticks")):
+    for request in (sealed.verify_cold, sealed.cold_status, lambda s: sealed.cold_bigquery(s, "lake.ticks")):
         with pytest.raises(QueryError, match="collection 'plain' declares no cold tier; declare one"):
             answer(request(seat(SeriesSpec("plain"))), lambda ask: None)
 
@@ -206,10 +206,10 @@ def test_a_series_without_a_cold_tier_is_refused_by_every_look(tmp_path: Path) -
 
 def test_the_status_says_through_partitions_ticks_bytes_and_marks(tmp_path: Path) -> None:
     world = Scripted(tmp_path)
-    assert world.run(cold.cold_status(seat(world.spec))).describe() == f"ticks: nothing sealed yet in {tmp_path}"
+    assert world.run(sealed.cold_status(seat(world.spec))).describe() == f"ticks: nothing sealed yet in {tmp_path}"
     world.run(cold.seal(seat(world.spec), until=DAY1 + 2 * DAY))
     world.marks = [DAY1 + DAY]
-    status = world.run(cold.cold_status(seat(world.spec)))
+    status = world.run(sealed.cold_status(seat(world.spec)))
     entries = world.stored().entries
     size = sum(e.bytes for e in entries.values())
     assert (status.through, status.partitions, status.rows, status.size, status.marked) == (
@@ -229,7 +229,7 @@ def test_the_bigquery_recipe_names_every_current_object_and_none_superseded(tmp_
     again = dict(world.manifest["partitions"]["2026-11-02"], generation=2,
                  object="ticks/date=2026-11-02/part-2.parquet")  # fmt: skip
     world.manifest = {**world.manifest, "partitions": {**world.manifest["partitions"], "2026-11-02": again}}
-    recipe = world.run(cold.cold_bigquery(seat(world.spec), "my-project.analytics.ticks"))
+    recipe = world.run(sealed.cold_bigquery(seat(world.spec), "my-project.analytics.ticks"))
     current = [f"gs://my-lake/ticks/ticks/date=2026-11-0{d}/part-{g}.parquet" for d, g in ((1, 1), (2, 2), (3, 1))]
     assert recipe.uris == tuple(current)
     assert recipe.external_table == (
@@ -262,7 +262,7 @@ def test_the_bigquery_recipe_names_the_fields_bigquery_takes_no_column_of(tmp_pa
     world.spec = SeriesSpec("ticks", key_fields=["symbol"], columns={"symbol": "string", "price.micros": "Int64"},
                             measures=["size.lots"], cold=world.spec.cold)  # fmt: skip
     world.run(cold.seal(seat(world.spec)))
-    recipe = world.run(cold.cold_bigquery(seat(world.spec), "analytics.ticks"))
+    recipe = world.run(sealed.cold_bigquery(seat(world.spec), "analytics.ticks"))
     assert recipe.unnamed == ("price.micros", "size.lots")
     warned = ("-- BigQuery takes column names of letters, digits and underscores only (unless the project has "
               "flexible column names): price.micros, size.lots will not read\n")
@@ -273,19 +273,19 @@ def test_the_bigquery_recipe_names_the_fields_bigquery_takes_no_column_of(tmp_pa
 def test_a_table_bigquery_cannot_name_is_refused_by_name(tmp_path: Path, table: Any) -> None:
     world = Scripted(tmp_path, tier="gs://my-lake/ticks")
     with pytest.raises(QueryError, match=f"cold_bigquery: table {table!r} is not allowed; give DATASET.TABLE"):
-        world.run(cold.cold_bigquery(seat(world.spec), table))
+        world.run(sealed.cold_bigquery(seat(world.spec), table))
 
 
 def test_a_local_tier_is_refused_by_bigquery_by_name(tmp_path: Path) -> None:
     world = Scripted(tmp_path)
     with pytest.raises(QueryError, match=f"the cold tier of 'ticks' is the directory '{tmp_path}'; BigQuery reads "
                                          "gs:// objects only"):  # fmt: skip
-        world.run(cold.cold_bigquery(seat(world.spec), "analytics.ticks"))
+        world.run(sealed.cold_bigquery(seat(world.spec), "analytics.ticks"))
 
 
 def test_nothing_sealed_yet_is_a_recipe_that_says_so(tmp_path: Path) -> None:
     world = Scripted(tmp_path, tier="gs://my-lake/ticks")
-    recipe = world.run(cold.cold_bigquery(seat(world.spec), "analytics.ticks"))
+    recipe = world.run(sealed.cold_bigquery(seat(world.spec), "analytics.ticks"))
     assert (recipe.uris, recipe.external_table) == ((), "-- no partition under gs://my-lake/ticks/ticks is sealed "
                                                         "yet: nothing to read")  # fmt: skip
 

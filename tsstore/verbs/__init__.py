@@ -3,7 +3,7 @@
 A verb is a request (:mod:`tsstore.verbs.request`) written in the room it belongs to
 (:mod:`~tsstore.verbs.reading`, :mod:`~tsstore.verbs.aggregates`, :mod:`~tsstore.verbs.latest`,
 :mod:`~tsstore.verbs.bars`, :mod:`~tsstore.verbs.asof`,
-:mod:`~tsstore.verbs.writing`, :mod:`~tsstore.verbs.retention`, :mod:`~tsstore.verbs.cold`, :mod:`~tsstore.verbs.layout`,
+:mod:`~tsstore.verbs.writing`, :mod:`~tsstore.verbs.retention`, :mod:`~tsstore.verbs.cold`, :mod:`~tsstore.verbs.sealed`, :mod:`~tsstore.verbs.layout`,
 :mod:`~tsstore.verbs.live`); :class:`Verbs` lists them. The sync store runs each on its
 threads and returns the result; the async store awaits the same request on its loop. So the
 two stores have the same verbs, options and answers by construction.
@@ -19,7 +19,7 @@ from tsstore.read.chunks import chunk_query
 from tsstore.read.explain import Explanation, explain
 from tsstore.read.plan import QueryPlan
 from tsstore.read.query import Query, QueryOptions
-from tsstore.verbs import aggregates, cold, layout, reading, retention, rollups, writing
+from tsstore.verbs import aggregates, cold, layout, reading, retention, rollups, sealed, writing
 from tsstore.verbs import asof as asof_reads
 from tsstore.verbs import bars as bar_reads
 from tsstore.verbs import latest as latest_reads
@@ -66,10 +66,10 @@ class Verbs:
     purge = verb(retention.purge)
     # the cold tier
     seal = verb(cold.seal)
-    cold_sql = verb(cold.cold_sql)
-    verify_cold = verb(cold.verify_cold)
-    cold_status = verb(cold.cold_status)
-    cold_bigquery = verb(cold.cold_bigquery)
+    cold_sql = verb(sealed.cold_sql)
+    verify_cold = verb(sealed.verify_cold)
+    cold_status = verb(sealed.cold_status)
+    cold_bigquery = verb(sealed.cold_bigquery)
     seal_plan = verb(cold.seal_plan)  # a seal in parts, as a Beam pipeline runs it (tsstore.beam)
     seal_partition = verb(cold.seal_partition)
     seal_switch = verb(cold.seal_switch)

@@ -1,5 +1,5 @@
 """The cold tier as requests: seal every closed partition not sealed yet into Parquet,
-exactly once, and name the current objects for open tools.
+exactly once (what is sealed is looked at by :mod:`tsstore.verbs.sealed`).
 
 A partition is sealed in three steps, each an ask: its ticks read at one read time (a
 :class:`~tsstore.verbs.request.Feed` of the ordinary read, one for every consecutive
@@ -16,23 +16,19 @@ import io
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import IO, Any, Literal
+from typing import IO, Literal
 
-from tsstore.asks import Asking, GetDoc, ask, asked_together
-from tsstore.cold.bigquery import BigQueryRecipe, bigquery_recipe, bigquery_table
-from tsstore.cold.checks import ColdStatus, ColdVerifyResult, IdSum, PartitionCheck
+from tsstore.asks import ask
 from tsstore.cold.manifest import (
     ORPHAN_GRACE,
     Entry,
     Manifest,
     SealedPartition,
     SealResult,
-    duckdb_view,
     manifest_ask,
-    manifest_path,
 )
 from tsstore.cold.gcs import storage_module
-from tsstore.cold.objects import DeleteObject, ListObjects, ObjectUrls, Placed, PutObject
+from tsstore.cold.objects import DeleteObject, ListObjects, Placed, PutObject
 from tsstore.cold.parquet import id_checksum, parquet_bytes, sorted_rows, with_ids
 from tsstore.cold.tier import (
     ColdTier,
@@ -45,7 +41,7 @@ from tsstore.cold.tier import (
 )
 from tsstore.errors import QueryError, StateError
 from tsstore.frames import FrameBuilder
-from tsstore.late import PURGED, Horizon, Mark, marks_ask, marks_of
+from tsstore.late import Horizon, Mark
 from tsstore.limits import MAX_QUERY_LIMIT
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import oldest_first, plan_query
@@ -61,7 +57,7 @@ from tsstore.verbs.marks import (
     settle_writers,
     watermark_write,
 )
-from tsstore.verbs.reading import read, server_time, snapshot_now
+from tsstore.verbs.reading import read, server_time
 from tsstore.verbs.request import Collect, Feed, Request, Seat
 
 #: What each parameter of these verbs means (the API reference describes a parameter from here).
@@ -69,7 +65,6 @@ PARAMETER_HELP = {
     "until": "seal every partition that ends by this time; ``None``: now less the tier's ``seal_after``",
     "on_progress": "called with each partition sealed (a :class:`~tsstore.cold.manifest.SealedPartition`) once "
     "the manifest names it",
-    "name": "the view's name; default the collection's",
     "unit": "one partition of ``sealing``'s (a :class:`SealUnit`)",
     "sealing": "what a pipeline's driver decided once (a :class:`SealPlan`, from :meth:`seal_plan`)",
     "written": "each partition of ``sealing`` with what its worker made of it (from :meth:`seal_partition`)",
@@ -121,7 +116,7 @@ def seal(seat: Seat, *, until: TimeLike | None = None, on_progress: SealProgress
     its manifest switches folded in (``resealed``, ``emptied``)."""
     tier, until_at, snapshot, clearing = yield from _opening(seat, until)
     collection = seat.spec.collection
-    known = clearing.manifest = yield from _manifest(collection)  # what was sealed before: skipped without a read
+    known = clearing.manifest = yield from manifest_now(collection)  # what was sealed before: skipped without a read
     newest = max(known.entries.values(), key=lambda entry: entry.start, default=None)
     partitions = 1 if newest is None else _window(newest.rows)  # how many one read takes
     resealed, emptied = yield from _reseal(seat, tier, known, clearing, on_progress, partitions)
@@ -255,19 +250,9 @@ def _runs(starts: list[dt.datetime], step: dt.timedelta, most: int) -> list[tupl
     return runs
 
 
-def cold_sql(seat: Seat, *, name: str | None = None) -> Request[str]:
-    """A DuckDB statement making a view over the current generation of every sealed
-    partition (the objects the manifest names now, with the hive ``date`` column), named
-    ``name`` (default: the collection's): ``duckdb.sql(store.cold_sql())``, then query it."""
-    if name is not None and (not isinstance(name, str) or not name.strip()):
-        raise QueryError(f"cold_sql: name {name!r} is not allowed; give the view's name, or None for the collection's")
-    _tier(seat.spec)
-    manifest = yield from _manifest(seat.spec.collection)
-    urls = yield from ask(ObjectUrls(tuple(manifest.current())))
-    return duckdb_view(name or seat.spec.collection, urls)
-
-
-def _tier(spec: SeriesSpec) -> ColdTier:
+def declared_tier(spec: SeriesSpec) -> ColdTier:
+    """The cold tier ``spec`` declares, or a :class:`~tsstore.errors.QueryError` saying how to
+    declare one (a ``gs://`` tier without its extra is refused here too)."""
     if spec.cold is None:
         raise QueryError(
             f"collection {spec.collection!r} declares no cold tier; declare one (SeriesSpec(cold=ColdTier(path=...)), "
@@ -285,7 +270,8 @@ def _time(value: object) -> dt.datetime:
         raise QueryError(str(exc)) from None
 
 
-def _manifest(collection: str) -> Request[Manifest]:
+def manifest_now(collection: str) -> Request[Manifest]:
+    """The manifest of ``collection`` as it is now (one document read)."""
     return Manifest.of(collection, (yield from ask(manifest_ask(collection))))
 
 
@@ -441,7 +427,7 @@ def _empty(seat: Seat, start: dt.datetime, snapshot: dt.datetime, clearing: _Cle
     a later read landed."""
     collection, label = seat.spec.collection, partition_label(start)
     for _ in range(_TRIES):
-        manifest = yield from _manifest(collection)
+        manifest = yield from manifest_now(collection)
         if manifest.behind(snapshot):
             return "skipped"
         held = label in manifest.entries
@@ -468,7 +454,7 @@ def _remove_orphans(seat: Seat, collection: str) -> Request[int]:
     """Delete the partition objects the manifest does not name that are older than
     :data:`~tsstore.cold.manifest.ORPHAN_GRACE`; how many."""
     listed = yield from ask(ListObjects(f"{collection}/date=", f"listing the cold tier objects of {collection!r}"))
-    manifest = yield from _manifest(collection)
+    manifest = yield from manifest_now(collection)
     now = yield from server_time(seat)
     removed = 0
     generations = {info.name: info.generation for info in listed}  # the one listed, not one written since
@@ -570,164 +556,6 @@ class _Partitions:
         self._spool.close()
 
 
-# ---------------------------------------------------------------------------- looking at a sealed tier
-
-PARAMETER_HELP["table"] = "the BigQuery table to make: ``dataset.table`` or ``project.dataset.table``"
-
-
-def verify_cold(seat: Seat, *, stats: ReadStats | None = None) -> Request[ColdVerifyResult]:
-    """Compare the sealed history with Firestore, partition by partition: each partition
-    the manifest names, its ticks' count and the checksum of their ids
-    (:func:`~tsstore.cold.parquet.id_checksum`) against the entry's ``rows`` and ``ids``; and
-    every other partition before ``through`` (sealed as empty: it held no tick) is checked
-    to hold none still. The manifest, the tier's late-tick marks and the ids are read at one
-    read time. A partition a late tick changed since it was sealed (marked) is not compared:
-    reads take it from Firestore, and the next seal seals it again. The ids are read alone
-    (no field), consecutive partitions together as a seal reads them (about
-    :data:`TICKS_PER_READ` ticks, at most :data:`WINDOW` partitions a read, each read at a
-    read time of its own). Billed: one read per tick of the sealed history (a read of the
-    sealed days; at least one a query), in ``stats``. Partitions before where a purge ended
-    (the result's ``purged_before``) are not compared: their ticks were deleted from
-    Firestore once verified, by design."""
-    _tier(seat.spec)
-    cost = stats if stats is not None else ReadStats()
-    if not isinstance(cost, ReadStats):
-        raise QueryError(f"verify_cold: stats {stats!r} is not allowed; give a ReadStats, or None")
-    horizon = yield from read_watermark(seat, horizon_name(seat.spec.collection))
-    purged = (horizon or {}).get(PURGED)
-    purged = purged if isinstance(purged, dt.datetime) else None
-    return (yield from verify_span(seat, purged, None, cost, purged_before=purged))
-
-
-def verify_span(
-    seat: Seat, since: dt.datetime | None, until: dt.datetime | None, cost: ReadStats, *,
-    purged_before: dt.datetime | None = None,
-) -> Request[ColdVerifyResult]:
-    """:func:`verify_cold` of the partitions in ``[since, until)`` (``None``: unbounded);
-    ``purged_before``: where a purge ended, said in the result."""
-    collection = seat.spec.collection
-    known = yield from ask(manifest_ask(collection))
-    start = since
-    checks: list[PartitionCheck] = []
-    ticks = 0
-    pending = sorted((e for e in Manifest.of(collection, known).entries.values()
-                      if (start is None or e.start >= start) and (until is None or e.start < until)),
-                     key=lambda entry: entry.start)  # fmt: skip
-    while pending:
-        taken = _verify_window(pending)
-        pending = pending[len(taken) :]
-        found, read_now = yield from _verify_read(seat, start, taken[-1].end, cost)
-        checks += found
-        ticks += read_now
-        start = taken[-1].end
-    if until is not None and (start is None or start < until):  # the days after the last entry: held no tick
-        found, read_now = yield from _verify_read(seat, start, until, cost)
-        checks += found
-        ticks += read_now
-    return ColdVerifyResult.of(checks, ticks=ticks, billed_reads=cost.billed_reads, purged_before=purged_before)
-
-
-def cold_status(seat: Seat) -> Request[ColdStatus]:
-    """The series' cold tier as its manifest and its late-tick marks say now: where the
-    sealed history ends (``through``), how many partitions, ticks and bytes are sealed, and
-    which partitions a late tick changed since (reads take those from Firestore until the
-    next seal). Two document reads, no tick read."""
-    tier = _tier(seat.spec)
-    collection = seat.spec.collection
-    marks_now = marks_ask(horizon_name(collection), before=None, read_time=None)
-    asks: list[Asking[Any]] = [manifest_ask(collection), marks_now]
-    doc, found = yield from asked_together(asks)
-    manifest = Manifest.of(collection, doc)
-    entries = list(manifest.entries.values())
-    return ColdStatus(
-        collection, tier.path, manifest.through, len(entries), sum(e.rows for e in entries),
-        sum(e.bytes for e in entries), tuple(partition_label(mark.bucket) for mark in marks_of(found)),
-        max((e.sealed_at for e in entries), default=None),
-    )  # fmt: skip
-
-
-def cold_bigquery(seat: Seat, table: str) -> Request[BigQueryRecipe]:
-    """How BigQuery reads the sealed partitions of a tier in Cloud Storage, as ``table``
-    (``dataset.table`` or ``project.dataset.table``): an external table over the objects
-    the manifest names now, with the hive ``date`` column (a GoogleSQL ``CREATE OR REPLACE
-    EXTERNAL TABLE`` statement), and a ``bq load`` of the same objects into a table of
-    BigQuery's own. Every object is named, none superseded or orphaned: make it again after
-    a seal. The declared fields whose names BigQuery does not take as column names (a dotted
-    ``price.micros``) are named in it. A local tier is refused: BigQuery reads ``gs://``
-    objects only."""
-    bigquery_table(table)
-    tier = _tier(seat.spec)
-    if tier.local:
-        raise QueryError(f"cold_bigquery: the cold tier of {seat.spec.collection!r} is the directory {tier.path!r}; "
-                         "BigQuery reads gs:// objects only: declare a gs://bucket/prefix path, or read the "
-                         "directory with cold_sql()")  # fmt: skip
-    manifest = yield from _manifest(seat.spec.collection)
-    urls = yield from ask(ObjectUrls(tuple(manifest.current())))
-    spec = seat.spec
-    fields = (spec.timestamp_field, *spec.key_fields, *(name for name, _ in spec.columns), *spec.measures)
-    return bigquery_recipe(table, urls, prefix=f"{tier.path}/{spec.collection}", fields=fields)
-
-
-def _verify_window(pending: list[Entry]) -> list[Entry]:
-    """The first entries of ``pending`` one read compares: about :data:`TICKS_PER_READ`
-    ticks by their rows, their span at most :data:`WINDOW` partitions (at least one)."""
-    taken = [pending[0]]
-    rows = pending[0].rows
-    for entry in pending[1:]:
-        span = (entry.end - taken[0].start) // (taken[0].end - taken[0].start)
-        if rows + entry.rows > TICKS_PER_READ or span > WINDOW:
-            break
-        taken.append(entry)
-        rows += entry.rows
-    return taken
-
-
-def _verify_read(
-    seat: Seat, start: dt.datetime | None, end: dt.datetime, cost: ReadStats
-) -> Request[tuple[list[PartitionCheck], int]]:
-    """The comparisons of the partitions in ``[start, end)`` (``None``: from the first tick)
-    and the ticks read: the manifest (as it is at the read time: a partition sealed again
-    meanwhile is compared with its new entry), the marks and the ids of the span read at
-    one read time. A partition the manifest does not name was sealed holding no tick if it
-    is before the manifest's ``through`` then, else not sealed then (not compared)."""
-    collection, tier = seat.spec.collection, _tier(seat.spec)
-    snapshot = yield from snapshot_now(seat, cost)
-    marks = marks_ask(horizon_name(collection), since=start, before=end, read_time=snapshot)
-    manifest_then = GetDoc(manifest_path(collection), f"reading the cold tier manifest of {collection!r}",
-                           read_time=snapshot)  # fmt: skip
-    asks: list[Asking[Any]] = [manifest_then, marks]
-    doc, found = yield from asked_together(asks)
-    manifest, marked = Manifest.of(collection, doc), {mark.bucket for mark in marks_of(found)}
-    plan = oldest_first(seat.spec, Query(start=start, end=end, read_time=snapshot, columns=()))
-    ids = _IdSums(tier)
-    yield Feed((yield from read(seat, plan, cost)), ids)
-    named = {entry.start: entry for entry in manifest.entries.values() if start is None or entry.start >= start}
-    through = manifest.through  # at the read time: a partition from there on was not sealed then
-    checks = []
-    for at in sorted({*(at for at in named if at < end), *(at for at in ids.sums if through and at < through)}):
-        entry, stored = named.get(at), ids.sums.get(at, IdSum())
-        rows, checksum = (entry.rows, entry.ids) if entry is not None else (0, IdSum().checksum)
-        if at in marked:
-            checks.append(PartitionCheck(partition_label(at), "marked", (), rows, checksum, None, None, snapshot))
-            continue
-        differs = tuple(what for what, same in (("rows", stored.rows == rows), ("ids", stored.checksum == checksum))
-                        if not same)  # fmt: skip
-        checks.append(PartitionCheck(partition_label(at), "differs" if differs else "verified", differs, rows,
-                                     checksum, stored.rows, stored.checksum, snapshot))  # fmt: skip
-    return checks, sum(one.rows for one in ids.sums.values())
-
-
-class _IdSums:
-    """A :class:`~tsstore.verbs.request.Feed`'s sink: each partition's count and id checksum."""
-
-    def __init__(self, tier: ColdTier) -> None:
-        self._tier = tier
-        self.sums: dict[dt.datetime, IdSum] = {}
-
-    def add(self, tick: Tick) -> None:
-        self.sums.setdefault(self._tier.start_of(tick.timestamp), IdSum()).add(tick.id)
-
-
 # ---------------------------------------------------------------------------- a seal in parts
 # (a pipeline's driver, its workers and its last step: :mod:`tsstore.beam.seal`)
 
@@ -737,7 +565,7 @@ def _opening(seat: Seat, until: TimeLike | None) -> Request[tuple[ColdTier, dt.d
     held (the end announced, the writers waited for), its snapshot after that, and the marks
     read at it."""
     given = None if until is None else _time(until)
-    tier = _tier(seat.spec)
+    tier = declared_tier(seat.spec)
     collection = seat.spec.collection
     now = yield from server_time(seat)
     until_at = min(now - tier.seal_after if given is None else given, now)  # an open partition never
@@ -751,7 +579,7 @@ def _closing(seat: Seat) -> Request[int]:
     """What a seal does once after its switches: the watermark written where the manifest's
     sealed history ends, and the orphans past their grace removed (how many)."""
     collection = seat.spec.collection
-    through = (yield from _manifest(collection)).through
+    through = (yield from manifest_now(collection)).through
     what = f"the watermark of the cold tier of {collection!r}"
     yield from ask(watermark_write(horizon_name(collection), {"watermark": through}, what=what))
     return (yield from _remove_orphans(seat, collection))
@@ -771,7 +599,7 @@ def _put(
     must not exist; the manifest read last (or ``known``: as the seal last switched it) and
     the entry naming the object, or ``"skipped"`` (as :func:`_place` says)."""
     collection, label = seat.spec.collection, partition_label(start)
-    manifest = known if known is not None else (yield from _manifest(collection))
+    manifest = known if known is not None else (yield from manifest_now(collection))
     if _taken(manifest, label, snapshot, again):
         return "skipped"
     data, generation = ticks.data, manifest.next_generation(label)
@@ -781,7 +609,7 @@ def _put(
         if isinstance(placed, Placed):
             break
         # the name is taken (by a sealer of it, or an orphan), or the object was damaged and deleted
-        manifest = yield from _manifest(collection)
+        manifest = yield from manifest_now(collection)
         if _taken(manifest, label, snapshot, again):
             return "skipped"
         generation = max(generation + 1, manifest.next_generation(label))
@@ -808,7 +636,7 @@ def _name(
         if at is not None:
             yield from _switched(seat, replace(manifest.with_entry(entry), written=at), clearing)
             return SealedPartition(label, entry.rows, entry.bytes, generation, entry.object)
-        manifest = yield from _manifest(collection)  # another sealer switched it first
+        manifest = yield from manifest_now(collection)  # another sealer switched it first
         if _taken(manifest, label, snapshot, again):
             return "skipped"  # it sealed this partition: ours is an orphan, deleted later
     raise StateError(f"cold tier: the manifest of {collection!r} was switched by others {_TRIES} times while partition "
@@ -855,7 +683,7 @@ def seal_plan(seat: Seat, *, until: TimeLike | None = None) -> Request[SealPlan]
     every closed partition holding a tick at the snapshot that the manifest does not name.
     Nothing is read or written for a partition: its workers do that (:func:`seal_partition`)."""
     tier, until_at, snapshot, clearing = yield from _opening(seat, until)
-    known = yield from _manifest(seat.spec.collection)
+    known = yield from manifest_now(seat.spec.collection)
     through = known.through
     marked = sorted({m.bucket for m in clearing.marks if through is not None and m.bucket < through})
     units = [SealUnit(at, again=True) for at in marked]
@@ -881,7 +709,7 @@ def seal_partition(seat: Seat, unit: SealUnit, *, sealing: SealPlan) -> Request[
     manifest names it already, or a switch from a later read landed). Run again (a retried
     bundle), it writes the next generation: the first attempt's object is an orphan no
     manifest names."""
-    tier = _tier(seat.spec)
+    tier = declared_tier(seat.spec)
     ticks = yield from _read_partitions(seat, tier, unit.start, unit.start + tier.partition, sealing.snapshot)
     try:
         whole = ticks.done.get(unit.start)
@@ -908,7 +736,7 @@ def seal_switch(
     partition found without a tick taken out of the manifest; then the watermark and the
     orphans as :meth:`seal` ends. Run again (a retried step), a partition the manifest names
     with its worker's object already is reported sealed and its marks cleared."""
-    collection, tier = seat.spec.collection, _tier(seat.spec)
+    collection, tier = seat.spec.collection, declared_tier(seat.spec)
     clearing = _Clearing(horizon_name(collection), list(sealing.marks), sealing.cutoff, empty=list(sealing.empty))
     made = dict(written)
     sealed: list[SealedPartition] = []
@@ -939,7 +767,7 @@ def _switch_unit(
                 return (yield from _empty(seat, unit.start, sealing.snapshot, clearing))
         return written
     clearing.ours[unit.start] = written.object
-    manifest = yield from _manifest(seat.spec.collection)
+    manifest = yield from manifest_now(seat.spec.collection)
     named = manifest.entries.get(written.label)
     if named is not None and named.object == written.object:  # this step's earlier attempt switched it
         yield from clearing.clear(seat, manifest)

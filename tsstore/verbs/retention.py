@@ -22,7 +22,7 @@ from tsstore.results import PurgeResult
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
 from tsstore.times import TimeLike, to_utc, utc_text
-from tsstore.verbs.cold import verify_span
+from tsstore.verbs.sealed import verify_span
 from tsstore.verbs.marks import read_watermark, settle_writers, watermark_write
 from tsstore.verbs.reading import count_of
 from tsstore.verbs.request import Making, Request, Seat, Send, SendOptions
