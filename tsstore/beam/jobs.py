@@ -24,7 +24,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from tsstore.beam.datastore import RunLease, emulator_env
 from tsstore.beam.files import ROWS, ReadTickFiles
 from tsstore.beam.outputs import METRICS, REJECTED, WRITTEN, DeadLetter
-from tsstore.beam.read import ReadTicks, _store, arrow_schema
+from tsstore.beam.read import ReadTicks, arrow_schema, worker_store
 from tsstore.beam.seal import SealPartitions, result_of, save_result
 from tsstore.beam.target import Target
 from tsstore.beam.write import WriteTicks
@@ -335,7 +335,7 @@ def seal(
     subclass, for tests)."""
     client = target.client()
     try:
-        store = _store(spec, client)
+        store = worker_store(spec, client)
         sealing = store.seal_plan(until=until)
         store.close()
     finally:

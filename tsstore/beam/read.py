@@ -133,7 +133,9 @@ def slices(start: dt.datetime, end: dt.datetime, parts: int) -> list[tuple[dt.da
     return list(zip(bounds[:-1], bounds[1:]))
 
 
-def _store(spec: SeriesSpec, client: Any) -> Any:
+def worker_store(spec: SeriesSpec, client: Any) -> Any:
+    """The store a pipeline's worker reads and seals through: ``spec`` on ``client``, two
+    reader threads (a worker runs beside others)."""
     from tsstore.store import TimeSeriesStore
 
     return TimeSeriesStore(client, spec, max_workers=2)
@@ -149,7 +151,7 @@ class _PlanUnits(beam.DoFn):
 
     def process(self, _: object) -> Iterator[Unit]:
         client = self._target.client()
-        store = _store(self._spec, client)
+        store = worker_store(self._spec, client)
         stats = ReadStats()
         try:
             yield from self._units(store, stats)
@@ -203,7 +205,7 @@ class _ReadUnit(beam.DoFn):
 
     def setup(self) -> None:
         self._client = self._target.client()
-        self._store = _store(self._spec, self._client)
+        self._store = worker_store(self._spec, self._client)
         self._documents = Metrics.counter(METRICS, "documents_read")
         self._billed = Metrics.counter(METRICS, "billed_reads")
         self._units = Metrics.counter(METRICS, "units")

@@ -30,7 +30,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from tsstore.beam.outputs import METRICS
-from tsstore.beam.read import _store
+from tsstore.beam.read import worker_store
 from tsstore.beam.target import Target
 from tsstore.cold.manifest import Entry, SealedPartition, SealResult
 from tsstore.spec import SeriesSpec
@@ -46,7 +46,7 @@ class _Worker(beam.DoFn):
 
     def setup(self) -> None:
         self._client = self._target.client()
-        self._store = _store(self._spec, self._client)
+        self._store = worker_store(self._spec, self._client)
 
     def teardown(self) -> None:
         store = getattr(self, "_store", None)
