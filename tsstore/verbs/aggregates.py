@@ -15,7 +15,7 @@ from tsstore.analytics.bars import STORED_MOMENTS
 from tsstore.analytics.covered import CoveredPlan, CoveredSelection, Total
 from tsstore.analytics.covered import Part as CoveredPart
 from tsstore.analytics.rollup import BAR_FIELDS, Rollup
-from tsstore.asks import Doc, FindDocs, asked_together
+from tsstore.asks import Doc, FindDocs, ask, asked_together
 from tsstore.errors import QueryError
 from tsstore.late import PURGED, marks_ask, marks_of
 from tsstore.read.chunks import ChunkTicks
@@ -173,7 +173,8 @@ def covered_aggregate(seat: Seat, selection: CoveredSelection, plan: QueryPlan, 
         else:
             spec, columns = part.rollup.spec, (*BAR_FIELDS, *STORED_MOMENTS)
         piece = Query(where=bounds.where, start=part.start, end=part.end, columns=columns, read_time=snapshot)
-        yield Feed((yield from read_tiers(seat, oldest_first(spec, piece), cost)), _Folded(total, selection, part))
+        read = yield from read_tiers(seat, oldest_first(spec, piece), cost)
+        yield from ask(Feed(read, _Folded(total, selection, part)))
     return selection.result(total.bar, parts)
 
 

@@ -10,6 +10,7 @@ import pandas as pd
 
 from tsstore.analytics import PARAMETER_HELP as PARAMETER_HELP  # the analytics verbs' words, one glossary
 from tsstore.analytics.asof import JoinRead, check_direction, check_tolerance
+from tsstore.asks import ask
 from tsstore.errors import QueryError, SpecError
 from tsstore.frames import FrameBuilder
 from tsstore.read.cost import ReadStats
@@ -64,7 +65,7 @@ def asof(
         stats=stats if stats is not None else ReadStats(),
     )  # fmt: skip
     builder = FrameBuilder(seat.spec)
-    yield Feed(joining, builder)
+    yield from ask(Feed(joining, builder))
     return joining.with_right_columns(builder.frame())
 
 

@@ -26,7 +26,7 @@ from tsstore.analytics.bars import (
 from tsstore.analytics.buckets import buckets, check_fill
 from tsstore.analytics.covered import CoveredPlan, Part, combined, late_spans
 from tsstore.analytics.rollup import BAR_FIELDS, Rollup, bar_length, combined_end
-from tsstore.asks import Asking, asked_together
+from tsstore.asks import Asking, ask, asked_together
 from tsstore.errors import QueryError, SpecError
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import QueryPlan, oldest_first, time_range
@@ -125,7 +125,7 @@ def bars(
         check_combinable(stored, builder.buckets, start=plan.start, end=plan.end)
         parts = yield from combined_parts(seat, plan, record, cost)
     if parts is None:
-        yield Feed((yield from read_tiers(seat, plan, cost)), fed)
+        yield from ask(Feed((yield from read_tiers(seat, plan, cost)), fed))
     else:
         yield from read_parts(seat, plan, parts, fed, fields, cost)
     done = fed.finished()
@@ -232,7 +232,7 @@ def read_parts(
         piece = bounds.replace(start=part.start, end=part.end, read_time=snapshot)
         layer = part.rollup
         if layer is top:
-            yield Feed((yield from read_tiers(seat, oldest_first(seat.spec, piece), cost)), fed)
+            yield from ask(Feed((yield from read_tiers(seat, oldest_first(seat.spec, piece), cost)), fed))
             continue
         if layer is None:  # the ticks, made bars of one tick by the roll-up of ticks' price and volume
             root = top.root
@@ -241,7 +241,7 @@ def read_parts(
         else:  # a finer roll-up's bars
             spec, columns, late = layer.spec, (*fields, *BAR_FIELDS, *STORED_MOMENTS), LateBars(by, None)
         order = oldest_first(spec, piece.replace(columns=tuple(dict.fromkeys(columns))))
-        yield Feed((yield from read_tiers(seat, order, cost)), late)
+        yield from ask(Feed((yield from read_tiers(seat, order, cost)), late))
         for bar in late.bars[::-1] if order.descending != plan.descending else late.bars:
             edge = None if layer is None else fed.builder.buckets.straddled(bar.start, layer.interval)
             if layer is not None and edge is not None:  # as a stored bar of the store's own is refused

@@ -282,7 +282,7 @@ def _next_tick(
     oldest tick's) at ``snapshot``; ``None`` when there is none. The partitions between
     held no tick then (``clearing`` notes it)."""
     plan = plan_query(seat.spec, Query(start=after, limit=1, columns=(), direction=Direction.ASC, read_time=snapshot))
-    first = yield Collect((yield from read(seat, plan, ReadStats())))  # Firestore's ticks: what is sealed
+    first = yield from ask(Collect((yield from read(seat, plan, ReadStats()))))  # Firestore's ticks: what is sealed
     start = tier.start_of(first[0].timestamp) if first else None
     clearing.empty.append((after, start))
     return start
@@ -381,7 +381,7 @@ def _read_partitions(
     plan = oldest_first(seat.spec, Query(start=start, end=end, limit=limit, read_time=snapshot))
     ticks = _Partitions(seat.spec, tier, descending=plan.descending)
     try:
-        yield Feed((yield from read(seat, plan, ReadStats())), ticks)
+        yield from ask(Feed((yield from read(seat, plan, ReadStats())), ticks))
         if limit is not None and ticks.read >= limit:
             ticks.stop()
         else:

@@ -108,7 +108,7 @@ class ThreadDriver:
     def _stream(self, reading: Reading[T]) -> TickStream[T]:
         raise NotImplementedError
 
-    def _listen(self, listening: Listening[L, Any]) -> L:
+    def _listen(self, listening: Listening[L, object]) -> L:
         raise NotImplementedError
 
 
@@ -123,8 +123,12 @@ class LoopDriver:
     def _stream(self, reading: Reading[T]) -> AsyncTickStream[T]:
         raise NotImplementedError
 
-    def _listen(self, listening: Listening[Any, T]) -> AsyncLive[T]:
+    def _listen(self, listening: Listening[object, T]) -> AsyncLive[T]:
         raise NotImplementedError
+
+
+#: Either store.
+Driver = ThreadDriver | LoopDriver
 
 
 # ---------------------------------------------------------------------------- declaring a verb
@@ -135,7 +139,7 @@ class _Declared(Generic[P, R]):
     (options expanded) and docstring are the request's, and a keyword it does not take is an
     :class:`~tsstore.errors.OptionError` (a ``TypeError``) naming the verb."""
 
-    def __init__(self, make: Callable[Concatenate[Seat, P], Any]) -> None:
+    def __init__(self, make: Callable[Concatenate[Seat, P], object]) -> None:
         self._make = make
         self.__doc__ = make.__doc__
         self.__name__ = make.__name__
@@ -157,16 +161,17 @@ class _Declared(Generic[P, R]):
         base = self.signature
         return base.replace(return_annotation=self._returns(base.return_annotation, issubclass(owner, LoopDriver)))
 
-    def _returns(self, result: Any, asynchronous: bool) -> Any:
+    def _returns(self, result: object, asynchronous: bool) -> object:
         """What a store returns for a request whose result is ``result`` (awaited, when
         ``asynchronous``)."""
         return result
 
-    def _request(self, store: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    def _request(self, store: Driver, args: tuple[object, ...], kwargs: dict[str, object]) -> Any:
         self._check(args, kwargs)
-        return self._make(store.seat, *args, **kwargs)
+        make: Callable[..., Any] = self._make  # the arguments were checked against its signature
+        return make(store.seat, *args, **kwargs)
 
-    def _check(self, args: Any, kwargs: dict[str, Any]) -> None:
+    def _check(self, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
         """Refuse, by name, a keyword the verb does not take, a flag that is not ``True`` or
         ``False`` (``"false"`` would be true), and a positional query that is not a ``Query``."""
         params = self.signature.parameters
@@ -202,7 +207,9 @@ class _Declared(Generic[P, R]):
             unset = ", or None" if "None" in annotation else ""
             raise QueryError(f"{self.__name__}: {name}={value!r} is not allowed; give {wanted}{unset}")
 
-    def _get(self, store: Any, owner: type, bind: Callable[[Any], Callable[..., Any]]) -> Any:
+    def _get(
+        self, store: Driver | None, owner: type, bind: Callable[[Any], Callable[..., object]]
+    ) -> Callable[..., object]:
         """What ``store.<verb>`` is: the class's view without a store; else ``bind(store)``,
         made once per store (kept in its ``__dict__``, where later lookups find it first:
         this descriptor defines no ``__set__``)."""
@@ -211,14 +218,14 @@ class _Declared(Generic[P, R]):
         bound = store.__dict__[self.__name__] = self._bound(bind(store), self.signature_of(owner))
         return bound
 
-    def _bound(self, call: Callable[..., Any], signature: inspect.Signature) -> Callable[..., Any]:
+    def _bound(self, call: Callable[..., object], signature: inspect.Signature) -> Callable[..., object]:
         wrapper = functools.update_wrapper(call, self._make)  # ``call`` itself, typed as a wrapper
         call.__name__ = call.__qualname__ = self.__name__
         call.__signature__ = signature  # type: ignore[attr-defined]
         del wrapper.__wrapped__  # help() and inspect show the public signature, not the request's
         return call
 
-    def _unbound(self, owner: type) -> Callable[..., Any]:
+    def _unbound(self, owner: type) -> Callable[..., object]:
         """The verb as class ``owner`` shows it (``help(TimeSeriesStore)``, the API reference):
         a function of the store and the verb's own parameters, returning what that store does."""
         name = self.__name__
@@ -236,19 +243,19 @@ class verb(_Declared[P, R]):
         super().__init__(make)
 
     @overload
-    def __get__(self, store: None, owner: type) -> Callable[Concatenate[Any, P], Any]: ...
+    def __get__(self, store: None, owner: type) -> Callable[Concatenate[Driver, P], object]: ...
     @overload
     def __get__(self, store: ThreadDriver, owner: type) -> Callable[P, R]: ...
     @overload
     def __get__(self, store: LoopDriver, owner: type) -> Callable[P, Awaitable[R]]: ...
-    def __get__(self, store: Any, owner: type) -> Any:
+    def __get__(self, store: Driver | None, owner: type) -> Callable[..., object]:
         return self._get(store, owner, self._awaited if issubclass(owner, LoopDriver) else self._returned)
 
-    def _returned(self, store: Any) -> Callable[..., Any]:
+    def _returned(self, store: ThreadDriver) -> Callable[..., object]:
         return lambda *args, **kwargs: store._run(self._request(store, args, kwargs))
 
-    def _awaited(self, store: Any) -> Callable[..., Any]:
-        async def awaited(*args: Any, **kwargs: Any) -> Any:
+    def _awaited(self, store: LoopDriver) -> Callable[..., Awaitable[object]]:
+        async def awaited(*args: object, **kwargs: object) -> object:
             return await store._run(self._request(store, args, kwargs))
 
         return awaited
@@ -263,22 +270,22 @@ class stream(_Declared[P, R]):
         super().__init__(make)
 
     @overload
-    def __get__(self, store: None, owner: type) -> Callable[Concatenate[Any, P], Any]: ...
+    def __get__(self, store: None, owner: type) -> Callable[Concatenate[Driver, P], object]: ...
     @overload
     def __get__(self, store: ThreadDriver, owner: type) -> Callable[P, TickStream[R]]: ...
     @overload
     def __get__(self, store: LoopDriver, owner: type) -> Callable[P, AsyncTickStream[R]]: ...
-    def __get__(self, store: Any, owner: type) -> Any:
+    def __get__(self, store: Driver | None, owner: type) -> Callable[..., object]:
         return self._get(
             store, owner, lambda store: lambda *args, **kwargs: store._stream(self._request(store, args, kwargs))
         )
 
-    def _returns(self, result: Any, asynchronous: bool) -> Any:
+    def _returns(self, result: object, asynchronous: bool) -> object:
         [item] = typing.get_args(result) or (Any,)
         return AsyncTickStream[item] if asynchronous else TickStream[item]  # type: ignore[valid-type]
 
 
-class live(_Declared[P, Any], Generic[P, L, T]):
+class live(_Declared[P, object], Generic[P, L, T]):
     """A live verb (its request function returns a :class:`Listening`): the listeners' own
     object from the sync store (iterate it, ``close()`` it), an :class:`AsyncLive` over it
     from the async one."""
@@ -287,22 +294,22 @@ class live(_Declared[P, Any], Generic[P, L, T]):
         super().__init__(make)
 
     @overload
-    def __get__(self, store: None, owner: type) -> Callable[Concatenate[Any, P], Any]: ...
+    def __get__(self, store: None, owner: type) -> Callable[Concatenate[Driver, P], object]: ...
     @overload
     def __get__(self, store: ThreadDriver, owner: type) -> Callable[P, L]: ...
     @overload
     def __get__(self, store: LoopDriver, owner: type) -> Callable[P, AsyncLive[T]]: ...
-    def __get__(self, store: Any, owner: type) -> Any:
+    def __get__(self, store: Driver | None, owner: type) -> Callable[..., object]:
         return self._get(
             store, owner, lambda store: lambda *args, **kwargs: store._listen(self._request(store, args, kwargs))
         )
 
-    def _returns(self, result: Any, asynchronous: bool) -> Any:
+    def _returns(self, result: object, asynchronous: bool) -> object:
         live_object, item = typing.get_args(result) or (Any, Any)
         return AsyncLive[item] if asynchronous else live_object  # type: ignore[valid-type]
 
 
-def public_signature(make: Callable[..., Any]) -> inspect.Signature:
+def public_signature(make: Callable[..., object]) -> inspect.Signature:
     """``make``'s signature as its verb shows it: without its first parameter (the seat),
     ``**options: Unpack[SomeOptions]`` expanded into one keyword-only parameter per option
     (with :class:`~tsstore.read.query.Query`'s default), and a request's result as the
@@ -324,7 +331,7 @@ def public_signature(make: Callable[..., Any]) -> inspect.Signature:
     return signature.replace(parameters=params, return_annotation=returns)
 
 
-def _optional_types(make: Callable[..., Any]) -> dict[str, Any]:
+def _optional_types(make: Callable[..., object]) -> dict[str, object]:
     """The names of an extra's types in ``make``'s annotations (``pl``: Polars, imported only
     for a verb that returns its frames; ``Any`` when the extra is not installed, and the verb
     says what to install when called)."""

@@ -12,7 +12,7 @@ import pandas as pd
 
 from tsstore.analytics import PARAMETER_HELP as PARAMETER_HELP  # the analytics verbs' words, one glossary
 from tsstore.analytics.latest import LatestRequest
-from tsstore.asks import Asking
+from tsstore.asks import asked_together
 from tsstore.cold.seam import Stretch
 from tsstore.read.cold import ColdRead
 from tsstore.read.cost import ReadStats
@@ -71,7 +71,8 @@ def _newest(
     one limit-1 query each, all concurrent."""
     wanted = None if only is None else set(only)
     jobs = [job for job in request.cursors(snapshot, cost) if wanted is None or job[0] in wanted]
-    found = yield [Collect(TickRead(plan, cursors=[cursor], read_time=snapshot)) for _, plan, cursor in jobs]
+    found = yield from asked_together([Collect(TickRead(plan, cursors=[cursor], read_time=snapshot))
+                                       for _, plan, cursor in jobs])  # fmt: skip
     return [(i, ticks) for (i, _, _), ticks in zip(jobs, found)]
 
 
@@ -91,8 +92,8 @@ def _across(
             answers = yield from _newest(narrowed, snapshot, cost, only=todo)
         else:
             objects = tuple(entry.object for entry in stretch.entries)
-            reads: list[Asking[Any]] = [Collect(ColdRead(narrowed.plans[i], objects, None, 1, cost)) for i in todo]
-            answers = list(zip(todo, (yield reads)))
+            reads = [Collect(ColdRead(narrowed.plans[i], objects, None, 1, cost)) for i in todo]
+            answers = list(zip(todo, (yield from asked_together(reads))))
         for i, ticks in answers:
             if ticks:
                 found.setdefault(i, []).extend(ticks)

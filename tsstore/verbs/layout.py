@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tsstore.asks import Asking, Doc, asked_together
+from tsstore.asks import Asking, Doc, ask, asked_together
 from tsstore.errors import QueryError
 from tsstore.layout.census import Ask, Census, FirstValue, ShardCensus
 from tsstore.read.chunks import ChunkTicks
@@ -133,7 +133,7 @@ def reshard(seat: Seat, *, on_progress: ProgressCallback | None = None, max_pass
         before, stats = done, ReadStats()
         cursors = [sweep_cursor((value,), plan, stats) for value, left in before.remaining.items() if left]
         read = TickRead(plan, cursors=cursors, sweep=True)
-        passed = yield Send(_Moving(spec.shard_field, spec.shards, before), "reshard", read=read,
-                            tolerate=frozenset({NOT_FOUND}), options=SendOptions(on_progress=on_progress))  # fmt: skip
+        passed = yield from ask(Send(_Moving(spec.shard_field, spec.shards, before), "reshard", read=read,
+                            tolerate=frozenset({NOT_FOUND}), options=SendOptions(on_progress=on_progress)))  # fmt: skip
         done = dataclasses.replace(passed, remaining=(yield from remaining(seat, plan, tuple(before.remaining))))
     return done

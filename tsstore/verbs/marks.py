@@ -59,7 +59,7 @@ def settle_writers(seat: Seat, source: str, *, announced: dt.datetime | None, re
         if not verdict.waiting:
             return verdict.cutoff
         why = f"waiting for {verdict.waiting} writer(s) of {source!r} to see the new horizon"
-        yield Pause(verdict.retry_after, why)
+        yield from ask(Pause(verdict.retry_after, why))
 
 
 def read_marks(

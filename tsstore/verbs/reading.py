@@ -92,7 +92,7 @@ def query(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOpti
     plan = planned(seat, query, options)
     stats = ReadStats()
     if plan.limit is None:
-        ticks = yield Collect((yield from read_tiers(seat, plan, stats)))
+        ticks = yield from ask(Collect((yield from read_tiers(seat, plan, stats))))
         return Page(tuple(ticks), None, stats)
     after, snapshot = start_after(plan), (yield from snapshot_of(seat, plan, stats, parts=2 if seat.spec.cold else None))
     cut = None if snapshot is None else (yield from seam_of(seat, plan, snapshot, stats))
@@ -101,7 +101,7 @@ def query(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOpti
         ticks = yield from tiered_page(seat, plan, cut, after=after, rows=plan.limit + 1, snapshot=snapshot, stats=stats)
         return finish_page(plan, ticks, stats, snapshot=snapshot)
     rounds = page_rounds(seat, plan, after=after, rows=plan.limit + 1, read_time=snapshot, stats=stats)
-    return finish_page(plan, (yield Collect(TickRead(plan, rounds=rounds))), stats, snapshot=snapshot)
+    return finish_page(plan, (yield from ask(Collect(TickRead(plan, rounds=rounds)))), stats, snapshot=snapshot)
 
 
 def iter_ticks(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOptions]) -> Reading[Tick]:
@@ -118,7 +118,7 @@ def query_frame(seat: Seat, query: Query | None = None, /, **options: Unpack[Que
     as they stream."""
     plan = planned(seat, query, options)
     builder = FrameBuilder(seat.spec, columns=plan.columns)
-    yield Feed((yield from read_tiers(seat, plan, ReadStats())), builder)
+    yield from ask(Feed((yield from read_tiers(seat, plan, ReadStats())), builder))
     return builder.frame()
 
 
@@ -128,7 +128,7 @@ def query_table(seat: Seat, query: Query | None = None, /, **options: Unpack[Que
     built from the same decoded columns without a DataFrame in between."""
     plan = planned(seat, query, options)
     builder = FrameBuilder(seat.spec, columns=plan.columns)
-    yield Feed((yield from read_tiers(seat, plan, ReadStats())), builder)
+    yield from ask(Feed((yield from read_tiers(seat, plan, ReadStats())), builder))
     return builder.table()
 
 

@@ -111,8 +111,7 @@ def purge(
     sweep = TickRead(plan, cursors=[sweep_cursor(chunk, plan, stats) for chunk in plan.chunks], sweep=True)
 
     sweeping = _Deleting(correct=correct, matched=matched)
-    purged: PurgeResult = yield Send(sweeping, "purge", read=sweep, options=SendOptions(on_progress=on_progress))
-    return purged
+    return (yield from ask(Send(sweeping, "purge", read=sweep, options=SendOptions(on_progress=on_progress))))
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,7 @@ def rollup(
         reading = yield from read(seat, plan, cost)
     made = _Made(rollup, redone, stale, builder, on_progress, window, watermark, cost, len(late))
     options = SendOptions(on_duplicate=rollup.spec.on_duplicate)
-    done: RollupResult = yield Send(made, "roll-up", read=reading, spec=rollup.spec, options=options)
+    done: RollupResult = yield from ask(Send(made, "roll-up", read=reading, spec=rollup.spec, options=options))
     if on_progress is not None:
         on_progress(cost.documents % 1000)
     yield from clear_marks(seat, rollup.name, marks, cutoff=cutoff)
@@ -223,12 +223,12 @@ def _redo(
     redone: list[Bar] = []
     for begin, end in late_spans:
         plan, making = _bars_over(seat, rollup, begin, end, snapshot)
-        ticks = yield Collect((yield from read(seat, plan, cost)))
+        ticks = yield from ask(Collect((yield from read(seat, plan, cost))))
         redone.extend(iter_bars(making, ticks))
     stale: list[tuple[str, dt.datetime]] = []
     for begin, end in redo:
         bars_read = oldest_first(rollup.spec, Query(start=begin, end=end, columns=(), read_time=snapshot))
-        found = yield Collect((yield from read(seat, bars_read, ReadStats())))  # not what ``ticks`` counts
+        found = yield from ask(Collect((yield from read(seat, bars_read, ReadStats()))))  # not what ``ticks`` counts
         stale.extend((bar.id, bar.timestamp) for bar in found)
     return redone, stale
 
@@ -320,12 +320,12 @@ def verify_rollup(
     snapshot = yield from snapshot_now(seat, cost)
     plan, builder = _bars_over(seat, rollup, start, end, snapshot)
     fed = FedBars(builder)
-    yield Feed((yield from read(seat, plan, cost)), fed)
+    yield from ask(Feed((yield from read(seat, plan, cost)), fed))
     made: Bars = {(bar.key, bar.start): bar for bar in fed.finished()}
     ticks_read = cost.documents
     stored = _StoredBars([f.split(".") for f in rollup.by])
     bars_read = oldest_first(rollup.spec, Query(start=start, end=end, read_time=snapshot))
-    yield Feed((yield from read(seat, bars_read, cost)), stored)
+    yield from ask(Feed((yield from read(seat, bars_read, cost)), stored))
     kept = stored.bars
     late = {m.bucket for m in (yield from read_marks(seat, rollup.name, before=end, read_time=snapshot))}
     differ = _differences(made, kept, late)

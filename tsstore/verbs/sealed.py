@@ -172,7 +172,7 @@ def _verify_read(
     manifest, marked = Manifest.of(collection, doc), {mark.bucket for mark in marks_of(found)}
     plan = oldest_first(seat.spec, Query(start=start, end=end, read_time=snapshot, columns=()))
     ids = _IdSums(tier)
-    yield Feed((yield from read(seat, plan, cost)), ids)
+    yield from ask(Feed((yield from read(seat, plan, cost)), ids))
     named = {entry.start: entry for entry in manifest.entries.values() if start is None or entry.start >= start}
     through = manifest.through  # at the read time: a partition from there on was not sealed then
     checks = []

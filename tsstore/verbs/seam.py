@@ -121,7 +121,7 @@ def tiered_page(
         else:
             read = TickRead(part, rounds=PageRounds(part, rows=need, after=after, read_time=snapshot, stats=stats,
                                                     lean=seat.lean))  # fmt: skip
-        ticks += yield Collect(read)
+        ticks += yield from ask(Collect(read))
         if len(ticks) >= rows:
             break
     return ticks

@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from tsstore.asks import ask
 from tsstore.counters import ShardedCounter
 from tsstore.errors import RecordError
 from tsstore.frames import frame_to_records
@@ -84,9 +85,8 @@ def write(
     policy = spec.on_duplicate if on_duplicate is None else on_duplicate
     docs = prepare_records(spec, rows, naive=naive, on_duplicate=policy, on_reject=on_reject, skip_first=skip_first)
     options = SendOptions(on_duplicate=policy, on_progress=on_progress, on_status=on_status)
-    result: WriteResult = yield Send(_Writing(docs, keep_ids, on_written), "write", counted=bool(spec.count_by),
-                                     options=options)  # fmt: skip
-    return result
+    sending = Send(_Writing(docs, keep_ids, on_written), "write", counted=bool(spec.count_by), options=options)
+    return (yield from ask(sending))
 
 
 @dataclass(frozen=True)
@@ -133,5 +133,5 @@ def series_counter(seat: Seat, key: Mapping[str, Any]) -> Request[ShardedCounter
     nothing. Purges do not decrement them, and a process killed between a batch and its
     counter increment leaves that batch uncounted; :meth:`count` is the exact figure. The
     async store's counter has the same methods, awaited."""
-    counter: ShardedCounter = yield CounterFor(SeriesCounters.key_of(seat.spec, key))
+    counter: ShardedCounter = yield from ask(CounterFor(SeriesCounters.key_of(seat.spec, key)))
     return counter
