@@ -18,6 +18,8 @@ from typing import Any, Generic, TypeVar
 from google.api_core import exceptions as gexc
 
 T = TypeVar("T")
+A = TypeVar("A")
+B = TypeVar("B")
 
 
 class Asking(Generic[T]):
@@ -39,6 +41,15 @@ def asked_together(questions: Sequence[Asking[T]]) -> Generator[list[Asking[T]],
     """Yield asks to be answered concurrently and return their answers, in order."""
     answers = yield list(questions)
     return answers
+
+
+def asked_with(
+    first: Sequence[Asking[A]], second: Sequence[Asking[B]]
+) -> Generator[list[Asking[Any]], list[Any], tuple[list[A], list[B]]]:
+    """Yield two groups of asks, answered by two types, to be answered concurrently (one
+    list); their answers, typed, group by group (``[doc], marks = yield from asked_with([GetDoc(...)], [...])``)."""
+    answers = yield [*first, *second]
+    return answers[: len(first)], answers[len(first) :]
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from tsstore.analytics.bars import (
 from tsstore.analytics.buckets import buckets, check_fill
 from tsstore.analytics.covered import CoveredPlan, Part, combined, late_spans
 from tsstore.analytics.rollup import BAR_FIELDS, Rollup, bar_length, combined_end
-from tsstore.asks import Asking, ask, asked_together
+from tsstore.asks import ask, asked_with
 from tsstore.errors import QueryError, SpecError
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import QueryPlan, oldest_first, time_range
@@ -206,12 +206,11 @@ def combined_parts(
     while layers[-1].finer is not None:
         layers.append(layers[-1].finer)
     finer = layers[1:]
-    asks: list[Asking[Any]] = [*layer_marks(layers, plan, None), *(watermark_ask(r.name) for r in finer)]
-    answers = yield from asked_together(asks)
-    marks = marked(layers, answers[: len(layers)], cost)
+    found, records = yield from asked_with(layer_marks(layers, plan, None), [watermark_ask(r.name) for r in finer])
+    marks = marked(layers, found, cost)
     if not any(marks.values()):
         return None
-    spans = [r.coverage(doc.data) for r, doc in zip(finer, answers[len(layers) :])]
+    spans = [r.coverage(doc.data) for r, doc in zip(finer, records)]
     sources = [(r, span, late_spans(r, marks)) for r, span in zip(finer, spans)]
     return combined(plan.start, plan.end, rollup, late_spans(rollup, marks), sources)
 

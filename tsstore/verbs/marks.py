@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from tsstore.asks import Asking, DeleteDoc, FindDocs, GetDoc, SetDoc, ask, asked_together
+from tsstore.asks import DeleteDoc, FindDocs, GetDoc, SetDoc, ask, asked_together, asked_with
 from tsstore.late import WRITERS, Lease, Leases, Mark, mark_id, marks_ask, marks_of, marks_path, watermark_path
 from tsstore.verbs.reading import server_time
 from tsstore.verbs.request import Pause, Request, Seat
@@ -94,12 +94,10 @@ def late_in(
         since = None if start is None else start - reach
         source = data.get("source")
         below = source if isinstance(source, str) and source not in seen else None
-        asks: list[Asking[Any]] = [marks_ask(layer, since=since, before=end, read_time=None)]
-        if below is not None:
-            asks.append(watermark_ask(below))
-        answers = yield from asked_together(asks)
-        found += marks_of(answers[0])
-        layer, data = below, (answers[1].data if below is not None else None)
+        [now], records = yield from asked_with([marks_ask(layer, since=since, before=end, read_time=None)],
+                                               [watermark_ask(below)] if below is not None else [])  # fmt: skip
+        found += marks_of(now)
+        layer, data = below, (records[0].data if records else None)
     return sorted(found, key=lambda mark: mark.bucket)
 
 

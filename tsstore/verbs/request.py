@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
-import typing
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, ParamSpec, Protocol, TypeVar
@@ -146,7 +145,9 @@ def billed(counts: Sequence[list[int]], stats: ReadStats) -> list[int]:
     return [sum(answer) for answer in counts]
 
 
-def billed_aggregates(answers: Sequence[list[dict[str, Number | None]]], stats: ReadStats) -> list[dict[str, Any]]:
+def billed_aggregates(
+    answers: Sequence[list[dict[str, Number | None]]], stats: ReadStats
+) -> list[dict[str, Number | None]]:
     """The answers of some :class:`Aggregate` asks, one per query sent (a part asked in halves
     answers twice), each billed into ``stats`` by the index entries it went over: the count
     it returned."""
@@ -261,7 +262,7 @@ Ask = Asking[Any] | list[Asking[Any]]
 Request = Generator[Ask, Any, R]
 
 
-def step(request: Request[Any], reply: Any) -> tuple[bool, Any]:
+def step(request: Request[R], reply: object) -> tuple[Literal[False], Ask] | tuple[Literal[True], R]:
     """Give ``request`` the answer to its last ask: (False, its next ask) or (True, its result)."""
     try:
         return False, request.send(reply)
@@ -269,18 +270,18 @@ def step(request: Request[Any], reply: Any) -> tuple[bool, Any]:
         return True, done.value
 
 
-def answer(request: Request[R], respond: Callable[[Any], Any]) -> R:
+def answer(request: Request[R], respond: Callable[[Ask], object]) -> R:
     """Run ``request`` to its result, each ask answered by ``respond`` (the thread driver)."""
-    done, value = step(request, None)
-    while not done:
-        done, value = step(request, respond(value))
-    return typing.cast(R, value)
+    stepped = step(request, None)
+    while stepped[0] is False:
+        stepped = step(request, respond(stepped[1]))
+    return stepped[1]
 
 
-async def aanswer(request: Request[R], respond: Callable[[Any], Awaitable[Any]]) -> R:
+async def aanswer(request: Request[R], respond: Callable[[Ask], Awaitable[object]]) -> R:
     """Run ``request`` to its result, each ask answered by ``await respond(ask)`` (the
     event-loop driver)."""
-    done, value = step(request, None)
-    while not done:
-        done, value = step(request, await respond(value))
-    return typing.cast(R, value)
+    stepped = step(request, None)
+    while stepped[0] is False:
+        stepped = step(request, await respond(stepped[1]))
+    return stepped[1]

@@ -7,9 +7,8 @@ against Firestore at one read time (which a purge of sealed days relies on:
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
-from tsstore.asks import Asking, GetDoc, ask, asked_together
+from tsstore.asks import GetDoc, ask, asked_with
 from tsstore.cold.bigquery import BigQueryRecipe, bigquery_recipe, bigquery_table
 from tsstore.cold.checks import ColdStatus, ColdVerifyResult, IdSum, PartitionCheck
 from tsstore.cold.manifest import Entry, Manifest, duckdb_view, manifest_ask, manifest_path
@@ -107,8 +106,7 @@ def cold_status(seat: Seat) -> Request[ColdStatus]:
     tier = declared_tier(seat.spec)
     collection = seat.spec.collection
     marks_now = marks_ask(horizon_name(collection), before=None, read_time=None)
-    asks: list[Asking[Any]] = [manifest_ask(collection), marks_now]
-    doc, found = yield from asked_together(asks)
+    [doc], [found] = yield from asked_with([manifest_ask(collection)], [marks_now])
     manifest = Manifest.of(collection, doc)
     entries = list(manifest.entries.values())
     return ColdStatus(
@@ -167,8 +165,7 @@ def _verify_read(
     marks = marks_ask(horizon_name(collection), since=start, before=end, read_time=snapshot)
     manifest_then = GetDoc(manifest_path(collection), f"reading the cold tier manifest of {collection!r}",
                            read_time=snapshot)  # fmt: skip
-    asks: list[Asking[Any]] = [manifest_then, marks]
-    doc, found = yield from asked_together(asks)
+    [doc], [found] = yield from asked_with([manifest_then], [marks])
     manifest, marked = Manifest.of(collection, doc), {mark.bucket for mark in marks_of(found)}
     plan = oldest_first(seat.spec, Query(start=start, end=end, read_time=snapshot, columns=()))
     ids = _IdSums(tier)

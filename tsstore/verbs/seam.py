@@ -16,9 +16,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TypeVar
 
-from tsstore.asks import Asking, GetDoc, KnownTime, ask, asked_together
+from tsstore.analytics.aggregate import Number
+from tsstore.asks import Asking, GetDoc, KnownTime, ask, asked_with
 from tsstore.cold.manifest import Manifest, manifest_path
 from tsstore.cold.seam import Stretch, stretches
 from tsstore.cold.tier import horizon_name
@@ -31,6 +32,8 @@ from tsstore.read.engine import PageRounds, TickRead, chunk_cursors
 from tsstore.read.plan import QueryPlan
 from tsstore.ticks import Position, Tick
 from tsstore.verbs.request import Aggregate, Collect, Count, Request, Seat, billed, billed_aggregates
+
+T = TypeVar("T")
 
 
 def seam_of(seat: Seat, plan: QueryPlan, snapshot: dt.datetime, stats: ReadStats) -> Request[list[Stretch] | None]:
@@ -46,11 +49,10 @@ def seam_of(seat: Seat, plan: QueryPlan, snapshot: dt.datetime, stats: ReadStats
             return None
     collection = plan.spec.collection
     since = None if plan.start is None else tier.start_of(plan.start)
-    asks: list[Asking[Any]] = [
-        GetDoc(manifest_path(collection), f"reading the cold tier manifest of {collection!r}", read_time=snapshot),
-        marks_ask(horizon_name(collection), since=since, before=plan.end, read_time=snapshot),
-    ]
-    doc, found = yield from asked_together(asks)
+    [doc], [found] = yield from asked_with(
+        [GetDoc(manifest_path(collection), f"reading the cold tier manifest of {collection!r}", read_time=snapshot)],
+        [marks_ask(horizon_name(collection), since=since, before=plan.end, read_time=snapshot)],
+    )
     stats.query_done(1)
     stats.query_done(len(found))
     stats.waited()
@@ -133,12 +135,12 @@ def tiered_count(
     """How many ticks of ``plan`` the stretches ``cut`` hold: a ``count()`` per chunk of each
     Firestore stretch at ``snapshot`` and the matching rows of each sealed object, all asked
     together."""
-    def counts(part: QueryPlan) -> list[Asking[Any]]:
+    def counts(part: QueryPlan) -> list[Count]:
         return [Count(ChunkTicks(part, chunk), snapshot) for chunk in part.chunks]
 
     total = 0
-    for rows_of, answer in (yield from _asked_together(plan, cut, counts, stats)):
-        total += billed([answer], stats)[0] if rows_of is None else count_rows(rows_of[0], rows_of[1], stats)
+    for answer in (yield from _asked_together(plan, cut, counts, stats)):
+        total += count_rows(answer.plan, answer.data, stats) if isinstance(answer, _Sealed) else billed([answer], stats)[0]
     return total
 
 
@@ -149,37 +151,57 @@ Requests = Sequence[tuple[str | None, Sequence[tuple[str, str, str | None]]]]
 
 def tiered_aggregates(
     seat: Seat, plan: QueryPlan, cut: list[Stretch], requests: Requests, *, snapshot: dt.datetime, stats: ReadStats
-) -> Request[list[dict[str, Any]]]:
+) -> Request[list[dict[str, Number | None]]]:
     """The answers of ``requests`` over the stretches ``cut``: from Firestore, one aggregation
     query per request and chunk of each Firestore stretch at ``snapshot`` (each billed by
     what it counted); from each sealed object, the same answers computed from its rows."""
-    def aggregations(part: QueryPlan) -> list[Asking[Any]]:
+    def aggregations(part: QueryPlan) -> list[Aggregate]:
         return [Aggregate(ChunkTicks(part, chunk, m), tuple(wanted), snapshot)
                 for chunk in part.chunks for m, wanted in requests]  # fmt: skip
 
-    out: list[dict[str, Any]] = []
-    for rows_of, answer in (yield from _asked_together(plan, cut, aggregations, stats)):
-        out += billed_aggregates([answer], stats) if rows_of is None else cold_aggregates(*rows_of, requests, stats)
+    out: list[dict[str, Number | None]] = []
+    for answer in (yield from _asked_together(plan, cut, aggregations, stats)):
+        if isinstance(answer, _Sealed):
+            out += cold_aggregates(answer.plan, answer.data, requests, stats)
+        else:
+            out += billed_aggregates([answer], stats)
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class _Sealed:
+    """A sealed object's bytes (``data``) and the plan narrowed to its stretch."""
+
+    plan: QueryPlan
+    data: bytes
+
+
 def _asked_together(
-    plan: QueryPlan, cut: list[Stretch], firestore: Callable[[QueryPlan], list[Asking[Any]]], stats: ReadStats
-) -> Request[list[tuple[tuple[QueryPlan, bytes] | None, Any]]]:
+    plan: QueryPlan, cut: list[Stretch], firestore: Callable[[QueryPlan], Sequence[Asking[T]]], stats: ReadStats
+) -> Request[list[T | _Sealed]]:
     """What ``firestore`` asks of each Firestore stretch of ``cut`` (its plan ``plan``
-    narrowed to the stretch) and the bytes of each sealed object, all asked together: each
-    answer beside ``None`` for Firestore's, or the narrowed plan and the object's bytes."""
-    asks: list[Asking[Any]] = []
-    cold: list[tuple[QueryPlan, str] | None] = []
+    narrowed to the stretch) and the bytes of each sealed object, all asked together: the
+    answers in the stretches' order, Firestore's as they are, each object's as :class:`_Sealed`."""
+    hot: list[Asking[T]] = []
+    gets: list[GetObject] = []
+    order: list[QueryPlan | None] = []  # per answer: None for Firestore's, else the plan of the object's stretch
     for stretch in cut:
         part = within(plan, stretch)
         if stretch.entries is None:
             made = firestore(part)
-            asks += made
-            cold += [None] * len(made)
+            hot += made
+            order += [None] * len(made)
         else:
-            asks += [GetObject(e.object, f"reading {e.object} from the cold tier") for e in stretch.entries]
-            cold += [(part, e.object) for e in stretch.entries]
-    answers = yield from asked_together(asks)
+            gets += [GetObject(e.object, f"reading {e.object} from the cold tier") for e in stretch.entries]
+            order += [part] * len(stretch.entries)
+    answers, objects = yield from asked_with(hot, gets)
     stats.waited()
-    return [(None if of is None else (of[0], present(of[1], answer)), answer) for of, answer in zip(cold, answers)]
+    hot_answers, cold_answers = iter(answers), iter(zip(gets, objects))
+    out: list[T | _Sealed] = []
+    for part_of in order:
+        if part_of is None:
+            out.append(next(hot_answers))
+        else:
+            get, data = next(cold_answers)
+            out.append(_Sealed(part_of, present(get.name, data)))
+    return out
