@@ -29,18 +29,19 @@ from tsstore.counters import ShardedCounter
 from tsstore.errors import ConfigError
 from tsstore.frames import aframes
 from tsstore.live.aio import AsyncLive
-from tsstore.modes import FirestoreSide, refuse_live
+from tsstore.modes import FirestoreSide
+from tsstore.native_mode import NativeQueries, aggregated
 from tsstore.read.async_engine import aread_ticks
 from tsstore.read.cold import ColdRead, TieredRead, cold_ticks
 from tsstore.read.fetch import afetcher
 from tsstore.spec import SeriesSpec
 from tsstore.store import TimeSeriesStore
-from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, Writer, aggregated
+from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, Writer, check_options
 from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.verbs.request import Readable, Snapshots
-from tsstore.wire import AONE_ATTEMPT, aanswer_document, abatch_write, aget_documents, sync_twin
+from tsstore.wire import AONE_ATTEMPT, aanswer_document, abatch_write, aget_documents, server_clock, sync_twin
 from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
 
@@ -82,24 +83,31 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
     ) -> None:
         if isinstance(client, firestore.Client):
             raise ConfigError("AsyncTimeSeriesStore takes a firestore.AsyncClient; for a Client use TimeSeriesStore")
-        super().__init__(spec, client, write_options=write_options, page_size=page_size, lean=lean,
-                         snapshots=snapshots)  # fmt: skip
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise ConfigError(f"max_concurrency must be at least 1, got {max_concurrency!r}")
+        check_options(spec, page_size=page_size, snapshots=snapshots)
+        # A database without an asyncio client (Datastore mode's) is answered by the sync
+        # store, in worker threads; its backend decides the mode (or refuses the client).
+        self._sync: TimeSeriesStore | None = None
+        self._queries: NativeQueries | None = None
+        if isinstance(client, firestore.AsyncClient):
+            self._queries = NativeQueries(client, spec)
+            collection_of, clock = self._queries.collection, server_clock(client)
+        else:
+            sync_client: Any = client
+            self._sync = TimeSeriesStore(sync_client, spec, write_options=write_options, max_workers=max_concurrency,
+                                         page_size=page_size, lean=lean, snapshots=snapshots)  # fmt: skip
+            collection_of, clock = self._sync._collection_of, self._sync._clock
+        super().__init__(spec, client, collection_of=collection_of, clock=clock, write_options=write_options,
+                         page_size=page_size, lean=lean, snapshots=snapshots)  # fmt: skip
         # Held from sending a query until its first response (the emulator computes a whole
         # query before answering), not while the caller consumes the stream: a merge keeps
         # every chunk's stream open at once, and must not wait on itself.
         self._gate = asyncio.Semaphore(max_concurrency)
-        # Datastore mode has no asyncio client: the sync store answers there, in worker threads.
-        self._sync: TimeSeriesStore | None = None
-        if self._datastore is not None:
-            sync_client: Any = client
-            self._sync = TimeSeriesStore(sync_client, spec, write_options=write_options, max_workers=max_concurrency,
-                                         page_size=page_size, lean=lean, snapshots=snapshots)  # fmt: skip
-            self._writer = self._sync._writer
-        else:
-            self._writer = Writer(spec, write_options, side=FirestoreSide(lambda: self._twin),
-                                  collection_of=self._collection_of, transport=_loop_transport)  # fmt: skip
+        self._writer: Writer = self._sync._writer if self._sync is not None else Writer(
+            spec, write_options, side=FirestoreSide(lambda: self._twin), collection_of=self._collection_of,
+            transport=_loop_transport,
+        )  # fmt: skip
 
     def close(self) -> None:
         """Close the sync client made for listeners and counters, if one was, and the worker
@@ -130,13 +138,15 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
     async def _answer(self, ask: Any) -> Any:
         if self._sync is not None:
             return await self._answer_in_thread(self._sync, ask)
+        queries = self._queries
+        assert queries is not None  # an asyncio client's
         match ask:
             case list():  # concurrently, on the loop
                 return list(await asyncio.gather(*map(self._answer, ask)))
             case asks.Count() | asks.Aggregate():
 
                 async def aggregate(values: Sequence[str]) -> Any:
-                    query = self._aggregation(ask, values)
+                    query = queries.aggregation(ask, values)
                     async with self._gate:
                         sent = local_us()
                         return aggregated(ask, await query.get(read_time=ask.read_time, retry=AONE_ATTEMPT), self._clock, sent)
@@ -145,11 +155,11 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
             case asks.Documents(over=over, read_time=read_time):
 
                 async def documents() -> list[Doc]:
-                    query = self._over(over, ())
+                    query = queries.over(over, ())
                     async with self._gate:
                         sent = local_us()
                         found = await query.get(read_time=read_time, retry=AONE_ATTEMPT)
-                        return self._docs(found, sent, pinned=read_time is not None)
+                        return queries.docs(found, sent, pinned=read_time is not None)
 
                 return await faults.acall(documents, what=ask.what)
             case asks.Collect(read=read):
@@ -199,12 +209,14 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
 
         return declare.AsyncTickStream(items(), reading.stats)
 
-    def _listen(self, listening: declare.Listening[Any, T]) -> AsyncLive[T]:
-        if self._sync is not None:
-            refuse_live(listening)
+    def _listen(self, listening: declare.Listening[object, T]) -> AsyncLive[T]:
+        # the sync store's database's listeners (refused before anything is read where none
+        # listen), else the sync twin's: listeners exist on sync clients only
+        on = self._sync._answers.live_collection(self.spec) if self._sync is not None else None
+
         async def start() -> Any:
             begin = await self._run(listening.opening)
-            return await asyncio.to_thread(begin, self._twin.collection(self.spec.collection))
+            return await asyncio.to_thread(begin, on if on is not None else self._twin.collection(self.spec.collection))
 
         return AsyncLive(start, listening.step)
 

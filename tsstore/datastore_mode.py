@@ -15,7 +15,9 @@ from tsstore.clock import ServerClock
 from tsstore.dswire import kinds, queries
 from tsstore.dswire.calls import DatastoreCalls, DatastoreHorizons, answer_document, read_ticks, transport
 from tsstore.dswire.values import decode_entity, key_path
+from tsstore.errors import ModeError
 from tsstore.layout.census import Ask
+from tsstore.modes import LIVE_REFUSED, DatastoreKind
 from tsstore.read.chunks import ChunkTicks
 from tsstore.read.engine import Fetch
 from tsstore.read.merge import merge_streams, take
@@ -56,6 +58,15 @@ class DatastoreAnswers:
     def __init__(self, client: Any, spec: SeriesSpec) -> None:
         self.calls, self._spec = DatastoreCalls(client), spec
         self.side = DatastoreSide(self.calls)
+        self.clock: ServerClock = self.calls.clock
+
+    def collection(self, spec: SeriesSpec) -> DatastoreKind:
+        """What the requests of ``spec`` hold as their collection: its kind's name."""
+        return DatastoreKind(spec.collection)
+
+    def live_collection(self, spec: SeriesSpec) -> Any:
+        """Refused: Datastore mode has no real-time listeners (:data:`~tsstore.modes.LIVE_REFUSED`)."""
+        raise ModeError(LIVE_REFUSED)
 
     def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
         """The count, or ``{alias: value}``, of ``ask`` over ``values``: over a plan with value

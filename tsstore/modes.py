@@ -7,7 +7,7 @@ imported only for such a client: ``google-cloud-datastore`` is an extra).
   what a bulk send asks of a sync client besides its writes (the late-tick guard, the series
   counters, the probe of the round trip, the project's clock).
 - What a Datastore-mode store's requests hold as their collection (:class:`DatastoreKind`),
-  and the one line that refuses what Datastore mode does not have (real-time listeners).
+  and the words that refuse what Datastore mode does not have (real-time listeners).
 
 No verb or request learns the mode: the asks are the same, only their answers differ.
 """
@@ -66,8 +66,3 @@ class DatastoreKind:
             f"kind {self.id!r} is in Datastore mode, which takes no Firestore query (asked for .{name}); "
             "firestore_queries() shows Native mode's, and tsstore.dswire.queries builds Datastore mode's"
         )
-
-
-def refuse_live(_: Any) -> Any:
-    """What a live verb gets in Datastore mode: :data:`LIVE_REFUSED`."""
-    raise ModeError(LIVE_REFUSED)

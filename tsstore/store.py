@@ -11,37 +11,29 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from google.cloud import firestore
 
 from tsstore import faults
 from tsstore.analytics.asof import JoinRead
-from tsstore.asks import CreateDoc, DeleteDoc, Doc, FindDocs, GetDoc, KnownTime, SetDoc, UpdateDoc
+from tsstore.asks import CreateDoc, DeleteDoc, FindDocs, GetDoc, KnownTime, SetDoc, UpdateDoc
+from tsstore.backend import Backend, backend_for
 from tsstore.cold.objects import DeleteObject, GetObject, ListObjects, ObjectUrls, PutObject
-from tsstore.clock import local_us
 from tsstore.errors import ConfigError
 from tsstore.frames import frames
-from tsstore.modes import FirestoreSide, refuse_live
 from tsstore.read.cold import ColdRead, TieredRead, cold_ticks
-from tsstore.read.engine import Fetch, read_ticks
-from tsstore.read.fetch import fetcher
+from tsstore.read.engine import read_ticks
 from tsstore.read.merge import take
-from tsstore.read.plan import QueryPlan
 from tsstore.spec import SeriesSpec
-from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, Writer, aggregated
+from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, Writer, check_options
 from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.verbs.request import Readable, Snapshots
-from tsstore.wire import ONE_ATTEMPT, answer_document, transport
-from tsstore.write.ops import Transport
 from tsstore.write.options import WriteOptions
-
-if TYPE_CHECKING:
-    from tsstore.datastore_mode import DatastoreAnswers
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -88,10 +80,11 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
     ) -> None:
         if isinstance(client, firestore.AsyncClient):
             raise ConfigError("TimeSeriesStore takes a firestore.Client; for an AsyncClient use AsyncTimeSeriesStore")
-        super().__init__(spec, client, write_options=write_options, page_size=page_size, lean=lean,
-                         snapshots=snapshots)  # fmt: skip
+        check_options(spec, page_size=page_size, snapshots=snapshots)
+        self._answers: Backend = backend_for(client, spec, fast=fast_wire)
+        super().__init__(spec, client, collection_of=self._answers.collection, clock=self._answers.clock,
+                         write_options=write_options, page_size=page_size, lean=lean, snapshots=snapshots)  # fmt: skip
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tsstore-read")
-        self._answers: _NativeAnswers | DatastoreAnswers = self._datastore or _NativeAnswers(self, fast=fast_wire)
         self._writer = Writer(spec, write_options, side=self._answers.side, collection_of=self._collection_of,
                               transport=self._answers.transport)  # fmt: skip
 
@@ -154,10 +147,9 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
 
         return declare.TickStream(items(), reading.stats)
 
-    def _listen(self, listening: declare.Listening[L, Any]) -> L:
-        if self._datastore is not None:
-            refuse_live(listening)
-        return self._run(listening.opening)(self._collection)
+    def _listen(self, listening: declare.Listening[L, object]) -> L:
+        collection = self._answers.live_collection(self.spec)  # refused before anything is read where none listen
+        return self._run(listening.opening)(collection)
 
     def _ticks(self, read: Readable) -> Iterator[Tick]:
         if isinstance(read, JoinRead):
@@ -168,35 +160,3 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
             return cold_ticks(read, self._object_bytes)
         fetch = self._answers.fetcher(read.plan)
         return read_ticks(read, fetch=fetch, pool=self._pool, renew=lambda: self._run(reading.server_time(self.seat)))
-
-
-class _NativeAnswers:
-    """The sync store's answers in Native mode, on its ``firestore.Client``: the asks that
-    touch the database, as :class:`~tsstore.datastore_mode.DatastoreAnswers` gives Datastore
-    mode's (the store's driver is the same for both)."""
-
-    def __init__(self, store: TimeSeriesStore, *, fast: bool) -> None:
-        self._store, self._fast = store, fast
-        self.side = FirestoreSide(lambda: store.client)
-
-    def aggregate(self, ask: asks.Count | asks.Aggregate, values: Sequence[str]) -> Any:
-        """The count, or ``{alias: value}``, of ``ask`` over ``values``."""
-        store = self._store
-        query, sent = store._aggregation(ask, values), local_us()
-        return aggregated(ask, query.get(read_time=ask.read_time, retry=ONE_ATTEMPT), store._clock, sent)
-
-    def documents(self, over: asks.Over, read_time: Any) -> list[Doc]:
-        """The documents a census ask names."""
-        query, sent = self._store._over(over, ()), local_us()
-        return self._store._docs(query.get(read_time=read_time, retry=ONE_ATTEMPT), sent, pinned=read_time is not None)
-
-    def answer_document(self, ask: Any) -> Any:
-        return answer_document(self._store.client, ask)
-
-    def fetcher(self, plan: QueryPlan) -> Fetch:
-        """The engine's fetch of ``plan``'s chunks."""
-        return fetcher(self._store._collection_of, plan, fast=self._fast)
-
-    def transport(self, collection: Any, *, timeout: float) -> Transport:
-        """The sender's transport on ``collection``."""
-        return transport(collection, timeout=timeout, fast=self._fast)

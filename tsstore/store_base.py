@@ -8,23 +8,17 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, get_args
+from typing import Any, Protocol, TypeVar, get_args
 
-from tsstore.asks import Doc
 from tsstore.clock import ServerClock
 from tsstore.cold.objects import GetObject, ObjectAsk, Objects, answer_object
 from tsstore.cold.stores import objects_at
-from tsstore.dswire import is_datastore_client
 from tsstore.errors import ConfigError
-from tsstore.layout.census import census_query
-from tsstore.modes import DatastoreKind
-from tsstore.read.chunks import ChunkTicks, chunk_query
 from tsstore.series_counters import SeriesCounters
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
 from tsstore.verbs import Verbs
-from tsstore.verbs.request import Aggregate, Count, Over, Seat, Send, Snapshots
-from tsstore.wire import doc_of, server_clock, told_clock
+from tsstore.verbs.request import Seat, Send, Snapshots
 from tsstore.write.job import Job, bulk_sender
 from tsstore.write.marks import LateGuard
 from tsstore.write.ops import Transport
@@ -32,9 +26,6 @@ from tsstore.write.options import WriteOptions
 from tsstore.write.ramp import RampLimiter
 from tsstore.write.sender import Written
 from tsstore.write.window import Window
-
-if TYPE_CHECKING:
-    from tsstore.datastore_mode import DatastoreAnswers
 
 R = TypeVar("R")
 
@@ -49,55 +40,34 @@ DEFAULT_PAGE_SIZE = 2000
 DEFAULT_CONCURRENCY = 8
 
 
-def aggregated(ask: Count | Aggregate, results: Any, clock: ServerClock, sent: int) -> Any:
-    """One answer to ``ask`` from the client's aggregation results (of a call ``sent`` then):
-    the count, or ``{alias: value}``; their read time told to ``clock`` (a lower bound only
-    when the ask gave it: :func:`~tsstore.wire.told_clock`)."""
-    [row] = results
-    clock.saw(row[0].read_time if row else None, sent=sent, read=ask.read_time is None)
-    if isinstance(ask, Count):
-        [result] = row
-        return int(result.value)  # the emulator reports an empty count as 0.0
-    return {result.alias: result.value for result in row}
+def check_options(spec: object, *, page_size: object, snapshots: object) -> None:
+    """Refuse, by name, a store's options that cannot be (before its database is asked anything)."""
+    if not isinstance(spec, SeriesSpec):
+        raise ConfigError(f"spec must be a SeriesSpec, got {type(spec).__name__}")
+    if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+        raise ConfigError(f"page_size {page_size!r} is not allowed; give a positive integer")
+    if snapshots not in get_args(Snapshots):
+        raise ConfigError(f"snapshots {snapshots!r} is not allowed; give 'read' or 'estimated'")
 
 
 class StoreBase(Verbs):
-    """A store of one collection, whatever its driver: the declaration, the collection and
-    the query of what a count or an aggregation runs over. Its driver adds how asks are
-    answered, and holds a :class:`Writer` for its bulk sends."""
+    """A store of one collection, whatever its driver and database: the declaration, the
+    collection as the database's requests hold it, and the cold tier's objects. Its driver
+    adds how asks are answered, and holds a :class:`Writer` for its bulk sends."""
 
     def __init__(
-        self, spec: SeriesSpec, client: Any, *, write_options: WriteOptions, page_size: int, lean: bool,
-        snapshots: Snapshots,
+        self, spec: SeriesSpec, client: Any, *, collection_of: Callable[[SeriesSpec], Any], clock: ServerClock,
+        write_options: WriteOptions, page_size: int, lean: bool, snapshots: Snapshots,
     ) -> None:  # fmt: skip
-        if not isinstance(spec, SeriesSpec):
-            raise ConfigError(f"spec must be a SeriesSpec, got {type(spec).__name__}")
-        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
-            raise ConfigError(f"page_size {page_size!r} is not allowed; give a positive integer")
-        self.spec = spec
+        self.spec = spec  # checked by the driver first (check_options)
         self.client = client
         self.write_options = write_options
-        if snapshots not in get_args(Snapshots):
-            raise ConfigError(f"snapshots {snapshots!r} is not allowed; give 'read' or 'estimated'")
-        #: Datastore mode's answers (``None``: Native mode, the store's own).
-        self._datastore: DatastoreAnswers | None = None
-        if is_datastore_client(client):
-            from tsstore.datastore_mode import DatastoreAnswers  # only with the datastore extra
-
-            self._datastore = DatastoreAnswers(client, spec)
-            self._collection: Any = DatastoreKind(spec.collection)
-            self._clock = self._datastore.calls.clock
-        else:
-            self._collection = client.collection(spec.collection)
-            self._clock = server_clock(client)
+        #: The collection of a series (the store's own, a roll-up's, an as-of join's right
+        #: side), as the database's requests hold it; the project's clock.
+        self._collection_of, self._clock = collection_of, clock
+        self._collection = collection_of(spec)
         self.seat = Seat(spec, self._collection, page_size, lean, snapshots)
         self._objects: Objects | None = None
-
-    def _docs(self, snapshots: Any, sent: int, *, pinned: bool) -> list[Doc]:
-        """The documents a query (sent then; ``pinned``: at a read time it was given) returned,
-        their read time told to the project's clock."""
-        found: list[Doc] = told_clock(self.client, [doc_of(snapshot) for snapshot in snapshots], sent, pinned=pinned)
-        return found
 
     def _answer_object(self, ask: ObjectAsk) -> Any:
         """The answer to an ask of the cold tier's objects, from the store its declaration names."""
@@ -111,32 +81,6 @@ class StoreBase(Verbs):
         """The bytes of the cold tier's object ``name`` (``None``: there is none)."""
         data: bytes | None = self._answer_object(GetObject(name, f"reading {name} from the cold tier"))
         return data
-
-    def _collection_of(self, spec: SeriesSpec) -> Any:
-        """The collection of ``spec``: this store's own, or another one a request reads or
-        writes (a roll-up's, the right side of an as-of join)."""
-        if spec.collection == self.spec.collection:
-            return self._collection
-        if self._datastore is not None:
-            return DatastoreKind(spec.collection)
-        return self.client.collection(spec.collection)
-
-    def _over(self, over: Over, values: Sequence[str]) -> Any:
-        """The query of what a count, an aggregation or a census read runs over (``values``:
-        the chunk's shard values, or a part of them)."""
-        if isinstance(over, ChunkTicks):
-            plan = over.plan
-            return chunk_query(self._collection_of(plan.spec), plan, tuple(values), None, None, also_by=over.also_by)
-        return census_query(self._collection, self.spec, over)
-
-    def _aggregation(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
-        """The aggregation query ``ask`` sends for ``values``."""
-        query = self._over(ask.over, values)
-        if isinstance(ask, Count):
-            return query.count()
-        for kind, alias, field in ask.aggregations:
-            query = getattr(query, kind)(*(() if field is None else (field,)), alias=alias)
-        return query
 
 
 class WriterSide(Protocol):

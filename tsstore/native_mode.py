@@ -1,0 +1,114 @@
+"""How a store answers in Firestore's Native mode (:mod:`tsstore.modes` says what differs by
+mode): the queries a count, an aggregation or a census read runs over, built on a sync or an
+async client's collections (:class:`NativeQueries`, which the async store awaits), and the
+sync store's answers on a ``firestore.Client`` (:class:`NativeAnswers`: a
+:class:`~tsstore.backend.Backend`, as :class:`~tsstore.datastore_mode.DatastoreAnswers` is
+Datastore mode's)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from tsstore.asks import Doc, DocAsk
+from tsstore.clock import ServerClock, local_us
+from tsstore.layout.census import census_query
+from tsstore.modes import FirestoreSide
+from tsstore.read.chunks import ChunkTicks, chunk_query
+from tsstore.read.engine import Fetch
+from tsstore.read.fetch import fetcher
+from tsstore.read.plan import QueryPlan
+from tsstore.spec import SeriesSpec
+from tsstore.verbs.request import Aggregate, Count, Over
+from tsstore.wire import ONE_ATTEMPT, answer_document, doc_of, server_clock, told_clock, transport
+from tsstore.write.ops import Transport
+
+
+def aggregated(ask: Count | Aggregate, results: Any, clock: ServerClock, sent: int) -> Any:
+    """One answer to ``ask`` from the client's aggregation results (of a call ``sent`` then):
+    the count, or ``{alias: value}``; their read time told to ``clock`` (a lower bound only
+    when the ask gave it: :func:`~tsstore.wire.told_clock`)."""
+    [row] = results
+    clock.saw(row[0].read_time if row else None, sent=sent, read=ask.read_time is None)
+    if isinstance(ask, Count):
+        [result] = row
+        return int(result.value)  # the emulator reports an empty count as 0.0
+    return {result.alias: result.value for result in row}
+
+
+class NativeQueries:
+    """The Firestore queries of the store of ``spec`` on ``client`` (sync or async: building a
+    query is no call): a series' collection, what a count, an aggregation or a census read runs
+    over, and the documents a query returned."""
+
+    def __init__(self, client: Any, spec: SeriesSpec) -> None:
+        self.client, self._spec = client, spec
+        self._own = client.collection(spec.collection)
+
+    def collection(self, spec: SeriesSpec) -> Any:
+        """The collection of ``spec``: the store's own, or another one a request reads or
+        writes (a roll-up's, the right side of an as-of join)."""
+        return self._own if spec.collection == self._spec.collection else self.client.collection(spec.collection)
+
+    def over(self, over: Over, values: Sequence[str]) -> Any:
+        """The query of what a count, an aggregation or a census read runs over (``values``:
+        the chunk's shard values, or a part of them)."""
+        if isinstance(over, ChunkTicks):
+            plan = over.plan
+            return chunk_query(self.collection(plan.spec), plan, tuple(values), None, None, also_by=over.also_by)
+        return census_query(self._own, self._spec, over)
+
+    def aggregation(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
+        """The aggregation query ``ask`` sends for ``values``."""
+        query = self.over(ask.over, values)
+        if isinstance(ask, Count):
+            return query.count()
+        for kind, alias, field in ask.aggregations:
+            query = getattr(query, kind)(*(() if field is None else (field,)), alias=alias)
+        return query
+
+    def docs(self, snapshots: Any, sent: int, *, pinned: bool) -> list[Doc]:
+        """The documents a query (sent then; ``pinned``: at a read time it was given) returned,
+        their read time told to the project's clock."""
+        found: list[Doc] = told_clock(self.client, [doc_of(snapshot) for snapshot in snapshots], sent, pinned=pinned)
+        return found
+
+
+class NativeAnswers:
+    """The sync store's answers in Native mode, on a ``firestore.Client`` (``fast``: queries
+    and writes through the client's own gRPC stub)."""
+
+    def __init__(self, client: Any, spec: SeriesSpec, *, fast: bool) -> None:
+        self.client, self._fast = client, fast
+        self.queries = NativeQueries(client, spec)
+        self.side = FirestoreSide(lambda: client)
+        self.clock: ServerClock = server_clock(client)
+
+    def collection(self, spec: SeriesSpec) -> Any:
+        return self.queries.collection(spec)
+
+    def live_collection(self, spec: SeriesSpec) -> Any:
+        """The collection a live verb's listeners run on: the series' own."""
+        return self.queries.collection(spec)
+
+    def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
+        """The count, or ``{alias: value}``, of ``ask`` over ``values``."""
+        query, sent = self.queries.aggregation(ask, values), local_us()
+        return aggregated(ask, query.get(read_time=ask.read_time, retry=ONE_ATTEMPT), self.clock, sent)
+
+    def documents(self, over: Over, read_time: dt.datetime | None) -> list[Doc]:
+        """The documents a census ask names."""
+        query, sent = self.queries.over(over, ()), local_us()
+        return self.queries.docs(query.get(read_time=read_time, retry=ONE_ATTEMPT), sent, pinned=read_time is not None)
+
+    def answer_document(self, ask: DocAsk) -> Any:
+        return answer_document(self.client, ask)
+
+    def fetcher(self, plan: QueryPlan) -> Fetch:
+        """The engine's fetch of ``plan``'s chunks."""
+        return fetcher(self.queries.collection, plan, fast=self._fast)
+
+    def transport(self, collection: Any, *, timeout: float) -> Transport:
+        """The sender's transport on ``collection``."""
+        return transport(collection, timeout=timeout, fast=self._fast)
