@@ -96,9 +96,10 @@ WORLDS = [(mode, shards) for mode in MODES for shards in (3, 40)]
 
 
 @pytest.fixture(scope="module", params=WORLDS, ids=lambda p: f"{p[0]}-{p[1]}")
-def seam(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seam]:
-    mode, shards = request.param
-    request.getfixturevalue("uses_emulator")
+def seam(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, uses_emulator: None
+) -> Iterator[Seam]:
+    mode, shards = request.param  # uses_emulator: each test of it is marked (a run without the emulator leaves it out)
     client = mode_client(request, mode, unique_database_id(f"seam-{mode}-{shards}"))
     collection = f"seam{shards}"
     plain = shared_spec(collection, shards)
