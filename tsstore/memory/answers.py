@@ -1,0 +1,274 @@
+"""How a store answers on the memory database (:mod:`tsstore.memory.database`): the asks that
+touch the database (counts and aggregations, a census's documents, document asks, chunk
+fetches, bulk sends) and a writer's side, with the surface of
+:class:`~tsstore.datastore_mode.DatastoreAnswers`. Each query is the one Native mode sends
+(:func:`tsstore.read.chunks.chunk_query`, :func:`tsstore.layout.census.census_query`), built
+as a :class:`~tsstore.memory.database.Query`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from google.api_core import exceptions as gexc
+
+from tsstore.asks import (AddToDocs, CreateDoc, DeleteDoc, Doc, DocAsk, FindDocs, GetDoc, SetDoc, SumDocs, UpdateDoc,
+                          refusal, refused)  # fmt: skip
+from tsstore.clock import ServerClock, local_us
+from tsstore.errors import ModeError
+from tsstore.indexes.build import SHARD_ORDER, after_timestamp
+from tsstore.late import WATERMARKS, WRITERS, BarProbe, Horizon, mark_id, marks_path
+from tsstore.layout.census import Ask, CountAll, CountValue, FirstValue
+from tsstore.memory.database import NAME, Found, MemoryDatabase, Query, Write, leaf_paths
+from tsstore.read.chunks import Chunk, ChunkTicks
+from tsstore.read.engine import Fetch
+from tsstore.read.plan import UNSHARDED, QueryPlan, plan_query
+from tsstore.series_counters import SeriesCounters
+from tsstore.spec import SeriesSpec
+from tsstore.ticks import Position, Tick, get_path
+from tsstore.times import plain_datetime
+from tsstore.verbs.request import Aggregate, Count, Over
+from tsstore.write.marks import LateGuard
+from tsstore.write.ops import ALREADY_EXISTS, NOT_FOUND, Erase, Patch, Stored, Transport, WriteOp, WriteStatus
+
+#: What the memory backend does not model yet, said when a send asks for it.
+COUNTERS_REFUSED = (
+    "the memory backend does not keep series counters (count_by) yet; declare the spec without count_by "
+    "to write to it, or use the emulator"
+)
+
+
+def chunk_query(plan: QueryPlan, chunk: Chunk, after: Position | None = None, size: int | None = None, *,
+                also_by: str | None = None) -> Query:  # fmt: skip
+    """The query of one chunk of ``plan``, as :func:`tsstore.read.chunks.chunk_query` builds
+    it for Native mode: ``shard in chunk``, the filters, the time range, ordered by (timestamp,
+    ``also_by``, the range fields, document id) in the plan's direction, projected, after
+    ``after``, limited to ``size``."""
+    spec = plan.spec
+    filters: list[tuple[str, str, Any]] = []
+    if chunk != UNSHARDED:
+        filters.append((spec.shard_field, "in", list(chunk)))
+    for f in (*plan.filters, *plan.ranges):
+        filters.append((f.field, f.op, list(f.values) if f.op == "in" else f.values[0]))
+    if plan.start is not None:
+        filters.append((spec.timestamp_field, ">=", plan.start))
+    if plan.end is not None:
+        filters.append((spec.timestamp_field, "<", plan.end))
+    desc = plan.descending
+    fields = (spec.timestamp_field, *after_timestamp(plan.order_fields, also_by), NAME)
+    cursor = None
+    if after is not None:
+        cursor = (after[0], *(ordered.raw for ordered in after[1:-1]), after[-1])
+    return Query(spec.collection, tuple(filters), tuple((f, desc) for f in fields), cursor, size, plan.columns)
+
+
+def census_query(spec: SeriesSpec, ask: Ask) -> Query:
+    """The query of one census ask, as :func:`tsstore.layout.census.census_query` builds it."""
+    if isinstance(ask, CountAll):
+        return Query(spec.collection)
+    if isinstance(ask, CountValue):
+        return chunk_query(plan_query(spec, start=ask.since), (ask.value,))
+    filters: list[tuple[str, str, Any]] = []
+    if ask.low is not None:
+        filters.append((spec.shard_field, ">", ask.low))
+    if ask.high is not None:
+        filters.append((spec.shard_field, "<", ask.high))
+    desc = SHARD_ORDER == "DESCENDING"
+    orders = ((spec.shard_field, desc), (spec.timestamp_field, True))
+    first = isinstance(ask, FirstValue)
+    return Query(spec.collection, tuple(filters), orders, limit=1 if first else None,
+                 select=(spec.shard_field,) if first else None)  # fmt: skip
+
+
+class MemoryAnswers:
+    """A store's answers on ``database`` for the store of ``spec``: the surface of
+    :class:`~tsstore.datastore_mode.DatastoreAnswers`."""
+
+    def __init__(self, database: MemoryDatabase, spec: SeriesSpec) -> None:
+        self.database, self._spec = database, spec
+        self.clock = ServerClock()
+        self.side = MemorySide(self)
+
+    def told(self, server_time: dt.datetime) -> dt.datetime:
+        """Tell the clock a time the database answered with (stamped as it answered)."""
+        self.clock.saw(server_time, sent=local_us())
+        return server_time
+
+    def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
+        """The count, or ``{alias: value}``, of ``ask`` over ``values``."""
+        query = self._over(ask.over, values)
+        wanted = [("count", "n", None)] if isinstance(ask, Count) else list(ask.aggregations)
+        answer, read = self.database.aggregate(query, wanted, read_time=ask.read_time)
+        self.told(read)
+        return answer["n"] if isinstance(ask, Count) else answer
+
+    def documents(self, over: Over, read_time: dt.datetime | None) -> list[Doc]:
+        """The documents a census ask names (:class:`~tsstore.layout.census.FirstValue`)."""
+        found, read = self.database.run(self._over(over, ()), read_time=read_time)
+        self.told(read)
+        return [_doc(f) for f in found]
+
+    def answer_document(self, ask: DocAsk) -> Any:
+        """The answer to a document ask (a refused precondition answered as both wires do)."""
+        try:
+            return self._document(ask)
+        except gexc.GoogleAPICallError as exc:
+            if refused(ask, exc):
+                return refusal(ask)
+            raise
+
+    def fetcher(self, plan: QueryPlan) -> Fetch:
+        """The engine's fetch of ``plan``'s chunks (:data:`~tsstore.read.engine.Fetch`)."""
+        path = plan.spec.timestamp_field
+
+        def fetch(chunk: Chunk, after: Position | None, limit: int | None,
+                  read_time: dt.datetime | None) -> Iterator[Tick]:  # fmt: skip
+            found, read = self.database.run(chunk_query(plan, chunk, after, limit), read_time=read_time)
+            self.told(read)
+            return iter([Tick(f.id, _time_at(f.data, path), f.data) for f in found])
+
+        return fetch
+
+    def transport(self, collection: Any, *, timeout: float) -> Transport:
+        """The sender's transport on ``collection`` (its ``.id``: the collection's name);
+        ``timeout`` is not needed (nothing waits)."""
+        sender = MemoryTransport(self, collection.id)
+        return sender.send, sender.lookup
+
+    def _over(self, over: Over, values: Sequence[str]) -> Query:
+        if isinstance(over, ChunkTicks):
+            return chunk_query(over.plan, tuple(values), also_by=over.also_by)
+        return census_query(self._spec, over)
+
+    def _document(self, ask: DocAsk) -> Any:
+        db = self.database
+        match ask:
+            case GetDoc(path=path, fields=fields, read_time=read_time):
+                found, read = db.get(path, read_time=read_time, fields=fields)
+                self.told(read)
+                return _doc(found) if found is not None else Doc(path.rsplit("/", 1)[-1], None, None, read)
+            case SetDoc(path=path, data=data, merge=merge, server_time=stamped):
+                fields = (*leaf_paths(data), *stamped) if merge else None
+                return self.told(db.commit([Write(path, data, fields=fields, server_time=stamped)])[0])
+            case DeleteDoc(path=path, written=written):
+                self.told(db.commit([Write(path, None, written=written)])[0])
+                return True
+            case FindDocs(collection=collection, where=where, read_time=read_time):
+                every, read = db.run(Query(collection, where), read_time=read_time)
+                self.told(read)
+                return [_doc(f) for f in every]
+            case CreateDoc(path=path, data=data):
+                return self.told(db.commit([Write(path, data, exists=False)])[0])
+            case UpdateDoc(path=path, data=data, written=written):
+                return self.told(db.commit([Write(path, data, fields=tuple(data), exists=True, written=written)])[0])
+            case AddToDocs(adds=adds, receipt=receipt):
+                writes = [Write(path, {}, fields=(), increments=((field, amount),)) for path, field, amount in adds]
+                if receipt is not None:
+                    writes.append(Write(receipt, {}, exists=False))
+                self.told(max(db.commit(writes)))
+                return True
+            case SumDocs(collection=collection, field=field):
+                answer, read = db.aggregate(Query(collection), [("sum", "s", field)])
+                return answer["s"], self.told(read)
+        raise TypeError(f"not a document ask: {ask!r}")  # pragma: no cover - DocAsk is the eight above
+
+
+class MemoryTransport:
+    """The sender's :data:`~tsstore.write.ops.Transport` on one collection of the database: a
+    batch applied write by write, each at its own commit (Firestore's ``BatchWrite`` is not
+    atomic), answering a status per write; and the look-up of stored documents."""
+
+    def __init__(self, answers: MemoryAnswers, collection: str) -> None:
+        self._answers, self._collection = answers, collection
+
+    def send(self, ops: list[WriteOp]) -> list[WriteStatus]:
+        statuses = []
+        for doc_id, data, create in ops:
+            path = f"{self._collection}/{doc_id}"
+            if data is None or isinstance(data, Erase):
+                write = Write(path, None)
+            elif isinstance(data, Patch):
+                write = Write(path, data.fields, fields=tuple(data.fields), exists=True)
+            else:
+                write = Write(path, data, exists=False if create else None)
+            try:
+                self._answers.told(self._answers.database.commit([write])[0])
+            except gexc.NotFound as exc:
+                statuses.append((NOT_FOUND, exc.message))
+            except gexc.AlreadyExists as exc:
+                statuses.append((ALREADY_EXISTS, exc.message))
+            else:
+                statuses.append((0, ""))
+        return statuses
+
+    def lookup(self, ids: list[str]) -> dict[str, Stored]:
+        got = {doc_id: self._answers.database.get(f"{self._collection}/{doc_id}")[0] for doc_id in ids}
+        return {doc_id: Stored(found.data, found.create_time) for doc_id, found in got.items() if found is not None}
+
+
+class MemorySide:
+    """A writer's side on the memory database: the late-tick guard, the probe of the round
+    trip and the clock; the series counters are not modelled yet (:data:`COUNTERS_REFUSED`)."""
+
+    def __init__(self, answers: MemoryAnswers) -> None:
+        self._answers = answers
+
+    def late_guard(self, spec: SeriesSpec) -> LateGuard:
+        return LateGuard(spec, MemoryHorizons(self._answers, spec.collection))
+
+    def counters(self, spec: SeriesSpec) -> SeriesCounters:
+        raise ModeError(COUNTERS_REFUSED)
+
+    def probe(self, spec: SeriesSpec) -> None:
+        return None  # the database is in this process: there is no round trip to learn
+
+    def clock(self) -> ServerClock:
+        return self._answers.clock
+
+
+class MemoryHorizons:
+    """What a writer's :class:`~tsstore.write.marks.LateGuard` asks of the database, as
+    :class:`tsstore.wire.FirestoreHorizons` asks Firestore: the job's lease, the roll-ups'
+    horizons, whether a roll-up holds a bar, and marks."""
+
+    def __init__(self, answers: MemoryAnswers, collection: str) -> None:
+        self._answers, self._source = answers, collection
+        self._lease = f"{WRITERS}/{uuid.uuid4().hex}"
+
+    def put_lease(self, data: dict[str, Any]) -> dt.datetime:
+        return self._answers.told(self._answers.database.commit([Write(self._lease, data)])[0])
+
+    def drop_lease(self) -> None:
+        self._answers.database.commit([Write(self._lease, None)])
+
+    def horizons(self) -> list[Horizon]:
+        found, _ = self._answers.database.run(Query(WATERMARKS, (("source", "==", self._source),)))
+        return [h for h in (Horizon.of(f.id, f.data) for f in found) if h is not None]
+
+    def holds_bar(self, probe: BarProbe) -> bool:
+        def found(shards: list[str]) -> bool:
+            query = Query(probe.rollup, ((probe.shard_field, "in", shards), (probe.timestamp_field, ">=", probe.start),
+                                         (probe.timestamp_field, "<", probe.end)), limit=1)  # fmt: skip
+            return bool(self._answers.database.run(query)[0])
+
+        return any(found(shards) for shards in probe.chunks())
+
+    def put_marks(self, marks: Mapping[str, Iterable[dt.datetime]]) -> None:
+        for rollup, buckets in marks.items():
+            writes = [Write(f"{marks_path(rollup)}/{mark_id(b)}", {"bucket": b, "nonce": uuid.uuid4().hex})
+                      for b in buckets]  # fmt: skip
+            for write in writes:
+                self._answers.database.commit([write])
+
+
+def _doc(found: Found) -> Doc:
+    return Doc(found.id, found.data, found.update_time, found.read_time)
+
+
+def _time_at(data: dict[str, Any], path: str) -> dt.datetime:
+    value = get_path(data, path.split("."))
+    if not isinstance(value, dt.datetime):  # an ordered query returns no document without it
+        raise ValueError(f"document has no timestamp value ({value!r})")
+    return plain_datetime(value)

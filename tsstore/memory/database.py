@@ -1,0 +1,441 @@
+"""An in-memory database with Firestore's semantics for what tsstore asks of one.
+
+Documents live by path (``collection/id``, or ``collection/id/sub/id``) in collections.
+Every write is a commit at a time in microseconds strictly after every time the database
+gave before (a commit's or a read's), which becomes each written document's
+``update_time`` (and ``create_time`` when it did not exist). Each document keeps its
+versions, so a read at ``read_time=T`` sees the documents as they were at ``T``: versions
+are kept for :data:`KEEP` (an hour, as Firestore keeps them without point-in-time
+recovery) after the commit that replaced them; a read at an older time is refused with
+``FailedPrecondition`` as Firestore refuses it, and one at a time the database has not
+reached with ``InvalidArgument`` ("cannot be in the future").
+
+A :class:`Query` is one collection's filters, orders, cursor, limit and projection, run
+as Firestore runs it (:meth:`MemoryDatabase.run`): the order completed with the inequality
+fields and the document name, a document without an ordered or filtered field left out,
+the 30 values of an ``in`` and the 30 disjunctions refused with ``InvalidArgument``. Counts,
+sums and averages run over a query's documents (:meth:`MemoryDatabase.aggregate`).
+
+Thread-safe: one lock around every read and commit (the stores read on several threads).
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.api_core import exceptions as gexc
+
+from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES
+from tsstore.memory.values import MISSING, NULL, NUMBER, at_path, copied, put_path, same, stored, type_order
+from tsstore.ticks import Ordered
+
+#: How long a replaced version stays readable (Firestore's read-time window without PITR).
+KEEP = dt.timedelta(hours=1)
+#: The field path that names the document itself in orders, filters and cursors.
+NAME = "__name__"
+#: Operators that filter by range (Firestore orders such a query by their fields first).
+INEQUALITIES = ("<", "<=", ">", ">=", "!=", "not-in")
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_US = dt.timedelta(microseconds=1)
+
+
+def wall_us() -> int:
+    """The wall clock in microseconds since the epoch (the default time source)."""
+    return time.time_ns() // 1000
+
+
+def at_us(us: int) -> dt.datetime:
+    """Microseconds since the epoch as an aware UTC datetime."""
+    return _EPOCH + us * _US
+
+
+def us_of(when: dt.datetime) -> int:
+    """An aware datetime (a naive one taken as UTC) in microseconds since the epoch."""
+    aware = when if when.tzinfo is not None else when.replace(tzinfo=dt.timezone.utc)
+    return (aware - _EPOCH) // _US
+
+
+@dataclass(frozen=True)
+class Version:
+    """A document as one commit left it: ``data`` ``None`` when the commit deleted it."""
+
+    at: int
+    data: dict[str, Any] | None
+    created: int | None
+
+
+@dataclass(frozen=True)
+class Found:
+    """A document a read found: its id, its data (a copy, projected when asked), when it was
+    created and last written, and the time it was read at."""
+
+    id: str
+    data: dict[str, Any]
+    create_time: dt.datetime
+    update_time: dt.datetime
+    read_time: dt.datetime
+
+
+@dataclass(frozen=True)
+class Query:
+    """A query of the documents of ``collection``: ``filters`` (``(field, op, value)``, ANDed;
+    ``op`` one of ``==``, ``in``, ``<``, ``<=``, ``>``, ``>=``, ``!=``, ``not-in``), ``orders``
+    (``(field, descending)``; :data:`NAME` for the document id), continued after the values
+    ``after`` of the query's whole order (a prefix of it; the document id for :data:`NAME`),
+    at most ``limit`` documents, only the fields ``select`` names (``None``: all)."""
+
+    collection: str
+    filters: tuple[tuple[str, str, Any], ...] = ()
+    orders: tuple[tuple[str, bool], ...] = ()
+    after: tuple[Any, ...] | None = None
+    limit: int | None = None
+    select: tuple[str, ...] | None = None
+
+    def order(self) -> list[tuple[str, bool]]:
+        """The query's whole order, as Firestore completes it: the explicit orders, then the
+        inequality fields they leave out (sorted, in the last order's direction), then the
+        document name in that direction."""
+        orders = list(self.orders)
+        last = orders[-1][1] if orders else False
+        named = {f for f, _ in orders}
+        for path in sorted({f for f, op, _ in self.filters if op in INEQUALITIES} - named - {NAME}):
+            orders.append((path, last))
+        if NAME not in named:
+            orders.append((NAME, last))
+        return orders
+
+
+class _Reverse:
+    """An :class:`Ordered` compared the other way round (a descending order's key)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: Ordered) -> None:
+        self.key = key
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Reverse) and self.key == other.key
+
+    def __lt__(self, other: _Reverse) -> bool:
+        return other.key < self.key
+
+
+@dataclass
+class MemoryDatabase:
+    """Documents by path with their kept versions, committed and read as Firestore does (see
+    the module). ``now``: the time source, microseconds since the epoch (the wall clock;
+    a test may hand a counter); ``keep``: how long a replaced version stays readable."""
+
+    now: Callable[[], int] = wall_us
+    keep: dt.timedelta = KEEP
+    _docs: dict[str, dict[str, list[Version]]] = field(default_factory=dict, init=False, repr=False)
+    _last: int = field(default=0, init=False, repr=False)
+    _lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False)
+
+    # ------------------------------------------------------------------ time
+
+    def _read_time(self, read_time: dt.datetime | None) -> int:
+        """The time a read reads at, checked as Firestore checks it (under the lock)."""
+        now = max(self.now(), self._last)
+        if read_time is None:
+            self._last = now
+            return now
+        asked = us_of(read_time)
+        if asked > now:
+            raise _error(gexc.InvalidArgument, f"read_time {read_time.isoformat()} cannot be in the future")
+        if asked < now - self.keep // _US:
+            raise _error(gexc.FailedPrecondition, f"read_time {read_time.isoformat()} is older than the versions kept")
+        return asked
+
+    def _commit_time(self) -> int:
+        """A new commit's time: strictly after every time given before (under the lock)."""
+        self._last = max(self.now(), self._last + 1)
+        return self._last
+
+    # ------------------------------------------------------------------ documents
+
+    def _version(self, path: str, at: int) -> Version | None:
+        """The version of the document at ``path`` a read at ``at`` sees (``None``: none)."""
+        collection, doc_id = _split(path)
+        versions = self._docs.get(collection, {}).get(doc_id)
+        if not versions:
+            return None
+        i = bisect.bisect_right([v.at for v in versions], at)
+        return versions[i - 1] if i else None
+
+    def _put(self, path: str, data: dict[str, Any] | None, at: int) -> None:
+        """Add a version of the document at ``path`` committed at ``at`` (``None``: deleted),
+        dropping versions no read may see any more."""
+        collection, doc_id = _split(path)
+        versions = self._docs.setdefault(collection, {}).setdefault(doc_id, [])
+        before = versions[-1] if versions else None
+        alive = before is not None and before.data is not None
+        created = (before.created if alive and before is not None else at) if data is not None else None
+        versions.append(Version(at, data, created))
+        horizon = at - self.keep // _US
+        while len(versions) > 1 and versions[1].at <= horizon:
+            versions.pop(0)
+        if versions[0].data is None and versions[0].at <= horizon:  # deleted longer ago than any read sees
+            del self._docs[collection][doc_id]
+
+    def get(self, path: str, *, read_time: dt.datetime | None = None,
+            fields: Sequence[str] | None = None) -> tuple[Found | None, dt.datetime]:  # fmt: skip
+        """The document at ``path`` (``None``: there is none) and the time it was read at."""
+        with self._lock:
+            at = self._read_time(read_time)
+            version = self._version(path, at)
+        read = at_us(at)
+        if version is None or version.data is None or version.created is None:
+            return None, read
+        data = _projected(version.data, fields) if fields is not None else copied(version.data)
+        return Found(_split(path)[1], data, at_us(version.created), at_us(version.at), read), read
+
+    def commit(self, writes: Sequence[Write]) -> list[dt.datetime]:
+        """Apply ``writes`` atomically at one commit time and return each one's answer: the
+        time its document was last written after it (the commit's, or for a write that left
+        its document as it was, the earlier time: Firestore's answer to such a write; a delete
+        answers the commit's). Raises (nothing applied) ``NotFound``, ``FailedPrecondition`` or
+        ``AlreadyExists`` when a write's precondition fails."""
+        with self._lock:
+            now = max(self.now(), self._last)
+            current = {w.path: self._version(w.path, now) for w in writes}
+            for w in writes:
+                w.check(current[w.path])
+            at = self._commit_time()
+            answers = []
+            for w in writes:
+                before = current[w.path]
+                was = before.data if before is not None else None
+                after = w.applied(was, at)
+                if before is not None and was is not None and after == was:
+                    answers.append(at_us(before.at))  # nothing changed: the document keeps its time
+                    continue
+                if after is not None or was is not None:
+                    self._put(w.path, after, at)
+                    current[w.path] = self._version(w.path, at)
+                answers.append(at_us(at))
+            return answers
+
+    def write_time(self, path: str) -> dt.datetime | None:
+        """When the document at ``path`` was last written now (``None``: it does not exist)."""
+        found, _ = self.get(path)
+        return found.update_time if found is not None else None
+
+    # ------------------------------------------------------------------ queries
+
+    def run(self, query: Query, *, read_time: dt.datetime | None = None) -> tuple[list[Found], dt.datetime]:
+        """The documents ``query`` returns, in its order, and the time they were read at."""
+        check_disjunctions(query.filters)
+        order = query.order()
+        with self._lock:
+            at = self._read_time(read_time)
+            docs = [(doc_id, v) for doc_id, versions in self._docs.get(query.collection, {}).items()
+                    if (v := _seen(versions, at)) is not None]  # fmt: skip
+        read = at_us(at)
+        needed = {f for f, _ in order if f != NAME} | {f for f, _, _ in query.filters}
+        keyed = []
+        for doc_id, version in docs:
+            data = version.data
+            assert data is not None
+            if any(at_path(data, f) is MISSING for f in needed) or not all(_passes(data, f) for f in query.filters):
+                continue
+            keyed.append((_key(doc_id, data, order), doc_id, version))
+        keyed.sort(key=lambda k: k[0])
+        if query.after is not None:
+            cursor = _cursor_key(query.after, order)
+            keyed = [k for k in keyed if cursor < k[0][: len(cursor)]]
+        if query.limit is not None:
+            keyed = keyed[: query.limit]
+        return [_found(doc_id, v, read, query.select) for _, doc_id, v in keyed], read
+
+    def aggregate(self, query: Query, wanted: Iterable[tuple[str, str, str | None]], *,
+                  read_time: dt.datetime | None = None) -> tuple[dict[str, Any], dt.datetime]:  # fmt: skip
+        """``wanted`` (``(kind, alias, field)``: ``count``, ``sum`` or ``avg``) over the
+        documents ``query`` returns, as Firestore answers them: a count an int; a sum of
+        integers an int (a float once a double is among them or it leaves 64 bits), of nothing
+        0; an average a float, of nothing ``None``; values that are no numbers left out."""
+        found, read = self.run(query, read_time=read_time)
+        answer: dict[str, Any] = {}
+        for kind, alias, path in wanted:
+            if kind == "count":
+                answer[alias] = len(found)
+                continue
+            assert path is not None
+            numbers = [v for d in found if type_order(v := at_path(d.data, path)) == NUMBER]
+            answer[alias] = _sum(numbers) if kind == "sum" else (_sum(numbers) / len(numbers) if numbers else None)
+        return answer, read
+
+
+@dataclass(frozen=True)
+class Write:
+    """One write of a commit: ``data`` set (``None``: delete) at ``path``; ``merge``: only
+    these fields (``fields``: dotted paths) changed, the rest kept; ``exists``: the document
+    must exist (``True``: NOT_FOUND otherwise) or must not (``False``: ALREADY_EXISTS);
+    ``written``: it must have been last written then (FAILED_PRECONDITION otherwise);
+    ``server_time``: fields (dotted paths) set to the commit time; ``increments``: fields
+    (dotted paths) each increased by an amount (a missing or non-numeric one taken as 0)."""
+
+    path: str
+    data: Mapping[str, Any] | None
+    fields: tuple[str, ...] | None = None
+    exists: bool | None = None
+    written: dt.datetime | None = None
+    server_time: tuple[str, ...] = ()
+    increments: tuple[tuple[str, int | float], ...] = ()
+
+    def check(self, before: Version | None) -> None:
+        alive = before is not None and before.data is not None
+        if self.exists is True and not alive:
+            raise _error(gexc.NotFound, f"no document to update: {self.path}")
+        if self.exists is False and alive:
+            raise _error(gexc.AlreadyExists, f"document already exists: {self.path}")
+        if self.written is not None and (not alive or before is None or at_us(before.at) != self.written):
+            why = f"the stored version of {self.path} does not match the required base version"
+            raise _error(gexc.FailedPrecondition, why)
+
+    def applied(self, was: dict[str, Any] | None, at: int) -> dict[str, Any] | None:
+        """The document's data after this write, from ``was`` (``None``: none)."""
+        if self.data is None and self.fields is None and not self.server_time and not self.increments:
+            return None
+        if self.fields is None:
+            data: dict[str, Any] = stored(self.data or {})
+        else:
+            data = copied(was) if was is not None else {}
+            source = self.data or {}
+            for path in self.fields:
+                value = source[path] if path in source else at_path(source, path)
+                if value is not MISSING:
+                    put_path(data, path, stored(value))
+        for path in self.server_time:
+            put_path(data, path, at_us(at))
+        for path, amount in self.increments:
+            current = at_path(data, path)
+            base = current if type_order(current) == NUMBER and current is not MISSING else 0
+            put_path(data, path, base + amount)
+        return data
+
+
+def leaf_paths(data: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """The dotted paths of ``data``'s leaves (a non-empty map is gone through, an empty one
+    is a leaf): the fields a ``set(..., merge=True)`` of ``data`` changes."""
+    paths = []
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            paths.extend(leaf_paths(value, f"{path}."))
+        else:
+            paths.append(path)
+    return paths
+
+
+def check_disjunctions(filters: Iterable[tuple[str, str, Any]]) -> None:
+    """Refuse, as Firestore does (``InvalidArgument``), an ``in`` of no values or of more
+    than :data:`~tsstore.limits.MAX_IN_VALUES`, and filters whose disjunctive normal form has
+    more than :data:`~tsstore.limits.MAX_DISJUNCTIONS` terms."""
+    terms = 1
+    for _, op, value in filters:
+        if op in ("in", "not-in"):
+            values = list(value)
+            if not values:
+                raise _error(gexc.InvalidArgument, f"'{op.upper()}' requires an non-empty ArrayValue.")
+            if len(values) > MAX_IN_VALUES:
+                raise _error(gexc.InvalidArgument, f"'{op.upper()}' supports up to {MAX_IN_VALUES} comparison values.")
+            if op == "in":
+                terms *= len(values)
+    if terms > MAX_DISJUNCTIONS:
+        raise _error(gexc.InvalidArgument, 
+            f"Too many disjunctions after normalization. Result had {terms} disjunctions which is more than "
+            f"the maximum of {MAX_DISJUNCTIONS}"
+        )
+
+
+def _error(kind: type[gexc.GoogleAPICallError], message: str) -> gexc.GoogleAPICallError:
+    """The exception the Python client raises for Firestore's answer ``kind``."""
+    return kind(message)
+
+
+def _split(path: str) -> tuple[str, str]:
+    collection, _, doc_id = path.rpartition("/")
+    if not collection or not doc_id:
+        raise ValueError(f"document path {path!r} is not allowed; give collection/id (or a subcollection's path)")
+    return collection, doc_id
+
+
+def _seen(versions: list[Version], at: int) -> Version | None:
+    """The living version a read at ``at`` sees among ``versions`` (oldest first)."""
+    for version in reversed(versions):
+        if version.at <= at:
+            return version if version.data is not None else None
+    return None
+
+
+def _passes(data: Mapping[str, Any], condition: tuple[str, str, Any]) -> bool:
+    path, op, value = condition
+    got = at_path(data, path)
+    if op == "==":
+        return same(got, value)
+    if op == "in":
+        return any(same(got, v) for v in value)
+    if op in ("!=", "not-in"):  # any type, but a field that is there and not null
+        refused = [value] if op == "!=" else list(value)
+        if op == "not-in" and any(v is None for v in refused):
+            return False  # a not-in of null matches nothing
+        return type_order(got) != NULL and not any(same(got, v) for v in refused)
+    if type_order(got) != type_order(value):  # a range compares one type of value only
+        return False
+    a, b = Ordered(got), Ordered(value)
+    return {"<": a < b, "<=": not b < a, ">": b < a, ">=": not a < b}[op]
+
+
+def _key(doc_id: str, data: Mapping[str, Any], order: Sequence[tuple[str, bool]]) -> tuple[Any, ...]:
+    return tuple(_directed(doc_id if path == NAME else at_path(data, path), desc) for path, desc in order)
+
+
+def _cursor_key(values: Sequence[Any], order: Sequence[tuple[str, bool]]) -> tuple[Any, ...]:
+    if len(values) > len(order):
+        why = f"a cursor of {len(values)} values is longer than the query's order ({len(order)})"
+        raise _error(gexc.InvalidArgument, why)
+    return tuple(_directed(_name_of(v) if path == NAME else v, desc) for v, (path, desc) in zip(values, order))
+
+
+def _name_of(value: Any) -> Any:
+    """A cursor's document name: an id, or a document reference (its id)."""
+    return getattr(value, "id", value)
+
+
+def _directed(value: Any, descending: bool) -> Any:
+    ordered = Ordered(value)
+    return _Reverse(ordered) if descending else ordered
+
+
+def _found(doc_id: str, version: Version, read: dt.datetime, select: Sequence[str] | None) -> Found:
+    data, created = version.data, version.created
+    assert data is not None and created is not None  # a living version
+    return Found(doc_id, _projected(data, select) if select is not None else copied(data), at_us(created),
+                 at_us(version.at), read)  # fmt: skip
+
+
+def _projected(data: Mapping[str, Any], fields: Iterable[str]) -> dict[str, Any]:
+    """Only the dotted paths ``fields`` of ``data`` that it holds, copied."""
+    out: dict[str, Any] = {}
+    for path in fields:
+        value = at_path(data, path)
+        if value is not MISSING:
+            put_path(out, path, copied(value))
+    return out
+
+
+def _sum(numbers: list[Any]) -> int | float:
+    if all(isinstance(n, int) for n in numbers):
+        total = sum(numbers)
+        if -(2**63) <= total < 2**63:
+            return int(total)
+    return math.fsum(numbers)
