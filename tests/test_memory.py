@@ -10,8 +10,10 @@ exactly. Pure tests without the emulator check the value order and the reads at 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import random
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -21,14 +23,17 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from tsstore import SeriesSpec, TimeSeriesStore
 from tsstore.asks import AddToDocs, CreateDoc, DeleteDoc, FindDocs, GetDoc, SetDoc, SumDocs, UpdateDoc
 from tsstore.layout.census import CountAll, CountRange, CountValue, FirstValue
+from tsstore.errors import ModeError
+from tsstore.late import WATERMARKS, WRITERS, marks_path
 from tsstore.memory import MemoryAnswers
+from tsstore.memory.answers import MemoryHorizons
 from tsstore.memory.database import MemoryDatabase, Query, Write
 from tsstore.read.chunks import ChunkTicks
 from tsstore.read.plan import plan_query
 from tsstore.spec import QueryShape, shards_for
 from tsstore.store import _NativeAnswers
 from tsstore.verbs.reading import clock_probe
-from tsstore.verbs.request import Aggregate, Count, Documents
+from tsstore.verbs.request import Aggregate, Count
 from tsstore.write.options import WriteOptions
 
 UTC = dt.timezone.utc
@@ -57,7 +62,7 @@ def rows(n: int, seed: int) -> list[dict[str, Any]]:
         row: dict[str, Any] = {
             "symbol": rng.choice(["AAA", "BBB", "CCC", "DDD"]),
             "n": i,
-            "timestamp": T0 + dt.timedelta(seconds=rng.randrange(120)),  # ~2 ticks a second: ties
+            "timestamp": T0 + dt.timedelta(seconds=rng.randrange(60)),  # 1.5 to 2 ticks a second: ties
             "price": {"micros": rng.randrange(10**11, 10**12)},  # sums beyond 2**53: exact only as integers
             "volume": rng.randrange(1, 50) * 100 if i % 7 else 2.5,
             "mixed": MIXED[i % len(MIXED)],
@@ -75,82 +80,142 @@ class Kind:
         self.id = name
 
 
-@pytest.fixture(scope="module")
-def both(tsstore_emulator: Any) -> Iterator[dict[str, Any]]:
-    """The same ticks in a database of the emulator and in a memory database, for a spec of 3
-    shards and one of 40; the answers of each; their times before and after one later write."""
-    client = tsstore_emulator.client(database=f"memory-{random.randrange(10**9)}")
-    memory = MemoryDatabase()
-    made: dict[str, Any] = {"client": client, "memory": memory}
-    for shards, n in ((3, 160), (40, 200)):
-        declared = spec(f"m{shards}", shards)
-        store = TimeSeriesStore(client, declared, write_options=WriteOptions(ramp=False))
-        store.write(rows(n, shards))
-        native, mine = _NativeAnswers(store, fast=True), MemoryAnswers(memory, declared)
-        docs = {d.id: d.to_dict() for d in client.collection(declared.collection).stream()}
-        send, _ = mine.transport(Kind(declared.collection), timeout=60.0)
-        assert send([(doc_id, data, True) for doc_id, data in docs.items()]) == [(0, "")] * len(docs)
-        made[shards] = {"spec": declared, "store": store, "native": native, "memory": mine}
-    # A time on each side before a later write: a tick moved, one deleted, one added.
-    for shards in (3, 40):
-        side = made[shards]
-        probe = clock_probe(side["spec"])
-        before = {name: side[name].answer_document(probe).read_time for name in ("native", "memory")}
-        first = sorted(client.collection(side["spec"].collection).stream(), key=lambda d: d.id)[:2]
-        late = {**first[0].to_dict(), "volume": 9900, "timestamp": T0 + dt.timedelta(seconds=30)}
-        for name, answers in (("native", side["native"]), ("memory", side["memory"])):
-            send, _ = answers.transport(client.collection(side["spec"].collection) if name == "native"
-                                        else Kind(side["spec"].collection), timeout=60.0)  # fmt: skip
-            assert send([(first[0].id, late, False), (first[1].id, None, False),
-                         ("zz-added", {**late, "n": 10**6}, True)]) == [(0, "")] * 3  # fmt: skip
-        side["before"] = before
-    yield made
-    for shards in (3, 40):
-        made[shards]["store"].close()
-    client.close()
-
-
-def ticks_of(fetched: Iterator[Any]) -> list[tuple[Any, ...]]:
-    return [(t.id, t.timestamp, t.data) for t in fetched]
-
-
-#: (shards, query options, after the k-th tick (None: from the start), limit) of chunked reads.
+#: Chunked reads: (shards, query options, after the k-th tick of the first chunk (None: none), limit).
 READS: list[tuple[int, dict[str, Any], int | None, int | None]] = [
     (3, {}, None, None),
     (3, {"direction": "asc", "start": T0 + dt.timedelta(seconds=20), "end": T0 + dt.timedelta(seconds=70)}, 5, 9),
     (3, {"where": {"symbol": "AAA"}, "columns": ["symbol", "price.micros"]}, None, 12),
     (3, {"where": [("mixed", ">", 1)], "direction": "asc"}, None, None),
     (3, {"where": [("mixed", "!=", "a")]}, 3, 40),
-    (3, {"where": [("mixed", "<", "zz"), ("mixed", ">=", "")]}, None, None),
+    (3, {"where": [("mixed", "<", "zz"), ("mixed", ">=", "")]}, 2, None),
     (40, {"where": {"symbol": ["AAA", "CCC"]}}, None, None),
     (40, {"where": {"symbol": ["BBB", "DDD"]}, "direction": "asc"}, 4, 6),
     (40, {"where": [("symbol", "==", "BBB"), ("volume", ">=", 2000)], "direction": "asc"}, 2, None),
     (40, {"where": [("symbol", "in", ["AAA", "BBB"]), ("volume", "<", 1000)], "columns": ["volume"]}, None, None),
-    (40, {"start": T0 + dt.timedelta(seconds=100)}, 1, 3),
+    (40, {"start": T0 + dt.timedelta(seconds=45)}, 1, 3),
+]
+
+#: The reads also read at the time before the later write (their first chunk).
+AS_OF = (0, 1, 6, 8)
+
+#: (shards, query options, the measure aggregated, or None for a count).
+AGGREGATES: list[tuple[int, dict[str, Any], str | None]] = [
+    (3, {}, None),
+    (3, {"where": {"symbol": "AAA"}}, "volume"),
+    (3, {"where": {"symbol": "AAA"}}, "price.micros"),
+    (3, {"start": T0 + dt.timedelta(hours=5)}, "volume"),  # nothing: a sum of 0, no average
+    (40, {"where": {"symbol": ["AAA", "CCC"]}}, "volume"),
+    (40, {"where": [("symbol", "==", "BBB"), ("volume", ">=", 2000)]}, None),
 ]
 
 
-@pytest.mark.parametrize("shards, options, after, limit", READS)
-def test_chunk_fetches_match(both: dict[str, Any], shards: int, options: dict[str, Any], after: int | None,
-                             limit: int | None) -> None:  # fmt: skip
-    side = both[shards]
+def aggregation(plan: Any, chunk: tuple[str, ...], measure: str | None) -> Any:
+    if measure is None:
+        return Count(ChunkTicks(plan, chunk), read_time=None)
+    wanted = (("sum", "s", measure), ("avg", "a", measure), ("count", "n", None))
+    return Aggregate(ChunkTicks(plan, chunk, also_by=measure), wanted, read_time=None)
+
+
+def census(declared: SeriesSpec) -> tuple[list[Any], list[Any]]:
+    """Census asks: counts (of everything, of a value, of ranges of values) and first values."""
+    values = declared.shards
+    counts = [CountAll(), CountValue(values[3]), CountValue(values[5], since=T0 + dt.timedelta(seconds=30)),
+              CountRange(None, values[0]), CountRange(values[0], values[9]), CountRange(values[-1], None)]  # fmt: skip
+    names = [FirstValue(None, None), FirstValue(values[0], values[9]), FirstValue(None, "s1"), FirstValue("zz", None)]
+    return counts, names
+
+
+def ticks_of(fetched: Iterator[Any]) -> list[tuple[Any, ...]]:
+    return [(t.id, t.timestamp, t.data) for t in fetched]
+
+
+def docs_of(docs: list[Any]) -> list[tuple[Any, ...]]:
+    return [(d.id, d.data) for d in docs]
+
+
+def answered(call: Any) -> Any:
+    """What ``call`` answers, a fetch's ticks read to the end."""
+    got = call()
+    return list(got) if isinstance(got, Iterator) else got
+
+
+@pytest.fixture(scope="module")
+def both(tsstore_emulator: Any) -> Iterator[dict[str, Any]]:
+    """The same ticks in a database of the emulator and in a memory database, for a spec of 3
+    shards and one of 40, each side's answers and their times before one later write (a tick
+    moved, one deleted, one added); and ``recorded``: the emulator's answers to every ask of
+    READS, AGGREGATES and the census, asked together on 8 threads."""
+    client = tsstore_emulator.client(database=f"memory-{random.randrange(10**9)}")
+    memory = MemoryDatabase()
+    made: dict[str, Any] = {"client": client, "memory": memory}
+    for shards, n in ((3, 90), (40, 120)):
+        declared = spec(f"m{shards}", shards)
+        store = TimeSeriesStore(client, declared, write_options=WriteOptions(ramp=False))
+        store.write(rows(n, shards))
+        native, mine = _NativeAnswers(store, fast=True), MemoryAnswers(memory, declared)
+        docs = sorted((d.id, d.to_dict()) for d in client.collection(declared.collection).stream())
+        send, _ = mine.transport(Kind(declared.collection), timeout=60.0)
+        assert send([(doc_id, data, True) for doc_id, data in docs]) == [(0, "")] * len(docs)
+        probe = clock_probe(declared)
+        before = {"native": native.answer_document(probe).read_time, "memory": mine.answer_document(probe).read_time}
+        late = {**docs[0][1], "volume": 9900, "timestamp": T0 + dt.timedelta(seconds=30)}
+        later = [(docs[0][0], late, False), (docs[1][0], None, False), ("zz-added", {**late, "n": 10**6}, True)]
+        for answers, kind in ((native, client.collection(declared.collection)), (mine, Kind(declared.collection))):
+            send, _ = answers.transport(kind, timeout=60.0)
+            assert send(later) == [(0, "")] * 3
+        made[shards] = {"spec": declared, "store": store, "native": native, "memory": mine, "before": before}
+    asks: dict[Any, Any] = {}
+    for i, (shards, options, after, limit) in enumerate(READS):
+        side = made[shards]
+        plan = plan_query(side["spec"], **options)
+        fetch, chunk = side["native"].fetcher(plan), plan.chunks[0]
+        for c in plan.chunks:
+            asks["read", i, c] = functools.partial(fetch, c, None, None, None)
+        if i in AS_OF:
+            asks["before", i] = functools.partial(fetch, chunk, None, None, side["before"]["native"])
+        if after is not None:
+            position = plan.key(list(side["memory"].fetcher(plan)(chunk, None, None, None))[after])
+            asks["after", i] = functools.partial(fetch, chunk, position, limit, None)
+    for i, (shards, options, measure) in enumerate(AGGREGATES):
+        plan = plan_query(made[shards]["spec"], **options)
+        for c in plan.chunks:
+            native = made[shards]["native"]
+            asks["aggregate", i, c] = functools.partial(native.aggregate, aggregation(plan, c, measure), c)
+    counts, names = census(made[40]["spec"])
+    for over in counts:
+        asks["count", over] = functools.partial(made[40]["native"].aggregate, Count(over, read_time=None), ())
+    for over in names:
+        asks["names", over] = functools.partial(made[40]["native"].documents, over, None)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        futures = {key: pool.submit(answered, call) for key, call in asks.items()}
+        made["recorded"] = {key: future.result() for key, future in futures.items()}
+    yield made
+    for shards in (3, 40):
+        made[shards]["store"].close()
+    client.close()
+
+
+@pytest.mark.parametrize("case", range(len(READS)))
+def test_chunk_fetches_match(both: dict[str, Any], case: int) -> None:
+    shards, options, after, limit = READS[case]
+    side, recorded = both[shards], both["recorded"]
     plan = plan_query(side["spec"], **options)
     assert shards == 3 or len(plan.chunks) > 1
+    fetch = side["memory"].fetcher(plan)
     for chunk in plan.chunks:
-        native_fetch, memory_fetch = side["native"].fetcher(plan), side["memory"].fetcher(plan)
-        whole = ticks_of(native_fetch(chunk, None, None, None))
-        assert whole == ticks_of(memory_fetch(chunk, None, None, None))
-        if after is not None and len(whole) > after:
-            position = plan.key(next(t for i, t in enumerate(memory_fetch(chunk, None, None, None)) if i == after))
-            got = ticks_of(memory_fetch(chunk, position, limit, None))
-            assert got == ticks_of(native_fetch(chunk, position, limit, None)) == whole[after + 1 :][:limit]
-        elif limit is not None:
-            assert ticks_of(memory_fetch(chunk, None, limit, None)) == whole[:limit]
-        if chunk is plan.chunks[0]:  # as of the time before the later write: the write unseen
-            then = {name: ticks_of(side[name].fetcher(plan)(chunk, None, None, side["before"][name]))
-                    for name in ("native", "memory")}  # fmt: skip
-            assert then["native"] == then["memory"]
-    assert any(list(side["memory"].fetcher(plan)(chunk, None, 1, None)) for chunk in plan.chunks)  # not all empty
+        whole = ticks_of(fetch(chunk, None, None, None))
+        assert whole == ticks_of(recorded["read", case, chunk])
+        if limit is not None:
+            assert ticks_of(fetch(chunk, None, limit, None)) == whole[:limit]
+    chunk = plan.chunks[0]
+    whole = ticks_of(fetch(chunk, None, None, None))
+    if after is not None:
+        position = plan.key(list(fetch(chunk, None, None, None))[after])
+        got = ticks_of(fetch(chunk, position, limit, None))
+        assert got == ticks_of(recorded["after", case]) == whole[after + 1 :][:limit]
+    if case in AS_OF:  # as of the time before the later write: the write unseen
+        assert ticks_of(fetch(chunk, None, None, side["before"]["memory"])) == ticks_of(recorded["before", case])
+    assert any(recorded["read", case, c] for c in plan.chunks)  # not all empty
 
 
 def test_reads_before_a_later_write_differ(both: dict[str, Any]) -> None:
@@ -163,30 +228,14 @@ def test_reads_before_a_later_write_differ(both: dict[str, Any]) -> None:
     assert "zz-added" in {t[0] for t in now} - {t[0] for t in then}
 
 
-#: (shards, query options, aggregations or None for a count).
-AGGREGATES: list[tuple[int, dict[str, Any], str | None]] = [
-    (3, {}, None),
-    (3, {"where": {"symbol": "AAA"}}, "volume"),
-    (3, {"where": {"symbol": "AAA"}}, "price.micros"),
-    (3, {"start": T0 + dt.timedelta(hours=5)}, "volume"),  # nothing: a sum of 0, no average
-    (40, {"where": {"symbol": ["AAA", "CCC"]}}, "volume"),
-    (40, {"where": [("symbol", "==", "BBB"), ("volume", ">=", 2000)]}, None),
-]
-
-
-@pytest.mark.parametrize("shards, options, measure", AGGREGATES)
-def test_counts_and_aggregates_match(both: dict[str, Any], shards: int, options: dict[str, Any],
-                                     measure: str | None) -> None:  # fmt: skip
-    side = both[shards]
-    plan = plan_query(side["spec"], **options)
+@pytest.mark.parametrize("case", range(len(AGGREGATES)))
+def test_counts_and_aggregates_match(both: dict[str, Any], case: int) -> None:
+    shards, options, measure = AGGREGATES[case]
+    plan = plan_query(both[shards]["spec"], **options)
     for chunk in plan.chunks:
-        if measure is None:
-            ask: Any = Count(ChunkTicks(plan, chunk), read_time=None)
-        else:
-            wanted = (("sum", "s", measure), ("avg", "a", measure), ("count", "n", None))
-            ask = Aggregate(ChunkTicks(plan, chunk, also_by=measure), wanted, read_time=None)
-        native, memory = side["native"].aggregate(ask, chunk), side["memory"].aggregate(ask, chunk)
-        if isinstance(ask, Aggregate) and native["n"] == 0:
+        memory = both[shards]["memory"].aggregate(aggregation(plan, chunk, measure), chunk)
+        native = both["recorded"]["aggregate", case, chunk]
+        if measure is not None and native["n"] == 0:
             # The emulator answers every aggregation of nothing 0.0; Firestore (and the memory
             # backend) a count and a sum 0, an average None.
             assert (memory, native) == ({"s": 0, "a": None, "n": 0}, {"s": 0.0, "a": 0.0, "n": 0.0})
@@ -197,18 +246,13 @@ def test_counts_and_aggregates_match(both: dict[str, Any], shards: int, options:
 
 
 def test_census_asks_match(both: dict[str, Any]) -> None:
-    side = both[40]
-    values = side["spec"].shards
-    counts = [CountAll(), CountValue(values[3]), CountValue(values[5], since=T0 + dt.timedelta(seconds=60)),
-              CountRange(None, values[0]), CountRange(values[0], values[9]), CountRange(values[-1], None)]  # fmt: skip
+    side, recorded = both[40], both["recorded"]
+    counts, names = census(side["spec"])
     for over in counts:
-        ask = Count(over, read_time=None)
-        assert side["memory"].aggregate(ask, ()) == side["native"].aggregate(ask, ())
-    names = (FirstValue(None, None), FirstValue(values[0], values[9]), FirstValue(None, "s1"), FirstValue("zz", None))
+        assert side["memory"].aggregate(Count(over, read_time=None), ()) == recorded["count", over]
     for over in names:
-        docs = {name: side[name].documents(over, None) for name in ("native", "memory")}
-        assert [(d.id, d.data) for d in docs["memory"]] == [(d.id, d.data) for d in docs["native"]]
-    assert Documents(FirstValue(None, None), read_time=None)  # the ask a census sends for its names
+        assert docs_of(side["memory"].documents(over, None)) == docs_of(recorded["names", over])
+    assert any(recorded["names", over] for over in names) and any(recorded["count", over] for over in counts)
 
 
 def labelled(value: Any, seen: dict[dt.datetime, str]) -> Any:
@@ -373,3 +417,31 @@ def test_sums_are_exact_integers_until_a_double_joins() -> None:
     total = db.aggregate(Query("c"), wanted)[0]["s"]
     assert isinstance(total, float)
     assert db.aggregate(Query("empty"), wanted)[0] == {"s": 0, "a": None, "n": 0}
+
+
+def test_a_writers_side_keeps_leases_horizons_and_marks() -> None:
+    """The late guard's questions answered on the memory database; the series counters refused."""
+    db = MemoryDatabase()
+    declared = spec("ticks", 3)
+    side = MemoryAnswers(db, declared).side
+    horizons = MemoryHorizons(MemoryAnswers(db, declared), "ticks")
+    leased = horizons.put_lease({"busy_since": T0})
+    [lease] = db.run(Query(WRITERS))[0]
+    assert lease.update_time == leased and side.clock().now() is not None
+    bucket = T0 + dt.timedelta(hours=1)
+    db.commit([Write(f"{WATERMARKS}/bars", {"source": "ticks", "interval_seconds": 60, "watermark": bucket,
+                                            "shards": ["s0"]}),  # fmt: skip
+               Write(f"{WATERMARKS}/other", {"source": "elsewhere", "interval_seconds": 60}),
+               Write("bars/b1", {"shard": "s0", "timestamp": T0})])  # fmt: skip
+    [horizon] = horizons.horizons()
+    assert (horizon.name, horizon.horizon, horizon.shards) == ("bars", bucket, ("s0",))
+    probe = horizon.probe(T0, shard_field="shard", timestamp_field="timestamp")
+    assert probe is not None and horizons.holds_bar(probe)
+    later = horizon.probe(bucket, shard_field="shard", timestamp_field="timestamp")
+    assert later is not None and not horizons.holds_bar(later)
+    horizons.put_marks({"bars": [T0, bucket]})
+    assert [f.data["bucket"] for f in db.run(Query(marks_path("bars")))[0]] == [T0, bucket]
+    horizons.drop_lease()
+    assert db.run(Query(WRITERS))[0] == [] and side.late_guard(declared) is not None
+    with pytest.raises(ModeError, match="series counters"):
+        side.counters(declared)

@@ -16,7 +16,7 @@ from google.api_core import exceptions as gexc
 
 from tsstore.asks import (AddToDocs, CreateDoc, DeleteDoc, Doc, DocAsk, FindDocs, GetDoc, SetDoc, SumDocs, UpdateDoc,
                           refusal, refused)  # fmt: skip
-from tsstore.clock import ServerClock, local_us
+from tsstore.clock import ServerClock
 from tsstore.errors import ModeError
 from tsstore.indexes.build import SHARD_ORDER, after_timestamp
 from tsstore.late import WATERMARKS, WRITERS, BarProbe, Horizon, mark_id, marks_path
@@ -88,26 +88,18 @@ class MemoryAnswers:
 
     def __init__(self, database: MemoryDatabase, spec: SeriesSpec) -> None:
         self.database, self._spec = database, spec
-        self.clock = ServerClock()
         self.side = MemorySide(self)
-
-    def told(self, server_time: dt.datetime) -> dt.datetime:
-        """Tell the clock a time the database answered with (stamped as it answered)."""
-        self.clock.saw(server_time, sent=local_us())
-        return server_time
 
     def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
         """The count, or ``{alias: value}``, of ``ask`` over ``values``."""
         query = self._over(ask.over, values)
         wanted = [("count", "n", None)] if isinstance(ask, Count) else list(ask.aggregations)
-        answer, read = self.database.aggregate(query, wanted, read_time=ask.read_time)
-        self.told(read)
+        answer, _ = self.database.aggregate(query, wanted, read_time=ask.read_time)
         return answer["n"] if isinstance(ask, Count) else answer
 
     def documents(self, over: Over, read_time: dt.datetime | None) -> list[Doc]:
         """The documents a census ask names (:class:`~tsstore.layout.census.FirstValue`)."""
-        found, read = self.database.run(self._over(over, ()), read_time=read_time)
-        self.told(read)
+        found, _ = self.database.run(self._over(over, ()), read_time=read_time)
         return [_doc(f) for f in found]
 
     def answer_document(self, ask: DocAsk) -> Any:
@@ -125,8 +117,7 @@ class MemoryAnswers:
 
         def fetch(chunk: Chunk, after: Position | None, limit: int | None,
                   read_time: dt.datetime | None) -> Iterator[Tick]:  # fmt: skip
-            found, read = self.database.run(chunk_query(plan, chunk, after, limit), read_time=read_time)
-            self.told(read)
+            found, _ = self.database.run(chunk_query(plan, chunk, after, limit), read_time=read_time)
             return iter([Tick(f.id, _time_at(f.data, path), f.data) for f in found])
 
         return fetch
@@ -147,31 +138,29 @@ class MemoryAnswers:
         match ask:
             case GetDoc(path=path, fields=fields, read_time=read_time):
                 found, read = db.get(path, read_time=read_time, fields=fields)
-                self.told(read)
                 return _doc(found) if found is not None else Doc(path.rsplit("/", 1)[-1], None, None, read)
             case SetDoc(path=path, data=data, merge=merge, server_time=stamped):
                 fields = (*leaf_paths(data), *stamped) if merge else None
-                return self.told(db.commit([Write(path, data, fields=fields, server_time=stamped)])[0])
+                return db.commit([Write(path, data, fields=fields, server_time=stamped)])[0]
             case DeleteDoc(path=path, written=written):
-                self.told(db.commit([Write(path, None, written=written)])[0])
+                db.commit([Write(path, None, written=written)])
                 return True
             case FindDocs(collection=collection, where=where, read_time=read_time):
-                every, read = db.run(Query(collection, where), read_time=read_time)
-                self.told(read)
+                every, _ = db.run(Query(collection, where), read_time=read_time)
                 return [_doc(f) for f in every]
             case CreateDoc(path=path, data=data):
-                return self.told(db.commit([Write(path, data, exists=False)])[0])
+                return db.commit([Write(path, data, exists=False)])[0]
             case UpdateDoc(path=path, data=data, written=written):
-                return self.told(db.commit([Write(path, data, fields=tuple(data), exists=True, written=written)])[0])
+                return db.commit([Write(path, data, fields=tuple(data), exists=True, written=written)])[0]
             case AddToDocs(adds=adds, receipt=receipt):
                 writes = [Write(path, {}, fields=(), increments=((field, amount),)) for path, field, amount in adds]
                 if receipt is not None:
                     writes.append(Write(receipt, {}, exists=False))
-                self.told(max(db.commit(writes)))
+                db.commit(writes)
                 return True
             case SumDocs(collection=collection, field=field):
                 answer, read = db.aggregate(Query(collection), [("sum", "s", field)])
-                return answer["s"], self.told(read)
+                return answer["s"], read
         raise TypeError(f"not a document ask: {ask!r}")  # pragma: no cover - DocAsk is the eight above
 
 
@@ -194,7 +183,7 @@ class MemoryTransport:
             else:
                 write = Write(path, data, exists=False if create else None)
             try:
-                self._answers.told(self._answers.database.commit([write])[0])
+                self._answers.database.commit([write])
             except gexc.NotFound as exc:
                 statuses.append((NOT_FOUND, exc.message))
             except gexc.AlreadyExists as exc:
@@ -225,7 +214,7 @@ class MemorySide:
         return None  # the database is in this process: there is no round trip to learn
 
     def clock(self) -> ServerClock:
-        return self._answers.clock
+        return self._answers.database.clock
 
 
 class MemoryHorizons:
@@ -238,7 +227,7 @@ class MemoryHorizons:
         self._lease = f"{WRITERS}/{uuid.uuid4().hex}"
 
     def put_lease(self, data: dict[str, Any]) -> dt.datetime:
-        return self._answers.told(self._answers.database.commit([Write(self._lease, data)])[0])
+        return self._answers.database.commit([Write(self._lease, data)])[0]
 
     def drop_lease(self) -> None:
         self._answers.database.commit([Write(self._lease, None)])

@@ -32,6 +32,7 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 
+from tsstore.clock import ServerClock, local_us
 from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES
 from tsstore.memory.values import MISSING, NULL, NUMBER, at_path, copied, put_path, same, stored, type_order
 from tsstore.ticks import Ordered
@@ -136,6 +137,8 @@ class MemoryDatabase:
 
     now: Callable[[], int] = wall_us
     keep: dt.timedelta = KEEP
+    #: The database's time as its answers tell it (:mod:`tsstore.clock`), told every time it gives.
+    clock: ServerClock = field(default_factory=ServerClock, init=False, repr=False)
     _docs: dict[str, dict[str, list[Version]]] = field(default_factory=dict, init=False, repr=False)
     _last: int = field(default=0, init=False, repr=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False)
@@ -147,6 +150,7 @@ class MemoryDatabase:
         now = max(self.now(), self._last)
         if read_time is None:
             self._last = now
+            self.clock.saw(at_us(now), sent=local_us())
             return now
         asked = us_of(read_time)
         if asked > now:
@@ -158,6 +162,7 @@ class MemoryDatabase:
     def _commit_time(self) -> int:
         """A new commit's time: strictly after every time given before (under the lock)."""
         self._last = max(self.now(), self._last + 1)
+        self.clock.saw(at_us(self._last), sent=local_us(), read=False)
         return self._last
 
     # ------------------------------------------------------------------ documents
@@ -193,10 +198,9 @@ class MemoryDatabase:
             at = self._read_time(read_time)
             version = self._version(path, at)
         read = at_us(at)
-        if version is None or version.data is None or version.created is None:
+        if version is None or version.data is None:
             return None, read
-        data = _projected(version.data, fields) if fields is not None else copied(version.data)
-        return Found(_split(path)[1], data, at_us(version.created), at_us(version.at), read), read
+        return _found(_split(path)[1], version, read, fields), read
 
     def commit(self, writes: Sequence[Write]) -> list[dt.datetime]:
         """Apply ``writes`` atomically at one commit time and return each one's answer: the
