@@ -394,6 +394,22 @@ def test_versions_are_kept_an_hour_and_no_read_is_ahead() -> None:
     assert db.commit([Write("c/b", {})])[0] > a_read  # a commit after a read is later than the read
 
 
+def test_a_read_at_a_time_holds_and_old_deletions_go() -> None:
+    clock = Clock()
+    db = MemoryDatabase(now=clock)
+    db.commit([Write("c/a", {"v": 1})])
+    db.commit([Write("c/a", None)])
+    clock.us += 2 * 3600 * 10**6
+    [made] = db.commit([Write("c/a", {"v": 2})])  # the deletion, two hours old, is dropped; the document stays
+    assert db.get("c/a")[0].create_time == made  # type: ignore[union-attr]
+    db.commit([Write("c/a", {"v": 3})])
+    clock.us += 10
+    now = dt.datetime.fromtimestamp(0, UTC) + dt.timedelta(microseconds=clock.us)
+    assert db.get("c/a", read_time=now)[0].data == {"v": 3}  # type: ignore[union-attr]
+    [later] = db.commit([Write("c/a", {"v": 4})])  # the clock stood still: after the read's time
+    assert later > now and db.get("c/a", read_time=now)[0].data == {"v": 3}  # type: ignore[union-attr]
+
+
 def test_values_are_kept_as_the_client_reads_them() -> None:
     db = MemoryDatabase()
     zone = dt.timezone(dt.timedelta(hours=2))

@@ -6,7 +6,8 @@ gave before (a commit's or a read's), which becomes each written document's
 ``update_time`` (and ``create_time`` when it did not exist). Each document keeps its
 versions, so a read at ``read_time=T`` sees the documents as they were at ``T``: versions
 are kept for :data:`KEEP` (an hour, as Firestore keeps them without point-in-time
-recovery) after the commit that replaced them; a read at an older time is refused with
+recovery) after the commit that replaced them (dropped at the document's next write after
+that); a read at an older time is refused with
 ``FailedPrecondition`` as Firestore refuses it, and one at a time the database has not
 reached with ``InvalidArgument`` ("cannot be in the future").
 
@@ -157,6 +158,7 @@ class MemoryDatabase:
             raise _error(gexc.InvalidArgument, f"read_time {read_time.isoformat()} cannot be in the future")
         if asked < now - self.keep // _US:
             raise _error(gexc.FailedPrecondition, f"read_time {read_time.isoformat()} is older than the versions kept")
+        self._last = max(self._last, asked)  # no later commit may land at a time this read has seen
         return asked
 
     def _commit_time(self) -> int:
@@ -188,8 +190,8 @@ class MemoryDatabase:
         horizon = at - self.keep // _US
         while len(versions) > 1 and versions[1].at <= horizon:
             versions.pop(0)
-        if versions[0].data is None and versions[0].at <= horizon:  # deleted longer ago than any read sees
-            del self._docs[collection][doc_id]
+        if len(versions) > 1 and versions[0].data is None and versions[0].at <= horizon:
+            versions.pop(0)  # a deletion no read sees any more: the next version is the oldest seen
 
     def get(self, path: str, *, read_time: dt.datetime | None = None,
             fields: Sequence[str] | None = None) -> tuple[Found | None, dt.datetime]:  # fmt: skip
