@@ -23,6 +23,7 @@ Thread-safe: one lock around every read and commit (the stores read on several t
 from __future__ import annotations
 
 import bisect
+import heapq
 import datetime as dt
 import math
 import threading
@@ -35,7 +36,7 @@ from google.api_core import exceptions as gexc
 
 from tsstore.clock import ServerClock, local_us
 from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES
-from tsstore.memory.values import MISSING, NULL, NUMBER, at_path, copied, put_path, same, stored, type_order
+from tsstore.memory.values import MISSING, NUMBER, at_path, copied, put_path, stored, type_order
 from tsstore.ticks import Ordered
 
 #: How long a replaced version stays readable (Firestore's read-time window without PITR).
@@ -246,20 +247,24 @@ class MemoryDatabase:
             docs = [(doc_id, v) for doc_id, versions in self._docs.get(query.collection, {}).items()
                     if (v := _seen(versions, at)) is not None]  # fmt: skip
         read = at_us(at)
-        needed = {f for f, _ in order if f != NAME} | {f for f, _, _ in query.filters}
+        paths = list(dict.fromkeys([*(f for f, _ in order if f != NAME), *(f for f, _, _ in query.filters)]))
+        tests = [(paths.index(path), _test(op, value)) for path, op, value in query.filters]
+        places = [(paths.index(path) if path != NAME else -1, desc) for path, desc in order]
         keyed = []
         for doc_id, version in docs:
-            data = version.data
-            assert data is not None
-            if any(at_path(data, f) is MISSING for f in needed) or not all(_passes(data, f) for f in query.filters):
-                continue
-            keyed.append((_key(doc_id, data, order), doc_id, version))
-        keyed.sort(key=lambda k: k[0])
+            assert version.data is not None
+            values = [at_path(version.data, path) for path in paths]
+            if MISSING in values or not all(test(values[i]) for i, test in tests):
+                continue  # a document without an ordered or filtered field, or one a filter drops
+            key = tuple(_directed(doc_id if i < 0 else values[i], desc) for i, desc in places)
+            keyed.append((key, doc_id, version))
         if query.after is not None:
             cursor = _cursor_key(query.after, order)
             keyed = [k for k in keyed if cursor < k[0][: len(cursor)]]
-        if query.limit is not None:
-            keyed = keyed[: query.limit]
+        if query.limit is not None and query.limit < len(keyed):
+            keyed = heapq.nsmallest(query.limit, keyed, key=lambda k: k[0])
+        else:
+            keyed.sort(key=lambda k: k[0])
         return [_found(doc_id, v, read, query.select) for _, doc_id, v in keyed], read
 
     def aggregate(self, query: Query, wanted: Iterable[tuple[str, str, str | None]], *,
@@ -383,26 +388,26 @@ def _seen(versions: list[Version], at: int) -> Version | None:
     return None
 
 
-def _passes(data: Mapping[str, Any], condition: tuple[str, str, Any]) -> bool:
-    path, op, value = condition
-    got = at_path(data, path)
+def _test(op: str, value: Any) -> Callable[[Any], bool]:
+    """Whether a field's value passes the filter ``op value``, as Firestore filters: ``==``
+    and ``in`` by value and type (``1 == 1.0``, ``1 != True``), a range within the value's
+    type only (``2 < "a"`` matches nothing), ``!=`` and ``not-in`` any value but null (a
+    ``not-in`` list holding null matches nothing)."""
     if op == "==":
-        return same(got, value)
-    if op == "in":
-        return any(same(got, v) for v in value)
-    if op in ("!=", "not-in"):  # any type, but a field that is there and not null
-        refused = [value] if op == "!=" else list(value)
-        if op == "not-in" and any(v is None for v in refused):
-            return False  # a not-in of null matches nothing
-        return type_order(got) != NULL and not any(same(got, v) for v in refused)
-    if type_order(got) != type_order(value):  # a range compares one type of value only
-        return False
-    a, b = Ordered(got), Ordered(value)
-    return {"<": a < b, "<=": not b < a, ">": b < a, ">=": not a < b}[op]
-
-
-def _key(doc_id: str, data: Mapping[str, Any], order: Sequence[tuple[str, bool]]) -> tuple[Any, ...]:
-    return tuple(_directed(doc_id if path == NAME else at_path(data, path), desc) for path, desc in order)
+        target = Ordered(value)
+        return lambda got: Ordered(got) == target
+    if op in ("in", "not-in", "!="):
+        targets = {Ordered(v) for v in ([value] if op == "!=" else value)}
+        if op == "in":
+            return lambda got: Ordered(got) in targets
+        if op == "not-in" and Ordered(None) in targets:
+            return lambda got: False
+        return lambda got: got is not None and Ordered(got) not in targets
+    kind, bound = type_order(value), Ordered(value)
+    compare: Callable[[Ordered], bool] = {
+        "<": lambda a: a < bound, "<=": lambda a: not bound < a, ">": lambda a: bound < a, ">=": lambda a: not a < bound,
+    }[op]  # fmt: skip
+    return lambda got: type_order(got) == kind and compare(Ordered(got))
 
 
 def _cursor_key(values: Sequence[Any], order: Sequence[tuple[str, bool]]) -> tuple[Any, ...]:

@@ -9,8 +9,6 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from tsstore.ticks import Ordered
-
 #: What a dotted path finds where a document has no such field (a stored null is ``None``).
 MISSING: Any = object()
 
@@ -89,7 +87,3 @@ def put_path(data: dict[str, Any], path: str, value: Any) -> None:
         target = inner
     target[last] = value
 
-
-def same(a: Any, b: Any) -> bool:
-    """Whether Firestore takes ``a`` and ``b`` as equal (``==``, ``in``): one type, one value."""
-    return type_order(a) == type_order(b) and Ordered(a) == Ordered(b)
