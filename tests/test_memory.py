@@ -347,6 +347,8 @@ def test_value_order_and_filters_match(both: dict[str, Any]) -> None:
     with pytest.raises(gexc.InvalidArgument, match="disjunctions") as mine:
         memory.run(Query("mixed", too_many))
     assert str(mine.value).split(".")[0] in str(emulated.value)
+    with pytest.raises(gexc.InvalidArgument, match="'array-contains' is not served"):
+        memory.run(Query("mixed", (("v", "array-contains", 1),)))
 
 
 # ---------------------------------------------------------------- without the emulator

@@ -404,9 +404,14 @@ def _test(op: str, value: Any) -> Callable[[Any], bool]:
             return lambda got: False
         return lambda got: got is not None and Ordered(got) not in targets
     kind, bound = type_order(value), Ordered(value)
-    compare: Callable[[Ordered], bool] = {
-        "<": lambda a: a < bound, "<=": lambda a: not bound < a, ">": lambda a: bound < a, ">=": lambda a: not a < bound,
-    }[op]  # fmt: skip
+    ranges: dict[str, Callable[[Ordered], bool]] = {
+        "<": lambda a: a < bound, "<=": lambda a: not bound < a,
+        ">": lambda a: bound < a, ">=": lambda a: not a < bound,
+    }  # fmt: skip
+    if op not in ranges:
+        raise _error(gexc.InvalidArgument, f"operator {op!r} is not served by the memory database; it serves "
+                                           "==, in, not-in, !=, <, <=, > and >= (no array filters)")  # fmt: skip
+    compare = ranges[op]
     return lambda got: type_order(got) == kind and compare(Ordered(got))
 
 
