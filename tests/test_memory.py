@@ -35,7 +35,6 @@ from tsstore.spec import QueryShape, shards_for
 from tsstore.store import _NativeAnswers
 from tsstore.verbs.reading import clock_probe
 from tsstore.verbs.request import Aggregate, Count
-from tsstore.write.options import WriteOptions
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -142,8 +141,8 @@ def answered(call: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def both(tsstore_emulator: Any) -> Iterator[dict[str, Any]]:
-    """The same ticks in a database of the emulator and in a memory database, for a spec of 3
-    shards and one of 40, each side's answers and their times before one later write (a tick
+    """The same ticks sent to a database of the emulator and to a memory database (each
+    backend's bulk send), for a spec of 3 shards and one of 40, each side's answers and their times before one later write (a tick
     moved, one deleted, one added); and ``recorded``: the emulator's answers to every ask of
     READS, AGGREGATES and the census, asked together on 8 threads."""
     client = tsstore_emulator.client(database=f"memory-{random.randrange(10**9)}")
@@ -151,12 +150,13 @@ def both(tsstore_emulator: Any) -> Iterator[dict[str, Any]]:
     made: dict[str, Any] = {"client": client, "memory": memory}
     for shards, n in ((3, 90), (40, 120)):
         declared = spec(f"m{shards}", shards)
-        store = TimeSeriesStore(client, declared, write_options=WriteOptions(ramp=False))
-        store.write(rows(n, shards))
+        store = TimeSeriesStore(client, declared)
         native, mine = _NativeAnswers(store, fast=True), MemoryAnswers(memory, declared)
-        docs = sorted((d.id, d.to_dict()) for d in client.collection(declared.collection).stream())
-        send, _ = mine.transport(Kind(declared.collection), timeout=60.0)
-        assert send([(doc_id, data, True) for doc_id, data in docs]) == [(0, "")] * len(docs)
+        values = declared.shards
+        docs = [(f"t{i:03d}", {**row, "shard": values[i % len(values)]}) for i, row in enumerate(rows(n, shards))]
+        for answers, kind in ((native, client.collection(declared.collection)), (mine, Kind(declared.collection))):
+            send, _ = answers.transport(kind, timeout=60.0)  # each backend's bulk send
+            assert send([(doc_id, data, True) for doc_id, data in docs]) == [(0, "")] * len(docs)
         probe = clock_probe(declared)
         before = {"native": native.answer_document(probe).read_time, "memory": mine.answer_document(probe).read_time}
         late = {**docs[0][1], "volume": 9900, "timestamp": T0 + dt.timedelta(seconds=30)}
