@@ -14,7 +14,8 @@ reached with ``InvalidArgument`` ("cannot be in the future").
 A :class:`Query` is one collection's filters, orders, cursor, limit and projection, run
 as Firestore runs it (:meth:`MemoryDatabase.run`): the order completed with the inequality
 fields and the document name, a document without an ordered or filtered field left out,
-the 30 values of an ``in`` and the 30 disjunctions refused with ``InvalidArgument``. Counts,
+the filters Firestore refuses (the 30 values of an ``in``, the 10 of a ``not-in``, the 30
+disjunctions, a second ``!=``) refused with ``InvalidArgument``. Counts,
 sums and averages run over a query's documents (:meth:`MemoryDatabase.aggregate`).
 
 Thread-safe: one lock around every read and commit (the stores read on several threads).
@@ -41,6 +42,8 @@ from tsstore.ticks import Ordered
 
 #: How long a replaced version stays readable (Firestore's read-time window without PITR).
 KEEP = dt.timedelta(hours=1)
+#: Values a ``not-in`` filter takes at most (Firestore's "'NOT_IN' supports up to 10 comparison values").
+MAX_NOT_IN_VALUES = 10
 #: The field path that names the document itself in orders, filters and cursors.
 NAME = "__name__"
 #: Operators that filter by range (Firestore orders such a query by their fields first).
@@ -240,7 +243,7 @@ class MemoryDatabase:
 
     def run(self, query: Query, *, read_time: dt.datetime | None = None) -> tuple[list[Found], dt.datetime]:
         """The documents ``query`` returns, in its order, and the time they were read at."""
-        check_disjunctions(query.filters)
+        check_filters(query.filters)
         order = query.order()
         with self._lock:
             at = self._read_time(read_time)
@@ -347,25 +350,33 @@ def leaf_paths(data: Mapping[str, Any], prefix: str = "") -> list[str]:
     return paths
 
 
-def check_disjunctions(filters: Iterable[tuple[str, str, Any]]) -> None:
-    """Refuse, as Firestore does (``InvalidArgument``), an ``in`` of no values or of more
-    than :data:`~tsstore.limits.MAX_IN_VALUES`, and filters whose disjunctive normal form has
-    more than :data:`~tsstore.limits.MAX_DISJUNCTIONS` terms."""
-    terms = 1
+def check_filters(filters: Iterable[tuple[str, str, Any]]) -> None:
+    """Refuse filters as Firestore refuses them (``InvalidArgument``, its words): an ``in``
+    of no values or of more than :data:`~tsstore.limits.MAX_IN_VALUES`, a ``not-in`` of more
+    than :data:`MAX_NOT_IN_VALUES` or beside an ``in``, two ``!=``/``not-in`` filters, and
+    filters whose disjunctive normal form has more than
+    :data:`~tsstore.limits.MAX_DISJUNCTIONS` terms."""
+    terms, ops = 1, [op for _, op, _ in filters]
     for _, op, value in filters:
         if op in ("in", "not-in"):
+            name, most = ("IN", MAX_IN_VALUES) if op == "in" else ("NOT_IN", MAX_NOT_IN_VALUES)
             values = list(value)
             if not values:
-                raise _error(gexc.InvalidArgument, f"'{op.upper()}' requires an non-empty ArrayValue.")
-            if len(values) > MAX_IN_VALUES:
-                raise _error(gexc.InvalidArgument, f"'{op.upper()}' supports up to {MAX_IN_VALUES} comparison values.")
+                raise _error(gexc.InvalidArgument, f"'{name}' requires an non-empty ArrayValue.")
+            if len(values) > most:
+                raise _error(gexc.InvalidArgument, f"'{name}' supports up to {most} comparison values.")
             if op == "in":
                 terms *= len(values)
+    if "not-in" in ops and "in" in ops:
+        raise _error(gexc.InvalidArgument, "'NOT_IN' cannot be used in the same query with 'IN', "
+                                           "'ARRAY_CONTAINS_ANY' or 'OR'.")  # fmt: skip
+    if sum(op in ("!=", "not-in") for op in ops) > 1:
+        raise _error(gexc.InvalidArgument, "Only a single 'NOT_EQUAL', 'NOT_IN', 'IS_NOT_NAN', or 'IS_NOT_NULL' "
+                                           "filter allowed per query.")  # fmt: skip
     if terms > MAX_DISJUNCTIONS:
-        raise _error(gexc.InvalidArgument, 
-            f"Too many disjunctions after normalization. Result had {terms} disjunctions which is more than "
-            f"the maximum of {MAX_DISJUNCTIONS}"
-        )
+        why = (f"Too many disjunctions after normalization. Result had {terms} disjunctions which is more than "
+               f"the maximum of {MAX_DISJUNCTIONS}")  # fmt: skip
+        raise _error(gexc.InvalidArgument, why)
 
 
 def _error(kind: type[gexc.GoogleAPICallError], message: str) -> gexc.GoogleAPICallError:
