@@ -383,6 +383,7 @@ def test_commits_are_strictly_later_and_reads_see_their_time() -> None:
     assert kept == [({"v": 1}, first, first), ({"v": 2}, second, first)]
     [again] = db.commit([Write("c/a", {"v": 3})])
     assert db.commit([Write("c/a", {"v": 3})]) == [again]  # a write that changes nothing keeps the time
+    assert db.commit([Write("c/a", {"v": 3.0})]) != [again]  # a float is not the integer
     assert db.get("c/a")[0].create_time == again  # type: ignore[union-attr]  # made anew after the delete
     assert [f.data for f in db.run(Query("c"), read_time=second)[0]] == [{"v": 2}]
 

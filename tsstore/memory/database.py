@@ -24,8 +24,8 @@ Thread-safe: one lock around every read and commit (the stores read on several t
 from __future__ import annotations
 
 import bisect
-import heapq
 import datetime as dt
+import heapq
 import math
 import threading
 import time
@@ -39,6 +39,7 @@ from tsstore.clock import ServerClock, local_us
 from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES
 from tsstore.memory.values import MISSING, NUMBER, at_path, copied, put_path, stored, type_order
 from tsstore.ticks import Ordered
+from tsstore.times import EPOCH
 
 #: How long a replaced version stays readable (Firestore's read-time window without PITR).
 KEEP = dt.timedelta(hours=1)
@@ -49,7 +50,6 @@ NAME = "__name__"
 #: Operators that filter by range (Firestore orders such a query by their fields first).
 INEQUALITIES = ("<", "<=", ">", ">=", "!=", "not-in")
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _US = dt.timedelta(microseconds=1)
 
 
@@ -60,13 +60,13 @@ def wall_us() -> int:
 
 def at_us(us: int) -> dt.datetime:
     """Microseconds since the epoch as an aware UTC datetime."""
-    return _EPOCH + us * _US
+    return EPOCH + us * _US
 
 
 def us_of(when: dt.datetime) -> int:
     """An aware datetime (a naive one taken as UTC) in microseconds since the epoch."""
     aware = when if when.tzinfo is not None else when.replace(tzinfo=dt.timezone.utc)
-    return (aware - _EPOCH) // _US
+    return (aware - EPOCH) // _US
 
 
 @dataclass(frozen=True)
@@ -225,7 +225,7 @@ class MemoryDatabase:
                 before = current[w.path]
                 was = before.data if before is not None else None
                 after = w.applied(was, at)
-                if before is not None and was is not None and after == was:
+                if before is not None and was is not None and after is not None and _identical(after, was):
                     answers.append(at_us(before.at))  # nothing changed: the document keeps its time
                     continue
                 if after is not None or was is not None:
@@ -233,11 +233,6 @@ class MemoryDatabase:
                     current[w.path] = self._version(w.path, at)
                 answers.append(at_us(at))
             return answers
-
-    def write_time(self, path: str) -> dt.datetime | None:
-        """When the document at ``path`` was last written now (``None``: it does not exist)."""
-        found, _ = self.get(path)
-        return found.update_time if found is not None else None
 
     # ------------------------------------------------------------------ queries
 
@@ -377,6 +372,18 @@ def check_filters(filters: Iterable[tuple[str, str, Any]]) -> None:
         why = (f"Too many disjunctions after normalization. Result had {terms} disjunctions which is more than "
                f"the maximum of {MAX_DISJUNCTIONS}")  # fmt: skip
         raise _error(gexc.InvalidArgument, why)
+
+
+def _identical(a: Any, b: Any) -> bool:
+    """Whether two stored values are the same value of the same type (``1`` and ``1.0`` are
+    not, two NaNs are): a write that changes nothing of a document."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_identical(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_identical(x, y) for x, y in zip(a, b))
+    return bool(a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b)))
 
 
 def _error(kind: type[gexc.GoogleAPICallError], message: str) -> gexc.GoogleAPICallError:
