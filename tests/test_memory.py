@@ -450,7 +450,7 @@ def test_a_writers_side_keeps_leases_horizons_and_marks() -> None:
     db = MemoryDatabase()
     declared = spec("ticks", 3)
     side = MemoryAnswers(db, declared).side
-    horizons = MemoryHorizons(MemoryAnswers(db, declared), "ticks")
+    horizons = MemoryHorizons(db, "ticks")
     leased = horizons.put_lease({"busy_since": T0})
     [lease] = db.run(Query(WRITERS))[0]
     assert lease.update_time == leased and side.clock().now() is not None

@@ -89,7 +89,7 @@ class MemoryAnswers:
 
     def __init__(self, database: MemoryDatabase, spec: SeriesSpec) -> None:
         self.database, self._spec = database, spec
-        self.side = MemorySide(self)
+        self.side = MemorySide(database)
 
     def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
         """The count, or ``{alias: value}``, of ``ask`` over ``values``."""
@@ -138,7 +138,7 @@ class MemoryAnswers:
     def transport(self, collection: Any, *, timeout: float) -> Transport:
         """The sender's transport on ``collection`` (its ``.id``: the collection's name);
         ``timeout`` is not needed (nothing waits)."""
-        sender = MemoryTransport(self, collection.id)
+        sender = MemoryTransport(self.database, collection.id)
         return sender.send, sender.lookup
 
     def _over(self, over: Over, values: Sequence[str]) -> Query:
@@ -182,8 +182,8 @@ class MemoryTransport:
     batch applied write by write, each at its own commit (Firestore's ``BatchWrite`` is not
     atomic), answering a status per write; and the look-up of stored documents."""
 
-    def __init__(self, answers: MemoryAnswers, collection: str) -> None:
-        self._answers, self._collection = answers, collection
+    def __init__(self, database: MemoryDatabase, collection: str) -> None:
+        self._database, self._collection = database, collection
 
     def send(self, ops: list[WriteOp]) -> list[WriteStatus]:
         statuses = []
@@ -196,7 +196,7 @@ class MemoryTransport:
             else:
                 write = Write(path, data, exists=False if create else None)
             try:
-                self._answers.database.commit([write])
+                self._database.commit([write])
             except gexc.NotFound as exc:
                 statuses.append((NOT_FOUND, exc.message))
             except gexc.AlreadyExists as exc:
@@ -206,7 +206,7 @@ class MemoryTransport:
         return statuses
 
     def lookup(self, ids: list[str]) -> dict[str, Stored]:
-        got = {doc_id: self._answers.database.get(f"{self._collection}/{doc_id}")[0] for doc_id in ids}
+        got = {doc_id: self._database.get(f"{self._collection}/{doc_id}")[0] for doc_id in ids}
         return {doc_id: Stored(found.data, found.create_time) for doc_id, found in got.items() if found is not None}
 
 
@@ -214,11 +214,11 @@ class MemorySide:
     """A writer's side on the memory database: the late-tick guard, the probe of the round
     trip and the clock; the series counters are not modelled yet (:data:`COUNTERS_REFUSED`)."""
 
-    def __init__(self, answers: MemoryAnswers) -> None:
-        self._answers = answers
+    def __init__(self, database: MemoryDatabase) -> None:
+        self._database = database
 
     def late_guard(self, spec: SeriesSpec) -> LateGuard:
-        return LateGuard(spec, MemoryHorizons(self._answers, spec.collection))
+        return LateGuard(spec, MemoryHorizons(self._database, spec.collection))
 
     def counters(self, spec: SeriesSpec) -> SeriesCounters:
         raise ModeError(COUNTERS_REFUSED)
@@ -227,7 +227,7 @@ class MemorySide:
         return None  # the database is in this process: there is no round trip to learn
 
     def clock(self) -> ServerClock:
-        return self._answers.database.clock
+        return self._database.clock
 
 
 class MemoryHorizons:
@@ -235,25 +235,25 @@ class MemoryHorizons:
     :class:`tsstore.wire.FirestoreHorizons` asks Firestore: the job's lease, the roll-ups'
     horizons, whether a roll-up holds a bar, and marks."""
 
-    def __init__(self, answers: MemoryAnswers, collection: str) -> None:
-        self._answers, self._source = answers, collection
+    def __init__(self, database: MemoryDatabase, collection: str) -> None:
+        self._database, self._source = database, collection
         self._lease = f"{WRITERS}/{uuid.uuid4().hex}"
 
     def put_lease(self, data: dict[str, Any]) -> dt.datetime:
-        return self._answers.database.commit([Write(self._lease, data)])[0]
+        return self._database.commit([Write(self._lease, data)])[0]
 
     def drop_lease(self) -> None:
-        self._answers.database.commit([Write(self._lease, None)])
+        self._database.commit([Write(self._lease, None)])
 
     def horizons(self) -> list[Horizon]:
-        found, _ = self._answers.database.run(Query(WATERMARKS, (("source", "==", self._source),)))
+        found, _ = self._database.run(Query(WATERMARKS, (("source", "==", self._source),)))
         return [h for h in (Horizon.of(f.id, f.data) for f in found) if h is not None]
 
     def holds_bar(self, probe: BarProbe) -> bool:
         def found(shards: list[str]) -> bool:
             query = Query(probe.rollup, ((probe.shard_field, "in", shards), (probe.timestamp_field, ">=", probe.start),
                                          (probe.timestamp_field, "<", probe.end)), limit=1)  # fmt: skip
-            return bool(self._answers.database.run(query)[0])
+            return bool(self._database.run(query)[0])
 
         return any(found(shards) for shards in probe.chunks())
 
@@ -262,7 +262,7 @@ class MemoryHorizons:
             writes = [Write(f"{marks_path(rollup)}/{mark_id(b)}", {"bucket": b, "nonce": uuid.uuid4().hex})
                       for b in buckets]  # fmt: skip
             for write in writes:
-                self._answers.database.commit([write])
+                self._database.commit([write])
 
 
 async def _each(ticks: Iterator[Tick]) -> AsyncIterator[Tick]:
