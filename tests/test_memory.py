@@ -32,7 +32,7 @@ from tsstore.memory.database import MemoryDatabase, Query, Write
 from tsstore.read.chunks import ChunkTicks
 from tsstore.read.plan import plan_query
 from tsstore.spec import QueryShape, shards_for
-from tsstore.store import _NativeAnswers
+from tsstore.native_mode import NativeAnswers
 from tsstore.verbs.reading import clock_probe
 from tsstore.verbs.request import Aggregate, Count
 
@@ -154,7 +154,7 @@ def both(tsstore_emulator: Any) -> Iterator[dict[str, Any]]:
     for shards, n in ((3, 90), (40, 120)):
         declared = spec(f"m{shards}", shards)
         store = TimeSeriesStore(client, declared)
-        native, mine = _NativeAnswers(store, fast=True), MemoryAnswers(memory, declared)
+        native, mine = NativeAnswers(client, declared, fast=True), MemoryAnswers(memory, declared)
         values = declared.shards
         docs = [(f"t{i:03d}", {**row, "shard": values[i % len(values)]}) for i, row in enumerate(rows(n, shards))]
         for answers, kind in ((native, client.collection(declared.collection)), (mine, Kind(declared.collection))):

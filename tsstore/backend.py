@@ -22,6 +22,7 @@ from tsstore.asks import Doc, DocAsk
 from tsstore.clock import ServerClock
 from tsstore.dswire import is_datastore_client
 from tsstore.errors import ConfigError
+from tsstore.memory import MemoryAnswers, MemoryDatabase
 from tsstore.native_mode import NativeAnswers
 from tsstore.read.engine import Fetch
 from tsstore.read.plan import QueryPlan
@@ -68,15 +69,18 @@ class Backend(Protocol):
 
 def backend_for(client: Any, spec: SeriesSpec, *, fast: bool = True) -> Backend:
     """The backend of the store of ``spec`` on ``client``: Native mode on a
-    ``firestore.Client``, Datastore mode on a ``datastore.Client``; anything else is refused
-    by name (``fast``: Native mode's queries and writes through the client's own stub)."""
+    ``firestore.Client``, Datastore mode on a ``datastore.Client``, the in-process database on
+    a :class:`~tsstore.memory.MemoryDatabase`; anything else is refused by name (``fast``:
+    Native mode's queries and writes through the client's own stub)."""
     if is_datastore_client(client):
         from tsstore.datastore_mode import DatastoreAnswers  # only with the datastore extra
 
         return DatastoreAnswers(client, spec)
     if isinstance(client, firestore.Client):
         return NativeAnswers(client, spec, fast=fast)
+    if isinstance(client, MemoryDatabase):
+        return MemoryAnswers(client, spec)
     raise ConfigError(
         f"client {type(client).__module__}.{type(client).__name__} is not allowed; give a google.cloud.firestore.Client "
-        "(Native mode) or a google.cloud.datastore.Client (Datastore mode)"
+        "(Native mode), a google.cloud.datastore.Client (Datastore mode) or a tsstore.memory.MemoryDatabase"
     )

@@ -22,6 +22,7 @@ from tsstore.indexes.build import SHARD_ORDER, after_timestamp
 from tsstore.late import WATERMARKS, WRITERS, BarProbe, Horizon, mark_id, marks_path
 from tsstore.layout.census import Ask, CountAll, CountValue, FirstValue
 from tsstore.memory.database import NAME, Found, MemoryDatabase, Query, Write, leaf_paths
+from tsstore.modes import DatastoreKind
 from tsstore.read.async_engine import AsyncFetch
 from tsstore.read.chunks import Chunk, ChunkTicks
 from tsstore.read.engine import Fetch
@@ -90,6 +91,17 @@ class MemoryAnswers:
     def __init__(self, database: MemoryDatabase, spec: SeriesSpec) -> None:
         self.database, self._spec = database, spec
         self.side = MemorySide(database)
+        self.clock: ServerClock = database.clock
+
+    def collection(self, spec: SeriesSpec) -> DatastoreKind:
+        """What the requests of ``spec`` hold as their collection: its name (as Datastore
+        mode's kind: a request that would build a Firestore query on it is told so)."""
+        return DatastoreKind(spec.collection)
+
+    def live_collection(self, spec: SeriesSpec) -> Any:
+        """Refused: the memory database has no real-time listeners yet."""
+        raise ModeError("live reads (watch, tail) need real-time listeners, which the memory database does not model "
+                        "yet; poll with iter_ticks(start=the last tick's time), or run them on the emulator")  # fmt: skip
 
     def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
         """The count, or ``{alias: value}``, of ``ask`` over ``values``."""
