@@ -81,3 +81,16 @@ def test_a_store_on_a_memory_database_answers_every_read_without_java() -> None:
             return await astore.count(), [t.data["volume"] for t in page.ticks]
 
     assert asyncio.run(counted()) == (40, [39, 38, 37])
+
+
+def test_the_series_counters_a_write_keeps_run_on_the_memory_database() -> None:
+    """A series declared with ``count_by`` counts its written ticks on the memory database as
+    on Firestore: once each, a rewrite of the same ids counting nothing."""
+    spec = SeriesSpec("trades", key_fields=["symbol"], count_by=["symbol"])
+    t0 = dt.datetime(2026, 3, 2, 14, tzinfo=dt.timezone.utc)
+    rows = [{"id": f"t{i}", "symbol": "AB"[i % 3 == 0], "timestamp": t0 + dt.timedelta(seconds=i)} for i in range(30)]
+    with TimeSeriesStore(MemoryDatabase(), spec) as store:
+        store.write(rows)
+        store.write(rows)  # the same ids again: present, not counted again
+        counted = {s: store.series_counter({"symbol": s}).value() for s in "AB"}
+    assert counted == {"A": 20, "B": 10}

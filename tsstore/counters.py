@@ -71,6 +71,8 @@ PARAMETER_HELP = {
     "by": "the amount to add: any integer, negative too.",
     "amounts": "the amounts to add, one increment each (integers, negative too).",
     "live": "sum the shard documents now (one read each) instead of reading the stored roll-up.",
+    "answer": "how a document ask is answered (default: on ``client``, by its database mode); a store's backend "
+    "gives its own (the memory database's)",
 }
 
 _T = TypeVar("_T")
@@ -148,10 +150,10 @@ class ShardedCounter:
     answers; each is tried again after faults, except a lone :meth:`increment`, which is not
     idempotent (see there)."""
 
-    def __init__(self, client: Any, path: str) -> None:
+    def __init__(self, client: Any, path: str, *, answer: Callable[[DocAsk], Any] | None = None) -> None:
         self.path = check_counter_path(path)
         self.client = client
-        self._answer = document_answers(client)
+        self._answer = answer if answer is not None else document_answers(client)
         self._shards_path = f"{self.path}/{SHARDS_COLLECTION}"
         self._known_shards: int | None = None
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from tsstore.asks import DocAsk
 from tsstore.counters import ShardedCounter, increment_counters
 from tsstore.errors import ConfigError
 from tsstore.spec import SeriesSpec
@@ -30,10 +31,11 @@ RECEIPTS_SUFFIX = "_receipts"
 
 class SeriesCounters:
     """The counters of one spec's series, on a sync ``client`` (``firestore.Client`` or
-    ``datastore.Client``), made on first use."""
+    ``datastore.Client``; or any database whose document asks ``answer`` answers), made on
+    first use."""
 
-    def __init__(self, client: Any, spec: SeriesSpec) -> None:
-        self._client, self._spec = client, spec
+    def __init__(self, client: Any, spec: SeriesSpec, *, answer: Callable[[DocAsk], Any] | None = None) -> None:
+        self._client, self._spec, self._answer = client, spec, answer
         self._counters: dict[tuple[Any, ...], ShardedCounter] = {}
 
     @staticmethod
@@ -50,7 +52,7 @@ class SeriesCounters:
         counter = self._counters.get(values)
         if counter is None:
             path = f"{self._spec.collection}{COUNTERS_SUFFIX}/{series_document_id(values)}"
-            counter = ShardedCounter(self._client, path)
+            counter = ShardedCounter(self._client, path, answer=self._answer)
             counter.create(shards=self._spec.counter_shards)
             self._counters[values] = counter
         return counter

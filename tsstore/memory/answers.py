@@ -35,13 +35,6 @@ from tsstore.verbs.request import Aggregate, Count, Over
 from tsstore.write.marks import LateGuard
 from tsstore.write.ops import ALREADY_EXISTS, NOT_FOUND, Erase, Patch, Stored, Transport, WriteOp, WriteStatus
 
-#: What the memory backend does not model yet, said when a send asks for it.
-COUNTERS_REFUSED = (
-    "the memory backend does not keep series counters (count_by) yet; declare the spec without count_by "
-    "to write to it, or use the emulator"
-)
-
-
 def chunk_query(plan: QueryPlan, chunk: Chunk, after: Position | None = None, size: int | None = None, *,
                 also_by: str | None = None) -> Query:  # fmt: skip
     """The query of one chunk of ``plan``, as :func:`tsstore.read.chunks.chunk_query` builds
@@ -224,7 +217,7 @@ class MemoryTransport:
 
 class MemorySide:
     """A writer's side on the memory database: the late-tick guard, the probe of the round
-    trip and the clock; the series counters are not modelled yet (:data:`COUNTERS_REFUSED`)."""
+    trip, the clock and the series counters (their document asks answered on the database)."""
 
     def __init__(self, database: MemoryDatabase) -> None:
         self._database = database
@@ -233,7 +226,7 @@ class MemorySide:
         return LateGuard(spec, MemoryHorizons(self._database, spec.collection))
 
     def counters(self, spec: SeriesSpec) -> SeriesCounters:
-        raise ModeError(COUNTERS_REFUSED)
+        return SeriesCounters(self._database, spec, answer=MemoryAnswers(self._database, spec).answer_document)
 
     def probe(self, spec: SeriesSpec) -> None:
         return None  # the database is in this process: there is no round trip to learn
