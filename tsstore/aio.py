@@ -56,9 +56,10 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
     store.iter_ticks(start=...)``), over a ``firestore.AsyncClient``.
 
     - ``client``: a ready ``google.cloud.firestore.AsyncClient``, or a
-      ``google.cloud.datastore.Client`` for a database in Datastore mode (which has no asyncio
-      client: each ask is then answered by the sync store in a worker thread, and a cancelled
-      await leaves its thread to finish the call); the store never closes it.
+      ``google.cloud.datastore.Client`` for a database in Datastore mode, or a
+      :class:`~tsstore.memory.MemoryDatabase` (neither has an asyncio client: each ask is then
+      answered by the sync store in a worker thread, and a cancelled await leaves its thread
+      to finish the call); the store never closes it.
     - ``spec``: the :class:`~tsstore.spec.SeriesSpec` of the collection.
     - ``write_options``: the writer's pace, ramp, batch size and retries
       (:class:`~tsstore.write.options.WriteOptions`).

@@ -46,7 +46,9 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
     "EXCHG1"}, limit=5)`` (the tutorials walk through it).
 
     - ``client``: a ready ``google.cloud.firestore.Client`` (its project, database and
-      ``FIRESTORE_EMULATOR_HOST``); the store never closes it.
+      ``FIRESTORE_EMULATOR_HOST``), a ``google.cloud.datastore.Client`` for a database in
+      Datastore mode, or a :class:`~tsstore.memory.MemoryDatabase` (in this process, for
+      tests: :func:`~tsstore.backend.backend_for`); the store never closes it.
     - ``spec``: the :class:`~tsstore.spec.SeriesSpec` of the collection.
     - ``write_options``: the writer's pace, ramp, batch size and retries
       (:class:`~tsstore.write.options.WriteOptions`).

@@ -134,7 +134,7 @@ class _Reverse:
         return other.key < self.key
 
 
-@dataclass
+@dataclass(kw_only=True)
 class MemoryDatabase:
     """Documents by path with their kept versions, committed and read as Firestore does (see
     the module). ``now``: the time source, microseconds since the epoch (the wall clock;
