@@ -18,6 +18,8 @@ MAX_QUERY_LIMIT = 2**31 - 1
 
 #: Most values one ``in`` filter may list.
 MAX_IN_VALUES = 30
+#: Most values one ``not-in`` filter may list ("'NOT_IN' supports up to 10 comparison values").
+MAX_NOT_IN_VALUES = 10
 
 #: Most disjunctions a query may have after normalisation to disjunctive normal form:
 #: ``shard in [a]`` x ``symbol in [b]`` expands to ``len(a) * len(b)`` disjunctions.

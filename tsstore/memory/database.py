@@ -36,15 +36,13 @@ from typing import Any
 from google.api_core import exceptions as gexc
 
 from tsstore.clock import ServerClock, local_us
-from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES
+from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_NOT_IN_VALUES
 from tsstore.memory.values import MISSING, NUMBER, at_path, copied, put_path, stored, type_order
 from tsstore.ticks import Ordered
 from tsstore.times import EPOCH
 
 #: How long a replaced version stays readable (Firestore's read-time window without PITR).
 KEEP = dt.timedelta(hours=1)
-#: Values a ``not-in`` filter takes at most (Firestore's "'NOT_IN' supports up to 10 comparison values").
-MAX_NOT_IN_VALUES = 10
 #: The field path that names the document itself in orders, filters and cursors.
 NAME = "__name__"
 #: Operators that filter by range (Firestore orders such a query by their fields first).
@@ -348,7 +346,7 @@ def leaf_paths(data: Mapping[str, Any], prefix: str = "") -> list[str]:
 def check_filters(filters: Iterable[tuple[str, str, Any]]) -> None:
     """Refuse filters as Firestore refuses them (``InvalidArgument``, its words): an ``in``
     of no values or of more than :data:`~tsstore.limits.MAX_IN_VALUES`, a ``not-in`` of more
-    than :data:`MAX_NOT_IN_VALUES` or beside an ``in``, two ``!=``/``not-in`` filters, and
+    than :data:`~tsstore.limits.MAX_NOT_IN_VALUES` or beside an ``in``, two ``!=``/``not-in`` filters, and
     filters whose disjunctive normal form has more than
     :data:`~tsstore.limits.MAX_DISJUNCTIONS` terms."""
     terms, ops = 1, [op for _, op, _ in filters]
