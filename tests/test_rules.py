@@ -14,13 +14,14 @@ import pytest
 
 from tests.cli import tsstore
 from tests.conftest import FirebaseTools
+from tests.test_rules_emulator import ALLOW, DECLARATIONS, DENY, Case, Project, create, meter, run, run_query
 from tsstore.access import ClientAccess, access_from
 from tsstore.analytics.rollup import Rollup
 from tsstore.declaration import load_declaration
 from tsstore.demo import DECLARATION
 from tsstore.deploy import plan_firebase_json
-from tsstore.errors import SpecError
-from tsstore.local.emulator import _http
+from tsstore.errors import EmulatorError, SpecError
+from tsstore.local.emulator import _http, load_rules
 from tsstore.rules.build import rules_lines
 from tsstore.rules.file import BEGIN, END, merge_rules, plan_rules_file, render_rules, user_rules_warnings
 from tsstore.spec import SeriesSpec, spec_from_mapping
@@ -362,11 +363,28 @@ def test_rules_command_errors_in_one_line(tmp_path: Path) -> None:
 
 @pytest.mark.emulator  # it starts an emulator of its own
 def test_emulator_start_enforces_a_rules_file(tmp_path: Path) -> None:
+    """``tsstore emulator start --rules``, whose store starts its emulator with
+    ``start_emulator(rules=path)``: the file holds on any project id (the meters declaration's
+    cases of tests/test_rules_emulator.py, on two projects); rules that do not compile are
+    refused naming the file and line, at the start (no store left) and when loaded later (the
+    project keeps the rules it had). One store for both, one JVM start fewer than a test each."""
     env = {"FIRESTORE_EMULATOR_HOST": None, "GOOGLE_CLOUD_PROJECT": None, "TSSTORE_HOME": str(tmp_path / "home")}
     bad = tmp_path / "bad.rules"
     bad.write_text("rules_version = '2';\nservice cloud.firestore { oops }\n")
+    text = render_rules(*DECLARATIONS["meters"])
     rules = tmp_path / "firestore.rules"
-    rules.write_text(render_rules([SeriesSpec("ticks")]))
+    rules.write_text(text, encoding="utf-8")
+    checks = [
+        Case("list-bounded", "meters", "anonymous", run_query("meters", limit=5), ALLOW),
+        Case("list-unbounded", "meters", "anonymous", run_query("meters"), DENY),
+        Case("create-anonymous", "meters", "anonymous", create("meters", meter()), DENY),
+        Case("create-signed-in", "meters", "signed-in", create("meters", meter()), ALLOW),
+        Case("create-extra", "meters", "signed-in", create("meters", meter({"x": 1})), DENY),
+        Case("closed-list", "meters", "signed-in", run_query("closed", limit=1), DENY),
+        Case("owner-closed", "meters", "owner", run_query("closed"), ALLOW),
+    ]
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "allow get: if true;" in t)
+    broken = text.replace("allow get: if true;", "allow get: if tru e;", 1)
     try:
         # A file the store's emulator refuses as it starts: a usage error in one line, no store left.
         refused = tsstore("emulator", "start", "--rules", str(bad), env=env, cwd=tmp_path)
@@ -376,11 +394,23 @@ def test_emulator_start_enforces_a_rules_file(tmp_path: Path) -> None:
         started = tsstore("emulator", "start", "--rules", str(rules), env=env, cwd=tmp_path)
         assert started.returncode == 0, started.stderr
         assert f"enforcing the rules in {rules} on every project" in started.stdout
+        assert "warning:" not in started.stderr, started.stderr  # the file compiles without warnings
         status = tsstore("emulator", "status", env=env, cwd=tmp_path)
         assert f"enforcing the rules in {rules.resolve()} on every project" in status.stdout
         address = status.stdout.split("running at ")[1].split()[0]
         denied, said = _http("POST", f"http://{address}/v1/projects/p1/databases/(default)/documents/ticks", body={})
-        assert denied == 403 and "PERMISSION_DENIED" in said
+        assert denied == 403 and "PERMISSION_DENIED" in said  # a collection the file does not declare
+        for name in ("rules-file-one", "rules-file-two"):
+            project = Project(f"http://{address}", name)
+            for case in checks:
+                result = run({"meters": project}, case)
+                assert result.as_expected, f"project {name}: {result.describe()}"
+        with pytest.raises(EmulatorError) as failed:
+            load_rules(f"http://{address}", broken, project="rules-file-one", name="broken.rules")
+        assert f"broken.rules:{line}:" in str(failed.value), failed.value
+        for case in checks:
+            result = run({"meters": Project(f"http://{address}", "rules-file-one")}, case)
+            assert result.as_expected, f"after the refused load: {result.describe()}"
         reloaded = tsstore("emulator", "start", "--rules", str(rules), env=env, cwd=tmp_path)
         assert reloaded.returncode == 0 and "on project tsstore-local" in reloaded.stdout
         status = tsstore("emulator", "status", env=env, cwd=tmp_path)

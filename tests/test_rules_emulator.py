@@ -14,8 +14,9 @@ a retired shard; and a collection with ``read="none"``). :data:`MATRIX` declares
 who sends it and whether it must be allowed; each case is a test of its own, and
 :func:`test_matrix_tally` runs the whole matrix and checks the tally. Beside it: a client's
 create is read by :class:`TimeSeriesStore` like any tick, the server client is unaffected,
-the rules compile without warnings, and ``start_emulator(rules=path)`` enforces a file on
-every project and refuses one that does not compile.
+and the rules compile without warnings. (``start_emulator(rules=path)`` enforcing a file on
+every project and refusing one that does not compile is checked through the local store that
+``tsstore emulator start --rules`` starts with it: tests/test_rules.py.)
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -42,8 +42,7 @@ from tsstore.access import ClientAccess
 from tsstore.analytics.rollup import Rollup
 from tsstore.cold.tier import ColdTier
 from tsstore.demo import BARS_1MIN, SPEC
-from tsstore.errors import EmulatorError
-from tsstore.local.emulator import Emulator, start_emulator
+from tsstore.local.emulator import Emulator
 from tsstore.rules.file import render_rules
 from tsstore.series_counters import series_document_id
 
@@ -834,38 +833,3 @@ def test_server_client_is_unaffected(emulator: Emulator, projects: dict[Target, 
             result = run({"meters": meters}, case)
             assert result.as_expected, result.describe()
     assert must(meters, "owner", get(f"closed/{written.ids[0]}"))["fields"]["sensor"] == {"stringValue": sensor}
-
-
-@pytest.mark.emulator  # it starts an emulator of its own
-def test_rules_file_enforced_on_every_project(tmp_path: Path) -> None:
-    """start_emulator(rules=path): the file holds on any project id; rules that do not compile
-    are refused naming the file and line, and the project keeps the rules it had. (A start
-    with such a file is refused too: test_rules.py's ``tsstore emulator start --rules``.)"""
-    text = render_rules(*DECLARATIONS["meters"])
-    path = tmp_path / "firestore.rules"
-    path.write_text(text, encoding="utf-8")
-    checks = [
-        Case("list-bounded", "meters", "anonymous", run_query("meters", limit=5), ALLOW),
-        Case("list-unbounded", "meters", "anonymous", run_query("meters"), DENY),
-        Case("create-anonymous", "meters", "anonymous", create("meters", meter()), DENY),
-        Case("create-signed-in", "meters", "signed-in", create("meters", meter()), ALLOW),
-        Case("create-extra", "meters", "signed-in", create("meters", meter({"x": 1})), DENY),
-        Case("closed-list", "meters", "signed-in", run_query("closed", limit=1), DENY),
-        Case("owner-closed", "meters", "owner", run_query("closed"), ALLOW),
-    ]
-    lines = text.splitlines()
-    line = next(i for i, t in enumerate(lines, 1) if "allow get: if true;" in t)
-    broken = text.replace("allow get: if true;", "allow get: if tru e;", 1)
-    with start_emulator(rules=path) as emulator:
-        assert emulator.rules == path.resolve() and emulator.rules_warnings == ()
-        for name in ("rules-file-one", "rules-file-two"):
-            project = Project(emulator.url, name)
-            for case in checks:
-                result = run({"meters": project}, case)
-                assert result.as_expected, f"project {name}: {result.describe()}"
-        with pytest.raises(EmulatorError) as refused:
-            emulator.load_rules(broken, project="rules-file-one", name="broken.rules")
-        assert f"broken.rules:{line}:" in str(refused.value), refused.value
-        for case in checks:
-            result = run({"meters": Project(emulator.url, "rules-file-one")}, case)
-            assert result.as_expected, f"after the refused load: {result.describe()}"
