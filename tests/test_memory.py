@@ -9,7 +9,6 @@ exactly. Pure tests without the emulator check the value order and the reads at 
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import functools
 import random
@@ -471,21 +470,3 @@ def test_a_writers_side_keeps_leases_horizons_and_marks() -> None:
     assert [f.data["bucket"] for f in db.run(Query(marks_path("bars")))[0]] == [T0, bucket]
     horizons.drop_lease()
     assert db.run(Query(WRITERS))[0] == [] and side.late_guard(declared) is not None
-
-
-def test_the_async_fetch_answers_as_the_thread_fetch() -> None:
-    db = MemoryDatabase()
-    declared = spec("ticks", 3)
-    answers = MemoryAnswers(db, declared)
-    send, _ = answers.transport(Kind("ticks"), timeout=1.0)
-    made = rows(40, 1)
-    assert send([(f"t{i:02d}", {**row, "shard": f"s{i % 3}"}, True) for i, row in enumerate(made)]) == [(0, "")] * 40
-    plan = plan_query(declared, where={"symbol": ["AAA", "BBB"]}, direction="asc")
-    [chunk] = plan.chunks
-
-    async def read() -> list[Any]:
-        return [tick async for tick in await answers.afetcher(plan)(chunk, None, 5, None)]
-
-    got = asyncio.run(read())
-    assert got == list(answers.fetcher(plan)(chunk, None, 5, None)) and len(got) == 5
-    assert [t.timestamp for t in got] == sorted(t.timestamp for t in got)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,20 @@ def get_path(data: Mapping[str, Any], path: list[str]) -> Any:
     for part in path:
         value = value.get(part) if isinstance(value, Mapping) else None
     return value
+
+
+def leaf_paths(data: Mapping[str, Any], *, name: Callable[[str], str] = str, prefix: str = "") -> list[str]:
+    """The dotted paths of ``data``'s leaves: every value that is not a non-empty map (the
+    fields a merge of ``data`` sets), each key written by ``name`` (Datastore mode quotes a
+    name that is not plain)."""
+    paths: list[str] = []
+    for key, value in data.items():
+        path = prefix + name(key)
+        if isinstance(value, Mapping) and value:
+            paths += leaf_paths(value, name=name, prefix=path + ".")
+        else:
+            paths.append(path)
+    return paths
 
 
 def without_paths(data: Mapping[str, Any], names: Iterable[str], *, prune: bool = False) -> Mapping[str, Any]:

@@ -36,6 +36,7 @@ from tsstore.dswire.values import (
 )
 from tsstore.late import WATERMARKS, WRITERS, BarProbe, Horizon, mark_id, marks_path
 from tsstore.ticks import Tick, get_path
+from tsstore.ticks import leaf_paths as _leaf_paths
 from tsstore.times import from_timestamp_pb, plain_datetime
 from tsstore.write.ops import ALREADY_EXISTS, NOT_FOUND, Erase, Patch, Stored, WriteOp, WriteStatus
 
@@ -330,17 +331,10 @@ def _property_path(name: str) -> str:
     return name if _PLAIN_NAME.fullmatch(name) else "`" + name.replace("`", "\\`") + "`"
 
 
-def leaf_paths(changes: Mapping[str, Any], prefix: str = "") -> list[str]:
+def leaf_paths(changes: Mapping[str, Any]) -> list[str]:
     """The property paths a merge of ``changes`` sets: every value that is not a non-empty
     map, by its dotted path (a name that is not plain between backquotes)."""
-    paths: list[str] = []
-    for name, value in changes.items():
-        path = prefix + _property_path(name)
-        if isinstance(value, dict) and value:
-            paths += leaf_paths(value, path + ".")
-        else:
-            paths.append(path)
-    return paths
+    return _leaf_paths(changes, name=_property_path)
 
 
 # ------------------------------------------------------------------------------ ticks

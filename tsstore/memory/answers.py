@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -21,15 +21,14 @@ from tsstore.errors import ModeError
 from tsstore.indexes.build import SHARD_ORDER, after_timestamp
 from tsstore.late import WATERMARKS, WRITERS, BarProbe, Horizon, mark_id, marks_path
 from tsstore.layout.census import Ask, CountAll, CountValue, FirstValue
-from tsstore.memory.database import NAME, Found, MemoryDatabase, Query, Write, leaf_paths
+from tsstore.memory.database import NAME, Found, MemoryDatabase, Query, Write
 from tsstore.modes import DatastoreKind
-from tsstore.read.async_engine import AsyncFetch
 from tsstore.read.chunks import Chunk, ChunkTicks
 from tsstore.read.engine import Fetch
 from tsstore.read.plan import UNSHARDED, QueryPlan, plan_query
 from tsstore.series_counters import SeriesCounters
 from tsstore.spec import SeriesSpec
-from tsstore.ticks import Position, Tick, get_path
+from tsstore.ticks import Position, Tick, get_path, leaf_paths
 from tsstore.times import plain_datetime
 from tsstore.verbs.request import Aggregate, Count, Over
 from tsstore.write.marks import LateGuard
@@ -127,18 +126,6 @@ class MemoryAnswers:
             return iter([Tick(f.id, _time_at(f.data, path), f.data) for f in found])
 
         return fetch
-
-    def afetcher(self, plan: QueryPlan) -> AsyncFetch:
-        """The async engine's fetch of ``plan``'s chunks
-        (:data:`~tsstore.read.async_engine.AsyncFetch`): the same answers, on the event loop
-        (nothing waits: the database is in the process)."""
-        fetch = self.fetcher(plan)
-
-        async def afetch(chunk: Chunk, after: Position | None, limit: int | None,
-                         read_time: dt.datetime | None) -> AsyncIterator[Tick]:  # fmt: skip
-            return _each(fetch(chunk, after, limit, read_time))
-
-        return afetch
 
     def transport(self, collection: Any, *, timeout: float) -> Transport:
         """The sender's transport on ``collection`` (its ``.id``: the collection's name);
@@ -268,11 +255,6 @@ class MemoryHorizons:
                       for b in buckets]  # fmt: skip
             for write in writes:
                 self._database.commit([write])
-
-
-async def _each(ticks: Iterator[Tick]) -> AsyncIterator[Tick]:
-    for tick in ticks:
-        yield tick
 
 
 def _doc(found: Found) -> Doc:

@@ -39,7 +39,7 @@ from tsstore.clock import ServerClock, local_us
 from tsstore.limits import MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_NOT_IN_VALUES
 from tsstore.memory.values import MISSING, NUMBER, at_path, copied, put_path, stored, type_order
 from tsstore.ticks import Ordered
-from tsstore.times import EPOCH
+from tsstore.times import from_micros, to_micros
 
 #: How long a replaced version stays readable (Firestore's read-time window without PITR).
 KEEP = dt.timedelta(hours=1)
@@ -56,15 +56,9 @@ def wall_us() -> int:
     return time.time_ns() // 1000
 
 
-def at_us(us: int) -> dt.datetime:
-    """Microseconds since the epoch as an aware UTC datetime."""
-    return EPOCH + us * _US
-
-
 def us_of(when: dt.datetime) -> int:
     """An aware datetime (a naive one taken as UTC) in microseconds since the epoch."""
-    aware = when if when.tzinfo is not None else when.replace(tzinfo=dt.timezone.utc)
-    return (aware - EPOCH) // _US
+    return to_micros(when if when.tzinfo is not None else when.replace(tzinfo=dt.timezone.utc))
 
 
 @dataclass(frozen=True)
@@ -153,7 +147,7 @@ class MemoryDatabase:
         now = max(self.now(), self._last)
         if read_time is None:
             self._last = now
-            self.clock.saw(at_us(now), sent=local_us())
+            self.clock.saw(from_micros(now), sent=local_us())
             return now
         asked = us_of(read_time)
         if asked > now:
@@ -166,7 +160,7 @@ class MemoryDatabase:
     def _commit_time(self) -> int:
         """A new commit's time: strictly after every time given before (under the lock)."""
         self._last = max(self.now(), self._last + 1)
-        self.clock.saw(at_us(self._last), sent=local_us(), read=False)
+        self.clock.saw(from_micros(self._last), sent=local_us(), read=False)
         return self._last
 
     # ------------------------------------------------------------------ documents
@@ -174,11 +168,7 @@ class MemoryDatabase:
     def _version(self, path: str, at: int) -> Version | None:
         """The version of the document at ``path`` a read at ``at`` sees (``None``: none)."""
         collection, doc_id = _split(path)
-        versions = self._docs.get(collection, {}).get(doc_id)
-        if not versions:
-            return None
-        i = bisect.bisect_right([v.at for v in versions], at)
-        return versions[i - 1] if i else None
+        return _at(self._docs.get(collection, {}).get(doc_id) or [], at)
 
     def _put(self, path: str, data: dict[str, Any] | None, at: int) -> None:
         """Add a version of the document at ``path`` committed at ``at`` (``None``: deleted),
@@ -201,7 +191,7 @@ class MemoryDatabase:
         with self._lock:
             at = self._read_time(read_time)
             version = self._version(path, at)
-        read = at_us(at)
+        read = from_micros(at)
         if version is None or version.data is None:
             return None, read
         return _found(_split(path)[1], version, read, fields), read
@@ -224,12 +214,12 @@ class MemoryDatabase:
                 was = before.data if before is not None else None
                 after = w.applied(was, at)
                 if before is not None and was is not None and after is not None and _identical(after, was):
-                    answers.append(at_us(before.at))  # nothing changed: the document keeps its time
+                    answers.append(from_micros(before.at))  # nothing changed: the document keeps its time
                     continue
                 if after is not None or was is not None:
                     self._put(w.path, after, at)
                     current[w.path] = self._version(w.path, at)
-                answers.append(at_us(at))
+                answers.append(from_micros(at))
             return answers
 
     # ------------------------------------------------------------------ queries
@@ -241,8 +231,8 @@ class MemoryDatabase:
         with self._lock:
             at = self._read_time(read_time)
             docs = [(doc_id, v) for doc_id, versions in self._docs.get(query.collection, {}).items()
-                    if (v := _seen(versions, at)) is not None]  # fmt: skip
-        read = at_us(at)
+                    if (v := _at(versions, at)) is not None and v.data is not None]  # fmt: skip
+        read = from_micros(at)
         paths = list(dict.fromkeys([*(f for f, _ in order if f != NAME), *(f for f, _, _ in query.filters)]))
         tests = [(paths.index(path), _test(op, value)) for path, op, value in query.filters]
         places = [(paths.index(path) if path != NAME else -1, desc) for path, desc in order]
@@ -304,7 +294,7 @@ class Write:
             raise _error(gexc.NotFound, f"no document to update: {self.path}")
         if self.exists is False and alive:
             raise _error(gexc.AlreadyExists, f"document already exists: {self.path}")
-        if self.written is not None and (not alive or before is None or at_us(before.at) != self.written):
+        if self.written is not None and (not alive or before is None or from_micros(before.at) != self.written):
             why = f"the stored version of {self.path} does not match the required base version"
             raise _error(gexc.FailedPrecondition, why)
 
@@ -322,25 +312,12 @@ class Write:
                 if value is not MISSING:
                     put_path(data, path, stored(value))
         for path in self.server_time:
-            put_path(data, path, at_us(at))
+            put_path(data, path, from_micros(at))
         for path, amount in self.increments:
             current = at_path(data, path)
             base = current if type_order(current) == NUMBER and current is not MISSING else 0
             put_path(data, path, base + amount)
         return data
-
-
-def leaf_paths(data: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """The dotted paths of ``data``'s leaves (a non-empty map is gone through, an empty one
-    is a leaf): the fields a ``set(..., merge=True)`` of ``data`` changes."""
-    paths = []
-    for key, value in data.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
-            paths.extend(leaf_paths(value, f"{path}."))
-        else:
-            paths.append(path)
-    return paths
 
 
 def check_filters(filters: Iterable[tuple[str, str, Any]]) -> None:
@@ -396,12 +373,11 @@ def _split(path: str) -> tuple[str, str]:
     return collection, doc_id
 
 
-def _seen(versions: list[Version], at: int) -> Version | None:
-    """The living version a read at ``at`` sees among ``versions`` (oldest first)."""
-    for version in reversed(versions):
-        if version.at <= at:
-            return version if version.data is not None else None
-    return None
+def _at(versions: list[Version], at: int) -> Version | None:
+    """The version among ``versions`` (oldest first) a read at ``at`` sees (``None``: none;
+    a version whose ``data`` is ``None``: deleted then)."""
+    i = bisect.bisect_right([v.at for v in versions], at)
+    return versions[i - 1] if i else None
 
 
 def _test(op: str, value: Any) -> Callable[[Any], bool]:
@@ -451,8 +427,8 @@ def _directed(value: Any, descending: bool) -> Any:
 def _found(doc_id: str, version: Version, read: dt.datetime, select: Sequence[str] | None) -> Found:
     data, created = version.data, version.created
     assert data is not None and created is not None  # a living version
-    return Found(doc_id, _projected(data, select) if select is not None else copied(data), at_us(created),
-                 at_us(version.at), read)  # fmt: skip
+    return Found(doc_id, _projected(data, select) if select is not None else copied(data), from_micros(created),
+                 from_micros(version.at), read)  # fmt: skip
 
 
 def _projected(data: Mapping[str, Any], fields: Iterable[str]) -> dict[str, Any]:
