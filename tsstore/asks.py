@@ -20,9 +20,11 @@ from google.api_core import exceptions as gexc
 T = TypeVar("T")
 A = TypeVar("A")
 B = TypeVar("B")
+#: What an ask is answered with: an ask answered with a ``bool`` is one answered with an ``object``.
+Answer = TypeVar("Answer", covariant=True)
 
 
-class Asking(Generic[T]):
+class Asking(Generic[Answer]):
     """An ask answered with a ``T``: ``answer = yield from ask(GetDoc(...))`` types the
     answer. A driver answers each kind with one handler, building the Firestore call from the
     ask's data (paths, field values, times: no client, no callable), and tries it again after
@@ -52,13 +54,18 @@ def asked_with(
     return answers[: len(first)], answers[len(first) :]
 
 
+#: A document's fields as the clients give and take them: names to values, maps nesting
+#: (a value is whatever a field may hold, hence ``Any``).
+Fields = dict[str, Any]
+
+
 @dataclass(frozen=True)
 class Doc:
     """A document as read: its ``id``, its ``data`` (``None``: it does not exist), when it was
     last written and the time it was read at."""
 
     id: str
-    data: dict[str, Any] | None
+    data: Fields | None
     update_time: dt.datetime | None
     read_time: dt.datetime | None
 

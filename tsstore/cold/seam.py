@@ -53,24 +53,31 @@ def stretches(
         return []
     if through is None or (start is not None and start >= through):
         return [Stretch(start, end)]
-    spans: list[tuple[dt.datetime, dt.datetime, Entry | None]] = []  # sealed partitions in range, and marked ones
     entries = {entry.start: entry for entry in manifest.entries.values()}
-    for at in sorted({*entries, *marked}):
-        stop = at + partition
-        if at >= through or (end is not None and at >= end) or (start is not None and stop <= start):
-            continue
-        spans.append((at, stop, None if at in marked else entries.get(at)))
     out: list[Stretch] = []
-    for at, stop, entry in spans:
-        lo = at if start is None or start < at else start
-        hi = stop if end is None or end > stop else end
-        if entry is None:  # marked: from Firestore
-            _add(out, Stretch(lo, hi))
-        else:
-            _add(out, Stretch(lo, hi, (entry,)))
+    for at in sorted({*entries, *marked}):  # sealed partitions in range, and marked ones
+        stop = at + partition
+        if at < through and _overlaps(at, stop, start, end):
+            entry = None if at in marked else entries.get(at)  # marked: from Firestore
+            _add(out, Stretch(_later(at, start), _earlier(stop, end), None if entry is None else (entry,)))
     if end is None or end > through:
-        _add(out, Stretch(through if start is None or start < through else start, end))
+        _add(out, Stretch(_later(through, start), end))
     return out
+
+
+def _overlaps(at: dt.datetime, stop: dt.datetime, start: dt.datetime | None, end: dt.datetime | None) -> bool:
+    """Whether ``[at, stop)`` meets ``[start, end)`` (``None``: unbounded)."""
+    return (end is None or at < end) and (start is None or stop > start)
+
+
+def _later(at: dt.datetime, start: dt.datetime | None) -> dt.datetime:
+    """The later of ``at`` and ``start`` (``None``: unbounded below)."""
+    return at if start is None or start < at else start
+
+
+def _earlier(stop: dt.datetime, end: dt.datetime | None) -> dt.datetime:
+    """The earlier of ``stop`` and ``end`` (``None``: unbounded above)."""
+    return stop if end is None or end > stop else end
 
 
 def _add(out: list[Stretch], stretch: Stretch) -> None:

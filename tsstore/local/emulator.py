@@ -942,10 +942,7 @@ def start_emulator(
         raise RulesError("security rules are Native mode's: a Datastore-mode emulator takes no rules file")
     located = _locate()
     rules_path, rules_text = _read_rules(rules)
-    data_path = None
-    if data_dir is not None:
-        data_path = Path(data_dir).expanduser().resolve()
-        data_path.mkdir(parents=True, exist_ok=True)
+    data_path = _data_path(data_dir)
     deadline = time.monotonic() + timeout
     use_cds = cds and located.kind == "java"
     attempts = BIND_RETRIES + 1 if port is None else 1
@@ -956,13 +953,7 @@ def start_emulator(
                                                        cds=use_cds, attempt=attempt)  # fmt: skip
         if mode == "datastore":
             command.append(DATASTORE_MODE_FLAG)
-        fd, log_name = tempfile.mkstemp(prefix=f"tsstore-emulator-{chosen}-", suffix=".log")
-        os.close(fd)
-        log_path = Path(log_name)
-        try:
-            process = _spawn(command, log_path)
-        except OSError as exc:
-            raise EmulatorError(f"could not run {subprocess.list2cmdline(command)}: {exc}") from exc
+        process, log_path = _spawned(command, chosen)
         try:
             _wait_ready(process, log_path, f"http://{host if ':' not in host else f'[{host}]'}:{chosen}", deadline)
         except _StartFailure as failure:
@@ -980,6 +971,26 @@ def start_emulator(
         emulator.mode = mode
         return _made_ready(emulator, rules_path, rules_text, deadline)
     raise EmulatorError(last_error)
+
+
+def _data_path(data_dir: str | os.PathLike[str] | None) -> Path | None:
+    """Where an emulator keeps its databases across stop and start (made if missing), or ``None``."""
+    if data_dir is None:
+        return None
+    path = Path(data_dir).expanduser().resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _spawned(command: list[str], port: int) -> tuple[subprocess.Popen[bytes], Path]:
+    """The emulator's process started by ``command``, and the file its output goes to."""
+    fd, log_name = tempfile.mkstemp(prefix=f"tsstore-emulator-{port}-", suffix=".log")
+    os.close(fd)
+    log_path = Path(log_name)
+    try:
+        return _spawn(command, log_path), log_path
+    except OSError as exc:
+        raise EmulatorError(f"could not run {subprocess.list2cmdline(command)}: {exc}") from exc
 
 
 def _start_command(

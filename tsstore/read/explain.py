@@ -89,24 +89,28 @@ class Explanation:
         return "\n".join(lines)
 
 
+def _query_text(plan: QueryPlan, chunk: tuple[str, ...], ask: int | None) -> str:
+    """One chunk's query as text: its filters, order, projection and lean limit."""
+    spec = plan.spec
+    parts = [f"{spec.shard_field} in {list(chunk)!r}"] if chunk else []
+    parts += [f.describe() for f in (*plan.filters, *plan.ranges)]
+    if plan.start is not None:
+        parts.append(f"{spec.timestamp_field} >= {plan.start.isoformat()}")
+    if plan.end is not None:
+        parts.append(f"{spec.timestamp_field} < {plan.end.isoformat()}")
+    order = "desc" if plan.descending else "asc"
+    orders = ", ".join(f"{name} {order}" for name in (spec.timestamp_field, *plan.order_fields, "__name__"))
+    text = f"where {' and '.join(parts) or 'everything'} order by {orders}"
+    if plan.columns is not None:
+        text += f" select {list(plan.columns)!r}"
+    return text + (f" limit {ask} (lean)" if ask is not None else "")
+
+
 def explain(plan: QueryPlan) -> Explanation:
     spec = plan.spec
-    order = "desc" if plan.descending else "asc"
     rows = None if plan.limit is None else plan.limit + 1
     asks = lean_asks(rows, [len(c) for c in plan.chunks]) if rows is not None else [None] * len(plan.chunks)
-    queries = []
-    for chunk, ask in zip(plan.chunks, asks):
-        parts = [f"{spec.shard_field} in {list(chunk)!r}"] if chunk else []
-        parts += [f.describe() for f in (*plan.filters, *plan.ranges)]
-        if plan.start is not None:
-            parts.append(f"{spec.timestamp_field} >= {plan.start.isoformat()}")
-        if plan.end is not None:
-            parts.append(f"{spec.timestamp_field} < {plan.end.isoformat()}")
-        orders = ", ".join(f"{name} {order}" for name in (spec.timestamp_field, *plan.order_fields, "__name__"))
-        text = f"where {' and '.join(parts) or 'everything'} order by {orders}"
-        if plan.columns is not None:
-            text += f" select {list(plan.columns)!r}"
-        queries.append(text + (f" limit {ask} (lean)" if ask is not None else ""))
+    queries = [_query_text(plan, chunk, ask) for chunk, ask in zip(plan.chunks, asks)]
     snapshot_reads = int(len(plan.chunks) > 1)
     index_reads = 0
     if plan.index_billed and rows is not None:

@@ -5,9 +5,9 @@ and :mod:`tsstore.analytics.buckets`'s)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Unpack
+from typing import Unpack
 
 import pandas as pd
 
@@ -26,7 +26,7 @@ from tsstore.analytics.bars import (
 from tsstore.analytics.buckets import buckets, check_fill
 from tsstore.analytics.covered import CoveredPlan, Part, combined, late_spans
 from tsstore.analytics.rollup import BAR_FIELDS, Rollup, bar_length, combined_end
-from tsstore.asks import ask, asked_with
+from tsstore.asks import Fields, ask, asked_with
 from tsstore.errors import QueryError, SpecError
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import QueryPlan, oldest_first, time_range
@@ -169,7 +169,7 @@ def explain_bars(
     return CoveredPlan(seat.spec.collection, tuple(whole if parts is None else parts))
 
 
-def combined_bounds(seat: Seat, bounds: Query) -> Request[tuple[dict[str, Any] | None, dt.timedelta, Query]]:
+def combined_bounds(seat: Seat, bounds: Query) -> Request[tuple[Fields | None, dt.timedelta, Query]]:
     """For bars combined from the store's roll-up bars: its record (the watermark document),
     the length of its bars, and ``bounds`` ending at ``end`` or else at its watermark (an end
     past the watermark refused)."""
@@ -181,7 +181,7 @@ def combined_bounds(seat: Seat, bounds: Query) -> Request[tuple[dict[str, Any] |
 
 
 def combined_parts(
-    seat: Seat, plan: QueryPlan, record: Mapping[str, Any] | None, cost: ReadStats
+    seat: Seat, plan: QueryPlan, record: Fields | None, cost: ReadStats
 ) -> Request[list[Part] | None]:
     """Where bars combined from the store's roll-up bars take each part of ``plan``'s range:
     its stored bars, but where late ticks marked them (in it or in a roll-up it is made of),

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Iterable
-from typing import Any
 
 import pandas as pd
 
@@ -32,7 +31,7 @@ def latest(
     /,
     *,
     by: str,
-    values: Iterable[Any],
+    values: Iterable[object],
     where: Where = None,
     before: TimeLike | None = None,
     end: TimeLike | None = None,

@@ -8,11 +8,10 @@ import dataclasses
 import datetime as dt
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
-from tsstore.asks import Asking, Doc, ask, asked_together
+from tsstore.asks import Doc, ask, asked_together, asked_with
 from tsstore.errors import QueryError
-from tsstore.layout.census import Ask, Census, FirstValue, ShardCensus
+from tsstore.layout.census import Census, FirstValue, ShardCensus
 from tsstore.read.chunks import ChunkTicks
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead, sweep_cursor
@@ -55,26 +54,20 @@ def shard_census(
     asks = census.first()
     while asks:
         stats.waited()
-        questions: list[Asking[list[Any]]] = [census_ask(ask, snapshot) for ask in asks]
-        answers = yield from asked_together(questions)
-        asks = census.feed([census_answer(seat, ask, answer, stats) for ask, answer in zip(asks, answers)])
+        counted, firsts = yield from asked_with(
+            [Count(ask, snapshot) for ask in asks if not isinstance(ask, FirstValue)],
+            [Documents(ask, snapshot) for ask in asks if isinstance(ask, FirstValue)],
+        )
+        totals, found = iter(billed(counted, stats)), iter(firsts)
+        asks = census.feed([_first_value(seat, next(found), stats) if isinstance(ask, FirstValue) else next(totals)
+                            for ask in asks])  # fmt: skip
     return census.result()
 
 
-def census_ask(ask: Ask, read_time: dt.datetime) -> Count | Documents:
-    """The Firestore ask of one census ask: a count, or the first document of a range."""
-    return Documents(ask, read_time) if isinstance(ask, FirstValue) else Count(ask, read_time)
-
-
-def census_answer(seat: Seat, ask: Ask, answer: list[Any], stats: ReadStats) -> int | str | None:
-    """What the census takes from the answer to ``ask``, billed into ``stats``: a count, or
-    the first document's shard value."""
-    if isinstance(ask, FirstValue):
-        stats.query_done(len(answer))
-        first: Doc | None = answer[0] if answer else None
-        return None if first is None else get_path(first.data or {}, seat.spec.shard_field.split("."))
-    [total] = billed([answer], stats)
-    return total
+def _first_value(seat: Seat, answer: list[Doc], stats: ReadStats) -> str | None:
+    """The shard value of the first document of a census range (``None``: none), billed into ``stats``."""
+    stats.query_done(len(answer))
+    return None if not answer else get_path(answer[0].data or {}, seat.spec.shard_field.split("."))
 
 
 def remaining(seat: Seat, plan: QueryPlan, values: tuple[str, ...]) -> Request[dict[str, int]]:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
-from tsstore.asks import DeleteDoc, FindDocs, GetDoc, SetDoc, ask, asked_together, asked_with
+from tsstore.asks import DeleteDoc, Fields, FindDocs, GetDoc, SetDoc, ask, asked_together, asked_with
 from tsstore.late import WRITERS, Lease, Leases, Mark, mark_id, marks_ask, marks_of, marks_path, watermark_path
 from tsstore.verbs.reading import server_time
 from tsstore.verbs.request import Pause, Request, Seat
@@ -23,12 +22,12 @@ def watermark_ask(name: str, *, read_time: dt.datetime | None = None) -> GetDoc:
     return GetDoc(watermark_path(name), f"the watermark of roll-up {name!r}", read_time=read_time)
 
 
-def read_watermark(seat: Seat, name: str) -> Request[dict[str, Any] | None]:
+def read_watermark(seat: Seat, name: str) -> Request[Fields | None]:
     """Roll-up ``name``'s watermark document as it is now (``None``: none yet)."""
     return (yield from ask(watermark_ask(name))).data
 
 
-def watermark_write(name: str, document: Mapping[str, Any], *, what: str, announced: bool = False) -> SetDoc:
+def watermark_write(name: str, document: Fields, *, what: str, announced: bool = False) -> SetDoc:
     """The ask that merges ``document`` into roll-up ``name``'s watermark document (with
     ``announced`` the server's time, when a horizon is announced); answered with when it was
     written."""
@@ -36,7 +35,7 @@ def watermark_write(name: str, document: Mapping[str, Any], *, what: str, announ
     return SetDoc(watermark_path(name), document, what, merge=True, server_time=stamped)
 
 
-def announce(seat: Seat, name: str, document: dict[str, Any], closing: dt.datetime) -> Request[dt.datetime]:
+def announce(seat: Seat, name: str, document: Fields, closing: dt.datetime) -> Request[dt.datetime]:
     """Tell writers that a run of roll-up ``name`` will fold in every bucket before
     ``closing`` (they mark ticks before it from their next view on); the server time it was
     said at."""
@@ -76,7 +75,7 @@ def late_in(
     *,
     start: dt.datetime | None,
     end: dt.datetime | None,
-    record: Mapping[str, Any] | None = None,
+    record: Fields | None = None,
 ) -> Request[list[Mark]]:
     """The marks in ``[start, end)`` of roll-up ``name`` and of the roll-ups its bars are made
     from (found through their watermark documents' ``source``): the buckets whose bars late

@@ -256,7 +256,7 @@ class CounterFor(Asking[Any]):
 
 
 #: What a request yields: one ask, or a list of asks answered concurrently (in order).
-Ask = Asking[Any] | list[Asking[Any]]
+Ask = Asking[object] | Sequence[Asking[object]]
 
 #: A request: yields asks, receives their answers, returns the verb's result.
 Request = Generator[Ask, Any, R]

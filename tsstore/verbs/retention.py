@@ -6,12 +6,11 @@ import datetime as dt
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tsstore.analytics.rollup import Rollup
-from tsstore.asks import FindDocs, ask, asked_together
+from tsstore.asks import Fields, FindDocs, ask, asked_together
 from tsstore.cold.manifest import Manifest, manifest_ask
-from tsstore.cold.tier import horizon_fields, horizon_name
+from tsstore.cold.tier import ColdTier, horizon_fields, horizon_name
 from tsstore.errors import QueryError, RetentionError, RetentionWarning
 from tsstore.late import COLD_TIER, PURGED, WATERMARKS, marks_ask
 from tsstore.read.cost import ReadStats
@@ -131,7 +130,7 @@ class _Deleting(Making[PurgeResult]):
         return PurgeResult(matched=self.matched, deleted=sender.counts["deleted"], dry_run=False)
 
 
-def _warn_purged(documents: Mapping[str, Mapping[str, Any]], bounds: Query) -> None:
+def _warn_purged(documents: Mapping[str, Fields], bounds: Query) -> None:
     """Warn that a correcting purge reaching before a roll-up's retention horizon cannot
     correct the bars there: their ticks are gone, and the bars stay as retention kept them."""
     try:
@@ -173,7 +172,7 @@ def _declared_rollups(rollups: Iterable[Rollup], spec: SeriesSpec) -> tuple[Roll
 
 
 def _check_tiers(
-    seat: Seat, documents: dict[str, dict[str, Any]], declared: tuple[Rollup, ...], bounds: Query
+    seat: Seat, documents: dict[str, Fields], declared: tuple[Rollup, ...], bounds: Query
 ) -> Request[None]:
     """Refuse a purge past a roll-up's watermark, or over late ticks not yet folded in."""
     marks = rollup_watermarks(documents, declared)
@@ -186,7 +185,7 @@ def _check_tiers(
     check_marks({name: len(answer) for name, answer in zip(marks, found)})
 
 
-def source_rollups(seat: Seat) -> Request[dict[str, dict[str, Any]]]:
+def source_rollups(seat: Seat) -> Request[dict[str, Fields]]:
     """The watermark documents (by roll-up) that name this collection as their source (the
     cold tier's, which holds no bars, left out)."""
     source = seat.spec.collection
@@ -196,7 +195,7 @@ def source_rollups(seat: Seat) -> Request[dict[str, dict[str, Any]]]:
 
 
 def rollup_watermarks(
-    documents: Mapping[str, Mapping[str, Any]], declared: Sequence[Rollup] = ()
+    documents: Mapping[str, Fields], declared: Sequence[Rollup] = ()
 ) -> dict[str, dt.datetime | None]:
     """The watermark of each roll-up of this series (``None``: declared, never run): those
     whose watermark ``documents`` name this collection as their source, and ``declared``."""
@@ -207,7 +206,7 @@ def rollup_watermarks(
     return marks
 
 
-def keep_bars_before(seat: Seat, documents: Mapping[str, Mapping[str, Any]], end: dt.datetime) -> Request[None]:
+def keep_bars_before(seat: Seat, documents: Mapping[str, Fields], end: dt.datetime) -> Request[None]:
     """Before retention deletes ticks before ``end``: tell every roll-up of this series (in
     ``documents``, its watermark document's ``purged_before``) and wait for the writers to see
     it, so none folds a late tick into a bucket whose other ticks are going (its bar could not
@@ -272,6 +271,39 @@ def _only_sealed(seat: Seat, plan: QueryPlan, *, dry_run: bool) -> Request[None]
     spec, tier = seat.spec, seat.spec.cold
     assert tier is not None
     collection = spec.collection
+    end = _whole_partitions(collection, tier, plan)
+    name = horizon_name(collection)
+    held = (yield from read_watermark(seat, name)) or {}
+    before = held.get(PURGED)
+    told = not dry_run and not _at_or_after(before, end)
+    if told:
+        what = f"the purge horizon of {collection!r}'s cold tier"
+        said = yield from ask(watermark_write(name, {**horizon_fields(collection, tier), PURGED: end}, what=what))
+        yield from settle_writers(seat, collection, announced=said, refresh=spec.late.refresh.total_seconds())
+    since = before if isinstance(before, dt.datetime) and (plan.start is None or plan.start < before) else plan.start
+    checked = yield from verify_span(seat, since, end, ReadStats())  # not what an earlier purge deleted
+    through = Manifest.of(collection, (yield from ask(manifest_ask(collection)))).through
+    problems = [f"{label} differs from its sealed file" for label in checked.differ]
+    problems += [f"{label} was changed by a late tick since it was sealed (the next seal seals it again)"
+                 for label in checked.marked]  # fmt: skip
+    if through is None or through < end:
+        sealed = "nothing is sealed" if through is None else f"the sealed history ends at {utc_text(through)}"
+        problems.append(f"{sealed}, before the purge's end {utc_text(end)} (seal first: tsstore seal)")
+    if not problems:
+        return
+    if told:  # the ticks stay: writers may land late ticks there again
+        yield from ask(watermark_write(name, {PURGED: before}, what=f"the purge horizon of {collection!r}'s cold tier"))
+    raise RetentionError(
+        f"a purge of {collection!r}, which has a cold tier, deletes the ticks of sealed days verified against their "
+        f"files only: {'; '.join(problems)}",
+        limit=through,
+        rollups=(),
+    )
+
+
+def _whole_partitions(collection: str, tier: ColdTier, plan: QueryPlan) -> dt.datetime:
+    """The end of a purge of a series with a cold tier, after refusing a range that is not
+    whole partitions by time (a ``where=``, no end, a bound inside a partition)."""
     if plan.filters or plan.ranges:
         raise QueryError(
             f"a purge of {collection!r}, which has a cold tier, deletes whole sealed days; where= is not allowed "
@@ -286,30 +318,4 @@ def _only_sealed(seat: Seat, plan: QueryPlan, *, dry_run: bool) -> Request[None]
                 f"purge {name} {utc_text(at)} falls inside a partition of {collection!r}'s cold tier, which a purge "
                 f"deletes whole; give a partition's start, such as {utc_text(tier.start_of(at))}"
             )
-    name = horizon_name(collection)
-    held = (yield from read_watermark(seat, name)) or {}
-    before = held.get(PURGED)
-    told = not dry_run and not _at_or_after(before, plan.end)
-    if told:
-        what = f"the purge horizon of {collection!r}'s cold tier"
-        said = yield from ask(watermark_write(name, {**horizon_fields(collection, tier), PURGED: plan.end}, what=what))
-        yield from settle_writers(seat, collection, announced=said, refresh=spec.late.refresh.total_seconds())
-    since = before if isinstance(before, dt.datetime) and (plan.start is None or plan.start < before) else plan.start
-    checked = yield from verify_span(seat, since, plan.end, ReadStats())  # not what an earlier purge deleted
-    through = Manifest.of(collection, (yield from ask(manifest_ask(collection)))).through
-    problems = [f"{label} differs from its sealed file" for label in checked.differ]
-    problems += [f"{label} was changed by a late tick since it was sealed (the next seal seals it again)"
-                 for label in checked.marked]  # fmt: skip
-    if through is None or through < plan.end:
-        sealed = "nothing is sealed" if through is None else f"the sealed history ends at {utc_text(through)}"
-        problems.append(f"{sealed}, before the purge's end {utc_text(plan.end)} (seal first: tsstore seal)")
-    if not problems:
-        return
-    if told:  # the ticks stay: writers may land late ticks there again
-        yield from ask(watermark_write(name, {PURGED: before}, what=f"the purge horizon of {collection!r}'s cold tier"))
-    raise RetentionError(
-        f"a purge of {collection!r}, which has a cold tier, deletes the ticks of sealed days verified against their "
-        f"files only: {'; '.join(problems)}",
-        limit=through,
-        rollups=(),
-    )
+    return plan.end

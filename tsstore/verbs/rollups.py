@@ -11,12 +11,11 @@ import itertools
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from tsstore.analytics.bars import Bar, BarBuilder, bar_start, iter_bars, stored_bar
 from tsstore.analytics.covered import join_spans
 from tsstore.analytics.rollup import Rollup, RollupResult, RollupWindow, VerifyResult, rollup_of, rollup_window
-from tsstore.asks import ask
+from tsstore.asks import Fields, ask
 from tsstore.errors import QueryError, RetentionWarning, StateError
 from tsstore.late import LAST_TICK, PURGED, Horizon, Mark
 from tsstore.read.cost import ReadStats
@@ -118,7 +117,7 @@ def rollup(
     )
 
 
-def _last_tick(stored: dict[str, Any] | None, latest: list[dt.datetime]) -> dict[str, dt.datetime]:
+def _last_tick(stored: Fields | None, latest: list[dt.datetime]) -> dict[str, dt.datetime]:
     """The watermark document's last tick after a run whose bars' last tick is ``latest``
     (one time, or none): the later of it and the stored one, which never moves back."""
     held = (stored or {}).get(LAST_TICK)
@@ -158,7 +157,7 @@ def _window(
 
 
 def _hold_writers(
-    seat: Seat, rollup: Rollup, mine: dict[str, Any] | None, window: RollupWindow, now: dt.datetime
+    seat: Seat, rollup: Rollup, mine: Fields | None, window: RollupWindow, now: dt.datetime
 ) -> Request[dt.datetime]:
     """Before a new range is read: announce its end unless the writers already hold it (a
     writer marks the ticks it writes before a roll-up's horizon), warn when its start is older
@@ -353,7 +352,7 @@ class _StoredBars:
 
 
 def _verified_range(
-    rollup: Rollup, stored: dict[str, Any] | None, since: dt.datetime | None, until: dt.datetime | None
+    rollup: Rollup, stored: Fields | None, since: dt.datetime | None, until: dt.datetime | None
 ) -> tuple[dt.datetime, dt.datetime]:
     """What a check covers: from ``since`` (else where the stored span begins), aligned down,
     to ``until`` or the watermark, whichever is earlier."""

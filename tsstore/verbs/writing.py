@@ -45,7 +45,7 @@ PARAMETER_HELP = {
 
 def write(
     seat: Seat,
-    records: Iterable[Mapping[str, Any]] | pd.DataFrame,
+    records: Iterable[Mapping[str, object]] | pd.DataFrame,
     /,
     *,
     naive: NaivePolicy = "error",

@@ -105,28 +105,41 @@ def decide(spec: SeriesSpec, view: View, ops: list[WriteOp], *, holds: Holds | N
     its partitions are sealed again, not kept as bars."""
     marks: dict[str, set[dt.datetime]] = {}
     refused: dict[int, str] = {}
-    window = spec.late.window
     held: Holds = holds if holds is not None else (lambda horizon, bucket: True)
     for index, (_, data, _) in enumerate(ops):
-        patched = isinstance(data, Patch)  # a reshard's: it changes a sealed tick's shard, no roll-up's bar
-        at = data.timestamp if isinstance(data, Patch) else tick_time(data, spec.timestamp_field)
-        if at is None:
-            continue
-        late = [(h, bucket) for h in view.horizons if (bucket := h.late(at)) is not None and (h.cold or not patched)]
-        if not late:
-            continue
-        gone = [h for h, bucket in late if h.purged is not None and bucket < h.purged]
-        if gone:
-            refused[index] = _into_purged(spec, gone[0], at)
-            continue
-        past = [(h, bucket) for h, bucket in late if window is not None and not h.cold and h.behind(at) > window]
-        stored = next((h for h, bucket in past if held(h, bucket)), None)
-        if stored is not None and window is not None:
-            refused[index] = _too_late(spec, stored, at, window)
+        at, late = _late(spec, view, data)
+        refusal = _refusal(spec, at, late, held) if at is not None and late else None
+        if refusal is not None:
+            refused[index] = refusal
             continue
         for h, bucket in late:
             marks.setdefault(h.name, set()).add(bucket)
     return Decision(marks, refused)
+
+
+def _late(spec: SeriesSpec, view: View, data: object) -> tuple[dt.datetime | None, list[tuple[Horizon, dt.datetime]]]:
+    """The time a write of ``data`` changes, and the horizons it is late for under ``view``,
+    each with the bucket it changes (a reshard's patch changes a sealed tick's shard, no
+    roll-up's bar)."""
+    patched = isinstance(data, Patch)
+    at = data.timestamp if isinstance(data, Patch) else tick_time(data, spec.timestamp_field)
+    if at is None:
+        return None, []
+    return at, [(h, bucket) for h in view.horizons if (bucket := h.late(at)) is not None and (h.cold or not patched)]
+
+
+def _refusal(spec: SeriesSpec, at: dt.datetime, late: list[tuple[Horizon, dt.datetime]], held: Holds) -> str | None:
+    """Why a write at ``at``, late for these horizons, is refused (into purged ticks, or past
+    the declared window into a bucket holding a bar), or ``None``: it is marked."""
+    gone = [h for h, bucket in late if h.purged is not None and bucket < h.purged]
+    if gone:
+        return _into_purged(spec, gone[0], at)
+    window = spec.late.window
+    if window is None:
+        return None
+    past = [(h, bucket) for h, bucket in late if not h.cold and h.behind(at) > window]
+    stored = next((h for h, bucket in past if held(h, bucket)), None)
+    return None if stored is None else _too_late(spec, stored, at, window)
 
 
 def remembered(holds: Holds) -> Holds:

@@ -435,40 +435,53 @@ class BulkSender:
             else:
                 faults.progress()
                 unanswered = 0
-                self._cuts.answered(len(pending))
-                refused = 0
-                for item, (code, message) in zip(pending, statuses, strict=True):
-                    item.unanswered = False
-                    if code == 0:
-                        outcome.written.append(_written(item))
-                    elif code == ALREADY_EXISTS and item.op == "create":
-                        conflicts.append(item)
-                    elif (kind := status_kind(code)) is not None:
-                        retry.append(item)
-                        last_error = (code, message)
-                        refused += kind == "overload"
-                    else:
-                        outcome.failures.append(_failure(item, code, message))
-                self._pace.answered(sent=len(pending), refused=refused)
+                last_error = self._answered(pending, statuses, outcome, conflicts, retry) or last_error
             again = self._resolve(conflicts, outcome, retry) if conflicts else []
             if retry:
                 attempt += 1
-                if attempt >= self._max_attempts:
-                    code, message = last_error
-                    outcome.failures += [
-                        _failure(i, code, f"{message} (gave up after {self._max_attempts} attempts)") for i in retry
-                    ]
-                    retry = []
-                else:
-                    # Exponential back-off with jitter, capped: contention clears in seconds.
-                    delay = min(0.05 * 2**attempt, 10.0) * (0.5 + random.random())
-                    self._wait(
-                        f"retrying writes refused with {code_name(last_error[0])} "
-                        f"(attempt {attempt + 1} of {self._max_attempts})",
-                        delay,
-                    )
+                retry = self._again_or_failed(retry, attempt, last_error, outcome)
             pending = again + retry
         return outcome
+
+    def _answered(
+        self, pending: list[_Item], statuses: list[tuple[int, str]], outcome: _Outcome, conflicts: list[_Item],
+        retry: list[_Item],
+    ) -> tuple[int, str] | None:  # fmt: skip
+        """Sort an answered request's writes by their statuses: written, a create that met a
+        stored document (``conflicts``), refused for now (``retry``), or failed; the pace told.
+        The last status retried, if any."""
+        self._cuts.answered(len(pending))
+        refused, last_error = 0, None
+        for item, (code, message) in zip(pending, statuses, strict=True):
+            item.unanswered = False
+            if code == 0:
+                outcome.written.append(_written(item))
+            elif code == ALREADY_EXISTS and item.op == "create":
+                conflicts.append(item)
+            elif (kind := status_kind(code)) is not None:
+                retry.append(item)
+                last_error = (code, message)
+                refused += kind == "overload"
+            else:
+                outcome.failures.append(_failure(item, code, message))
+        self._pace.answered(sent=len(pending), refused=refused)
+        return last_error
+
+    def _again_or_failed(
+        self, retry: list[_Item], attempt: int, last_error: tuple[int, str], outcome: _Outcome
+    ) -> list[_Item]:
+        """The writes refused for now to send again, after a back-off (none: they failed, the
+        attempts spent)."""
+        code, message = last_error
+        if attempt >= self._max_attempts:
+            why = f"{message} (gave up after {self._max_attempts} attempts)"
+            outcome.failures += [_failure(i, code, why) for i in retry]
+            return []
+        # Exponential back-off with jitter, capped: contention clears in seconds.
+        delay = min(0.05 * 2**attempt, 10.0) * (0.5 + random.random())
+        attempts = f"attempt {attempt + 1} of {self._max_attempts}"
+        self._wait(f"retrying writes refused with {code_name(code)} ({attempts})", delay)
+        return retry
 
     def _refused(self, pending: list[_Item], exc: gexc.GoogleAPICallError, outcome: _Outcome) -> _Outcome:
         """A request refused as a whole, for a reason a retry would meet again."""
