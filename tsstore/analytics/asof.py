@@ -25,7 +25,7 @@ import heapq
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import pandas as pd
 
@@ -35,9 +35,28 @@ from tsstore.read.cold import TieredRead
 from tsstore.read.engine import TickRead
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick, get_path, without_paths
-from tsstore.times import to_duration
+from tsstore.times import DurationLike, to_duration
 
 Direction = Literal["backward", "forward", "nearest"]
+
+
+class AsofOptions(TypedDict, total=False):
+    """How an as-of join matches, as both of its verbs (``asof``, ``iter_asof``) take it:
+    the right series (``right_spec``), the fields equal on both sides, the direction, the
+    tolerance, whether a match at the same time counts, and the right columns' prefix."""
+
+    right_spec: SeriesSpec | None
+    by: str | Sequence[str]
+    direction: str
+    tolerance: DurationLike | None
+    allow_exact_matches: bool
+    prefix: str
+
+
+#: What an as-of join's options are when not given (the verbs' signatures show them).
+ASOF_DEFAULTS = AsofOptions(
+    right_spec=None, by=(), direction="backward", tolerance=None, allow_exact_matches=True, prefix="right"
+)
 DIRECTIONS: tuple[Direction, ...] = ("backward", "forward", "nearest")
 LEFT, RIGHT = 0, 1
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from typing import Unpack
 
 import pandas as pd
 
 from tsstore.analytics import PARAMETER_HELP as PARAMETER_HELP  # the analytics verbs' words, one glossary
-from tsstore.analytics.asof import JoinRead, check_direction, check_tolerance
+from tsstore.analytics.asof import ASOF_DEFAULTS, AsofOptions, JoinRead, check_direction, check_tolerance
 from tsstore.asks import ask
 from tsstore.errors import QueryError, SpecError
 from tsstore.frames import FrameBuilder
@@ -18,7 +19,7 @@ from tsstore.read.plan import plan_query
 from tsstore.read.query import Query
 from tsstore.spec import Direction, SeriesSpec, check_field_path
 from tsstore.ticks import Tick
-from tsstore.times import DurationLike, to_utc
+from tsstore.times import to_utc
 from tsstore.verbs.declare import Reading
 from tsstore.verbs.reading import read_tiers, snapshot_now
 from tsstore.verbs.request import Feed, Request, Seat
@@ -33,14 +34,9 @@ def asof(
     right: Query | None = None,
     /,
     *,
-    right_spec: SeriesSpec | None = None,
-    by: str | Sequence[str] = (),
-    direction: str = "backward",
-    tolerance: DurationLike | None = None,
-    allow_exact_matches: bool = True,
-    prefix: str = "right",
     ids: bool = False,
     stats: ReadStats | None = None,
+    **options: Unpack[AsofOptions],
 ) -> Request[pd.DataFrame]:
     """An as-of join: each tick of the ``left`` query with the tick of the ``right`` query
     (of this series, or of ``right_spec``'s collection) nearest before it in time, as one
@@ -59,57 +55,32 @@ def asof(
     tolerance, one tolerance around it). Both are read oldest first at one snapshot and
     joined as they stream: memory holds the rows of the result and one tolerance window, not
     the right side."""
-    joining = yield from asof_read(
-        seat, left, right, right_spec=right_spec, by=by, direction=direction, tolerance=tolerance,
-        allow_exact_matches=allow_exact_matches, prefix=prefix, ids=ids,
-        stats=stats if stats is not None else ReadStats(),
-    )  # fmt: skip
+    joining = yield from asof_read(seat, left, right, ids=ids, stats=stats if stats is not None else ReadStats(),
+                                   **options)  # fmt: skip
     builder = FrameBuilder(seat.spec)
     yield from ask(Feed(joining, builder))
     return joining.with_right_columns(builder.frame())
 
 
 def iter_asof(
-    seat: Seat,
-    left: Query | None = None,
-    right: Query | None = None,
-    /,
-    *,
-    right_spec: SeriesSpec | None = None,
-    by: str | Sequence[str] = (),
-    direction: str = "backward",
-    tolerance: DurationLike | None = None,
-    allow_exact_matches: bool = True,
-    prefix: str = "right",
+    seat: Seat, left: Query | None = None, right: Query | None = None, /, **options: Unpack[AsofOptions]
 ) -> Reading[Tick]:
     """:meth:`asof` as a stream of ticks, each the left tick with its match under ``prefix``
     (a map: its fields but the ``by`` fields, its timestamp and document ``id``; absent where
     nothing matched), in the left ticks' order; the stream's ``stats`` say what it has cost
     so far."""
     stats = ReadStats()
-    opening = asof_read(
-        seat, left, right, right_spec=right_spec, by=by, direction=direction, tolerance=tolerance,
-        allow_exact_matches=allow_exact_matches, prefix=prefix, ids=True, stats=stats,
-    )  # fmt: skip
+    opening = asof_read(seat, left, right, ids=True, stats=stats, **options)
     return Reading(opening, stats, seat.spec)
 
 
 def asof_read(
-    seat: Seat,
-    left: Query | None,
-    right: Query | None,
-    *,
-    right_spec: SeriesSpec | None,
-    by: str | Sequence[str],
-    direction: str,
-    tolerance: DurationLike | None,
-    allow_exact_matches: bool,
-    prefix: str,
-    ids: bool,
-    stats: ReadStats,
+    seat: Seat, left: Query | None, right: Query | None, *, ids: bool, stats: ReadStats, **given: Unpack[AsofOptions]
 ) -> Request[JoinRead]:
     """The two reads of an as-of join, oldest first at one snapshot."""
-    way, reach = check_direction(direction), check_tolerance(tolerance)
+    options: AsofOptions = {**ASOF_DEFAULTS, **given}
+    right_spec, by, prefix = options["right_spec"], options["by"], options["prefix"]
+    way, reach = check_direction(options["direction"]), check_tolerance(options["tolerance"])
     if right_spec is not None and not isinstance(right_spec, SeriesSpec):
         raise QueryError(f"right_spec takes a SeriesSpec (the right series' declaration), got {right_spec!r}")
     other = right_spec if right_spec is not None else seat.spec
@@ -122,7 +93,7 @@ def asof_read(
     lread = yield from read_tiers(seat, lplan, stats)
     rread = yield from read_tiers(seat, rplan, stats)
     stats.chunks = len(lplan.chunks) + len(rplan.chunks)
-    return JoinRead(lread, rread, way, fields, reach, allow_exact_matches, prefix, other, ids)
+    return JoinRead(lread, rread, way, fields, reach, options["allow_exact_matches"], prefix, other, ids)
 
 
 def _join_fields(spec: SeriesSpec, other: SeriesSpec, by: str | Sequence[str], prefix: str) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Itera
 from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
+from tsstore.analytics.asof import ASOF_DEFAULTS
 from tsstore.errors import OptionError, QueryError
 from tsstore.live.aio import AsyncLive
 from tsstore.read.cost import ReadStats
@@ -323,7 +324,7 @@ def public_signature(make: Callable[..., object]) -> inspect.Signature:
             continue
         [options] = typing.get_args(hints[param.name])
         for name, kind in typing.get_type_hints(options).items():
-            default = QUERY_DEFAULTS[name]
+            default = OPTION_DEFAULTS[name]
             params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind))
     returns = hints.get("return", signature.return_annotation)
     if typing.get_origin(returns) is Generator:
@@ -344,4 +345,6 @@ def _optional_types(make: Callable[..., object]) -> dict[str, object]:
     return {"pl": polars}
 
 
-QUERY_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Query)}
+#: What an option a verb takes as ``**options: Unpack[...]`` is when not given: a query field's
+#: default, an as-of join's.
+OPTION_DEFAULTS: dict[str, object] = {**{f.name: f.default for f in dataclasses.fields(Query)}, **ASOF_DEFAULTS}
