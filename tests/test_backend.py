@@ -1,19 +1,31 @@
-"""The one place a client's database mode is decided (``tsstore.backend.backend_for``): a
-``firestore.Client`` is Native mode, a ``datastore.Client`` Datastore mode, a
-``MemoryDatabase`` the in-process one; anything else is refused by name, by both stores,
-before anything is asked. No emulator: a client is made without a call."""
+"""The one place a client's database mode is decided (``tsstore.databases.mode_of``, which
+``tsstore.backend.backend_for`` and the counters take it from): a ``firestore.Client`` is
+Native mode, a ``datastore.Client`` Datastore mode, a ``MemoryDatabase`` the in-process one;
+anything else is refused by name, by both stores and a counter, before anything is asked. No
+emulator (a client is made without a call), except where a counter on the memory database is
+held to the same counter on the emulator, in both modes."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
+import inspect
+import threading
 
 import pytest
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import firestore
 
+from tests.conftest import unique_database_id
+from tests.shared import MODES, mode_client
 from tsstore import AsyncTimeSeriesStore, QueryShape, SeriesSpec, TimeSeriesStore
 from tsstore.backend import backend_for
+from tsstore.beam.target import Target
+from tsstore.counters import AsyncCounter, CounterValue, ShardedCounter
+from tsstore.databases import document_answers, mode_of
 from tsstore.datastore_mode import DatastoreAnswers
-from tsstore.errors import ConfigError, ModeError
+from tsstore.errors import ConfigError, CounterError, ModeError, StateError
 from tsstore.local.emulator import datastore_client, emulator_client
 from tsstore.memory import MemoryDatabase
 from tsstore.modes import LIVE_REFUSED, DatastoreKind
@@ -34,6 +46,32 @@ def test_each_client_gets_its_databases_backend_and_collections() -> None:
     with pytest.raises(ModeError) as refused:  # no listeners in Datastore mode, said before any read
         datastore.live_collection(SPEC)
     assert str(refused.value) == LIVE_REFUSED
+
+
+def test_the_mode_is_decided_once_for_stores_counters_and_pipelines() -> None:
+    """Every client's mode comes from ``mode_of``: the stores' backends, a counter's document
+    answers and a pipeline's target all take it from there, and refuse what it refuses."""
+    native, datastore, memory = emulator_client("127.0.0.1:1"), datastore_client("127.0.0.1:1"), MemoryDatabase()
+    asynchronous = firestore.AsyncClient(project="p", credentials=AnonymousCredentials())
+    modes = [mode_of(c) for c in (native, datastore, memory, asynchronous)]
+    assert modes == ["native", "datastore", "memory", "native"]
+    assert Target.of(datastore).mode == "datastore" and Target.of(native).mode == "native"
+    with pytest.raises(ConfigError, match="is a memory database, which a pipeline's workers cannot reach"):
+        Target.of(memory)
+    with pytest.raises(ConfigError, match=NOT_A_CLIENT):
+        ShardedCounter({}, "counters/likes")
+    with pytest.raises(ConfigError, match="a counter takes a sync client"):
+        document_answers(asynchronous)
+
+
+def test_a_datastore_kind_refuses_a_firestore_query_by_name_and_nothing_else() -> None:
+    kind = DatastoreKind("ticks")
+    refused = r"^kind 'ticks' is in Datastore mode, which takes no Firestore query \(asked for \.where\)"
+    with pytest.raises(ModeError, match=refused):
+        kind.where("shard", "in", ["a"])
+    with pytest.raises(ModeError, match=r"\(asked for \.order_by\)"):
+        kind.order_by("timestamp")
+    assert not hasattr(kind, "select") and kind.id == "ticks"  # an attribute it has not is just missing
 
 
 def test_a_client_of_no_known_database_is_refused_by_name_by_both_stores() -> None:
@@ -94,3 +132,91 @@ def test_the_series_counters_a_write_keeps_run_on_the_memory_database() -> None:
         store.write(rows)  # the same ids again: present, not counted again
         counted = {s: store.series_counter({"symbol": s}).value() for s in "AB"}
     assert counted == {"A": 20, "B": 10}
+
+
+def counter_story(counter: ShardedCounter) -> list[object]:
+    """What a counter's verbs answer, one after another, from creating it to a refused shrink
+    (the times left out: they are the database's)."""
+    seen: list[object] = []
+    for step in (
+        lambda: counter.read(),
+        lambda: counter.create(shards=3),
+        lambda: counter.create(shards=9),  # idempotent: the existing count stands
+        lambda: counter.increment(4),
+        lambda: counter.increment(-1),
+        lambda: counter.increment_many([1, 2, 3, 0, -2]),
+        lambda: counter.value(),
+        lambda: counter.read().live,  # no roll-up stored yet: the live sum
+        lambda: counter.rollup().value,
+        lambda: counter.read(),
+        lambda: counter.grow(shards=5),
+        lambda: counter.shards(),
+        lambda: counter.grow(shards=2),
+        lambda: counter.increment(10**19),
+    ):
+        try:
+            got = step()
+        except (StateError, CounterError) as exc:
+            got = f"{type(exc).__name__}: {exc}"
+        seen.append((got.value, got.live) if isinstance(got, CounterValue) else got)
+    return seen
+
+
+STORY = [
+    "StateError: counter 'counters/likes' does not exist; create it first",
+    3, 3, None, None, 4, 7, True, 7, (7, False), 5, 5,
+    "CounterError: counter 'counters/likes' has 5 shards; shrinking to 2 is not supported (counts on removed shards "
+    "would be lost)",
+    "CounterError: increment 10000000000000000000 does not fit Firestore's 64-bit integers "
+    "(-9223372036854775808 to 9223372036854775807)",
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_counter_on_the_memory_database_answers_as_on_the_emulator(
+    mode: str, request: pytest.FixtureRequest, uses_emulator: None
+) -> None:
+    """``ShardedCounter(client, path)`` on a MemoryDatabase: every verb answers what the same
+    counter answers on the emulator (each mode), refusals in the same words."""
+    assert counter_story(ShardedCounter(MemoryDatabase(), "counters/likes")) == STORY
+    client = mode_client(request, mode, unique_database_id(request.node.name))
+    with contextlib.closing(client):
+        assert counter_story(ShardedCounter(client, "counters/likes")) == STORY
+
+
+def test_concurrent_increments_on_the_memory_database_count_exactly() -> None:
+    counter = ShardedCounter(MemoryDatabase(), "counters/hits")
+    counter.create(shards=4)
+    threads = [threading.Thread(target=lambda: [counter.increment() for _ in range(50)]) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert counter.value() == 400 and counter.rollup().value == 400
+
+
+def test_the_async_stores_series_counter_is_the_counter_awaited() -> None:
+    """The async store's ``series_counter`` on a memory database: an :class:`AsyncCounter`,
+    whose methods are :class:`ShardedCounter`'s, each a coroutine, answering what the sync
+    store's counter answers on the same database."""
+    spec = SeriesSpec("trades", key_fields=["symbol"], count_by=["symbol"], counter_shards=3)
+    t0 = dt.datetime(2026, 3, 2, 14, tzinfo=dt.timezone.utc)
+    rows = [{"id": f"t{i}", "symbol": "AB"[i % 2], "timestamp": t0 + dt.timedelta(seconds=i)} for i in range(10)]
+    database = MemoryDatabase()
+
+    async def counted() -> tuple[int, int, int, int]:
+        async with AsyncTimeSeriesStore(database, spec) as astore:  # type: ignore[arg-type]
+            await astore.write(rows)
+            counter = await astore.series_counter({"symbol": "A"})
+            assert isinstance(counter, AsyncCounter)
+            await counter.increment_many([2, 3])
+            rolled = await counter.rollup()
+            return await counter.value(), rolled.value, await counter.shards(), (await counter.read()).value
+
+    assert asyncio.run(counted()) == (10, 10, 3, 10)
+    with TimeSeriesStore(database, spec) as store:
+        assert store.series_counter({"symbol": "A"}).value() == 10
+    public = {name for name, _ in inspect.getmembers(ShardedCounter, inspect.isfunction) if name[0] != "_"}
+    awaited = {name for name, _ in inspect.getmembers(AsyncCounter, inspect.iscoroutinefunction) if name[0] != "_"}
+    assert public == awaited == {"create", "shards", "increment", "increment_many", "value", "rollup", "read", "grow"}
+

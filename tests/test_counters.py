@@ -359,7 +359,7 @@ def test_a_write_that_lost_a_race_decides_again_on_a_fresh_read(
             ShardedCounter(client, "counters/race").grow(shards=5)  # the rival write
         return len(seen), {"decided": len(seen)}
 
-    assert counter._write_counter_doc(decide, verb="test") == 2
+    assert counter._run(counter._write_counter_doc(decide, verb="test")) == 2
     assert seen == [2, 5]
     assert stored_doc(client, "counters/race") == {"shards": 5, "decided": 2}
     [lost] = lost_races(caplog)
@@ -382,7 +382,7 @@ def test_a_create_that_lost_a_race_adopts_the_winner(
         ShardedCounter(client, "counters/late").create(shards=7)  # the rival create
         return 3, {"shards": 3}
 
-    assert counter._write_counter_doc(decide, verb="create") == 7
+    assert counter._run(counter._write_counter_doc(decide, verb="create")) == 7
     assert seen == [False, True]
     assert stored_doc(client, "counters/late") == {"shards": 7}
     assert counter.create(shards=3) == 7
@@ -407,7 +407,7 @@ def test_endless_contention_is_a_counter_error_naming_the_path(client: Any) -> N
         r"rollup or grow\) changed the counter document 'counters/busy' between our read and our conditional "
         r"write \(last: it was written or deleted meanwhile\)$",
     ):
-        counter._write_counter_doc(decide, verb="rollup", attempts=3)
+        counter._run(counter._write_counter_doc(decide, verb="rollup", attempts=3))
     assert stored_doc(client, "counters/busy") == {"shards": 2, "pokes": 3}  # none of our writes landed
 
 

@@ -4,8 +4,10 @@ The same verbs as :class:`~tsstore.store.TimeSeriesStore` (:class:`~tsstore.verb
 each one request), answered on the event loop: a list of asks is gathered, a chunk query
 is awaited through :mod:`tsstore.wire` (no thread per query; at most ``max_concurrency``
 wait on the server at once). A bulk send runs the sender in one worker thread whose batches
-are sent on the loop. What runs on the sync client only (listeners, and the counters'
-conditional writes) runs on its sync twin (:func:`~tsstore.wire.sync_twin`), in worker threads.
+are sent on the loop. A series counter's asks are answered on the loop too
+(:class:`~tsstore.counters.AsyncCounter`). What runs on the sync client only (listeners, and the
+bulk job's late guard and series counters) runs on its sync twin (:func:`~tsstore.wire.sync_twin`),
+in worker threads.
 In Datastore mode (a ``datastore.Client``: no asyncio client exists) the sync store answers
 every ask in a worker thread, and streams hop from the loop a batch at a time.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
 from google.cloud import firestore
@@ -25,7 +27,7 @@ from tsstore.analytics.asof import JoinRead
 from tsstore.asks import CreateDoc, DeleteDoc, Doc, FindDocs, GetDoc, KnownTime, SetDoc, UpdateDoc
 from tsstore.cold.objects import DeleteObject, GetObject, ListObjects, ObjectUrls, PutObject
 from tsstore.clock import local_us
-from tsstore.counters import ShardedCounter
+from tsstore.counters import AsyncCounter, AsyncDocumentAnswers
 from tsstore.errors import ConfigError
 from tsstore.frames import aframes
 from tsstore.live.aio import AsyncLive
@@ -34,6 +36,7 @@ from tsstore.native_mode import NativeQueries, aggregated
 from tsstore.read.async_engine import aread_ticks
 from tsstore.read.cold import ColdRead, TieredRead, cold_ticks
 from tsstore.read.fetch import afetcher
+from tsstore.series_counters import counter_path
 from tsstore.spec import SeriesSpec
 from tsstore.store import TimeSeriesStore
 from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, Writer, check_options
@@ -94,11 +97,15 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         if isinstance(client, firestore.AsyncClient):
             self._queries = NativeQueries(client, spec)
             collection_of, clock = self._queries.collection, server_clock(client)
+            self._documents: AsyncDocumentAnswers = functools.partial(aanswer_document, client)
         else:
             sync_client: Any = client
             self._sync = TimeSeriesStore(sync_client, spec, write_options=write_options, max_workers=max_concurrency,
                                          page_size=page_size, lean=lean, snapshots=snapshots)  # fmt: skip
             collection_of, clock = self._sync._collection_of, self._sync._clock
+            answer_document = self._sync._answers.answer_document
+            self._documents = lambda ask: asyncio.to_thread(answer_document, ask)
+        self._counters: dict[tuple[Any, ...], AsyncCounter] = {}
         super().__init__(spec, client, collection_of=collection_of, clock=clock, write_options=write_options,
                          page_size=page_size, lean=lean, snapshots=snapshots)  # fmt: skip
         # Held from sending a query until its first response (the emulator computes a whole
@@ -183,19 +190,28 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
                 await asyncio.sleep(seconds)
                 return None
             case asks.CounterFor(values=values):
-                return AsyncCounter(await asyncio.to_thread(self._writer.series(self.spec).counter, values))
+                return await self._counter(values)
         raise TypeError(f"no answer for {ask!r}")  # pragma: no cover - every ask is answered above
 
     async def _answer_in_thread(self, sync: TimeSeriesStore, ask: Any) -> Any:
-        """Datastore mode: the sync store's answer to ``ask``, in a worker thread (a pause on
-        the loop; a counter awaited)."""
+        """Datastore mode: the sync store's answer to ``ask``, in a worker thread (a pause and
+        a counter on the loop)."""
         match ask:
             case asks.Pause(seconds=seconds):
                 await asyncio.sleep(seconds)
                 return None
-            case asks.CounterFor():
-                return AsyncCounter(await asyncio.to_thread(sync._answer, ask))
+            case asks.CounterFor(values=values):
+                return await self._counter(values)
         return await asyncio.to_thread(sync._answer, ask)
+
+    async def _counter(self, values: tuple[Any, ...]) -> AsyncCounter:
+        """The counter of one series, made once per store: its document asks answered on the
+        loop (on a sync store's database, in worker threads)."""
+        if values not in self._counters:
+            counter = AsyncCounter(counter_path(self.spec, values), answer=self._documents)
+            await counter.create(shards=self.spec.counter_shards)
+            self._counters[values] = counter
+        return self._counters[values]
 
     def _stream(self, reading: declare.Reading[T]) -> declare.AsyncTickStream[T]:
         async def items() -> AsyncIterator[Any]:
@@ -237,26 +253,6 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
 #: Ticks a bulk job's thread takes from the loop at a time (a purge, a reshard, a roll-up
 #: reads on the loop and sends from a thread): one hop per batch, not per tick.
 PULLED_BATCH = 500
-
-
-class AsyncCounter:
-    """A series counter from the async store: :class:`~tsstore.counters.ShardedCounter`'s
-    methods, awaited (each runs in a worker thread: counters run on the sync
-    client)."""
-
-    def __init__(self, counter: ShardedCounter) -> None:
-        self.counter = counter
-
-    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
-        method = getattr(self.counter, name)
-
-        async def awaited(*args: Any, **kwargs: Any) -> Any:
-            return await asyncio.to_thread(method, *args, **kwargs)
-
-        return functools.wraps(method)(awaited)
-
-    def __repr__(self) -> str:
-        return f"AsyncCounter({self.counter!r})"
 
 
 def _loop_transport(collection: Any, *, timeout: float) -> Transport:

@@ -16,13 +16,10 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from google.cloud import firestore
-
 from tsstore.asks import Doc, DocAsk
 from tsstore.clock import ServerClock
-from tsstore.dswire import is_datastore_client
-from tsstore.errors import ConfigError
-from tsstore.memory import MemoryAnswers, MemoryDatabase
+from tsstore.databases import mode_of
+from tsstore.memory import MemoryAnswers
 from tsstore.native_mode import NativeAnswers
 from tsstore.read.engine import Fetch
 from tsstore.read.plan import QueryPlan
@@ -68,19 +65,17 @@ class Backend(Protocol):
 
 
 def backend_for(client: Any, spec: SeriesSpec, *, fast: bool = True) -> Backend:
-    """The backend of the store of ``spec`` on ``client``: Native mode on a
-    ``firestore.Client``, Datastore mode on a ``datastore.Client``, the in-process database on
-    a :class:`~tsstore.memory.MemoryDatabase`; anything else is refused by name (``fast``:
-    Native mode's queries and writes through the client's own stub)."""
-    if is_datastore_client(client):
-        from tsstore.datastore_mode import DatastoreAnswers  # only with the datastore extra
+    """The backend of the store of ``spec`` on ``client``, by the database it talks to
+    (:func:`tsstore.databases.mode_of`, which refuses any other client by name): Native mode on a
+    ``firestore.Client``, Datastore mode on a ``datastore.Client``, the in-process database on a
+    :class:`~tsstore.memory.MemoryDatabase` (``fast``: Native mode's queries and writes through
+    the client's own stub)."""
+    match mode_of(client):
+        case "datastore":
+            from tsstore.datastore_mode import DatastoreAnswers  # only with the datastore extra
 
-        return DatastoreAnswers(client, spec)
-    if isinstance(client, firestore.Client):
-        return NativeAnswers(client, spec, fast=fast)
-    if isinstance(client, MemoryDatabase):
-        return MemoryAnswers(client, spec)
-    raise ConfigError(
-        f"client {type(client).__module__}.{type(client).__name__} is not allowed; give a google.cloud.firestore.Client "
-        "(Native mode), a google.cloud.datastore.Client (Datastore mode) or a tsstore.memory.MemoryDatabase"
-    )
+            return DatastoreAnswers(client, spec)
+        case "native":
+            return NativeAnswers(client, spec, fast=fast)
+        case "memory":
+            return MemoryAnswers(client, spec)

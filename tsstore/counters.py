@@ -22,6 +22,7 @@ timeout``; a conditional write holds no lock and a loser just decides again.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import functools
 import logging
@@ -30,16 +31,15 @@ import random
 import time
 import uuid
 from collections import Counter as _Tally
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar
 
 from tsstore import faults
-from tsstore.asks import AddToDocs, CreateDoc, DeleteDoc, Doc, DocAsk, GetDoc, SumDocs, UpdateDoc
-from tsstore.dswire import is_datastore_client
+from tsstore.asks import AddToDocs, Asking, CreateDoc, DeleteDoc, Doc, DocAsk, GetDoc, SumDocs, UpdateDoc
+from tsstore.databases import DocumentAnswers, document_answers
 from tsstore.errors import CounterError, FaultError, StateError
 from tsstore.limits import DOCUMENT_WRITES_PER_SECOND, MAX_INT64, MIN_INT64
-from tsstore.wire import answer_document
 
 log = logging.getLogger(__name__)
 
@@ -141,41 +141,42 @@ def _missing(path: str) -> StateError:
     """The refusal of a verb on counter ``path``, which has not been created."""
     return StateError(f"counter {path!r} does not exist; create it first")
 
-class ShardedCounter:
-    """One distributed counter at a document path of the caller's choosing, on a
-    ``firestore.Client`` or, in Datastore mode, a ``datastore.Client`` (the path's documents
-    are then entities: ``counters/likes/shards/3`` is shard 3 under the key ``counters/likes``).
 
-    Every call to the database is a document ask (:mod:`tsstore.asks`) its mode's wire
-    answers; each is tried again after faults, except a lone :meth:`increment`, which is not
-    idempotent (see there)."""
+@dataclass(frozen=True)
+class Wait(Asking[None]):
+    """Pause ``seconds`` before deciding again (a lost race's back-off); answered by the
+    counter that runs the request, not by the database."""
 
-    def __init__(self, client: Any, path: str, *, answer: Callable[[DocAsk], Any] | None = None) -> None:
+    seconds: float
+    what: str = "waiting after a lost race"
+
+
+#: A counter's verb as a request: it yields document asks (:mod:`tsstore.asks`) and
+#: :class:`Wait`, and returns the verb's result; :class:`ShardedCounter` runs it on a thread,
+#: :class:`AsyncCounter` on an event loop.
+CounterRequest: TypeAlias = Generator["DocAsk | Wait", Any, _T]
+
+#: The answer to a document ask, one attempt, awaited (an async store's).
+AsyncDocumentAnswers = Callable[[DocAsk], Awaitable[Any]]
+
+
+class Counter:
+    """What both counters are: a path, the shard count last known, and each verb as a request
+    (the same decisions on a thread and on an event loop)."""
+
+    def __init__(self, path: str) -> None:
         self.path = check_counter_path(path)
-        self.client = client
-        self._answer = answer if answer is not None else document_answers(client)
         self._shards_path = f"{self.path}/{SHARDS_COLLECTION}"
         self._known_shards: int | None = None
 
     def __repr__(self) -> str:
-        return f"ShardedCounter({self.path!r})"
+        return f"{type(self).__name__}({self.path!r})"
 
-    def _ask(self, question: DocAsk) -> Any:
-        return faults.call(functools.partial(self._answer, question), what=question.what)
-
-    def _read(self) -> Doc:
-        doc: Doc = self._ask(GetDoc(self.path, what=f"reading counter {self.path!r}"))
+    def _read(self) -> CounterRequest[Doc]:
+        doc: Doc = yield GetDoc(self.path, what=f"reading counter {self.path!r}")
         return doc
 
-    def create(self, *, shards: int) -> int:
-        """Create the counter with ``shards`` shards, or leave an existing one as it is.
-
-        Idempotent: creating twice is not an error and resets nothing. Returns the shard
-        count in effect (the existing one if the counter was there already). Concurrent
-        creates (the writer makes per-series counters from several places) all agree: one
-        document create wins, the others find the document made, read the winner's counter
-        and return its shard count.
-        """
+    def _create(self, shards: int) -> CounterRequest[int]:
         _check_shard_count(shards)
 
         def decide(doc: Doc) -> _Decision[int]:
@@ -183,71 +184,36 @@ class ShardedCounter:
                 return _shard_count(doc, self.path), None
             return shards, {SHARDS_FIELD: shards}
 
-        count = self._write_counter_doc(decide, verb="create")
-        self._ensure_shard_docs(0, count)
+        count = yield from self._write_counter_doc(decide, verb="create")
+        yield from self._ensure_shard_docs(0, count)
         self._known_shards = count
         return count
 
-    def shards(self) -> int:
-        """The counter's shard count (read from the counter document)."""
-        doc = self._read()
+    def _shards(self) -> CounterRequest[int]:
+        doc = yield from self._read()
         if doc.data is None:
             raise _missing(self.path)
         self._known_shards = _shard_count(doc, self.path)
         return self._known_shards
 
-    def increment(self, by: int = 1) -> None:
-        """Add ``by`` (any integer) to a random shard. A missing shard document is created by
-        the write, so a shard lost or not yet made heals on its next increment.
-
-        One write, sent once more only when the database refused it (overloaded or contended:
-        nothing was written). A cut connection leaves it unknown whether the increment landed,
-        so that is a :class:`~tsstore.errors.FaultError` saying so, never a second add:
-        :meth:`increment_many` is the retry-safe way (one receipt per commit)."""
+    def _increment(self, by: int) -> CounterRequest[None]:
         amount = _check_amount(by)
-        adds = ((f"{self._shards_path}/{random.randrange(self._shard_count())}", COUNT_FIELD, amount),)
-        what = f"adding {amount} to counter {self.path!r}"
-        backoff = faults.Backoff()
-        while True:
-            try:
-                self._answer(AddToDocs(adds, what=what))
-                return
-            except Exception as exc:
-                if faults.kind_of(exc) == "fault":
-                    raise FaultError(
-                        f"{what}: the call was cut off ({faults.describe(exc)}) and may or may not have landed; read "
-                        "the counter before adding again, or use increment_many, which is safe to retry"
-                    ) from exc
-                time.sleep(faults.pause_or_raise(exc, backoff, what))
+        shard = random.randrange((yield from self._shard_count()))
+        yield AddToDocs(((f"{self._shards_path}/{shard}", COUNT_FIELD, amount),),
+                        what=f"adding {amount} to counter {self.path!r}")  # fmt: skip
 
-    def increment_many(self, amounts: Iterable[int]) -> int:
-        """Apply many increments in one commit: each goes to a random shard, and each touched
-        shard gets one add with its sum. Safe to retry after faults: the commit creates a
-        receipt (:func:`increment_counters`). Returns the total added."""
-        n = self._shard_count()
+    def _increment_many(self, amounts: Iterable[int]) -> CounterRequest[int]:
+        n = yield from self._shard_count()
         per_shard: _Tally[int] = _Tally()
         for by in amounts:
             per_shard[random.randrange(n)] += _check_amount(by)
         adds = {f"{self._shards_path}/{shard}": amount for shard, amount in sorted(per_shard.items()) if amount}
-        _add_once(self, adds, receipt=f"{self.path}/{RECEIPTS_COLLECTION}/{uuid.uuid4().hex}",
-                  what=f"adding a batch to counter {self.path!r}")  # fmt: skip
+        yield from _add_once(adds, receipt=f"{self.path}/{RECEIPTS_COLLECTION}/{uuid.uuid4().hex}",
+                             what=f"adding a batch to counter {self.path!r}")  # fmt: skip
         return sum(per_shard.values())
 
-    def value(self) -> int:
-        """The live value: one ``sum()`` aggregation over the shard documents."""
-        return self._live().value
-
-    def rollup(self) -> CounterValue:
-        """Store the live total in the counter document and return it.
-
-        A set, never an increment: repeating it, or racing another roll-up, cannot count
-        anything twice. The total is one aggregation, true as of its read time; it is written
-        only if the stored roll-up is older, with the counter document's update time as the
-        precondition, so a roll-up that lost a race re-reads and, finding a newer one stored
-        meanwhile, returns that instead of overwriting it. The aggregation is not repeated on
-        a lost race: its value stays true as of its time, and the as-of check keeps order.
-        """
-        live = self._live()
+    def _rollup(self) -> CounterRequest[CounterValue]:
+        live = yield from self._live()
 
         def decide(doc: Doc) -> _Decision[CounterValue]:
             if doc.data is None:
@@ -259,35 +225,23 @@ class ShardedCounter:
                 return stored, None
             return CounterValue(live.value, live.as_of, live=False), {TOTAL_FIELD: live.value, AS_OF_FIELD: live.as_of}
 
-        return self._write_counter_doc(decide, verb="rollup")
+        return (yield from self._write_counter_doc(decide, verb="rollup"))
 
-    def read(self, *, live: bool = False) -> CounterValue:
-        """The stored roll-up (cheap: one document read, possibly stale; see ``as_of``), or the
-        live sum with ``live=True`` or when no roll-up has been stored yet."""
+    def _value(self, live: bool) -> CounterRequest[CounterValue]:
         if not live:
-            doc = self._read()
+            doc = yield from self._read()
             if doc.data is None:
                 raise _missing(self.path)
             stored = _stored(doc)
             if stored is not None:
                 return stored
-        return self._live()
+        return (yield from self._live())
 
-    def grow(self, *, shards: int) -> int:
-        """Raise the shard count to ``shards``. Counts stay where they are (the value sums every
-        shard document), new shards start at zero. Shrinking is refused: it would strand counts.
-
-        The count is raised by a write conditional on the document being unchanged since it
-        was read; a grow that lost a race decides again on the new count. So concurrent grows
-        to one target all succeed, and a grow to less than a count another grow has already
-        set is refused as the shrink it has become. Every grow makes the new shard documents
-        before it writes the count, so no caller ever reads a count whose shards are missing
-        (a grow that returns after losing to an identical one finds them already made).
-        """
+    def _grow(self, shards: int) -> CounterRequest[int]:
         _check_shard_count(shards)
-        doc = self._read()
+        doc = yield from self._read()
         if doc.data is not None:  # shards below the count read exist already; never make any past ``shards``
-            self._ensure_shard_docs(min(_shard_count(doc, self.path), shards), shards)
+            yield from self._ensure_shard_docs(min(_shard_count(doc, self.path), shards), shards)
 
         def decide(doc: Doc) -> _Decision[int]:
             if doc.data is None:
@@ -300,15 +254,13 @@ class ShardedCounter:
                 )
             return current, ({SHARDS_FIELD: shards} if shards > current else None)
 
-        self._write_counter_doc(decide, verb="grow")
+        yield from self._write_counter_doc(decide, verb="grow")
         self._known_shards = shards
         return shards
 
-    # -------------------------------------------------------------------- internals
-
     def _write_counter_doc(
         self, decide: Callable[[Doc], _Decision[_T]], *, verb: str, attempts: int = WRITE_ATTEMPTS
-    ) -> _T:
+    ) -> CounterRequest[_T]:
         """Read the counter document, let ``decide`` choose, and write its fields conditionally.
 
         Optimistic and lock-free: a missing document is written with a create (refused if
@@ -325,18 +277,18 @@ class ShardedCounter:
         lost = ""
         for attempt in range(attempts):
             if attempt:
-                time.sleep(random.uniform(0, min(_BACKOFF_CAP, _BACKOFF_FIRST * 2**attempt)))
-            doc = self._read()
+                yield Wait(random.uniform(0, min(_BACKOFF_CAP, _BACKOFF_FIRST * 2**attempt)))
+            doc = yield from self._read()
             result, fields = decide(doc)
             if fields is None:
                 return result
             what = f"writing counter {self.path!r} ({verb})"
             if doc.data is None:
-                written = self._ask(CreateDoc(self.path, fields, what=what))
+                written = yield CreateDoc(self.path, fields, what=what)
                 lost = "it was created meanwhile"
             else:
                 assert doc.update_time is not None
-                written = self._ask(UpdateDoc(self.path, fields, written=doc.update_time, what=what))
+                written = yield UpdateDoc(self.path, fields, written=doc.update_time, what=what)
                 lost = "it was written or deleted meanwhile"
             if written:
                 return result
@@ -347,31 +299,221 @@ class ShardedCounter:
             f"conditional write (last: {lost})"
         )
 
-    def _shard_count(self) -> int:
-        return self._known_shards if self._known_shards is not None else self.shards()
+    def _shard_count(self) -> CounterRequest[int]:
+        if self._known_shards is not None:
+            return self._known_shards
+        return (yield from self._shards())
 
-    def _ensure_shard_docs(self, start: int, stop: int) -> None:
+    def _ensure_shard_docs(self, start: int, stop: int) -> CounterRequest[None]:
         # Adding 0 creates a missing shard at 0 and leaves an existing one as it is: safe to repeat.
         for first in range(start, stop, 500):
             made = range(first, min(stop, first + 500))
             adds = tuple((f"{self._shards_path}/{shard}", COUNT_FIELD, 0) for shard in made)
-            self._ask(AddToDocs(adds, what=f"making the shards of counter {self.path!r}"))
+            yield AddToDocs(adds, what=f"making the shards of counter {self.path!r}")
 
-    def _live(self) -> CounterValue:
-        total, at = self._ask(SumDocs(self._shards_path, COUNT_FIELD, what=f"summing counter {self.path!r}"))
+    def _live(self) -> CounterRequest[CounterValue]:
+        total, at = yield SumDocs(self._shards_path, COUNT_FIELD, what=f"summing counter {self.path!r}")
         # The emulator reports an empty sum as 0.0; counts are integers.
         return CounterValue(int(total or 0), at, live=True)
 
 
-def document_answers(client: Any) -> Callable[[DocAsk], Any]:
-    """The answer to a document ask on ``client`` (a ``firestore.Client`` or a
-    ``datastore.Client``), one attempt each."""
-    if is_datastore_client(client):
-        from tsstore.dswire.calls import DatastoreCalls
-        from tsstore.dswire.calls import answer_document as datastore_answer
+class ShardedCounter(Counter):
+    """One distributed counter at a document path of the caller's choosing, on a
+    ``firestore.Client`` or, in Datastore mode, a ``datastore.Client`` (the path's documents
+    are then entities: ``counters/likes/shards/3`` is shard 3 under the key ``counters/likes``),
+    or a :class:`~tsstore.memory.MemoryDatabase`.
 
-        return functools.partial(datastore_answer, DatastoreCalls(client))
-    return functools.partial(answer_document, client)
+    Every call to the database is a document ask (:mod:`tsstore.asks`) answered on the
+    client's database (:func:`tsstore.databases.document_answers`), or by ``answer``; each is
+    tried again after faults as the stores try theirs, except a lone :meth:`increment`, which
+    is not idempotent (see there)."""
+
+    def __init__(self, client: Any, path: str, *, answer: DocumentAnswers | None = None) -> None:
+        super().__init__(path)
+        self.client = client
+        self._answer = answer if answer is not None else document_answers(client)
+
+    def _run(self, request: CounterRequest[_T]) -> _T:
+        """``request``'s result, each ask answered on this thread."""
+        stepped = _step(request, None)
+        while stepped[0] is False:
+            ask = stepped[1]
+            if isinstance(ask, Wait):
+                time.sleep(ask.seconds)
+                stepped = _step(request, None)
+            else:
+                stepped = _step(request, faults.call(functools.partial(_attempt, self._answer, ask), what=ask.what))
+        return stepped[1]
+
+    def create(self, *, shards: int) -> int:
+        """Create the counter with ``shards`` shards, or leave an existing one as it is.
+
+        Idempotent: creating twice is not an error and resets nothing. Returns the shard
+        count in effect (the existing one if the counter was there already). Concurrent
+        creates (the writer makes per-series counters from several places) all agree: one
+        document create wins, the others find the document made, read the winner's counter
+        and return its shard count.
+        """
+        return self._run(self._create(shards))
+
+    def shards(self) -> int:
+        """The counter's shard count (read from the counter document)."""
+        return self._run(self._shards())
+
+    def increment(self, by: int = 1) -> None:
+        """Add ``by`` (any integer) to a random shard. A missing shard document is created by
+        the write, so a shard lost or not yet made heals on its next increment.
+
+        One write, sent once more only when the database refused it (overloaded or contended:
+        nothing was written). A cut connection leaves it unknown whether the increment landed,
+        so that is a :class:`~tsstore.errors.FaultError` saying so, never a second add:
+        :meth:`increment_many` is the retry-safe way (one receipt per commit)."""
+        self._run(self._increment(by))
+
+    def increment_many(self, amounts: Iterable[int]) -> int:
+        """Apply many increments in one commit: each goes to a random shard, and each touched
+        shard gets one add with its sum. Safe to retry after faults: the commit creates a
+        receipt (:func:`increment_counters`). Returns the total added."""
+        return self._run(self._increment_many(amounts))
+
+    def value(self) -> int:
+        """The live value: one ``sum()`` aggregation over the shard documents."""
+        return self._run(self._live()).value
+
+    def rollup(self) -> CounterValue:
+        """Store the live total in the counter document and return it.
+
+        A set, never an increment: repeating it, or racing another roll-up, cannot count
+        anything twice. The total is one aggregation, true as of its read time; it is written
+        only if the stored roll-up is older, with the counter document's update time as the
+        precondition, so a roll-up that lost a race re-reads and, finding a newer one stored
+        meanwhile, returns that instead of overwriting it. The aggregation is not repeated on
+        a lost race: its value stays true as of its time, and the as-of check keeps order.
+        """
+        return self._run(self._rollup())
+
+    def read(self, *, live: bool = False) -> CounterValue:
+        """The stored roll-up (cheap: one document read, possibly stale; see ``as_of``), or the
+        live sum with ``live=True`` or when no roll-up has been stored yet."""
+        return self._run(self._value(live))
+
+    def grow(self, *, shards: int) -> int:
+        """Raise the shard count to ``shards``. Counts stay where they are (the value sums every
+        shard document), new shards start at zero. Shrinking is refused: it would strand counts.
+
+        The count is raised by a write conditional on the document being unchanged since it
+        was read; a grow that lost a race decides again on the new count. So concurrent grows
+        to one target all succeed, and a grow to less than a count another grow has already
+        set is refused as the shrink it has become. Every grow makes the new shard documents
+        before it writes the count, so no caller ever reads a count whose shards are missing
+        (a grow that returns after losing to an identical one finds them already made).
+        """
+        return self._run(self._grow(shards))
+
+
+class AsyncCounter(Counter):
+    """A series counter from the async store (``await astore.series_counter(...)``):
+    :class:`ShardedCounter`'s verbs, awaited, each the same request answered on the store's
+    event loop (``answer``: a document ask's answer, one attempt, tried again as the sync
+    counter's are)."""
+
+    def __init__(self, path: str, *, answer: AsyncDocumentAnswers) -> None:
+        super().__init__(path)
+        self._answer = answer
+
+    async def _run(self, request: CounterRequest[_T]) -> _T:
+        """``request``'s result, each ask answered on the event loop."""
+        stepped = _step(request, None)
+        while stepped[0] is False:
+            ask = stepped[1]
+            if isinstance(ask, Wait):
+                await asyncio.sleep(ask.seconds)
+                stepped = _step(request, None)
+            else:
+                answer = await faults.acall(functools.partial(_aattempt, self._answer, ask), what=ask.what)
+                stepped = _step(request, answer)
+        return stepped[1]
+
+    async def create(self, *, shards: int) -> int:
+        """:meth:`ShardedCounter.create`, awaited."""
+        return await self._run(self._create(shards))
+
+    async def shards(self) -> int:
+        """:meth:`ShardedCounter.shards`, awaited."""
+        return await self._run(self._shards())
+
+    async def increment(self, by: int = 1) -> None:
+        """:meth:`ShardedCounter.increment`, awaited (not sent again after a fault)."""
+        await self._run(self._increment(by))
+
+    async def increment_many(self, amounts: Iterable[int]) -> int:
+        """:meth:`ShardedCounter.increment_many`, awaited."""
+        return await self._run(self._increment_many(amounts))
+
+    async def value(self) -> int:
+        """:meth:`ShardedCounter.value`, awaited."""
+        return (await self._run(self._live())).value
+
+    async def rollup(self) -> CounterValue:
+        """:meth:`ShardedCounter.rollup`, awaited."""
+        return await self._run(self._rollup())
+
+    async def read(self, *, live: bool = False) -> CounterValue:
+        """:meth:`ShardedCounter.read`, awaited."""
+        return await self._run(self._value(live))
+
+    async def grow(self, *, shards: int) -> int:
+        """:meth:`ShardedCounter.grow`, awaited."""
+        return await self._run(self._grow(shards))
+
+
+#: What a store's ``series_counter`` verb gives: the sync store a :class:`ShardedCounter`, the
+#: async store an :class:`AsyncCounter`.
+SeriesCounter: TypeAlias = ShardedCounter | AsyncCounter
+
+
+#: A request stepped once: (False, its next ask) or (True, its result).
+_Stepped: TypeAlias = tuple[Literal[False], "DocAsk | Wait"] | tuple[Literal[True], _T]
+
+
+def _step(request: CounterRequest[_T], reply: object) -> _Stepped[_T]:
+    """Give ``request`` the answer to its last ask: (False, its next ask) or (True, its result)."""
+    try:
+        return False, request.send(reply)
+    except StopIteration as done:
+        return True, done.value
+
+
+def _lone(ask: DocAsk) -> bool:
+    """Whether ``ask`` is not safe to send twice: an add without a receipt (a lone increment)."""
+    return isinstance(ask, AddToDocs) and ask.receipt is None
+
+
+def _cut(ask: DocAsk, exc: Exception) -> FaultError:
+    return FaultError(
+        f"{ask.what}: the call was cut off ({faults.describe(exc)}) and may or may not have landed; read the "
+        "counter before adding again, or use increment_many, which is safe to retry"
+    )
+
+
+def _attempt(answer: DocumentAnswers, ask: DocAsk) -> Any:
+    """One attempt at ``ask``; a fault of a lone add is not tried again (it may have landed)."""
+    try:
+        return answer(ask)
+    except Exception as exc:
+        if _lone(ask) and faults.kind_of(exc) == "fault":
+            raise _cut(ask, exc) from exc
+        raise
+
+
+async def _aattempt(answer: AsyncDocumentAnswers, ask: DocAsk) -> Any:
+    """:func:`_attempt`, awaited."""
+    try:
+        return await answer(ask)
+    except Exception as exc:
+        if _lone(ask) and faults.kind_of(exc) == "fault":
+            raise _cut(ask, exc) from exc
+        raise
 
 
 def increment_counters(counters: Mapping[ShardedCounter, int], *, receipt: str) -> None:
@@ -384,19 +526,28 @@ def increment_counters(counters: Mapping[ShardedCounter, int], *, receipt: str) 
     increments are applied exactly once however many faults it rides out; the receipt is
     deleted afterwards. The counters share one database (their first one's answers are used).
     """
-    adds = {f"{c._shards_path}/{random.randrange(c._shard_count())}": _check_amount(n)
-            for c, n in counters.items() if n}  # fmt: skip
-    if adds:  # (no counter to ask when there is nothing to add)
-        _add_once(next(iter(counters)), adds, receipt=receipt, what="adding written ticks to the series counters")
+    if not any(counters.values()):  # (no counter to ask when there is nothing to add)
+        return
+    first = next(iter(counters))
+
+    def adding() -> CounterRequest[None]:
+        adds = {}
+        for counter, n in counters.items():
+            if n:
+                shards = yield from counter._shard_count()
+                adds[f"{counter._shards_path}/{random.randrange(shards)}"] = _check_amount(n)
+        yield from _add_once(adds, receipt=receipt, what="adding written ticks to the series counters")
+
+    first._run(adding())
 
 
-def _add_once(counter: ShardedCounter, adds: Mapping[str, int], *, receipt: str, what: str) -> None:
+def _add_once(adds: Mapping[str, int], *, receipt: str, what: str) -> CounterRequest[None]:
     """Add ``adds`` (shard path → amount) in one commit with ``receipt``, exactly once through
-    faults (each ask tried again as ``counter``'s are); then delete the receipt."""
+    faults (each ask tried again as a counter's are); then delete the receipt."""
     if not adds:
         return
-    counter._ask(AddToDocs(tuple((path, COUNT_FIELD, n) for path, n in adds.items()), what=what, receipt=receipt))
-    counter._ask(DeleteDoc(receipt, what=f"deleting the receipt {receipt!r}"))  # (False above: an earlier try landed)
+    yield AddToDocs(tuple((path, COUNT_FIELD, n) for path, n in adds.items()), what=what, receipt=receipt)
+    yield DeleteDoc(receipt, what=f"deleting the receipt {receipt!r}")  # (False above: an earlier try landed)
 
 
 def _shard_count(doc: Doc, path: str) -> int:

@@ -6,6 +6,7 @@ writer's side. Native mode's answers are the stores' own (:mod:`tsstore.store`).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -42,7 +43,7 @@ class DatastoreSide:
         return LateGuard(spec, horizons)
 
     def counters(self, spec: SeriesSpec) -> SeriesCounters:
-        return SeriesCounters(self._calls.client, spec)
+        return SeriesCounters(self._calls.client, spec, answer=functools.partial(answer_document, self._calls))
 
     def probe(self, spec: SeriesSpec) -> None:
         answer_document(self._calls, clock_probe(spec))

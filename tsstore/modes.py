@@ -1,4 +1,5 @@
-"""What differs between the two database modes for a store, chosen by the client handed in:
+"""What differs between the database modes for a store, whose backend the client's mode
+chooses (:func:`~tsstore.backend.backend_for`, by :func:`tsstore.databases.mode_of`):
 Firestore in Native mode (a ``firestore.Client``: :mod:`tsstore.wire`) or in Datastore mode
 (a ``datastore.Client``: :mod:`tsstore.dswire`, answered by :mod:`tsstore.datastore_mode`,
 imported only for such a client: ``google-cloud-datastore`` is an extra).
@@ -14,9 +15,10 @@ No verb or request learns the mode: the asks are the same, only their answers di
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from tsstore.clock import ServerClock
 from tsstore.errors import ModeError
@@ -43,7 +45,8 @@ class FirestoreSide:
         return late_guard(self._client(), spec)
 
     def counters(self, spec: SeriesSpec) -> SeriesCounters:
-        return SeriesCounters(self._client(), spec)
+        client = self._client()
+        return SeriesCounters(client, spec, answer=functools.partial(answer_document, client))
 
     def probe(self, spec: SeriesSpec) -> None:
         answer_document(self._client(), clock_probe(spec))
@@ -54,15 +57,21 @@ class FirestoreSide:
 
 @dataclass(frozen=True)
 class DatastoreKind:
-    """What a Datastore-mode store's requests hold as their collection: its kind's name. A
-    request that would build a Firestore query on it (``firestore_queries()``) is told so."""
+    """What a Datastore-mode store's requests (and the memory database's) hold as their
+    collection: its name, which a bulk send's transport takes. Building a Firestore query on it
+    (``firestore_queries()``: :func:`~tsstore.read.chunks.chunk_query` starts with a ``where``,
+    or an ``order_by`` for a series plan without filters) is refused by name."""
 
     id: str
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):  # copy, pickle and friends look for optional dunders
-            raise AttributeError(name)
-        raise ModeError(
+    def where(self, *args: object, **kwargs: object) -> NoReturn:
+        raise self._no_query("where")
+
+    def order_by(self, *args: object, **kwargs: object) -> NoReturn:
+        raise self._no_query("order_by")
+
+    def _no_query(self, name: str) -> ModeError:
+        return ModeError(
             f"kind {self.id!r} is in Datastore mode, which takes no Firestore query (asked for .{name}); "
             "firestore_queries() shows Native mode's, and tsstore.dswire.queries builds Datastore mode's"
         )

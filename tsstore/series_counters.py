@@ -4,19 +4,20 @@ incremented with each batch the writer settles.
 Counters live in the collection ``<collection>_counts``, one document per series. A batch's
 increments and a receipt in ``<collection>_counts_receipts`` are one commit, so a commit
 retried after a fault is applied once (:func:`~tsstore.counters.increment_counters`).
-Counters run on a sync client of either mode (conditional writes, no transactions); the async
-store gives its client's sync twin.
+Counters run on any database (conditional writes, no transactions), their document asks
+answered as the writer's side answers them (:mod:`tsstore.modes`); the async store's
+``series_counter`` gives the same counter awaited (:class:`~tsstore.counters.AsyncCounter`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from tsstore.asks import DocAsk
 from tsstore.counters import ShardedCounter, increment_counters
+from tsstore.databases import DocumentAnswers
 from tsstore.errors import ConfigError
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import get_path
@@ -30,11 +31,11 @@ RECEIPTS_SUFFIX = "_receipts"
 
 
 class SeriesCounters:
-    """The counters of one spec's series, on a sync ``client`` (``firestore.Client`` or
-    ``datastore.Client``; or any database whose document asks ``answer`` answers), made on
-    first use."""
+    """The counters of one spec's series, on a sync ``client``'s database (a
+    ``firestore.Client``, a ``datastore.Client``, a ``MemoryDatabase``), their document asks
+    answered by ``answer`` (default: as the client's database answers them), made on first use."""
 
-    def __init__(self, client: Any, spec: SeriesSpec, *, answer: Callable[[DocAsk], Any] | None = None) -> None:
+    def __init__(self, client: Any, spec: SeriesSpec, *, answer: DocumentAnswers | None = None) -> None:
         self._client, self._spec, self._answer = client, spec, answer
         self._counters: dict[tuple[Any, ...], ShardedCounter] = {}
 
@@ -51,8 +52,7 @@ class SeriesCounters:
         """The counter of one series (created, with the spec's shard count, on first use)."""
         counter = self._counters.get(values)
         if counter is None:
-            path = f"{self._spec.collection}{COUNTERS_SUFFIX}/{series_document_id(values)}"
-            counter = ShardedCounter(self._client, path, answer=self._answer)
+            counter = ShardedCounter(self._client, counter_path(self._spec, values), answer=self._answer)
             counter.create(shards=self._spec.counter_shards)
             self._counters[values] = counter
         return counter
@@ -77,6 +77,11 @@ class SeriesCounters:
         if any(tally.values()):
             receipt = f"{self._spec.collection}{COUNTERS_SUFFIX}{RECEIPTS_SUFFIX}/{uuid.uuid4().hex}"
             increment_counters({self.counter(k): n for k, n in tally.items() if n}, receipt=receipt)
+
+
+def counter_path(spec: SeriesSpec, values: tuple[Any, ...]) -> str:
+    """The path of the counter of one series of ``spec`` (its ``count_by`` values)."""
+    return f"{spec.collection}{COUNTERS_SUFFIX}/{series_document_id(values)}"
 
 
 def series_document_id(values: tuple[Any, ...]) -> str:

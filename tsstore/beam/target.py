@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tsstore.dswire import is_datastore_client
+from tsstore.databases import mode_of
+from tsstore.errors import ConfigError
 from tsstore.wire import database_id, emulator_host, quick_reconnects
 
 
@@ -26,8 +27,13 @@ class Target:
 
     @classmethod
     def of(cls, client: Any) -> Target:
-        """The database ``client`` (a Firestore or a Datastore client) talks to."""
-        if is_datastore_client(client):
+        """The database ``client`` (a Firestore or a Datastore client) talks to; a memory
+        database is refused (it lives in this process: a worker cannot reach it)."""
+        mode = mode_of(client)
+        if mode == "memory":
+            raise ConfigError(f"{client!r} is a memory database, which a pipeline's workers cannot reach (it lives in "
+                              "this process); give a firestore.Client or a datastore.Client")  # fmt: skip
+        if mode == "datastore":
             endpoint = str(getattr(client, "_base_url", "") or "")
             emulator = endpoint.removeprefix("http://") if endpoint.startswith("http://") else None
             return cls(str(client.project), client.database or "(default)", emulator, "datastore", client.namespace)

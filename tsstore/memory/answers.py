@@ -8,6 +8,7 @@ as a :class:`~tsstore.memory.database.Query`."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -17,6 +18,7 @@ from google.api_core import exceptions as gexc
 from tsstore.asks import (AddToDocs, CreateDoc, DeleteDoc, Doc, DocAsk, FindDocs, GetDoc, SetDoc, SumDocs, UpdateDoc,
                           refusal, refused)  # fmt: skip
 from tsstore.clock import ServerClock
+from tsstore.databases import register
 from tsstore.errors import ModeError
 from tsstore.indexes.build import SHARD_ORDER, after_timestamp
 from tsstore.late import WATERMARKS, WRITERS, BarProbe, Horizon, mark_id, marks_path
@@ -108,13 +110,8 @@ class MemoryAnswers:
         return [_doc(f) for f in found]
 
     def answer_document(self, ask: DocAsk) -> Any:
-        """The answer to a document ask (a refused precondition answered as both wires do)."""
-        try:
-            return self._document(ask)
-        except gexc.GoogleAPICallError as exc:
-            if refused(ask, exc):
-                return refusal(ask)
-            raise
+        """The answer to a document ask (:func:`answer_document`)."""
+        return answer_document(self.database, ask)
 
     def fetcher(self, plan: QueryPlan) -> Fetch:
         """The engine's fetch of ``plan``'s chunks (:data:`~tsstore.read.engine.Fetch`)."""
@@ -138,35 +135,44 @@ class MemoryAnswers:
             return chunk_query(over.plan, tuple(values), also_by=over.also_by)
         return census_query(self._spec, over)
 
-    def _document(self, ask: DocAsk) -> Any:
-        db = self.database
-        match ask:
-            case GetDoc(path=path, fields=fields, read_time=read_time):
-                found, read = db.get(path, read_time=read_time, fields=fields)
-                return _doc(found) if found is not None else Doc(path.rsplit("/", 1)[-1], None, None, read)
-            case SetDoc(path=path, data=data, merge=merge, server_time=stamped):
-                fields = (*leaf_paths(data), *stamped) if merge else None
-                return db.commit([Write(path, data, fields=fields, server_time=stamped)])[0]
-            case DeleteDoc(path=path, written=written):
-                db.commit([Write(path, None, written=written)])
-                return True
-            case FindDocs(collection=collection, where=where, read_time=read_time):
-                every, _ = db.run(Query(collection, where), read_time=read_time)
-                return [_doc(f) for f in every]
-            case CreateDoc(path=path, data=data):
-                return db.commit([Write(path, data, exists=False)])[0]
-            case UpdateDoc(path=path, data=data, written=written):
-                return db.commit([Write(path, data, fields=tuple(data), exists=True, written=written)])[0]
-            case AddToDocs(adds=adds, receipt=receipt):
-                writes = [Write(path, {}, fields=(), increments=((field, amount),)) for path, field, amount in adds]
-                if receipt is not None:
-                    writes.append(Write(receipt, {}, exists=False))
-                db.commit(writes)
-                return True
-            case SumDocs(collection=collection, field=field):
-                answer, read = db.aggregate(Query(collection), [("sum", "s", field)])
-                return answer["s"], read
-        raise TypeError(f"not a document ask: {ask!r}")  # pragma: no cover - DocAsk is the eight above
+def answer_document(db: MemoryDatabase, ask: DocAsk) -> Any:
+    """The answer to a document ask on ``db`` (a refused precondition answered as both wires do)."""
+    try:
+        return _document(db, ask)
+    except gexc.GoogleAPICallError as exc:
+        if refused(ask, exc):
+            return refusal(ask)
+        raise
+
+
+def _document(db: MemoryDatabase, ask: DocAsk) -> Any:
+    match ask:
+        case GetDoc(path=path, fields=fields, read_time=read_time):
+            found, read = db.get(path, read_time=read_time, fields=fields)
+            return _doc(found) if found is not None else Doc(path.rsplit("/", 1)[-1], None, None, read)
+        case SetDoc(path=path, data=data, merge=merge, server_time=stamped):
+            fields = (*leaf_paths(data), *stamped) if merge else None
+            return db.commit([Write(path, data, fields=fields, server_time=stamped)])[0]
+        case DeleteDoc(path=path, written=written):
+            db.commit([Write(path, None, written=written)])
+            return True
+        case FindDocs(collection=collection, where=where, read_time=read_time):
+            every, _ = db.run(Query(collection, where), read_time=read_time)
+            return [_doc(f) for f in every]
+        case CreateDoc(path=path, data=data):
+            return db.commit([Write(path, data, exists=False)])[0]
+        case UpdateDoc(path=path, data=data, written=written):
+            return db.commit([Write(path, data, fields=tuple(data), exists=True, written=written)])[0]
+        case AddToDocs(adds=adds, receipt=receipt):
+            writes = [Write(path, {}, fields=(), increments=((field, amount),)) for path, field, amount in adds]
+            if receipt is not None:
+                writes.append(Write(receipt, {}, exists=False))
+            db.commit(writes)
+            return True
+        case SumDocs(collection=collection, field=field):
+            answer, read = db.aggregate(Query(collection), [("sum", "s", field)])
+            return answer["s"], read
+    raise TypeError(f"not a document ask: {ask!r}")  # pragma: no cover - DocAsk is the eight above
 
 
 class MemoryTransport:
@@ -213,7 +219,7 @@ class MemorySide:
         return LateGuard(spec, MemoryHorizons(self._database, spec.collection))
 
     def counters(self, spec: SeriesSpec) -> SeriesCounters:
-        return SeriesCounters(self._database, spec, answer=MemoryAnswers(self._database, spec).answer_document)
+        return SeriesCounters(self._database, spec, answer=functools.partial(answer_document, self._database))
 
     def probe(self, spec: SeriesSpec) -> None:
         return None  # the database is in this process: there is no round trip to learn
@@ -266,3 +272,6 @@ def _time_at(data: dict[str, Any], path: str) -> dt.datetime:
     if not isinstance(value, dt.datetime):  # an ordered query returns no document without it
         raise ValueError(f"document has no timestamp value ({value!r})")
     return plain_datetime(value)
+
+
+register("memory", MemoryDatabase, lambda database: functools.partial(answer_document, database))

@@ -25,6 +25,7 @@ from google.cloud.firestore_v1.base_collection import BaseCollectionReference
 from tsstore.analytics.aggregate import Number
 from tsstore.analytics.asof import JoinRead
 from tsstore.asks import Asking, Doc
+from tsstore.counters import SeriesCounter
 from tsstore.layout.census import Ask as CensusAsk
 from tsstore.layout.census import FirstValue
 from tsstore.read.chunks import ChunkTicks
@@ -247,9 +248,10 @@ class Pause(Asking[None]):
 
 
 @dataclass(frozen=True)
-class CounterFor(Asking[Any]):
+class CounterFor(Asking[SeriesCounter]):
     """The sharded counter of one series (``spec.count_by`` values), made on first use: a
-    :class:`~tsstore.counters.ShardedCounter`, or its awaited twin from the async store."""
+    :class:`~tsstore.counters.ShardedCounter` from the sync store, an
+    :class:`~tsstore.counters.AsyncCounter` (the same verbs, awaited) from the async store."""
 
     values: tuple[Any, ...]
     what: str = "making a series counter"

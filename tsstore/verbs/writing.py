@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from tsstore.asks import ask
-from tsstore.counters import ShardedCounter
+from tsstore.counters import SeriesCounter
 from tsstore.errors import RecordError
 from tsstore.frames import frame_to_records
 from tsstore.results import WriteResult
@@ -125,13 +125,13 @@ def written_result(sender: BulkSender, ids: Mapping[int, str]) -> WriteResult:
     )
 
 
-def series_counter(seat: Seat, key: Mapping[str, Any]) -> Request[ShardedCounter]:
+def series_counter(seat: Seat, key: Mapping[str, Any]) -> Request[SeriesCounter]:
     """The sharded counter the writer keeps for one series (``spec.count_by`` fields →
     values), e.g. ``store.series_counter({"symbol": "AAA"}).read(live=True)``.
 
     Counters count the ticks the writer created: writing the same tick again counts
     nothing. Purges do not decrement them, and a process killed between a batch and its
     counter increment leaves that batch uncounted; :meth:`count` is the exact figure. The
-    async store's counter has the same methods, awaited."""
-    counter: ShardedCounter = yield from ask(CounterFor(SeriesCounters.key_of(seat.spec, key)))
-    return counter
+    sync store gives a :class:`~tsstore.counters.ShardedCounter`, the async store an
+    :class:`~tsstore.counters.AsyncCounter`: the same methods, awaited."""
+    return (yield from ask(CounterFor(SeriesCounters.key_of(seat.spec, key))))

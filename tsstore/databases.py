@@ -1,0 +1,78 @@
+"""Which database a client talks to: the one place a client's database mode is decided
+(:func:`mode_of`), and how each mode answers a document ask (:func:`document_answers`).
+
+The stores' backends (:func:`tsstore.backend.backend_for`) take their mode from here, and so
+do the counters (:mod:`tsstore.counters`), which are made from a bare client
+(``ShardedCounter(client, path)``) on a floor below the backends. Native mode's client and
+Datastore mode's are told here (their wires stand on this floor). A database defined on a
+higher floor (the memory database, :mod:`tsstore.memory`) registers its client's type and its
+document answers when its package is imported (:func:`register`), which it is before any of its
+clients exists; so nothing here imports upward, and nothing sniffs a client anywhere else.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, Literal
+
+from google.cloud import firestore
+
+from tsstore.asks import DocAsk
+from tsstore.dswire import is_datastore_client
+from tsstore.errors import ConfigError
+from tsstore.wire import answer_document
+
+#: The databases tsstore runs on: Firestore in Native mode, in Datastore mode, in this process.
+Mode = Literal["native", "datastore", "memory"]
+
+#: The answer to a document ask on one database, one attempt (faults are the caller's to retry).
+DocumentAnswers = Callable[[DocAsk], Any]
+
+#: Databases defined above this floor: their client's type → their mode and document answers.
+_REGISTERED: dict[type, tuple[Mode, Callable[[Any], DocumentAnswers]]] = {}
+
+
+def register(mode: Mode, kind: type, documents: Callable[[Any], DocumentAnswers]) -> None:
+    """Let clients of type ``kind`` be a database in ``mode``, whose document asks
+    ``documents(client)`` answers (called by the module defining ``kind``, at its import)."""
+    _REGISTERED[kind] = (mode, documents)
+
+
+def mode_of(client: object) -> Mode:
+    """The database ``client`` talks to: Native mode on a ``firestore.Client`` or
+    ``AsyncClient``, Datastore mode on a ``datastore.Client`` (told without importing it: users
+    of Native mode need not install it), or a registered one's; anything else is refused by name."""
+    if isinstance(client, (firestore.Client, firestore.AsyncClient)):
+        return "native"
+    if is_datastore_client(client):
+        return "datastore"
+    return _registered(client)[0]
+
+
+def document_answers(client: object) -> DocumentAnswers:
+    """The answer to a document ask on the sync ``client``'s database, one attempt."""
+    if isinstance(client, firestore.AsyncClient):
+        raise ConfigError("a counter takes a sync client (firestore.Client); from an AsyncTimeSeriesStore, await "
+                          "its series_counter(...)")  # fmt: skip
+    match mode_of(client):
+        case "native":
+            return functools.partial(answer_document, client)
+        case "datastore":
+            from tsstore.dswire.calls import DatastoreCalls  # only with the datastore extra
+            from tsstore.dswire.calls import answer_document as datastore_answer
+
+            return functools.partial(datastore_answer, DatastoreCalls(client))
+        case "memory":
+            return _registered(client)[1](client)
+
+
+def _registered(client: object) -> tuple[Mode, Callable[[Any], DocumentAnswers]]:
+    for kind, entry in _REGISTERED.items():
+        if isinstance(client, kind):
+            return entry
+    raise ConfigError(
+        f"client {type(client).__module__}.{type(client).__name__} is not allowed; give a google.cloud.firestore.Client "
+        "(Native mode), a google.cloud.datastore.Client (Datastore mode) or a tsstore.memory.MemoryDatabase"
+    )
+
