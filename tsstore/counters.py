@@ -63,16 +63,16 @@ _BACKOFF_CAP = 0.25
 #: What the parameters of :class:`ShardedCounter` and its methods mean (the reference shows
 #: each beside its method).
 PARAMETER_HELP = {
-    "client": "a ready ``google.cloud.firestore.Client``, or a ``google.cloud.datastore.Client`` for a database in "
-    "Datastore mode; the counter never closes it.",
+    "client": "a ready ``google.cloud.firestore.Client``, a ``google.cloud.datastore.Client`` for a database in "
+    "Datastore mode, or a :class:`~tsstore.memory.MemoryDatabase`; the counter never closes it.",
     "path": "the counter document's path, an even number of segments (``counters/likes``); its shard "
     "documents live in its ``shards`` subcollection.",
     "shards": "how many shard documents (1 to 10 000); each takes about one write a second.",
     "by": "the amount to add: any integer, negative too.",
     "amounts": "the amounts to add, one increment each (integers, negative too).",
     "live": "sum the shard documents now (one read each) instead of reading the stored roll-up.",
-    "answer": "how a document ask is answered (default: on ``client``, by its database mode); a store's backend "
-    "gives its own (the memory database's)",
+    "answer": "how a document ask is answered, one attempt (default: as ``client``'s database answers it, "
+    ":func:`tsstore.databases.document_answers`); an async store gives its own, awaited",
 }
 
 _T = TypeVar("_T")

@@ -15,7 +15,6 @@ No verb or request learns the mode: the asks are the same, only their answers di
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -45,8 +44,7 @@ class FirestoreSide:
         return late_guard(self._client(), spec)
 
     def counters(self, spec: SeriesSpec) -> SeriesCounters:
-        client = self._client()
-        return SeriesCounters(client, spec, answer=functools.partial(answer_document, client))
+        return SeriesCounters(self._client(), spec)  # answered as its mode answers (databases.document_answers)
 
     def probe(self, spec: SeriesSpec) -> None:
         answer_document(self._client(), clock_probe(spec))
@@ -58,20 +56,16 @@ class FirestoreSide:
 @dataclass(frozen=True)
 class DatastoreKind:
     """What a Datastore-mode store's requests (and the memory database's) hold as their
-    collection: its name, which a bulk send's transport takes. Building a Firestore query on it
-    (``firestore_queries()``: :func:`~tsstore.read.chunks.chunk_query` starts with a ``where``,
-    or an ``order_by`` for a series plan without filters) is refused by name."""
+    collection: its kind's name, which a bulk send's transport takes. A Firestore query built on
+    it (``firestore_queries()``: :func:`~tsstore.read.chunks.chunk_query` starts with a
+    ``where``, or an ``order_by`` for a series plan without filters) is refused by name."""
 
     id: str
 
     def where(self, *args: object, **kwargs: object) -> NoReturn:
-        raise self._no_query("where")
-
-    def order_by(self, *args: object, **kwargs: object) -> NoReturn:
-        raise self._no_query("order_by")
-
-    def _no_query(self, name: str) -> ModeError:
-        return ModeError(
-            f"kind {self.id!r} is in Datastore mode, which takes no Firestore query (asked for .{name}); "
-            "firestore_queries() shows Native mode's, and tsstore.dswire.queries builds Datastore mode's"
+        raise ModeError(
+            f"kind {self.id!r} is in Datastore mode, which takes no Firestore query; firestore_queries() shows Native "
+            "mode's, and tsstore.dswire.queries builds Datastore mode's"
         )
+
+    order_by = where
