@@ -14,20 +14,23 @@ import inspect
 import threading
 
 import pytest
+from google.api_core.exceptions import ResourceExhausted, ServiceUnavailable
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import firestore
 
 from tests.conftest import unique_database_id
 from tests.shared import MODES, mode_client
 from tsstore import AsyncTimeSeriesStore, QueryShape, SeriesSpec, TimeSeriesStore
+from tsstore.asks import AddToDocs, DocAsk, GetDoc
 from tsstore.backend import backend_for
 from tsstore.beam.target import Target
 from tsstore.counters import AsyncCounter, CounterValue, ShardedCounter
 from tsstore.databases import document_answers, mode_of
 from tsstore.datastore_mode import DatastoreAnswers
-from tsstore.errors import ConfigError, CounterError, ModeError, StateError
+from tsstore.errors import ConfigError, CounterError, FaultError, ModeError, StateError
 from tsstore.local.emulator import datastore_client, emulator_client
 from tsstore.memory import MemoryDatabase
+from tsstore.memory.answers import answer_document
 from tsstore.modes import LIVE_REFUSED, DatastoreKind
 from tsstore.native_mode import NativeAnswers
 
@@ -218,4 +221,36 @@ def test_the_async_stores_series_counter_is_the_counter_awaited() -> None:
     public = {name for name, _ in inspect.getmembers(ShardedCounter, inspect.isfunction) if name[0] != "_"}
     awaited = {name for name, _ in inspect.getmembers(AsyncCounter, inspect.iscoroutinefunction) if name[0] != "_"}
     assert public == awaited == {"create", "shards", "increment", "increment_many", "value", "rollup", "read", "grow"}
+
+
+def test_an_async_counters_asks_are_tried_again_as_the_sync_counters_are() -> None:
+    """An :class:`AsyncCounter` answers through the same attempts as a :class:`ShardedCounter`:
+    a refused (overloaded) lone increment is sent again and counts once, one cut off before its
+    answer is not (it may have landed) and says so; a read cut off is simply read again."""
+    database = MemoryDatabase()
+    trouble: list[tuple[type, Exception]] = []
+
+    async def answer(ask: DocAsk) -> object:
+        if trouble and isinstance(ask, trouble[0][0]):
+            _, failure = trouble.pop(0)
+            if isinstance(failure, ServiceUnavailable) and isinstance(ask, AddToDocs):
+                answer_document(database, ask)  # this one lands, and its answer is lost
+            raise failure
+        return answer_document(database, ask)
+
+    async def story() -> tuple[int, int, int]:
+        counter = AsyncCounter("counters/lone", answer=answer)
+        await counter.create(shards=2)
+        trouble.append((AddToDocs, ResourceExhausted("busy")))
+        await counter.increment(3)  # refused once, then sent again
+        trouble.append((GetDoc, ServiceUnavailable("connection reset")))
+        live, shards = (await counter.read(live=True)).value, await counter.shards()  # the read is tried again
+        trouble.append((AddToDocs, ServiceUnavailable("connection reset")))
+        cut = r"^adding 2 to counter 'counters/lone': the call was cut off \(UNAVAILABLE: connection reset\) and may"
+        with pytest.raises(FaultError, match=cut + " or may not have landed"):
+            await counter.increment(2)
+        assert not trouble
+        return live, shards, await counter.value()
+
+    assert asyncio.run(story()) == (3, 2, 5)  # the cut increment had landed: counted once, not twice
 

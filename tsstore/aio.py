@@ -118,7 +118,7 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         )  # fmt: skip
 
     def close(self) -> None:
-        """Close the sync client made for listeners and counters, if one was, and the worker
+        """Close the sync client made for listeners and bulk jobs, if one was, and the worker
         threads of Datastore mode's (the client stays open: it is the caller's)."""
         if "_twin" in self.__dict__:
             self._twin.close()
@@ -133,7 +133,8 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
 
     @functools.cached_property
     def _twin(self) -> firestore.Client:
-        """A sync client on this client's database, for listeners and counters."""
+        """A sync client on this client's database, for listeners and a bulk job's late guard
+        and series counters."""
         twin: firestore.Client = sync_twin(self.client)
         return twin
 

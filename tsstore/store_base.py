@@ -84,8 +84,9 @@ class StoreBase(Verbs):
 
 
 class WriterSide(Protocol):
-    """What a bulk send asks of the database besides its writes, on a sync client
-    (:class:`tsstore.modes.FirestoreSide` or :class:`tsstore.modes.DatastoreSide`)."""
+    """What a bulk send asks of the database besides its writes, on a sync client: a backend's
+    (:class:`tsstore.modes.FirestoreSide`, :class:`tsstore.datastore_mode.DatastoreSide`, the
+    memory database's)."""
 
     def late_guard(self, spec: SeriesSpec) -> LateGuard:
         """The guard that marks the job's late writes into ``spec``'s collection."""
