@@ -18,6 +18,12 @@ with a precondition; on a lost race read again), never by transactions. The emul
 contended production database) serialises read-write transactions on one document with
 locks, so a handful of concurrent roll-ups time out with ``Aborted: Transaction lock
 timeout``; a conditional write holds no lock and a loser just decides again.
+
+Each verb is a request (:data:`CounterRequest`): it yields document asks (:mod:`tsstore.asks`),
+which any database answers, and returns its result. :class:`ShardedCounter` runs it on the
+caller's thread, :class:`AsyncCounter` (an async store's series counter) on an event loop;
+both try each ask again after faults as the stores try theirs (:func:`tsstore.faults.call`),
+except a lone increment, which is not safe to send twice.
 """
 
 from __future__ import annotations
