@@ -31,6 +31,7 @@ from tsstore.counters import AsyncCounter, AsyncDocumentAnswers
 from tsstore.errors import ConfigError
 from tsstore.frames import aframes
 from tsstore.live.aio import AsyncLive
+from tsstore.memory import MemoryDatabase
 from tsstore.modes import FirestoreSide
 from tsstore.native_mode import NativeQueries, aggregated
 from tsstore.read.async_engine import aread_ticks
@@ -46,7 +47,7 @@ from tsstore.verbs import request as asks
 from tsstore.verbs.request import Readable, Snapshots
 from tsstore.wire import AONE_ATTEMPT, aanswer_document, abatch_write, aget_documents, server_clock, sync_twin
 from tsstore.write.ops import Transport
-from tsstore.write.options import WriteOptions
+from tsstore.write.options import EMULATOR_WRITE_OPTIONS, WriteOptions
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -116,6 +117,23 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
             spec, write_options, side=FirestoreSide(lambda: self._twin), collection_of=self._collection_of,
             transport=_loop_transport,
         )  # fmt: skip
+
+    @classmethod
+    def memory(
+        cls, spec: SeriesSpec, *, database: MemoryDatabase | None = None, **options: Any
+    ) -> AsyncTimeSeriesStore:
+        """The asyncio store of ``spec`` on a :class:`~tsstore.memory.MemoryDatabase`, as
+        :meth:`TimeSeriesStore.memory <tsstore.store.TimeSeriesStore.memory>` makes the sync one:
+        ``AsyncTimeSeriesStore.memory(spec)``.
+
+        - ``spec``: the :class:`~tsstore.spec.SeriesSpec` of the collection.
+        - ``database``: the memory database to use, shared with other stores; a new, empty one when not given.
+        - ``options``: the constructor's keyword options; ``write_options`` is
+          :data:`~tsstore.write.options.EMULATOR_WRITE_OPTIONS` unless given.
+        """
+        options.setdefault("write_options", EMULATOR_WRITE_OPTIONS)
+        held: Any = MemoryDatabase() if database is None else database
+        return cls(held, spec, **options)
 
     def close(self) -> None:
         """Close the sync client made for listeners and bulk jobs, if one was, and the worker

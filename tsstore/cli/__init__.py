@@ -17,7 +17,7 @@ import importlib
 
 import click
 
-from tsstore.cli.exits import Group
+from tsstore.cli.exits import Group, usage
 
 #: Each command as ``module:attribute`` under :mod:`tsstore.cli` (or a module named in full), in the order ``--help``
 #: lists them. A command's module is imported when the command is looked up, so ``tsstore
@@ -53,10 +53,26 @@ COMMANDS = {
 #: Earlier names of commands, kept (hidden, with a warning on standard error) for the scripts
 #: that still call them.
 RENAMED = {"plan": "capacity"}
+#: The commands that take ``--memory``: they make their data and read it in one process, where
+#: a memory database lives (every other command reads or writes data another process keeps).
+MEMORY_COMMANDS = ("demo", "console")
 
 
 class _Commands(Group):
     """The ``tsstore`` group, whose commands are imported when looked up."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        given = rest[: rest.index("--")] if "--" in rest else rest
+        if name not in MEMORY_COMMANDS and "--memory" in given:  # refused by name, not as an unknown option
+            raise usage(
+                f"--memory: a memory database lives only in the process that makes it, and tsstore {name} works on a "
+                "database other commands reach (the local store, an emulator, a project); only tsstore demo --memory "
+                "and tsstore console --demo --memory take it: they write their data and read it in one process"
+            )
+        return name, command, rest
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)

@@ -32,6 +32,7 @@ from tsstore.limits import DATABASE_ID_PATTERN, DEFAULT_DATABASE_ID
 from tsstore.local import supervisor
 from tsstore.local.connect import DATASTORE_EMULATOR_ENV, EMULATOR_ENV, emulator_project
 from tsstore.local.emulator import DEFAULT_PROJECT, Mode, datastore_client, emulator_client, start_emulator
+from tsstore.memory import MemoryDatabase
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
 from tsstore.store import TimeSeriesStore
@@ -145,19 +146,35 @@ def _emulator_client(mode: Mode, address: str, project: str, database: str) -> A
     return datastore_client(address, project=project, database=database)
 
 
+@contextlib.contextmanager
+def in_memory(*, writing: str | None = None) -> Iterator[tuple[Any, bool]]:
+    """A new :class:`~tsstore.memory.MemoryDatabase`, as :func:`connect` gives a client (local:
+    nothing to ramp up for), named on stderr as :func:`connect` names where it goes."""
+    into = "" if writing is None else f"; writing to collection {writing}"
+    click.echo(f"tsstore: using a memory database in this process (no emulator; its data ends with the command){into}",
+               err=True)  # fmt: skip
+    yield MemoryDatabase(), True
+
+
 @dataclass(frozen=True, kw_only=True)
 class Database:
     """Where a command's data is: ``--project`` (``None``: the local store or the emulator
-    ``FIRESTORE_EMULATOR_HOST`` names), ``--database`` and ``--mode``."""
+    ``FIRESTORE_EMULATOR_HOST`` names), ``--database`` and ``--mode``; or, ``memory``
+    (``--memory``, of the commands that make their data and read it in one process), a memory
+    database of the command's own."""
 
     project: str | None
     name: str
     mode: Mode = "native"
+    memory: bool = False
 
     def connect(
         self, *, ephemeral: bool = False, writing: str | None = None
     ) -> contextlib.AbstractContextManager[tuple[Any, bool]]:
-        """A client on this database and whether it is an emulator (see :func:`connect`)."""
+        """A client on this database and whether it is an emulator (see :func:`connect`); with
+        ``memory``, a new memory database (:func:`in_memory`)."""
+        if self.memory:
+            return in_memory(writing=writing)
         return connect(project=self.project, database=self.name, mode=self.mode, ephemeral=ephemeral, writing=writing)
 
     @contextlib.contextmanager
@@ -264,6 +281,34 @@ def database_options(command: Command) -> Command:
         return command(*args, database=Database(project=project, name=database, mode=mode), **kwargs)
 
     return mode_option(_database_option(_project_option(run)))
+
+
+def memory_option(command: Command) -> Command:
+    """``--memory``, for a command that makes its data and reads it in one process (below
+    :func:`database_options`, which it refines): the command's ``database`` is then a memory
+    database of its own. ``--project``, ``--database`` or ``--mode`` given with it on
+    the command line say another place, and are refused (from the environment they are left out)."""
+
+    @functools.wraps(command)
+    def run(*args: Any, memory: bool, database: Database, **kwargs: Any) -> Any:
+        if memory:
+            context = click.get_current_context()
+            given = [name for name in ("project", "database", "mode")
+                     if context.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]  # fmt: skip
+            if given:
+                where = " ".join(f"--{name} {context.params[name]}" for name in given)
+                options = " and ".join(f"--{name}" for name in given)
+                raise usage(f"--memory with {where}: --memory is a database in this process, of no project, named "
+                            f"database or mode; leave out {options}, or --memory")  # fmt: skip
+            database = dataclasses.replace(database, memory=True)
+        return command(*args, database=database, **kwargs)
+
+    return click.option(
+        "--memory",
+        is_flag=True,
+        help="Use a memory database in this process instead of Firestore or an emulator: no Java, and its data ends "
+        "with the command.",
+    )(run)
 
 
 def series_options(command: Command) -> Command:

@@ -1,6 +1,7 @@
 """``tsstore console``: the console in the browser, over the declaration's series on the
 database every command reaches (the local store by default; ``--project``, ``--mode`` as
-everywhere). ``--demo`` writes the demo's ticks first, on a temporary emulator."""
+everywhere). ``--demo`` writes the demo's ticks first, on a temporary emulator (with
+``--memory``, on a memory database in this process)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any
 import click
 
 from tsstore.analytics.rollup import Rollup
-from tsstore.cli.common import Database, declaration_options, load_named, pick_declared
+from tsstore.cli.common import Database, declaration_options, load_named, memory_option, pick_declared
 from tsstore.cli.exits import library_warnings, usage
 from tsstore.console.app import Console, Series
 from tsstore.console.forms import Reach
@@ -45,9 +46,10 @@ TERMINATED = 128 + signal.SIGTERM
 @click.option("--no-browser", is_flag=True, help="Print the address; do not open a browser.")
 @click.option("--files", type=click.Path(file_okay=False, path_type=Path), default=Path("indexes"), show_default=True,
               help="The folder whose generated index and rules files are compared with the declaration.")  # fmt: skip
-@click.option("--demo", is_flag=True, help=f"Write the demo's ticks ({DEMO_TICKS:,}) to a temporary emulator first and "
-              "show them.")  # fmt: skip
+@click.option("--demo", is_flag=True, help=f"Write the demo's ticks ({DEMO_TICKS:,}) to a temporary emulator (or, with "
+              "--memory, a memory database) first and show them.")  # fmt: skip
 @declaration_options
+@memory_option
 def console(*, host: str, port: int, allow_remote: bool, no_browser: bool, files: Path, demo: bool, declaration: str,
             collection: str | None, database: Database) -> None:  # fmt: skip
     """Open the console in the browser: the declared series, queries with their cost, bars,
@@ -60,11 +62,15 @@ def console(*, host: str, port: int, allow_remote: bool, no_browser: bool, files
     Example:
       tsstore console --spec series.toml
       tsstore console --demo                 # the demo's day on a temporary emulator
+      tsstore console --demo --memory        # the demo's day in this process, without Java
     """
-    if demo and database.project is not None:
+    if demo and database.project is not None and not database.memory:
         raise usage(f"--demo writes the demo's {DEMO_TICKS:,} ticks before it shows them, so it runs on a temporary "
                     f"emulator only: leave out --project {database.project} (or give --spec to look at that "
                     "project's series)")  # fmt: skip
+    if database.memory and not demo:
+        raise usage("--memory without --demo: the console reads what is stored, and a memory database of its own "
+                    "would hold nothing; give --demo too (the demo's day, written first), or leave out --memory")
     declared = ((DEMO_SPEC,), ()) if demo else load_named(declaration)
     sock = bind(host, port, allow_remote=allow_remote)
     with contextlib.closing(sock), _stores(declaration, declared, collection, database, demo=demo) as (
@@ -116,8 +122,10 @@ def _stores(declaration: str, declared: tuple[tuple[SeriesSpec, ...], tuple[Roll
             _write_demo(made[DEMO_SPEC.collection].store)
         reach = Reach(project=database.project, database=database.name, mode=database.mode,
                       emulator=emulator_of(client))  # fmt: skip
+        where = ("a memory database in this process" if database.memory else
+                 f"{database.mode} mode, database {database.name}" + (" (local)" if local else ""))  # fmt: skip
         try:
-            yield made, f"{database.mode} mode, database {database.name}" + (" (local)" if local else ""), reach
+            yield made, where, reach
         finally:
             for series in made.values():
                 for store in (series.store, *series.rollup_stores.values()):

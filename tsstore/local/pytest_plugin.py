@@ -19,13 +19,16 @@ test suite without a conftest:
   workers with ``tsstore_share_datastore_emulator = true``; a ``google.cloud.datastore.Client``,
   with ``pip install 'tsstore[datastore]'``).
 - ``tsstore_collection``: a collection name unique to the test.
+- ``tsstore_memory``: a :class:`~tsstore.memory.MemoryDatabase` of the test's own, for tests
+  without Java, and ``tsstore_memory_store``, which makes a store of any declared series on it
+  in one line (``tsstore_memory_store(spec)``), closed after the test.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -34,8 +37,12 @@ from tsstore.errors import EmulatorError
 from tsstore.limits import DATABASE_ID_PATTERN
 from tsstore.local.emulator import Emulator, EmulatorAt, Mode, start_emulator
 
-if TYPE_CHECKING:  # a plugin every pytest run loads: the client is imported when a test asks for one
+if TYPE_CHECKING:  # a plugin every pytest run loads: the client and the stores are imported when a test asks
     from google.cloud import firestore
+
+    from tsstore.memory import MemoryDatabase
+    from tsstore.spec import SeriesSpec
+    from tsstore.store import TimeSeriesStore
 
 _DATABASE_ID = re.compile(DATABASE_ID_PATTERN)
 #: The ini option that shares one emulator among pytest-xdist's workers.
@@ -206,3 +213,31 @@ def tsstore_datastore_client(tsstore_datastore_emulator: EmulatorAt, request: py
 def tsstore_collection() -> str:
     """A collection name unique to this test."""
     return f"ticks-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def tsstore_memory() -> MemoryDatabase:
+    """A memory database of this test's own (empty: no other test sees its documents)."""
+    from tsstore.memory import MemoryDatabase
+
+    return MemoryDatabase()
+
+
+@pytest.fixture
+def tsstore_memory_store(tsstore_memory: MemoryDatabase) -> Iterator[Callable[..., TimeSeriesStore]]:
+    """Makes the store of a series on this test's ``tsstore_memory``:
+    ``tsstore_memory_store(spec, **options)`` is :meth:`TimeSeriesStore.memory
+    <tsstore.store.TimeSeriesStore.memory>` on it; each store made is closed after the test."""
+    from tsstore.store import TimeSeriesStore
+
+    made: list[TimeSeriesStore] = []
+
+    def store_of(spec: SeriesSpec, **options: Any) -> TimeSeriesStore:
+        made.append(TimeSeriesStore.memory(spec, database=tsstore_memory, **options))
+        return made[-1]
+
+    try:
+        yield store_of
+    finally:
+        for store in made:
+            store.close()
