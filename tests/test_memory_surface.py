@@ -180,6 +180,13 @@ def test_memory_is_refused_by_name_where_the_data_is_another_processs(args: tupl
                                  f"tsstore {args[0]} works on a database") and NOT_HERE in ran.stderr  # fmt: skip
 
 
+def test_memory_before_the_command_says_where_it_goes() -> None:
+    ran = tsstore("--memory", "demo")
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert ran.stderr == ("Error: --memory is an option of a command, not of tsstore: give it after the command, as "
+                          "in tsstore demo --memory or tsstore console --demo --memory\n")  # fmt: skip
+
+
 @pytest.mark.parametrize(("args", "said"), [
     (("demo", "--memory", "--project", "my-project"), "--memory with --project my-project: "),
     (("demo", "--memory", "--mode", "datastore", "--database", "other"), "--memory with --database other --mode "

@@ -61,6 +61,12 @@ MEMORY_COMMANDS = ("demo", "console")
 class _Commands(Group):
     """The ``tsstore`` group, whose commands are imported when looked up."""
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args[:1] == ["--memory"]:
+            raise usage("--memory is an option of a command, not of tsstore: give it after the command, as in "
+                        "tsstore demo --memory or tsstore console --demo --memory")  # fmt: skip
+        return super().parse_args(ctx, args)
+
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
