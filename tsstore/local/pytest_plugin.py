@@ -1,4 +1,5 @@
-"""A pytest plugin for testing your own code on the real Firestore emulator.
+"""A pytest plugin for testing your own code on the real Firestore emulator, or without Java on
+the memory database.
 
 Installed with tsstore (entry point ``pytest11``), so its fixtures are available in any
 test suite without a conftest:
