@@ -74,9 +74,9 @@ class _Commands(Group):
         given = rest[: rest.index("--")] if "--" in rest else rest
         if name not in MEMORY_COMMANDS and "--memory" in given:  # refused by name, not as an unknown option
             raise usage(
-                f"--memory: a memory database lives only in the process that makes it, and tsstore {name} works on a "
-                "database other commands reach (the local store, an emulator, a project); only tsstore demo --memory "
-                "and tsstore console --demo --memory take it: they write their data and read it in one process"
+                f"--memory: tsstore {name} takes no --memory. A memory database lives only in the process that makes "
+                "it, so only the commands that write their data and read it in one run take it: tsstore demo --memory "
+                "and tsstore console --demo --memory"
             )
         return name, command, rest
 
