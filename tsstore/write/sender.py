@@ -435,37 +435,16 @@ class BulkSender:
             else:
                 faults.progress()
                 unanswered = 0
-                last_error = self._answered(pending, statuses, outcome, conflicts, retry) or last_error
+                self._cuts.answered(len(pending))
+                refused, retried = _sort_answered(pending, statuses, outcome, conflicts, retry)
+                self._pace.answered(sent=len(pending), refused=refused)
+                last_error = retried or last_error
             again = self._resolve(conflicts, outcome, retry) if conflicts else []
             if retry:
                 attempt += 1
                 retry = self._again_or_failed(retry, attempt, last_error, outcome)
             pending = again + retry
         return outcome
-
-    def _answered(
-        self, pending: list[_Item], statuses: list[tuple[int, str]], outcome: _Outcome, conflicts: list[_Item],
-        retry: list[_Item],
-    ) -> tuple[int, str] | None:  # fmt: skip
-        """Sort an answered request's writes by their statuses: written, a create that met a
-        stored document (``conflicts``), refused for now (``retry``), or failed; the pace told.
-        The last status retried, if any."""
-        self._cuts.answered(len(pending))
-        refused, last_error = 0, None
-        for item, (code, message) in zip(pending, statuses, strict=True):
-            item.unanswered = False
-            if code == 0:
-                outcome.written.append(_written(item))
-            elif code == ALREADY_EXISTS and item.op == "create":
-                conflicts.append(item)
-            elif (kind := status_kind(code)) is not None:
-                retry.append(item)
-                last_error = (code, message)
-                refused += kind == "overload"
-            else:
-                outcome.failures.append(_failure(item, code, message))
-        self._pace.answered(sent=len(pending), refused=refused)
-        return last_error
 
     def _again_or_failed(
         self, retry: list[_Item], attempt: int, last_error: tuple[int, str], outcome: _Outcome
@@ -609,6 +588,28 @@ def _code(exc: gexc.GoogleAPICallError) -> int:
 
 def _failure(item: _Item, code: int, message: str) -> WriteFailure:
     return WriteFailure(item.doc.index, item.id, code, message)
+
+
+def _sort_answered(
+    pending: list[_Item], statuses: list[tuple[int, str]], outcome: _Outcome, conflicts: list[_Item], retry: list[_Item]
+) -> tuple[int, tuple[int, str] | None]:
+    """Sort an answered request's writes by their statuses: written, a create that met a
+    stored document (``conflicts``), refused for now (``retry``), or failed. How many were
+    refused for overload, and the last status retried, if any."""
+    refused, last_error = 0, None
+    for item, (code, message) in zip(pending, statuses, strict=True):
+        item.unanswered = False
+        if code == 0:
+            outcome.written.append(_written(item))
+        elif code == ALREADY_EXISTS and item.op == "create":
+            conflicts.append(item)
+        elif (kind := status_kind(code)) is not None:
+            retry.append(item)
+            last_error = (code, message)
+            refused += kind == "overload"
+        else:
+            outcome.failures.append(_failure(item, code, message))
+    return refused, last_error
 
 
 def _written(item: _Item) -> Written:
