@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import functools
 import heapq
 import math
+import operator
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -49,6 +51,8 @@ NAME = "__name__"
 INEQUALITIES = ("<", "<=", ">", ">=", "!=", "not-in")
 
 _US = dt.timedelta(microseconds=1)
+#: The range operators, on two values of one type.
+RANGES: dict[str, Callable[[Any, Any], bool]] = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
 def wall_us() -> int:
@@ -140,6 +144,10 @@ class MemoryDatabase:
     _last: int = field(default=0, init=False, repr=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False)
 
+    def close(self) -> None:
+        """Nothing to release (a client's ``close``, so code that closes its client may take
+        a memory database); the documents stay readable."""
+
     # ------------------------------------------------------------------ time
 
     def _read_time(self, read_time: dt.datetime | None) -> int:
@@ -230,28 +238,23 @@ class MemoryDatabase:
         order = query.order()
         with self._lock:
             at = self._read_time(read_time)
-            docs = [(doc_id, v) for doc_id, versions in self._docs.get(query.collection, {}).items()
-                    if (v := _at(versions, at)) is not None and v.data is not None]  # fmt: skip
+            living = self._living(query.collection, at)
         read = from_micros(at)
-        paths = list(dict.fromkeys([*(f for f, _ in order if f != NAME), *(f for f, _, _ in query.filters)]))
-        tests = [(paths.index(path), _test(op, value)) for path, op, value in query.filters]
-        places = [(paths.index(path) if path != NAME else -1, desc) for path, desc in order]
-        keyed = []
-        for doc_id, version in docs:
-            assert version.data is not None
-            values = [at_path(version.data, path) for path in paths]
-            if MISSING in values or not all(test(values[i]) for i, test in tests):
-                continue  # a document without an ordered or filtered field, or one a filter drops
-            key = tuple(_directed(doc_id if i < 0 else values[i], desc) for i, desc in places)
-            keyed.append((key, doc_id, version))
+        keyed = _keyed(living, query.filters, order)
         if query.after is not None:
             cursor = _cursor_key(query.after, order)
             keyed = [k for k in keyed if cursor < k[0][: len(cursor)]]
         if query.limit is not None and query.limit < len(keyed):
-            keyed = heapq.nsmallest(query.limit, keyed, key=lambda k: k[0])
+            keyed = heapq.nsmallest(query.limit, keyed, key=_first)
         else:
-            keyed.sort(key=lambda k: k[0])
+            keyed.sort(key=_first)
         return [_found(doc_id, v, read, query.select) for _, doc_id, v in keyed], read
+
+    def _living(self, collection: str, at: int) -> list[tuple[str, Version]]:
+        """The documents of ``collection`` a read at ``at`` sees, with the version it sees
+        (under the lock)."""
+        return [(doc_id, v) for doc_id, versions in self._docs.get(collection, {}).items()
+                if (v := _at(versions, at)) is not None and v.data is not None]  # fmt: skip
 
     def aggregate(self, query: Query, wanted: Iterable[tuple[str, str, str | None]], *,
                   read_time: dt.datetime | None = None) -> tuple[dict[str, Any], dt.datetime]:  # fmt: skip
@@ -376,8 +379,42 @@ def _split(path: str) -> tuple[str, str]:
 def _at(versions: list[Version], at: int) -> Version | None:
     """The version among ``versions`` (oldest first) a read at ``at`` sees (``None``: none;
     a version whose ``data`` is ``None``: deleted then)."""
+    if versions and versions[-1].at <= at:
+        return versions[-1]  # the newest: what nearly every read sees
     i = bisect.bisect_right([v.at for v in versions], at)
     return versions[i - 1] if i else None
+
+
+Keyed = tuple[tuple[Any, ...], str, Version]
+
+
+def _first(keyed: Keyed) -> tuple[Any, ...]:
+    return keyed[0]
+
+
+def _keyed(living: Iterable[tuple[str, Version]], filters: Sequence[tuple[str, str, Any]],
+           order: Sequence[tuple[str, bool]]) -> list[Keyed]:  # fmt: skip
+    """The documents of ``living`` that every filter keeps and that hold every ordered field,
+    each with its key in ``order`` (unsorted)."""
+    tests = [(_getter(path), _test(op, value)) for path, op, value in filters]
+    places = [(_getter(path) if path != NAME else None, desc) for path, desc in order]
+    keyed = []
+    for doc_id, version in living:
+        data = version.data
+        assert data is not None
+        if not all((got := get(data)) is not MISSING and test(got) for get, test in tests):
+            continue
+        values = [doc_id if get is None else get(data) for get, _ in places]
+        if MISSING not in values:  # (a document without an ordered field is left out)
+            keyed.append((tuple(_directed(v, desc) for v, (_, desc) in zip(values, places)), doc_id, version))
+    return keyed
+
+
+def _getter(path: str) -> Callable[[Mapping[str, Any]], Any]:
+    """What reads the dotted ``path`` of a document's data (:data:`MISSING` where it has none)."""
+    if "." not in path:
+        return lambda data: data.get(path, MISSING)
+    return lambda data: at_path(data, path)
 
 
 def _test(op: str, value: Any) -> Callable[[Any], bool]:
@@ -385,26 +422,30 @@ def _test(op: str, value: Any) -> Callable[[Any], bool]:
     and ``in`` by value and type (``1 == 1.0``, ``1 != True``), a range within the value's
     type only (``2 < "a"`` matches nothing), ``!=`` and ``not-in`` any value but null (a
     ``not-in`` list holding null matches nothing)."""
-    if op == "==":
-        target = Ordered(value)
-        return lambda got: Ordered(got) == target
-    if op in ("in", "not-in", "!="):
-        targets = {Ordered(v) for v in ([value] if op == "!=" else value)}
-        if op == "in":
-            return lambda got: Ordered(got) in targets
-        if op == "not-in" and Ordered(None) in targets:
-            return lambda got: False
-        return lambda got: got is not None and Ordered(got) not in targets
-    kind, bound = type_order(value), Ordered(value)
-    ranges: dict[str, Callable[[Ordered], bool]] = {
-        "<": lambda a: a < bound, "<=": lambda a: not bound < a,
-        ">": lambda a: bound < a, ">=": lambda a: not a < bound,
-    }  # fmt: skip
-    if op not in ranges:
+    if op in ("==", "in", "!=", "not-in"):
+        return _value_test(op, [value] if op in ("==", "!=") else list(value))
+    compare = RANGES.get(op)
+    if compare is None:
         raise _error(gexc.InvalidArgument, f"operator {op!r} is not served by the memory database; it serves "
                                            "==, in, not-in, !=, <, <=, > and >= (no array filters)")  # fmt: skip
-    compare = ranges[op]
-    return lambda got: type_order(got) == kind and compare(Ordered(got))
+    if isinstance(value, dt.datetime):  # stored times are aware: compared as they are
+        time = value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
+        return lambda got: isinstance(got, dt.datetime) and compare(got, time)
+    kind, bound = type_order(value), Ordered(value)
+    return lambda got: type_order(got) == kind and compare(Ordered(got), bound)
+
+
+def _value_test(op: str, values: list[Any]) -> Callable[[Any], bool]:
+    """The test of ``==`` or ``in`` (``values`` matched), ``!=`` or ``not-in`` (not matched)."""
+    if op in ("==", "in") and all(type(v) is str for v in values):
+        strings = set(values)  # a string equals only the same string
+        return lambda got: type(got) is str and got in strings
+    targets = {Ordered(v) for v in values}
+    if op in ("==", "in"):
+        return lambda got: Ordered(got) in targets
+    if op == "not-in" and Ordered(None) in targets:
+        return lambda got: False
+    return lambda got: got is not None and Ordered(got) not in targets
 
 
 def _cursor_key(values: Sequence[Any], order: Sequence[tuple[str, bool]]) -> tuple[Any, ...]:
@@ -427,8 +468,12 @@ def _directed(value: Any, descending: bool) -> Any:
 def _found(doc_id: str, version: Version, read: dt.datetime, select: Sequence[str] | None) -> Found:
     data, created = version.data, version.created
     assert data is not None and created is not None  # a living version
-    return Found(doc_id, _projected(data, select) if select is not None else copied(data), from_micros(created),
-                 from_micros(version.at), read)  # fmt: skip
+    return Found(doc_id, _projected(data, select) if select is not None else copied(data), _time(created),
+                 _time(version.at), read)  # fmt: skip
+
+
+#: A time in microseconds as a datetime, the times of recent commits kept (a batch's documents share one).
+_time = functools.lru_cache(maxsize=4096)(from_micros)
 
 
 def _projected(data: Mapping[str, Any], fields: Iterable[str]) -> dict[str, Any]:

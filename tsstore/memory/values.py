@@ -59,11 +59,14 @@ def stored(value: Any) -> Any:
 
 def copied(value: Any) -> Any:
     """A copy of a stored value, maps and lists copied all the way down (what a read hands out)."""
-    if isinstance(value, dict):
-        return {k: copied(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [copied(v) for v in value]
+    if type(value) is dict:  # (what is stored holds plain maps and lists: see stored)
+        return {k: copied(v) if type(v) in _NESTED else v for k, v in value.items()}
+    if type(value) is list:
+        return [copied(v) if type(v) in _NESTED else v for v in value]
     return value
+
+
+_NESTED = (dict, list)
 
 
 def at_path(data: Mapping[str, Any], path: str) -> Any:
