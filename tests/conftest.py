@@ -46,16 +46,23 @@ def pytest_configure(config: pytest.Config) -> None:
         "emulator: needs the Firestore emulator (a JVM); given to every test that uses the emulator fixture, and "
         "set by hand on those that start one themselves. `pytest -m 'not emulator'` runs the rest.",
     )
+    config.addinivalue_line(
+        "markers",
+        "memory: a case on the memory database (the `memory` mode of tests.shared.MODES): never marked emulator, "
+        "even when its test lists `uses_emulator` for its emulator modes.",
+    )
 
 
 #: The fixtures that start (or share) an emulator, and ``uses_emulator``: a fixture that takes
-#: its emulator by ``request.getfixturevalue`` (one per database mode) lists it to be marked.
-EMULATOR_FIXTURES = {"tsstore_emulator", "tsstore_datastore_emulator", "uses_emulator"}
+#: its emulator by ``request.getfixturevalue`` (one per database mode) lists it to be marked;
+#: a case of the memory mode (marked ``memory`` by its parameter) is not marked by it.
+EMULATOR_FIXTURES = {"tsstore_emulator", "tsstore_datastore_emulator"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if EMULATOR_FIXTURES & set(getattr(item, "fixturenames", ())):
+        names = set(getattr(item, "fixturenames", ()))
+        if EMULATOR_FIXTURES & names or ("uses_emulator" in names and item.get_closest_marker("memory") is None):
             item.add_marker(pytest.mark.emulator)
 
 

@@ -8,14 +8,19 @@ import contextlib
 import datetime as dt
 import random
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pytest
 
 from tsstore import QueryShape, SeriesSpec, Tick, shards_for
 from tsstore.dswire import is_datastore_client
+from tsstore.asks import DocAsk
+from tsstore.counters import document_answers
+from tsstore.memory import MemoryAnswers, MemoryDatabase, Query
+from tsstore.memory.database import Write
 from tsstore.ticks import sort_key
 
 UTC = dt.timezone.utc
@@ -146,18 +151,42 @@ shapes = [{ fields = ["symbol"], directions = ["desc", "asc"] }]
 """
 
 
-# ------------------------------------------------------------------------------ both modes
+# ------------------------------------------------------------------------- the database modes
 
-#: Firestore in Native mode and in Datastore mode: what a test parametrized over both runs on.
-MODES = ("native", "datastore")
+#: Firestore in Native mode and in Datastore mode, each on its session emulator: what a test
+#: that needs the emulator itself (a command, a live listener, an asyncio client) runs on.
+EMULATOR_MODES = ("native", "datastore")
+
+#: Both emulator modes and the memory database (:class:`~tsstore.memory.MemoryDatabase`):
+#: what an oracle test runs on, the same answers expected of each. The emulator modes carry
+#: the ``emulator`` mark, the memory one the ``memory`` mark (and never the emulator's: a run
+#: of ``-m "not emulator"`` keeps it, and ``uses_emulator`` does not mark it).
+MODES = (
+    pytest.param("native", marks=pytest.mark.emulator),
+    pytest.param("datastore", marks=pytest.mark.emulator),
+    pytest.param("memory", marks=pytest.mark.memory),
+)
+#: Each of :data:`MODES`, for a test that runs on some of them (``parametrize("mode", [NATIVE, MEMORY])``).
+NATIVE, DATASTORE, MEMORY = MODES
 
 
 def mode_client(request: Any, mode: str, database: str) -> Any:
     """A client of ``mode`` on its session emulator (``emulator`` or ``datastore_emulator``),
-    on ``database``: a ``firestore.Client`` or a ``datastore.Client``."""
+    on ``database``: a ``firestore.Client`` or a ``datastore.Client``; for ``memory`` a new,
+    empty :class:`~tsstore.memory.MemoryDatabase` (``database`` names nothing there)."""
+    if mode == "memory":
+        return MemoryDatabase()
     if mode == "native":
         return request.getfixturevalue("emulator").client(database=database)
     return request.getfixturevalue("datastore_emulator").datastore_client(database=database)
+
+
+def answers_of(client: Any) -> Callable[[DocAsk], Any]:
+    """How document asks are answered on a client :func:`mode_client` made (one attempt each):
+    its mode's wire, or the memory database's own answers (what a counter takes as ``answer``)."""
+    if isinstance(client, MemoryDatabase):
+        return MemoryAnswers(client, SeriesSpec("documents")).answer_document
+    return document_answers(client)
 
 
 def cli_env(request: Any, mode: str) -> dict[str, str]:
@@ -177,8 +206,8 @@ def database_of(store: Any) -> str:
 async def async_twin(store: Any, request: Any) -> AsyncIterator[Any]:
     """The client an async store on ``store``'s database takes: a ``firestore.AsyncClient``
     on the session emulator (closed afterwards), or in Datastore mode the store's own
-    ``datastore.Client`` (there is no asyncio one)."""
-    if is_datastore_client(store.client):
+    ``datastore.Client`` (there is no asyncio one), or the store's own memory database."""
+    if is_datastore_client(store.client) or isinstance(store.client, MemoryDatabase):
         yield store.client
         return
     client = request.getfixturevalue("emulator").async_client(database=store.client._database)
@@ -190,7 +219,9 @@ async def async_twin(store: Any, request: Any) -> AsyncIterator[Any]:
 
 def stored_ids(client: Any, collection: str) -> list[str]:
     """The ids of every document of ``collection``, read by the client's own public API in
-    either mode (keys only: no tsstore code in between)."""
+    either mode (keys only: no tsstore code in between), or the memory database's own."""
+    if isinstance(client, MemoryDatabase):
+        return [found.id for found in client.run(Query(collection, select=()))[0]]
     if hasattr(client, "collection"):
         return [doc.id for doc in client.collection(collection).select([]).stream()]
     query = client.query(kind=collection)
@@ -201,7 +232,9 @@ def stored_ids(client: Any, collection: str) -> list[str]:
 def stored_docs(client: Any, collection: str) -> dict[str, dict[str, Any]]:
     """The documents of ``collection`` (a path: ``counters/likes/shards``) by id, read by the
     client's own public API in either mode (in Datastore mode, the entities of the path's kind
-    under its parent key)."""
+    under its parent key), or the memory database's own."""
+    if isinstance(client, MemoryDatabase):
+        return {found.id: found.data for found in client.run(Query(collection))[0]}
     if hasattr(client, "collection"):
         return {doc.id: doc.to_dict() for doc in client.collection(collection).stream()}
     *parent, kind = collection.split("/")
@@ -210,7 +243,11 @@ def stored_docs(client: Any, collection: str) -> dict[str, dict[str, Any]]:
 
 
 def stored_doc(client: Any, path: str) -> dict[str, Any] | None:
-    """The document at ``path``, or ``None``, read by the client's own public API in either mode."""
+    """The document at ``path``, or ``None``, read by the client's own public API in either
+    mode, or the memory database's own."""
+    if isinstance(client, MemoryDatabase):
+        found = client.get(path)[0]
+        return found.data if found is not None else None
     if hasattr(client, "document"):
         snapshot = client.document(path).get()
         return snapshot.to_dict() if snapshot.exists else None
@@ -220,7 +257,10 @@ def stored_doc(client: Any, path: str) -> dict[str, Any] | None:
 
 def put_doc(client: Any, path: str, data: dict[str, Any]) -> None:
     """Write ``data`` over the document at ``path``, by the client's own public API in either
-    mode."""
+    mode, or the memory database's own."""
+    if isinstance(client, MemoryDatabase):
+        client.commit([Write(path, data)])
+        return
     if hasattr(client, "document"):
         client.document(path).set(data)
         return
@@ -230,8 +270,11 @@ def put_doc(client: Any, path: str, data: dict[str, Any]) -> None:
 
 
 def delete_doc(client: Any, path: str) -> None:
-    """Delete the document at ``path``, by the client's own public API in either mode."""
-    if hasattr(client, "document"):
+    """Delete the document at ``path``, by the client's own public API in either mode, or the
+    memory database's own."""
+    if isinstance(client, MemoryDatabase):
+        client.commit([Write(path, None)])
+    elif hasattr(client, "document"):
         client.document(path).delete()
     else:
         client.delete(client.key(*path.split("/")))

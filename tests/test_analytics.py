@@ -23,7 +23,8 @@ import pandas as pd
 import pytest
 
 from tests.cli import Ran, tsstore
-from tests.shared import MODES, SYMBOLS, T0, async_twin, cli_env, database_of, mode_client, oracle_bars, spec, ticks
+from tests.shared import EMULATOR_MODES, MODES, SYMBOLS, T0, async_twin, cli_env, database_of, mode_client, oracle_bars
+from tests.shared import spec, ticks
 from tsstore import (
     AsyncTimeSeriesStore,
     ConfigError,
@@ -229,6 +230,7 @@ def test_the_async_store_aggregates_the_same(stores: dict[int, Any], request: py
     assert got.count is None and got.sum == {} and got.avg["volume"] == pytest.approx(want["avg(volume)"], rel=1e-12)
 
 
+@pytest.mark.parametrize("stores", EMULATOR_MODES, indirect=True)  # a command: on the emulator
 def test_the_aggregate_command(stores: dict[int, Any], request: pytest.FixtureRequest, tmp_path: Any) -> None:
 
     store, rows = stores[40]
@@ -316,6 +318,7 @@ def test_latest_with_a_series_in_only_some_shards_and_bad_requests(
     assert got.loc["ONE", "timestamp"] == late and pd.isna(got.loc["NONE", "timestamp"])
 
 
+@pytest.mark.parametrize("stores", EMULATOR_MODES, indirect=True)  # a command: on the emulator
 def test_the_latest_command(stores: dict[int, Any], request: pytest.FixtureRequest, tmp_path: Any) -> None:
 
     store, rows = stores[3]

@@ -47,7 +47,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.cli import tsstore
-from tests.shared import MODES, async_twin, mode_client
+from tests.shared import EMULATOR_MODES, MODES, async_twin, mode_client
 from tsstore import AsyncTimeSeriesStore, QueryError, QueryShape, SeriesSpec, TimeSeriesStore
 from tsstore.analytics.asof import DIRECTIONS, LEFT, RIGHT, AsofJoiner, amerged, merged, priority
 from tsstore.local.pytest_plugin import unique_database_id
@@ -594,6 +594,7 @@ SHAPES_TOML = (
 )
 
 
+@pytest.mark.parametrize("written", EMULATOR_MODES, indirect=True)  # a command: on the emulator
 def test_the_command_prints_the_join(written: Written, request: pytest.FixtureRequest, tmp_path: Any) -> None:
     store = written.trades[3]
     (tmp_path / "spec.toml").write_text(

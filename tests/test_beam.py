@@ -34,7 +34,7 @@ from google.cloud import firestore
 
 from tests.conftest import unique_database_id
 from tests.overload import FakeClock
-from tests.shared import MODES, database_of, mode_client, stored_doc, stored_docs
+from tests.shared import EMULATOR_MODES, database_of, mode_client, stored_doc, stored_docs
 from tests.shared import spec as shared_spec
 from tsstore import Rollup, SeriesSpec, TimeSeriesStore
 from tsstore.beam import PipelineRamp, ReadTicks, Target, WriteTicks, backfill, export, pipeline_options, seal
@@ -595,7 +595,7 @@ def sealed_state(client: Any, collection: str, lake: Path) -> tuple[Any, ...]:
     return entries, rows, sorted(stored_docs(client, marks_path(horizon_name(collection)))), versions
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", EMULATOR_MODES)
 def test_a_seal_pipeline_seals_what_store_seal_seals_late_ticks_included(
     mode: str, request: pytest.FixtureRequest, uses_emulator: None, collection_name: str, tmp_path: Path
 ) -> None:

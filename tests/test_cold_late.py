@@ -28,7 +28,7 @@ DAY0 = T0.replace(hour=0)  # 2026-03-02
 @pytest.fixture(scope="module")
 def databases() -> dict[str, str]:
     """One database per mode for the module (each test its own collection)."""
-    return {mode: unique_database_id(f"cold-late-{mode}") for mode in MODES}
+    return {mode: unique_database_id(f"cold-late-{mode}") for (mode,), _, _ in MODES}
 
 
 def rows_of(day: int, count: int, first: int) -> list[dict[str, Any]]:

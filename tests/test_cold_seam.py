@@ -18,7 +18,8 @@ import pandas as pd
 import pytest
 
 from tests.conftest import unique_database_id
-from tests.shared import MODES, T0, database_of, delete_doc, mode_client, put_doc, stored_doc, ticks
+from tests.shared import MEMORY, MODES, NATIVE, T0, database_of, delete_doc, mode_client, put_doc, stored_doc, stored_ids
+from tests.shared import ticks
 from tests.shared import spec as shared_spec
 from tsstore import (
     AsyncTimeSeriesStore,
@@ -92,10 +93,12 @@ class Seam:
         self.client.close()
 
 
-WORLDS = [(mode, shards) for mode in MODES for shards in (3, 40)]
+#: Each seam written: ``(mode, shards)``, with its mode's mark.
+WORLDS = [pytest.param((m.values[0], shards), marks=m.marks, id=f"{m.values[0]}-{shards}") for m in MODES
+          for shards in (3, 40)]  # fmt: skip
 
 
-@pytest.fixture(scope="module", params=WORLDS, ids=lambda p: f"{p[0]}-{p[1]}")
+@pytest.fixture(scope="module", params=WORLDS)
 def seam(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, uses_emulator: None
 ) -> Iterator[Seam]:
@@ -141,10 +144,10 @@ ON_40 = (0, 3, 4)
 
 @pytest.mark.parametrize(
     ("seam", "asked", "limit"),
-    [(world, asked, limit) for world in WORLDS for n, (asked, limit) in enumerate(CASES) if world[1] == 3 or n in ON_40],
+    [pytest.param(world.values[0], asked, limit, marks=world.marks, id=f"{world.id}-{n}") for world in WORLDS
+     for n, (asked, limit) in enumerate(CASES) if world.values[0][1] == 3 or n in ON_40],
     indirect=["seam"],
-    ids=[f"{mode}-{shards}-{n}" for mode, shards in WORLDS for n in range(len(CASES)) if shards == 3 or n in ON_40],
-)
+)  # fmt: skip
 def test_every_read_across_the_seam_is_firestores(seam: Seam, asked: dict[str, Any], limit: int) -> None:
     want = seam.hot.query(**asked).ticks
     got = seam.cold.query(**asked)
@@ -233,10 +236,11 @@ def test_the_async_store_reads_across_the_seam_alike(request: pytest.FixtureRequ
     assert summed == seam.hot.aggregate(**bounds, sum=["volume"])
 
 
+@pytest.mark.parametrize("mode", [NATIVE, MEMORY])
 def test_a_reshard_marks_the_sealed_days_it_moves_and_reads_keep_each_ticks_new_shard(
-    request: pytest.FixtureRequest, uses_emulator: None, collection_name: str, tmp_path: Path
+    request: pytest.FixtureRequest, uses_emulator: None, mode: str, collection_name: str, tmp_path: Path
 ) -> None:
-    client = mode_client(request, "native", unique_database_id("reshard-sealed"))
+    client = mode_client(request, mode, unique_database_id("reshard-sealed"))
     before = SeriesSpec(collection_name, shards=["a", "b"], cold=ColdTier(tmp_path / "lake"), key_fields=["n"])
     rows = [{"n": n, "timestamp": DAYS[n % 3] + n * dt.timedelta(minutes=7)} for n in range(60)]
     with TimeSeriesStore(client, before, write_options=WriteOptions(ramp=False)) as store:
@@ -245,7 +249,7 @@ def test_a_reshard_marks_the_sealed_days_it_moves_and_reads_keep_each_ticks_new_
     after = dataclasses.replace(before, shards=("c",), retired=(RetiredShard("a"), RetiredShard("b")))
     with TimeSeriesStore(client, after, write_options=WriteOptions(ramp=False)) as store:
         assert store.reshard().moved == 60
-        marks = [doc.id for doc in client.collection(marks_path(horizon_name(collection_name))).stream()]
+        marks = stored_ids(client, marks_path(horizon_name(collection_name)))
         assert sorted(marks) == [mark_id(DAYS[0]), mark_id(DAYS[1])]  # the sealed days only; no roll-up's
         assert {t.data["shard"] for t in store.query().ticks} == {"c"}  # marked: from Firestore
         assert [p.label for p in store.seal(until=DAYS[2]).resealed] == ["2026-03-02", "2026-03-03"]

@@ -1,6 +1,6 @@
-"""Sharded counters on the emulator, in both database modes (each test takes ``client``, a
-``firestore.Client`` or a ``datastore.Client``): concurrency, roll-ups, growth, healing, bad
-input. What the tests look at in the database they read by the client's own API."""
+"""Sharded counters on the emulator, in both database modes, and on the memory database (each
+test takes ``client``, a ``firestore.Client``, a ``datastore.Client`` or a ``MemoryDatabase``):
+concurrency, roll-ups, growth, healing, bad input. What the tests look at in the database they read by the client's own API."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from google.api_core.exceptions import ResourceExhausted, ServiceUnavailable
 
 from tests.conftest import unique_database_id
-from tests.shared import MODES, delete_doc, mode_client, put_doc, stored_doc, stored_docs
+from tests.shared import EMULATOR_MODES, MODES, answers_of, delete_doc, mode_client, put_doc, stored_doc, stored_docs
 from tsstore import CounterError, FaultError, StateError, TsstoreError
 from tsstore.asks import AddToDocs, Doc
 from tsstore.counters import CounterValue, ShardedCounter, plan_counter_shards
@@ -36,6 +36,12 @@ def client(request: pytest.FixtureRequest, uses_emulator: None) -> Iterator[Any]
         yield made
     finally:
         made.close()
+
+
+def counter_on(client: Any, path: str) -> ShardedCounter:
+    """The counter at ``path`` on ``client``, its document asks answered by the client's mode
+    (on a memory database, by the database's own answers)."""
+    return ShardedCounter(client, path, answer=answers_of(client))
 
 
 def hammer(counter: ShardedCounter, *, during: object = None) -> list[int]:
@@ -80,7 +86,7 @@ def hammer(counter: ShardedCounter, *, during: object = None) -> list[int]:
 
 
 def test_16_threads_of_increments_count_exactly(client: Any) -> None:
-    counter = ShardedCounter(client, "counters/hits")
+    counter = counter_on(client, "counters/hits")
     assert counter.create(shards=10) == 10
     rollups = hammer(counter)
     assert counter.value() == THREADS * PER_THREAD
@@ -93,7 +99,7 @@ def test_16_threads_of_increments_count_exactly(client: Any) -> None:
 
 
 def test_growing_the_shard_count_mid_run_loses_nothing(client: Any) -> None:
-    counter = ShardedCounter(client, "apps/a1/counters/events")  # any parent path
+    counter = counter_on(client, "apps/a1/counters/events")  # any parent path
     counter.create(shards=10)
     hammer(counter, during=lambda: counter.grow(shards=20))
     assert counter.shards() == 20
@@ -104,16 +110,16 @@ def test_growing_the_shard_count_mid_run_loses_nothing(client: Any) -> None:
 
 
 def test_create_is_idempotent_and_resets_nothing(client: Any) -> None:
-    counter = ShardedCounter(client, "counters/likes")
+    counter = counter_on(client, "counters/likes")
     assert counter.create(shards=4) == 4
     counter.increment(7)
     assert counter.create(shards=9) == 4  # the existing counter stays as it was
     assert counter.value() == 7
-    assert ShardedCounter(client, "counters/likes").shards() == 4
+    assert counter_on(client, "counters/likes").shards() == 4
 
 
 def test_missing_shards_heal_and_batches_sum(client: Any) -> None:
-    counter = ShardedCounter(client, "counters/heal")
+    counter = counter_on(client, "counters/heal")
     counter.create(shards=5)
     for shard in stored_docs(client, "counters/heal/shards"):
         delete_doc(client, f"counters/heal/shards/{shard}")
@@ -125,7 +131,7 @@ def test_missing_shards_heal_and_batches_sum(client: Any) -> None:
 
 
 def test_read_prefers_the_roll_up_and_says_how_old_it_is(client: Any) -> None:
-    counter = ShardedCounter(client, "counters/views")
+    counter = counter_on(client, "counters/views")
     counter.create(shards=3)
     counter.increment(5)
     before = counter.read()
@@ -152,7 +158,7 @@ def test_read_prefers_the_roll_up_and_says_how_old_it_is(client: Any) -> None:
     ],
 )
 def test_bad_counter_input(client: Any, action: object, message: str) -> None:
-    counter = ShardedCounter(client, "counters/bad")
+    counter = counter_on(client, "counters/bad")
     counter.create(shards=2)
     with pytest.raises(CounterError, match=message) as info:
         action(counter)  # type: ignore[operator]
@@ -166,7 +172,7 @@ def test_bad_counter_input(client: Any, action: object, message: str) -> None:
 )
 def test_counter_paths_must_name_documents(client: Any, path: str, message: str) -> None:
     with pytest.raises(CounterError, match=message):
-        ShardedCounter(client, path)
+        counter_on(client, path)
 
 
 @pytest.mark.parametrize(
@@ -177,7 +183,7 @@ def test_counter_paths_must_name_documents(client: Any, path: str, message: str)
 def test_missing_counter_is_an_error(client: Any, action: Callable[[ShardedCounter], object]) -> None:
     """A state (create it, and the same call works), not a usage error."""
     with pytest.raises(StateError, match="'counters/none' does not exist; create it first"):
-        action(ShardedCounter(client, "counters/none"))
+        action(counter_on(client, "counters/none"))
     assert stored_doc(client, "counters/none") is None  # a roll-up made no shard-less counter document
 
 
@@ -215,10 +221,15 @@ def lost_races(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "tsstore.counters" and "lost a race" in r.getMessage()]
 
 
+#: The races of threads on one document: on the emulator only (in the memory database a read
+#: and the write after it seldom leave the GIL between them, so the threads rarely race at all).
+ON_THE_EMULATOR = pytest.mark.parametrize("client", EMULATOR_MODES, indirect=True)
+
 ROLLERS, ROLLUPS_EACH = 8, 3
 INCREMENTERS, INCREMENTS_EACH = 16, 20
 
 
+@ON_THE_EMULATOR
 def test_concurrent_rollups_during_increments_all_succeed(
     client: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -226,7 +237,7 @@ def test_concurrent_rollups_during_increments_all_succeed(
     returns a total that was true at its as-of time, and the newest one is what stays stored."""
     caplog.set_level(logging.DEBUG, logger="tsstore.counters")
     path = "counters/rolled"
-    counter = ShardedCounter(client, path)
+    counter = counter_on(client, path)
     counter.create(shards=8)
 
     def amount(thread: int, i: int) -> int:
@@ -240,7 +251,7 @@ def test_concurrent_rollups_during_increments_all_succeed(
         return []
 
     def rollups() -> list[CounterValue]:
-        scheduler = ShardedCounter(client, path)  # each scheduler with its own handle, as in production
+        scheduler = counter_on(client, path)  # each scheduler with its own handle, as in production
         return [scheduler.rollup() for _ in range(ROLLUPS_EACH)]
 
     calls: list[Callable[[], list[CounterValue]]] = [partial(increments, t) for t in range(INCREMENTERS)]
@@ -267,6 +278,7 @@ def test_concurrent_rollups_during_increments_all_succeed(
     assert lost_races(caplog)
 
 
+@ON_THE_EMULATOR
 def test_concurrent_creates_agree_on_one_shard_count(
     client: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -279,7 +291,7 @@ def test_concurrent_creates_agree_on_one_shard_count(
         path = f"apps/a1/counts/series-{attempt}"
 
         def create(shards: int, path: str = path) -> int:
-            return ShardedCounter(client, path).create(shards=shards)  # each writer with its own handle
+            return counter_on(client, path).create(shards=shards)  # each writer with its own handle
 
         outcomes = run_together([partial(create, n) for n in requested])
 
@@ -290,13 +302,14 @@ def test_concurrent_creates_agree_on_one_shard_count(
         assert stored_doc(client, path) == {"shards": count}
         shard_docs = {i: d["count"] for i, d in stored_docs(client, f"{path}/shards").items()}
         assert shard_docs == {str(i): 0 for i in range(count)}
-        assert ShardedCounter(client, path).create(shards=99) == count  # and still idempotent afterwards
+        assert counter_on(client, path).create(shards=99) == count  # and still idempotent afterwards
         if lost_races(caplog):
             break
     # the creates really raced: the losers' creates were refused (the document existed) and they read the winner's
     assert lost_races(caplog)
 
 
+@ON_THE_EMULATOR
 def test_concurrent_grows_and_rollups_share_the_counter_document(
     client: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -306,21 +319,21 @@ def test_concurrent_grows_and_rollups_share_the_counter_document(
     had its new shard documents in place by then (winner or not), and no count is stranded."""
     caplog.set_level(logging.DEBUG, logger="tsstore.counters")
     path = "counters/grown"
-    ShardedCounter(client, path).create(shards=2)
-    ShardedCounter(client, path).increment_many([1] * 50)
+    counter_on(client, path).create(shards=2)
+    counter_on(client, path).increment_many([1] * 50)
 
     def grow(shards: int) -> tuple[int, set[str]]:
-        grown = ShardedCounter(client, path).grow(shards=shards)
+        grown = counter_on(client, path).grow(shards=shards)
         return grown, set(stored_docs(client, f"{path}/shards"))  # seen as it returns
 
     def rollup() -> CounterValue:
-        return ShardedCounter(client, path).rollup()
+        return counter_on(client, path).rollup()
 
     outcomes = run_together([partial(grow, 6)] * 6 + [rollup] * 3)
     for outcome in outcomes[:6]:
         assert isinstance(outcome, tuple) and outcome[0] == 6 and {str(i) for i in range(6)} <= outcome[1], outcome
     assert all(isinstance(o, CounterValue) and o.value == 50 for o in outcomes[6:]), outcomes
-    assert ShardedCounter(client, path).shards() == 6
+    assert counter_on(client, path).shards() == 6
 
     targets = list(range(7, 15))
     mixed: list[Callable[[], object]] = [partial(grow, n) for n in targets]
@@ -334,7 +347,7 @@ def test_concurrent_grows_and_rollups_share_the_counter_document(
             assert {str(i) for i in range(target)} <= outcome[1]
     assert all(isinstance(o, CounterValue) and o.value == 50 for o in outcomes[len(targets) :]), outcomes
 
-    counter = ShardedCounter(client, path)
+    counter = counter_on(client, path)
     assert counter.shards() == 14
     shard_docs = {i: d["count"] for i, d in stored_docs(client, f"{path}/shards").items()}
     assert sorted(shard_docs, key=int) == [str(i) for i in range(14)] and sum(shard_docs.values()) == 50
@@ -348,7 +361,7 @@ def test_a_write_that_lost_a_race_decides_again_on_a_fresh_read(
     """Another writer changes the counter document between our read and our write: the
     conditional update is refused, and the next decision sees their change."""
     caplog.set_level(logging.DEBUG, logger="tsstore.counters")
-    counter = ShardedCounter(client, "counters/race")
+    counter = counter_on(client, "counters/race")
     counter.create(shards=2)
     seen: list[Any] = []
 
@@ -356,7 +369,7 @@ def test_a_write_that_lost_a_race_decides_again_on_a_fresh_read(
         assert doc.data is not None
         seen.append(doc.data["shards"])
         if len(seen) == 1:
-            ShardedCounter(client, "counters/race").grow(shards=5)  # the rival write
+            counter_on(client, "counters/race").grow(shards=5)  # the rival write
         return len(seen), {"decided": len(seen)}
 
     assert counter._run(counter._write_counter_doc(decide, verb="test")) == 2
@@ -372,14 +385,14 @@ def test_a_create_that_lost_a_race_adopts_the_winner(
     """The counter document appears between our read (missing) and our create: the create fails
     is refused and the next decision keeps the winner's document."""
     caplog.set_level(logging.DEBUG, logger="tsstore.counters")
-    counter = ShardedCounter(client, "counters/late")
+    counter = counter_on(client, "counters/late")
     seen: list[bool] = []
 
     def decide(doc: Doc) -> tuple[int, dict[str, Any] | None]:
         seen.append(doc.data is not None)
         if doc.data is not None:
             return doc.data["shards"], None
-        ShardedCounter(client, "counters/late").create(shards=7)  # the rival create
+        counter_on(client, "counters/late").create(shards=7)  # the rival create
         return 3, {"shards": 3}
 
     assert counter._run(counter._write_counter_doc(decide, verb="create")) == 7
@@ -391,7 +404,7 @@ def test_a_create_that_lost_a_race_adopts_the_winner(
 
 
 def test_endless_contention_is_a_counter_error_naming_the_path(client: Any) -> None:
-    counter = ShardedCounter(client, "counters/busy")
+    counter = counter_on(client, "counters/busy")
     counter.create(shards=2)
     pokes = 0
 
@@ -412,7 +425,7 @@ def test_endless_contention_is_a_counter_error_naming_the_path(client: Any) -> N
 
 
 def test_rollup_never_overwrites_a_newer_stored_one(client: Any) -> None:
-    counter = ShardedCounter(client, "counters/ahead")
+    counter = counter_on(client, "counters/ahead")
     counter.create(shards=2)
     counter.increment(4)
     newer = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)  # a roll-up stored after ours will read
@@ -424,7 +437,7 @@ def test_rollup_never_overwrites_a_newer_stored_one(client: Any) -> None:
 def test_a_lone_increment_is_sent_again_only_when_refused(client: Any) -> None:
     """An increment Firestore refused (overloaded: nothing written) is sent again and counts
     once; one cut off before its answer is not sent again (it may have landed) and says so."""
-    counter = ShardedCounter(client, "counters/lone")
+    counter = counter_on(client, "counters/lone")
     counter.create(shards=2)
     real, trouble = counter._answer, [ResourceExhausted("busy")]
 

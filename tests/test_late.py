@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.cli import tsstore
-from tests.shared import MODES, async_twin, cli_env, database_of, mode_client, oracle_bars, stored_docs
+from tests.shared import EMULATOR_MODES, async_twin, cli_env, database_of, mode_client, oracle_bars, stored_docs
 from tsstore import (
     AsyncTimeSeriesStore,
     QueryError,
@@ -487,7 +487,7 @@ interval = "1h"
 """
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", EMULATOR_MODES)
 @pytest.mark.parametrize("driver", ["sync", "async"])
 def test_combined_bars_answer_a_marked_bucket_from_finer_bars_or_the_ticks_at_each_layer(
     request: pytest.FixtureRequest, uses_emulator: None, mode: str, driver: str, tmp_path: Any

@@ -1,4 +1,5 @@
-"""Counts, purges, TTL and per-series counters in the store, on the emulator."""
+"""Counts, purges, TTL and per-series counters in the store, on the emulator and (what needs no
+command) on the memory database."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import random
 import uuid
 import warnings
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +18,7 @@ from google.cloud import firestore
 
 from tests.cli import run_cli
 from tests.conftest import FirebaseTools, unique_database_id
-from tests.shared import MODES, mode_client, stored_docs
+from tests.shared import MEMORY, MODES, NATIVE, async_twin, mode_client, stored_docs
 from tsstore import (
     AsyncTimeSeriesStore,
     Query,
@@ -50,13 +52,25 @@ def forty_shard_spec(collection: str, **options: Any) -> SeriesSpec:
     )
 
 
-def stored_rows(client: firestore.Client, collection: str) -> dict[str, dict[str, Any]]:
-    return {d.id: d.to_dict() or {} for d in client.collection(collection).stream()}
+def stored_rows(client: Any, collection: str) -> dict[str, dict[str, Any]]:
+    return stored_docs(client, collection)
 
 
-@pytest.fixture(scope="module")
-def counted(emulator: Any) -> Any:
-    client = emulator.client(database=f"count-{uuid.uuid4().hex[:10]}")
+#: Native mode and the memory database: what a test of the store's own requests runs on.
+NATIVE_AND_MEMORY = [NATIVE, MEMORY]
+
+
+@pytest.fixture(params=NATIVE_AND_MEMORY)
+def database(request: pytest.FixtureRequest, uses_emulator: None) -> Iterator[Any]:
+    """A client on a database of this test's own: Native mode's, or a memory database."""
+    client = mode_client(request, request.param, unique_database_id(request.node.name))
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module", params=NATIVE_AND_MEMORY)
+def counted(request: pytest.FixtureRequest, uses_emulator: None) -> Any:
+    client = mode_client(request, request.param, f"count-{uuid.uuid4().hex[:10]}")
     store = TimeSeriesStore(client, forty_shard_spec("ticks"), write_options=FAST)
     store.write(trading_day(300, day=DAY, seed=21, symbols=8))
     yield store, list(stored_rows(client, "ticks").values())
@@ -86,7 +100,8 @@ def test_counts_equal_the_oracle(counted: Any) -> None:
     assert store.count(start=OPEN + dt.timedelta(days=3)) == 0
 
 
-def test_purge_removes_exactly_the_ticks_before_the_cutoff(client: firestore.Client, collection_name: str) -> None:
+def test_purge_removes_exactly_the_ticks_before_the_cutoff(database: Any, collection_name: str) -> None:
+    client = database
     store = TimeSeriesStore(client, forty_shard_spec(collection_name), write_options=FAST)
     store.write(trading_day(800, day=DAY, seed=5))
     written = stored_rows(client, collection_name)
@@ -115,7 +130,8 @@ def test_purge_removes_exactly_the_ticks_before_the_cutoff(client: firestore.Cli
     assert set(stored_rows(client, collection_name)) == set(remaining) - hit
 
 
-def test_purge_needs_a_bound(client: firestore.Client, collection_name: str) -> None:
+def test_purge_needs_a_bound(database: Any, collection_name: str) -> None:
+    client = database
     store = TimeSeriesStore(client, forty_shard_spec(collection_name), write_options=FAST)
     store.write(trading_day(20, day=DAY, seed=1))
     with pytest.raises(QueryError, match="purge needs a time bound"):
@@ -242,9 +258,12 @@ def test_counter_count_and_purge_commands(emulator: Any, tmp_path: Path) -> None
 # --- retention tiers: a purge does not outrun the roll-ups ----------------------------------------
 
 
-def test_the_retention_guard_refuses_then_allows_after_the_rollup_catches_up(emulator: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", NATIVE_AND_MEMORY)
+def test_the_retention_guard_refuses_then_allows_after_the_rollup_catches_up(
+    request: pytest.FixtureRequest, uses_emulator: None, mode: str, tmp_path: Path
+) -> None:
     database = f"tiers-{uuid.uuid4().hex[:10]}"
-    client = emulator.client(database=database)
+    client = mode_client(request, mode, database)
     spec = SeriesSpec("ticks", shapes=["symbol"], key_fields=["symbol"])
     store = TimeSeriesStore(client, spec, write_options=FAST)
     rows = list(trading_day(300, day=DAY, seed=12))
@@ -274,15 +293,17 @@ def test_the_retention_guard_refuses_then_allows_after_the_rollup_catches_up(emu
 
     assert store.rollup(bars, until=two + dt.timedelta(minutes=30)).watermark == two  # the roll-up catches up
     until_two = sum(noon <= r["timestamp"] < two for r in rows)
-    aio = AsyncTimeSeriesStore(emulator.async_client(database=database), spec, write_options=FAST)
 
     async def purge_async() -> Any:
-        async with aio:
+        async with async_twin(store, request) as aclient, AsyncTimeSeriesStore(aclient, spec, write_options=FAST) as aio:
             return await aio.purge(before=two)
 
     assert asyncio.run(purge_async()).deleted == until_two  # the same request on the async store
     assert store.count() == 300 - older - until_two
-
+    if mode == "memory":  # the command: on the emulator
+        store.close()
+        return
+    emulator = request.getfixturevalue("emulator")
     later = OPEN + dt.timedelta(hours=8)
     (tmp_path / "schema.py").write_text(
         "from tsstore import Rollup, SeriesSpec\n"
@@ -302,7 +323,8 @@ def test_the_retention_guard_refuses_then_allows_after_the_rollup_catches_up(emu
     client.close()
 
 
-def test_a_rollup_warns_when_the_ticks_ttl_may_have_deleted_what_it_reads(client: firestore.Client) -> None:
+def test_a_rollup_warns_when_the_ticks_ttl_may_have_deleted_what_it_reads(database: Any) -> None:
+    client = database
     spec = SeriesSpec("ticks", shapes=["symbol"], key_fields=["symbol"], expire_after=dt.timedelta(days=7))
     with pytest.raises(SpecError, match="its ticks would expire before their bar closes"):
         Rollup(spec, interval="7D", by="symbol")

@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 from google.cloud import firestore
 
-from tests.shared import MODES, stored_ids
+from tests.shared import MEMORY, MODES, mode_client, stored_ids
+from tests.shared import NATIVE as NATIVE_MODE
+from tsstore.memory import MemoryDatabase, Query
 from tsstore import (
     ConfigError,
     CursorError,
@@ -75,6 +77,8 @@ def stored_ticks(client: Any, kind: str) -> list[Tick]:
     speaks: the oracle's data, decoded by the client rather than by tsstore."""
     if isinstance(client, firestore.Client):
         return [Tick(doc.id, doc.get("timestamp"), doc.to_dict() or {}) for doc in client.collection(kind).stream()]
+    if isinstance(client, MemoryDatabase):
+        return [Tick(f.id, plain_datetime(f.data["timestamp"]), f.data) for f in client.run(Query(kind))[0]]
 
     def plain(value: Any) -> Any:  # the public client's Entity and nanosecond times, as plain values
         if isinstance(value, dict):
@@ -86,20 +90,17 @@ def stored_ticks(client: Any, kind: str) -> list[Tick]:
     return [Tick(e.key.name, plain(e["timestamp"]), plain(e)) for e in client.query(kind=kind).fetch()]
 
 
-#: What the engine decides alike on both modes (iteration, frames, cursors refused, snapshots
-#: named): Native mode only, for the suite's time.
-NATIVE = pytest.mark.parametrize("big", ["native"], indirect=True)
+#: What the engine decides alike on every mode (iteration, frames, cursors refused, snapshots
+#: named): Native mode and the memory database only, for the suite's time.
+NATIVE = pytest.mark.parametrize("big", [NATIVE_MODE, MEMORY], indirect=True)
 
 
 @pytest.fixture(scope="module", params=MODES)
 def big(request: pytest.FixtureRequest, uses_emulator: None) -> dict[str, Any]:
     """360 ticks over 40 shards (two chunks), written once for the module's tests, in each
     database mode (:data:`tests.shared.MODES`)."""
-    mode, name = request.param, f"big-{uuid.uuid4().hex[:12]}"
-    if mode == "native":
-        client: Any = request.getfixturevalue("emulator").client(database=name)
-    else:
-        client = request.getfixturevalue("datastore_emulator").datastore_client(database=name)
+    mode = request.param
+    client = mode_client(request, mode, f"big-{uuid.uuid4().hex[:12]}")
     spec = SeriesSpec(
         "ticks",
         shards=[f"s{i:02d}" for i in range(40)],
@@ -163,7 +164,7 @@ def test_random_queries_equal_the_oracle(big: dict[str, Any]) -> None:
     symbols = sorted({t.data["symbol"] for t in ticks})
     exchanges = sorted({t.data["exchange"] for t in ticks})
     base = dt.datetime(2019, 1, 2, 9, tzinfo=UTC)
-    for _ in range(20 if big["mode"] == "native" else 8):  # Datastore mode: fewer (the suite's time)
+    for _ in range(8 if big["mode"] == "datastore" else 20):  # Datastore mode: fewer (the suite's time)
         kind = rng.randrange(4)
         where: dict[str, Any] = {}
         if kind == 1:

@@ -13,9 +13,8 @@ from google.cloud.firestore_v1 import GeoPoint
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from tests.conftest import unique_database_id
-from tests.shared import MODES, mode_client, put_doc, stored_doc, too_deep
+from tests.shared import MODES, answers_of, mode_client, put_doc, stored_doc, too_deep
 from tsstore.asks import AddToDocs, CreateDoc, DeleteDoc, GetDoc, SumDocs, UpdateDoc
-from tsstore.counters import document_answers
 from tsstore.wire import batch_write, fast_path_problems, get_documents, stream_ticks
 
 UTC = dt.timezone.utc
@@ -132,7 +131,7 @@ def test_a_conditional_ask_is_refused_alike_in_both_modes(mode: str, request: py
     checks a mutation's update time only when the mutation asks to fail on a conflict: without
     that, the stale delete here went through.)"""
     client = mode_client(request, mode, unique_database_id(request.node.name))
-    answer = document_answers(client)
+    answer = answers_of(client)
     try:
         put_doc(client, "c/a", {"n": 1})
         first = answer(GetDoc("c/a", what="t")).update_time
