@@ -23,7 +23,8 @@ import pandas as pd
 import pytest
 
 from tests.cli import Ran, tsstore
-from tests.shared import EMULATOR_MODES, MODES, SYMBOLS, T0, async_twin, cli_env, database_of, mode_client, oracle_bars
+from tests.shared import EMULATOR_MODES, MEMORY, MODES, NATIVE, SYMBOLS, T0, async_twin, cli_env, database_of, mode_client
+from tests.shared import oracle_bars
 from tests.shared import spec, ticks
 from tsstore import (
     AsyncTimeSeriesStore,
@@ -694,12 +695,14 @@ def test_a_rollup_stores_each_bar_once_corrects_late_ticks_and_resumes(tsstore_e
     client.close()
 
 
+@pytest.mark.parametrize("mode", [NATIVE, MEMORY])
 @pytest.mark.parametrize("shards", [3, 40])
-def test_hourly_bars_from_minute_rollups_equal_those_from_ticks(tsstore_emulator: Any, shards: int) -> None:
+def test_hourly_bars_from_minute_rollups_equal_those_from_ticks(request: pytest.FixtureRequest, uses_emulator: None,
+                                                                mode: str, shards: int) -> None:  # fmt: skip
     """Minute bars rolled up, then hours rolled up from them (and combined on read): the same
     OHLCV, price sum, standard deviation and open/close times as hourly bars from the ticks,
     and pandas' own per-hour standard deviation; each read billed what it returns."""
-    client = tsstore_emulator.client(database=f"rollups-{shards}-{random.randrange(10**9)}")
+    client = mode_client(request, mode, f"rollups-{shards}-{random.randrange(10**9)}")
     source = spec("ticks", shards)
     store = TimeSeriesStore(client, source, write_options=FAST)
     rows = [row for row in ticks(300, seed=shards) if "volume" in row]
@@ -756,12 +759,15 @@ def test_hourly_bars_from_minute_rollups_equal_those_from_ticks(tsstore_emulator
     client.close()
 
 
-def test_combined_bars_never_split_a_stored_bar_across_a_bucket_edge_or_a_range_bound(tsstore_emulator: Any) -> None:
+@pytest.mark.parametrize("mode", [NATIVE, MEMORY])
+def test_combined_bars_never_split_a_stored_bar_across_a_bucket_edge_or_a_range_bound(
+    request: pytest.FixtureRequest, uses_emulator: None, mode: str
+) -> None:
     """Stored hourly bars cannot make Asia/Kolkata days (their midnight is 18:30Z, inside an
     hour) nor answer a range that starts or ends inside a bar: each is refused, naming the
     stored bar and the edge, where the sum of whole bars would have been wrong; on bar edges
     the combined days equal the days from the ticks."""
-    client = tsstore_emulator.client(database=f"combine-edges-{random.randrange(10**9)}")
+    client = mode_client(request, mode, f"combine-edges-{random.randrange(10**9)}")
     source = spec("ticks", 3)
     store = TimeSeriesStore(client, source, write_options=FAST)
     day = dt.datetime(2026, 3, 2, tzinfo=UTC)
@@ -803,11 +809,12 @@ def test_combined_bars_never_split_a_stored_bar_across_a_bucket_edge_or_a_range_
     client.close()
 
 
-def test_aligned_fills_only_buckets_without_a_bar(tsstore_emulator: Any) -> None:
+@pytest.mark.parametrize("mode", [NATIVE, MEMORY])
+def test_aligned_fills_only_buckets_without_a_bar(request: pytest.FixtureRequest, uses_emulator: None, mode: str) -> None:
     """``fill="prev"`` carries a value into buckets where a series has no bar, never into a
     bar whose own value is missing: the std of a bucket holding one tick stays missing (it
     was the previous bucket's std)."""
-    client = tsstore_emulator.client(database=f"aligned-std-{random.randrange(10**9)}")
+    client = mode_client(request, mode, f"aligned-std-{random.randrange(10**9)}")
     store = TimeSeriesStore(client, spec("ticks", 3), write_options=FAST)
     minutes = [0, 0, 1, 3, 3]  # two ticks, one tick, none, two ticks
     store.write([{"symbol": "AAA", "n": i, "price": {"micros": 100 + 10 * i},
