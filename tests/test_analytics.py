@@ -695,8 +695,7 @@ def test_a_rollup_stores_each_bar_once_corrects_late_ticks_and_resumes(tsstore_e
     client.close()
 
 
-@pytest.mark.parametrize("mode", [NATIVE, MEMORY])
-@pytest.mark.parametrize("shards", [3, 40])
+@pytest.mark.parametrize(("mode", "shards"), [("native", 3), ("native", 40), pytest.param("memory", 3, marks=MEMORY.marks)])
 def test_hourly_bars_from_minute_rollups_equal_those_from_ticks(request: pytest.FixtureRequest, uses_emulator: None,
                                                                 mode: str, shards: int) -> None:  # fmt: skip
     """Minute bars rolled up, then hours rolled up from them (and combined on read): the same

@@ -93,9 +93,10 @@ class Seam:
         self.client.close()
 
 
-#: Each seam written: ``(mode, shards)``, with its mode's mark.
+#: Each seam written: ``(mode, shards)``, with its mode's mark (the memory database's at 3 shards
+#: only: two chunks are merged by the same code whatever answers them).
 WORLDS = [pytest.param((m.values[0], shards), marks=m.marks, id=f"{m.values[0]}-{shards}") for m in MODES
-          for shards in (3, 40)]  # fmt: skip
+          for shards in (3, 40) if (m.values[0], shards) != ("memory", 40)]  # fmt: skip
 
 
 @pytest.fixture(scope="module", params=WORLDS)

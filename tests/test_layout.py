@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.cli import run_cli
-from tests.shared import MODES, mode_client, put_doc, stored_docs
+from tests.shared import EMULATOR_MODES, MODES, mode_client, put_doc, stored_docs
 from tsstore import (
     QueryShape,
     ReshardResult,
@@ -46,6 +46,10 @@ SHAPES = [QueryShape("symbol", ("desc", "asc"))]
 
 def spec(collection: str, **options: Any) -> SeriesSpec:
     return SeriesSpec(collection, shapes=SHAPES, key_fields=["symbol"], **options)
+
+
+#: The cases whose memory case adds no verb the others leave out (the suite's time): on the emulator only.
+ON_THE_EMULATOR = pytest.mark.parametrize("database", EMULATOR_MODES, indirect=True)
 
 
 @pytest.fixture(params=MODES)
@@ -164,7 +168,12 @@ def test_reads_from_a_retirement_time_on_skip_the_retired_values(database: Any) 
 
 # 3 and 40 declared values: one census over one or many values, each counted, with gaps before,
 # between and after them (90 values ran the very same rounds as 40, only more of each ask).
-@pytest.mark.parametrize("declared", [3, 40])
+@pytest.mark.parametrize(
+    ("database", "declared"),
+    [pytest.param(m.values[0], declared, marks=m.marks, id=f"{m.values[0]}-{declared}") for m in MODES
+     for declared in (3, 40) if (m.values[0], declared) != ("memory", 40)],
+    indirect=["database"],
+)  # fmt: skip
 def test_the_census_finds_undeclared_values_and_counts_each_value_exactly(database: Any, declared: int) -> None:
     values = shards_for(declared * 500)
     undeclared = ["a", "s1x", "zz"]  # before, between and after the declared values
@@ -207,6 +216,7 @@ def test_the_census_reports_retired_ticks_after_until_and_an_uneven_spread(datab
     assert any("holds 300 ticks at or after its 'until'" in p for p in census.problems())
 
 
+@ON_THE_EMULATOR
 def test_the_planner_agrees_with_the_store_on_shards_and_reads_per_page(database: Any) -> None:
     plan = capacity_for(20_000, headroom=1.25, limits=(10, 100))
     layout = spec("ticks", shards=plan.shards)
@@ -302,6 +312,7 @@ def moved_state(client: Any, collection: str) -> dict[str, dict[str, Any]]:
     return {i: {k: v for k, v in d.items() if k != "shard"} for i, d in stored_docs(client, collection).items()}
 
 
+@ON_THE_EMULATOR  # on the memory database: tests/test_cold_seam.py's reshard
 def test_reshard_moves_every_tick_once_while_readers_see_each_exactly_once(database: Any) -> None:
     old = TimeSeriesStore(database, spec("ticks", shards=shards_for(5_000)), write_options=FAST)
     old.write(trading_day(750, day=DAY, seed=12))  # ~525 to move at 300/s: readers overlap the move

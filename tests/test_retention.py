@@ -18,7 +18,7 @@ from google.cloud import firestore
 
 from tests.cli import run_cli
 from tests.conftest import FirebaseTools, unique_database_id
-from tests.shared import MEMORY, MODES, NATIVE, async_twin, mode_client, stored_docs
+from tests.shared import EMULATOR_MODES, MEMORY, NATIVE, async_twin, mode_client, stored_docs
 from tsstore import (
     AsyncTimeSeriesStore,
     Query,
@@ -174,7 +174,7 @@ def test_expire_after_must_be_a_positive_duration() -> None:
         SeriesSpec("t", expire_after=30)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", EMULATOR_MODES)  # on the memory database: tests/test_backend.py
 def test_series_counters_count_each_batch_once(mode: str, request: pytest.FixtureRequest, uses_emulator: None,
                                                collection_name: str) -> None:  # fmt: skip
     spec = forty_shard_spec(collection_name, count_by=["symbol"], counter_shards=10)
