@@ -9,12 +9,15 @@ import datetime as dt
 from typing import Any
 
 import pandas as pd
+import pytest
 
 from tests.shared import T0, put_doc, stored_ids
 from tests.shared import spec as shared_spec
 from tsstore import Rollup, TimeSeriesStore, WriteOptions
 from tsstore.late import mark_id, marks_path
 from tsstore.memory import MemoryDatabase
+
+pytestmark = pytest.mark.memory  # every case is on the memory database
 
 FAST = WriteOptions(ramp=False)
 EXACT = ["open", "high", "low", "close", "count", "volume"]
