@@ -18,8 +18,8 @@ import pytest
 from tsstore import QueryShape, SeriesSpec, Tick, shards_for
 from tsstore.dswire import is_datastore_client
 from tsstore.asks import DocAsk
-from tsstore.counters import document_answers
-from tsstore.memory import MemoryAnswers, MemoryDatabase, Query
+from tsstore.databases import document_answers
+from tsstore.memory import MemoryDatabase, Query
 from tsstore.memory.database import Write
 from tsstore.ticks import sort_key
 
@@ -182,10 +182,8 @@ def mode_client(request: Any, mode: str, database: str) -> Any:
 
 
 def answers_of(client: Any) -> Callable[[DocAsk], Any]:
-    """How document asks are answered on a client :func:`mode_client` made (one attempt each):
-    its mode's wire, or the memory database's own answers (what a counter takes as ``answer``)."""
-    if isinstance(client, MemoryDatabase):
-        return MemoryAnswers(client, SeriesSpec("documents")).answer_document
+    """How document asks are answered on a client :func:`mode_client` made (one attempt each),
+    as its mode answers them (:func:`tsstore.databases.document_answers`)."""
     return document_answers(client)
 
 

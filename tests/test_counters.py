@@ -16,7 +16,7 @@ import pytest
 from google.api_core.exceptions import ResourceExhausted, ServiceUnavailable
 
 from tests.conftest import unique_database_id
-from tests.shared import EMULATOR_MODES, MODES, answers_of, delete_doc, mode_client, put_doc, stored_doc, stored_docs
+from tests.shared import EMULATOR_MODES, MODES, delete_doc, mode_client, put_doc, stored_doc, stored_docs
 from tsstore import CounterError, FaultError, StateError, TsstoreError
 from tsstore.asks import AddToDocs, Doc
 from tsstore.counters import CounterValue, ShardedCounter, plan_counter_shards
@@ -39,9 +39,8 @@ def client(request: pytest.FixtureRequest, uses_emulator: None) -> Iterator[Any]
 
 
 def counter_on(client: Any, path: str) -> ShardedCounter:
-    """The counter at ``path`` on ``client``, its document asks answered by the client's mode
-    (on a memory database, by the database's own answers)."""
-    return ShardedCounter(client, path, answer=answers_of(client))
+    """The counter at ``path`` on ``client``, made as users make it (its answers from the client's mode)."""
+    return ShardedCounter(client, path)
 
 
 def hammer(counter: ShardedCounter, *, during: object = None) -> list[int]:
