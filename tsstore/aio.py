@@ -32,6 +32,7 @@ from tsstore.errors import ConfigError
 from tsstore.frames import aframes
 from tsstore.live.aio import AsyncLive
 from tsstore.memory import MemoryDatabase
+from tsstore.live.listen import ListenTail, ListenWindow, start
 from tsstore.modes import FirestoreSide
 from tsstore.native_mode import NativeQueries, aggregated
 from tsstore.read.async_engine import aread_ticks
@@ -210,6 +211,8 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
                 return None
             case asks.CounterFor(values=values):
                 return await self._counter(values)
+            case ListenWindow() | ListenTail():  # on the sync twin: listeners exist on sync clients only
+                return await asyncio.to_thread(start, ask, NativeQueries(self._twin, self.spec).listen)
         raise TypeError(f"no answer for {ask!r}")  # pragma: no cover - every ask is answered above
 
     async def _answer_in_thread(self, sync: TimeSeriesStore, ask: Any) -> Any:
@@ -246,15 +249,9 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         return declare.AsyncTickStream(items(), reading.stats)
 
     def _listen(self, listening: declare.Listening[object, T]) -> AsyncLive[T]:
-        # the sync store's database's listeners (refused before anything is read where none
-        # listen), else the sync twin's: listeners exist on sync clients only
-        on = self._sync._answers.live_collection(self.spec) if self._sync is not None else None
-
-        async def start() -> Any:
-            begin = await self._run(listening.opening)
-            return await asyncio.to_thread(begin, on if on is not None else self._twin.collection(self.spec.collection))
-
-        return AsyncLive(start, listening.step)
+        if self._sync is not None:
+            self._sync._answers.listener()  # refused before anything is read where none listen
+        return AsyncLive(lambda: self._run(listening.opening), listening.step)
 
     def _ticks(self, read: Readable) -> AsyncIterator[Tick]:
         if self._sync is not None:

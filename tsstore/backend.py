@@ -2,7 +2,8 @@
 decided (:func:`backend_for`).
 
 A :class:`Backend` answers the asks that touch the database (counts and aggregations, a
-census's documents, document asks, chunk fetches, bulk sends) and gives a bulk send its side
+census's documents, document asks, chunk fetches, bulk sends), gives a live read its
+listeners (:meth:`Backend.listener`: Native mode's and the memory database's) and gives a bulk send its side
 (:class:`~tsstore.store_base.WriterSide`); the store (:mod:`tsstore.store`) answers every
 other ask the same way whatever the database. Native mode's is
 :class:`~tsstore.native_mode.NativeAnswers`, Datastore mode's
@@ -20,6 +21,7 @@ from tsstore.asks import Doc, DocAsk
 from tsstore.clock import ServerClock
 from tsstore.databases import mode_of
 from tsstore.memory import MemoryAnswers
+from tsstore.live.listen import Listen
 from tsstore.native_mode import NativeAnswers
 from tsstore.read.engine import Fetch
 from tsstore.read.plan import QueryPlan
@@ -44,9 +46,9 @@ class Backend(Protocol):
         """What ``spec``'s requests hold as their collection (their queries are built on it,
         and a bulk send's transport takes it)."""
 
-    def live_collection(self, spec: SeriesSpec) -> Any:
-        """The collection a live verb's listeners run on; a :class:`~tsstore.errors.ModeError`
-        where the database has no listeners."""
+    def listener(self) -> Listen:
+        """The database's listeners, one per chunk query of a live read; a
+        :class:`~tsstore.errors.ModeError` where the database has none."""
 
     def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
         """The count, or ``{alias: value}``, of ``ask`` over the shard ``values``."""

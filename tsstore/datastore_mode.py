@@ -18,6 +18,7 @@ from tsstore.dswire.calls import DatastoreCalls, DatastoreHorizons, answer_docum
 from tsstore.dswire.values import decode_entity, key_path
 from tsstore.errors import ModeError
 from tsstore.layout.census import Ask
+from tsstore.live.listen import Listen
 from tsstore.modes import LIVE_REFUSED, DatastoreKind
 from tsstore.read.chunks import ChunkTicks
 from tsstore.read.engine import Fetch
@@ -65,7 +66,7 @@ class DatastoreAnswers:
         """What the requests of ``spec`` hold as their collection: its kind's name."""
         return DatastoreKind(spec.collection)
 
-    def live_collection(self, spec: SeriesSpec) -> Any:
+    def listener(self) -> Listen:
         """Refused: Datastore mode has no real-time listeners (:data:`~tsstore.modes.LIVE_REFUSED`)."""
         raise ModeError(LIVE_REFUSED)
 

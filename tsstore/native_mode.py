@@ -11,9 +11,12 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
+from google.cloud.firestore_v1.watch import ChangeType
+
 from tsstore.asks import Doc, DocAsk
 from tsstore.clock import ServerClock, local_us
 from tsstore.layout.census import census_query
+from tsstore.live.listen import ChunkQuery, Listen, OnSnapshot, Subscription
 from tsstore.modes import FirestoreSide
 from tsstore.read.chunks import ChunkTicks, chunk_query
 from tsstore.read.engine import Fetch
@@ -21,7 +24,7 @@ from tsstore.read.fetch import fetcher
 from tsstore.read.plan import QueryPlan
 from tsstore.spec import SeriesSpec
 from tsstore.verbs.request import Aggregate, Count, Over
-from tsstore.wire import ONE_ATTEMPT, answer_document, doc_of, server_clock, told_clock, transport
+from tsstore.wire import ONE_ATTEMPT, answer_document, doc_of, listen, server_clock, told_clock, transport
 from tsstore.write.ops import Transport
 
 
@@ -68,6 +71,17 @@ class NativeQueries:
             query = getattr(query, kind)(*(() if field is None else (field,)), alias=alias)
         return query
 
+    def listen(self, query: ChunkQuery, on_snapshot: OnSnapshot, /, *, ordered: bool) -> Subscription:
+        """The client's real-time listener on one chunk's query (a sync client's only:
+        :func:`tsstore.wire.listen`), reporting each snapshot's documents and its additions."""
+        native = chunk_query(self.collection(query.plan.spec), query.plan, query.chunk, None, query.limit)
+
+        def reported(docs: list[Any], changes: list[Any], read_time: dt.datetime) -> None:
+            on_snapshot(docs, [change.document for change in changes if change.type is ChangeType.ADDED], read_time)
+
+        listener: Subscription = listen(native, reported, ordered=ordered)
+        return listener
+
     def docs(self, snapshots: Any, sent: int, *, pinned: bool) -> list[Doc]:
         """The documents a query (sent then; ``pinned``: at a read time it was given) returned,
         their read time told to the project's clock."""
@@ -88,9 +102,9 @@ class NativeAnswers:
     def collection(self, spec: SeriesSpec) -> Any:
         return self.queries.collection(spec)
 
-    def live_collection(self, spec: SeriesSpec) -> Any:
-        """The collection a live verb's listeners run on: the series' own."""
-        return self.queries.collection(spec)
+    def listener(self) -> Listen:
+        """The client's real-time listeners (:meth:`NativeQueries.listen`)."""
+        return self.queries.listen
 
     def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
         """The count, or ``{alias: value}``, of ``ask`` over ``values``."""

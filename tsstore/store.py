@@ -25,6 +25,7 @@ from tsstore.cold.objects import DeleteObject, GetObject, ListObjects, ObjectUrl
 from tsstore.errors import ConfigError
 from tsstore.frames import frames
 from tsstore.memory import MemoryDatabase
+from tsstore.live.listen import ListenTail, ListenWindow, start
 from tsstore.read.cold import ColdRead, TieredRead, cold_ticks
 from tsstore.read.engine import read_ticks
 from tsstore.read.merge import take
@@ -152,6 +153,8 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
                 return None
             case asks.CounterFor(values=values):
                 return self._writer.series(self.spec).counter(values)
+            case ListenWindow() | ListenTail():
+                return start(ask, self._answers.listener())
         raise TypeError(f"no answer for {ask!r}")  # pragma: no cover - every ask is answered above
 
     def _stream(self, reading: declare.Reading[T]) -> declare.TickStream[T]:
@@ -167,8 +170,8 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
         return declare.TickStream(items(), reading.stats)
 
     def _listen(self, listening: declare.Listening[L, object]) -> L:
-        collection = self._answers.live_collection(self.spec)  # refused before anything is read where none listen
-        return self._run(listening.opening)(collection)
+        self._answers.listener()  # refused before anything is read where none listen
+        return self._run(listening.opening)
 
     def _ticks(self, read: Readable) -> Iterator[Tick]:
         if isinstance(read, JoinRead):

@@ -1,12 +1,18 @@
-"""Firestore listeners, one per chunk query, feeding :mod:`tsstore.live.state`.
+"""Listeners, one per chunk query, feeding :mod:`tsstore.live.state`: a live read as an ask
+(:class:`ListenWindow`, :class:`ListenTail`: the plan, its bounds and the columns shown, as
+data), answered by :func:`start` over the database's :class:`Listen` (one listener on one
+:class:`ChunkQuery`), which each backend gives: the client's real-time listeners in Native
+mode (:meth:`tsstore.native_mode.NativeQueries.listen`), the memory database's own
+(:mod:`tsstore.memory.listen`); Datastore mode has none.
 
-The client runs each listener (``Query.on_snapshot``) on threads of its own and reopens its
-stream after recoverable errors, resuming from its last snapshot; the snapshot after a reopen
-(or after a RESET that drops documents received) is rebuilt from one query at its read time
-(:func:`tsstore.wire.listen`: what the emulator sends there may lack documents for good).
-Their callbacks only put the snapshot on one queue; the caller's thread drains the queue,
-so a burst of snapshots on several chunks becomes one update. A listener that stops
-without being closed (an error the client does not recover from) raises :class:`LiveError`.
+In Native mode the client runs each listener (``Query.on_snapshot``) on threads of its own
+and reopens its stream after recoverable errors, resuming from its last snapshot; the
+snapshot after a reopen (or after a RESET that drops documents received) is rebuilt from one
+query at its read time (:func:`tsstore.wire.listen`: what the emulator sends there may lack
+documents for good). Every listener's callback only puts the snapshot on one queue; the
+caller's thread drains the queue, so a burst of snapshots on several chunks becomes one
+update. A listener that stops without being closed (an error the client does not recover
+from) raises :class:`LiveError`.
 """
 
 from __future__ import annotations
@@ -17,16 +23,16 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from typing import Any, Self
+from dataclasses import dataclass
+from typing import Any, Protocol, Self, overload
 
-from google.cloud.firestore_v1.watch import ChangeType
-
+from tsstore.asks import Asking
 from tsstore.errors import LiveError
 from tsstore.live.state import TailState, TailTick, WindowState, WindowUpdate
-from tsstore.read.merge import Key
-from tsstore.ticks import Tick, get_path, sort_key
+from tsstore.read.chunks import Chunk
+from tsstore.read.plan import QueryPlan, plan_query
+from tsstore.ticks import Tick, get_path
 from tsstore.times import plain_datetime
-from tsstore.wire import listen
 
 #: How often an idle reader checks that its listeners still run (seconds).
 LIVENESS_CHECK = 1.0
@@ -40,43 +46,137 @@ STALL_TIMEOUT = 15.0
 #: without a report in between; past that its error is final (:class:`LiveError`).
 RELISTENS_PER_MINUTE = 3
 
-Event = tuple[Hashable, list[Any], list[Any], dt.datetime]
-
 #: What the parameters the live objects share mean (the API reference describes a parameter
 #: from here unless its docstring says more).
 PARAMETER_HELP = {
-    "decode": "turns a reported document snapshot into a :class:`~tsstore.ticks.Tick` (:func:`decoder`: its "
+    "decode": "turns a reported document into a :class:`~tsstore.ticks.Tick` (:func:`decoder`: its "
     "timestamp, and only the columns asked when a read named them)",
     "timeout": "how long to wait, in seconds; ``None``: until an item comes or the live read is closed",
+    "listen": "the database's listener on one chunk query (:class:`Listen`), which the store's backend gives",
 }
 
 
+# ---------------------------------------------------------------------------- what a backend answers
+
+
+@dataclass(frozen=True)
+class ChunkQuery:
+    """One listener's query, as data: ``plan``'s query over the shard values ``chunk``, in
+    the plan's direction, at most ``limit`` documents (``None``: every match). Each backend
+    builds its database's query from it, as it builds a read's."""
+
+    plan: QueryPlan
+    chunk: Chunk
+    limit: int | None
+
+
+class Reported(Protocol):
+    """A document as a listener reports it: the client's ``DocumentSnapshot``, or the memory
+    database's."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def create_time(self) -> dt.datetime: ...
+
+    def to_dict(self) -> dict[str, Any] | None: ...
+
+
+#: What a listener calls with each snapshot: every document its query holds then (in the
+#: query's order when the listener was made ``ordered``), the documents this snapshot added
+#: (new matches: the first snapshot's are all it holds), and the snapshot's read time.
+OnSnapshot = Callable[[Sequence[Reported], Sequence[Reported], dt.datetime], None]
+
+
+class Subscription(Protocol):
+    """A running listener: whether it still runs (a client gives one up on some errors), and
+    how it is stopped."""
+
+    @property
+    def is_active(self) -> bool: ...
+
+    def unsubscribe(self) -> None: ...
+
+
+class Listen(Protocol):
+    """A database's listeners: ``listen(query, on_snapshot, ordered=...)`` starts one on
+    ``query`` that calls ``on_snapshot`` with its first snapshot, then with one for each
+    change of what the query returns, in commit order (``ordered``: ``False`` when the caller
+    needs neither the documents nor the changes in the query's order: a tail)."""
+
+    def __call__(self, query: ChunkQuery, on_snapshot: OnSnapshot, /, *, ordered: bool) -> Subscription: ...
+
+
+@dataclass(frozen=True)
+class ListenWindow(Asking["LiveWatch"]):
+    """A watch: the newest ``limit`` ticks of ``plan`` (newest first, every column: one
+    listener per chunk, each on its chunk's newest ``limit``), shown as ``columns`` (``None``:
+    every column)."""
+
+    plan: QueryPlan
+    limit: int
+    columns: tuple[str, ...] | None
+    what: str = "listening to the newest ticks"
+
+
+@dataclass(frozen=True)
+class ListenTail(Asking["LiveTail"]):
+    """A tail: the ticks of ``plan`` (every column, from ``since`` minus ``lateness`` on)
+    whose documents are created from ``since`` on, each once; ``lateness`` and ``hold`` as
+    :class:`LiveTail` takes them; shown as ``columns`` (``None``: every column)."""
+
+    plan: QueryPlan
+    since: dt.datetime
+    lateness: dt.timedelta
+    hold: int
+    columns: tuple[str, ...] | None
+    what: str = "listening to new ticks"
+
+
+@overload
+def start(ask: ListenWindow, listen: Listen) -> LiveWatch: ...
+@overload
+def start(ask: ListenTail, listen: Listen) -> LiveTail: ...
+def start(ask: ListenWindow | ListenTail, listen: Listen) -> LiveWatch | LiveTail:
+    """The answer to a live read's ask: its listeners started on ``listen`` (returns once each
+    has made its first report)."""
+    return LiveWatch(ask, listen) if isinstance(ask, ListenWindow) else LiveTail(ask, listen)
+
+
+# ---------------------------------------------------------------------------- the listeners
+
+Event = tuple[Hashable, Sequence[Reported], Sequence[Reported], dt.datetime]
+
+
 class Listeners:
-    """Listeners keyed by the caller; their snapshots in arrival order from :meth:`events`.
+    """Listeners on ``listen``'s database keyed by the caller; their snapshots in arrival
+    order from :meth:`events`.
 
     - ``ordered``: whether each snapshot's documents come in the query's order (a tail needs
       no order, and sorting what a listener holds at every snapshot is its main cost)"""
 
-    def __init__(self, *, ordered: bool) -> None:
+    def __init__(self, listen: Listen, *, ordered: bool) -> None:
+        self._listen = listen
         self._ordered = ordered
         self._queue: queue.Queue[Event | None] = queue.Queue()
-        self._watches: dict[Hashable, Any] = {}
-        self._queries: dict[Hashable, Any] = {}
+        self._watches: dict[Hashable, Subscription] = {}
+        self._queries: dict[Hashable, ChunkQuery] = {}
         self._deaths: dict[Hashable, deque[float]] = {}
         self._lock = threading.Lock()
         self.closed = False
         self.relistens = 0
 
-    def listen(self, key: Hashable, query: Any) -> None:
-        def on_snapshot(docs: list[Any], changes: list[Any], read_time: dt.datetime) -> None:
+    def listen(self, key: Hashable, query: ChunkQuery) -> None:
+        def on_snapshot(docs: Sequence[Reported], added: Sequence[Reported], read_time: dt.datetime) -> None:
             self._deaths.pop(key, None)  # it reports: the deaths before count no more
-            self._queue.put((key, docs, changes, read_time))
+            self._queue.put((key, docs, added, read_time))
 
         with self._lock:
             if self.closed:
                 return
             self._queries[key] = query
-            self._watches[key] = listen(query, on_snapshot, ordered=self._ordered)
+            self._watches[key] = self._listen(query, on_snapshot, ordered=self._ordered)
 
     def keys(self) -> list[Hashable]:
         with self._lock:
@@ -145,9 +245,20 @@ class Listeners:
 class _Live:
     """What a watch and a tail share: the listeners, ``close`` and the context manager."""
 
-    def __init__(self, decode: Callable[[Any], Tick], *, ordered: bool) -> None:
-        self._listeners = Listeners(ordered=ordered)
+    def __init__(self, listen: Listen, decode: Callable[[Reported], Tick], *, ordered: bool) -> None:
+        self._listeners = Listeners(listen, ordered=ordered)
         self._decode = decode
+
+    def _listen_all(self, queries: dict[Hashable, ChunkQuery], handle: Callable[[Event], None]) -> None:
+        """Start a listener on each of ``queries`` and return once each has made its first
+        report (each handled); on an error, none is left running."""
+        try:
+            for key, query in queries.items():
+                self._listeners.listen(key, query)
+        except BaseException:
+            self.close()
+            raise
+        self._await_first(set(queries), handle)
 
     def close(self) -> None:
         """Stop every listener (and its threads); iteration then ends."""
@@ -190,24 +301,21 @@ class LiveWatch(_Live, Iterator[WindowUpdate]):
     :class:`~tsstore.live.state.WindowUpdate`; :meth:`next_update` waits with a timeout.
     Making one starts the listeners and returns once each has made its first report.
 
-    - ``queries``: the chunks' queries (on the sync client), each limited to its newest
-      ``limit`` matches; one listener each
-    - ``limit``: how many ticks the window holds: the newest of the chunks' latest reports together
-    - ``key``: where a tick stands in the query's order (timestamp, range-filtered value
-      fields, document id), which merges the chunks' reports"""
+    - ``ask``: the watch's plan (one listener per chunk, each on the chunk's newest ``limit``
+      matches), how many ticks the window holds (the newest of the chunks' latest reports
+      together, merged in the plan's order: timestamp, range-filtered value fields, document
+      id) and the columns shown"""
 
-    def __init__(
-        self, queries: Sequence[Any], limit: int, decode: Callable[[Any], Tick], *, key: Key = sort_key
-    ) -> None:
-        super().__init__(decode, ordered=True)
-        self._state = WindowState(len(queries), limit, key=key)
-        for i, query in enumerate(queries):
-            self._listeners.listen(i, query)
-        self._await_first(set(range(len(queries))), self._report)
+    def __init__(self, ask: ListenWindow, listen: Listen) -> None:
+        plan = ask.plan
+        super().__init__(listen, decoder(plan.spec.timestamp_field, ask.columns), ordered=True)
+        self._state = WindowState(len(plan.chunks), ask.limit, key=plan.key)
+        self._listen_all({i: ChunkQuery(plan, chunk, ask.limit) for i, chunk in enumerate(plan.chunks)}, self._report)
 
     def _report(self, event: Event) -> None:
         key, docs, _, read_time = event
-        self._state.report(key, (self._decode(d) for d in docs), read_time)  # type: ignore[arg-type]
+        assert isinstance(key, int)  # a chunk's index
+        self._state.report(key, (self._decode(d) for d in docs), read_time)
 
     def next_update(self, timeout: float | None = None) -> WindowUpdate | None:
         """The next update, or ``None`` when ``timeout`` seconds pass without one or the
@@ -239,27 +347,18 @@ class LiveTail(_Live, Iterator[TailTick]):
     ``hold`` documents, so memory stays bounded. Making one starts the listeners and returns
     once each has made its first report.
 
-    - ``chunks``: how many shard chunks the read has (one listener each, two while the
-      first is being replaced)
-    - ``query_from``: ``query_from(chunk, bound)``, the query (on the sync client) of chunk
-      ``chunk``'s ticks at or after ``bound``, which a listener of that chunk starts on
-    - ``state``: what the tail has delivered, and the bound its listeners start from
-    - ``hold``: restart a chunk's listener from the tail's moving bound once it holds more
-      than this many documents"""
+    - ``ask``: the tail's plan (one listener per chunk, two while the first is being
+      replaced, each on its chunk's ticks from the chunk's bound on), its ``since``,
+      ``lateness`` and ``hold`` (restart a chunk's listener from the tail's moving bound once
+      it holds more than this many documents), and the columns shown"""
 
-    def __init__(
-        self,
-        chunks: int,
-        query_from: Callable[[int, dt.datetime], Any],
-        state: TailState,
-        decode: Callable[[Any], Tick],
-        *,
-        hold: int,
-    ) -> None:
-        super().__init__(decode, ordered=False)  # what a tail delivers comes from the changes, in any order
-        self._state = state
-        self._query_from = query_from
-        self._hold = hold
+    def __init__(self, ask: ListenTail, listen: Listen) -> None:
+        # what a tail delivers comes from the snapshots' additions, in any order
+        super().__init__(listen, decoder(ask.plan.spec.timestamp_field, ask.columns), ordered=False)
+        state = self._state = TailState(since=ask.since, lateness=ask.lateness)
+        self._plan = ask.plan
+        self._hold = ask.hold
+        chunks = len(ask.plan.chunks)
         self._ready: deque[TailTick] = deque()
         self._generation = [0] * chunks  # the listener each chunk is moving to
         self._bounds = [state.bound()] * chunks
@@ -268,9 +367,8 @@ class LiveTail(_Live, Iterator[TailTick]):
         self.restarts = 0
         self.stalls = 0
         self._handed = self._handed_late = 0
-        for chunk in range(chunks):
-            self._listeners.listen((chunk, 0), query_from(chunk, self._bounds[chunk]))
-        self._await_first({(chunk, 0) for chunk in range(chunks)}, lambda e: self._take(*e[:3]))  # type: ignore[arg-type]
+        self._listen_all({(chunk, 0): self._query_from(chunk, self._bounds[chunk]) for chunk in range(chunks)},
+                         lambda event: self._take(*event[:3]))  # fmt: skip
 
     @property
     def delivered(self) -> int:
@@ -292,8 +390,8 @@ class LiveTail(_Live, Iterator[TailTick]):
             if left is not None and left <= 0:
                 return None
             wait = LIVENESS_CHECK if left is None else min(left, LIVENESS_CHECK)
-            for key, docs, changes, _ in self._listeners.events(wait):
-                self._take(key, docs, changes)  # type: ignore[arg-type]
+            for key, docs, added, _ in self._listeners.events(wait):
+                self._take(key, docs, added)
             self._replace_stalled()
         tick = self._ready.popleft()
         self._handed += 1
@@ -306,21 +404,21 @@ class LiveTail(_Live, Iterator[TailTick]):
             raise StopIteration
         return tick
 
-    def _take(self, key: tuple[int, int], docs: list[Any], changes: list[Any]) -> None:
+    def _take(self, key: Hashable, docs: Sequence[Reported], added: Sequence[Reported]) -> None:
+        assert isinstance(key, tuple)  # (chunk, the listener's generation)
         chunk, generation = key
         current = generation == self._generation[chunk]
         if current and self._pending.pop(chunk, None) is not None:  # the new listener reports:
             for older in self._listeners.keys():  # the ones it replaces may go
                 if isinstance(older, tuple) and older[0] == chunk and older[1] < generation:
                     self._listeners.stop(older)
-        for change in changes:
-            if change.type is ChangeType.ADDED:
-                tick = self._decode(change.document)
-                newest = self._reported[chunk]
-                self._reported[chunk] = tick.timestamp if newest is None else max(newest, tick.timestamp)
-                delivered = self._state.offer(tick, plain_datetime(change.document.create_time))
-                if delivered is not None:
-                    self._ready.append(delivered)
+        for document in added:
+            tick = self._decode(document)
+            newest = self._reported[chunk]
+            self._reported[chunk] = tick.timestamp if newest is None else max(newest, tick.timestamp)
+            delivered = self._state.offer(tick, plain_datetime(document.create_time))
+            if delivered is not None:
+                self._ready.append(delivered)
         if current and len(docs) > self._hold:
             self._move_on(chunk)
 
@@ -338,6 +436,12 @@ class LiveTail(_Live, Iterator[TailTick]):
         self._listen_from(chunk, bound)
         self._state.forget_before(min(self._bounds))
 
+    def _query_from(self, chunk: int, bound: dt.datetime) -> ChunkQuery:
+        """The query of chunk ``chunk``'s ticks at or after ``bound``, which a listener of
+        that chunk starts on."""
+        plan = plan_query(self._plan.spec, self._plan.query.replace(start=bound), direction=self._plan.direction)
+        return ChunkQuery(plan, self._plan.chunks[chunk], None)
+
     def _listen_from(self, chunk: int, bound: dt.datetime) -> None:
         self._generation[chunk] += 1
         self._pending[chunk] = time.monotonic()
@@ -354,11 +458,11 @@ class LiveTail(_Live, Iterator[TailTick]):
                 self._listen_from(chunk, self._bounds[chunk])
 
 
-def decoder(timestamp_field: str, columns: Sequence[str] | None) -> Callable[[Any], Tick]:
-    """A document snapshot as a :class:`Tick` (only ``columns`` and the timestamp, when given)."""
+def decoder(timestamp_field: str, columns: Sequence[str] | None) -> Callable[[Reported], Tick]:
+    """A reported document as a :class:`Tick` (only ``columns`` and the timestamp, when given)."""
     path = timestamp_field.split(".")
 
-    def decode(doc: Any) -> Tick:
+    def decode(doc: Reported) -> Tick:
         data = doc.to_dict() or {}  # the client builds a new dict on every call: once
         timestamp = plain_datetime(get_path(data, path))
         return Tick(doc.id, timestamp, data if columns is None else _project(data, columns))

@@ -23,7 +23,9 @@ from tsstore.errors import ModeError
 from tsstore.indexes.build import SHARD_ORDER, after_timestamp
 from tsstore.late import WATERMARKS, WRITERS, BarProbe, Horizon, mark_id, marks_path
 from tsstore.layout.census import Ask, CountAll, CountValue, FirstValue
+from tsstore.live.listen import ChunkQuery, Listen, OnSnapshot, Subscription
 from tsstore.memory.database import NAME, Found, MemoryDatabase, Query, Write
+from tsstore.memory.listen import MemoryListener
 from tsstore.modes import DatastoreKind
 from tsstore.read.chunks import Chunk, ChunkTicks
 from tsstore.read.engine import Fetch
@@ -92,10 +94,14 @@ class MemoryAnswers:
         mode's kind: a request that would build a Firestore query on it is told so)."""
         return DatastoreKind(spec.collection)
 
-    def live_collection(self, spec: SeriesSpec) -> Any:
-        """Refused: the memory database has no real-time listeners yet."""
-        raise ModeError("live reads (watch, tail) need real-time listeners, which the memory database does not model "
-                        "yet; poll with iter_ticks(start=the last tick's time), or run them on the emulator")  # fmt: skip
+    def listener(self) -> Listen:
+        """The database's own listeners (:mod:`tsstore.memory.listen`): :meth:`listen`."""
+        return self.listen
+
+    def listen(self, query: ChunkQuery, on_snapshot: OnSnapshot, /, *, ordered: bool) -> Subscription:
+        """A listener on one chunk's query, built as a read of the chunk builds it (every
+        snapshot comes in the query's order: the database runs the query whole)."""
+        return MemoryListener(self.database, chunk_query(query.plan, query.chunk, None, query.limit), on_snapshot)
 
     def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
         """The count, or ``{alias: value}``, of ``ask`` over ``values``."""

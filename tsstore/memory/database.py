@@ -54,6 +54,9 @@ _US = dt.timedelta(microseconds=1)
 #: The range operators, on two values of one type.
 RANGES: dict[str, Callable[[Any, Any], bool]] = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
+#: What :meth:`MemoryDatabase.on_commit` calls: the paths a commit wrote, and its time (microseconds).
+CommitHook = Callable[[Sequence[str], int], None]
+
 
 def wall_us() -> int:
     """The wall clock in microseconds since the epoch (the default time source)."""
@@ -143,6 +146,7 @@ class MemoryDatabase:
     _docs: dict[str, dict[str, list[Version]]] = field(default_factory=dict, init=False, repr=False)
     _last: int = field(default=0, init=False, repr=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False)
+    _hooks: list[CommitHook] = field(default_factory=list, init=False, repr=False)
 
     def close(self) -> None:
         """Nothing to release (a client's ``close``, so code that closes its client may take
@@ -228,7 +232,24 @@ class MemoryDatabase:
                     self._put(w.path, after, at)
                     current[w.path] = self._version(w.path, at)
                 answers.append(from_micros(at))
+            for hook in list(self._hooks):
+                hook([w.path for w in writes], at)
             return answers
+
+    def on_commit(self, hook: CommitHook) -> Callable[[], None]:
+        """Call ``hook(paths, at)`` once now (no paths, at a read's time), then after every
+        commit, with the paths it wrote and its time, under the lock (so in commit order, before
+        the commit returns); returns what stops it (the listeners, :mod:`tsstore.memory.listen`)."""
+        with self._lock:
+            hook((), self._read_time(None))
+            self._hooks.append(hook)
+
+        def stop() -> None:
+            with self._lock:
+                if hook in self._hooks:
+                    self._hooks.remove(hook)
+
+        return stop
 
     # ------------------------------------------------------------------ queries
 

@@ -87,11 +87,11 @@ L = TypeVar("L")
 
 @dataclass
 class Listening(Generic[L, T]):
-    """A live read: ``opening``, a request whose result starts the listeners when given a
-    sync collection (listeners exist on the sync client only) and returns the live object
-    (``L``); ``step``, the live object's method that waits for its next item (``T``)."""
+    """A live read: ``opening``, a request that asks for the listeners and returns the live
+    object (``L``) the store's backend answers with; ``step``, the live object's method that
+    waits for its next item (``T``)."""
 
-    opening: Request[Callable[[Any], L]]
+    opening: Request[L]
     step: str
 
 

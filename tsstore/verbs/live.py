@@ -1,17 +1,18 @@
 """Live reads as requests: a window of the newest ticks kept current, and a tail of every
-tick as it is written. Listeners exist on the sync client only: a request's result starts
-them on a sync collection (the async store gives its client's sync twin's)."""
+tick as it is written. Each plans, and asks for its listeners as data
+(:class:`~tsstore.live.listen.ListenWindow`, :class:`~tsstore.live.listen.ListenTail`); the
+store's backend answers with the live object, its listeners started on the database's own
+(:func:`tsstore.live.listen.start`)."""
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
 
+from tsstore.asks import ask
 from tsstore.errors import ConfigError, QueryError
-from tsstore.live.listen import LiveTail, LiveWatch, decoder
-from tsstore.live.state import TailState, TailTick, WindowUpdate
-from tsstore.read.chunks import chunk_query
+from tsstore.live.listen import ListenTail, ListenWindow, LiveTail, LiveWatch
+from tsstore.live.state import TailTick, WindowUpdate
 from tsstore.read.plan import oldest_first, plan_query
 from tsstore.read.query import Query, Where, given
 from tsstore.spec import Direction
@@ -60,12 +61,7 @@ def watch(
     q.only(("where", "limit", "columns"), "watch")
     shown = plan_query(seat.spec, q).columns
     plan = plan_query(seat.spec, q.replace(columns=None), direction=Direction.DESC)
-
-    def start(collection: Any) -> LiveWatch:
-        queries = [chunk_query(collection, plan, chunk, None, limit) for chunk in plan.chunks]
-        return LiveWatch(queries, limit, decoder(seat.spec.timestamp_field, shown), key=plan.key)
-
-    return Listening(ready(start), "next_update")
+    return Listening(ask(ListenWindow(plan, limit, shown)), "next_update")
 
 
 def tail(
@@ -101,23 +97,9 @@ def tail(
     except ValueError as exc:
         raise QueryError(str(exc)) from None
 
-    def opening() -> Request[Callable[[Any], LiveTail]]:
-        state = TailState(since=since_t if since_t is not None else (yield from server_time(seat)), lateness=lateness)
-        base = oldest_first(seat.spec, q.replace(columns=None, start=state.bound()))
-
-        def start(collection: Any) -> LiveTail:
-            def query_from(chunk: int, bound: dt.datetime) -> Any:
-                plan = plan_query(seat.spec, base.query.replace(start=bound), direction=base.direction)
-                return chunk_query(collection, plan, base.chunks[chunk], None, None)
-
-            return LiveTail(len(base.chunks), query_from, state, decoder(seat.spec.timestamp_field, shown), hold=hold)
-
-        return start
+    def opening() -> Request[LiveTail]:
+        begin = since_t if since_t is not None else (yield from server_time(seat))
+        base = oldest_first(seat.spec, q.replace(columns=None, start=begin - lateness))  # TailState.bound() at first
+        return (yield from ask(ListenTail(base, begin, lateness, hold, shown)))
 
     return Listening(opening(), "next_tick")
-
-
-def ready(start: Callable[[Any], Any]) -> Request[Callable[[Any], Any]]:
-    """A request that asks nothing and returns ``start``."""
-    return start
-    yield  # a generator: the drivers run it like any request
