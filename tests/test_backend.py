@@ -47,7 +47,7 @@ def test_each_client_gets_its_databases_backend_and_collections() -> None:
     assert isinstance(datastore, DatastoreAnswers)
     assert datastore.collection(SeriesSpec("bars")) == DatastoreKind("bars")
     with pytest.raises(ModeError) as refused:  # no listeners in Datastore mode, said before any read
-        datastore.live_collection(SPEC)
+        datastore.listener()
     assert str(refused.value) == LIVE_REFUSED
 
 
@@ -92,8 +92,8 @@ def test_a_client_of_no_known_database_is_refused_by_name_by_both_stores() -> No
 def test_a_store_on_a_memory_database_answers_every_read_without_java() -> None:
     """Both stores on a :class:`~tsstore.memory.MemoryDatabase` (the backend ``backend_for``
     gives it): a write, then pages, a count, a sum and the newest tick of each series, as the
-    ticks written say; live reads refused by name (no listeners yet). The answers are held to
-    the emulator's by tests/test_memory.py."""
+    ticks written say, and a watch of the newest. The answers are held to the emulator's by
+    tests/test_memory.py (and the live reads' by tests/test_live.py)."""
     spec = SeriesSpec("ticks", shards=["a", "b", "c"], key_fields=["symbol"], shapes=[QueryShape("symbol", ("desc", "asc"))],
                       measures=["volume"])  # fmt: skip
     t0 = dt.datetime(2026, 3, 2, 14, tzinfo=dt.timezone.utc)
@@ -112,8 +112,9 @@ def test_a_store_on_a_memory_database_answers_every_read_without_java() -> None:
         assert store.aggregate(sum=["volume"]).sum == {"volume": sum(range(40))}
         newest = store.latest(by="symbol", values=["A", "B"])
         assert newest["volume"].tolist() == [38, 39]
-        with pytest.raises(ModeError, match="listeners, which the memory database does not model"):
-            store.watch(limit=1)
+        with store.watch(limit=1) as watch:
+            first = watch.next_update(timeout=1)
+        assert first is not None and [t.data["volume"] for t in first.window] == [39]
 
     async def counted() -> tuple[int, list[int]]:
         async with AsyncTimeSeriesStore(database, spec) as astore:  # type: ignore[arg-type]

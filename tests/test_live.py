@@ -56,6 +56,8 @@ from tsstore.live import listen as live_listen
 from tsstore.live.listen import decoder
 from tsstore.live.state import TailState, WindowState
 from tsstore.local.emulator import emulator_client
+from tsstore.memory import MemoryDatabase
+from tsstore.memory import Query as MemoryQuery
 from tsstore.read.chunks import chunk_query
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.ticks import Tick
@@ -230,15 +232,14 @@ class GivenUp:
         self.is_active = False
 
 
-def test_a_listener_given_up_often_but_reporting_between_is_listened_to_again(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_listener_given_up_often_but_reporting_between_is_listened_to_again() -> None:
     """The client gives a listener up at each cut connection: through cuts every second, a
     soak's tail raised LiveError at the fourth within a minute and stopped delivering. Only
     deaths with no report between them count towards the error."""
     made: list[GivenUp] = []
-    monkeypatch.setattr(live_listen, "listen", lambda query, on_snapshot, *, ordered: made.append(GivenUp(on_snapshot))
-                        or made[-1])  # fmt: skip
-    listeners = live_listen.Listeners(ordered=False)
-    listeners.listen("chunk", None)
+    listeners = live_listen.Listeners(lambda query, on_snapshot, *, ordered: made.append(GivenUp(on_snapshot))
+                                      or made[-1], ordered=False)  # fmt: skip
+    listeners.listen("chunk", live_listen.ChunkQuery(plan_query(SPEC, Query()), ("s0",), None))
     for _ in range(3 * live_listen.RELISTENS_PER_MINUTE):
         made[-1].report([], [], T)  # it reports, then the client gives it up
         made[-1].is_active = False
@@ -312,17 +313,48 @@ def test_a_listener_reports_what_its_query_answers_when_a_stream_starts_or_a_res
 
 @pytest.fixture
 def live(tsstore_emulator: Any) -> Iterator[dict[str, Any]]:
+    yield from on_emulator(tsstore_emulator)
+
+
+def on_emulator(emulator: Any) -> Iterator[dict[str, Any]]:
+    """A reading store (through a proxy that can cut its connections) and a writing one on a
+    new database of ``emulator``, the reading client, and what the tests of :func:`live_on` take."""
     database = f"live-{random.randrange(10**9)}"
-    proxy = CuttingProxy(tsstore_emulator.address)
+    proxy = CuttingProxy(emulator.address)
     client = emulator_client(proxy.address, database=database)  # the readers go through the proxy
-    writer = TimeSeriesStore(tsstore_emulator.client(database=database), SPEC, write_options=WriteOptions(ramp=False))
-    yield {"store": TimeSeriesStore(client, SPEC), "writer": writer, "proxy": proxy, "client": client}
+    writer = TimeSeriesStore(emulator.client(database=database), SPEC, write_options=WriteOptions(ramp=False))
+    yield {
+        "store": TimeSeriesStore(client, SPEC), "writer": writer, "proxy": proxy, "client": client,
+        "stored": lambda: [d.to_dict() | {"id": d.id} for d in client.collection("live").stream()],
+        "async_client": lambda: emulator.async_client(database=database),
+        "client_for": lambda name: emulator.client(database=f"{name}-{random.randrange(10**9)}"),
+        "quiet": 1.0, "pause": 0.05,  # listeners report a write within about a second
+    }  # fmt: skip
     proxy.close()
 
 
-def write_steadily(writer: TimeSeriesStore, *, batches: int, per_batch: int, late_every: int) -> list[dict[str, Any]]:
-    """Ticks at now-ish times in small batches; every ``late_every``-th batch also writes one
-    tick 20 s in the past. Returns every row with its document id."""
+@pytest.fixture(params=[pytest.param("emulator", marks=pytest.mark.emulator), "memory"])
+def live_on(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+    """What :func:`live` gives, on the emulator (the truth) or on a memory database, whose
+    listeners must answer alike: they report each commit before the commit returns, so a
+    tenth of a second without a report is quiet there and a writer need not pause (no proxy,
+    no reading client)."""
+    if request.param == "emulator":
+        yield from on_emulator(request.getfixturevalue("emulator"))
+        return
+    database = MemoryDatabase()
+    yield {
+        "store": TimeSeriesStore(database, SPEC), "writer": TimeSeriesStore(database, SPEC, write_options=WriteOptions(ramp=False)),
+        "stored": lambda: [f.data | {"id": f.id} for f in database.run(MemoryQuery("live"))[0]],
+        "async_client": lambda: database, "client_for": lambda name: MemoryDatabase(), "quiet": 0.1, "pause": 0.0,
+    }  # fmt: skip
+
+
+def write_steadily(
+    writer: TimeSeriesStore, *, batches: int, per_batch: int, late_every: int, pause: float = 0.05
+) -> list[dict[str, Any]]:
+    """Ticks at now-ish times in small batches, ``pause`` seconds apart; every ``late_every``-th
+    batch also writes one tick 20 s in the past. Returns every row with its document id."""
     rows: list[dict[str, Any]] = []
     for b in range(batches):
         now = dt.datetime.now(UTC)
@@ -335,7 +367,7 @@ def write_steadily(writer: TimeSeriesStore, *, batches: int, per_batch: int, lat
             batch.append({"symbol": "AAA", "n": len(rows) + per_batch, "timestamp": past, "late": True})
         result = writer.write(batch)
         rows += [{**row, "id": i} for row, i in zip(batch, result.ids)]
-        time.sleep(0.05)
+        time.sleep(pause)
     return rows
 
 
@@ -363,15 +395,15 @@ def drain(tail: Any, until: set[str], *, timeout: float = 60, settle: float = 1)
     return got
 
 
-def settled_window(watch: Any, want: list[str], *, timeout: float = 60) -> Any:
-    """The watch's last update once its window is ``want`` (or ``timeout`` passed), after a
-    second with no further update (a window that moved on from ``want`` would show up now)."""
+def settled_window(watch: Any, want: list[str], *, timeout: float = 60, quiet: float = 1) -> Any:
+    """The watch's last update once its window is ``want`` (or ``timeout`` passed), after
+    ``quiet`` seconds with no further update (a window that moved on from ``want`` would show up now)."""
     last = None
     deadline = time.monotonic() + timeout
     while (last is None or [t.id for t in last.window] != want) and time.monotonic() < deadline:
         update = watch.next_update(timeout=1)
         last = update or last
-    return watch.next_update(timeout=1) or last
+    return watch.next_update(timeout=quiet) or last
 
 
 def kept(row: dict[str, Any], where: Any) -> bool:
@@ -383,15 +415,16 @@ def kept(row: dict[str, Any], where: Any) -> bool:
 @pytest.mark.parametrize(
     "where", [None, {"symbol": ["AAA", "BBB"]}, EVEN_LATER], ids=["2-chunks", "3-chunks", "value-filter"]
 )
-def test_tail_delivers_every_tick_written_after_it_started_exactly_once(live: dict[str, Any], where: Any) -> None:
+def test_tail_delivers_every_tick_written_after_it_started_exactly_once(live_on: dict[str, Any], where: Any) -> None:
+    live = live_on
     store, writer = live["store"], live["writer"]
     writer.write([{"symbol": "AAA", "n": 10**6, "timestamp": dt.datetime.now(UTC)}])  # before the tail: not delivered
     chunks = len(store.plan(where=where).chunks)
     assert chunks == (3 if isinstance(where, dict) else 2)
     with store.tail(where=where, hold=20) as tail:  # a small hold: listeners move on several times
-        rows = write_steadily(writer, batches=10, per_batch=10, late_every=5)
+        rows = write_steadily(writer, batches=10, per_batch=10, late_every=5, pause=live["pause"])
         wanted = {r["id"] for r in rows if kept(r, where)}
-        got = drain(tail, wanted)
+        got = drain(tail, wanted, settle=live["quiet"])
         restarts = tail.restarts
     ids = [t.tick.id for t in got]
     assert len(ids) == len(set(ids)) and set(ids) == wanted  # exactly once, nothing else
@@ -400,19 +433,20 @@ def test_tail_delivers_every_tick_written_after_it_started_exactly_once(live: di
     assert restarts > 0
 
 
-def test_watch_window_equals_the_newest_stored_ticks_once_the_writer_stops(live: dict[str, Any]) -> None:
-    store, writer, client = live["store"], live["writer"], live["client"]
+def test_watch_window_equals_the_newest_stored_ticks_once_the_writer_stops(live_on: dict[str, Any]) -> None:
+    live = live_on
+    store, writer = live["store"], live["writer"]
     cases = ((None, 25), ({"symbol": ["AAA", "BBB"]}, 7), (EVEN_LATER, 9))
     settled = []
     with contextlib.ExitStack() as watches:  # three watches on the same writes, each with its own oracle
         opened = [watches.enter_context(store.watch(where=where, limit=limit)) for where, limit in cases]
-        write_steadily(writer, batches=6, per_batch=8, late_every=4)
-        docs = [d.to_dict() | {"id": d.id} for d in client.collection("live").stream()]  # the writer stopped
+        write_steadily(writer, batches=6, per_batch=8, late_every=4, pause=live["pause"])
+        docs = live["stored"]()  # the writer stopped
         for (where, limit), watch in zip(cases, opened):
             matching = [d for d in docs if kept(d, where)]
             in_order = (lambda d: (d["timestamp"], d["n"], d["id"])) if where == EVEN_LATER else None
             oracle = sorted(matching, key=in_order or (lambda d: (d["timestamp"], d["id"])), reverse=True)[:limit]
-            settled.append((where, oracle, settled_window(watch, [d["id"] for d in oracle])))
+            settled.append((where, oracle, settled_window(watch, [d["id"] for d in oracle], quiet=live["quiet"])))
     for where, oracle, last in settled:
         assert last is not None and len(last.read_times) == len(store.plan(where=where).chunks)
         assert [t.id for t in last.window] == [d["id"] for d in oracle]
@@ -588,11 +622,11 @@ NESTED = SeriesSpec(
 )
 
 
-def test_live_windows_on_a_nested_range_field_keep_their_order_when_timestamps_tie(tsstore_emulator: Any) -> None:
+def test_live_windows_on_a_nested_range_field_keep_their_order_when_timestamps_tie(live_on: dict[str, Any]) -> None:
     """The client's listener compared tied documents by ``price.micros`` as a top-level key and
     stopped (``LiveError`` after 4 restarts); a watch and a tail on that filter now hold the
     newest ticks in Firestore's order (timestamp, price, id) and deliver each tick once."""
-    client = tsstore_emulator.client(database=f"live-nested-{random.randrange(10**9)}")
+    client = live_on["client_for"]("live-nested")
     store = TimeSeriesStore(client, NESTED, write_options=WriteOptions(ramp=False))
     where = [("price.micros", ">=", 10)]
     now = dt.datetime.now(UTC)
@@ -604,11 +638,12 @@ def test_live_windows_on_a_nested_range_field_keep_their_order_when_timestamps_t
         later_ids = store.write(later).ids
         stored = [(r["timestamp"], r["price"]["micros"], i) for r, i in zip(rows + later, ids + later_ids)]
         want = [i for *_, i in sorted(stored, reverse=True)[:5]]
-        last = settled_window(watch, want, timeout=30)
-        got = drain(tail, set(later_ids), timeout=30)
+        last = settled_window(watch, want, timeout=30, quiet=live_on["quiet"])
+        got = drain(tail, set(later_ids), timeout=30, settle=live_on["quiet"])
     assert last is not None and [t.id for t in last.window] == want
     assert sorted(t.tick.id for t in got) == sorted(later_ids)
-    client.close()
+    if hasattr(client, "close"):  # a Firestore client (a memory database has nothing to close)
+        client.close()
 
 
 #: The names the client gives a listener's threads (its stream's consumer, and the one that closes it on an error).
@@ -806,11 +841,12 @@ def test_a_ctrl_c_inside_a_deferred_step_comes_when_the_step_ends() -> None:
         other.join()
 
 
-def test_async_watch_and_tail_run_the_same_engine(live: dict[str, Any], tsstore_emulator: Any) -> None:
+def test_async_watch_and_tail_run_the_same_engine(live_on: dict[str, Any]) -> None:
     from tsstore import AsyncTimeSeriesStore
 
+    live, settle = live_on, live_on["quiet"]
     writer = live["writer"]
-    astore = AsyncTimeSeriesStore(tsstore_emulator.async_client(database=writer.client._database), SPEC)
+    astore = AsyncTimeSeriesStore(live["async_client"](), SPEC)
     with pytest.raises(QueryError, match=r"tail\(\) got unknown option\(s\) limit"):
         astore.tail(limit=3)
 
@@ -820,7 +856,7 @@ def test_async_watch_and_tail_run_the_same_engine(live: dict[str, Any], tsstore_
         threads.append(ours())
         async with astore.tail(where={"symbol": ["AAA", "BBB"]}) as tail, astore.watch(limit=6) as watch:
             assert await tail.next(timeout=0.5) is None  # starts the listeners; nothing written yet
-            rows = await asyncio.to_thread(write_steadily, writer, batches=6, per_batch=6, late_every=3)
+            rows = await asyncio.to_thread(write_steadily, writer, batches=6, per_batch=6, late_every=3, pause=live["pause"])
             wanted = {r["id"] for r in rows if r["symbol"] in ("AAA", "BBB")}
             async for item in tail:
                 got.append(item)
@@ -830,15 +866,15 @@ def test_async_watch_and_tail_run_the_same_engine(live: dict[str, Any], tsstore_
             while tail._live._pending and time.monotonic() < quiet:
                 if (extra := await tail.next(timeout=0.2)) is not None:
                     got.append(extra)
-            while (extra := await tail.next(timeout=1)) is not None:
+            while (extra := await tail.next(timeout=settle)) is not None:
                 got.append(extra)
-            stored = await asyncio.to_thread(lambda: list(live["client"].collection("live").stream()))  # all written
-            newest = [d.id for d in sorted(stored, key=lambda d: (d.get("timestamp"), d.id), reverse=True)[:6]]
+            stored = await asyncio.to_thread(live["stored"])  # all written
+            newest = [d["id"] for d in sorted(stored, key=lambda d: (d["timestamp"], d["id"]), reverse=True)[:6]]
             last = None
             deadline = time.monotonic() + 60
             while (last is None or [t.id for t in last.window] != newest) and time.monotonic() < deadline:
                 last = await watch.next(timeout=1) or last
-            last = await watch.next(timeout=1) or last  # a window that moved on from it would show up now
+            last = await watch.next(timeout=settle) or last  # a window that moved on from it would show up now
         return got, (wanted, newest, last)
 
     threads: list[int] = []
@@ -854,8 +890,8 @@ def test_async_watch_and_tail_run_the_same_engine(live: dict[str, Any], tsstore_
 
 DYING_WATCH = """
 import datetime as dt, os, sys, time
-from tsstore import QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions, shards_for
-from tsstore.live.listen import LiveError, LiveWatch, decoder
+from tsstore import QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions, shards_for, wire
+from tsstore.live.listen import ListenWindow, LiveError, LiveWatch
 from tsstore.local.emulator import emulator_client
 from tsstore.read.chunks import chunk_query
 
@@ -871,11 +907,12 @@ store.write([{"symbol": "AAA", "n": k, "timestamp": now} for k in range(6)])  # 
 plan = store.plan(limit=5)
 # A query the server refuses (31 disjunctions: 1 shard x 31 values) stops its listener for
 # good, as any error the client does not recover from does: every relisten dies too.
-queries = [chunk_query(store._collection, plan, chunk[:1], None, 5).where("n", "in", list(range(31)))
-           for chunk in plan.chunks]
+def refused(query, on_snapshot, *, ordered):
+    native = chunk_query(store._collection, query.plan, query.chunk[:1], None, 5).where("n", "in", list(range(31)))
+    return wire.listen(native, lambda docs, changes, read_time: on_snapshot(docs, [], read_time), ordered=ordered)
 started = time.monotonic()
 try:
-    with LiveWatch(queries, 5, decoder("timestamp", None)) as watch:
+    with LiveWatch(ListenWindow(plan, 5, None), refused) as watch:
         while time.monotonic() - started < 60:
             watch.next_update(timeout=1)
 except LiveError as error:
