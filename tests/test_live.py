@@ -343,8 +343,9 @@ def live_on(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
         yield from on_emulator(request.getfixturevalue("emulator"))
         return
     database = MemoryDatabase()
+    writer = TimeSeriesStore(database, SPEC, write_options=WriteOptions(ramp=False))
     yield {
-        "store": TimeSeriesStore(database, SPEC), "writer": TimeSeriesStore(database, SPEC, write_options=WriteOptions(ramp=False)),
+        "store": TimeSeriesStore(database, SPEC), "writer": writer,
         "stored": lambda: [f.data | {"id": f.id} for f in database.run(MemoryQuery("live"))[0]],
         "async_client": lambda: database, "client_for": lambda name: MemoryDatabase(), "quiet": 0.1, "pause": 0.0,
     }  # fmt: skip
@@ -856,7 +857,8 @@ def test_async_watch_and_tail_run_the_same_engine(live_on: dict[str, Any]) -> No
         threads.append(ours())
         async with astore.tail(where={"symbol": ["AAA", "BBB"]}) as tail, astore.watch(limit=6) as watch:
             assert await tail.next(timeout=0.5) is None  # starts the listeners; nothing written yet
-            rows = await asyncio.to_thread(write_steadily, writer, batches=6, per_batch=6, late_every=3, pause=live["pause"])
+            rows = await asyncio.to_thread(functools.partial(write_steadily, writer, pause=live["pause"]), batches=6,
+                                           per_batch=6, late_every=3)  # fmt: skip
             wanted = {r["id"] for r in rows if r["symbol"] in ("AAA", "BBB")}
             async for item in tail:
                 got.append(item)

@@ -3,8 +3,8 @@ decided (:func:`backend_for`).
 
 A :class:`Backend` answers the asks that touch the database (counts and aggregations, a
 census's documents, document asks, chunk fetches, bulk sends), gives a live read its
-listeners (:meth:`Backend.listener`: Native mode's and the memory database's) and gives a bulk send its side
-(:class:`~tsstore.store_base.WriterSide`); the store (:mod:`tsstore.store`) answers every
+listeners (:meth:`Backend.listener`: Native mode's and the memory database's) and a bulk
+send its side (:class:`~tsstore.store_base.WriterSide`); the store (:mod:`tsstore.store`) answers every
 other ask the same way whatever the database. Native mode's is
 :class:`~tsstore.native_mode.NativeAnswers`, Datastore mode's
 :class:`~tsstore.datastore_mode.DatastoreAnswers` (imported only for a ``datastore.Client``:

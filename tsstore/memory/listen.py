@@ -1,6 +1,6 @@
 """The memory database's real-time listeners (:class:`MemoryListener`, one per chunk query of
-a live read: :meth:`tsstore.memory.answers.MemoryAnswers.listen`), with Firestore's snapshot semantics as
-tsstore's live reads use them: a first snapshot of what the query returns when the listener
+a live read: :meth:`tsstore.memory.answers.MemoryAnswers.listen`), with Firestore's snapshot
+semantics as tsstore's live reads use them: a first snapshot of what the query returns when the listener
 starts, then one snapshot for each commit that changes what it returns (a document that
 enters, leaves or changes), in commit order, each at its commit's time, with the documents it
 added. A commit that changes nothing the query returns makes no snapshot, as the client
