@@ -58,6 +58,8 @@ from tsstore.live.state import TailState, WindowState
 from tsstore.local.emulator import emulator_client
 from tsstore.memory import MemoryDatabase
 from tsstore.memory import Query as MemoryQuery
+from tsstore.memory import listen as live_listen_memory
+from tsstore.memory.database import Write
 from tsstore.read.chunks import chunk_query
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.ticks import Tick
@@ -250,6 +252,32 @@ def test_a_listener_given_up_often_but_reporting_between_is_listened_to_again() 
             made[-1].is_active = False
             listeners.check()
     listeners.close()
+
+
+def test_a_memory_listener_reports_a_first_snapshot_then_each_commit_that_changes_its_answer() -> None:
+    """The memory database's listener on a limited query, as the client reports Firestore's: a
+    first snapshot; then, in commit order and at each commit's time, a snapshot for each commit
+    that changes what the query returns (a new document added, a changed one held again with
+    nothing added, the window's oldest pushed out), none for a commit elsewhere or one that
+    changes nothing; nothing once unsubscribed."""
+    database = MemoryDatabase()
+    database.commit([Write("live/a", {"n": 1})])
+    reports: list[tuple[list[str], list[str], dt.datetime]] = []
+    query = MemoryQuery("live", (("n", ">", 0),), (("n", True),), limit=2)
+    listener = live_listen_memory.MemoryListener(database, query, lambda docs, added, read_time: reports.append(
+        ([d.id for d in docs], [d.id for d in added], read_time)))  # fmt: skip
+    commits = [database.commit([Write("live/b", {"n": 2})])[0],
+               database.commit([Write("other/x", {"n": 9})])[0],  # another collection
+               database.commit([Write("live/b", {"n": 2})])[0],  # the same again: nothing changes
+               database.commit([Write("live/a", {"n": 1, "v": 1})])[0],  # a held document changes
+               database.commit([Write("live/z", {"n": 0})])[0],  # no match
+               database.commit([Write("live/c", {"n": 3})])[0]]  # a's place taken  # fmt: skip
+    listener.unsubscribe()
+    database.commit([Write("live/d", {"n": 4})])
+    assert [(docs, added) for docs, added, _ in reports] == [
+        (["a"], ["a"]), (["b", "a"], ["b"]), (["b", "a"], []), (["c", "b"], ["c"])]
+    assert [read for *_, read in reports[1:]] == [commits[0], commits[3], commits[5]]
+    assert not listener.is_active
 
 
 def listen_response(kind: str, *, doc: Any = None, read_time: dt.datetime | None = None) -> Any:
