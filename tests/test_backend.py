@@ -222,6 +222,9 @@ def test_the_async_stores_series_counter_is_the_counter_awaited() -> None:
     public = {name for name, _ in inspect.getmembers(ShardedCounter, inspect.isfunction) if name[0] != "_"}
     awaited = {name for name, _ in inspect.getmembers(AsyncCounter, inspect.iscoroutinefunction) if name[0] != "_"}
     assert public == awaited == {"create", "shards", "increment", "increment_many", "value", "rollup", "read", "grow"}
+    # Each store's signature says which counter it gives (what mypy and the API reference read).
+    assert inspect.signature(TimeSeriesStore.series_counter).return_annotation is ShardedCounter
+    assert inspect.signature(AsyncTimeSeriesStore.series_counter).return_annotation is AsyncCounter
 
 
 def test_an_async_counters_asks_are_tried_again_as_the_sync_counters_are() -> None:

@@ -18,7 +18,7 @@ import pytest
 
 from tests.cli import tsstore
 from tsstore import AsyncTimeSeriesStore, SeriesSpec, TimeSeriesStore, WriteOptions
-from tsstore.console.server import bind, serve_in_thread
+from tsstore.console.server import serve_in_thread
 from tsstore.demo import SPEC as DEMO_SPEC
 from tsstore.errors import ConfigError
 from tsstore.memory import MemoryDatabase

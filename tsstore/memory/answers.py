@@ -19,7 +19,6 @@ from tsstore.asks import (AddToDocs, CreateDoc, DeleteDoc, Doc, DocAsk, FindDocs
                           refusal, refused)  # fmt: skip
 from tsstore.clock import ServerClock
 from tsstore.databases import register
-from tsstore.errors import ModeError
 from tsstore.indexes.build import SHARD_ORDER, after_timestamp
 from tsstore.late import WATERMARKS, WRITERS, BarProbe, Horizon, mark_id, marks_path
 from tsstore.layout.census import Ask, CountAll, CountValue, FirstValue

@@ -24,7 +24,7 @@ from tsstore.verbs import asof as asof_reads
 from tsstore.verbs import bars as bar_reads
 from tsstore.verbs import latest as latest_reads
 from tsstore.verbs import live as live_reads
-from tsstore.verbs.declare import live, stream, verb
+from tsstore.verbs.declare import counter, live, stream, verb
 from tsstore.verbs.request import Seat
 
 #: What the parameters of the verbs declared here mean (see :data:`tsstore.read.query.OPTION_HELP`).
@@ -62,7 +62,7 @@ class Verbs:
     rollup_coverage = verb(rollups.rollup_coverage)
     # writing, retention
     write = verb(writing.write)
-    series_counter = verb(writing.series_counter)
+    series_counter = counter(writing.series_counter)
     purge = verb(retention.purge)
     # the cold tier
     seal = verb(cold.seal)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from tsstore.analytics.asof import ASOF_DEFAULTS
+from tsstore.counters import AsyncCounter, SeriesCounter, ShardedCounter
 from tsstore.errors import OptionError, QueryError
 from tsstore.live.aio import AsyncLive
 from tsstore.read.cost import ReadStats
@@ -260,6 +261,23 @@ class verb(_Declared[P, R]):
             return await store._run(self._request(store, args, kwargs))
 
         return awaited
+
+
+class counter(verb[P, SeriesCounter]):
+    """The verb that gives a series' counter: a :class:`~tsstore.counters.ShardedCounter` from
+    the sync store, an :class:`~tsstore.counters.AsyncCounter` (awaited) from the async one."""
+
+    @overload
+    def __get__(self, store: None, owner: type) -> Callable[Concatenate[Driver, P], object]: ...
+    @overload
+    def __get__(self, store: ThreadDriver, owner: type) -> Callable[P, ShardedCounter]: ...
+    @overload
+    def __get__(self, store: LoopDriver, owner: type) -> Callable[P, Awaitable[AsyncCounter]]: ...
+    def __get__(self, store: Driver | None, owner: type) -> Callable[..., object]:
+        return super().__get__(store, owner)
+
+    def _returns(self, result: object, asynchronous: bool) -> object:
+        return AsyncCounter if asynchronous else ShardedCounter
 
 
 class stream(_Declared[P, R]):
