@@ -12,6 +12,7 @@ import contextlib
 import datetime as dt
 import inspect
 import threading
+from pathlib import Path
 
 import pytest
 from google.api_core.exceptions import ResourceExhausted, ServiceUnavailable
@@ -258,3 +259,25 @@ def test_an_async_counters_asks_are_tried_again_as_the_sync_counters_are() -> No
 
     assert asyncio.run(story()) == (3, 2, 5)  # the cut increment had landed: counted once, not twice
 
+
+
+def test_a_file_ingested_into_a_memory_database_is_its_own_target(tmp_path: Path) -> None:
+    """ingest_file on a memory database: every row written (its summary equals a count), and
+    its checkpoint names that database, so a new database never resumes an earlier one's run
+    (the checkpoint of an interrupted ingest beside the file would otherwise skip its rows)."""
+    from tsstore.databases import location_of
+    from tsstore.ingest import default_checkpoint, ingest_file
+
+    spec = SeriesSpec("quotes", key_fields=["symbol"], columns={"symbol": "string", "price": "Float64"})
+    source = tmp_path / "quotes.csv"
+    rows = "".join(f"S{i % 3},2024-01-02T10:00:{i:02d}Z,{i}.5\n" for i in range(40))
+    source.write_text("symbol,timestamp,price\n" + rows)
+    first, second = MemoryDatabase(), MemoryDatabase()
+    assert location_of(first) != location_of(second) and location_of(first)[0] == "memory"
+    for database in (first, second):
+        with TimeSeriesStore.memory(spec, database=database) as store:
+            summary = ingest_file(store, source)
+            assert summary.written == store.count() == 40
+    paths = {default_checkpoint(source, {"project": p, "database": d, "collection": "quotes"})
+             for p, d in (location_of(first), location_of(second))}  # fmt: skip
+    assert len(paths) == 2

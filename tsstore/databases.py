@@ -50,6 +50,19 @@ def mode_of(client: object) -> Mode:
     return _registered(client)[0]
 
 
+def location_of(client: Any) -> tuple[str, str]:
+    """The project and the database ``client``'s data lives in (``(default)`` unless it names
+    one); a memory database's are ``memory`` and its own name, new for each database, so what
+    outlives one (an ingest's checkpoint) is never taken for another's."""
+    match mode_of(client):
+        case "native":
+            return str(client.project), str(getattr(client, "_database", None) or "(default)")
+        case "datastore":
+            return str(client.project), str(client.database or "(default)")
+        case "memory":
+            return "memory", str(client.name)
+
+
 def document_answers(client: object) -> DocumentAnswers:
     """The answer to a document ask on the sync ``client``'s database, one attempt."""
     if isinstance(client, firestore.AsyncClient):

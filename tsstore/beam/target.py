@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tsstore.databases import mode_of
+from tsstore.databases import location_of, mode_of
 from tsstore.errors import ConfigError
-from tsstore.wire import database_id, emulator_host, quick_reconnects
+from tsstore.wire import emulator_host, quick_reconnects
 
 
 @dataclass(frozen=True)
@@ -33,11 +33,12 @@ class Target:
         if mode == "memory":
             raise ConfigError(f"{client!r} is a memory database, which a pipeline's workers cannot reach (it lives in "
                               "this process); give a firestore.Client or a datastore.Client")  # fmt: skip
+        project, database = location_of(client)
         if mode == "datastore":
             endpoint = str(getattr(client, "_base_url", "") or "")
             emulator = endpoint.removeprefix("http://") if endpoint.startswith("http://") else None
-            return cls(str(client.project), client.database or "(default)", emulator, "datastore", client.namespace)
-        return cls(str(client.project), database_id(client), emulator_host(client))
+            return cls(project, database, emulator, "datastore", client.namespace)
+        return cls(project, database, emulator_host(client))
 
     def client(self) -> Any:
         """A new sync client for this database (a ``datastore.Client`` in Datastore mode)."""

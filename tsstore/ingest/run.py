@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tsstore.databases import location_of
 from tsstore.errors import IngestError, Interrupted, RecordError, WriteError
 from tsstore.ingest.checkpoint import CHECKPOINT_VERSION, Checkpoint, Watermark, default_checkpoint, file_identity
 from tsstore.ingest.parse import DEFAULT_MAX_FIELD_BYTES, RowParser
@@ -19,7 +20,6 @@ from tsstore.ingest.rejects import Rejected, clip_raw
 from tsstore.spec import DuplicatePolicy
 from tsstore.store import TimeSeriesStore
 from tsstore.times import naive_zone
-from tsstore.wire import database_id
 
 
 @dataclass
@@ -122,9 +122,10 @@ def ingest_file(
                        time_column=time_column, time_unit=time_unit)  # fmt: skip
     identity = file_identity(source, store.spec)
     # A checkpoint holds only for the same target and the same reading of the file.
+    project, database = location_of(store.client)
     identity.update(
-        project=store.client.project,
-        database=database_id(store.client),
+        project=project,
+        database=database,
         format=kind,
         naive=naive,
         strict=strict,

@@ -31,6 +31,7 @@ import math
 import operator
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -141,6 +142,8 @@ class MemoryDatabase:
 
     now: Callable[[], int] = wall_us
     keep: dt.timedelta = KEEP
+    #: The database's name, new for each: what names it in what outlives it (an ingest's checkpoint).
+    name: str = field(default_factory=lambda: uuid.uuid4().hex)
     #: The database's time as its answers tell it (:mod:`tsstore.clock`), told every time it gives.
     clock: ServerClock = field(default_factory=ServerClock, init=False, repr=False)
     _docs: dict[str, dict[str, list[Version]]] = field(default_factory=dict, init=False, repr=False)
