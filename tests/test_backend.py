@@ -12,6 +12,8 @@ import contextlib
 import datetime as dt
 import inspect
 import threading
+from collections.abc import Generator
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -32,7 +34,8 @@ from tsstore.errors import ConfigError, CounterError, FaultError, ModeError, Sta
 from tsstore.local.emulator import datastore_client, emulator_client
 from tsstore.memory import MemoryDatabase
 from tsstore.memory.answers import answer_document
-from tsstore.modes import LIVE_REFUSED, DatastoreKind
+from tsstore.databases import DatastoreKind
+from tsstore.datastore_mode import LIVE_REFUSED
 from tsstore.native_mode import NativeAnswers
 
 SPEC = SeriesSpec("ticks")
@@ -281,3 +284,26 @@ def test_a_file_ingested_into_a_memory_database_is_its_own_target(tmp_path: Path
     paths = {default_checkpoint(source, {"project": p, "database": d, "collection": "quotes"})
              for p, d in (location_of(first), location_of(second))}  # fmt: skip
     assert len(paths) == 2
+
+
+def test_an_ask_no_store_answers_is_refused_by_name_by_both_stores() -> None:
+    """A request yielding an ask of a kind no store answers (a counter's own commit, which
+    counters run themselves) gets a TypeError naming it and the kinds a request may yield."""
+    from tsstore.asks import SumDocs
+    from tsstore.verbs.request import answer
+
+    stray = SumDocs("counters/x/shards", "count", what="summing")
+
+    def request() -> Generator[Any, Any, None]:
+        yield stray
+
+    with TimeSeriesStore.memory(SeriesSpec("ticks")) as store:
+        with pytest.raises(TypeError, match=r"no store answers SumDocs\(.*may yield are Count, Aggregate, .*ListenTail"):
+            answer(request(), store._answer)
+
+    async def asked() -> None:
+        async with AsyncTimeSeriesStore.memory(SeriesSpec("ticks")) as astore:
+            await astore._run(request())
+
+    with pytest.raises(TypeError, match=r"no store answers SumDocs"):
+        asyncio.run(asked())

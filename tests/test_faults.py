@@ -32,7 +32,7 @@ from tsstore.faults import MAX_PAUSE_SECONDS, SPLIT_AFTER, Backoff, call, call_s
 from tsstore.frames import ticks_to_frame
 from tsstore.local.emulator import emulator_client
 from tsstore.local.synthetic import trading_day
-from tsstore.modes import FirestoreSide
+from tsstore.native_mode import FirestoreSide
 from tsstore.read.async_engine import chunk_ticks
 from tsstore.read.cost import ReadStats
 from tsstore.read.cursor import encode_cursor

@@ -18,13 +18,13 @@ import asyncio
 import functools
 import itertools
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, assert_never
 
 from google.cloud import firestore
 
 from tsstore import faults
 from tsstore.analytics.asof import JoinRead
-from tsstore.asks import CreateDoc, DeleteDoc, Doc, FindDocs, GetDoc, KnownTime, SetDoc, UpdateDoc
+from tsstore.asks import Asking, CreateDoc, DeleteDoc, Doc, FindDocs, GetDoc, KnownTime, SetDoc, UpdateDoc
 from tsstore.cold.objects import DeleteObject, GetObject, ListObjects, ObjectUrls, PutObject
 from tsstore.clock import local_us
 from tsstore.counters import AsyncCounter, AsyncDocumentAnswers
@@ -33,8 +33,7 @@ from tsstore.frames import aframes
 from tsstore.live.aio import AsyncLive
 from tsstore.memory import MemoryDatabase
 from tsstore.live.listen import ListenTail, ListenWindow, start
-from tsstore.modes import FirestoreSide
-from tsstore.native_mode import NativeQueries, aggregated
+from tsstore.native_mode import FirestoreSide, NativeQueries, aggregated
 from tsstore.read.async_engine import aread_ticks
 from tsstore.read.cold import ColdRead, TieredRead, cold_ticks
 from tsstore.read.fetch import afetcher
@@ -163,14 +162,14 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         """Run a verb's request, answering its asks on the event loop."""
         return await asks.aanswer(request, self._answer)
 
-    async def _answer(self, ask: Any) -> Any:
+    async def _answer(self, asked: asks.Ask) -> object:
         if self._sync is not None:
-            return await self._answer_in_thread(self._sync, ask)
+            return await self._answer_in_thread(self._sync, asked)
+        if not isinstance(asked, Asking):  # concurrently, on the loop
+            return list(await asyncio.gather(*map(self._answer, asked)))
         queries = self._queries
         assert queries is not None  # an asyncio client's
-        match ask:
-            case list():  # concurrently, on the loop
-                return list(await asyncio.gather(*map(self._answer, ask)))
+        match ask := asks.question(asked):
             case asks.Count() | asks.Aggregate():
 
                 async def aggregate(values: Sequence[str]) -> Any:
@@ -213,9 +212,10 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
                 return await self._counter(values)
             case ListenWindow() | ListenTail():  # on the sync twin: listeners exist on sync clients only
                 return await asyncio.to_thread(start, ask, NativeQueries(self._twin, self.spec).listen)
-        raise TypeError(f"no answer for {ask!r}")  # pragma: no cover - every ask is answered above
+            case unanswered:
+                assert_never(unanswered)
 
-    async def _answer_in_thread(self, sync: TimeSeriesStore, ask: Any) -> Any:
+    async def _answer_in_thread(self, sync: TimeSeriesStore, ask: asks.Ask) -> object:
         """Datastore mode: the sync store's answer to ``ask``, in a worker thread (a pause and
         a counter on the loop)."""
         match ask:

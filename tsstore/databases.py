@@ -1,5 +1,7 @@
 """Which database a client talks to: the one place a client's database mode is decided
-(:func:`mode_of`), and how each mode answers a document ask (:func:`document_answers`).
+(:func:`mode_of`), where its data lives (:func:`location_of`), how each mode answers a
+document ask (:func:`document_answers`), and what a Datastore-mode or a memory database's
+requests hold as their collection (:class:`DatastoreKind`).
 
 The stores' backends (:func:`tsstore.backend.backend_for`) take their mode from here, and so
 do the counters (:mod:`tsstore.counters`), which are made from a bare client
@@ -14,13 +16,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, NoReturn
 
 from google.cloud import firestore
 
 from tsstore.asks import DocAsk
 from tsstore.dswire import is_datastore_client
-from tsstore.errors import ConfigError
+from tsstore.errors import ConfigError, ModeError
 from tsstore.wire import answer_document
 
 #: The databases tsstore runs on: Firestore in Native mode, in Datastore mode, in this process.
@@ -85,7 +88,25 @@ def _registered(client: object) -> tuple[Mode, Callable[[Any], DocumentAnswers]]
         if isinstance(client, kind):
             return entry
     raise ConfigError(
-        f"client {type(client).__module__}.{type(client).__name__} is not allowed; give a google.cloud.firestore.Client "
-        "(Native mode), a google.cloud.datastore.Client (Datastore mode) or a tsstore.memory.MemoryDatabase"
+        f"client {type(client).__module__}.{type(client).__name__} is not allowed; give a "
+        "google.cloud.firestore.Client (Native mode), a google.cloud.datastore.Client (Datastore mode) or a "
+        "tsstore.memory.MemoryDatabase"
     )
 
+
+@dataclass(frozen=True)
+class DatastoreKind:
+    """What a Datastore-mode store's requests (and the memory database's) hold as their
+    collection: its kind's name, which a bulk send's transport takes. A Firestore query built on
+    it (``firestore_queries()``: :func:`~tsstore.read.chunks.chunk_query` starts with a
+    ``where``, or an ``order_by`` for a series plan without filters) is refused by name."""
+
+    id: str
+
+    def where(self, *args: object, **kwargs: object) -> NoReturn:
+        raise ModeError(
+            f"kind {self.id!r} is in Datastore mode, which takes no Firestore query; firestore_queries() shows Native "
+            "mode's, and tsstore.dswire.queries builds Datastore mode's"
+        )
+
+    order_by = where

@@ -1,7 +1,8 @@
-"""How the sync store answers in Firestore's Datastore mode (:mod:`tsstore.modes` says why a
-module of its own): the asks that touch the database (counts and aggregations, a census's
-documents, document asks, chunk fetches, bulk sends) on :mod:`tsstore.dswire`'s calls, and a
-writer's side. Native mode's answers are the stores' own (:mod:`tsstore.store`)."""
+"""How the sync store answers in Firestore's Datastore mode (a module of its own:
+``google-cloud-datastore`` is an extra, imported only for a ``datastore.Client``): the asks
+that touch the database (counts and aggregations, a census's documents, document asks, chunk
+fetches, bulk sends) on :mod:`tsstore.dswire`'s calls, a writer's side, and the words that
+refuse what Datastore mode does not have (real-time listeners)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from tsstore.dswire.values import decode_entity, key_path
 from tsstore.errors import ModeError
 from tsstore.layout.census import Ask
 from tsstore.live.listen import Listen
-from tsstore.modes import LIVE_REFUSED, DatastoreKind
+from tsstore.databases import DatastoreKind
 from tsstore.read.chunks import ChunkTicks
 from tsstore.read.engine import Fetch
 from tsstore.read.merge import merge_streams, take
@@ -31,6 +32,12 @@ from tsstore.verbs.reading import clock_probe
 from tsstore.verbs.request import Aggregate, Count, Over
 from tsstore.write.marks import LateGuard
 from tsstore.write.ops import Transport
+
+
+LIVE_REFUSED = (
+    "live reads (watch, tail) need Firestore's real-time listeners, which Datastore mode does not have; poll with "
+    "iter_ticks(start=the last tick's time) on a timer, or keep the series in a Native-mode database"
+)
 
 
 class DatastoreSide:
@@ -67,7 +74,7 @@ class DatastoreAnswers:
         return DatastoreKind(spec.collection)
 
     def listener(self) -> Listen:
-        """Refused: Datastore mode has no real-time listeners (:data:`~tsstore.modes.LIVE_REFUSED`)."""
+        """Refused: Datastore mode has no real-time listeners (:data:`LIVE_REFUSED`)."""
         raise ModeError(LIVE_REFUSED)
 
     def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:

@@ -1,5 +1,5 @@
-"""How a store answers in Firestore's Native mode (:mod:`tsstore.modes` says what differs by
-mode): the queries a count, an aggregation or a census read runs over, built on a sync or an
+"""How a store answers in Firestore's Native mode (the database as a store asks of it, in Native mode): the
+queries a count, an aggregation or a census read runs over, built on a sync or an
 async client's collections (:class:`NativeQueries`, which the async store awaits), and the
 sync store's answers on a ``firestore.Client`` (:class:`NativeAnswers`: a
 :class:`~tsstore.backend.Backend`, as :class:`~tsstore.datastore_mode.DatastoreAnswers` is
@@ -8,7 +8,7 @@ Datastore mode's)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from google.cloud.firestore_v1.watch import ChangeType
@@ -17,15 +17,37 @@ from tsstore.asks import Doc, DocAsk
 from tsstore.clock import ServerClock, local_us
 from tsstore.layout.census import census_query
 from tsstore.live.listen import ChunkQuery, Listen, OnSnapshot, Subscription
-from tsstore.modes import FirestoreSide
 from tsstore.read.chunks import ChunkTicks, chunk_query
 from tsstore.read.engine import Fetch
 from tsstore.read.fetch import fetcher
 from tsstore.read.plan import QueryPlan
+from tsstore.series_counters import SeriesCounters
 from tsstore.spec import SeriesSpec
+from tsstore.verbs.reading import clock_probe
 from tsstore.verbs.request import Aggregate, Count, Over
-from tsstore.wire import ONE_ATTEMPT, answer_document, doc_of, listen, server_clock, told_clock, transport
+from tsstore.wire import ONE_ATTEMPT, answer_document, doc_of, late_guard, listen, server_clock, told_clock, transport
+from tsstore.write.marks import LateGuard
 from tsstore.write.ops import Transport
+
+
+class FirestoreSide:
+    """A Native-mode writer's side, on the sync client ``client()`` gives (made when first
+    needed: the async store's sync twin)."""
+
+    def __init__(self, client: Callable[[], Any]) -> None:
+        self._client = client
+
+    def late_guard(self, spec: SeriesSpec) -> LateGuard:
+        return late_guard(self._client(), spec)
+
+    def counters(self, spec: SeriesSpec) -> SeriesCounters:
+        return SeriesCounters(self._client(), spec)  # answered as its mode answers (databases.document_answers)
+
+    def probe(self, spec: SeriesSpec) -> None:
+        answer_document(self._client(), clock_probe(spec))
+
+    def clock(self) -> ServerClock:
+        return server_clock(self._client())
 
 
 def aggregated(ask: Count | Aggregate, results: Any, clock: ServerClock, sent: int) -> Any:

@@ -5,7 +5,7 @@ Counters live in the collection ``<collection>_counts``, one document per series
 increments and a receipt in ``<collection>_counts_receipts`` are one commit, so a commit
 retried after a fault is applied once (:func:`~tsstore.counters.increment_counters`).
 Counters run on any database (conditional writes, no transactions), their document asks
-answered as the writer's side answers them (:mod:`tsstore.modes`); the async store's
+answered as the writer's side answers them (its backend's); the async store's
 ``series_counter`` gives the same counter awaited (:class:`~tsstore.counters.AsyncCounter`).
 """
 

@@ -13,13 +13,13 @@ import functools
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, TypeVar, assert_never
 
 from google.cloud import firestore
 
 from tsstore import faults
 from tsstore.analytics.asof import JoinRead
-from tsstore.asks import CreateDoc, DeleteDoc, FindDocs, GetDoc, KnownTime, SetDoc, UpdateDoc
+from tsstore.asks import Asking, CreateDoc, DeleteDoc, FindDocs, GetDoc, KnownTime, SetDoc, UpdateDoc
 from tsstore.backend import Backend, backend_for
 from tsstore.cold.objects import DeleteObject, GetObject, ListObjects, ObjectUrls, PutObject
 from tsstore.errors import ConfigError
@@ -124,12 +124,11 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
         """Run a verb's request, answering its asks on this thread and the reader threads."""
         return asks.answer(request, self._answer)
 
-    def _answer(self, ask: Any) -> Any:
-        match ask:
-            case list():  # concurrently, on the reader threads
-                return list(self._pool.map(self._answer, ask))
+    def _answer(self, asked: asks.Ask) -> object:
+        if not isinstance(asked, Asking):  # concurrently, on the reader threads
+            return list(self._pool.map(self._answer, asked))
+        match ask := asks.question(asked):
             case asks.Count() | asks.Aggregate():
-
                 aggregate = functools.partial(self._answers.aggregate, ask)
                 return faults.call_split(aggregate, ask.values, what=ask.what, divisible=ask.divisible)
             case asks.Documents(over=over, read_time=read_time):
@@ -155,7 +154,8 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
                 return self._writer.series(self.spec).counter(values)
             case ListenWindow() | ListenTail():
                 return start(ask, self._answers.listener())
-        raise TypeError(f"no answer for {ask!r}")  # pragma: no cover - every ask is answered above
+            case unanswered:
+                assert_never(unanswered)
 
     def _stream(self, reading: declare.Reading[T]) -> declare.TickStream[T]:
         def items() -> Iterator[Any]:

@@ -85,7 +85,7 @@ class StoreBase(Verbs):
 
 class WriterSide(Protocol):
     """What a bulk send asks of the database besides its writes, on a sync client: a backend's
-    (:class:`tsstore.modes.FirestoreSide`, :class:`tsstore.datastore_mode.DatastoreSide`, the
+    (:class:`tsstore.native_mode.FirestoreSide`, :class:`tsstore.datastore_mode.DatastoreSide`, the
     memory database's)."""
 
     def late_guard(self, spec: SeriesSpec) -> LateGuard:
@@ -105,8 +105,7 @@ class Writer:
     """How a store's bulk sends become jobs: a sender on the driver's ``transport`` (called
     with a collection and ``timeout=``, the seconds each send may take), paced by the collection's
     ramp, its settled batches counted into the series counters when the send asks, its late
-    writes marked by a guard; the counters and guards are the database mode's ``side``
-    (:mod:`tsstore.modes`).
+    writes marked by a guard; the counters and guards are the backend's ``side``.
 
     One ramp per collection written, for every write, purge and reshard of the store: its
     traffic to the collection is one stream, so a second write continues the ramp instead

@@ -18,14 +18,13 @@ from google.api_core import exceptions as gexc
 from tsstore.asks import (AddToDocs, CreateDoc, DeleteDoc, Doc, DocAsk, FindDocs, GetDoc, SetDoc, SumDocs, UpdateDoc,
                           refusal, refused)  # fmt: skip
 from tsstore.clock import ServerClock
-from tsstore.databases import register
+from tsstore.databases import DatastoreKind, register
 from tsstore.indexes.build import SHARD_ORDER, after_timestamp
 from tsstore.late import WATERMARKS, WRITERS, BarProbe, Horizon, mark_id, marks_path
 from tsstore.layout.census import Ask, CountAll, CountValue, FirstValue
 from tsstore.live.listen import ChunkQuery, Listen, OnSnapshot, Subscription
 from tsstore.memory.database import NAME, Found, MemoryDatabase, Query, Write
 from tsstore.memory.listen import MemoryListener
-from tsstore.modes import DatastoreKind
 from tsstore.read.chunks import Chunk, ChunkTicks
 from tsstore.read.engine import Fetch
 from tsstore.read.plan import UNSHARDED, QueryPlan, plan_query

@@ -16,18 +16,22 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
+import typing
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, ParamSpec, Protocol, TypeVar
+from typing import Any, Literal, ParamSpec, Protocol, TypeGuard, TypeVar
 
 from google.cloud.firestore_v1.base_collection import BaseCollectionReference
 
 from tsstore.analytics.aggregate import Number
 from tsstore.analytics.asof import JoinRead
-from tsstore.asks import Asking, Doc
+from tsstore.asks import (Asking, CreateDoc, DeleteDoc, Doc, FindDocs, GetDoc, KnownTime, SetDoc,
+                          UpdateDoc)  # fmt: skip
+from tsstore.cold.objects import DeleteObject, GetObject, ListObjects, ObjectUrls, PutObject
 from tsstore.counters import SeriesCounter
 from tsstore.layout.census import Ask as CensusAsk
 from tsstore.layout.census import FirstValue
+from tsstore.live.listen import ListenTail, ListenWindow
 from tsstore.read.chunks import ChunkTicks
 from tsstore.read.cold import ColdRead, TieredRead
 from tsstore.read.cost import ReadStats
@@ -259,6 +263,30 @@ class CounterFor(Asking[SeriesCounter]):
 
 #: What a request yields: one ask, or a list of asks answered concurrently (in order).
 Ask = Asking[object] | Sequence[Asking[object]]
+
+#: Every kind of ask a request yields to a store. Each store answers each kind with one case of
+#: one ``match`` that ends in ``assert_never``: a kind added here and answered nowhere fails
+#: the type check.
+Question = (
+    Count | Aggregate | Documents | Collect | Feed | Send[Any] | Pause | CounterFor | KnownTime
+    | GetDoc | SetDoc | DeleteDoc | FindDocs | CreateDoc | UpdateDoc
+    | PutObject | GetObject | ListObjects | DeleteObject | ObjectUrls
+    | ListenWindow | ListenTail
+)  # fmt: skip
+_KINDS = tuple(typing.get_origin(kind) or kind for kind in typing.get_args(Question))
+
+
+def question(ask: Asking[object]) -> Question:
+    """``ask`` as one of the kinds a store answers; a ``TypeError`` naming any other."""
+    if not is_question(ask):
+        kinds = ", ".join(kind.__name__ for kind in _KINDS)
+        raise TypeError(f"no store answers {ask!r}; the asks a request may yield are {kinds}")
+    return ask
+
+
+def is_question(ask: object) -> TypeGuard[Question]:
+    """Whether ``ask`` is one of the kinds a store answers."""
+    return isinstance(ask, _KINDS)
 
 #: A request: yields asks, receives their answers, returns the verb's result.
 Request = Generator[Ask, Any, R]
