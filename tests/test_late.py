@@ -632,14 +632,16 @@ DAY = 24 * 60  # minutes
 
 
 def mode_client(request: Any, mode: str, name: str) -> Any:
+    """A client of the emulator in ``mode`` (taken by name, so a test that asks for it lists
+    ``uses_emulator`` to be marked, and a run without emulator tests that reaches it fails)."""
     if mode == "native":
-        return request.getfixturevalue("tsstore_emulator").client(database=name)
-    return request.getfixturevalue("tsstore_datastore_emulator").datastore_client(database=name)
+        return request.getfixturevalue("emulator").client(database=name)
+    return request.getfixturevalue("datastore_emulator").datastore_client(database=name)
 
 
 @MODES
 def test_the_default_folds_in_history_however_old_and_every_bar_stays_exact(
-    request: Any, mode: str, shards: int, driver: str
+    request: Any, uses_emulator: None, mode: str, shards: int, driver: str
 ) -> None:
     """The issue's case: a day of ticks 90 days back and today's hundred, rolled up without an
     end (the horizon is now, months past the data). Under the default declaration a tick 90
@@ -655,7 +657,7 @@ def test_the_default_folds_in_history_however_old_and_every_bar_stays_exact(
     store.rollup(minutes)
     TimeSeriesStore(client, minutes.spec, write_options=FAST).rollup(hours)
     assert mismatches(client, store, minutes) == [] and mismatches(client, store, hours) == []
-    on = On(request.getfixturevalue("tsstore_emulator"), client, driver) if mode == "native" else None
+    on = On(request.getfixturevalue("emulator"), client, driver) if mode == "native" else None
 
     def write(rows: list[dict[str, Any]]) -> Any:
         return store.write(rows) if on is None else on(spec, "write", rows)
@@ -678,7 +680,7 @@ def test_the_default_folds_in_history_however_old_and_every_bar_stays_exact(
 
 @MODES
 def test_a_declared_window_counts_from_the_last_tick_rolled_up_and_spares_buckets_without_a_bar(
-    request: Any, mode: str, shards: int, driver: str
+    request: Any, uses_emulator: None, mode: str, shards: int, driver: str
 ) -> None:
     """A window of an hour, the minute roll-up run up to now: a tick 28 minutes behind its last
     tick (and months behind its horizon) is folded in; one 93 minutes behind, into a stored
@@ -690,7 +692,7 @@ def test_a_declared_window_counts_from_the_last_tick_rolled_up_and_spares_bucket
     store = TimeSeriesStore(client, spec, write_options=FAST)
     store.write(hundred())
     store.rollup(minutes)
-    on = On(request.getfixturevalue("tsstore_emulator"), client, driver) if mode == "native" else None
+    on = On(request.getfixturevalue("emulator"), client, driver) if mode == "native" else None
 
     def write(rows: list[dict[str, Any]]) -> Any:
         return store.write(rows) if on is None else on(spec, "write", rows)
