@@ -16,10 +16,12 @@ from google.cloud import firestore
 
 from tests.shared import too_deep
 from tsstore.errors import WriteFailure
+from tsstore.faults import Backoff
 from tsstore.wire import batch_write, get_documents
 from tsstore.write.identity import base_of
 from tsstore.write.ops import Stored, WriteOp
 from tsstore.write.prepare import PreparedDoc
+from tsstore.write import sender as sender_module
 from tsstore.write.sender import MAX_BATCH_BYTES, NAME_BYTES, BulkSender, Written, waiting_for
 from tsstore.write.window import Window
 
@@ -201,7 +203,28 @@ def test_a_whole_batch_refusal_names_every_document(error: type[gexc.GoogleAPICa
     assert sum(sent) >= 23 if error is gexc.InvalidArgument else sorted(sent) == [2, 7, 7, 7]  # batches run at once
 
 
-def test_connection_faults_are_retried_for_the_budget_then_each_document_is_named() -> None:
+class Ticking:
+    """A clock that moves one second each time it is read: a fault budget of n seconds is then
+    n faults, however long a loaded machine keeps a worker thread waiting."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def short_pauses(monkeypatch: pytest.MonkeyPatch, *, clock: Any = time.monotonic) -> None:
+    """The sender's pauses after connection faults start at 1 ms (0.1 s in tsstore) and stay
+    under 10 ms, read on ``clock``: what a test of faults checks is which requests went out,
+    never how long it slept."""
+    monkeypatch.setattr(sender_module, "Backoff", functools.partial(Backoff, first=0.001, cap=0.01, clock=clock))
+
+
+def test_connection_faults_are_retried_for_the_budget_then_each_document_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     statuses: list[str | None] = []
     attempts = 0
     status_seen = threading.Event()
@@ -222,8 +245,7 @@ def test_connection_faults_are_retried_for_the_budget_then_each_document_is_name
         raise gexc.ServiceUnavailable("Stream removed")
 
     pace = Unpaced()
-    # A budget of seconds that pass while the attempts run: with 1.5 s, a worker thread a loaded
-    # machine kept waiting that long after its first fault would find the budget spent at its second.
+    short_pauses(monkeypatch, clock=Ticking())  # a budget of 5 s on it: the fifth fault's pause passes it
     sender = BulkSender(
         send=unavailable, lookup=lambda ids: {}, pace=pace, max_attempts=2, on_status=show, fault_budget=5
     )
@@ -258,7 +280,7 @@ def test_a_fault_several_batches_wait_on_is_said_once_with_their_count(waiting: 
     assert waiting_for(waiting) == status
 
 
-def test_a_fault_between_answers_changes_nothing_but_the_time_taken() -> None:
+def test_a_fault_between_answers_changes_nothing_but_the_time_taken(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = 0
 
     def flaky(writes: list[WriteOp]) -> list[tuple[int, str]]:
@@ -269,6 +291,7 @@ def test_a_fault_between_answers_changes_nothing_but_the_time_taken() -> None:
         return [(0, "")] * len(writes)
 
     pace = Unpaced()
+    short_pauses(monkeypatch)
     sender = BulkSender(send=flaky, lookup=lambda ids: {}, pace=pace, max_attempts=1, max_batch_docs=10,
                         window=Window(least=1, most=1))  # fmt: skip
     sender.send_all([doc(i, f"id{i}", {"i": i}) for i in range(30)])
@@ -287,7 +310,9 @@ class Counted(Unpaced):
         self.taken += n
 
 
-def test_a_request_longer_than_the_connection_stays_up_goes_in_halves_and_later_batches_smaller() -> None:
+def test_a_request_longer_than_the_connection_stays_up_goes_in_halves_and_later_batches_smaller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Cuts every request of more than 200 writes before its answer: a batch cut twice in a row
     is sent as two halves (split again the same way), the batches made after it are no larger
     than what answered (growing back by a quarter each answer), and a request sent again after
@@ -301,6 +326,7 @@ def test_a_request_longer_than_the_connection_stays_up_goes_in_halves_and_later_
         return [(0, "")] * len(writes)
 
     pace = Counted()
+    short_pauses(monkeypatch)
     sender = BulkSender(send=cut_long, lookup=lambda ids: {}, pace=pace, max_attempts=1, fault_budget=30,
                         window=Window(least=1, most=1))  # fmt: skip
     sender.send_all([doc(i, f"id{i}", {"i": i}) for i in range(2000)])
@@ -432,7 +458,7 @@ def test_ctrl_c_stops_taking_documents_and_waits_a_bounded_time() -> None:
     release = threading.Event()
 
     def slow(writes: list[WriteOp]) -> list[tuple[int, str]]:
-        release.wait(0.3)
+        release.wait(0.05)
         return [(0, "")] * len(writes)
 
     produced = 0
@@ -468,11 +494,11 @@ def test_ctrl_c_with_a_request_that_never_answers_returns_after_the_stop_timeout
     def docs() -> Iterator[PreparedDoc]:
         for i in range(50):
             yield doc(i, f"id{i}", {"i": i})
-        time.sleep(0.2)
+        assert entered.wait(30)  # a request is out, and hangs
         raise KeyboardInterrupt
 
     sender = BulkSender(
-        send=hangs, lookup=lambda ids: {}, pace=Unpaced(), max_attempts=3, max_batch_docs=10, stop_timeout=0.5
+        send=hangs, lookup=lambda ids: {}, pace=Unpaced(), max_attempts=3, max_batch_docs=10, stop_timeout=0.1
     )
     with pytest.raises(KeyboardInterrupt):
         sender.send_all(docs())
