@@ -124,94 +124,91 @@ class Case:
         return self.tz or "UTC"
 
 
-def pandas_bins(ticks: pd.DataFrame, case: Case, *, grid: bool = False) -> tuple[pd.DataFrame, np.ndarray, bool]:
+@dataclass
+class Bins:
+    """pandas' bins of some ticks, per series from its first bin to its last, empty ones
+    included: the series ``keys``, the bins' ``starts`` (instants in the case's zone), and
+    for each bin its ``count``, ``volume``, ``high``, ``low`` and the prices of its ``first``
+    and ``last`` tick in the engine's order (``None`` where it holds none)."""
+
+    keys: list[str]
+    starts: pd.DatetimeIndex
+    count: list[int]
+    volume: list[int]
+    first: list[int | None]
+    last: list[int | None]
+    high: list[int | None]
+    low: list[int | None]
+
+
+def pandas_bins(ticks: pd.DataFrame, case: Case) -> Bins:
     """pandas' bins of ``ticks`` (columns symbol, id, timestamp (UTC), price, volume) under
-    ``case.rule``, per series when ``case.by`` (first/last row, high, low, count, volume), with
-    the prices in the engine's order and whether the bins are local wall times; ``grid``: the
-    counts only (what labels the bins)."""
-    rule, by = case.rule, bool(case.by)
-    ordered = ticks.sort_values(["timestamp", "id"]).reset_index(drop=True)  # the read engine's order
-    prices = ordered["price"].to_numpy(dtype=np.int64)
-    at = pd.DatetimeIndex(ordered["timestamp"]).tz_convert(case.zone)
-    data = pd.DataFrame(
-        {
-            "key": ordered["symbol"].to_numpy() if by else "",
-            "order": np.arange(len(ordered), dtype=float),
-            "price": prices.astype(float),  # exact: the prices stay below 2**53
-            "volume": ordered["volume"].to_numpy(dtype=np.int64),
-        },
-        index=at,
-    )
+    ``case.rule``, per series when ``case.by``."""
+    rule = case.rule
+    stamps = pd.DatetimeIndex(ticks["timestamp"])
+    order = np.lexsort((ticks["id"].to_numpy(), stamps.asi8))  # the read engine's order
+    prices = ticks["price"].to_numpy(dtype=np.int64)[order]
+    volumes = ticks["volume"].to_numpy(dtype=np.int64)[order]
+    keys = ticks["symbol"].to_numpy()[order] if case.by else np.full(len(order), "", dtype=object)
+    at = stamps[order].tz_convert(case.zone)
     options: dict[str, Any] = {}
     naive = rule.kind in ("days", "anchored", "clock")
-    if naive:
-        data.index = at.tz_localize(None)  # local wall time
+    index = at.tz_localize(None) if naive else at  # local wall time, or the instants
     if rule.kind in ("fixed", "days"):
         options["origin"] = rule.origin if rule.origin == "epoch" else pd.Timestamp(rule.origin)
     if rule.kind == "clock":  # a time of day: edges at that wall time each day, an offset from midnight
         options.update(origin="epoch", offset=rule.origin)
+    rows = pd.Series(1.0, index=index)
     if rule.kind == "anchored":  # pandas anchors nW / nM on the first row: make it an edge counted from 1970
-        keys = data["key"].unique()
-        sentinel = pd.DataFrame(
-            {"key": keys, "order": np.nan, "price": np.nan, "volume": 0},
-            index=pd.DatetimeIndex([rule.origin] * len(keys)),
-        )
-        data = pd.concat([sentinel, data])
-    # Each series resampled on its own (what groupby("key").resample does, without its slow
-    # apply): pandas' bins from the series' first row to its last, empty ones included.
-    parts = {}
-    for key, rows in data.groupby("key", sort=True):
-        if grid:
-            parts[key] = pd.DataFrame({"count": rows["price"].resample(rule.freq, closed="left", label="left",
-                                                                      **options).count()})  # fmt: skip
-            continue
-        cut = rows[["order", "price", "volume"]].resample(rule.freq, closed="left", label="left", **options)
-        lowest, highest, count, total = cut.min(), cut.max(), cut.count(), cut.sum()
-        parts[key] = pd.DataFrame({
-            "first": lowest["order"], "last": highest["order"], "high": highest["price"], "low": lowest["price"],
-            "count": count["price"], "volume": total["volume"],
-        })  # fmt: skip
-    agg = pd.concat(parts)
-    if rule.kind == "anchored":  # only the bins from each series' first bar to its last
-        ticked = (agg["count"] > 0).groupby(level=0)
-        agg = agg[ticked.cummax() & ticked.transform(lambda s: s[::-1].cummax()[::-1])]
-    return agg, prices, naive
-
-
-def bin_starts(agg: pd.DataFrame, case: Case, *, naive: bool) -> pd.DatetimeIndex:
-    """The bins' starts as instants in the case's zone."""
-    starts = pd.DatetimeIndex(agg.index.get_level_values(1))
-    return (starts.tz_localize(case.zone) if naive else starts).tz_convert(case.zone).as_unit("us").rename("timestamp")
+        rows = pd.concat([pd.Series(np.nan, index=pd.DatetimeIndex([rule.origin])), rows])
+    # pandas' bins, labelled by their starts: one resample of every row. With origin "epoch",
+    # a given origin or a calendar anchor (or the sentinel), a bin's edges do not depend on
+    # which rows fall in it, so each series' bins (what groupby("key").resample gives, from its
+    # first row's bin to its last one's, empty ones included) are a run of these; a row's bin
+    # is the last start at or before it (the bins are closed on the left and tile the line).
+    labels = rows.resample(rule.freq, closed="left", label="left", **options).count().index
+    slots = labels.searchsorted(index, side="right") - 1
+    bins = Bins([], labels[:0], [], [], [], [], [], [])
+    taken: list[int] = []
+    for key in sorted(set(keys)):
+        mine = np.flatnonzero(keys == key)
+        held: dict[int, list[int]] = {}
+        for row in mine:
+            held.setdefault(int(slots[row]), []).append(int(row))
+        for slot in range(int(slots[mine[0]]), int(slots[mine[-1]]) + 1):
+            members = held.get(slot, [])
+            bins.keys.append(key)
+            taken.append(slot)
+            bins.count.append(len(members))
+            bins.volume.append(int(volumes[members].sum()) if members else 0)
+            bins.first.append(int(prices[members[0]]) if members else None)
+            bins.last.append(int(prices[members[-1]]) if members else None)
+            bins.high.append(int(prices[members].max()) if members else None)
+            bins.low.append(int(prices[members].min()) if members else None)
+    starts = labels[taken]
+    bins.starts = (starts.tz_localize(case.zone) if naive else starts).tz_convert(case.zone).as_unit("us")
+    bins.starts = bins.starts.rename("timestamp")
+    return bins
 
 
 def oracle(ticks: pd.DataFrame, case: Case) -> pd.DataFrame:
     """pandas' bars of ``ticks`` (columns symbol, id, timestamp (UTC), price, volume) under
     ``case.rule``, shaped as tsstore's frame."""
-    agg, prices, naive = pandas_bins(ticks, case)
-    by = bool(case.by)
-    keys = agg.index.get_level_values(0)
-    starts = bin_starts(agg, case, naive=naive)
-    count = agg["count"].to_numpy()
-
-    def prices_at(column: str) -> Any:
-        return pd.array([int(prices[int(i)]) if n else None for i, n in zip(agg[column], count)], dtype="Int64")
-
-    def values(column: str) -> Any:
-        return pd.array([int(v) if n else None for v, n in zip(agg[column], count)], dtype="Int64")
-
-    columns = {"open": prices_at("first"), "high": values("high"), "low": values("low"), "close": prices_at("last"),
-               "count": pd.array(count, dtype="Int64"), "volume": pd.array(agg["volume"], dtype="Int64")}  # fmt: skip
-    index: pd.Index = starts
-    if by:
-        index = pd.MultiIndex.from_arrays([pd.Index(keys, name="symbol"), starts])
-    frame = pd.DataFrame(columns, index=index)
-    if case.fill is None:
-        return frame[frame["count"] > 0]
-    if case.fill == "prev":
-        carried = frame["close"].groupby(np.asarray(keys)).ffill()
-        for column in ("open", "high", "low", "close"):
-            frame[column] = frame[column].fillna(carried)
-    return frame
+    bins = pandas_bins(ticks, case)
+    kept = [i for i, n in enumerate(bins.count) if n or case.fill is not None]
+    columns: dict[str, list[Any]] = {"open": bins.first, "high": bins.high, "low": bins.low, "close": bins.last}
+    if case.fill == "prev":  # an empty bin's prices: its series' last close before it
+        carried: list[int | None] = []
+        for i, close in enumerate(bins.last):
+            carried.append(close if close is not None or i == 0 or bins.keys[i - 1] != bins.keys[i] else carried[-1])
+        columns = {name: [v if n else c for v, n, c in zip(column, bins.count, carried)]
+                   for name, column in columns.items()}  # fmt: skip
+    columns.update(count=bins.count, volume=bins.volume)
+    index: pd.Index = bins.starts[kept]
+    if case.by:
+        index = pd.MultiIndex.from_arrays([pd.Index([bins.keys[i] for i in kept], name="symbol"), index])
+    return pd.DataFrame({name: pd.array([column[i] for i in kept], dtype="Int64") for name, column in columns.items()},
+                        index=index)  # fmt: skip
 
 
 def same_frame(got: pd.DataFrame, want: pd.DataFrame) -> None:
@@ -751,8 +748,7 @@ def test_aligned_series_equal_brute_force_on_pandas_buckets(
                        zone=cut.zone, moments=True)  # fmt: skip
     got = side_by_side(frame, series=1, value=value, fill=fill, edges=cut, amount=value in ("count", "volume", "sum"))
     whole = replace(chosen, by=())
-    agg, _, naive = pandas_bins(ticks_frame(ticks), whole, grid=True)
-    grid = bin_starts(agg, whole, naive=naive)  # pandas' buckets of all the ticks, first to last
+    grid = pandas_bins(ticks_frame(ticks), whole).starts  # pandas' buckets of all the ticks, first to last
     labels = grid.tz_convert(UTC)
     cells: dict[tuple[str, int], list[Tick]] = {}
     for tick in sorted(ticks, key=lambda t: (t.timestamp, t.id)):
