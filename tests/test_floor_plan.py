@@ -5,6 +5,7 @@ other in a loop. Pure: reads the source, runs nothing."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -32,9 +33,15 @@ def wing_of(module: str) -> str:
     return f"{parts[0]}/" if (PACKAGE / parts[0]).is_dir() else f"{parts[0]}.py"
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """The syntax tree of ``path``, parsed once per test process (the package takes a CPU-second)."""
+    return ast.parse(path.read_text(), str(path))
+
+
 def imports_of(path: Path) -> set[str]:
     """The tsstore modules ``path`` imports, anywhere in it (a function's import too)."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parsed(path)
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -147,7 +154,7 @@ def test_no_class_outgrows_a_room() -> None:
     sizes = {
         f"{path.relative_to(ROOT)}:{node.name}": (node.end_lineno or node.lineno) - node.lineno + 1
         for path in PACKAGE.rglob("*.py")
-        for node in ast.walk(ast.parse(path.read_text()))
+        for node in ast.walk(parsed(path))
         if isinstance(node, ast.ClassDef)
     }
     assert sizes["tsstore/store.py:TimeSeriesStore"] <= 250 and sizes["tsstore/aio.py:AsyncTimeSeriesStore"] <= 250
