@@ -31,6 +31,7 @@ import asyncio
 import bisect
 import copy
 import datetime as dt
+import functools
 import io
 import random
 import re
@@ -447,8 +448,9 @@ def test_time_of_day_bars_equal_pandas_on_local_wall_time_in_winter_and_summer(c
         for i, at in enumerate(times)
     ]  # fmt: skip
     ticks.sort(key=lambda t: (t.timestamp, t.id))
+    want = oracle(ticks_frame(ticks), chosen)
     for descending in (False, True):
-        same_frame(built(chosen, ticks[::-1] if descending else ticks, descending), oracle(ticks_frame(ticks), chosen))
+        same_frame(built(chosen, ticks[::-1] if descending else ticks, descending), want)
 
 
 @pytest.mark.parametrize(
@@ -1096,6 +1098,7 @@ def interval_rows() -> list[tuple[str, str]]:
     return rows
 
 
+@functools.cache  # an index is immutable: the rows of one zone share it
 def edge_ticks(zone: str) -> pd.DatetimeIndex:
     """Times from November 2023, around both 2024 New York changes and month ends, every 7
     minutes across the days around them, and each local midnight, 09:30 and 17:00 of those days 1 µs either
@@ -1130,5 +1133,5 @@ def test_each_row_of_the_intervals_table_cuts_the_buckets_pandas_cuts(row: tuple
     labels = labels.tz_convert(UTC)
     cut = buckets(**options)
     wants = labels[labels.searchsorted(index.tz_convert(UTC), side="right") - 1]  # pandas' bucket of each time
-    for at, want in zip(index, wants, strict=True):
-        assert cut.start(at.to_pydatetime()) == want.to_pydatetime(), (row, at)
+    for at, want in zip(index.to_pydatetime(), wants.to_pydatetime(), strict=True):
+        assert cut.start(at) == want, (row, at)
