@@ -964,3 +964,34 @@ def test_a_listener_that_dies_for_good_raises_live_error(tsstore_emulator: Any) 
     )
     assert child.returncode == 3, (child.stdout, child.stderr[-2000:])
     assert "stopped 4 times within a minute on errors the client does not recover from" in child.stdout, child.stdout
+
+
+def test_a_timeout_of_zero_polls_what_has_arrived() -> None:
+    """``next_update(timeout=0)`` and ``next_tick(timeout=0)`` take what the listeners have
+    reported without waiting (a poll), and answer ``None`` only when nothing has arrived: on the
+    memory database a write is reported before it returns."""
+    spec = SeriesSpec("ticks", shards=["a", "b"], key_fields=["symbol"])
+    t0 = dt.datetime(2026, 3, 2, 14, tzinfo=dt.timezone.utc)
+
+    def rows(start: int, n: int) -> list[dict[str, Any]]:
+        return [{"symbol": f"S{i}", "timestamp": t0 + dt.timedelta(seconds=i)} for i in range(start, start + n)]
+
+    with TimeSeriesStore.memory(spec) as store:
+        store.write(rows(0, 3))
+        watch = store.watch(limit=5)
+        tail = store.tail(since=t0)
+        try:
+            first = watch.next_update(timeout=0)
+            assert first is not None and len(first.window) == 3
+            assert watch.next_update(timeout=0) is None  # nothing new
+            assert {tail.next_tick(timeout=0).tick.id for _ in range(3)} == {  # type: ignore[union-attr]
+                tick.id for tick in first.window}
+            assert tail.next_tick(timeout=0) is None
+            store.write(rows(3, 1))
+            update = watch.next_update(timeout=0)
+            assert update is not None and [tick.data["symbol"] for tick in update.entered] == ["S3"]
+            got = tail.next_tick(timeout=0)
+            assert got is not None and got.tick.data["symbol"] == "S3"
+        finally:
+            watch.close()
+            tail.close()

@@ -319,17 +319,15 @@ class LiveWatch(_Live, Iterator[WindowUpdate]):
 
     def next_update(self, timeout: float | None = None) -> WindowUpdate | None:
         """The next update, or ``None`` when ``timeout`` seconds pass without one or the
-        watch is closed."""
+        watch is closed; ``timeout=0`` polls (what has arrived, without waiting)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._listeners.closed:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                return None
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             wait = LIVENESS_CHECK if left is None else min(left, LIVENESS_CHECK)
-            for event in self._listeners.events(wait):
+            for event in self._listeners.events(wait):  # what has arrived is taken even when the time is up
                 self._report(event)
             update = self._state.update()
-            if update is not None:
+            if update is not None or left == 0:
                 return update
         return None
 
@@ -381,18 +379,19 @@ class LiveTail(_Live, Iterator[TailTick]):
         return self._handed_late
 
     def next_tick(self, timeout: float | None = None) -> TailTick | None:
-        """The next tick, or ``None`` when ``timeout`` seconds pass without one or the tail is closed."""
+        """The next tick, or ``None`` when ``timeout`` seconds pass without one or the tail is
+        closed; ``timeout=0`` polls (what has arrived, without waiting)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._ready:
             if self._listeners.closed:
                 return None
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                return None
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             wait = LIVENESS_CHECK if left is None else min(left, LIVENESS_CHECK)
-            for key, docs, added, _ in self._listeners.events(wait):
+            for key, docs, added, _ in self._listeners.events(wait):  # taken even when the time is up
                 self._take(key, docs, added)
             self._replace_stalled()
+            if left == 0 and not self._ready:
+                return None
         tick = self._ready.popleft()
         self._handed += 1
         self._handed_late += tick.late
