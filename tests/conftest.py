@@ -148,6 +148,21 @@ def gcs_bucket(gcs_server: GcsAt, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture(scope="session")
+def tsstore_emulator(tsstore_emulator: EmulatorAt, request: pytest.FixtureRequest) -> EmulatorAt:
+    """The plugin's emulator, refused in a run without emulator tests however a test reached it
+    (``request.getfixturevalue`` too, which no marker sees)."""
+    no_emulator_deselected(request)
+    return tsstore_emulator
+
+
+@pytest.fixture(scope="session")
+def tsstore_datastore_emulator(tsstore_datastore_emulator: EmulatorAt, request: pytest.FixtureRequest) -> EmulatorAt:
+    """The plugin's emulator in Datastore mode, refused as :func:`tsstore_emulator` is."""
+    no_emulator_deselected(request)
+    return tsstore_datastore_emulator
+
+
+@pytest.fixture(scope="session")
 def emulator(tsstore_emulator: EmulatorAt, request: pytest.FixtureRequest) -> EmulatorAt:
     """The session's emulator (the plugin's ``tsstore_emulator``)."""
     no_emulator_deselected(request)
