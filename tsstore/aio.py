@@ -36,7 +36,6 @@ from tsstore.live.listen import ListenTail, ListenWindow, start
 from tsstore.native_mode import FirestoreSide, NativeQueries, aggregated
 from tsstore.read.async_engine import aread_ticks
 from tsstore.read.cold import ColdRead, TieredRead, cold_ticks
-from tsstore.read.fetch import afetcher
 from tsstore.series_counters import counter_path
 from tsstore.spec import SeriesSpec
 from tsstore.store import TimeSeriesStore
@@ -262,7 +261,8 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
             return _chained([self._ticks(part) for part in read.parts], read.limit)
         if isinstance(read, ColdRead):
             return _pushed(cold_ticks(read, self._object_bytes))
-        fetch = afetcher(self._collection_of, read.plan, gate=self._gate)
+        assert self._queries is not None  # an asyncio client's
+        fetch = self._queries.afetcher(read.plan, gate=self._gate)
         return aread_ticks(read, fetch=fetch, renew=lambda: self._run(reading.server_time(self.seat)))
 
 

@@ -7,8 +7,9 @@ Datastore mode's)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 from google.cloud.firestore_v1.watch import ChangeType
@@ -17,15 +18,17 @@ from tsstore.asks import Doc, DocAsk
 from tsstore.clock import ServerClock, local_us
 from tsstore.layout.census import census_query
 from tsstore.live.listen import ChunkQuery, Listen, OnSnapshot, Subscription
-from tsstore.read.chunks import ChunkTicks, chunk_query
+from tsstore.read.async_engine import AsyncFetch
+from tsstore.read.chunks import Chunk, ChunkTicks, chunk_query
 from tsstore.read.engine import Fetch
-from tsstore.read.fetch import fetcher
 from tsstore.read.plan import QueryPlan
 from tsstore.series_counters import SeriesCounters
 from tsstore.spec import SeriesSpec
+from tsstore.ticks import Position, Tick
 from tsstore.verbs.reading import clock_probe
 from tsstore.verbs.request import Aggregate, Count, Over
-from tsstore.wire import ONE_ATTEMPT, answer_document, doc_of, late_guard, listen, server_clock, told_clock, transport
+from tsstore.wire import (ONE_ATTEMPT, answer_document, astream_ticks, doc_of, late_guard, listen, server_clock,
+                          stream_ticks, told_clock, transport)  # fmt: skip
 from tsstore.write.marks import LateGuard
 from tsstore.write.ops import Transport
 
@@ -93,6 +96,33 @@ class NativeQueries:
             query = getattr(query, kind)(*(() if field is None else (field,)), alias=alias)
         return query
 
+    def fetcher(self, plan: QueryPlan, *, fast: bool) -> Fetch:
+        """The read engine's fetch of ``plan``'s chunks on a sync client: each chunk's query
+        (:func:`~tsstore.read.chunks.chunk_query`) streamed by :func:`~tsstore.wire.stream_ticks`
+        (``fast``: through the client's own stub)."""
+
+        def fetch(
+            chunk: Chunk, after: Position | None, limit: int | None, read_time: dt.datetime | None
+        ) -> Iterator[Tick]:
+            query = chunk_query(self.collection(plan.spec), plan, chunk, after, limit)
+            return stream_ticks(query, timestamp_field=plan.spec.timestamp_field, read_time=read_time, fast=fast)
+
+        return fetch
+
+    def afetcher(self, plan: QueryPlan, *, gate: asyncio.Semaphore) -> AsyncFetch:
+        """The fetch of ``plan``'s chunks on an async client, each held by ``gate`` from its
+        sending to its first answer (not while the caller consumes it: a merge keeps every
+        chunk open at once, and must not wait on itself)."""
+
+        async def fetch(
+            chunk: Chunk, after: Position | None, limit: int | None, read_time: dt.datetime | None
+        ) -> AsyncIterator[Tick]:
+            query = chunk_query(self.collection(plan.spec), plan, chunk, after, limit)
+            async with gate:
+                return await astream_ticks(query, timestamp_field=plan.spec.timestamp_field, read_time=read_time)
+
+        return fetch
+
     def listen(self, query: ChunkQuery, on_snapshot: OnSnapshot, /, *, ordered: bool) -> Subscription:
         """The client's real-time listener on one chunk's query (a sync client's only:
         :func:`tsstore.wire.listen`), reporting each snapshot's documents and its additions."""
@@ -143,7 +173,7 @@ class NativeAnswers:
 
     def fetcher(self, plan: QueryPlan) -> Fetch:
         """The engine's fetch of ``plan``'s chunks."""
-        return fetcher(self.queries.collection, plan, fast=self._fast)
+        return self.queries.fetcher(plan, fast=self._fast)
 
     def transport(self, collection: Any, *, timeout: float) -> Transport:
         """The sender's transport on ``collection``."""
