@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from google.api_core import exceptions as gexc
 
@@ -31,6 +31,15 @@ class Asking(Generic[Answer]):
     faults; ``what`` names the call in the error when every attempt failed."""
 
     what: str
+
+
+def step(request: Generator[A, Any, B], reply: object) -> tuple[Literal[False], A] | tuple[Literal[True], B]:
+    """Give ``request`` (a verb's, or a counter's) the answer to its last ask: (False, its next
+    ask) or (True, its result)."""
+    try:
+        return False, request.send(reply)
+    except StopIteration as done:
+        return True, done.value
 
 
 def ask(question: Asking[T]) -> Generator[Asking[T], T, T]:

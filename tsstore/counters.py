@@ -39,10 +39,10 @@ import uuid
 from collections import Counter as _Tally
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from tsstore import faults
-from tsstore.asks import AddToDocs, Asking, CreateDoc, DeleteDoc, Doc, DocAsk, GetDoc, SumDocs, UpdateDoc
+from tsstore.asks import AddToDocs, Asking, CreateDoc, DeleteDoc, Doc, DocAsk, GetDoc, SumDocs, UpdateDoc, step
 from tsstore.databases import DocumentAnswers, document_answers
 from tsstore.errors import CounterError, FaultError, StateError
 from tsstore.limits import DOCUMENT_WRITES_PER_SECOND, MAX_INT64, MIN_INT64
@@ -341,14 +341,14 @@ class ShardedCounter(Counter):
 
     def _run(self, request: CounterRequest[_T]) -> _T:
         """``request``'s result, each ask answered on this thread."""
-        stepped = _step(request, None)
+        stepped = step(request, None)
         while stepped[0] is False:
             ask = stepped[1]
             if isinstance(ask, Wait):
                 time.sleep(ask.seconds)
-                stepped = _step(request, None)
+                stepped = step(request, None)
             else:
-                stepped = _step(request, faults.call(functools.partial(_attempt, self._answer, ask), what=ask.what))
+                stepped = step(request, faults.call(functools.partial(_attempt, self._answer, ask), what=ask.what))
         return stepped[1]
 
     def create(self, *, shards: int) -> int:
@@ -429,15 +429,15 @@ class AsyncCounter(Counter):
 
     async def _run(self, request: CounterRequest[_T]) -> _T:
         """``request``'s result, each ask answered on the event loop."""
-        stepped = _step(request, None)
+        stepped = step(request, None)
         while stepped[0] is False:
             ask = stepped[1]
             if isinstance(ask, Wait):
                 await asyncio.sleep(ask.seconds)
-                stepped = _step(request, None)
+                stepped = step(request, None)
             else:
                 answer = await faults.acall(functools.partial(_aattempt, self._answer, ask), what=ask.what)
-                stepped = _step(request, answer)
+                stepped = step(request, answer)
         return stepped[1]
 
     async def create(self, *, shards: int) -> int:
@@ -477,17 +477,6 @@ class AsyncCounter(Counter):
 #: async store an :class:`AsyncCounter`.
 SeriesCounter: TypeAlias = ShardedCounter | AsyncCounter
 
-
-#: A request stepped once: (False, its next ask) or (True, its result).
-_Stepped: TypeAlias = tuple[Literal[False], "DocAsk | Wait"] | tuple[Literal[True], _T]
-
-
-def _step(request: CounterRequest[_T], reply: object) -> _Stepped[_T]:
-    """Give ``request`` the answer to its last ask: (False, its next ask) or (True, its result)."""
-    try:
-        return False, request.send(reply)
-    except StopIteration as done:
-        return True, done.value
 
 
 def _lone(ask: DocAsk) -> bool:

@@ -26,7 +26,7 @@ from google.cloud.firestore_v1.base_collection import BaseCollectionReference
 from tsstore.analytics.aggregate import Number
 from tsstore.analytics.asof import JoinRead
 from tsstore.asks import (Asking, CreateDoc, DeleteDoc, Doc, FindDocs, GetDoc, KnownTime, SetDoc,
-                          UpdateDoc)  # fmt: skip
+                          UpdateDoc, step)  # fmt: skip
 from tsstore.cold.objects import DeleteObject, GetObject, ListObjects, ObjectUrls, PutObject
 from tsstore.counters import SeriesCounter
 from tsstore.layout.census import Ask as CensusAsk
@@ -290,14 +290,6 @@ def is_question(ask: object) -> TypeGuard[Question]:
 
 #: A request: yields asks, receives their answers, returns the verb's result.
 Request = Generator[Ask, Any, R]
-
-
-def step(request: Request[R], reply: object) -> tuple[Literal[False], Ask] | tuple[Literal[True], R]:
-    """Give ``request`` the answer to its last ask: (False, its next ask) or (True, its result)."""
-    try:
-        return False, request.send(reply)
-    except StopIteration as done:
-        return True, done.value
 
 
 def answer(request: Request[R], respond: Callable[[Ask], object]) -> R:
