@@ -163,16 +163,14 @@ def tsstore_datastore_emulator(tsstore_datastore_emulator: EmulatorAt, request: 
 
 
 @pytest.fixture(scope="session")
-def emulator(tsstore_emulator: EmulatorAt, request: pytest.FixtureRequest) -> EmulatorAt:
-    """The session's emulator (the plugin's ``tsstore_emulator``)."""
-    no_emulator_deselected(request)
+def emulator(tsstore_emulator: EmulatorAt) -> EmulatorAt:
+    """The session's emulator (the plugin's ``tsstore_emulator``, which guards the lane)."""
     return tsstore_emulator
 
 
 @pytest.fixture(scope="session")
-def datastore_emulator(tsstore_datastore_emulator: EmulatorAt, request: pytest.FixtureRequest) -> EmulatorAt:
+def datastore_emulator(tsstore_datastore_emulator: EmulatorAt) -> EmulatorAt:
     """The session's emulator in Datastore mode (the plugin's ``tsstore_datastore_emulator``)."""
-    no_emulator_deselected(request)
     return tsstore_datastore_emulator
 
 
