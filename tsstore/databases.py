@@ -24,7 +24,7 @@ from google.cloud import firestore
 from tsstore.asks import DocAsk
 from tsstore.dswire import is_datastore_client
 from tsstore.errors import ConfigError, ModeError
-from tsstore.wire import answer_document
+from tsstore.wire import answer_document, database_id
 
 #: The databases tsstore runs on: Firestore in Native mode, in Datastore mode, in this process.
 Mode = Literal["native", "datastore", "memory"]
@@ -59,7 +59,7 @@ def location_of(client: Any) -> tuple[str, str]:
     outlives one (an ingest's checkpoint) is never taken for another's."""
     match mode_of(client):
         case "native":
-            return str(client.project), str(getattr(client, "_database", None) or "(default)")
+            return str(client.project), database_id(client)
         case "datastore":
             return str(client.project), str(client.database or "(default)")
         case "memory":
