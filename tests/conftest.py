@@ -4,7 +4,7 @@ The emulator is never skipped: if it cannot start, every test that needs it erro
 :class:`tsstore.errors.EmulatorError` message (which says what to install or what went wrong).
 Named databases need no creation on the emulator, so a fresh database id per test isolates
 tests from each other far more cheaply than deleting documents between them. The fixtures
-come from the plugin tsstore ships (``tsstore.local.pytest_plugin``), so users get the same.
+come from the plugin tsstore ships (``tsstore.pytest_plugin``), so users get the same.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from tsstore import TimeSeriesStore, WriteOptions
 from tsstore.faults import mode_name
 from tsstore.local import supervisor
 from tsstore.local.emulator import EmulatorAt
-from tsstore.local.pytest_plugin import unique_database_id
+from tsstore.pytest_plugin import unique_database_id
 
 VALIDATOR = Path(__file__).parent / "firebase" / "validate.js"
 
@@ -143,7 +143,7 @@ def gcs_bucket(gcs_server: GcsAt, monkeypatch: pytest.MonkeyPatch) -> str:
     return name
 
 
-# tsstore's own tests use the fixtures the package ships to users (tsstore.local.pytest_plugin),
+# tsstore's own tests use the fixtures the package ships to users (tsstore.pytest_plugin),
 # under shorter names.
 
 

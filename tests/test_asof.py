@@ -50,7 +50,7 @@ from tests.cli import tsstore
 from tests.shared import EMULATOR_MODES, MODES, async_twin, mode_client
 from tsstore import AsyncTimeSeriesStore, QueryError, QueryShape, SeriesSpec, TimeSeriesStore
 from tsstore.analytics.asof import DIRECTIONS, LEFT, RIGHT, AsofJoiner, amerged, merged, priority
-from tsstore.local.pytest_plugin import unique_database_id
+from tsstore.pytest_plugin import unique_database_id
 from tsstore.read.cost import ReadStats
 from tsstore.read.query import Query
 from tsstore.ticks import Tick, without_paths

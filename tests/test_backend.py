@@ -27,7 +27,7 @@ from tsstore import AsyncTimeSeriesStore, QueryShape, SeriesSpec, TimeSeriesStor
 from tsstore.asks import AddToDocs, DocAsk, GetDoc
 from tsstore.backend import backend_for
 from tsstore.beam.target import Target
-from tsstore.counters import AsyncCounter, CounterValue, ShardedCounter
+from tsstore.counters import AsyncCounter, CounterValue, ShardedCounter, SyncCounter
 from tsstore.databases import document_answers, mode_of
 from tsstore.datastore_mode import DatastoreAnswers
 from tsstore.errors import ConfigError, CounterError, FaultError, ModeError, StateError
@@ -227,7 +227,7 @@ def test_the_async_stores_series_counter_is_the_counter_awaited() -> None:
     awaited = {name for name, _ in inspect.getmembers(AsyncCounter, inspect.iscoroutinefunction) if name[0] != "_"}
     assert public == awaited == {"create", "shards", "increment", "increment_many", "value", "rollup", "read", "grow"}
     # Each store's signature says which counter it gives (what mypy and the API reference read).
-    assert inspect.signature(TimeSeriesStore.series_counter).return_annotation is ShardedCounter
+    assert inspect.signature(TimeSeriesStore.series_counter).return_annotation is SyncCounter
     assert inspect.signature(AsyncTimeSeriesStore.series_counter).return_annotation is AsyncCounter
 
 

@@ -164,7 +164,7 @@ def test_the_emulator_commands_import_neither_pandas_nor_the_client() -> None:
     from tsstore.store import TimeSeriesStore
 
     probe = (
-        "import sys, tsstore, tsstore.local.supervisor, tsstore.local.pytest_plugin\n"
+        "import sys, tsstore, tsstore.local.supervisor, tsstore.pytest_plugin\n"
         "from tsstore.cli import main\n"
         "from click.testing import CliRunner\n"
         "ran = CliRunner().invoke(main, ['emulator', 'status'], env={'TSSTORE_HOME': sys.argv[1]})\n"

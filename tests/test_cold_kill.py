@@ -34,7 +34,7 @@ from tests.shared import spec as shared_spec
 from tsstore import TimeSeriesStore, WriteOptions
 from tsstore.cold.parquet import ID_COLUMN, id_checksum
 from tsstore.cold.tier import ColdTier, partition_label
-from tsstore.local.pytest_plugin import unique_database_id
+from tsstore.pytest_plugin import unique_database_id
 
 DAYS = 6
 TICKS = 1200  # 200 a day

@@ -24,7 +24,7 @@ from tests.cli import tsstore as run_tsstore
 from tsstore import TimeSeriesStore
 from tsstore.demo import SPEC
 from tsstore.ingest import IngestError, Rejected, ingest_file
-from tsstore.ingest.parse import BadRow, RowParser
+from tsstore.rows.parse import BadRow, RowParser
 from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
 from tsstore.write.options import EMULATOR_WRITE_OPTIONS
 

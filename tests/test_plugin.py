@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 from google.cloud import firestore
 
-from tsstore import SeriesSpec, TimeSeriesStore
+from tsstore import SeriesSpec, TimeSeriesStore, pytest_plugin
 from tsstore.errors import EmulatorError
-from tsstore.local import pytest_plugin
 
 pytestmark = pytest.mark.emulator  # every test here starts emulators of its own
 

@@ -30,7 +30,7 @@ import pytest
 from tests.shared import async_twin, mode_client, stored_ids
 from tsstore import CursorError, QueryShape, SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.aio import AsyncTimeSeriesStore
-from tsstore.local.pytest_plugin import unique_database_id
+from tsstore.pytest_plugin import unique_database_id
 from tsstore.read.cost import ReadStats
 from tsstore.read.plan import UNSHARDED
 

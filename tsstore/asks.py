@@ -11,7 +11,7 @@ drivers (:mod:`tsstore.store`, :mod:`tsstore.aio`).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -183,6 +183,9 @@ class KnownTime(Asking[dt.datetime | None]):
 
 #: The document asks: each answered by one handler of each driver.
 DocAsk = GetDoc | SetDoc | DeleteDoc | FindDocs | CreateDoc | UpdateDoc | AddToDocs | SumDocs
+
+#: The answer to a document ask on one database, one attempt (faults are the caller's to retry).
+DocumentAnswers = Callable[[DocAsk], Any]
 
 
 def refused(ask: DocAsk, exc: gexc.GoogleAPICallError) -> bool:

@@ -4,8 +4,8 @@ document ask (:func:`document_answers`), and what a Datastore-mode or a memory d
 requests hold as their collection (:class:`DatastoreKind`).
 
 The stores' backends (:func:`tsstore.backend.backend_for`) take their mode from here, and so
-do the counters (:mod:`tsstore.counters`), which are made from a bare client
-(``ShardedCounter(client, path)``) on a floor below the backends. Native mode's client and
+does a counter made from a bare client (``ShardedCounter(client, path)``, :mod:`tsstore.counters`)
+on a floor below the backends. Native mode's client and
 Datastore mode's are told here (their wires stand on this floor). A database defined on a
 higher floor (the memory database, :mod:`tsstore.memory`) registers its client's type and its
 document answers when its package is imported (:func:`register`), which it is before any of its
@@ -21,16 +21,13 @@ from typing import Any, Literal, NoReturn
 
 from google.cloud import firestore
 
-from tsstore.asks import DocAsk
+from tsstore.asks import DocumentAnswers
 from tsstore.dswire import is_datastore_client
 from tsstore.errors import ConfigError, ModeError
 from tsstore.wire import answer_document, database_id
 
 #: The databases tsstore runs on: Firestore in Native mode, in Datastore mode, in this process.
 Mode = Literal["native", "datastore", "memory"]
-
-#: The answer to a document ask on one database, one attempt (faults are the caller's to retry).
-DocumentAnswers = Callable[[DocAsk], Any]
 
 #: Databases defined above this floor: their client's type → their mode and document answers.
 _REGISTERED: dict[type, tuple[Mode, Callable[[Any], DocumentAnswers]]] = {}

@@ -13,12 +13,12 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from tsstore.asks import Doc, DocAsk
+from tsstore.census_asks import Ask
 from tsstore.clock import ServerClock
 from tsstore.dswire import kinds, queries
 from tsstore.dswire.calls import DatastoreCalls, DatastoreHorizons, answer_document, read_ticks, transport
 from tsstore.dswire.values import decode_entity, key_path
 from tsstore.errors import ModeError
-from tsstore.layout.census import Ask
 from tsstore.live.listen import Listen
 from tsstore.databases import DatastoreKind
 from tsstore.read.chunks import ChunkTicks
@@ -51,7 +51,7 @@ class DatastoreSide:
         return LateGuard(spec, horizons)
 
     def counters(self, spec: SeriesSpec) -> SeriesCounters:
-        return SeriesCounters(self._calls.client, spec, answer=functools.partial(answer_document, self._calls))
+        return SeriesCounters(spec, answer=functools.partial(answer_document, self._calls))
 
     def probe(self, spec: SeriesSpec) -> None:
         answer_document(self._calls, clock_probe(spec))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
@@ -44,7 +45,7 @@ class FirestoreSide:
         return late_guard(self._client(), spec)
 
     def counters(self, spec: SeriesSpec) -> SeriesCounters:
-        return SeriesCounters(self._client(), spec)  # answered as its mode answers (databases.document_answers)
+        return SeriesCounters(spec, answer=functools.partial(answer_document, self._client()))
 
     def probe(self, spec: SeriesSpec) -> None:
         answer_document(self._client(), clock_probe(spec))

@@ -3,10 +3,10 @@ incremented with each batch the writer settles.
 
 Counters live in the collection ``<collection>_counts``, one document per series. A batch's
 increments and a receipt in ``<collection>_counts_receipts`` are one commit, so a commit
-retried after a fault is applied once (:func:`~tsstore.counters.increment_counters`).
+retried after a fault is applied once (:func:`~tsstore.counting.increment_counters`).
 Counters run on any database (conditional writes, no transactions), their document asks
 answered as the writer's side answers them (its backend's); the async store's
-``series_counter`` gives the same counter awaited (:class:`~tsstore.counters.AsyncCounter`).
+``series_counter`` gives the same counter awaited (:class:`~tsstore.counting.AsyncCounter`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from tsstore.counters import ShardedCounter, increment_counters
-from tsstore.databases import DocumentAnswers
+from tsstore.asks import DocumentAnswers
+from tsstore.counting import SyncCounter, increment_counters
 from tsstore.errors import ConfigError
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import get_path
@@ -31,13 +31,12 @@ RECEIPTS_SUFFIX = "_receipts"
 
 
 class SeriesCounters:
-    """The counters of one spec's series, on a sync ``client``'s database (a
-    ``firestore.Client``, a ``datastore.Client``, a ``MemoryDatabase``), their document asks
-    answered by ``answer`` (default: as the client's database answers them), made on first use."""
+    """The counters of one spec's series, made on first use, their document asks answered by
+    ``answer`` (as the writer's side answers them, on the store's sync client's database)."""
 
-    def __init__(self, client: Any, spec: SeriesSpec, *, answer: DocumentAnswers | None = None) -> None:
-        self._client, self._spec, self._answer = client, spec, answer
-        self._counters: dict[tuple[Any, ...], ShardedCounter] = {}
+    def __init__(self, spec: SeriesSpec, *, answer: DocumentAnswers) -> None:
+        self._spec, self._answer = spec, answer
+        self._counters: dict[tuple[Any, ...], SyncCounter] = {}
 
     @staticmethod
     def key_of(spec: SeriesSpec, key: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -48,11 +47,11 @@ class SeriesCounters:
             raise ConfigError(f"series key {dict(key)!r} must name exactly the count_by fields {list(spec.count_by)!r}")
         return tuple(key[f] for f in spec.count_by)
 
-    def counter(self, values: tuple[Any, ...]) -> ShardedCounter:
+    def counter(self, values: tuple[Any, ...]) -> SyncCounter:
         """The counter of one series (created, with the spec's shard count, on first use)."""
         counter = self._counters.get(values)
         if counter is None:
-            counter = ShardedCounter(self._client, counter_path(self._spec, values), answer=self._answer)
+            counter = SyncCounter(counter_path(self._spec, values), answer=self._answer)
             counter.create(shards=self._spec.counter_shards)
             self._counters[values] = counter
         return counter

@@ -14,9 +14,9 @@ from apache_beam.metrics import Metrics
 
 from tsstore.beam.outputs import METRICS, REJECTED, DeadLetter, Sourced
 from tsstore.errors import IngestError
-from tsstore.ingest.parse import DEFAULT_MAX_FIELD_BYTES, RowParser
-from tsstore.ingest.readers import detect_format, read_rows
-from tsstore.ingest.rejects import Rejected
+from tsstore.rows.parse import DEFAULT_MAX_FIELD_BYTES, RowParser
+from tsstore.rows.readers import detect_format, read_rows
+from tsstore.rows.rejects import Rejected
 from tsstore.spec import SeriesSpec
 from tsstore.times import naive_zone
 

@@ -29,7 +29,7 @@ from tsstore.beam.seal import SealPartitions, result_of, save_result
 from tsstore.beam.target import Target
 from tsstore.beam.write import WriteTicks
 from tsstore.errors import ConfigError, IngestError
-from tsstore.ingest.parse import DEFAULT_MAX_FIELD_BYTES
+from tsstore.rows.parse import DEFAULT_MAX_FIELD_BYTES
 from tsstore.cold.manifest import SealResult
 from tsstore.spec import DuplicatePolicy, SeriesSpec
 from tsstore.times import TimeLike

@@ -15,8 +15,8 @@ from tsstore.cli.output import echo_figures
 from tsstore.cli.values import OutputFile
 from tsstore.errors import IngestError, Interrupted
 from tsstore.ingest import DEFAULT_MAX_FIELD_BYTES, FORMATS, IngestSummary, ingest_file, write_rejects
-from tsstore.ingest.readers import detect_format
-from tsstore.ingest.parse import EPOCH_UNITS
+from tsstore.rows.readers import detect_format
+from tsstore.rows.parse import EPOCH_UNITS
 from tsstore.spec import DUPLICATE_POLICIES, DuplicatePolicy, SeriesSpec
 from tsstore.times import naive_zone
 

@@ -22,10 +22,10 @@ from typing import Any
 
 from google.cloud.datastore_v1.types import query as query_types
 
+from tsstore.census_asks import Ask, CountAll, CountValue, FirstValue
 from tsstore.dswire.kinds import EVERYTHING, NOTHING, Condition, Variant, position
 from tsstore.dswire.values import encode_value, key
 from tsstore.indexes.build import SHARD_ORDER, after_timestamp
-from tsstore.layout.census import Ask, CountAll, CountValue, FirstValue
 from tsstore.read.plan import UNSHARDED, QueryPlan, plan_query
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Position

@@ -13,19 +13,19 @@ present, never stored twice.
 Reading is chunked (CSV and JSON Lines line by line, Parquet by record batches), so memory
 stays bounded whatever the file's size.
 
-The rooms: :mod:`~tsstore.ingest.readers` (file formats), :mod:`~tsstore.ingest.parse`
-(row to record), :mod:`~tsstore.ingest.checkpoint` (where a re-run resumes),
-:mod:`~tsstore.ingest.rejects` (the reject file), :mod:`~tsstore.ingest.run` (one ingest).
+:mod:`~tsstore.ingest.run` is one ingest, :mod:`~tsstore.ingest.checkpoint` where a re-run
+resumes; the rows are read, parsed and rejected by :mod:`tsstore.rows`, which knows no store
+(Apache Beam's transforms read files with it too).
 """
 
 from __future__ import annotations
 
 from tsstore.errors import IngestError
 from tsstore.ingest.checkpoint import default_checkpoint
-from tsstore.ingest.parse import DEFAULT_MAX_FIELD_BYTES
-from tsstore.ingest.readers import FORMATS, detect_format
-from tsstore.ingest.rejects import Rejected, write_rejects
 from tsstore.ingest.run import IngestSummary, ingest_file
+from tsstore.rows.parse import DEFAULT_MAX_FIELD_BYTES
+from tsstore.rows.readers import FORMATS, detect_format
+from tsstore.rows.rejects import Rejected, write_rejects
 
 __all__ = [
     "DEFAULT_MAX_FIELD_BYTES",

@@ -14,9 +14,9 @@ from typing import Any
 from tsstore.databases import location_of
 from tsstore.errors import IngestError, Interrupted, RecordError, WriteError
 from tsstore.ingest.checkpoint import CHECKPOINT_VERSION, Checkpoint, Watermark, default_checkpoint, file_identity
-from tsstore.ingest.parse import DEFAULT_MAX_FIELD_BYTES, RowParser
-from tsstore.ingest.readers import detect_format, read_rows
-from tsstore.ingest.rejects import Rejected, clip_raw
+from tsstore.rows.parse import DEFAULT_MAX_FIELD_BYTES, RowParser
+from tsstore.rows.readers import detect_format, read_rows
+from tsstore.rows.rejects import Rejected, clip_raw
 from tsstore.spec import DuplicatePolicy
 from tsstore.store import TimeSeriesStore
 from tsstore.times import naive_zone

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from google.cloud.firestore_v1.base_collection import BaseCollectionReference
 from google.cloud.firestore_v1.base_query import BaseQuery, FieldFilter
 
+from tsstore.census_asks import Ask, CountAll, CountRange, CountValue, FirstValue
 from tsstore.indexes.build import SHARD_ORDER
 from tsstore.read.chunks import chunk_query
 from tsstore.read.cost import ReadStats
@@ -40,37 +41,6 @@ SPREAD_SIGMAS = 4.0
 SPREAD_MIN_PER_SHARD = 20
 
 
-@dataclass(frozen=True)
-class CountValue:
-    """Count the ticks under one shard value (at or after ``since``, when given)."""
-
-    value: str
-    since: dt.datetime | None = None
-
-
-@dataclass(frozen=True)
-class CountRange:
-    """Count documents whose shard value is a string strictly between ``low`` and ``high``
-    (``None``: unbounded)."""
-
-    low: str | None
-    high: str | None
-
-
-@dataclass(frozen=True)
-class FirstValue:
-    """The largest shard value strictly between ``low`` and ``high`` (``None`` if none)."""
-
-    low: str | None
-    high: str | None
-
-
-@dataclass(frozen=True)
-class CountAll:
-    """Count every document of the collection."""
-
-
-Ask = CountValue | CountRange | FirstValue | CountAll
 Role = Literal["active", "retired", "undeclared"]
 
 

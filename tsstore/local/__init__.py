@@ -1,4 +1,5 @@
-"""The local wing: the Firestore emulator, its supervisor, the pytest plugin, synthetic ticks.
+"""The local wing: the Firestore emulator, its supervisor, synthetic ticks (the pytest plugin
+that starts the emulator for a test run is :mod:`tsstore.pytest_plugin`).
 
 :func:`local_client` is the one name most users want from here: a client on the emulator,
 the way the CLI finds it.

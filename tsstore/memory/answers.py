@@ -17,11 +17,11 @@ from google.api_core import exceptions as gexc
 
 from tsstore.asks import (AddToDocs, CreateDoc, DeleteDoc, Doc, DocAsk, FindDocs, GetDoc, SetDoc, SumDocs, UpdateDoc,
                           refusal, refused)  # fmt: skip
+from tsstore.census_asks import Ask, CountAll, CountValue, FirstValue
 from tsstore.clock import ServerClock
 from tsstore.databases import DatastoreKind, register
 from tsstore.indexes.build import SHARD_ORDER, after_timestamp
 from tsstore.late import WATERMARKS, WRITERS, BarProbe, Horizon, mark_id, marks_path
-from tsstore.layout.census import Ask, CountAll, CountValue, FirstValue
 from tsstore.live.listen import ChunkQuery, Listen, OnSnapshot, Subscription
 from tsstore.memory.database import NAME, Found, MemoryDatabase, Query, Write
 from tsstore.memory.listen import MemoryListener
@@ -223,7 +223,7 @@ class MemorySide:
         return LateGuard(spec, MemoryHorizons(self._database, spec.collection))
 
     def counters(self, spec: SeriesSpec) -> SeriesCounters:
-        return SeriesCounters(self._database, spec, answer=functools.partial(answer_document, self._database))
+        return SeriesCounters(spec, answer=functools.partial(answer_document, self._database))
 
     def probe(self, spec: SeriesSpec) -> None:
         return None  # the database is in this process: there is no round trip to learn

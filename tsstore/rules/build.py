@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from tsstore.access import ClientAccess
 from tsstore.analytics.rollup import Rollup
 from tsstore.cold.tier import horizon_name
-from tsstore.counters import COUNT_FIELD, SHARDS_COLLECTION
+from tsstore.counting import COUNT_FIELD, SHARDS_COLLECTION
 from tsstore.errors import SpecError
 from tsstore.late import MARKS, WATERMARKS
 from tsstore.series_counters import COUNTERS_SUFFIX

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from tsstore.analytics.asof import ASOF_DEFAULTS
-from tsstore.counters import AsyncCounter, SeriesCounter, ShardedCounter
+from tsstore.counting import AsyncCounter, SeriesCounter, SyncCounter
 from tsstore.errors import OptionError, QueryError
 from tsstore.live.aio import AsyncLive
 from tsstore.read.cost import ReadStats
@@ -264,20 +264,20 @@ class verb(_Declared[P, R]):
 
 
 class counter(verb[P, SeriesCounter]):
-    """The verb that gives a series' counter: a :class:`~tsstore.counters.ShardedCounter` from
-    the sync store, an :class:`~tsstore.counters.AsyncCounter` (awaited) from the async one."""
+    """The verb that gives a series' counter: a :class:`~tsstore.counting.SyncCounter` from
+    the sync store, an :class:`~tsstore.counting.AsyncCounter` (awaited) from the async one."""
 
     @overload
     def __get__(self, store: None, owner: type) -> Callable[Concatenate[Driver, P], object]: ...
     @overload
-    def __get__(self, store: ThreadDriver, owner: type) -> Callable[P, ShardedCounter]: ...
+    def __get__(self, store: ThreadDriver, owner: type) -> Callable[P, SyncCounter]: ...
     @overload
     def __get__(self, store: LoopDriver, owner: type) -> Callable[P, Awaitable[AsyncCounter]]: ...
     def __get__(self, store: Driver | None, owner: type) -> Callable[..., object]:
         return super().__get__(store, owner)
 
     def _returns(self, result: object, asynchronous: bool) -> object:
-        return AsyncCounter if asynchronous else ShardedCounter
+        return AsyncCounter if asynchronous else SyncCounter
 
 
 class stream(_Declared[P, R]):

@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tsstore.asks import Doc, ask, asked_together, asked_with
+from tsstore.census_asks import FirstValue
 from tsstore.errors import QueryError
-from tsstore.layout.census import Census, FirstValue, ShardCensus
+from tsstore.layout.census import Census, ShardCensus
 from tsstore.read.chunks import ChunkTicks
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead, sweep_cursor

@@ -14,9 +14,9 @@ import pandas as pd
 import pyarrow as pa
 
 from tsstore.asks import GetDoc, KnownTime, ask, asked_together
+from tsstore.census_asks import CountAll
 from tsstore.errors import TsstoreError, UndeclaredShardsWarning
 from tsstore.frames import FrameBuilder, check_frame_rows, polars_frame
-from tsstore.layout.census import CountAll
 from tsstore.read.chunks import ChunkTicks
 from tsstore.read.cold import TieredRead
 from tsstore.read.cost import ReadStats

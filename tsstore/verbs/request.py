@@ -27,10 +27,10 @@ from tsstore.analytics.aggregate import Number
 from tsstore.analytics.asof import JoinRead
 from tsstore.asks import (Asking, CreateDoc, DeleteDoc, Doc, FindDocs, GetDoc, KnownTime, SetDoc,
                           UpdateDoc, step)  # fmt: skip
+from tsstore.census_asks import Ask as CensusAsk
+from tsstore.census_asks import FirstValue
 from tsstore.cold.objects import DeleteObject, GetObject, ListObjects, ObjectUrls, PutObject
-from tsstore.counters import SeriesCounter
-from tsstore.layout.census import Ask as CensusAsk
-from tsstore.layout.census import FirstValue
+from tsstore.counting import SeriesCounter
 from tsstore.live.listen import ListenTail, ListenWindow
 from tsstore.read.chunks import ChunkTicks
 from tsstore.read.cold import ColdRead, TieredRead
@@ -254,8 +254,8 @@ class Pause(Asking[None]):
 @dataclass(frozen=True)
 class CounterFor(Asking[SeriesCounter]):
     """The sharded counter of one series (``spec.count_by`` values), made on first use: a
-    :class:`~tsstore.counters.ShardedCounter` from the sync store, an
-    :class:`~tsstore.counters.AsyncCounter` (the same verbs, awaited) from the async store."""
+    :class:`~tsstore.counting.SyncCounter` from the sync store, an
+    :class:`~tsstore.counting.AsyncCounter` (the same verbs, awaited) from the async store."""
 
     values: tuple[Any, ...]
     what: str = "making a series counter"

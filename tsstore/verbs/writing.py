@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from tsstore.asks import ask
-from tsstore.counters import SeriesCounter
+from tsstore.counting import SeriesCounter
 from tsstore.errors import RecordError
 from tsstore.frames import frame_to_records
 from tsstore.results import WriteResult
@@ -132,6 +132,7 @@ def series_counter(seat: Seat, key: Mapping[str, Any]) -> Request[SeriesCounter]
     Counters count the ticks the writer created: writing the same tick again counts
     nothing. Purges do not decrement them, and a process killed between a batch and its
     counter increment leaves that batch uncounted; :meth:`count` is the exact figure. The
-    sync store gives a :class:`~tsstore.counters.ShardedCounter`, the async store an
-    :class:`~tsstore.counters.AsyncCounter`: the same methods, awaited."""
+    sync store gives a :class:`~tsstore.counting.SyncCounter` (a
+    :class:`~tsstore.ShardedCounter`'s verbs, on the store's database), the async store an
+    :class:`~tsstore.counting.AsyncCounter`: the same methods, awaited."""
     return (yield from ask(CounterFor(SeriesCounters.key_of(seat.spec, key))))

@@ -2,7 +2,7 @@
 
 Each reader yields ``(line, record or Rejected)`` in file order (Parquet: the row number),
 in bounded memory (CSV and JSON Lines line by line, Parquet by record batches). A bad row is
-a :class:`~tsstore.ingest.rejects.Rejected`; a file that cannot be read at all is an
+a :class:`~tsstore.rows.rejects.Rejected`; a file that cannot be read at all is an
 :class:`~tsstore.errors.IngestError`.
 """
 
@@ -18,8 +18,8 @@ from pathlib import PurePath
 from typing import IO, Any
 
 from tsstore.errors import IngestError
-from tsstore.ingest.parse import BadRow, RowParser
-from tsstore.ingest.rejects import Rejected, clip_raw
+from tsstore.rows.parse import BadRow, RowParser
+from tsstore.rows.rejects import Rejected, clip_raw
 
 FORMATS: dict[str, tuple[str, ...]] = {
     "csv": (".csv",),
