@@ -35,7 +35,7 @@ from tests.cli import tsstore
 from tests.conftest import unique_database_id
 from tsstore import ColdTier, SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.console.app import Console, Series
-from tsstore.console.command import emulator_of
+from tsstore.cli.console import emulator_of
 from tsstore.console.forms import Reach
 from tsstore.console.server import Serving, bind, serve_in_thread
 from tsstore.declaration import load_declaration
@@ -450,14 +450,14 @@ def test_console_demo_is_one_command_that_serves_the_demos_day(emulator: Any, tm
     import subprocess
     import sys
 
-    from tsstore.console.command import DEMO_TICKS
+    from tsstore.cli.console import DEMO_TICKS
 
     env = {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator.address, "TSSTORE_HOME": str(tmp_path / "home")}
     database = unique_database_id("console-demo")
     # The command as `python -m tsstore` runs it, with the demo's day at 2 000 ticks instead of
     # its 20 000: writing them was most of the test's time, and the size is not what it checks.
     assert DEMO_TICKS == 20_000
-    launch = "import tsstore.console.command as c; c.DEMO_TICKS = 2_000; from tsstore.cli import main; main()"
+    launch = "import tsstore.cli.console as c; c.DEMO_TICKS = 2_000; from tsstore.cli import main; main()"
     command = [sys.executable, "-c", launch, "console", "--demo", "--no-browser", "--database", database]
     with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
         try:

@@ -610,7 +610,7 @@ CTRL_C: list[tuple[tuple[str, ...], str, str]] = [
     (("indexes", "tsstore.demo:DECLARATION", "--stdout"), "tsstore.cli.deploy.plan_index_file", ""),
     (("rules", "tsstore.demo:DECLARATION", "--stdout"), "tsstore.cli.deploy.plan_rules_file", ""),
     (("datastore-indexes", "tsstore.demo:DECLARATION", "--stdout"), "tsstore.cli.deploy.plan_index_yaml", ""),
-    (("console", "--no-browser"), "tsstore.console.command.serve_forever", ""),
+    (("console", "--no-browser"), "tsstore.cli.console.serve_forever", ""),
 ]
 
 

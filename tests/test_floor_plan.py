@@ -113,12 +113,32 @@ def problems(edges: Mapping[str, set[str]], floors: Mapping[str, int]) -> list[s
             if here is not None and there is not None and there > here:
                 found.append(f"{module} (floor {here}) imports {target} (floor {there}): an import up the floors")
     found += [f"files import each other in a loop: {', '.join(group)}" for group in loops(edges)]
+    found += [f"wings import each other in a loop: {', '.join(group)}" for group in loops(wing_graph(edges))]
+    return found
+
+
+def wing_graph(edges: Mapping[str, set[str]]) -> dict[str, set[str]]:
+    """Wing → the other wings its modules import."""
     wings: dict[str, set[str]] = {}
     for module, imported in edges.items():
         wings.setdefault(wing_of(module), set()).update(wing_of(t) for t in imported if wing_of(t) != wing_of(module))
     wings.pop("__init__.py", None)  # the package's face hands names on; it is imported by no wing
-    found += [f"wings import each other in a loop: {', '.join(group)}" for group in loops(wings)]
-    return found
+    return wings
+
+
+def tallest(wings: Mapping[str, set[str]]) -> list[str]:
+    """The longest chain of wings in which each imports the next (the wings make no loop)."""
+
+    @functools.cache
+    def chain(wing: str) -> tuple[str, ...]:
+        return (wing, *max((chain(w) for w in sorted(wings.get(wing, ()))), key=len, default=()))
+
+    return list(max((chain(w) for w in sorted(wings)), key=len, default=()))
+
+
+#: The most wings one chain of imports climbs: issue 61 asks for a house of at most 15 floors,
+#: the benchmarks (``bench/``, which import the stores and the console) standing on the package.
+MOST_WINGS_HIGH = 14
 
 
 def test_the_imports_follow_the_floors_architecture_md_lists() -> None:
@@ -127,6 +147,15 @@ def test_the_imports_follow_the_floors_architecture_md_lists() -> None:
     assert len(edges) > 50 and {wing_of(m) for m in edges} <= set(floors) | {"__init__.py"}
     assert problems(edges, floors) == []
     assert not set(floors) - {wing_of(m) for m in edges}, "ARCHITECTURE.md lists a wing that does not exist"
+
+
+def test_no_chain_of_imports_climbs_more_than_fourteen_wings() -> None:
+    """What sits low stays low: a room that only parses, plans or declares imports no store, so
+    the tallest chain (the CLI on the ingest on the store on its backend ... on the errors) is
+    at most :data:`MOST_WINGS_HIGH` wings."""
+    tower = tallest(wing_graph(graph()))
+    assert tallest({"cli/": {"store.py", "errors.py"}, "store.py": {"errors.py"}}) == ["cli/", "store.py", "errors.py"]
+    assert len(tower) <= MOST_WINGS_HIGH, f"{len(tower)} wings: " + " imports ".join(tower)
 
 
 def test_the_check_finds_an_upward_import_a_file_loop_and_a_wing_loop() -> None:

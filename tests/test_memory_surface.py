@@ -137,7 +137,7 @@ def test_console_demo_memory_serves_the_demos_day_from_this_process(
 ) -> None:
     """The command as it runs, with the page's requests sent where the browser would send them
     (the server in a thread of the test instead of until Ctrl-C)."""
-    import tsstore.console.command as command
+    import tsstore.cli.console as command
 
     monkeypatch.setattr(command, "DEMO_TICKS", 200)
     answers: dict[str, Any] = {}
@@ -196,7 +196,7 @@ def test_memory_before_the_command_says_where_it_goes() -> None:
 def test_memory_with_another_place_or_nothing_to_show_is_a_usage_error(
     made: list[MemoryDatabase], monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], said: str
 ) -> None:
-    import tsstore.console.command as command
+    import tsstore.cli.console as command
 
     monkeypatch.setattr(command, "serve_forever", lambda *_, **__: None)  # a console let through ends at once
     ran = tsstore(*args)

@@ -177,7 +177,7 @@ def test_the_library_and_the_command_line_check_columns_with_one_check() -> None
     """A declared field, a map holding declared fields, tsstore's shard and expiry fields are
     columns; a name the declaration does not know is refused in the same words, the command
     line naming its option."""
-    from tsstore.cli.values import parse_columns
+    from tsstore.typed import parse_columns
 
     spec = SeriesSpec("t", columns={"symbol": "string", "price.micros": "Int64"}, expire_after=dt.timedelta(days=1))
     spec.check_columns(["symbol", "price", "price.micros", "shard", "expireAt"])

@@ -39,7 +39,7 @@ from .errors import (
 from .cold.bigquery import BigQueryRecipe
 from .cold.checks import ColdStatus, ColdVerifyResult, PartitionCheck
 from .cold.manifest import SealedPartition, SealResult
-from .cold.tier import ColdTier
+from .cold_tier import ColdTier
 from .frames import ticks_to_frame
 from .late import LatePolicy
 from .layout.capacity import Capacity, Prices, capacity_for

@@ -65,7 +65,7 @@ from tsstore.limits import DOCUMENT_WRITES_PER_SECOND, MAX_INT64, MIN_INT64
 log = logging.getLogger("tsstore.counters")
 
 SHARDS_COLLECTION = "shards"
-#: Where :meth:`SyncCounter.increment_many` keeps a commit's receipt until it has landed.
+#: Where :meth:`~tsstore.ShardedCounter.increment_many` keeps a commit's receipt until it has landed.
 RECEIPTS_COLLECTION = "receipts"
 COUNT_FIELD = "count"
 SHARDS_FIELD = "shards"
@@ -337,8 +337,9 @@ class Counter:
 
 
 class SyncCounter(Counter):
-    """One distributed counter at a document path, its verbs run on the caller's thread (the
-    sync store's series counter, and :class:`~tsstore.counters.ShardedCounter` on a client).
+    """One distributed counter at a document path, its verbs run on the caller's thread: the
+    sync store's series counter, and, on a client's database,
+    :class:`~tsstore.counters.ShardedCounter` (whose reference shows the verbs).
 
     Every call to the database is a document ask (:mod:`tsstore.asks`) answered by ``answer``
     (one attempt); each is tried again after faults as the stores try theirs, except a lone
@@ -428,7 +429,7 @@ class SyncCounter(Counter):
 
 class AsyncCounter(Counter):
     """A series counter from the async store (``await astore.series_counter(...)``):
-    :class:`SyncCounter`'s verbs, awaited, each the same request answered on the store's
+    :class:`~tsstore.ShardedCounter`'s verbs, awaited, each the same request answered on the store's
     event loop (``answer``: a document ask's answer, one attempt, tried again as the sync
     counter's are)."""
 
@@ -450,35 +451,35 @@ class AsyncCounter(Counter):
         return stepped[1]
 
     async def create(self, *, shards: int) -> int:
-        """:meth:`SyncCounter.create`, awaited."""
+        """:meth:`~tsstore.ShardedCounter.create`, awaited."""
         return await self._run(self._create(shards))
 
     async def shards(self) -> int:
-        """:meth:`SyncCounter.shards`, awaited."""
+        """:meth:`~tsstore.ShardedCounter.shards`, awaited."""
         return await self._run(self._shards())
 
     async def increment(self, by: int = 1) -> None:
-        """:meth:`SyncCounter.increment`, awaited (not sent again after a fault)."""
+        """:meth:`~tsstore.ShardedCounter.increment`, awaited (not sent again after a fault)."""
         await self._run(self._increment(by))
 
     async def increment_many(self, amounts: Iterable[int]) -> int:
-        """:meth:`SyncCounter.increment_many`, awaited."""
+        """:meth:`~tsstore.ShardedCounter.increment_many`, awaited."""
         return await self._run(self._increment_many(amounts))
 
     async def value(self) -> int:
-        """:meth:`SyncCounter.value`, awaited."""
+        """:meth:`~tsstore.ShardedCounter.value`, awaited."""
         return (await self._run(self._live())).value
 
     async def rollup(self) -> CounterValue:
-        """:meth:`SyncCounter.rollup`, awaited."""
+        """:meth:`~tsstore.ShardedCounter.rollup`, awaited."""
         return await self._run(self._rollup())
 
     async def read(self, *, live: bool = False) -> CounterValue:
-        """:meth:`SyncCounter.read`, awaited."""
+        """:meth:`~tsstore.ShardedCounter.read`, awaited."""
         return await self._run(self._value(live))
 
     async def grow(self, *, shards: int) -> int:
-        """:meth:`SyncCounter.grow`, awaited."""
+        """:meth:`~tsstore.ShardedCounter.grow`, awaited."""
         return await self._run(self._grow(shards))
 
 

@@ -18,8 +18,8 @@ from enum import Enum
 from typing import Any, Literal
 
 from tsstore.access import DEFAULT_ACCESS, ClientAccess, access_from
+from tsstore.cold_tier import ColdTier, cold_from
 from tsstore.errors import QueryError, SpecError, refuse_unknown_keys
-from tsstore.cold.tier import ColdTier, cold_from
 from tsstore.late import DEFAULT_LATE, LatePolicy, late_from
 from tsstore.limits import MAX_INEQUALITY_FIELDS, SEQUENTIAL_WRITES_PER_SECOND
 from tsstore.times import to_duration, to_utc
@@ -288,7 +288,7 @@ class SeriesSpec:
       (:class:`~tsstore.late.LatePolicy`: by default it is folded in however late; a declared
       window refuses ticks further behind a roll-up's data than that).
     - ``cold``: where and when closed partitions are sealed into Parquet
-      (:class:`~tsstore.cold.tier.ColdTier`, or its fields as a mapping); ``None``: no cold tier
+      (:class:`~tsstore.cold_tier.ColdTier`, or its fields as a mapping); ``None``: no cold tier
     - ``access``: what web and mobile clients may do with the collection
       (:class:`~tsstore.access.ClientAccess`, its ``read`` value, or its fields as a
       mapping); default signed-in reads, no client writes

@@ -7,7 +7,8 @@ per command group: :mod:`~tsstore.cli.demo`, :mod:`~tsstore.cli.query` (query, c
 explain, purge), :mod:`~tsstore.cli.deploy`, :mod:`~tsstore.cli.counters`,
 :mod:`~tsstore.cli.ingest`, :mod:`~tsstore.cli.emulator`, :mod:`~tsstore.cli.layout`
 (shards, reshard, capacity), :mod:`~tsstore.cli.live` (tail, watch), :mod:`~tsstore.cli.analytics`
-(aggregate, latest, bars, asof, rollup), :mod:`~tsstore.cli.cold` (seal), :mod:`~tsstore.cli.beam` (backfill, export on Apache Beam);
+(aggregate, latest, bars, asof, rollup), :mod:`~tsstore.cli.cold` (seal), :mod:`~tsstore.cli.beam` (backfill, export on Apache Beam),
+:mod:`~tsstore.cli.console` (the console in the browser, with the ``console`` extra);
 :mod:`~tsstore.cli.output` writes query results.
 """
 
@@ -19,7 +20,7 @@ import click
 
 from tsstore.cli.exits import Group, usage
 
-#: Each command as ``module:attribute`` under :mod:`tsstore.cli` (or a module named in full), in the order ``--help``
+#: Each command as ``module:attribute`` under :mod:`tsstore.cli`, in the order ``--help``
 #: lists them. A command's module is imported when the command is looked up, so ``tsstore
 #: emulator status`` does not import pandas or the Firestore client.
 COMMANDS = {
@@ -48,7 +49,7 @@ COMMANDS = {
     "export": "beam:export",
     "counter": "counters:counter",
     "emulator": "emulator:emulator",
-    "console": "tsstore.console.command:console",
+    "console": "console:console",
 }
 #: Earlier names of commands, kept (hidden, with a warning on standard error) for the scripts
 #: that still call them.
@@ -94,8 +95,7 @@ class _Commands(Group):
         if cmd_name not in COMMANDS:
             return None
         module, _, attribute = COMMANDS[cmd_name].partition(":")
-        # A wing above the CLI (the console, with its own extra) is named in full: found by name, as a plugin is.
-        command = getattr(importlib.import_module(module if "." in module else f"tsstore.cli.{module}"), attribute)
+        command = getattr(importlib.import_module(f"tsstore.cli.{module}"), attribute)
         assert isinstance(command, click.Command) and command.name == cmd_name, (cmd_name, command)
         return command
 

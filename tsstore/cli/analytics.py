@@ -27,7 +27,7 @@ from tsstore.cli.common import (
 from tsstore.cli.exits import Failure, exit_interrupted, library_warnings, usage
 from tsstore.cli.output import echo_figures, echo_written, figures_format, format_of_output, output_options, write_frames
 from tsstore.cli.query import stats_option
-from tsstore.cli.values import OutputFile, cli_time, naive_option, parse_columns, parse_value, parse_where
+from tsstore.cli.values import OutputFile, naive_option
 from tsstore.declaration import load_declaration
 from tsstore.errors import Interrupted
 from tsstore.read.cost import ReadStats
@@ -35,6 +35,7 @@ from tsstore.read.query import Query
 from tsstore.results import WriteResult
 from tsstore.spec import SeriesSpec
 from tsstore.times import TimeLike
+from tsstore.typed import parse_columns, parse_time, parse_value, parse_where
 
 
 @click.command("aggregate")
@@ -175,7 +176,7 @@ def latest(
     """
     stats = ReadStats()
     keys = [parse_value(v, field=by, spec=spec) for v in values]
-    where, until = parse_where(where_items, spec=spec), cli_time(before, option="--before", naive=naive)
+    where, until = parse_where(where_items, spec=spec), parse_time(before, option="--before", naive=naive)
     with database.open_store(spec) as store:
         frame = store.latest(by=by, values=keys, where=where, before=until, columns=parse_columns(columns, spec=spec),
                              stats=stats)  # fmt: skip
@@ -192,12 +193,12 @@ ORIGIN_HELP = (
 
 def cli_origin(origin: str | None, *, tz: str | None) -> TimeLike | None:
     """What ``--origin`` says: ``None`` (the default, or ``epoch``), a time of day as typed
-    (the buckets read it in ``--tz``), or an instant (:func:`cli_time`, naive in ``--tz``)."""
+    (the buckets read it in ``--tz``), or an instant (:func:`~tsstore.typed.parse_time`, naive in ``--tz``)."""
     if origin in (None, "epoch"):
         return None
     if time_of_day(origin) is not None:
         return origin
-    return cli_time(origin, option="--origin", naive=tz)
+    return parse_time(origin, option="--origin", naive=tz)
 
 
 @click.command("bars")
@@ -425,7 +426,7 @@ def rollup(
         names = ", ".join(r.name for r in declared)
         what = f"no roll-up {name!r}" if name else "several roll-ups; pick one with --rollup"
         raise usage(f"{declaration} declares {what} of {spec.collection!r} (roll-ups: {names})")
-    start, end = cli_time(since, option="--since", naive=naive), cli_time(until, option="--until", naive=naive)
+    start, end = parse_time(since, option="--since", naive=naive), parse_time(until, option="--until", naive=naive)
     try:
         with database.open_store(spec, writes=chosen[0].name) as store:
             if verify:

@@ -22,10 +22,10 @@ from tsstore.cli.common import (
 from tsstore.cli.exits import REJECTED, library_warnings, usage
 from tsstore.cli.ingest import parse_options
 from tsstore.cli.output import echo_figures
-from tsstore.cli.values import parse_columns
 from tsstore.errors import ConfigError
 from tsstore.read.query import Query
 from tsstore.spec import DuplicatePolicy, SeriesSpec
+from tsstore.typed import parse_columns
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -8,9 +8,10 @@ from tsstore.cli.beam import BEAM_ARGS, runner_option, seal_pipeline
 from tsstore.cli.common import Database, series_options
 from tsstore.cli.exits import FAILED, exit_interrupted, usage
 from tsstore.cli.output import echo_figures, figures_format
-from tsstore.cli.values import cli_time, naive_option
+from tsstore.cli.values import naive_option
 from tsstore.cold.manifest import SealedPartition
 from tsstore.spec import SeriesSpec
+from tsstore.typed import parse_time
 
 
 @click.command("seal", context_settings=BEAM_ARGS)
@@ -58,7 +59,7 @@ def seal(
       tsstore seal --spec myapp.cold:TICKS --project P --runner DataflowRunner \\
         --region europe-west1 --temp_location gs://b/tmp
     """
-    end = cli_time(until, option="--until", naive=naive)
+    end = parse_time(until, option="--until", naive=naive)
     if runner is None and (ctx.args or workers is not None):
         given = ctx.args[0] if ctx.args else f"--workers {workers}"
         raise usage(f"{given} is a Beam pipeline's option; give --runner (or TSSTORE_RUNNER) to seal with Beam")

@@ -25,7 +25,7 @@ import click
 from tsstore.analytics.rollup import Rollup
 from tsstore.cli.exits import Failure, end_now, usage
 from tsstore.cli.mode import in_mode, mode_option
-from tsstore.cli.values import LIMIT, cli_time, naive_option, parse_columns, parse_where
+from tsstore.cli.values import LIMIT, naive_option
 from tsstore.declaration import load_declaration
 from tsstore.errors import SpecError
 from tsstore.limits import DATABASE_ID_PATTERN, DEFAULT_DATABASE_ID
@@ -36,6 +36,7 @@ from tsstore.memory import MemoryDatabase
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
 from tsstore.store import TimeSeriesStore
+from tsstore.typed import parse_columns, parse_time, parse_where
 from tsstore.wire import quick_reconnects
 from tsstore.write.options import EMULATOR_WRITE_OPTIONS, WriteOptions
 
@@ -410,8 +411,8 @@ def query_options(*, page: bool = False, limit_help: str = "", cursor: bool = Fa
             spec = kwargs.get("spec")
             fields: dict[str, Any] = {
                 "where": parse_where(where_items, spec=spec),
-                "start": cli_time(start, option="--start", naive=naive),
-                "end": cli_time(end, option="--end", naive=naive),
+                "start": parse_time(start, option="--start", naive=naive),
+                "end": parse_time(end, option="--end", naive=naive),
             }
             if page:
                 fields["direction"] = kwargs.pop("direction")

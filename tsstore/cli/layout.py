@@ -13,11 +13,12 @@ from tsstore.cli.common import Database, pick_spec, series_options, warn_if_no_c
 from tsstore.cli.exits import Failure, exit_interrupted, library_warnings, usage
 from tsstore.cli.mode import mode_option
 from tsstore.cli.output import echo_figures, figures_format
-from tsstore.cli.values import cli_time, naive_option
+from tsstore.cli.values import naive_option
 from tsstore.errors import Interrupted
 from tsstore.layout.capacity import PlanMode, capacity_for
 from tsstore.spec import SeriesSpec
 from tsstore.times import to_duration
+from tsstore.typed import parse_time
 
 
 @click.command("shards")
@@ -42,7 +43,7 @@ def shards(
       tsstore shards --spec spec.toml --since 2026-11-01T00:00:00Z --check
     """
     with database.open_store(spec) as store:
-        census = store.shard_census(since=cli_time(since, option="--since", naive=naive))
+        census = store.shard_census(since=parse_time(since, option="--since", naive=naive))
         if not census.total:
             warn_if_no_collection(store, database)
     echo_figures(fmt, census.describe(), census)

@@ -13,12 +13,13 @@ import pandas as pd
 from tsstore.cli.common import WHERE_HELP, Database, series_options, where_option
 from tsstore.cli.exits import check_interrupted, ctrl_c_deferred, exit_interrupted, library_warnings, usage
 from tsstore.cli.output import rows_format, write_frames
-from tsstore.cli.values import cli_time, naive_option, parse_where
+from tsstore.cli.values import naive_option
 from tsstore.errors import TsstoreError
 from tsstore.frames import ticks_to_frame
 from tsstore.live.listen import LiveTail, LiveWatch
 from tsstore.spec import SeriesSpec
 from tsstore.times import to_duration
+from tsstore.typed import parse_time, parse_where
 
 #: The columns tail adds: the document id (a stable key downstream) and the late mark.
 ID_COLUMN, LATE_COLUMN = "_id", "_late"
@@ -67,7 +68,7 @@ def tail(
         raise usage(str(exc)) from None
     if behind < dt.timedelta(0):
         raise usage(f"--lateness {lateness!r} is negative; give a duration of 0 or more")
-    where, start = parse_where(where_items, spec=spec), cli_time(since, option="--since", naive=naive)
+    where, start = parse_where(where_items, spec=spec), parse_time(since, option="--since", naive=naive)
     printed = {"ticks": 0, "late": 0}
     try:
         with database.open_store(spec) as store, store.tail(where=where, since=start, lateness=behind) as live:

@@ -25,7 +25,7 @@ from tsstore.cli.common import (
 )
 from tsstore.cli.exits import exit_interrupted, library_warnings, usage
 from tsstore.cli.output import echo_figures, echo_written, figures_format, format_of_output, output_options, write_frames
-from tsstore.cli.values import OutputFile, cli_time, naive_option, parse_columns, parse_where
+from tsstore.cli.values import OutputFile, naive_option
 from tsstore.declaration import load_declaration
 from tsstore.errors import Interrupted
 from tsstore.frames import frames as frames_of
@@ -35,6 +35,7 @@ from tsstore.read.explain import explain as explain_plan
 from tsstore.read.plan import plan_query
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
+from tsstore.typed import parse_columns, parse_time, parse_where
 
 stats_option = click.option(
     "--stats",
@@ -223,7 +224,7 @@ def purge(
     declared = load_declaration(declaration)
     spec = pick_declared(declaration, declared, collection=collection)
     where = parse_where(where_items, spec=spec)
-    bounds: dict[str, Any] = {name: cli_time(text, option=f"--{name}", naive=naive)
+    bounds: dict[str, Any] = {name: parse_time(text, option=f"--{name}", naive=naive)
                               for name, text in (("before", before), ("start", start), ("end", end))}  # fmt: skip
     bounds.update(rollups=[r for r in declared[1] if r.source.collection == spec.collection], past_rollups=past_rollups,
                   correct=correct)  # fmt: skip

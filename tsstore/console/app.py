@@ -29,7 +29,6 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-import click
 import pandas as pd
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
@@ -230,7 +229,7 @@ def _answered(work: Callable[..., Any]) -> Callable[..., Any]:
     async def handler(self: Handlers, request: Request) -> Response:
         try:
             return JSONResponse(_plain(await work(self, request)))
-        except (click.ClickException, TsstoreError, ValueError) as exc:
+        except (TsstoreError, ValueError) as exc:
             return _refusal(exc)
         except Exception as exc:  # a bug: said as JSON to the page, with its traceback in the log
             log.exception("the console's %s failed", work.__name__)
@@ -240,12 +239,10 @@ def _answered(work: Callable[..., Any]) -> Callable[..., Any]:
     return handler
 
 
-def _refusal(exc: click.ClickException | TsstoreError | ValueError) -> JSONResponse:
+def _refusal(exc: TsstoreError | ValueError) -> JSONResponse:
     """``{"error": ...}``: 400 for what was asked wrong (the commands' parsing of what was
     typed, a usage error, a bad value), 409 for what the store does not allow yet (a
     :class:`~tsstore.errors.StateError`), 500 for any other tsstore error."""
-    if isinstance(exc, click.ClickException):
-        return JSONResponse({"error": exc.format_message()}, status_code=400)
     status = 400 if isinstance(exc, (UsageError, ValueError)) else 409 if isinstance(exc, StateError) else 500
     return JSONResponse({"error": str(exc)}, status_code=status)
 
@@ -383,7 +380,7 @@ class Handlers:
                                  "limit": request.query_params.get("limit", "20")})  # fmt: skip
             query = form.query(chosen.spec)
             watch = chosen.store.watch(limit=form.limit, where=query.where, columns=query.columns)
-        except (click.ClickException, TsstoreError, ValueError) as exc:
+        except (TsstoreError, ValueError) as exc:
             return _refusal(exc)
         return StreamingResponse(_events(watch, request, self.console.stopping), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store"})  # fmt: skip

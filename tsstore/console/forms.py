@@ -1,5 +1,5 @@
 """What the console's forms say, as the verbs' options: the same parsing as the commands'
-(``--where``, ``--start``, ``--columns``: :mod:`tsstore.cli.values`), so a bad value is
+(``--where``, ``--start``, ``--columns``: :mod:`tsstore.typed`), so a bad value is
 refused with the command's message, and the same query written out as Python and as a
 ``tsstore`` command to copy. Pure: no store, no request."""
 
@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tsstore.cli.exits import usage
-from tsstore.cli.values import cli_time, parse_columns, parse_where
+from tsstore.errors import UsageError
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
+from tsstore.typed import parse_columns, parse_time, parse_where
 
 #: The largest page the console asks for: a grid of more rows helps no one.
 MAX_PAGE = 1000
@@ -48,7 +48,7 @@ def text_field(data: Mapping[str, Any], name: str, *, default: str = "") -> str:
     if value is None:
         return default
     if not isinstance(value, str):
-        raise usage(f"{name} {value!r} is not text")
+        raise UsageError(f"{name} {value!r} is not text")
     return value
 
 
@@ -56,7 +56,7 @@ def cursor_field(data: Mapping[str, Any]) -> str | None:
     """The page's cursor: text a page answered as its cursor, or ``None`` for the first page."""
     cursor = data.get("cursor")
     if cursor is not None and not isinstance(cursor, str):
-        raise usage(f"cursor {cursor!r} is not a tsstore cursor: give the text a page answered as its cursor, or "
+        raise UsageError(f"cursor {cursor!r} is not a tsstore cursor: give the text a page answered as its cursor, or "
                     "null for the first page")  # fmt: skip
     return cursor or None
 
@@ -78,15 +78,15 @@ class QueryForm:
         """The form from a request's JSON, each field checked for its type."""
         where = "" if data.get("where") is None else data["where"]
         if not isinstance(where, str):
-            raise usage(f"where {where!r} is not text; give one condition a line, FIELD=VALUE or FIELD>=VALUE")
+            raise UsageError(f"where {where!r} is not text; give one condition a line, FIELD=VALUE or FIELD>=VALUE")
         limit = data.get("limit", 100)
         if isinstance(limit, str) and limit.strip().isdigit():
             limit = int(limit)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-            raise usage(f"limit {limit!r} is not allowed; give a whole number from 1 to {MAX_PAGE}")
+            raise UsageError(f"limit {limit!r} is not allowed; give a whole number from 1 to {MAX_PAGE}")
         direction = "desc" if data.get("direction") is None else data["direction"]
         if direction not in DIRECTIONS:
-            raise usage(f"direction {direction!r} is not allowed; give desc or asc")
+            raise UsageError(f"direction {direction!r} is not allowed; give desc or asc")
         texts = {name: text_field(data, name) for name in ("start", "end", "columns")}
         lines = tuple(line.strip() for line in where.splitlines() if line.strip())
         return cls(lines, texts["start"].strip(), texts["end"].strip(), direction, limit, texts["columns"].strip())
@@ -96,8 +96,8 @@ class QueryForm:
         parse their options (a bad value raises the command's error)."""
         return Query(
             where=parse_where(self.where, spec=spec),
-            start=cli_time(self.start or None, option="--start", naive=None),
-            end=cli_time(self.end or None, option="--end", naive=None),
+            start=parse_time(self.start or None, option="--start", naive=None),
+            end=parse_time(self.end or None, option="--end", naive=None),
             direction=self.direction,
             limit=self.limit,
             columns=parse_columns(self.columns or None, spec=spec),

@@ -31,7 +31,6 @@ from tsstore.cold.gcs import storage_module
 from tsstore.cold.objects import DeleteObject, ListObjects, Placed, PutObject
 from tsstore.cold.parquet import id_checksum, parquet_bytes, sorted_rows, with_ids
 from tsstore.cold.tier import (
-    ColdTier,
     horizon_fields,
     horizon_name,
     manifest_copy_name,
@@ -39,6 +38,7 @@ from tsstore.cold.tier import (
     partition_label,
     partition_start,
 )
+from tsstore.cold_tier import ColdTier
 from tsstore.errors import QueryError, StateError
 from tsstore.frames import FrameBuilder
 from tsstore.late import Horizon, Mark

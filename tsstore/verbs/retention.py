@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from tsstore.analytics.rollup import Rollup
 from tsstore.asks import Fields, FindDocs, ask, asked_together
 from tsstore.cold.manifest import Manifest, manifest_ask
-from tsstore.cold.tier import ColdTier, horizon_fields, horizon_name
+from tsstore.cold.tier import horizon_fields, horizon_name
+from tsstore.cold_tier import ColdTier
 from tsstore.errors import QueryError, RetentionError, RetentionWarning
 from tsstore.late import COLD_TIER, PURGED, WATERMARKS, marks_ask
 from tsstore.read.cost import ReadStats

@@ -13,7 +13,8 @@ from tsstore.cold.bigquery import BigQueryRecipe, bigquery_recipe, bigquery_tabl
 from tsstore.cold.checks import ColdStatus, ColdVerifyResult, IdSum, PartitionCheck
 from tsstore.cold.manifest import Entry, Manifest, duckdb_view, manifest_ask, manifest_path
 from tsstore.cold.objects import ObjectUrls
-from tsstore.cold.tier import ColdTier, horizon_name, partition_label
+from tsstore.cold.tier import horizon_name, partition_label
+from tsstore.cold_tier import ColdTier
 from tsstore.errors import QueryError
 from tsstore.late import PURGED, marks_ask, marks_of
 from tsstore.read.cost import ReadStats

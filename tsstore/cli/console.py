@@ -1,7 +1,7 @@
-"""``tsstore console``: the console in the browser, over the declaration's series on the
-database every command reaches (the local store by default; ``--project``, ``--mode`` as
-everywhere). ``--demo`` writes the demo's ticks first, on a temporary emulator (with
-``--memory``, on a memory database in this process)."""
+"""``tsstore console``: the console in the browser (:mod:`tsstore.console`, the ``console``
+extra), over the declaration's series on the database every command reaches (the local store
+by default; ``--project``, ``--mode`` as everywhere). ``--demo`` writes the demo's ticks
+first, on a temporary emulator (with ``--memory``, on a memory database in this process)."""
 
 from __future__ import annotations
 
