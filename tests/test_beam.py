@@ -47,7 +47,8 @@ from tsstore.beam.seal import SealOne, SealPartitions
 from tsstore.beam.write import _Identify, _Send
 from tsstore.cli import main
 from tsstore.cold.manifest import SealResult
-from tsstore.cold.tier import ColdTier, horizon_name
+from tsstore.cold.tier import horizon_name
+from tsstore.cold_tier import ColdTier
 from tsstore.demo import SPEC
 from tsstore.errors import ConfigError, IngestError, QueryError, SpecError
 from tsstore.ingest import Rejected, ingest_file

@@ -34,7 +34,8 @@ from tsstore.cli.output import echo_figures
 from tsstore.cold.manifest import ORPHAN_GRACE, Entry, Manifest, manifest_path
 from tsstore.cold.objects import Damaged, DeleteObject, LocalObjects, ObjectInfo, Placed, Taken, answer_object
 from tsstore.cold.parquet import ID_COLUMN, id_checksum, parquet_bytes, sorted_rows, with_ids
-from tsstore.cold.tier import ColdTier, horizon_fields, partition_label
+from tsstore.cold.tier import horizon_fields, partition_label
+from tsstore.cold_tier import ColdTier
 from tsstore.declaration import load_declaration
 from tsstore.late import WRITERS, Horizon, LatePolicy, mark_id, marks_path
 from tsstore.read.engine import TickRead

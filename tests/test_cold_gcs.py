@@ -32,7 +32,7 @@ from tsstore.cold import gcs
 from tsstore.cold.gcs import GcsObjects, gcs_kind
 from tsstore.cold.objects import Damaged, ObjectStoreError, ObjectUrls, Placed, Taken, answer_object
 from tsstore.cold.parquet import ID_COLUMN
-from tsstore.cold.tier import ColdTier
+from tsstore.cold_tier import ColdTier
 from tsstore.errors import ConfigError, FaultError
 from tsstore.faults import Backoff
 from tsstore.verbs import cold

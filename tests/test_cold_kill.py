@@ -33,7 +33,8 @@ from tests.shared import T0, stored_doc, ticks
 from tests.shared import spec as shared_spec
 from tsstore import TimeSeriesStore, WriteOptions
 from tsstore.cold.parquet import ID_COLUMN, id_checksum
-from tsstore.cold.tier import ColdTier, partition_label
+from tsstore.cold.tier import partition_label
+from tsstore.cold_tier import ColdTier
 from tsstore.pytest_plugin import unique_database_id
 
 DAYS = 6

@@ -18,7 +18,8 @@ from tests.shared import MODES, T0, mode_client, stored_doc, stored_docs
 from tests.shared import spec as shared_spec
 from tsstore import LatePolicy, RetentionError, TimeSeriesStore, WriteOptions
 from tsstore.cold.parquet import ID_COLUMN
-from tsstore.cold.tier import ColdTier, horizon_name
+from tsstore.cold.tier import horizon_name
+from tsstore.cold_tier import ColdTier
 from tsstore.late import mark_id, marks_path
 
 DAY = dt.timedelta(days=1)

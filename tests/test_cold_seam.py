@@ -35,7 +35,8 @@ from tsstore import (
 )
 from tsstore.cold.manifest import Entry, Manifest
 from tsstore.cold.seam import Stretch, stretches
-from tsstore.cold.tier import ColdTier, horizon_name
+from tsstore.cold.tier import horizon_name
+from tsstore.cold_tier import ColdTier
 from tsstore.late import mark_id, marks_path
 from tsstore.read.cost import ReadStats
 

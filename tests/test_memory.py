@@ -22,7 +22,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from tsstore import SeriesSpec, TimeSeriesStore
 from tsstore.asks import AddToDocs, CreateDoc, DeleteDoc, FindDocs, GetDoc, SetDoc, SumDocs, UpdateDoc
-from tsstore.layout.census import CountAll, CountRange, CountValue, FirstValue
+from tsstore.census_asks import CountAll, CountRange, CountValue, FirstValue
 from tsstore.late import WATERMARKS, WRITERS, marks_path
 from tsstore.memory import MemoryAnswers
 from tsstore.memory.answers import MemoryHorizons

@@ -13,8 +13,8 @@ import pytest
 from tests.scripted import doc, documents, run, seat
 from tsstore.analytics.rollup import Rollup
 from tsstore.asks import FindDocs, GetDoc, KnownTime, SetDoc
+from tsstore.census_asks import CountAll
 from tsstore.errors import QueryError, RetentionError, StateError, UndeclaredShardsWarning
-from tsstore.layout.census import CountAll
 from tsstore.read.chunks import ChunkTicks
 from tsstore.read.cost import ReadStats
 from tsstore.read.cursor import cursor_snapshot

@@ -40,7 +40,7 @@ import pytest
 from tsstore import SeriesSpec, TimeSeriesStore, WriteOptions
 from tsstore.access import ClientAccess
 from tsstore.analytics.rollup import Rollup
-from tsstore.cold.tier import ColdTier
+from tsstore.cold_tier import ColdTier
 from tsstore.demo import BARS_1MIN, SPEC
 from tsstore.local.emulator import Emulator
 from tsstore.rules.file import render_rules
