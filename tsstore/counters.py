@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tsstore import counting
 from tsstore.asks import DocumentAnswers
 from tsstore.counting import (
     COUNT_FIELD,
@@ -41,10 +42,9 @@ __all__ = [
 
 #: What the parameters of :class:`ShardedCounter` mean (its methods' are :mod:`tsstore.counting`'s).
 PARAMETER_HELP = {
+    **counting.PARAMETER_HELP,
     "client": "a ready ``google.cloud.firestore.Client``, a ``google.cloud.datastore.Client`` for a database in "
     "Datastore mode, or a :class:`~tsstore.memory.MemoryDatabase`; the counter never closes it.",
-    "path": "the counter document's path, an even number of segments (``counters/likes``); its shard "
-    "documents live in its ``shards`` subcollection.",
     "answer": "how a document ask is answered, one attempt (default: as ``client``'s database answers it, "
     ":func:`tsstore.databases.document_answers`)",
 }
