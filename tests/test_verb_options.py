@@ -188,3 +188,21 @@ def test_the_library_and_the_command_line_check_columns_with_one_check() -> None
         parse_columns("symbol,nosuch", spec=spec)
     with pytest.raises(UsageError, match=r"^columns expireAt: not declared"):
         SeriesSpec("t", columns={"symbol": "string"}).check_columns(["expireAt"])  # no expiry declared
+
+
+def test_a_where_field_named_as_an_option_stays_the_field_in_the_command_line_words() -> None:
+    """A refused ``--where`` item quotes what was typed, so the command line's rewording of
+    keywords into options (``limit=5`` is ``--limit 5``) leaves a field that shares an
+    option's name as the user wrote it."""
+    from tsstore.cli.exits import speak_cli
+    from tsstore.cli.query import query_ticks as query
+    from tsstore.typed import parse_where
+
+    spec = SeriesSpec("t", columns={"limit": "Int64", "live": "boolean"})
+    for item, said in (("limit=abc", "limit is declared Int64"), ("live=maybe", "live is declared boolean")):
+        with pytest.raises(UsageError) as refused:
+            parse_where((item,), spec=spec)
+        assert speak_cli(str(refused.value), query).startswith(f"--where {item!r}: {said}")
+    with pytest.raises(UsageError) as refused:
+        parse_where(("shard=3",), spec=spec)
+    assert speak_cli(str(refused.value), query).startswith("--where 'shard=3': 'shard' is tsstore's shard field")

@@ -69,11 +69,11 @@ def parse_value(raw: str, *, field: str | None = None, spec: SeriesSpec | None =
             except ValueError:
                 number = math.nan
         if not math.isfinite(number):
-            raise UsageError(f"--where {said}: {field} is declared {kind}, and {raw!r} is not a finite number") from None
+            raise UsageError(f"--where {said!r}: {field} is declared {kind}, and {raw!r} is not a finite number") from None
         return number
     if kind == "boolean":
         if raw.lower() not in ("true", "false"):
-            raise UsageError(f"--where {said}: {field} is declared boolean; give true or false")
+            raise UsageError(f"--where {said!r}: {field} is declared boolean; give true or false")
         return raw.lower() == "true"
     return _json_or(raw, raw)
 
@@ -105,7 +105,7 @@ def parse_where(items: tuple[str, ...], *, spec: SeriesSpec | None = None) -> li
             )
         field, op, raw = match.group(1), match.group(2), match.group(3).strip()
         if spec is not None and field == spec.shard_field:
-            raise UsageError(f"--where {item}: {field!r} is tsstore's shard field, not a filter; every read already "
+            raise UsageError(f"--where {item!r}: {field!r} is tsstore's shard field, not a filter; every read already "
                         "covers every shard value (filter on the series' own fields)")  # fmt: skip
         value = parse_value(raw, field=field, spec=spec, typed=item)
         if op in ("=", "=="):
