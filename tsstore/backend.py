@@ -1,41 +1,55 @@
-"""What a sync store asks of a database, and the one place a client's database mode is
-decided (:func:`backend_for`).
+"""What a store asks of a database, and the one place a store's backend is chosen
+(:func:`backend_for`, :func:`abackend_for`, by :func:`tsstore.databases.mode_of`).
 
-A :class:`Backend` answers the asks that touch the database (counts and aggregations, a
-census's documents, document asks, chunk fetches, bulk sends), gives a live read its
-listeners (:meth:`Backend.listener`: Native mode's and the memory database's) and a bulk
-send its side (:class:`~tsstore.store_base.WriterSide`); the store (:mod:`tsstore.store`) answers every
-other ask the same way whatever the database. Native mode's is
-:class:`~tsstore.native_mode.NativeAnswers`, Datastore mode's
+A :class:`Backend` (the sync store's) or an :class:`AsyncBackend` (the async store's, the same
+asks awaited) answers the asks that touch the database (counts and aggregations, a census's
+documents, document asks, chunk fetches) and gives a live read its listeners
+(:meth:`Database.listener`: Native mode's and the memory database's) and a bulk send its side
+(:class:`~tsstore.write.writer.WriterSide`) and transport; the stores answer every other ask the
+same way whatever the database. Native mode's are :class:`~tsstore.native_mode.NativeAnswers`
+and :class:`~tsstore.native_mode.AsyncNativeAnswers`, Datastore mode's
 :class:`~tsstore.datastore_mode.DatastoreAnswers` (imported only for a ``datastore.Client``:
-``google-cloud-datastore`` is an extra).
+``google-cloud-datastore`` is an extra), the memory database's
+:class:`~tsstore.memory.MemoryAnswers`; a database without an asyncio client is the async
+store's through :class:`InThreads`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
-from collections.abc import Sequence
-from typing import Any, Protocol
+import functools
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol, TypeVar
+
+from google.cloud import firestore
 
 from tsstore.asks import Doc, DocAsk
 from tsstore.clock import ServerClock
 from tsstore.databases import mode_of
-from tsstore.memory import MemoryAnswers
+from tsstore.errors import ConfigError
 from tsstore.live.listen import Listen
-from tsstore.native_mode import NativeAnswers
+from tsstore.memory import MemoryAnswers
+from tsstore.native_mode import AsyncNativeAnswers, NativeAnswers
+from tsstore.read.async_engine import AsyncFetch, fetched_in_threads
 from tsstore.read.engine import Fetch
 from tsstore.read.plan import QueryPlan
+from tsstore.series_counters import SeriesCounters
 from tsstore.spec import SeriesSpec
-from tsstore.store_base import WriterSide
 from tsstore.verbs.request import Aggregate, Count, Over
 from tsstore.write.ops import Transport
+from tsstore.write.writer import WriterSide
+
+T = TypeVar("T")
 
 
-class Backend(Protocol):
-    """A database as a sync store asks of it."""
+class Database(Protocol):
+    """What a store holds of its database besides the answers: what its requests hold as a
+    collection, its clock, and what a bulk send asks of it."""
 
     @property
-    def side(self) -> WriterSide:
+    def side(self) -> WriterSide[SeriesCounters]:
         """What a bulk send asks of the database besides its writes."""
 
     @property
@@ -47,8 +61,16 @@ class Backend(Protocol):
         and a bulk send's transport takes it)."""
 
     def listener(self) -> Listen:
-        """The database's listeners, one per chunk query of a live read; a
-        :class:`~tsstore.errors.ModeError` where the database has none."""
+        """The database's listeners, one per chunk query of a live read (started in a worker
+        thread by the async store); a :class:`~tsstore.errors.ModeError` where it has none."""
+
+    def transport(self, collection: Any, *, timeout: float) -> Transport:
+        """A bulk sender's send and lookup on ``collection`` (from :meth:`collection`), called
+        in the sender's thread (made on the async store's loop)."""
+
+
+class Backend(Database, Protocol):
+    """A database as the sync store asks of it (each call one attempt, in the caller's thread)."""
 
     def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
         """The count, or ``{alias: value}``, of ``ask`` over the shard ``values``."""
@@ -62,22 +84,82 @@ class Backend(Protocol):
     def fetcher(self, plan: QueryPlan) -> Fetch:
         """The read engine's fetch of ``plan``'s chunks."""
 
-    def transport(self, collection: Any, *, timeout: float) -> Transport:
-        """A bulk sender's send and lookup on ``collection`` (from :meth:`collection`)."""
+
+class AsyncBackend(Database, Protocol):
+    """A database as the async store asks of it: :class:`Backend`'s asks, awaited on the loop."""
+
+    async def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
+        """The count, or ``{alias: value}``, of ``ask`` over the shard ``values``."""
+
+    async def documents(self, over: Over, read_time: dt.datetime | None) -> list[Doc]:
+        """The documents of a census ask that names them."""
+
+    async def answer_document(self, ask: DocAsk) -> Any:
+        """The answer to a document ask (one attempt)."""
+
+    def fetcher(self, plan: QueryPlan) -> AsyncFetch:
+        """The event-loop engine's fetch of ``plan``'s chunks."""
+
+    def close(self) -> None:
+        """Let go of what the backend made (threads, a sync twin); the client stays open."""
+
+
+class InThreads:
+    """A sync ``backend`` as the async store asks of it (a database without an asyncio client:
+    Datastore mode's, the memory database's): each call in a worker thread of its own, at most
+    ``workers`` at once, and a chunk's ticks read :data:`~tsstore.read.async_engine.HOP_BATCH` a
+    hop. A cancelled await leaves its thread to finish the call it is in."""
+
+    def __init__(self, backend: Backend, *, workers: int) -> None:
+        self._backend, self.side, self.clock = backend, backend.side, backend.clock
+        self.collection, self.listener, self.transport = backend.collection, backend.listener, backend.transport
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tsstore-read")
+
+    async def _call(self, call: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+
+    async def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
+        return await self._call(functools.partial(self._backend.aggregate, ask, values))
+
+    async def documents(self, over: Over, read_time: dt.datetime | None) -> list[Doc]:
+        return await self._call(functools.partial(self._backend.documents, over, read_time))
+
+    async def answer_document(self, ask: DocAsk) -> Any:
+        return await self._call(functools.partial(self._backend.answer_document, ask))
+
+    def fetcher(self, plan: QueryPlan) -> AsyncFetch:
+        return fetched_in_threads(self._backend.fetcher(plan), self._pool)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def backend_for(client: Any, spec: SeriesSpec, *, fast: bool = True) -> Backend:
-    """The backend of the store of ``spec`` on ``client``, by the database it talks to
+    """The backend of the sync store of ``spec`` on ``client``, by the database it talks to
     (:func:`tsstore.databases.mode_of`, which refuses any other client by name): Native mode on a
     ``firestore.Client``, Datastore mode on a ``datastore.Client``, the in-process database on a
     :class:`~tsstore.memory.MemoryDatabase` (``fast``: Native mode's queries and writes through
-    the client's own stub)."""
+    the client's own stub). A ``firestore.AsyncClient`` is refused: it is the async store's."""
     match mode_of(client):
         case "datastore":
             from tsstore.datastore_mode import DatastoreAnswers  # only with the datastore extra
 
             return DatastoreAnswers(client, spec)
         case "native":
+            if isinstance(client, firestore.AsyncClient):
+                raise ConfigError("TimeSeriesStore takes a firestore.Client; for an AsyncClient use AsyncTimeSeriesStore")
             return NativeAnswers(client, spec, fast=fast)
         case "memory":
             return MemoryAnswers(client, spec)
+
+
+def abackend_for(client: Any, spec: SeriesSpec, *, concurrency: int) -> AsyncBackend:
+    """The backend of the async store of ``spec`` on ``client``: Native mode's on a
+    ``firestore.AsyncClient`` (at most ``concurrency`` queries waiting on the server at once); on
+    a database without an asyncio client, its sync backend in as many worker threads. A
+    ``firestore.Client`` is refused: it is the sync store's."""
+    if mode_of(client) != "native":
+        return InThreads(backend_for(client, spec), workers=concurrency)
+    if not isinstance(client, firestore.AsyncClient):
+        raise ConfigError("AsyncTimeSeriesStore takes a firestore.AsyncClient; for a Client use TimeSeriesStore")
+    return AsyncNativeAnswers(client, spec, concurrency=concurrency)

@@ -1,9 +1,9 @@
-"""How a store answers in Firestore's Native mode (the database as a store asks of it, in Native mode): the
-queries a count, an aggregation or a census read runs over, built on a sync or an
-async client's collections (:class:`NativeQueries`, which the async store awaits), and the
-sync store's answers on a ``firestore.Client`` (:class:`NativeAnswers`: a
-:class:`~tsstore.backend.Backend`, as :class:`~tsstore.datastore_mode.DatastoreAnswers` is
-Datastore mode's)."""
+"""How a store answers in Firestore's Native mode: the queries a count, an aggregation, a census
+read or a chunk fetch runs, built on a sync or an async client's collections
+(:class:`NativeQueries`), and a store's answers on them (a :class:`~tsstore.backend.Backend` on
+a ``firestore.Client``, :class:`NativeAnswers`; an :class:`~tsstore.backend.AsyncBackend` on a
+``firestore.AsyncClient``, :class:`AsyncNativeAnswers`), with a writer's side
+(:class:`FirestoreSide`)."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from tsstore.spec import SeriesSpec
 from tsstore.ticks import Position, Tick
 from tsstore.verbs.reading import clock_probe
 from tsstore.verbs.request import Aggregate, Count, Over
-from tsstore.wire import (ONE_ATTEMPT, answer_document, astream_ticks, doc_of, late_guard, listen, server_clock,
-                          stream_ticks, told_clock, transport)  # fmt: skip
+from tsstore.wire import (AONE_ATTEMPT, ONE_ATTEMPT, aanswer_document, answer_document, astream_ticks, doc_of, late_guard,
+                          listen, loop_transport, server_clock, stream_ticks, sync_twin, told_clock, transport)  # fmt: skip
 from tsstore.write.marks import LateGuard
 from tsstore.write.ops import Transport
 
@@ -179,3 +179,59 @@ class NativeAnswers:
     def transport(self, collection: Any, *, timeout: float) -> Transport:
         """The sender's transport on ``collection``."""
         return transport(collection, timeout=timeout, fast=self._fast)
+
+
+class AsyncNativeAnswers:
+    """The async store's answers in Native mode, on a ``firestore.AsyncClient``: its queries
+    awaited on the loop, at most ``concurrency`` waiting on the server at once; what exists on a
+    sync client only (listeners, a bulk job's late guard and series counters) on its sync twin
+    (:func:`~tsstore.wire.sync_twin`, made when first needed), in worker threads."""
+
+    def __init__(self, client: Any, spec: SeriesSpec, *, concurrency: int) -> None:
+        self.client, self._spec = client, spec
+        self.queries = NativeQueries(client, spec)
+        self.side = FirestoreSide(lambda: self._twin)
+        self.clock: ServerClock = server_clock(client)
+        # Held from sending a query until its first response (the emulator computes a whole
+        # query before answering), not while the caller consumes the stream: a merge keeps
+        # every chunk's stream open at once, and must not wait on itself.
+        self._gate = asyncio.Semaphore(concurrency)
+
+    @functools.cached_property
+    def _twin(self) -> Any:
+        return sync_twin(self.client)
+
+    def collection(self, spec: SeriesSpec) -> Any:
+        return self.queries.collection(spec)
+
+    def listener(self) -> Listen:
+        """The sync twin's listeners (listeners exist on sync clients only)."""
+        return NativeQueries(self._twin, self._spec).listen
+
+    async def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
+        query = self.queries.aggregation(ask, values)
+        async with self._gate:
+            sent = local_us()
+            return aggregated(ask, await query.get(read_time=ask.read_time, retry=AONE_ATTEMPT), self.clock, sent)
+
+    async def documents(self, over: Over, read_time: dt.datetime | None) -> list[Doc]:
+        query = self.queries.over(over, ())
+        async with self._gate:
+            sent = local_us()
+            found = await query.get(read_time=read_time, retry=AONE_ATTEMPT)
+            return self.queries.docs(found, sent, pinned=read_time is not None)
+
+    async def answer_document(self, ask: DocAsk) -> Any:
+        return await aanswer_document(self.client, ask)
+
+    def fetcher(self, plan: QueryPlan) -> AsyncFetch:
+        return self.queries.afetcher(plan, gate=self._gate)
+
+    def transport(self, collection: Any, *, timeout: float) -> Transport:
+        """The sender's transport on ``collection``, run on the loop it is made on."""
+        return loop_transport(collection, timeout=timeout)
+
+    def close(self) -> None:
+        """Close the sync twin, if one was made."""
+        if "_twin" in self.__dict__:
+            self._twin.close()

@@ -22,7 +22,6 @@ from tsstore.analytics.asof import JoinRead
 from tsstore.asks import Asking, CreateDoc, DeleteDoc, FindDocs, GetDoc, KnownTime, SetDoc, UpdateDoc
 from tsstore.backend import Backend, backend_for
 from tsstore.cold.objects import DeleteObject, GetObject, ListObjects, ObjectUrls, PutObject
-from tsstore.errors import ConfigError
 from tsstore.frames import frames
 from tsstore.memory import MemoryDatabase
 from tsstore.live.listen import ListenTail, ListenWindow, start
@@ -30,7 +29,7 @@ from tsstore.read.cold import ColdRead, TieredRead, cold_ticks
 from tsstore.read.engine import read_ticks
 from tsstore.read.merge import take
 from tsstore.spec import SeriesSpec
-from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, Writer, check_options
+from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, check_options
 from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
@@ -82,15 +81,11 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
         lean: bool = True,
         snapshots: Snapshots = "estimated",
     ) -> None:
-        if isinstance(client, firestore.AsyncClient):
-            raise ConfigError("TimeSeriesStore takes a firestore.Client; for an AsyncClient use AsyncTimeSeriesStore")
         check_options(spec, page_size=page_size, snapshots=snapshots)
-        self._answers: Backend = backend_for(client, spec, fast=fast_wire)
-        super().__init__(spec, client, collection_of=self._answers.collection, clock=self._answers.clock,
-                         write_options=write_options, page_size=page_size, lean=lean, snapshots=snapshots)  # fmt: skip
+        self._answers: Backend = backend_for(client, spec, fast=fast_wire)  # refuses an AsyncClient by name
+        super().__init__(spec, client, self._answers, write_options=write_options, page_size=page_size, lean=lean,
+                         snapshots=snapshots)  # fmt: skip
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tsstore-read")
-        self._writer = Writer(spec, write_options, side=self._answers.side, collection_of=self._collection_of,
-                              transport=self._answers.transport)  # fmt: skip
 
     @classmethod
     def memory(cls, spec: SeriesSpec, *, database: MemoryDatabase | None = None, **options: Any) -> TimeSeriesStore:
@@ -145,8 +140,8 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
                 return self._answer_object(ask)
             case asks.Send(read=read):
                 return self._writer.job(ask, self._ticks(read) if read is not None else iter(())).run()
-            case KnownTime(at_least=at_least):
-                return self._clock.at_least() if at_least else self._clock.now()
+            case KnownTime():
+                return self._time(ask)
             case asks.Pause(seconds=seconds):
                 time.sleep(seconds)
                 return None

@@ -14,6 +14,7 @@ internals change shape (:func:`fast_path_problems` says why, and the suite fails
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import functools
 import json
@@ -749,6 +750,20 @@ async def aget_documents(collection: BaseCollectionReference[Any], ids: list[str
     """:func:`get_documents` for an ``AsyncClient``'s collection."""
     refs = [collection.document(doc_id) for doc_id in ids]
     return _stored([snap async for snap in collection._client.get_all(refs)])
+
+
+def loop_transport(collection: BaseCollectionReference[Any], *, timeout: float = 60.0) -> Transport:
+    """An ``AsyncClient``'s :data:`~tsstore.write.ops.Transport` on ``collection``, called from
+    a bulk sender's worker threads and run on the event loop it is made on."""
+    loop = asyncio.get_running_loop()
+
+    def send(writes: list[WriteOp]) -> list[WriteStatus]:
+        return asyncio.run_coroutine_threadsafe(abatch_write(collection, writes, timeout=timeout), loop).result()
+
+    def lookup(ids: list[str]) -> dict[str, Stored]:
+        return asyncio.run_coroutine_threadsafe(aget_documents(collection, ids), loop).result()
+
+    return send, lookup
 
 
 def _stored(snapshots: Iterable[Any]) -> dict[str, Stored]:

@@ -11,18 +11,50 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import heapq
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from concurrent.futures import Executor
+from typing import Any, TypeVar
 
 from google.api_core import exceptions as gexc
 
 from tsstore.errors import FaultError
-from tsstore.read.engine import RENEW, Chunk, ChunkCursor, PageRounds, TickRead, reraise_stopped
+from tsstore.read.engine import RENEW, Chunk, ChunkCursor, Fetch, PageRounds, TickRead, reraise_stopped
 from tsstore.read.merge import Key
 from tsstore.read.plan import QueryPlan
 from tsstore.ticks import Position, Tick, sort_key
 
 AsyncFetch = Callable[[Chunk, Position | None, int | None, dt.datetime | None], Awaitable[AsyncIterator[Tick]]]
+
+T = TypeVar("T")
+
+#: Items a worker thread reads for the loop at a time (a chunk of a database without an asyncio
+#: client, a sealed object's rows) or the loop for a bulk job's thread: one hop per batch, not per tick.
+HOP_BATCH = 500
+
+
+async def pushed(items: Iterator[T], executor: Executor | None = None, *, batch: int = HOP_BATCH) -> AsyncIterator[T]:
+    """A sync iterator read in worker threads (``executor``'s; the loop's own when None),
+    ``batch`` items per hop from the loop."""
+    loop = asyncio.get_running_loop()
+    while taken := await loop.run_in_executor(executor, list, itertools.islice(items, batch)):
+        for item in taken:
+            yield item
+
+
+def fetched_in_threads(fetch: Fetch, executor: Executor) -> AsyncFetch:
+    """A thread side's ``fetch`` as the loop's: each chunk's query sent, and its ticks read, in
+    ``executor``'s worker threads, :data:`HOP_BATCH` at a time."""
+
+    async def afetch(
+        chunk: Chunk, after: Position | None, limit: int | None, read_time: dt.datetime | None
+    ) -> AsyncIterator[Tick]:
+        def ticks() -> Iterator[Tick]:  # the fetch itself sends its query: in the first hop's thread
+            yield from fetch(chunk, after, limit, read_time)
+
+        return pushed(ticks(), executor)
+
+    return afetch
 
 
 async def aread_ticks(
