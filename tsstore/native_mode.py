@@ -1,35 +1,33 @@
-"""How a store answers in Firestore's Native mode: the queries a count, an aggregation, a census
-read or a chunk fetch runs, built on a sync or an async client's collections
-(:class:`NativeQueries`), and a store's answers on them (a :class:`~tsstore.backend.Backend` on
-a ``firestore.Client``, :class:`NativeAnswers`; an :class:`~tsstore.backend.AsyncBackend` on a
-``firestore.AsyncClient``, :class:`AsyncNativeAnswers`), with a writer's side
-(:class:`FirestoreSide`)."""
+"""How a store answers in Firestore's Native mode, on :class:`~tsstore.native_queries.NativeQueries`:
+the sync store's answers on a ``firestore.Client`` (:class:`NativeAnswers`, a
+:class:`~tsstore.backend.Backend`), the async store's on a ``firestore.AsyncClient``
+(:class:`AsyncNativeAnswers`, an :class:`~tsstore.backend.AsyncBackend`), a writer's side
+(:class:`FirestoreSide`) and the client's real-time listeners (:func:`listener`)."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
 import functools
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from google.cloud.firestore_v1.watch import ChangeType
 
 from tsstore.asks import Doc, DocAsk
 from tsstore.clock import ServerClock, local_us
-from tsstore.layout.census import census_query
 from tsstore.live.listen import ChunkQuery, Listen, OnSnapshot, Subscription
+from tsstore.native_queries import NativeQueries
 from tsstore.read.async_engine import AsyncFetch
-from tsstore.read.chunks import Chunk, ChunkTicks, chunk_query
+from tsstore.read.chunks import chunk_query
 from tsstore.read.engine import Fetch
 from tsstore.read.plan import QueryPlan
 from tsstore.series_counters import SeriesCounters
 from tsstore.spec import SeriesSpec
-from tsstore.ticks import Position, Tick
 from tsstore.verbs.reading import clock_probe
 from tsstore.verbs.request import Aggregate, Count, Over
-from tsstore.wire import (AONE_ATTEMPT, ONE_ATTEMPT, aanswer_document, answer_document, astream_ticks, doc_of, late_guard,
-                          listen, loop_transport, server_clock, stream_ticks, sync_twin, told_clock, transport)  # fmt: skip
+from tsstore.wire import (AONE_ATTEMPT, ONE_ATTEMPT, aanswer_document, answer_document, late_guard, listen,
+                          loop_transport, server_clock, sync_twin, transport)  # fmt: skip
 from tsstore.write.marks import LateGuard
 from tsstore.write.ops import Transport
 
@@ -54,92 +52,25 @@ class FirestoreSide:
         return server_clock(self._client())
 
 
-def aggregated(ask: Count | Aggregate, results: Any, clock: ServerClock, sent: int) -> Any:
-    """One answer to ``ask`` from the client's aggregation results (of a call ``sent`` then):
-    the count, or ``{alias: value}``; their read time told to ``clock`` (a lower bound only
-    when the ask gave it: :func:`~tsstore.wire.told_clock`)."""
-    [row] = results
-    clock.saw(row[0].read_time if row else None, sent=sent, read=ask.read_time is None)
-    if isinstance(ask, Count):
-        [result] = row
-        return int(result.value)  # the emulator reports an empty count as 0.0
-    return {result.alias: result.value for result in row}
+def listener(queries: NativeQueries) -> Listen:
+    """The real-time listeners of ``queries``' client (a sync client's only:
+    :func:`tsstore.wire.listen`), one per chunk's query, reporting each snapshot's documents and
+    its additions."""
 
-
-class NativeQueries:
-    """The Firestore queries of the store of ``spec`` on ``client`` (sync or async: building a
-    query is no call): a series' collection, what a count, an aggregation or a census read runs
-    over, and the documents a query returned."""
-
-    def __init__(self, client: Any, spec: SeriesSpec) -> None:
-        self.client, self._spec = client, spec
-        self._own = client.collection(spec.collection)
-
-    def collection(self, spec: SeriesSpec) -> Any:
-        """The collection of ``spec``: the store's own, or another one a request reads or
-        writes (a roll-up's, the right side of an as-of join)."""
-        return self._own if spec.collection == self._spec.collection else self.client.collection(spec.collection)
-
-    def over(self, over: Over, values: Sequence[str]) -> Any:
-        """The query of what a count, an aggregation or a census read runs over (``values``:
-        the chunk's shard values, or a part of them)."""
-        if isinstance(over, ChunkTicks):
-            plan = over.plan
-            return chunk_query(self.collection(plan.spec), plan, tuple(values), None, None, also_by=over.also_by)
-        return census_query(self._own, self._spec, over)
-
-    def aggregation(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
-        """The aggregation query ``ask`` sends for ``values``."""
-        query = self.over(ask.over, values)
-        if isinstance(ask, Count):
-            return query.count()
-        for kind, alias, field in ask.aggregations:
-            query = getattr(query, kind)(*(() if field is None else (field,)), alias=alias)
-        return query
-
-    def fetcher(self, plan: QueryPlan, *, fast: bool) -> Fetch:
-        """The read engine's fetch of ``plan``'s chunks on a sync client: each chunk's query
-        (:func:`~tsstore.read.chunks.chunk_query`) streamed by :func:`~tsstore.wire.stream_ticks`
-        (``fast``: through the client's own stub)."""
-
-        def fetch(
-            chunk: Chunk, after: Position | None, limit: int | None, read_time: dt.datetime | None
-        ) -> Iterator[Tick]:
-            query = chunk_query(self.collection(plan.spec), plan, chunk, after, limit)
-            return stream_ticks(query, timestamp_field=plan.spec.timestamp_field, read_time=read_time, fast=fast)
-
-        return fetch
-
-    def afetcher(self, plan: QueryPlan, *, gate: asyncio.Semaphore) -> AsyncFetch:
-        """The fetch of ``plan``'s chunks on an async client, each held by ``gate`` from its
-        sending to its first answer (not while the caller consumes it: a merge keeps every
-        chunk open at once, and must not wait on itself)."""
-
-        async def fetch(
-            chunk: Chunk, after: Position | None, limit: int | None, read_time: dt.datetime | None
-        ) -> AsyncIterator[Tick]:
-            query = chunk_query(self.collection(plan.spec), plan, chunk, after, limit)
-            async with gate:
-                return await astream_ticks(query, timestamp_field=plan.spec.timestamp_field, read_time=read_time)
-
-        return fetch
-
-    def listen(self, query: ChunkQuery, on_snapshot: OnSnapshot, /, *, ordered: bool) -> Subscription:
-        """The client's real-time listener on one chunk's query (a sync client's only:
-        :func:`tsstore.wire.listen`), reporting each snapshot's documents and its additions."""
-        native = chunk_query(self.collection(query.plan.spec), query.plan, query.chunk, None, query.limit)
+    def listening(query: ChunkQuery, on_snapshot: OnSnapshot, /, *, ordered: bool) -> Subscription:
+        native = chunk_query(queries.collection(query.plan.spec), query.plan, query.chunk, None, query.limit)
 
         def reported(docs: list[Any], changes: list[Any], read_time: dt.datetime) -> None:
             on_snapshot(docs, [change.document for change in changes if change.type is ChangeType.ADDED], read_time)
 
-        listener: Subscription = listen(native, reported, ordered=ordered)
-        return listener
+        subscription: Subscription = listen(native, reported, ordered=ordered)
+        return subscription
 
-    def docs(self, snapshots: Any, sent: int, *, pinned: bool) -> list[Doc]:
-        """The documents a query (sent then; ``pinned``: at a read time it was given) returned,
-        their read time told to the project's clock."""
-        found: list[Doc] = told_clock(self.client, [doc_of(snapshot) for snapshot in snapshots], sent, pinned=pinned)
-        return found
+    return listening
+
+
+def _aggregations(ask: Count | Aggregate) -> Sequence[tuple[str, str, str | None]] | None:
+    return None if isinstance(ask, Count) else ask.aggregations
 
 
 class NativeAnswers:
@@ -156,13 +87,14 @@ class NativeAnswers:
         return self.queries.collection(spec)
 
     def listener(self) -> Listen:
-        """The client's real-time listeners (:meth:`NativeQueries.listen`)."""
-        return self.queries.listen
+        """The client's real-time listeners."""
+        return listener(self.queries)
 
     def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
         """The count, or ``{alias: value}``, of ``ask`` over ``values``."""
-        query, sent = self.queries.aggregation(ask, values), local_us()
-        return aggregated(ask, query.get(read_time=ask.read_time, retry=ONE_ATTEMPT), self.clock, sent)
+        query, sent = self.queries.aggregation(ask.over, values, _aggregations(ask)), local_us()
+        got = query.get(read_time=ask.read_time, retry=ONE_ATTEMPT)
+        return self.queries.aggregated(got, sent, count=isinstance(ask, Count), pinned=ask.read_time is not None)
 
     def documents(self, over: Over, read_time: dt.datetime | None) -> list[Doc]:
         """The documents a census ask names."""
@@ -192,9 +124,6 @@ class AsyncNativeAnswers:
         self.queries = NativeQueries(client, spec)
         self.side = FirestoreSide(lambda: self._twin)
         self.clock: ServerClock = server_clock(client)
-        # Held from sending a query until its first response (the emulator computes a whole
-        # query before answering), not while the caller consumes the stream: a merge keeps
-        # every chunk's stream open at once, and must not wait on itself.
         self._gate = asyncio.Semaphore(concurrency)
 
     @functools.cached_property
@@ -206,13 +135,14 @@ class AsyncNativeAnswers:
 
     def listener(self) -> Listen:
         """The sync twin's listeners (listeners exist on sync clients only)."""
-        return NativeQueries(self._twin, self._spec).listen
+        return listener(NativeQueries(self._twin, self._spec))
 
     async def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
-        query = self.queries.aggregation(ask, values)
+        query = self.queries.aggregation(ask.over, values, _aggregations(ask))
         async with self._gate:
             sent = local_us()
-            return aggregated(ask, await query.get(read_time=ask.read_time, retry=AONE_ATTEMPT), self.clock, sent)
+            got = await query.get(read_time=ask.read_time, retry=AONE_ATTEMPT)
+        return self.queries.aggregated(got, sent, count=isinstance(ask, Count), pinned=ask.read_time is not None)
 
     async def documents(self, over: Over, read_time: dt.datetime | None) -> list[Doc]:
         query = self.queries.over(over, ())

@@ -2,7 +2,7 @@
 (:class:`ListenWindow`, :class:`ListenTail`: the plan, its bounds and the columns shown, as
 data), answered by :func:`start` over the database's :class:`Listen` (one listener on one
 :class:`ChunkQuery`), which each backend gives: the client's real-time listeners in Native
-mode (:meth:`tsstore.native_mode.NativeQueries.listen`), the memory database's own
+mode (:func:`tsstore.native_mode.listener`), the memory database's own
 (:mod:`tsstore.memory.listen`); Datastore mode has none.
 
 In Native mode the client runs each listener (``Query.on_snapshot``) on threads of its own
