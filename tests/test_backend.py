@@ -25,7 +25,7 @@ from tests.conftest import unique_database_id
 from tests.shared import MODES, mode_client
 from tsstore import AsyncTimeSeriesStore, QueryShape, SeriesSpec, TimeSeriesStore
 from tsstore.asks import AddToDocs, DocAsk, GetDoc
-from tsstore.backend import backend_for
+from tsstore.backend import InThreads, abackend_for, backend_for
 from tsstore.beam.target import Target
 from tsstore.counters import AsyncCounter, CounterValue, ShardedCounter, SyncCounter
 from tsstore.databases import document_answers, mode_of
@@ -36,7 +36,7 @@ from tsstore.memory import MemoryDatabase
 from tsstore.memory.answers import answer_document
 from tsstore.databases import DatastoreKind
 from tsstore.datastore_mode import LIVE_REFUSED
-from tsstore.native_mode import NativeAnswers
+from tsstore.native_mode import AsyncNativeAnswers, NativeAnswers
 
 SPEC = SeriesSpec("ticks")
 NOT_A_CLIENT = (r"client builtins\.dict is not allowed; give a google\.cloud\.firestore\.Client \(Native mode\), a "
@@ -53,6 +53,49 @@ def test_each_client_gets_its_databases_backend_and_collections() -> None:
     with pytest.raises(ModeError) as refused:  # no listeners in Datastore mode, said before any read
         datastore.listener()
     assert str(refused.value) == LIVE_REFUSED
+
+
+def test_each_store_gets_its_backend_and_the_other_kind_of_client_is_refused_by_name() -> None:
+    """The async store's backend: Native mode's own on an ``AsyncClient``; a database without an
+    asyncio client through its sync backend in worker threads. The choice refuses a client of the
+    other store, naming the store that takes it."""
+    asynchronous = firestore.AsyncClient(project="p", credentials=AnonymousCredentials())
+    native = abackend_for(asynchronous, SPEC, concurrency=2)
+    assert isinstance(native, AsyncNativeAnswers) and native.collection(SPEC).id == "ticks"
+    for client in (datastore_client("127.0.0.1:1"), MemoryDatabase()):
+        threaded = abackend_for(client, SPEC, concurrency=2)
+        assert isinstance(threaded, InThreads) and threaded.collection(SPEC) == DatastoreKind("ticks")
+        threaded.close()
+    with pytest.raises(ConfigError, match="^TimeSeriesStore takes a firestore.Client; for an AsyncClient use Async"):
+        backend_for(asynchronous, SPEC)
+    with pytest.raises(ConfigError, match="^AsyncTimeSeriesStore takes a firestore.AsyncClient; for a Client use "):
+        abackend_for(emulator_client("127.0.0.1:1"), SPEC, concurrency=2)
+    with pytest.raises(ConfigError, match=NOT_A_CLIENT):
+        abackend_for({}, SPEC, concurrency=2)
+
+
+def test_a_database_without_an_asyncio_client_is_called_on_threads_of_its_own() -> None:
+    """The async store on the memory database calls it in worker threads of its backend's, not
+    the event loop's: a purge's job holds the loop's only worker thread while it takes the ticks
+    it deletes from the loop, which reads them on the backend's threads (on the loop's own, the
+    read would wait for the job, and the job for the read, for ever)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    t0 = dt.datetime(2026, 3, 2, 14, tzinfo=dt.timezone.utc)
+    database = MemoryDatabase()
+    with TimeSeriesStore.memory(SPEC, database=database) as store:
+        store.write([{"timestamp": t0 + dt.timedelta(seconds=i), "v": i} for i in range(30)])
+
+    async def purge() -> int:
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=1))
+        async with AsyncTimeSeriesStore.memory(SPEC, database=database) as astore:
+            return (await astore.purge(before=t0 + dt.timedelta(seconds=20))).deleted
+
+    deleted: list[int] = []
+    runner = threading.Thread(target=lambda: deleted.append(asyncio.run(purge())), daemon=True)
+    runner.start()
+    runner.join(120)  # a guard against waiting for ever, not a timing: the purge takes milliseconds
+    assert deleted == [20]
 
 
 def test_the_mode_is_decided_once_for_stores_counters_and_pipelines() -> None:
