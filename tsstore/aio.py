@@ -14,7 +14,7 @@ ticks hop from the loop a batch at a time.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any, TypeVar, assert_never
 
 from google.cloud import firestore
@@ -29,8 +29,7 @@ from tsstore.errors import ConfigError
 from tsstore.frames import aframes
 from tsstore.live.aio import AsyncLive
 from tsstore.live.listen import ListenTail, ListenWindow, start
-from tsstore.memory import MemoryDatabase
-from tsstore.read.async_engine import HOP_BATCH, aread_ticks, pushed
+from tsstore.read.async_engine import aread_ticks, chained, pulled, pushed
 from tsstore.read.cold import ColdRead, TieredRead, cold_ticks
 from tsstore.series_counters import counter_path
 from tsstore.spec import SeriesSpec
@@ -39,7 +38,7 @@ from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.verbs.request import Readable, Snapshots
-from tsstore.write.options import EMULATOR_WRITE_OPTIONS, WriteOptions
+from tsstore.write.options import WriteOptions
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -81,28 +80,10 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise ConfigError(f"max_concurrency must be at least 1, got {max_concurrency!r}")
         check_options(spec, page_size=page_size, snapshots=snapshots)
-        # refuses a firestore.Client by name
-        self._backend: AsyncBackend = abackend_for(client, spec, concurrency=max_concurrency)
+        self._backend: AsyncBackend = abackend_for(client, spec, concurrency=max_concurrency)  # refuses a Client
         super().__init__(spec, client, self._backend, write_options=write_options, page_size=page_size, lean=lean,
                          snapshots=snapshots)  # fmt: skip
         self._counters: dict[tuple[Any, ...], AsyncCounter] = {}
-
-    @classmethod
-    def memory(
-        cls, spec: SeriesSpec, *, database: MemoryDatabase | None = None, **options: Any
-    ) -> AsyncTimeSeriesStore:
-        """The asyncio store of ``spec`` on a :class:`~tsstore.memory.MemoryDatabase`, as
-        :meth:`TimeSeriesStore.memory <tsstore.store.TimeSeriesStore.memory>` makes the sync one:
-        ``AsyncTimeSeriesStore.memory(spec)``.
-
-        - ``spec``: the :class:`~tsstore.spec.SeriesSpec` of the collection.
-        - ``database``: the memory database to use, shared with other stores; a new, empty one when not given.
-        - ``options``: the constructor's keyword options; ``write_options`` is
-          :data:`~tsstore.write.options.EMULATOR_WRITE_OPTIONS` unless given.
-        """
-        options.setdefault("write_options", EMULATOR_WRITE_OPTIONS)
-        held: Any = MemoryDatabase() if database is None else database
-        return cls(held, spec, **options)
 
     def close(self) -> None:
         """Close what the store made: the sync client made for listeners and bulk jobs, if one
@@ -145,7 +126,7 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
                 return await asyncio.to_thread(self._answer_object, ask)
             case asks.Send(read=read):
                 loop = asyncio.get_running_loop()
-                ticks = _pulled(self._ticks(read), loop) if read is not None else iter(())
+                ticks = pulled(self._ticks(read), loop) if read is not None else iter(())
                 return await asyncio.to_thread(self._writer.job(ask, ticks).run)
             case KnownTime():
                 return self._time(ask)
@@ -188,36 +169,8 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
         if isinstance(read, JoinRead):
             return read.ajoined(self._ticks(read.left), self._ticks(read.right))
         if isinstance(read, TieredRead):
-            return _chained([self._ticks(part) for part in read.parts], read.limit)
+            return chained([self._ticks(part) for part in read.parts], read.limit)
         if isinstance(read, ColdRead):
             return pushed(cold_ticks(read, self._object_bytes))
         fetch = self._backend.fetcher(read.plan)
         return aread_ticks(read, fetch=fetch, renew=lambda: self._run(reading.server_time(self.seat)))
-
-
-async def _chained(parts: list[AsyncIterator[T]], limit: int | None) -> AsyncIterator[T]:
-    """The items of ``parts`` one after another (each started when the one before it ends),
-    at most ``limit``."""
-    given = 0
-    for part in parts:
-        async for item in part:
-            if limit is not None and given >= limit:
-                return
-            given += 1
-            yield item
-
-
-def _pulled(ticks: AsyncIterator[T], loop: asyncio.AbstractEventLoop, *, batch: int = HOP_BATCH) -> Iterator[T]:
-    """An async iterator read from a worker thread (a bulk job's: a purge, a reshard, a
-    roll-up reads on the loop and sends from a thread), ``batch`` items per hop to ``loop``."""
-
-    async def some() -> list[T]:
-        taken: list[T] = []
-        async for item in ticks:
-            taken.append(item)
-            if len(taken) == batch:
-                break
-        return taken
-
-    while taken := asyncio.run_coroutine_threadsafe(some(), loop).result():
-        yield from taken

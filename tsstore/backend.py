@@ -86,22 +86,19 @@ class Backend(Database, Protocol):
 
 
 class AsyncBackend(Database, Protocol):
-    """A database as the async store asks of it: :class:`Backend`'s asks, awaited on the loop."""
+    """A database as the async store asks of it: :class:`Backend`'s asks, awaited on the loop
+    (the fetch, the event-loop engine's), and what it made to let go of when the store closes
+    (threads, a sync twin; the client stays open)."""
 
-    async def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
-        """The count, or ``{alias: value}``, of ``ask`` over the shard ``values``."""
+    async def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any: ...
 
-    async def documents(self, over: Over, read_time: dt.datetime | None) -> list[Doc]:
-        """The documents of a census ask that names them."""
+    async def documents(self, over: Over, read_time: dt.datetime | None) -> list[Doc]: ...
 
-    async def answer_document(self, ask: DocAsk) -> Any:
-        """The answer to a document ask (one attempt)."""
+    async def answer_document(self, ask: DocAsk) -> Any: ...
 
-    def fetcher(self, plan: QueryPlan) -> AsyncFetch:
-        """The event-loop engine's fetch of ``plan``'s chunks."""
+    def fetcher(self, plan: QueryPlan) -> AsyncFetch: ...
 
-    def close(self) -> None:
-        """Let go of what the backend made (threads, a sync twin); the client stays open."""
+    def close(self) -> None: ...
 
 
 class InThreads:
@@ -147,7 +144,9 @@ def backend_for(client: Any, spec: SeriesSpec, *, fast: bool = True) -> Backend:
             return DatastoreAnswers(client, spec)
         case "native":
             if isinstance(client, firestore.AsyncClient):
-                raise ConfigError("TimeSeriesStore takes a firestore.Client; for an AsyncClient use AsyncTimeSeriesStore")
+                raise ConfigError(
+                    "TimeSeriesStore takes a firestore.Client; for an AsyncClient use AsyncTimeSeriesStore"
+                )
             return NativeAnswers(client, spec, fast=fast)
         case "memory":
             return MemoryAnswers(client, spec)

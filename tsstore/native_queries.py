@@ -47,7 +47,9 @@ class NativeQueries:
             return chunk_query(self.collection(plan.spec), plan, tuple(values), None, None, also_by=over.also_by)
         return census_query(self._own, self._spec, over)
 
-    def aggregation(self, over: ChunkTicks | Ask, values: Sequence[str], aggregations: Sequence[Aggregation] | None) -> Any:
+    def aggregation(
+        self, over: ChunkTicks | Ask, values: Sequence[str], aggregations: Sequence[Aggregation] | None
+    ) -> Any:
         """The aggregation query over ``over`` for ``values``: a count (``aggregations`` None),
         or ``aggregations``."""
         query = self.over(over, values)

@@ -23,7 +23,6 @@ from tsstore.asks import Asking, CreateDoc, DeleteDoc, FindDocs, GetDoc, KnownTi
 from tsstore.backend import Backend, backend_for
 from tsstore.cold.objects import DeleteObject, GetObject, ListObjects, ObjectUrls, PutObject
 from tsstore.frames import frames
-from tsstore.memory import MemoryDatabase
 from tsstore.live.listen import ListenTail, ListenWindow, start
 from tsstore.read.cold import ColdRead, TieredRead, cold_ticks
 from tsstore.read.engine import read_ticks
@@ -34,7 +33,7 @@ from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
 from tsstore.verbs.request import Readable, Snapshots
-from tsstore.write.options import EMULATOR_WRITE_OPTIONS, WriteOptions
+from tsstore.write.options import WriteOptions
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -86,22 +85,6 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
         super().__init__(spec, client, self._answers, write_options=write_options, page_size=page_size, lean=lean,
                          snapshots=snapshots)  # fmt: skip
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tsstore-read")
-
-    @classmethod
-    def memory(cls, spec: SeriesSpec, *, database: MemoryDatabase | None = None, **options: Any) -> TimeSeriesStore:
-        """The store of ``spec`` on a :class:`~tsstore.memory.MemoryDatabase`, in this process
-        and without Java, for tests of code that uses tsstore: ``TimeSeriesStore.memory(spec)``.
-
-        - ``spec``: the :class:`~tsstore.spec.SeriesSpec` of the collection.
-        - ``database``: the memory database to use, so that stores share their data (one per
-          series, a sync and an asyncio one); a new, empty one when not given.
-        - ``options``: the constructor's keyword options; ``write_options`` is
-          :data:`~tsstore.write.options.EMULATOR_WRITE_OPTIONS` unless given (no ramp: nothing
-          to warm up, where the default ramp paces a write at 500 documents a second).
-        """
-        options.setdefault("write_options", EMULATOR_WRITE_OPTIONS)
-        held: Any = MemoryDatabase() if database is None else database
-        return cls(held, spec, **options)
 
     def close(self) -> None:
         """Stop the reader threads (the client stays open: it is the caller's)."""

@@ -7,18 +7,20 @@ on threads, :mod:`tsstore.aio` on an event loop."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, get_args
+from collections.abc import Callable
+from typing import Any, Self, get_args
 
 from tsstore.asks import KnownTime
 from tsstore.backend import Database
 from tsstore.cold.objects import GetObject, ObjectAsk, Objects, answer_object
 from tsstore.cold.stores import objects_at
 from tsstore.errors import ConfigError
+from tsstore.memory import MemoryDatabase
 from tsstore.series_counters import SeriesCounters
 from tsstore.spec import SeriesSpec
 from tsstore.verbs import Verbs
 from tsstore.verbs.request import Seat, Snapshots
-from tsstore.write.options import WriteOptions
+from tsstore.write.options import EMULATOR_WRITE_OPTIONS, WriteOptions
 from tsstore.write.writer import Writer
 
 #: The largest ``limit`` an iteration reads as one lean page; above it (and without a
@@ -59,9 +61,27 @@ class StoreBase(Verbs):
         self._collection_of, self._clock = database.collection, database.clock
         self._collection = database.collection(spec)
         self.seat = Seat(spec, self._collection, page_size, lean, snapshots)
-        self._writer: Writer[SeriesCounters] = Writer(spec, write_options, side=database.side,
-                                                      collection_of=database.collection, transport=database.transport)  # fmt: skip
+        self._writer: Writer[SeriesCounters] = Writer(
+            spec, write_options, side=database.side, collection_of=database.collection, transport=database.transport
+        )
         self._objects: Objects | None = None
+
+    @classmethod
+    def memory(cls, spec: SeriesSpec, *, database: MemoryDatabase | None = None, **options: Any) -> Self:
+        """The store of ``spec`` on a :class:`~tsstore.memory.MemoryDatabase`, in this process
+        and without Java, for tests of code that uses tsstore: ``TimeSeriesStore.memory(spec)``
+        (``AsyncTimeSeriesStore.memory(spec)`` for the asyncio store).
+
+        - ``spec``: the :class:`~tsstore.spec.SeriesSpec` of the collection.
+        - ``database``: the memory database to use, so that stores share their data (one per
+          series, a sync and an asyncio one); a new, empty one when not given.
+        - ``options``: the constructor's keyword options; ``write_options`` is
+          :data:`~tsstore.write.options.EMULATOR_WRITE_OPTIONS` unless given (no ramp: nothing
+          to warm up, where the default ramp paces a write at 500 documents a second).
+        """
+        options.setdefault("write_options", EMULATOR_WRITE_OPTIONS)
+        store: Callable[..., Self] = cls  # the store's own constructor: (client, spec, **options)
+        return store(MemoryDatabase() if database is None else database, spec, **options)
 
     def _time(self, ask: KnownTime) -> dt.datetime | None:
         """The server's time as the project's clock knows it (at least it, when the ask says)."""

@@ -3,7 +3,10 @@
 
 A fetch here is ``await fetch(chunk, after, limit, read_time)`` → an async iterator of the
 chunk's ticks in query order. Concurrency is the event loop's: a round's chunk queries are
-gathered, and the merge opens every chunk's stream together; no thread per query.
+gathered, and the merge opens every chunk's stream together; no thread per query. Where a
+thread side meets the loop, items hop a batch at a time: a sync fetch's chunks and a sync
+iterator read in worker threads (:func:`fetched_in_threads`, :func:`pushed`), the loop's ticks
+read from a bulk job's thread (:func:`pulled`).
 """
 
 from __future__ import annotations
@@ -39,6 +42,34 @@ async def pushed(items: Iterator[T], executor: Executor | None = None, *, batch:
     loop = asyncio.get_running_loop()
     while taken := await loop.run_in_executor(executor, list, itertools.islice(items, batch)):
         for item in taken:
+            yield item
+
+
+def pulled(items: AsyncIterator[T], loop: asyncio.AbstractEventLoop, *, batch: int = HOP_BATCH) -> Iterator[T]:
+    """An async iterator read from a worker thread (a bulk job's, sending what it reads from
+    ``loop``: a purge, a reshard, a roll-up), ``batch`` items per hop to ``loop``."""
+
+    async def some() -> list[T]:
+        taken: list[T] = []
+        async for item in items:
+            taken.append(item)
+            if len(taken) == batch:
+                break
+        return taken
+
+    while taken := asyncio.run_coroutine_threadsafe(some(), loop).result():
+        yield from taken
+
+
+async def chained(parts: Sequence[AsyncIterator[T]], limit: int | None) -> AsyncIterator[T]:
+    """The items of ``parts`` one after another (each started when the one before it ends),
+    at most ``limit``: :func:`~tsstore.read.merge.take` of their chain, on the loop."""
+    given = 0
+    for part in parts:
+        async for item in part:
+            if limit is not None and given >= limit:
+                return
+            given += 1
             yield item
 
 
