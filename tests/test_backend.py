@@ -86,7 +86,10 @@ def test_a_database_without_an_asyncio_client_is_called_on_threads_of_its_own() 
     with TimeSeriesStore.memory(SPEC, database=database) as store:
         store.write([{"timestamp": t0 + dt.timedelta(seconds=i), "v": i} for i in range(30)])
 
+    running: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any] | None]] = []
+
     async def purge() -> int:
+        running.append((asyncio.get_running_loop(), asyncio.current_task()))
         asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=1))
         async with AsyncTimeSeriesStore.memory(SPEC, database=database) as astore:
             return (await astore.purge(before=t0 + dt.timedelta(seconds=20))).deleted
@@ -95,6 +98,11 @@ def test_a_database_without_an_asyncio_client_is_called_on_threads_of_its_own() 
     runner = threading.Thread(target=lambda: deleted.append(asyncio.run(purge())), daemon=True)
     runner.start()
     runner.join(120)  # a guard against waiting for ever, not a timing: the purge takes milliseconds
+    if runner.is_alive():  # the read and the job wait on each other: cancelled, so that the run ends
+        loop, task = running[0]
+        assert task is not None
+        loop.call_soon_threadsafe(task.cancel)
+        runner.join()
     assert deleted == [20]
 
 
