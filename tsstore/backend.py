@@ -103,9 +103,11 @@ class AsyncBackend(Database, Protocol):
 
 class InThreads:
     """A sync ``backend`` as the async store asks of it (a database without an asyncio client:
-    Datastore mode's, the memory database's): each call in a worker thread of its own, at most
-    ``workers`` at once, and a chunk's ticks read :data:`~tsstore.read.async_engine.HOP_BATCH` a
-    hop. A cancelled await leaves its thread to finish the call it is in."""
+    Datastore mode's, the memory database's): each call in a worker thread of its own pool, at
+    most ``workers`` at once, and a chunk's ticks read :data:`~tsstore.read.async_engine.HOP_BATCH`
+    a hop. Not the loop's own threads: a bulk job holds one of those while it takes the ticks it
+    sends from the loop, and with all of them held no read could answer it. A cancelled await
+    leaves its thread to finish the call it is in."""
 
     def __init__(self, backend: Backend, *, workers: int) -> None:
         self._backend, self.side, self.clock = backend, backend.side, backend.clock
