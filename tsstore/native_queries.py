@@ -12,7 +12,8 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from tsstore.asks import Doc
-from tsstore.layout.census import Ask, census_query
+from tsstore.census_asks import Ask
+from tsstore.layout.census import census_query
 from tsstore.read.async_engine import AsyncFetch
 from tsstore.read.chunks import Chunk, ChunkTicks, chunk_query
 from tsstore.read.engine import Fetch

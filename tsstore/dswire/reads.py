@@ -13,7 +13,7 @@ from tsstore.asks import Doc
 from tsstore.dswire import kinds, queries
 from tsstore.dswire.calls import DatastoreCalls, read_ticks
 from tsstore.dswire.values import decode_entity, key_path
-from tsstore.layout.census import Ask
+from tsstore.census_asks import Ask
 from tsstore.read.chunks import ChunkTicks
 from tsstore.read.engine import Fetch
 from tsstore.read.merge import merge_streams, take
@@ -54,7 +54,7 @@ def aggregate(
 
 
 def documents(calls: DatastoreCalls, spec: SeriesSpec, over: Ask, read_time: dt.datetime | None) -> list[Doc]:
-    """The documents of a census ask that names them (:class:`~tsstore.layout.census.FirstValue`)."""
+    """The documents of a census ask that names them (:class:`~tsstore.census_asks.FirstValue`)."""
     [query] = _queries(calls, spec, over, (), None)
     found, read = calls.collect(query, read_time=read_time, mask=[spec.shard_field])
     return [Doc(key_path(r.entity.key).rsplit("/", 1)[-1], decode_entity(r.entity), None, read) for r in found]
