@@ -81,7 +81,7 @@ class DatastoreAnswers:
         return reads.aggregate(self.calls, self._spec, ask.over, values, aggregations, read_time=ask.read_time)
 
     def documents(self, over: Over, read_time: dt.datetime | None) -> list[Doc]:
-        """The documents of a census ask that names them (:class:`~tsstore.layout.census.FirstValue`)."""
+        """The documents of a census ask that names them (:class:`~tsstore.census_asks.FirstValue`)."""
         assert not isinstance(over, ChunkTicks)
         return reads.documents(self.calls, self._spec, over, read_time)
 

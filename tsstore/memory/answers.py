@@ -109,7 +109,7 @@ class MemoryAnswers:
         return answer["n"] if isinstance(ask, Count) else answer
 
     def documents(self, over: Over, read_time: dt.datetime | None) -> list[Doc]:
-        """The documents a census ask names (:class:`~tsstore.layout.census.FirstValue`)."""
+        """The documents a census ask names (:class:`~tsstore.census_asks.FirstValue`)."""
         found, _ = self.database.run(self._over(over, ()), read_time=read_time)
         return [_doc(f) for f in found]
 
