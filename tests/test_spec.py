@@ -140,3 +140,28 @@ def test_series_and_range_shapes() -> None:
     assert spec.filter_fields == {"symbol", "exchange", "volume", "price.micros"}
     assert series.describe() == "[symbol] desc/asc series <= 50 writes/s"
     assert ranged.describe() == "[exchange] ranges [price.micros, volume] desc"
+
+
+def test_whole_seconds_minutes_and_hours_read_without_pandas_are_what_pandas_reads() -> None:
+    """``to_duration`` reads ``"2s"``, ``"5min"`` or ``"1h"`` itself (a late policy's defaults,
+    read whenever the spec is imported, so the spec loads without pandas): each such text with
+    one to six digits, leading zeros and the largest included, is pandas' ``Timedelta`` of it,
+    and text just outside that form is still read by pandas, or refused as it refuses it."""
+    import pandas as pd
+
+    from tsstore.times import to_duration
+
+    for unit in ("s", "min", "h"):
+        for digits in ("0", "2", "007", "20", "59", "60", "3600", "86400", "999999"):
+            text = digits + unit
+            assert to_duration(text, name="d") == pd.Timedelta(text).to_pytimedelta(), text
+    for text in ("1000000h", "1.5h", "1 h", " 2s", "-2s", "+5min", "2sec", "2ms", "3000000h", "1e9h"):
+        try:
+            want: object = pd.Timedelta(text).to_pytimedelta()
+        except (ValueError, OverflowError):
+            want = ValueError
+        try:
+            got: object = to_duration(text, name="d")
+        except ValueError:
+            got = ValueError
+        assert got == want, text
