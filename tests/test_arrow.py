@@ -13,8 +13,6 @@ import random
 from typing import Any
 
 import pandas as pd
-import polars as pl
-import polars.testing
 import pyarrow as pa
 import pytest
 
@@ -55,6 +53,9 @@ READS: list[dict[str, Any]] = [
 @pytest.mark.parametrize("shards", [3, 40])
 def test_tables_batches_and_polars_frames_equal_query_frame(shards: int, tsstore_emulator: Any, database_id: str,
                                                             collection_name: str) -> None:  # fmt: skip
+    import polars as pl  # here, not at collection (0.55 CPU-s), which the lane without the emulator runs too
+    import polars.testing
+
     spec = SeriesSpec(collection_name, shards=[f"s{n}" for n in range(shards)],
                       columns={"volume": "Float64", "price.micros": "Int64"},
                       shapes=[QueryShape("symbol", ("asc", "desc"))])

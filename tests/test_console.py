@@ -29,7 +29,6 @@ import pandas as pd
 import pytest
 from selenium import webdriver
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.cli import tsstore
 from tests.conftest import unique_database_id
@@ -97,6 +96,8 @@ def opened(browser: webdriver.Chrome, served: dict[str, Any]) -> webdriver.Chrom
 def wait(browser: webdriver.Chrome, until: Callable[[webdriver.Chrome], Any], seconds: float = 60) -> Any:
     """``until`` once the page shows it; ``seconds`` bound a hang, not a speed (a loaded machine
     runs the browser, the server and the emulator slowly)."""
+    from selenium.webdriver.support.ui import WebDriverWait  # here, not at collection (0.7 CPU-s in the lane too)
+
     return WebDriverWait(browser, seconds, poll_frequency=0.05).until(until)
 
 
