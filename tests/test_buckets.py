@@ -588,17 +588,14 @@ PRICES, VOLUMES = st.integers(1, 10**6), st.integers(0, 500)
 CASE_CHOICES: dict[int, st.SearchStrategy[Case]] = {}  # by id() of a list of cases (module constants)
 
 
-@st.composite
-def scenario(draw: st.DrawFn, cases: Sequence[Case] = PROPERTY_CASES) -> tuple[Case, list[Tick], bool]:
-    """A case, ticks around a daylight-saving change (many on bucket edges, some at one
-    instant), and whether they come newest first."""
-    chosen = draw(CASE_CHOICES.setdefault(id(cases), st.sampled_from(cases)))
-    fill, by = draw(FILLS), draw(BYS)
-    chosen = replace(chosen, fill=fill, by=by)
-    anchor = draw(ANCHORS)
-    zone = ZoneInfo(chosen.zone)
-    days = int(chosen.span_days)
-    minutes = int(chosen.span_days * 1440)
+@functools.cache
+def tick_rows(zone_name: str, span_days: float, monthly: bool, anchor: dt.datetime) -> st.SearchStrategy[list[Any]]:
+    """The rows of a scenario's ticks around ``anchor`` (a daylight-saving change) for a case
+    of that zone, reach and kind, built once for each (each example built them again: a new
+    strategy is validated on its first draw, a third of the scenario's drawing)."""
+    zone = ZoneInfo(zone_name)
+    days = int(span_days)
+    minutes = int(span_days * 1440)
     local_day = anchor.astimezone(zone).date()
 
     def wall(offset: int, hour: int, minute: int) -> dt.datetime:
@@ -614,15 +611,20 @@ def scenario(draw: st.DrawFn, cases: Sequence[Case] = PROPERTY_CASES) -> tuple[C
         AT_CHANGE.map(lambda m: anchor + dt.timedelta(minutes=m)),  # at the change itself
         st.builds(wall, st.integers(-days, days), CLOCK_HOURS, CLOCK_MINUTES),
     ]
-    if chosen.rule.freq.endswith("MS"):
+    if monthly:
         instants.append(MONTHS.map(month_start))
-    rows = draw(
-        st.lists(
-            st.tuples(st.one_of(instants), JITTERS, SYMBOLS_ABC, PRICES, VOLUMES),
-            min_size=1,
-            max_size=40,
-        )
-    )
+    return st.lists(st.tuples(st.one_of(instants), JITTERS, SYMBOLS_ABC, PRICES, VOLUMES), min_size=1, max_size=40)
+
+
+@st.composite
+def scenario(draw: st.DrawFn, cases: Sequence[Case] = PROPERTY_CASES) -> tuple[Case, list[Tick], bool]:
+    """A case, ticks around a daylight-saving change (many on bucket edges, some at one
+    instant), and whether they come newest first."""
+    chosen = draw(CASE_CHOICES.setdefault(id(cases), st.sampled_from(cases)))
+    fill, by = draw(FILLS), draw(BYS)
+    chosen = replace(chosen, fill=fill, by=by)
+    anchor = draw(ANCHORS)
+    rows = draw(tick_rows(chosen.zone, chosen.span_days, chosen.rule.freq.endswith("MS"), anchor))
     ticks = [
         Tick(f"{i * 37 % 101:03d}", when + dt.timedelta(microseconds=jitter),
              {"symbol": symbol, "price": {"micros": price}, "volume": volume})
@@ -669,6 +671,7 @@ KOLKATA_CASES = [
 ]
 STORED = [dt.timedelta(minutes=1), dt.timedelta(minutes=15), dt.timedelta(hours=1)]
 COMBINED_SCENARIO = scenario(PROPERTY_CASES + KOLKATA_CASES * 4)
+STORED_CHOICES, BOUND_KINDS = st.sampled_from(STORED), st.sampled_from(["none", "edge", "edge", "next edge", "tick"])
 
 
 @st.composite
@@ -676,11 +679,11 @@ def combined_scenario(draw: st.DrawFn) -> tuple[Case, list[Tick], bool, dt.timed
     """A bars scenario, the length of the stored bars to combine, and a range whose bounds are
     a stored bar's edge, a tick's own time, or none."""
     chosen, ticks, descending = draw(COMBINED_SCENARIO)
-    stored = draw(st.sampled_from(STORED))
+    stored = draw(STORED_CHOICES)
     times = sorted(t.timestamp for t in ticks)
     bounds: list[dt.datetime | None] = []
     for _ in ("start", "end"):
-        at, how = draw(st.sampled_from(times)), draw(st.sampled_from(["none", "edge", "edge", "next edge", "tick"]))
+        at, how = times[draw(st.integers(0, len(times) - 1))], draw(BOUND_KINDS)  # a tick's time, as sampled_from
         edge = bar_start(at, stored)
         bounds.append({"none": None, "edge": edge, "next edge": edge + stored, "tick": at}[how])
     if None not in bounds and bounds[0] >= bounds[1]:  # type: ignore[operator]
