@@ -17,19 +17,24 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from google.cloud import firestore
 
 from tests.gcs import GcsServer, free_port
 from tests.proxy import CuttingProxy
-from tests.shared import MILLISECONDS, SPEC, TICKS, skewed_rows
-from tsstore import TimeSeriesStore, WriteOptions
-from tsstore.faults import mode_name
 from tsstore.local import supervisor
-from tsstore.local.emulator import EmulatorAt
 from tsstore.pytest_plugin import unique_database_id
+
+if TYPE_CHECKING:
+    from google.cloud import firestore
+
+    from tsstore.local.emulator import EmulatorAt
+
+# What the fixtures use of the client, pandas (tests.shared) and the stores is imported where
+# they use it: every process of a run loads this file, xdist's controller too, which starts its
+# workers only once it has (importing them here took it 1.2 s, measured, for nothing it runs;
+# the workers import them as they collect the tests).
 
 VALIDATOR = Path(__file__).parent / "firebase" / "validate.js"
 
@@ -100,6 +105,8 @@ def own_local_stores(local_store_folders: Iterator[Path], monkeypatch: pytest.Mo
     for base in (folder / "home", folder / "data" / "tsstore"):
         for mode, place in (("native", base), ("datastore", base / "datastore")):
             if (place / supervisor.STATE_FILE).exists() and (store := supervisor.stop(place, mode=mode)) is not None:
+                from tsstore.faults import mode_name
+
                 left.append(f"{mode_name(mode)} (pid {store.pid}, {place})")
     if left:
         pytest.fail(f"the test left its local store running, now stopped: {', '.join(left)}", pytrace=False)
@@ -247,6 +254,9 @@ def firebase_tools() -> Iterator[FirebaseTools]:
 #: shard, TWO in two, the rest anywhere; ``{"store": its store, "ticks": every tick read back}``.
 @pytest.fixture(scope="module")
 def skewed(tsstore_emulator: Any) -> Iterator[dict[str, Any]]:
+    from tests.shared import MILLISECONDS, SPEC, TICKS, skewed_rows
+    from tsstore import TimeSeriesStore, WriteOptions
+
     client = tsstore_emulator.client(database=f"skew-{random.randrange(10**9)}")
     store = TimeSeriesStore(client, SPEC, write_options=WriteOptions(ramp=False), page_size=500)
     rows = skewed_rows()
