@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -47,6 +48,13 @@ sys.dont_write_bytecode = False
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # The commands the tests interrupt start as from a terminal, with Ctrl-C at Python's own
+    # handler, however this run was started: a run started with SIGINT ignored (a background job
+    # of a script) passed that on, tsstore then leaves Ctrl-C alone as it should, and each test
+    # that interrupts a command waited out its timeout and failed (test_live's three: 60 + 60 +
+    # 95 s). Its own Ctrl-C is that of a run started in a terminal too.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     config.addinivalue_line(
         "markers",
         "emulator: needs the Firestore emulator (a JVM); given to every test that uses the emulator fixture, and "

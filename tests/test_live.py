@@ -837,6 +837,15 @@ def test_a_ctrl_c_python_drops_still_stops_tail_and_watch(
     assert f"interrupted: {stopped}" in done.stderr
 
 
+def test_a_command_a_test_interrupts_starts_with_ctrl_c_at_its_default() -> None:
+    """However this run was started (a background job of a script ignores SIGINT), a command a
+    test starts has Ctrl-C at its default, as from a terminal (tests/conftest.py): one that
+    inherited SIGINT ignored stopped on no Ctrl-C the test sent, and the test waited out its timeout."""
+    probe = "import signal; print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["False"], done.stderr
+
+
 def test_a_ctrl_c_inside_a_deferred_step_comes_when_the_step_ends() -> None:
     # Seen in a loaded run: "tailed 7 tick(s)" over 6 printed rows. The tail blocked SIGINT in
     # its main thread while it counted and printed a row; the system then gave the Ctrl-C to
