@@ -1004,3 +1004,25 @@ def test_a_timeout_of_zero_polls_what_has_arrived() -> None:
         finally:
             watch.close()
             tail.close()
+
+
+def test_a_watchs_first_update_is_given_without_waiting_for_another_report() -> None:
+    """The listeners' first reports, taken while the watch was made, are its first update:
+    ``next_update()`` gives it without first waiting for a report that may never come (it
+    waited the liveness check, a second, before)."""
+    spec = SeriesSpec("ticks", shards=["a", "b"], key_fields=["symbol"])
+    t0 = dt.datetime(2026, 3, 2, 14, tzinfo=dt.timezone.utc)
+    with TimeSeriesStore.memory(spec) as store:
+        store.write([{"symbol": f"S{i}", "timestamp": t0 + dt.timedelta(seconds=i)} for i in range(3)])
+        with store.watch(limit=5) as watch:
+            waits: list[float | None] = []
+            events = watch._listeners.events
+
+            def recorded(timeout: float | None) -> Any:
+                waits.append(timeout)
+                return events(timeout)
+
+            watch._listeners.events = recorded  # type: ignore[method-assign]
+            first = watch.next_update()
+            assert first is not None and [tick.data["symbol"] for tick in first.window] == ["S2", "S1", "S0"]
+            assert waits == [0.0]

@@ -321,14 +321,15 @@ class LiveWatch(_Live, Iterator[WindowUpdate]):
         """The next update, or ``None`` when ``timeout`` seconds pass without one or the
         watch is closed; ``timeout=0`` polls (what has arrived, without waiting)."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        wait = 0.0  # first what has arrived and what the reports already taken hold, without waiting
         while not self._listeners.closed:
-            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            wait = LIVENESS_CHECK if left is None else min(left, LIVENESS_CHECK)
             for event in self._listeners.events(wait):  # what has arrived is taken even when the time is up
                 self._report(event)
             update = self._state.update()
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             if update is not None or left == 0:
                 return update
+            wait = LIVENESS_CHECK if left is None else min(left, LIVENESS_CHECK)
         return None
 
     def __next__(self) -> WindowUpdate:
