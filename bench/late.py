@@ -64,7 +64,7 @@ class Before(TimeSeriesStore):
 
     def __init__(self, *args: Any, **options: Any) -> None:
         super().__init__(*args, **options)
-        side = self._answers.side
+        side = self._backend.side
         guarded = side.late_guard
         side.late_guard = lambda spec: Unguarded(spec, guarded(spec)._io)  # type: ignore[method-assign]
 

@@ -337,6 +337,54 @@ def test_a_file_ingested_into_a_memory_database_is_its_own_target(tmp_path: Path
     assert len(paths) == 2
 
 
+def test_a_database_ask_is_tried_again_and_a_failing_count_asked_in_parts_on_both_sides() -> None:
+    """``answered`` and ``aanswered`` (each store's one case for what its database answers): a
+    count at a snapshot that keeps failing reaches the backend as asks over parts of its chunk's
+    shard values, one answer per part; a census count has no parts and is asked whole, and so is
+    a document ask."""
+    from tsstore.backend import aanswered, answered
+    from tsstore.census_asks import CountAll
+    from tsstore.read.chunks import ChunkTicks
+    from tsstore.read.plan import plan_query
+    from tsstore.verbs.request import Count
+
+    spec = SeriesSpec("ticks", shards=[f"s{i}" for i in range(5)])
+    plan = plan_query(spec)
+    [chunk] = plan.chunks
+    t0 = dt.datetime(2026, 3, 2, 14, tzinfo=dt.timezone.utc)
+
+    class Flaky:
+        """Fails its first two calls as an overloaded server does, then answers a count with the
+        shard values it was asked over (the census's: its name) and a document ask with its path."""
+
+        def __init__(self) -> None:
+            self.asked: list[Any] = []
+
+        def answer(self, ask: Any) -> Any:
+            self.asked.append(ask)
+            if len(self.asked) <= 2:
+                raise ServiceUnavailable("overloaded")
+            if isinstance(ask, Count):
+                return ask.over.chunk if isinstance(ask.over, ChunkTicks) else type(ask.over).__name__
+            return ask.path
+
+    class Awaited:
+        def __init__(self, flaky: Flaky) -> None:
+            self.flaky = flaky
+
+        async def answer(self, ask: Any) -> Any:
+            return self.flaky.answer(ask)
+
+    count, census = Count(ChunkTicks(plan, chunk), read_time=t0), Count(CountAll(), read_time=t0)
+    parts = [Count(ChunkTicks(plan, part), read_time=t0) for part in (chunk[:3], chunk[3:])]
+    cases = [(count, [chunk[:3], chunk[3:]], [count, count, *parts]), (census, ["CountAll"], [census] * 3),
+             (GetDoc("a/b", "a get"), "a/b", [GetDoc("a/b", "a get")] * 3)]  # fmt: skip
+    for ask, answer, asked in cases:
+        sync, looped = Flaky(), Flaky()
+        assert answered(sync, ask) == asyncio.run(aanswered(Awaited(looped), ask)) == answer  # type: ignore[arg-type]
+        assert sync.asked == looped.asked == asked
+
+
 def test_an_ask_no_store_answers_is_refused_by_name_by_both_stores() -> None:
     """A request yielding an ask of a kind no store answers (a counter's own commit, which
     counters run themselves) gets a TypeError naming it and the kinds a request may yield."""

@@ -32,7 +32,7 @@ from tsstore.read.plan import plan_query
 from tsstore.spec import QueryShape, shards_for
 from tsstore.native_mode import NativeAnswers
 from tsstore.verbs.reading import clock_probe
-from tsstore.verbs.request import Aggregate, Count
+from tsstore.verbs.request import Aggregate, Count, Documents
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -159,7 +159,7 @@ def both(tsstore_emulator: Any) -> Iterator[dict[str, Any]]:
             send, _ = answers.transport(kind, timeout=60.0)  # each backend's bulk send
             assert send([(doc_id, data, True) for doc_id, data in docs]) == [(0, "")] * len(docs)
         probe = clock_probe(declared)
-        before = {"native": native.answer_document(probe).read_time, "memory": mine.answer_document(probe).read_time}
+        before = {"native": native.answer(probe).read_time, "memory": mine.answer(probe).read_time}
         late = {**docs[0][1], "volume": 9900, "timestamp": T0 + dt.timedelta(seconds=30)}
         later = [(docs[0][0], late, False), (docs[1][0], None, False), ("zz-added", {**late, "n": 10**6}, True)]
         for answers, kind in ((native, client.collection(declared.collection)), (mine, Kind(declared.collection))):
@@ -182,12 +182,12 @@ def both(tsstore_emulator: Any) -> Iterator[dict[str, Any]]:
         plan = plan_query(made[shards]["spec"], **options)
         for c in plan.chunks:
             native = made[shards]["native"]
-            asks["aggregate", i, c] = functools.partial(native.aggregate, aggregation(plan, c, measure), c)
+            asks["aggregate", i, c] = functools.partial(native.answer, aggregation(plan, c, measure))
     counts, names = census(made[40]["spec"])
     for over in counts:
-        asks["count", over] = functools.partial(made[40]["native"].aggregate, Count(over, read_time=None), ())
+        asks["count", over] = functools.partial(made[40]["native"].answer, Count(over, read_time=None))
     for over in names:
-        asks["names", over] = functools.partial(made[40]["native"].documents, over, None)
+        asks["names", over] = functools.partial(made[40]["native"].answer, Documents(over, read_time=None))
     with ThreadPoolExecutor(max_workers=8) as pool:
         futures = {key: pool.submit(answered, call) for key, call in asks.items()}
         made["recorded"] = {key: future.result() for key, future in futures.items()}
@@ -235,7 +235,7 @@ def test_counts_and_aggregates_match(both: dict[str, Any], case: int) -> None:
     shards, options, measure = AGGREGATES[case]
     plan = plan_query(both[shards]["spec"], **options)
     for chunk in plan.chunks:
-        memory = both[shards]["memory"].aggregate(aggregation(plan, chunk, measure), chunk)
+        memory = both[shards]["memory"].answer(aggregation(plan, chunk, measure))
         native = both["recorded"]["aggregate", case, chunk]
         if measure is not None and native["n"] == 0:
             # The emulator answers every aggregation of nothing 0.0; Firestore (and the memory
@@ -251,9 +251,9 @@ def test_census_asks_match(both: dict[str, Any]) -> None:
     side, recorded = both[40], both["recorded"]
     counts, names = census(side["spec"])
     for over in counts:
-        assert side["memory"].aggregate(Count(over, read_time=None), ()) == recorded["count", over]
+        assert side["memory"].answer(Count(over, read_time=None)) == recorded["count", over]
     for over in names:
-        assert docs_of(side["memory"].documents(over, None)) == docs_of(recorded["names", over])
+        assert docs_of(side["memory"].answer(Documents(over, read_time=None))) == docs_of(recorded["names", over])
     assert any(recorded["names", over] for over in names) and any(recorded["count", over] for over in counts)
 
 
@@ -285,31 +285,31 @@ def test_document_asks_match(both: dict[str, Any]) -> None:
             out.append(answer)
             return answer
 
-        first = put(side.answer_document(SetDoc("docs/a", {"x": 1, "m": {"p": 1, "q": 2}}, "set")))
-        put(side.answer_document(SetDoc("docs/a", {"x": 1, "m": {"p": 1, "q": 2}}, "set again, the same")))
-        put(side.answer_document(SetDoc("docs/a", {"m": {"q": 3}, "y": "z"}, "merge", merge=True)))
-        put(side.answer_document(GetDoc("docs/a", "get")))
+        first = put(side.answer(SetDoc("docs/a", {"x": 1, "m": {"p": 1, "q": 2}}, "set")))
+        put(side.answer(SetDoc("docs/a", {"x": 1, "m": {"p": 1, "q": 2}}, "set again, the same")))
+        put(side.answer(SetDoc("docs/a", {"m": {"q": 3}, "y": "z"}, "merge", merge=True)))
+        put(side.answer(GetDoc("docs/a", "get")))
         stamp = SetDoc("stamps/a", {"m": {"q": 3}}, "merge, stamped", merge=True, server_time=("at",))
-        put(side.answer_document(stamp))
-        put(side.answer_document(GetDoc("stamps/a", "get the stamped one")))
-        put(side.answer_document(GetDoc("docs/a", "get some", fields=("m.q", "y", "nothing"))))
-        put(side.answer_document(GetDoc("docs/none", "get a missing one")))
-        put(side.answer_document(CreateDoc("docs/a", {"x": 2}, "create an existing one")))
-        made = put(side.answer_document(CreateDoc("docs/b", {"x": 2, "k": "b"}, "create")))
-        put(side.answer_document(UpdateDoc("docs/a", {"x": 3}, first, "update, stale")))
-        written = put(side.answer_document(UpdateDoc("docs/b", {"x": 3, "m.n": [1, 2]}, made, "update")))
-        put(side.answer_document(DeleteDoc("docs/b", "delete, stale", written=made)))
-        put(side.answer_document(FindDocs("docs", "find", where=(("x", ">=", 1),))))
-        put(side.answer_document(FindDocs("docs", "find one", where=(("k", "==", "b"), ("x", "in", [3, 4])))))
-        put(side.answer_document(DeleteDoc("docs/b", "delete", written=written)))
-        put(side.answer_document(UpdateDoc("docs/b", {"x": 4}, written, "update a deleted one")))
-        put(side.answer_document(DeleteDoc("docs/b", "delete a deleted one, unconditionally")))
-        put(side.answer_document(AddToDocs((("sums/a", "n", 2), ("sums/b", "n", 5)), "add", receipt="receipts/r1")))
-        put(side.answer_document(AddToDocs((("sums/a", "n", 2),), "add again", receipt="receipts/r1")))
-        put(side.answer_document(AddToDocs((("sums/a", "n", 3), ("sums/c", "n", 1.5)), "add without receipt")))
-        put(side.answer_document(FindDocs("sums", "sums")))
-        put(side.answer_document(SumDocs("sums", "n", "sum")))
-        put(side.answer_document(FindDocs("receipts", "receipts")))
+        put(side.answer(stamp))
+        put(side.answer(GetDoc("stamps/a", "get the stamped one")))
+        put(side.answer(GetDoc("docs/a", "get some", fields=("m.q", "y", "nothing"))))
+        put(side.answer(GetDoc("docs/none", "get a missing one")))
+        put(side.answer(CreateDoc("docs/a", {"x": 2}, "create an existing one")))
+        made = put(side.answer(CreateDoc("docs/b", {"x": 2, "k": "b"}, "create")))
+        put(side.answer(UpdateDoc("docs/a", {"x": 3}, first, "update, stale")))
+        written = put(side.answer(UpdateDoc("docs/b", {"x": 3, "m.n": [1, 2]}, made, "update")))
+        put(side.answer(DeleteDoc("docs/b", "delete, stale", written=made)))
+        put(side.answer(FindDocs("docs", "find", where=(("x", ">=", 1),))))
+        put(side.answer(FindDocs("docs", "find one", where=(("k", "==", "b"), ("x", "in", [3, 4])))))
+        put(side.answer(DeleteDoc("docs/b", "delete", written=written)))
+        put(side.answer(UpdateDoc("docs/b", {"x": 4}, written, "update a deleted one")))
+        put(side.answer(DeleteDoc("docs/b", "delete a deleted one, unconditionally")))
+        put(side.answer(AddToDocs((("sums/a", "n", 2), ("sums/b", "n", 5)), "add", receipt="receipts/r1")))
+        put(side.answer(AddToDocs((("sums/a", "n", 2),), "add again", receipt="receipts/r1")))
+        put(side.answer(AddToDocs((("sums/a", "n", 3), ("sums/c", "n", 1.5)), "add without receipt")))
+        put(side.answer(FindDocs("sums", "sums")))
+        put(side.answer(SumDocs("sums", "n", "sum")))
+        put(side.answer(FindDocs("receipts", "receipts")))
         got[name] = out
     # A server time is the commit's time in Firestore (and here); the emulator stamps it in
     # milliseconds a few before its commit time.

@@ -225,7 +225,7 @@ def test_paging_returns_every_document_once_in_order(
     seen: list[Tick] = []
     cursor = None
     pages = 0
-    calls = store._answers.calls if big["mode"] == "datastore" else None
+    calls = store._backend.calls if big["mode"] == "datastore" else None
     wire = CountedWire(calls.api) if calls is not None else None
     if calls is not None:
         calls.api = wire

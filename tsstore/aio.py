@@ -19,10 +19,9 @@ from typing import Any, TypeVar, assert_never
 
 from google.cloud import firestore
 
-from tsstore import faults
 from tsstore.analytics.asof import JoinRead
-from tsstore.asks import Asking, CreateDoc, DeleteDoc, FindDocs, GetDoc, KnownTime, SetDoc, UpdateDoc
-from tsstore.backend import AsyncBackend, abackend_for
+from tsstore.asks import Asking, DatabaseAsking, KnownTime
+from tsstore.backend import AsyncBackend, aanswered, abackend_for
 from tsstore.cold.objects import DeleteObject, GetObject, ListObjects, ObjectUrls, PutObject
 from tsstore.counters import AsyncCounter
 from tsstore.errors import ConfigError
@@ -33,7 +32,7 @@ from tsstore.read.async_engine import aread_ticks, chained, pulled, pushed
 from tsstore.read.cold import ColdRead, TieredRead, cold_ticks
 from tsstore.series_counters import counter_path
 from tsstore.spec import SeriesSpec
-from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, check_options
+from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase
 from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
@@ -44,7 +43,7 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
-class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
+class AsyncTimeSeriesStore(StoreBase[AsyncBackend], declare.LoopDriver):
     """Write and query one sharded time-series collection from asyncio: every verb of
     :class:`~tsstore.store.TimeSeriesStore` with the same options, awaited
     (``await store.query(limit=10)``), streams as async iterators (``async for tick in
@@ -79,10 +78,9 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
     ) -> None:
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise ConfigError(f"max_concurrency must be at least 1, got {max_concurrency!r}")
-        check_options(spec, page_size=page_size, snapshots=snapshots)
-        self._backend: AsyncBackend = abackend_for(client, spec, concurrency=max_concurrency)  # refuses a Client
-        super().__init__(spec, client, self._backend, write_options=write_options, page_size=page_size, lean=lean,
-                         snapshots=snapshots)  # fmt: skip
+        # the backend (made once the options are checked) refuses a firestore.Client by name
+        super().__init__(spec, client, lambda: abackend_for(client, spec, concurrency=max_concurrency),
+                         write_options=write_options, page_size=page_size, lean=lean, snapshots=snapshots)  # fmt: skip
         self._counters: dict[tuple[Any, ...], AsyncCounter] = {}
 
     def close(self) -> None:
@@ -108,20 +106,14 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
             return list(await asyncio.gather(*map(self._answer, asked)))
         backend = self._backend
         match ask := asks.question(asked):
-            case asks.Count() | asks.Aggregate():
-                return await faults.acall_split(
-                    lambda values: backend.aggregate(ask, values), ask.values, what=ask.what, divisible=ask.divisible
-                )
-            case asks.Documents(over=over, read_time=read_time):
-                return await faults.acall(lambda: backend.documents(over, read_time), what=ask.what)
+            case DatabaseAsking():  # counts, aggregations, a census's documents, document asks
+                return await aanswered(backend, ask)
             case asks.Collect(read=read):
                 return [tick async for tick in self._ticks(read)]
             case asks.Feed(read=read, sink=sink):
                 async for tick in self._ticks(read):
                     sink.add(tick)
                 return None
-            case GetDoc() | SetDoc() | DeleteDoc() | FindDocs() | CreateDoc() | UpdateDoc():
-                return await faults.acall(lambda: backend.answer_document(ask), what=ask.what)
             case PutObject() | GetObject() | ListObjects() | DeleteObject() | ObjectUrls():
                 return await asyncio.to_thread(self._answer_object, ask)
             case asks.Send(read=read):
@@ -143,7 +135,7 @@ class AsyncTimeSeriesStore(StoreBase, declare.LoopDriver):
     async def _counter(self, values: tuple[Any, ...]) -> AsyncCounter:
         """The counter of one series, made once per store, its document asks answered by the backend."""
         if values not in self._counters:
-            counter = AsyncCounter(counter_path(self.spec, values), answer=self._backend.answer_document)
+            counter = AsyncCounter(counter_path(self.spec, values), answer=self._backend.answer)
             await counter.create(shards=self.spec.counter_shards)
             self._counters[values] = counter
         return self._counters[values]

@@ -33,6 +33,13 @@ class Asking(Generic[Answer]):
     what: str
 
 
+class DatabaseAsking(Asking[Answer]):
+    """An ask the store's database answers, in one call of its backend: a document ask (here),
+    a count, an aggregation or a census's documents (:mod:`tsstore.verbs.request`). Each store
+    answers every such kind in one case (:func:`tsstore.backend.answered`), tried again after
+    faults the same way."""
+
+
 def step(request: Generator[A, Any, B], reply: object) -> tuple[Literal[False], A] | tuple[Literal[True], B]:
     """Give ``request`` (a verb's, or a counter's) the answer to its last ask: (False, its next
     ask) or (True, its result)."""
@@ -80,7 +87,7 @@ class Doc:
 
 
 @dataclass(frozen=True)
-class GetDoc(Asking[Doc]):
+class GetDoc(DatabaseAsking[Doc]):
     """The document at ``path`` (``collection/id``), only ``fields`` of it (``None``: all),
     at ``read_time`` (``None``: now)."""
 
@@ -91,7 +98,7 @@ class GetDoc(Asking[Doc]):
 
 
 @dataclass(frozen=True)
-class SetDoc(Asking[dt.datetime]):
+class SetDoc(DatabaseAsking[dt.datetime]):
     """Write ``data`` to the document at ``path`` (merged into what it holds when ``merge``),
     with the ``server_time`` fields set to the server's commit time; answers when it was
     written."""
@@ -104,7 +111,7 @@ class SetDoc(Asking[dt.datetime]):
 
 
 @dataclass(frozen=True)
-class DeleteDoc(Asking[bool]):
+class DeleteDoc(DatabaseAsking[bool]):
     """Delete the document at ``path`` if it was last written at ``written`` (``None``:
     whenever); answers ``False`` when it was written again since."""
 
@@ -114,7 +121,7 @@ class DeleteDoc(Asking[bool]):
 
 
 @dataclass(frozen=True)
-class FindDocs(Asking[list[Doc]]):
+class FindDocs(DatabaseAsking[list[Doc]]):
     """The documents of the collection at ``collection`` (a path) that pass every ``where``
     condition (``(field, operator, value)``), at ``read_time`` (``None``: now)."""
 
@@ -125,7 +132,7 @@ class FindDocs(Asking[list[Doc]]):
 
 
 @dataclass(frozen=True)
-class CreateDoc(Asking[dt.datetime | None]):
+class CreateDoc(DatabaseAsking[dt.datetime | None]):
     """Create the document at ``path`` with ``data``; answers its write time (what a next
     :class:`UpdateDoc` gives as ``written``), or ``None`` (nothing written) when it exists
     already."""
@@ -136,7 +143,7 @@ class CreateDoc(Asking[dt.datetime | None]):
 
 
 @dataclass(frozen=True)
-class UpdateDoc(Asking[dt.datetime | None]):
+class UpdateDoc(DatabaseAsking[dt.datetime | None]):
     """Set the fields ``data`` names (dotted paths to values, as Firestore's update takes them)
     in the document at ``path`` (the rest stays), if it was last written at ``written``;
     answers its new write time, or ``None`` (nothing written) when it was written again or
@@ -149,7 +156,7 @@ class UpdateDoc(Asking[dt.datetime | None]):
 
 
 @dataclass(frozen=True)
-class AddToDocs(Asking[bool]):
+class AddToDocs(DatabaseAsking[bool]):
     """One atomic commit adding ``amount`` to the integer ``field`` of each ``(path, field,
     amount)`` (a missing document or field counts from 0; the rest of the document stays),
     which also creates the empty document ``receipt`` when one is named. Answers ``False``
@@ -161,7 +168,7 @@ class AddToDocs(Asking[bool]):
 
 
 @dataclass(frozen=True)
-class SumDocs(Asking[tuple[int | float, dt.datetime | None]]):
+class SumDocs(DatabaseAsking[tuple[int | float, dt.datetime | None]]):
     """The sum of ``field`` over the documents of the collection at ``collection`` (one
     aggregation, not a read of each) and the time it was true at."""
 

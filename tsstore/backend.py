@@ -2,8 +2,10 @@
 (:func:`backend_for`, :func:`abackend_for`, by :func:`tsstore.databases.mode_of`).
 
 A :class:`Backend` (the sync store's) or an :class:`AsyncBackend` (the async store's, the same
-asks awaited) answers the asks that touch the database (counts and aggregations, a census's
-documents, document asks, chunk fetches) and gives a live read its listeners
+asks awaited) answers the asks that touch the database, each in one call (a
+:data:`~tsstore.verbs.request.DatabaseAsk`: counts and aggregations, a census's documents,
+document asks; both stores try it again after faults through :func:`answered` and
+:func:`aanswered`), gives the read engine its chunk fetches and a live read its listeners
 (:meth:`Database.listener`: Native mode's and the memory database's) and a bulk send its side
 (:class:`~tsstore.write.writer.WriterSide`) and transport; the stores answer every other ask the
 same way whatever the database. Native mode's are :class:`~tsstore.native_mode.NativeAnswers`
@@ -17,15 +19,13 @@ store's through :class:`InThreads`.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import functools
-from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from google.cloud import firestore
 
-from tsstore.asks import Doc, DocAsk
+from tsstore import faults
 from tsstore.clock import ServerClock
 from tsstore.databases import mode_of
 from tsstore.errors import ConfigError
@@ -37,11 +37,9 @@ from tsstore.read.engine import Fetch
 from tsstore.read.plan import QueryPlan
 from tsstore.series_counters import SeriesCounters
 from tsstore.spec import SeriesSpec
-from tsstore.verbs.request import Aggregate, Count, Over
+from tsstore.verbs.request import Aggregation, DatabaseAsk, narrowed
 from tsstore.write.ops import Transport
 from tsstore.write.writer import WriterSide
-
-T = TypeVar("T")
 
 
 class Database(Protocol):
@@ -72,14 +70,9 @@ class Database(Protocol):
 class Backend(Database, Protocol):
     """A database as the sync store asks of it (each call one attempt, in the caller's thread)."""
 
-    def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
-        """The count, or ``{alias: value}``, of ``ask`` over the shard ``values``."""
-
-    def documents(self, over: Over, read_time: dt.datetime | None) -> list[Doc]:
-        """The documents of a census ask that names them."""
-
-    def answer_document(self, ask: DocAsk) -> Any:
-        """The answer to a document ask (one attempt)."""
+    def answer(self, ask: DatabaseAsk) -> Any:
+        """The answer to ``ask``, one attempt: a count or ``{alias: value}`` over the shard values
+        its ``over`` names, a census's documents, a document ask's answer."""
 
     def fetcher(self, plan: QueryPlan) -> Fetch:
         """The read engine's fetch of ``plan``'s chunks."""
@@ -90,11 +83,7 @@ class AsyncBackend(Database, Protocol):
     (the fetch, the event-loop engine's), and what it made to let go of when the store closes
     (threads, a sync twin; the client stays open)."""
 
-    async def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any: ...
-
-    async def documents(self, over: Over, read_time: dt.datetime | None) -> list[Doc]: ...
-
-    async def answer_document(self, ask: DocAsk) -> Any: ...
+    async def answer(self, ask: DatabaseAsk) -> Any: ...
 
     def fetcher(self, plan: QueryPlan) -> AsyncFetch: ...
 
@@ -114,23 +103,32 @@ class InThreads:
         self.collection, self.listener, self.transport = backend.collection, backend.listener, backend.transport
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tsstore-read")
 
-    async def _call(self, call: Callable[[], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
-
-    async def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
-        return await self._call(functools.partial(self._backend.aggregate, ask, values))
-
-    async def documents(self, over: Over, read_time: dt.datetime | None) -> list[Doc]:
-        return await self._call(functools.partial(self._backend.documents, over, read_time))
-
-    async def answer_document(self, ask: DocAsk) -> Any:
-        return await self._call(functools.partial(self._backend.answer_document, ask))
+    async def answer(self, ask: DatabaseAsk) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self._backend.answer, ask)
 
     def fetcher(self, plan: QueryPlan) -> AsyncFetch:
         return fetched_in_threads(self._backend.fetcher(plan), self._pool)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def answered(backend: Backend, ask: DatabaseAsk) -> object:
+    """``backend``'s answer to ``ask``, tried again after faults and overloads; a count or an
+    aggregation that keeps failing is asked in parts of its shard values where they answer at
+    one snapshot (:attr:`~tsstore.verbs.request.Aggregation.divisible`): one answer per part."""
+    if isinstance(ask, Aggregation):
+        return faults.call_split(lambda values: backend.answer(narrowed(ask, values)), ask.values, what=ask.what,
+                                 divisible=ask.divisible)  # fmt: skip
+    return faults.call(functools.partial(backend.answer, ask), what=ask.what)
+
+
+async def aanswered(backend: AsyncBackend, ask: DatabaseAsk) -> object:
+    """:func:`answered` on the event loop."""
+    if isinstance(ask, Aggregation):
+        return await faults.acall_split(lambda values: backend.answer(narrowed(ask, values)), ask.values,
+                                        what=ask.what, divisible=ask.divisible)  # fmt: skip
+    return await faults.acall(functools.partial(backend.answer, ask), what=ask.what)
 
 
 def backend_for(client: Any, spec: SeriesSpec, *, fast: bool = True) -> Backend:

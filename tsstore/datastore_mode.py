@@ -7,27 +7,23 @@ Datastore mode does not have (real-time listeners)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import uuid
-from collections.abc import Sequence
 from typing import Any
 
-from tsstore.asks import Doc, DocAsk
-from tsstore.census_asks import Ask
+from tsstore.asks import DocAsk
 from tsstore.clock import ServerClock
 from tsstore.dswire import reads
 from tsstore.dswire.calls import DatastoreCalls, DatastoreHorizons, answer_document, transport
 from tsstore.errors import ModeError
 from tsstore.live.listen import Listen
 from tsstore.databases import DatastoreKind
-from tsstore.read.chunks import ChunkTicks
 from tsstore.read.engine import Fetch
 from tsstore.read.plan import QueryPlan
 from tsstore.series_counters import SeriesCounters
 from tsstore.spec import SeriesSpec
 from tsstore.verbs.reading import clock_probe
-from tsstore.verbs.request import Aggregate, Count, Over
+from tsstore.verbs.request import Count, DatabaseAsk, Documents
 from tsstore.write.marks import LateGuard
 from tsstore.write.ops import Transport
 
@@ -75,18 +71,16 @@ class DatastoreAnswers:
         """Refused: Datastore mode has no real-time listeners (:data:`LIVE_REFUSED`)."""
         raise ModeError(LIVE_REFUSED)
 
-    def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
-        """The count, or ``{alias: value}``, of ``ask`` over ``values`` (:func:`tsstore.dswire.reads.aggregate`)."""
+    def answer(self, ask: DatabaseAsk) -> Any:
+        """The answer to ``ask``, one attempt: a count or ``{alias: value}``
+        (:func:`tsstore.dswire.reads.aggregate`), the documents of a census ask that names them
+        (:func:`~tsstore.dswire.reads.documents`), a document ask's (:func:`~tsstore.dswire.calls.answer_document`)."""
+        if isinstance(ask, DocAsk):
+            return answer_document(self.calls, ask)
+        if isinstance(ask, Documents):
+            return reads.documents(self.calls, self._spec, ask.over, ask.read_time)
         aggregations = None if isinstance(ask, Count) else ask.aggregations
-        return reads.aggregate(self.calls, self._spec, ask.over, values, aggregations, read_time=ask.read_time)
-
-    def documents(self, over: Over, read_time: dt.datetime | None) -> list[Doc]:
-        """The documents of a census ask that names them (:class:`~tsstore.census_asks.FirstValue`)."""
-        assert not isinstance(over, ChunkTicks)
-        return reads.documents(self.calls, self._spec, over, read_time)
-
-    def answer_document(self, ask: DocAsk) -> Any:
-        return answer_document(self.calls, ask)
+        return reads.aggregate(self.calls, self._spec, ask.over, aggregations, read_time=ask.read_time)
 
     def fetcher(self, plan: QueryPlan) -> Fetch:
         """The engine's fetch of ``plan``'s chunks (:func:`tsstore.dswire.reads.fetcher`)."""

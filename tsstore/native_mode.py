@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from google.cloud.firestore_v1.watch import ChangeType
 
-from tsstore.asks import Doc, DocAsk
+from tsstore.asks import DocAsk
 from tsstore.clock import ServerClock, local_us
 from tsstore.live.listen import ChunkQuery, Listen, OnSnapshot, Subscription
 from tsstore.native_queries import NativeQueries
@@ -25,7 +25,7 @@ from tsstore.read.plan import QueryPlan
 from tsstore.series_counters import SeriesCounters
 from tsstore.spec import SeriesSpec
 from tsstore.verbs.reading import clock_probe
-from tsstore.verbs.request import Aggregate, Count, Over
+from tsstore.verbs.request import Aggregate, Count, DatabaseAsk, Documents
 from tsstore.wire import (AONE_ATTEMPT, ONE_ATTEMPT, aanswer_document, answer_document, late_guard, listen,
                           loop_transport, server_clock, sync_twin, transport)  # fmt: skip
 from tsstore.write.marks import LateGuard
@@ -69,8 +69,20 @@ def listener(queries: NativeQueries) -> Listen:
     return listening
 
 
-def _aggregations(ask: Count | Aggregate) -> Sequence[tuple[str, str, str | None]] | None:
-    return None if isinstance(ask, Count) else ask.aggregations
+def _query(queries: NativeQueries, ask: Count | Aggregate | Documents) -> Any:
+    """The query ``ask`` sends: a count, an aggregation, or a census read."""
+    if isinstance(ask, Documents):
+        return queries.over(ask.over)
+    return queries.aggregation(ask.over, None if isinstance(ask, Count) else ask.aggregations)
+
+
+def _answer(queries: NativeQueries, ask: Count | Aggregate | Documents, got: Any, sent: int) -> Any:
+    """The answer to ``ask`` from what its query (sent then) returned: the count,
+    ``{alias: value}`` or the documents, their read time told to the project's clock."""
+    pinned = ask.read_time is not None
+    if isinstance(ask, Documents):
+        return queries.docs(got, sent, pinned=pinned)
+    return queries.aggregated(got, sent, count=isinstance(ask, Count), pinned=pinned)
 
 
 class NativeAnswers:
@@ -90,19 +102,12 @@ class NativeAnswers:
         """The client's real-time listeners."""
         return listener(self.queries)
 
-    def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
-        """The count, or ``{alias: value}``, of ``ask`` over ``values``."""
-        query, sent = self.queries.aggregation(ask.over, values, _aggregations(ask)), local_us()
-        got = query.get(read_time=ask.read_time, retry=ONE_ATTEMPT)
-        return self.queries.aggregated(got, sent, count=isinstance(ask, Count), pinned=ask.read_time is not None)
-
-    def documents(self, over: Over, read_time: dt.datetime | None) -> list[Doc]:
-        """The documents a census ask names."""
-        query, sent = self.queries.over(over, ()), local_us()
-        return self.queries.docs(query.get(read_time=read_time, retry=ONE_ATTEMPT), sent, pinned=read_time is not None)
-
-    def answer_document(self, ask: DocAsk) -> Any:
-        return answer_document(self.client, ask)
+    def answer(self, ask: DatabaseAsk) -> Any:
+        """The answer to ``ask``, one attempt (:class:`~tsstore.backend.Backend`)."""
+        if isinstance(ask, DocAsk):
+            return answer_document(self.client, ask)
+        query, sent = _query(self.queries, ask), local_us()
+        return _answer(self.queries, ask, query.get(read_time=ask.read_time, retry=ONE_ATTEMPT), sent)
 
     def fetcher(self, plan: QueryPlan) -> Fetch:
         """The engine's fetch of ``plan``'s chunks."""
@@ -137,22 +142,15 @@ class AsyncNativeAnswers:
         """The sync twin's listeners (listeners exist on sync clients only)."""
         return listener(NativeQueries(self._twin, self._spec))
 
-    async def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
-        query = self.queries.aggregation(ask.over, values, _aggregations(ask))
+    async def answer(self, ask: DatabaseAsk) -> Any:
+        """The answer to ``ask``, one attempt; a query waits for the gate to be sent."""
+        if isinstance(ask, DocAsk):
+            return await aanswer_document(self.client, ask)
+        query = _query(self.queries, ask)
         async with self._gate:
             sent = local_us()
             got = await query.get(read_time=ask.read_time, retry=AONE_ATTEMPT)
-        return self.queries.aggregated(got, sent, count=isinstance(ask, Count), pinned=ask.read_time is not None)
-
-    async def documents(self, over: Over, read_time: dt.datetime | None) -> list[Doc]:
-        query = self.queries.over(over, ())
-        async with self._gate:
-            sent = local_us()
-            found = await query.get(read_time=read_time, retry=AONE_ATTEMPT)
-            return self.queries.docs(found, sent, pinned=read_time is not None)
-
-    async def answer_document(self, ask: DocAsk) -> Any:
-        return await aanswer_document(self.client, ask)
+        return _answer(self.queries, ask, got, sent)
 
     def fetcher(self, plan: QueryPlan) -> AsyncFetch:
         return self.queries.afetcher(plan, gate=self._gate)

@@ -40,20 +40,18 @@ class NativeQueries:
         writes (a roll-up's, the right side of an as-of join)."""
         return self._own if spec.collection == self._spec.collection else self.client.collection(spec.collection)
 
-    def over(self, over: ChunkTicks | Ask, values: Sequence[str]) -> Any:
-        """The query of what a count, an aggregation or a census read runs over (``values``:
-        the chunk's shard values, or a part of them)."""
+    def over(self, over: ChunkTicks | Ask) -> Any:
+        """The query of what a count, an aggregation or a census read runs over (a chunk's
+        ticks: on its shard values, the whole chunk or a part of it)."""
         if isinstance(over, ChunkTicks):
             plan = over.plan
-            return chunk_query(self.collection(plan.spec), plan, tuple(values), None, None, also_by=over.also_by)
+            return chunk_query(self.collection(plan.spec), plan, over.chunk, None, None, also_by=over.also_by)
         return census_query(self._own, self._spec, over)
 
-    def aggregation(
-        self, over: ChunkTicks | Ask, values: Sequence[str], aggregations: Sequence[Aggregation] | None
-    ) -> Any:
-        """The aggregation query over ``over`` for ``values``: a count (``aggregations`` None),
-        or ``aggregations``."""
-        query = self.over(over, values)
+    def aggregation(self, over: ChunkTicks | Ask, aggregations: Sequence[Aggregation] | None) -> Any:
+        """The aggregation query over ``over``: a count (``aggregations`` None), or
+        ``aggregations``."""
+        query = self.over(over)
         if aggregations is None:
             return query.count()
         for kind, alias, field in aggregations:

@@ -9,7 +9,6 @@ client (which already knows the project, the database and ``FIRESTORE_EMULATOR_H
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -17,10 +16,9 @@ from typing import Any, TypeVar, assert_never
 
 from google.cloud import firestore
 
-from tsstore import faults
 from tsstore.analytics.asof import JoinRead
-from tsstore.asks import Asking, CreateDoc, DeleteDoc, FindDocs, GetDoc, KnownTime, SetDoc, UpdateDoc
-from tsstore.backend import Backend, backend_for
+from tsstore.asks import Asking, DatabaseAsking, KnownTime
+from tsstore.backend import Backend, answered, backend_for
 from tsstore.cold.objects import DeleteObject, GetObject, ListObjects, ObjectUrls, PutObject
 from tsstore.frames import frames
 from tsstore.live.listen import ListenTail, ListenWindow, start
@@ -28,7 +26,7 @@ from tsstore.read.cold import ColdRead, TieredRead, cold_ticks
 from tsstore.read.engine import read_ticks
 from tsstore.read.merge import take
 from tsstore.spec import SeriesSpec
-from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase, check_options
+from tsstore.store_base import DEFAULT_CONCURRENCY, DEFAULT_PAGE_SIZE, StoreBase
 from tsstore.ticks import Tick
 from tsstore.verbs import declare, reading
 from tsstore.verbs import request as asks
@@ -40,7 +38,7 @@ T = TypeVar("T")
 L = TypeVar("L")
 
 
-class TimeSeriesStore(StoreBase, declare.ThreadDriver):
+class TimeSeriesStore(StoreBase[Backend], declare.ThreadDriver):
     """Write and query one sharded time-series collection over a ``firestore.Client``:
     ``TimeSeriesStore(client, spec).write(ticks)``, then ``store.query(where={"exchange":
     "EXCHG1"}, limit=5)`` (the tutorials walk through it).
@@ -80,10 +78,9 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
         lean: bool = True,
         snapshots: Snapshots = "estimated",
     ) -> None:
-        check_options(spec, page_size=page_size, snapshots=snapshots)
-        self._answers: Backend = backend_for(client, spec, fast=fast_wire)  # refuses an AsyncClient by name
-        super().__init__(spec, client, self._answers, write_options=write_options, page_size=page_size, lean=lean,
-                         snapshots=snapshots)  # fmt: skip
+        # the backend (made once the options are checked) refuses a firestore.AsyncClient by name
+        super().__init__(spec, client, lambda: backend_for(client, spec, fast=fast_wire),
+                         write_options=write_options, page_size=page_size, lean=lean, snapshots=snapshots)  # fmt: skip
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tsstore-read")
 
     def close(self) -> None:
@@ -106,19 +103,14 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
         if not isinstance(asked, Asking):  # concurrently, on the reader threads
             return list(self._pool.map(self._answer, asked))
         match ask := asks.question(asked):
-            case asks.Count() | asks.Aggregate():
-                aggregate = functools.partial(self._answers.aggregate, ask)
-                return faults.call_split(aggregate, ask.values, what=ask.what, divisible=ask.divisible)
-            case asks.Documents(over=over, read_time=read_time):
-                return faults.call(functools.partial(self._answers.documents, over, read_time), what=ask.what)
+            case DatabaseAsking():  # counts, aggregations, a census's documents, document asks
+                return answered(self._backend, ask)
             case asks.Collect(read=read):
                 return list(self._ticks(read))
             case asks.Feed(read=read, sink=sink):
                 for tick in self._ticks(read):
                     sink.add(tick)
                 return None
-            case GetDoc() | SetDoc() | DeleteDoc() | FindDocs() | CreateDoc() | UpdateDoc():
-                return faults.call(functools.partial(self._answers.answer_document, ask), what=ask.what)
             case PutObject() | GetObject() | ListObjects() | DeleteObject() | ObjectUrls():
                 return self._answer_object(ask)
             case asks.Send(read=read):
@@ -131,7 +123,7 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
             case asks.CounterFor(values=values):
                 return self._writer.series(self.spec).counter(values)
             case ListenWindow() | ListenTail():
-                return start(ask, self._answers.listener())
+                return start(ask, self._backend.listener())
             case unanswered:
                 assert_never(unanswered)
 
@@ -148,7 +140,7 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
         return declare.TickStream(items(), reading.stats)
 
     def _listen(self, listening: declare.Listening[L, object]) -> L:
-        self._answers.listener()  # refused before anything is read where none listen
+        self._backend.listener()  # refused before anything is read where none listen
         return self._run(listening.opening)
 
     def _ticks(self, read: Readable) -> Iterator[Tick]:
@@ -158,5 +150,5 @@ class TimeSeriesStore(StoreBase, declare.ThreadDriver):
             return take((tick for part in read.parts for tick in self._ticks(part)), read.limit)
         if isinstance(read, ColdRead):
             return cold_ticks(read, self._object_bytes)
-        fetch = self._answers.fetcher(read.plan)
+        fetch = self._backend.fetcher(read.plan)
         return read_ticks(read, fetch=fetch, pool=self._pool, renew=lambda: self._run(reading.server_time(self.seat)))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from typing import Any, Self, get_args
+from typing import Any, Generic, Self, TypeVar, get_args
 
 from tsstore.asks import KnownTime
 from tsstore.backend import Database
@@ -33,8 +33,10 @@ DEFAULT_PAGE_SIZE = 2000
 #: UNKNOWN after minutes when some hundred heavy queries arrive together).
 DEFAULT_CONCURRENCY = 8
 
+B = TypeVar("B", bound=Database)
 
-def check_options(spec: object, *, page_size: object, snapshots: object) -> None:
+
+def _check_options(spec: object, *, page_size: object, snapshots: object) -> None:
     """Refuse, by name, a store's options that cannot be (before its database is asked anything)."""
     if not isinstance(spec, SeriesSpec):
         raise ConfigError(f"spec must be a SeriesSpec, got {type(spec).__name__}")
@@ -44,16 +46,19 @@ def check_options(spec: object, *, page_size: object, snapshots: object) -> None
         raise ConfigError(f"snapshots {snapshots!r} is not allowed; give 'read' or 'estimated'")
 
 
-class StoreBase(Verbs):
-    """A store of one collection on ``database`` (its backend), whatever its driver: the
-    declaration, the collection as the database's requests hold it, the project's clock, the
-    writer of its bulk sends, and the cold tier's objects. Its driver adds how asks are answered."""
+class StoreBase(Verbs, Generic[B]):
+    """A store of one collection on the database its ``backend()`` makes (a sync or an async
+    backend), whatever its driver: the declaration, the collection as the database's requests
+    hold it, the project's clock, the writer of its bulk sends, and the cold tier's objects. Its
+    driver adds how asks are answered."""
 
     def __init__(
-        self, spec: SeriesSpec, client: Any, database: Database, *, write_options: WriteOptions, page_size: int,
+        self, spec: SeriesSpec, client: Any, backend: Callable[[], B], *, write_options: WriteOptions, page_size: int,
         lean: bool, snapshots: Snapshots,
     ) -> None:  # fmt: skip
-        self.spec = spec  # checked by the driver first (check_options)
+        _check_options(spec, page_size=page_size, snapshots=snapshots)
+        self._backend = database = backend()  # once the options are checked, before anything is asked of it
+        self.spec = spec
         self.client = client
         self.write_options = write_options
         #: The collection of a series (the store's own, a roll-up's, an as-of join's right

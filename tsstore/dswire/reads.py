@@ -26,17 +26,17 @@ Aggregation = tuple[str, str, str | None]
 
 
 def aggregate(
-    calls: DatastoreCalls, spec: SeriesSpec, over: ChunkTicks | Ask, values: Sequence[str],
-    aggregations: Sequence[Aggregation] | None, *, read_time: dt.datetime | None,
+    calls: DatastoreCalls, spec: SeriesSpec, over: ChunkTicks | Ask, aggregations: Sequence[Aggregation] | None, *,
+    read_time: dt.datetime | None,
 ) -> Any:  # fmt: skip
     """The count (``aggregations`` None), or ``{alias: value}`` of ``aggregations``, over
-    ``over`` (a chunk's ticks: on the shard ``values``; or a census ask of ``spec``'s collection)
+    ``over`` (a chunk's ticks: on its shard values; or a census ask of ``spec``'s collection)
     at ``read_time``: over a plan with value filters, the sum of its variants'."""
     split = kinds.variants(over.plan) if isinstance(over, ChunkTicks) else None
     wanted = [("count", "n", None)] if aggregations is None else list(aggregations)
     if split is not None:
         wanted.append(("count", "_n", None))
-    answers = [calls.aggregate(query, wanted, read_time) for query in _queries(calls, spec, over, values, split)]
+    answers = [calls.aggregate(query, wanted, read_time) for query in _queries(calls, spec, over, split)]
     if aggregations is None:
         return sum(int(answer["n"] or 0) for answer in answers)
     if split is None:
@@ -55,7 +55,7 @@ def aggregate(
 
 def documents(calls: DatastoreCalls, spec: SeriesSpec, over: Ask, read_time: dt.datetime | None) -> list[Doc]:
     """The documents of a census ask that names them (:class:`~tsstore.census_asks.FirstValue`)."""
-    [query] = _queries(calls, spec, over, (), None)
+    [query] = _queries(calls, spec, over, None)
     found, read = calls.collect(query, read_time=read_time, mask=[spec.shard_field])
     return [Doc(key_path(r.entity.key).rsplit("/", 1)[-1], decode_entity(r.entity), None, read) for r in found]
 
@@ -89,11 +89,11 @@ def fetcher(calls: DatastoreCalls, plan: QueryPlan, *, probe: str) -> Fetch:
     return fetch
 
 
-def _queries(calls: DatastoreCalls, spec: SeriesSpec, over: ChunkTicks | Ask, values: Sequence[str],
+def _queries(calls: DatastoreCalls, spec: SeriesSpec, over: ChunkTicks | Ask,
              split: list[kinds.Variant] | None) -> list[Any]:  # fmt: skip
     """The queries an aggregation over ``over`` runs: one, or one per variant."""
     if isinstance(over, ChunkTicks):
-        plan, chunk = over.plan, tuple(values)
+        plan, chunk = over.plan, over.chunk
         # Variants that differ only in the kind they keep (integers and timestamps, text
         # and bytes) send one query: a count cannot drop what a read drops.
         unique = list({v.conditions: v for v in split}.values()) if split is not None else [None]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -32,7 +32,7 @@ from tsstore.series_counters import SeriesCounters
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Position, Tick, get_path, leaf_paths
 from tsstore.times import plain_datetime
-from tsstore.verbs.request import Aggregate, Count, Over
+from tsstore.verbs.request import Count, DatabaseAsk, Documents, Over
 from tsstore.write.marks import LateGuard
 from tsstore.write.ops import ALREADY_EXISTS, NOT_FOUND, Erase, Patch, Stored, Transport, WriteOp, WriteStatus
 
@@ -101,21 +101,17 @@ class MemoryAnswers:
         snapshot comes in the query's order: the database runs the query whole)."""
         return MemoryListener(self.database, chunk_query(query.plan, query.chunk, None, query.limit), on_snapshot)
 
-    def aggregate(self, ask: Count | Aggregate, values: Sequence[str]) -> Any:
-        """The count, or ``{alias: value}``, of ``ask`` over ``values``."""
-        query = self._over(ask.over, values)
+    def answer(self, ask: DatabaseAsk) -> Any:
+        """The answer to ``ask``: a count or ``{alias: value}``, the documents a census ask
+        names (:class:`~tsstore.census_asks.FirstValue`), a document ask's (:func:`answer_document`)."""
+        if isinstance(ask, DocAsk):
+            return answer_document(self.database, ask)
+        if isinstance(ask, Documents):
+            found, _ = self.database.run(self._over(ask.over), read_time=ask.read_time)
+            return [_doc(f) for f in found]
         wanted = [("count", "n", None)] if isinstance(ask, Count) else list(ask.aggregations)
-        answer, _ = self.database.aggregate(query, wanted, read_time=ask.read_time)
+        answer, _ = self.database.aggregate(self._over(ask.over), wanted, read_time=ask.read_time)
         return answer["n"] if isinstance(ask, Count) else answer
-
-    def documents(self, over: Over, read_time: dt.datetime | None) -> list[Doc]:
-        """The documents a census ask names (:class:`~tsstore.census_asks.FirstValue`)."""
-        found, _ = self.database.run(self._over(over, ()), read_time=read_time)
-        return [_doc(f) for f in found]
-
-    def answer_document(self, ask: DocAsk) -> Any:
-        """The answer to a document ask (:func:`answer_document`)."""
-        return answer_document(self.database, ask)
 
     def fetcher(self, plan: QueryPlan) -> Fetch:
         """The engine's fetch of ``plan``'s chunks (:data:`~tsstore.read.engine.Fetch`)."""
@@ -134,9 +130,9 @@ class MemoryAnswers:
         sender = MemoryTransport(self.database, collection.id)
         return sender.send, sender.lookup
 
-    def _over(self, over: Over, values: Sequence[str]) -> Query:
+    def _over(self, over: Over) -> Query:
         if isinstance(over, ChunkTicks):
-            return chunk_query(over.plan, tuple(values), also_by=over.also_by)
+            return chunk_query(over.plan, over.chunk, also_by=over.also_by)
         return census_query(self._spec, over)
 
 def answer_document(db: MemoryDatabase, ask: DocAsk) -> Any:

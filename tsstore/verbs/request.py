@@ -18,15 +18,15 @@ import threading
 import time
 import typing
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, ParamSpec, Protocol, TypeGuard, TypeVar
 
 from google.cloud.firestore_v1.base_collection import BaseCollectionReference
 
 from tsstore.analytics.aggregate import Number
 from tsstore.analytics.asof import JoinRead
-from tsstore.asks import (Asking, CreateDoc, DeleteDoc, Doc, FindDocs, GetDoc, KnownTime, SetDoc,
-                          UpdateDoc, step)  # fmt: skip
+from tsstore.asks import (Asking, CreateDoc, DatabaseAsking, DeleteDoc, Doc, DocAsk, FindDocs, GetDoc, KnownTime,
+                          SetDoc, UpdateDoc, step)  # fmt: skip
 from tsstore.census_asks import Ask as CensusAsk
 from tsstore.census_asks import FirstValue
 from tsstore.cold.objects import DeleteObject, GetObject, ListObjects, ObjectUrls, PutObject
@@ -121,7 +121,7 @@ class Aggregation:
 
 
 @dataclass(frozen=True)
-class Aggregate(Aggregation, Asking[list[dict[str, Number | None]]]):
+class Aggregate(Aggregation, DatabaseAsking[list[dict[str, Number | None]]]):
     """The ``aggregations`` (``(kind, alias, field)``: ``count``, ``sum`` or ``avg``, ``field``
     ``None`` for a count) over ``over``: ``{alias: value}`` per query sent (an average of
     nothing is ``None``)."""
@@ -133,12 +133,21 @@ class Aggregate(Aggregation, Asking[list[dict[str, Number | None]]]):
 
 
 @dataclass(frozen=True)
-class Count(Aggregation, Asking[list[int]]):
+class Count(Aggregation, DatabaseAsking[list[int]]):
     """The ``count()`` of ``over``: one count per query sent, each billed by what it counted."""
 
     over: Over
     read_time: dt.datetime | None
     what: str = "counting ticks"
+
+
+A = TypeVar("A", bound=Count | Aggregate)
+
+
+def narrowed(ask: A, values: Sequence[str]) -> A:
+    """``ask`` over ``values``, a part of its chunk's shard values (a count or an aggregation
+    that keeps failing is asked in parts); a census ask has no parts: ``ask`` itself."""
+    return replace(ask, over=replace(ask.over, chunk=tuple(values))) if isinstance(ask.over, ChunkTicks) else ask
 
 
 def billed(counts: Sequence[list[int]], stats: ReadStats) -> list[int]:
@@ -164,7 +173,7 @@ def billed_aggregates(
 
 
 @dataclass(frozen=True)
-class Documents(Asking[list[Doc]]):
+class Documents(DatabaseAsking[list[Doc]]):
     """The documents of census ask ``over`` (a limit-1 query) at ``read_time``."""
 
     over: FirstValue
@@ -264,9 +273,14 @@ class CounterFor(Asking[SeriesCounter]):
 #: What a request yields: one ask, or a list of asks answered concurrently (in order).
 Ask = Asking[object] | Sequence[Asking[object]]
 
+#: What a store's backend answers, each in one call (:class:`~tsstore.asks.DatabaseAsking`):
+#: a count or an aggregation (one answer for the shard values its ``over`` names), a census's
+#: documents, a document ask (a series counter's too).
+DatabaseAsk = Count | Aggregate | Documents | DocAsk
+
 #: Every kind of ask a request yields to a store. Each store answers each kind with one case of
 #: one ``match`` that ends in ``assert_never``: a kind added here and answered nowhere fails
-#: the type check.
+#: the type check. The database's kinds (:class:`~tsstore.asks.DatabaseAsking`) are one case.
 Question = (
     Count | Aggregate | Documents | Collect | Feed | Send[Any] | Pause | CounterFor | KnownTime
     | GetDoc | SetDoc | DeleteDoc | FindDocs | CreateDoc | UpdateDoc
