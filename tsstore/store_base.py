@@ -61,10 +61,7 @@ class StoreBase(Verbs, Generic[B]):
         self.spec = spec
         self.client = client
         self.write_options = write_options
-        #: The collection of a series (the store's own, a roll-up's, an as-of join's right
-        #: side), as the database's requests hold it; the project's clock.
-        self._collection_of, self._clock = database.collection, database.clock
-        self._collection = database.collection(spec)
+        self._collection = database.collection(spec)  # as the database's requests hold it
         self.seat = Seat(spec, self._collection, page_size, lean, snapshots)
         self._writer: Writer[SeriesCounters] = Writer(
             spec, write_options, side=database.side, collection_of=database.collection, transport=database.transport
@@ -90,7 +87,8 @@ class StoreBase(Verbs, Generic[B]):
 
     def _time(self, ask: KnownTime) -> dt.datetime | None:
         """The server's time as the project's clock knows it (at least it, when the ask says)."""
-        return self._clock.at_least() if ask.at_least else self._clock.now()
+        clock = self._backend.clock
+        return clock.at_least() if ask.at_least else clock.now()
 
     def _answer_object(self, ask: ObjectAsk) -> Any:
         """The answer to an ask of the cold tier's objects, from the store its declaration names."""
