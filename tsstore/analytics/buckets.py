@@ -112,9 +112,13 @@ class Buckets:
 
     def _clock_start(self, when: dt.datetime) -> dt.datetime:
         assert self.step is not None
-        found = []
+        found: list[dt.datetime] = []
+        tried: list[dt.timedelta] = []
         for probe in (when, when - self.step - _SWITCH):
             offset = self._offset(probe)
+            if offset in tried:
+                continue  # the same offset finds the same edge (no switch near: the common case)
+            tried.append(offset)
             edge = self._grid(offset, when)
             while self._offset(edge) != offset and edge > when - self.step - 2 * _SWITCH:
                 edge -= self.step  # computed past the switch: step back into its own stretch
@@ -124,9 +128,13 @@ class Buckets:
 
     def _clock_after(self, start: dt.datetime) -> dt.datetime:
         assert self.step is not None
-        found = []
+        found: list[dt.datetime] = []
+        tried: list[dt.timedelta] = []
         for probe in (start, start + self.step + _SWITCH):
             offset = self._offset(probe)
+            if offset in tried:
+                continue
+            tried.append(offset)
             edge = self._grid(offset, start) + self.step
             while self._offset(edge) != offset and edge < start + self.step + 2 * _SWITCH:
                 edge += self.step  # before the switch: step on into its own stretch
