@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -162,8 +163,15 @@ def typed(name: str, values: list[Any], kind: str) -> Any:
             return pd.array(values, dtype=object)
         if kind == "datetime":
             return pd.array(pd.to_datetime(values, utc=True)).astype(DTYPES[kind])
-        return pd.array(values, dtype=DTYPES[kind])
-    except (TypeError, ValueError) as exc:
+        with np.errstate(invalid="ignore"):
+            return pd.array(values, dtype=DTYPES[kind])
+    except (TypeError, ValueError, OverflowError) as exc:
+        huge = [v for v in values if kind == "Int64" and type(v) is int and not -(2**63) <= v <= 2**63 - 1]
+        if huge:
+            raise SchemaError(
+                f"column {name!r} holds the integer {huge[0]}, beyond Int64's range ({-(2**63)} to {2**63 - 1}, "
+                "the range of Firestore's integers); fix the data, or declare the column 'object' to keep it as it is"
+            ) from exc
         bad = next((v for v in values if v is not None and not fits(v, kind)), None)
         raise SchemaError(
             f"column {name!r} is declared {kind!r} but holds {type(bad).__name__} {bad!r}; "
@@ -391,3 +399,19 @@ def test_a_table_is_what_arrow_makes_of_the_frame(rows: list[tuple[Any, ...]], s
         return
     got = builder.table()
     assert got.equals(want), (got.schema, want.schema)
+
+
+def test_an_integer_beyond_int64_is_refused_naming_it_and_an_object_column_keeps_it() -> None:
+    """An int no Int64 column (and no Firestore integer) holds, among ints: a SchemaError that
+    names it and the range, in chunks or whole, without a warning on the way; declared
+    ``object``, the column keeps it as it is."""
+    huge = 15299981304426002432
+    ticks = [t(i, v=value) for i, value in enumerate([1, huge, 3])]
+    for size in (1, 2, 3):
+        builder = FrameBuilder(SeriesSpec("ticks"), chunk_rows=size)
+        for tick in ticks:
+            builder.add(tick)
+        with pytest.raises(SchemaError, match=rf"^column 'v' holds the integer {huge}, beyond Int64's range"):
+            builder.frame()
+    kept = ticks_to_frame(SeriesSpec("ticks", columns={"v": "object"}), ticks)
+    assert list(kept["v"]) == [1, huge, 3]

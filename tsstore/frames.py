@@ -634,7 +634,7 @@ def _column(name: str, parts: list[Part], kind: str, run: Run | None, *, whole: 
         values = [v for n in range(len(parts)) for v in _values(_taken(parts, n), run)]
         try:
             return _typed(values, kind)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise _schema_error(name, kind, values) from exc
     arrays = []
     for n in range(len(parts)):
@@ -647,7 +647,7 @@ def _column(name: str, parts: list[Part], kind: str, run: Run | None, *, whole: 
         elif isinstance(part, list):
             try:
                 arrays.append(_typed(part, kind))
-            except (TypeError, ValueError) as exc:  # every value fits: a failure is pandas'
+            except (TypeError, ValueError, OverflowError) as exc:  # every value fits: a failure is pandas'
                 raise _schema_error(name, kind, part) from exc
         else:
             was, array = part
@@ -718,11 +718,22 @@ def _typed(values: list[Any], kind: str) -> Any:
         return pd.array(values, dtype=object)
     if kind == "datetime":
         return pd.array(pd.to_datetime(values, utc=True)).astype(DTYPES[kind])
-    return pd.array(values, dtype=DTYPES[kind])
+    with np.errstate(invalid="ignore"):  # an int beyond int64 is pandas' TypeError, not numpy's warning too
+        return pd.array(values, dtype=DTYPES[kind])
+
+
+#: The range of an Int64 column (and of Firestore's integers).
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _schema_error(name: str, kind: str, values: list[Any]) -> SchemaError:
     """The error of a column whose values do not convert to its type, naming the first that does not fit."""
+    beyond = next((v for v in values if kind == "Int64" and type(v) is int and not INT64_MIN <= v <= INT64_MAX), None)
+    if beyond is not None:
+        return SchemaError(
+            f"column {name!r} holds the integer {beyond}, beyond Int64's range ({INT64_MIN} to {INT64_MAX}, "
+            "the range of Firestore's integers); fix the data, or declare the column 'object' to keep it as it is"
+        )
     bad = next((v for v in values if v is not None and not _fits(type(v), kind)), None)
     return SchemaError(
         f"column {name!r} is declared {kind!r} but holds {type(bad).__name__} {bad!r}; "
