@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pytest
 
@@ -193,21 +193,29 @@ def _session_emulator(request: pytest.FixtureRequest, mode: Mode) -> Iterator[Em
 @pytest.fixture
 def tsstore_client(tsstore_emulator: EmulatorAt, request: pytest.FixtureRequest) -> Iterator[firestore.Client]:
     """A client on a database of this test's own, closed afterwards."""
-    made = tsstore_emulator.client(database=unique_database_id(request.node.name))
-    try:
-        yield made
-    finally:
-        made.close()
+    yield from _closed_after(tsstore_emulator.client(database=unique_database_id(request.node.name)))
 
 
 @pytest.fixture
 def tsstore_datastore_client(tsstore_datastore_emulator: EmulatorAt, request: pytest.FixtureRequest) -> Iterator[Any]:
     """A ``google.cloud.datastore.Client`` on a database of this test's own, closed afterwards."""
-    made = tsstore_datastore_emulator.datastore_client(database=unique_database_id(request.node.name))
+    database = unique_database_id(request.node.name)
+    yield from _closed_after(tsstore_datastore_emulator.datastore_client(database=database))
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Closable)
+
+
+def _closed_after(client: C) -> Iterator[C]:
+    """``client``, for a fixture to yield, closed once the test is done with it."""
     try:
-        yield made
+        yield client
     finally:
-        made.close()
+        client.close()
 
 
 @pytest.fixture
