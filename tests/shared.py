@@ -9,6 +9,7 @@ import datetime as dt
 import random
 import warnings
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -276,3 +277,47 @@ def delete_doc(client: Any, path: str) -> None:
         client.document(path).delete()
     else:
         client.delete(client.key(*path.split("/")))
+
+
+#: A tick file of every kind of malformed row (the demo's columns), each with the reason ingest
+#: gives for it: ``tsstore ingest`` and Beam's backfill reject alike.
+HEADER = "timestamp,symbol,exchange,instrumentType,price.currency,price.micros,volume,note"
+
+
+def good(i: int) -> str:
+    return f"2019-01-02T09:00:{i:02d}.000001+00:00,SYM{i},EXCHG1,commonstock,USD,{1000 + i},100,"
+
+
+MALFORMED = [
+    (HEADER, None),
+    (good(1), None),
+    ("yesterday noon,AAA,EXCHG1,commonstock,USD,1,1,", "column 'timestamp': 'yesterday noon' is not an ISO-8601 time"),
+    (",AAA,EXCHG1,commonstock,USD,1,1,", "timestamp 'timestamp' is missing"),
+    (
+        "2019-01-02T09:00:00,AAA,EXCHG1,commonstock,USD,1,1,",
+        "has no timezone; give an offset or choose a timezone policy",
+    ),
+    (good(2), None),
+    (
+        "2019-01-02T09:00:03+00:00,AAA,EXCHG1,commonstock,USD,12.5.1,1,",
+        "column 'price.micros': '12.5.1' is not an integer",
+    ),
+    ("2019-01-02T09:00:04+00:00,AAA,EXCHG1,commonstock,USD,1,1,hello", "unknown column 'note' has a value (strict"),
+    ("", "empty line"),
+    ("2019-01-02T09:00:05+00:00,AAA,EXCHG1,commonstock,USD,1", "has 6 fields, the header has 8"),
+    (
+        "2019-01-02T09:00:06+00:00," + "X" * 2000 + ",EXCHG1,commonstock,USD,1,1,",
+        "column 'symbol' is 2000 bytes; at most 1500",
+    ),
+    ("2019-01-02T09:00:07+00:00,B\udcffD,EXCHG1,commonstock,USD,1,1,", "invalid UTF-8"),
+    (HEADER, "repeated header row"),
+    ("2019-01-02T09:00:08.1234567+00:00,AAA,EXCHG1,commonstock,USD,1,1,", "has sub-microsecond digits"),
+    ("2019-01-02T09:00:09+00:00,AAA,EXCHG1,commonstock,USD,1,1,,", "has 9 fields, the header has 8"),
+    (good(3), None),
+    (good(4), None),
+]
+
+
+def write_malformed(path: Path) -> None:
+    text = "\n".join(line for line, _ in MALFORMED) + "\n"
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))

@@ -35,7 +35,7 @@ from google.cloud import firestore
 
 from tests.conftest import unique_database_id
 from tests.overload import FakeClock
-from tests.shared import EMULATOR_MODES, database_of, mode_client, stored_doc, stored_docs
+from tests.shared import EMULATOR_MODES, MALFORMED, database_of, mode_client, stored_doc, stored_docs, write_malformed
 from tests.shared import spec as shared_spec
 from tsstore import Rollup, SeriesSpec, TimeSeriesStore
 from tsstore.beam import PipelineRamp, ReadTicks, Target, WriteTicks, backfill, export, pipeline_options, seal
@@ -60,7 +60,6 @@ from tsstore.write.options import EMULATOR_WRITE_OPTIONS
 from tsstore.write.prepare import prepare_records
 from tsstore.write.ramp import ramp_rate
 
-from .test_ingest import MALFORMED, write_malformed
 
 FAST = EMULATOR_WRITE_OPTIONS  # no ramp, no ceiling: the emulator is the tests' own
 TWO_WORKERS = pipeline_options(runner="DirectRunner", workers=2)

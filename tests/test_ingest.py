@@ -21,6 +21,7 @@ from google.cloud import firestore
 
 from tests.cli import Ran
 from tests.cli import tsstore as run_tsstore
+from tests.shared import HEADER, MALFORMED, good, write_malformed
 from tsstore import TimeSeriesStore
 from tsstore.demo import SPEC
 from tsstore.ingest import IngestError, Rejected, ingest_file
@@ -29,50 +30,10 @@ from tsstore.local.synthetic import CSV_COLUMNS, flat_row, trading_day
 from tsstore.write.options import EMULATOR_WRITE_OPTIONS
 
 FAST = EMULATOR_WRITE_OPTIONS  # no ramp, no ceiling: the emulator is the tests' own
-HEADER = "timestamp,symbol,exchange,instrumentType,price.currency,price.micros,volume,note"
 
 
 def stored(client: firestore.Client, collection: str = "instruments") -> dict[str, dict[str, Any]]:
     return {d.id: d.to_dict() or {} for d in client.collection(collection).stream()}
-
-
-def good(i: int) -> str:
-    return f"2019-01-02T09:00:{i:02d}.000001+00:00,SYM{i},EXCHG1,commonstock,USD,{1000 + i},100,"
-
-
-MALFORMED = [
-    (HEADER, None),
-    (good(1), None),
-    ("yesterday noon,AAA,EXCHG1,commonstock,USD,1,1,", "column 'timestamp': 'yesterday noon' is not an ISO-8601 time"),
-    (",AAA,EXCHG1,commonstock,USD,1,1,", "timestamp 'timestamp' is missing"),
-    (
-        "2019-01-02T09:00:00,AAA,EXCHG1,commonstock,USD,1,1,",
-        "has no timezone; give an offset or choose a timezone policy",
-    ),
-    (good(2), None),
-    (
-        "2019-01-02T09:00:03+00:00,AAA,EXCHG1,commonstock,USD,12.5.1,1,",
-        "column 'price.micros': '12.5.1' is not an integer",
-    ),
-    ("2019-01-02T09:00:04+00:00,AAA,EXCHG1,commonstock,USD,1,1,hello", "unknown column 'note' has a value (strict"),
-    ("", "empty line"),
-    ("2019-01-02T09:00:05+00:00,AAA,EXCHG1,commonstock,USD,1", "has 6 fields, the header has 8"),
-    (
-        "2019-01-02T09:00:06+00:00," + "X" * 2000 + ",EXCHG1,commonstock,USD,1,1,",
-        "column 'symbol' is 2000 bytes; at most 1500",
-    ),
-    ("2019-01-02T09:00:07+00:00,B\udcffD,EXCHG1,commonstock,USD,1,1,", "invalid UTF-8"),
-    (HEADER, "repeated header row"),
-    ("2019-01-02T09:00:08.1234567+00:00,AAA,EXCHG1,commonstock,USD,1,1,", "has sub-microsecond digits"),
-    ("2019-01-02T09:00:09+00:00,AAA,EXCHG1,commonstock,USD,1,1,,", "has 9 fields, the header has 8"),
-    (good(3), None),
-    (good(4), None),
-]
-
-
-def write_malformed(path: Path) -> None:
-    text = "\n".join(line for line, _ in MALFORMED) + "\n"
-    path.write_bytes(text.encode("utf-8", "surrogateescape"))
 
 
 def test_every_kind_of_malformed_row_is_rejected_with_its_line(client: firestore.Client, tmp_path: Path) -> None:
