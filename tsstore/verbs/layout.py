@@ -22,12 +22,13 @@ from tsstore.spec import Direction
 from tsstore.ticks import Tick, get_path
 from tsstore.times import TimeLike, to_utc
 from tsstore.verbs.reading import snapshot_now
-from tsstore.verbs.request import Count, Documents, Making, Request, Seat, Send, SendOptions, billed
+from tsstore.verbs.request import Count, Documents, Request, Seat, Send, billed
 from tsstore.verbs.writing import ProgressCallback
 from tsstore.write.identity import shard_for_id
 from tsstore.write.ops import NOT_FOUND, Patch
 from tsstore.write.prepare import PreparedDoc
 from tsstore.write.sender import BulkSender
+from tsstore.write.writer import Making, SendOptions
 
 #: What each parameter of these verbs means (the API reference describes a parameter from
 #: here unless the verb's docstring says more).

@@ -17,7 +17,7 @@ import datetime as dt
 import threading
 import time
 import typing
-from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, ParamSpec, Protocol, TypeGuard, TypeVar
 
@@ -36,14 +36,12 @@ from tsstore.read.chunks import ChunkTicks
 from tsstore.read.cold import ColdRead, TieredRead
 from tsstore.read.cost import ReadStats
 from tsstore.read.engine import TickRead
-from tsstore.spec import DuplicatePolicy, SeriesSpec
+from tsstore.spec import SeriesSpec
 from tsstore.ticks import Tick
-from tsstore.write.prepare import PreparedDoc
-from tsstore.write.sender import BulkSender, Written
+from tsstore.write.writer import Making, SendOptions
 
 P = ParamSpec("P")
 R = TypeVar("R")
-R_co = TypeVar("R_co", covariant=True)
 T = TypeVar("T")
 
 
@@ -205,33 +203,6 @@ class Feed(Asking[None]):
     read: Readable
     sink: Sink
     what: str = "reading ticks"
-
-
-class Making(Protocol[R_co]):
-    """What a bulk send writes and reports: its documents, made from the ticks read (an
-    iterator the sender's thread consumes; empty when the send reads nothing); what each
-    settled batch means to the verb (``settled``, in the sender's calling thread); and the
-    result the sender's counts give, which is also what Ctrl-C or a refusal reports as done.
-    A verb's making subclasses it (and so takes its ``settled``)."""
-
-    def docs(self, ticks: Iterator[Tick], /) -> Iterable[PreparedDoc]: ...
-
-    def settled(self, batch: list[Written], /) -> None:
-        """Nothing, unless the verb keeps what its batches settled (a write's ids)."""
-        return None
-
-    def result(self, sender: BulkSender, /) -> R_co: ...
-
-
-@dataclass(frozen=True)
-class SendOptions:
-    """How a send's sender treats what it finds and whom it tells: ``on_duplicate`` (a tick
-    whose key and time are stored with other content), ``on_progress`` (documents settled
-    since the last call), ``on_status`` (what the sender waits for, or ``None``)."""
-
-    on_duplicate: DuplicatePolicy = "keep"
-    on_progress: Callable[[int], None] | None = None
-    on_status: Callable[[str | None], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,12 @@ from tsstore.times import TimeLike, to_utc, utc_text
 from tsstore.verbs.sealed import verify_span
 from tsstore.verbs.marks import read_watermark, settle_writers, watermark_write
 from tsstore.verbs.reading import count_of
-from tsstore.verbs.request import Making, Request, Seat, Send, SendOptions
+from tsstore.verbs.request import Request, Seat, Send
 from tsstore.verbs.writing import ProgressCallback
 from tsstore.write.ops import Erase
 from tsstore.write.prepare import PreparedDoc
 from tsstore.write.sender import BulkSender
+from tsstore.write.writer import Making, SendOptions
 
 #: What each parameter of these verbs means (the API reference describes a parameter from
 #: here unless the verb's docstring says more).

@@ -35,11 +35,12 @@ from tsstore.verbs.marks import (
     watermark_write,
 )
 from tsstore.verbs.reading import query, read, server_time, snapshot_now
-from tsstore.verbs.request import Collect, Feed, Making, Request, Seat, Send, SendOptions
+from tsstore.verbs.request import Collect, Feed, Request, Seat, Send
 from tsstore.verbs.writing import ProgressCallback
 from tsstore.write.ops import Erase
 from tsstore.write.prepare import PreparedDoc, prepare_records
 from tsstore.write.sender import BulkSender
+from tsstore.write.writer import Making, SendOptions
 
 #: What each parameter of these verbs means (the API reference describes a parameter from
 #: here unless the verb's docstring says more).

@@ -17,9 +17,10 @@ from tsstore.series_counters import SeriesCounters
 from tsstore.spec import DuplicatePolicy
 from tsstore.ticks import Tick
 from tsstore.times import NaivePolicy
-from tsstore.verbs.request import CounterFor, Making, Request, Seat, Send, SendOptions
+from tsstore.verbs.request import CounterFor, Request, Seat, Send
 from tsstore.write.prepare import PreparedDoc, prepare_records
 from tsstore.write.sender import BulkSender, Written
+from tsstore.write.writer import Making, SendOptions
 
 ProgressCallback = Callable[[int], None]
 

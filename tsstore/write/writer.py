@@ -3,7 +3,8 @@ the store's transport, paced by the collection's ramp, as many batches in flight
 trip asks, its settled batches counted into the series counters, its late writes marked.
 
 What it asks of the database besides the writes is a :class:`WriterSide` (each backend has
-one); what it asks of a send is a :class:`Sending` (:class:`tsstore.verbs.request.Send` is one).
+one); what it asks of a send is a :class:`Sending` (:class:`tsstore.verbs.request.Send` is one):
+what it makes and reports (its :class:`Making`) and whom it tells (:class:`SendOptions`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from tsstore.clock import ServerClock
@@ -58,27 +60,30 @@ class WriterSide(Protocol[C_co]):
 
 
 class Making(Protocol[R_co]):
-    """What a send writes (made lazily from the ticks read), what each settled batch means to
-    its verb, and its result from the sender's counts."""
+    """What a bulk send writes and reports: its documents, made from the ticks read (an
+    iterator the sender's thread consumes; empty when the send reads nothing); what each
+    settled batch means to the verb (``settled``, in the sender's calling thread); and the
+    result the sender's counts give, which is also what Ctrl-C or a refusal reports as done.
+    A verb's making subclasses it (and so takes its ``settled``)."""
 
     def docs(self, ticks: Iterator[Tick], /) -> Iterable[PreparedDoc]: ...
 
-    def settled(self, batch: list[Written], /) -> None: ...
+    def settled(self, batch: list[Written], /) -> None:
+        """Nothing, unless the verb keeps what its batches settled (a write's ids)."""
+        return None
 
     def result(self, sender: BulkSender, /) -> R_co: ...
 
 
-class Told(Protocol):
-    """How a send's sender treats a duplicate, and whom it tells of its progress and waits."""
+@dataclass(frozen=True)
+class SendOptions:
+    """How a send's sender treats what it finds and whom it tells: ``on_duplicate`` (a tick
+    whose key and time are stored with other content), ``on_progress`` (documents settled
+    since the last call), ``on_status`` (what the sender waits for, or ``None``)."""
 
-    @property
-    def on_duplicate(self) -> DuplicatePolicy: ...
-
-    @property
-    def on_progress(self) -> Callable[[int], None] | None: ...
-
-    @property
-    def on_status(self) -> Callable[[str | None], None] | None: ...
+    on_duplicate: DuplicatePolicy = "keep"
+    on_progress: Callable[[int], None] | None = None
+    on_status: Callable[[str | None], None] | None = None
 
 
 class Sending(Protocol[R_co]):
@@ -101,7 +106,7 @@ class Sending(Protocol[R_co]):
     def what(self) -> str: ...
 
     @property
-    def options(self) -> Told: ...
+    def options(self) -> SendOptions: ...
 
 
 class Writer(Generic[C]):
