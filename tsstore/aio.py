@@ -23,7 +23,7 @@ from tsstore.analytics.asof import JoinRead
 from tsstore.asks import Asking, DatabaseAsking, KnownTime
 from tsstore.backend import AsyncBackend, aanswered, abackend_for
 from tsstore.cold.objects import DeleteObject, GetObject, ListObjects, ObjectUrls, PutObject
-from tsstore.counters import AsyncCounter
+from tsstore.counting import AsyncCounter
 from tsstore.errors import ConfigError
 from tsstore.frames import aframes
 from tsstore.live.aio import AsyncLive
