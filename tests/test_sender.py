@@ -318,18 +318,27 @@ def test_a_request_longer_than_the_connection_stays_up_goes_in_halves_and_later_
     than what answered (growing back by a quarter each answer), and a request sent again after
     a cut takes no writes from the pace a second time."""
     sizes: list[int] = []
+    third_filled = threading.Event()  # the fourth batch's first document drawn: three were filled
 
     def cut_long(writes: list[WriteOp]) -> list[tuple[int, str]]:
+        # the first request waits for the batches filled behind it, however the threads are scheduled
+        assert sizes or third_filled.wait(30), "the sender filled no third batch while the first was sending"
         sizes.append(len(writes))
         if len(writes) > 200:
             raise gexc.ServiceUnavailable("Socket closed")
         return [(0, "")] * len(writes)
 
+    def docs() -> Iterator[PreparedDoc]:
+        for i in range(2000):
+            if i == 1500:
+                third_filled.set()
+            yield doc(i, f"id{i}", {"i": i})
+
     pace = Counted()
     short_pauses(monkeypatch)
     sender = BulkSender(send=cut_long, lookup=lambda ids: {}, pace=pace, max_attempts=1, fault_budget=30,
                         window=Window(least=1, most=1))  # fmt: skip
-    sender.send_all([doc(i, f"id{i}", {"i": i}) for i in range(2000)])
+    sender.send_all(docs())
     assert sender.counts["created"] == 2000 and not sender.failures
     assert sizes[:6] == [500, 500, 250, 250, 125, 125]
     # the batches filled while the first was cut (one sending, one ready behind it) were made
