@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from google.cloud import firestore
 
-from tsstore import faults
+from tsstore import faults, telemetry
 from tsstore.clock import ServerClock
 from tsstore.databases import mode_of
 from tsstore.errors import ConfigError
@@ -117,18 +118,25 @@ def answered(backend: Backend, ask: DatabaseAsk) -> object:
     """``backend``'s answer to ``ask``, tried again after faults and overloads; a count or an
     aggregation that keeps failing is asked in parts of its shard values where they answer at
     one snapshot (:attr:`~tsstore.verbs.request.Aggregation.divisible`): one answer per part."""
-    if isinstance(ask, Aggregation):
-        return faults.call_split(lambda values: backend.answer(narrowed(ask, values)), ask.values, what=ask.what,
-                                 divisible=ask.divisible)  # fmt: skip
-    return faults.call(functools.partial(backend.answer, ask), what=ask.what)
+    with telemetry.child(_span_name(ask)):
+        if isinstance(ask, Aggregation):
+            return faults.call_split(lambda values: backend.answer(narrowed(ask, values)), ask.values, what=ask.what,
+                                     divisible=ask.divisible)  # fmt: skip
+        return faults.call(functools.partial(backend.answer, ask), what=ask.what)
 
 
 async def aanswered(backend: AsyncBackend, ask: DatabaseAsk) -> object:
     """:func:`answered` on the event loop."""
-    if isinstance(ask, Aggregation):
-        return await faults.acall_split(lambda values: backend.answer(narrowed(ask, values)), ask.values,
-                                        what=ask.what, divisible=ask.divisible)  # fmt: skip
-    return await faults.acall(functools.partial(backend.answer, ask), what=ask.what)
+    with telemetry.child(_span_name(ask)):
+        if isinstance(ask, Aggregation):
+            return await faults.acall_split(lambda values: backend.answer(narrowed(ask, values)), ask.values,
+                                            what=ask.what, divisible=ask.divisible)  # fmt: skip
+        return await faults.acall(functools.partial(backend.answer, ask), what=ask.what)
+
+
+def _span_name(ask: DatabaseAsk) -> str:
+    """The name of the span of a database ask under its verb's: ``tsstore.count``, ``tsstore.get_doc``, ..."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(ask).__name__).lower()
 
 
 def backend_for(client: Any, spec: SeriesSpec, *, fast: bool = True) -> Backend:

@@ -34,6 +34,7 @@ from typing import Generic, Literal, TypeVar
 
 from google.api_core import exceptions as gexc
 
+from tsstore import telemetry
 from tsstore.errors import EmulatorError, FaultError
 
 __all__ = [
@@ -307,6 +308,7 @@ def pause_or_raise(exc: Exception, backoff: Backoff, what: str, *, done: str = "
     pause = backoff.pause()
     if pause is None:
         raise gave_up(exc, backoff, what, done=done) from exc
+    telemetry.retried(what, exc, pause)
     return pause
 
 

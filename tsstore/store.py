@@ -16,6 +16,7 @@ from typing import Any, TypeVar, assert_never
 
 from google.cloud import firestore
 
+from tsstore import telemetry
 from tsstore.analytics.asof import JoinRead
 from tsstore.asks import Asking, DatabaseAsking, KnownTime
 from tsstore.backend import Backend, answered, backend_for
@@ -101,7 +102,7 @@ class TimeSeriesStore(StoreBase[Backend], declare.ThreadDriver):
 
     def _answer(self, asked: asks.Ask) -> object:
         if not isinstance(asked, Asking):  # concurrently, on the reader threads
-            return list(self._pool.map(self._answer, asked))
+            return list(self._pool.map(telemetry.in_context(self._answer), asked))
         match ask := asks.question(asked):
             case DatabaseAsking():  # counts, aggregations, a census's documents, document asks
                 return answered(self._backend, ask)

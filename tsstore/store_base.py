@@ -12,6 +12,7 @@ from typing import Any, Generic, Self, TypeVar, get_args
 
 from tsstore.asks import KnownTime
 from tsstore.backend import Database
+from tsstore.databases import mode_of
 from tsstore.cold.objects import GetObject, ObjectAsk, Objects, answer_object
 from tsstore.cold.stores import objects_at
 from tsstore.errors import ConfigError
@@ -60,6 +61,7 @@ class StoreBase(Verbs, Generic[B]):
         self._backend = database = backend()  # once the options are checked, before anything is asked of it
         self.spec = spec
         self.client = client
+        self.mode: str = mode_of(client)  # what its spans name as the database
         self.write_options = write_options
         self._collection = database.collection(spec)  # as the database's requests hold it
         self.seat = Seat(spec, self._collection, page_size, lean, snapshots)

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from google.api_core import exceptions as gexc
 
+from tsstore import telemetry
 from tsstore.errors import FaultError
 from tsstore.read.engine import RENEW, Chunk, ChunkCursor, Fetch, PageRounds, TickRead, reraise_stopped
 from tsstore.read.merge import Key
@@ -118,7 +119,10 @@ async def aread_page(rounds: PageRounds, *, fetch: AsyncFetch) -> list[Tick]:
     with rounds.stops():
         cursors = rounds.first()
         while cursors:
-            cursors = rounds.feed(await asyncio.gather(*(_collect(chunk_ticks(fetch, c)) for c in cursors)))
+            with telemetry.child("round", {"tsstore.queries": len(cursors)}) as span:
+                results = await asyncio.gather(*(_collect(chunk_ticks(fetch, c)) for c in cursors))
+                span.set_attribute("tsstore.documents", sum(map(len, results)))
+            cursors = rounds.feed(results)
     return rounds.result()
 
 

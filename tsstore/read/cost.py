@@ -16,6 +16,8 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from tsstore.telemetry import read_made
+
 #: A page's first round asks each chunk for its expected share of the page times
 #: LEAN_FACTOR, plus LEAN_SLACK; a lean refill asks a chunk for its share of what it may
 #: still be missing times REFILL_FACTOR, plus REFILL_SLACK. Chosen with bench/read_cost.py
@@ -82,6 +84,9 @@ class ReadStats:
     #: Their bytes.
     object_bytes: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        read_made(self)  # counted in the span of the verb call that made it (tsstore.telemetry)
 
     def query_done(self, documents: int) -> None:
         """Count one query that returned ``documents`` documents (thread-safe).

@@ -34,6 +34,7 @@ from typing import NoReturn
 from google.api_core import exceptions as gexc
 
 from tsstore.errors import FaultError, SnapshotExpiredError
+from tsstore import telemetry
 from tsstore.faults import SPLIT_AFTER, Backoff, pause_or_raise
 from tsstore.read.cost import ENTRIES_PER_INDEX_READ, ReadStats, lean_asks, lean_refills, refill_asks
 from tsstore.read.cursor import encode_cursor
@@ -144,8 +145,11 @@ def read_page(rounds: PageRounds, *, fetch: Fetch, pool: Executor) -> list[Tick]
     with rounds.stops():
         cursors = rounds.first()
         while cursors:
-            futures = [pool.submit(list, ChunkStream(fetch, cursor)) for cursor in cursors]
-            cursors = rounds.feed([future.result() for future in futures])
+            with telemetry.child("round", {"tsstore.queries": len(cursors)}) as span:
+                collect: Callable[[ChunkStream], list[Tick]] = telemetry.in_context(list)  # retries told under it
+                results = [future.result() for future in [pool.submit(collect, ChunkStream(fetch, c)) for c in cursors]]
+                span.set_attribute("tsstore.documents", sum(map(len, results)))
+            cursors = rounds.feed(results)
     return rounds.result()
 
 

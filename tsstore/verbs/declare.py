@@ -10,6 +10,7 @@ and refuses a keyword the request does not take by name.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -26,6 +27,7 @@ from tsstore.live.aio import AsyncLive
 from tsstore.read.cost import ReadStats
 from tsstore.read.query import Query
 from tsstore.spec import SeriesSpec
+from tsstore.telemetry import VerbCall, called
 from tsstore.verbs.request import Readable, Request, Seat
 
 P = ParamSpec("P")
@@ -65,6 +67,12 @@ class TickStream(Iterator[T]):
     def __next__(self) -> T:
         return next(self._items)
 
+    def _trace(self, call: VerbCall) -> TickStream[T]:
+        """This stream as the verb call ``call``: its span current while an item is read (when
+        recorded), ended when the stream ends, fails or is dropped."""
+        self._items = _traced(self._items, call)
+        return self
+
 
 class AsyncTickStream(AsyncIterator[T]):
     """What a streaming verb of :class:`~tsstore.aio.AsyncTimeSeriesStore` returns (``async
@@ -81,6 +89,39 @@ class AsyncTickStream(AsyncIterator[T]):
 
     async def __anext__(self) -> T:
         return await anext(self._items)
+
+    def _trace(self, call: VerbCall) -> AsyncTickStream[T]:
+        """As :class:`TickStream`'s, for ``async for``."""
+        self._items = _atraced(self._items, call)
+        return self
+
+
+def _traced(items: Iterator[T], call: VerbCall) -> Iterator[T]:
+    with call.ending():
+        while (item := _step(items, call)) is not _END:
+            yield item
+
+
+def _step(items: Iterator[T], call: VerbCall) -> T:
+    """The next item, or :data:`_END` (with no span recorded, an item costs no context switch)."""
+    with call.running() if call.recording else contextlib.nullcontext():
+        item: T = next(items, _END)
+        return item
+
+
+async def _atraced(items: AsyncIterator[T], call: VerbCall) -> AsyncIterator[T]:
+    with call.ending():
+        while (item := await _astep(items, call)) is not _END:
+            yield item
+
+
+async def _astep(items: AsyncIterator[T], call: VerbCall) -> T:
+    with call.running() if call.recording else contextlib.nullcontext():
+        item: T = await anext(items, _END)
+        return item
+
+
+_END: Any = object()
 
 
 L = TypeVar("L")
@@ -103,6 +144,8 @@ class ThreadDriver:
     """A store that answers asks on threads (:class:`~tsstore.store.TimeSeriesStore`)."""
 
     seat: Seat
+    #: The database mode its spans name (``native``, ``datastore``, ``memory``).
+    mode: str
 
     def _run(self, request: Request[R]) -> R:
         raise NotImplementedError
@@ -118,6 +161,7 @@ class LoopDriver:
     """A store that answers asks on an event loop (:class:`~tsstore.aio.AsyncTimeSeriesStore`)."""
 
     seat: Seat
+    mode: str
 
     async def _run(self, request: Request[R]) -> R:
         raise NotImplementedError
@@ -167,6 +211,11 @@ class _Declared(Generic[P, R]):
         """What a store returns for a request whose result is ``result`` (awaited, when
         ``asynchronous``)."""
         return result
+
+    def _call(self, store: Driver, kwargs: dict[str, object]) -> VerbCall:
+        """This verb's call on ``store`` as OpenTelemetry sees it (a ``stats`` given is counted
+        from its figures now)."""
+        return VerbCall(self.__name__, store.seat.spec.collection, store.mode, kwargs.get("stats"))
 
     def _request(self, store: Driver, args: tuple[object, ...], kwargs: dict[str, object]) -> Any:
         self._check(args, kwargs)
@@ -254,11 +303,21 @@ class verb(_Declared[P, R]):
         return self._get(store, owner, self._awaited if issubclass(owner, LoopDriver) else self._returned)
 
     def _returned(self, store: ThreadDriver) -> Callable[..., object]:
-        return lambda *args, **kwargs: store._run(self._request(store, args, kwargs))
+        return lambda *args, **kwargs: called(
+            self._call(store, kwargs), lambda: store._run(self._request(store, args, kwargs))
+        )
 
     def _awaited(self, store: LoopDriver) -> Callable[..., Awaitable[object]]:
         async def awaited(*args: object, **kwargs: object) -> object:
-            return await store._run(self._request(store, args, kwargs))
+            call = self._call(store, kwargs)
+            try:
+                with call.running():
+                    result = await store._run(self._request(store, args, kwargs))
+            except BaseException as exc:
+                call.end(error=exc)
+                raise
+            call.end(result=result)
+            return result
 
         return awaited
 
@@ -295,9 +354,14 @@ class stream(_Declared[P, R]):
     @overload
     def __get__(self, store: LoopDriver, owner: type) -> Callable[P, AsyncTickStream[R]]: ...
     def __get__(self, store: Driver | None, owner: type) -> Callable[..., object]:
-        return self._get(
-            store, owner, lambda store: lambda *args, **kwargs: store._stream(self._request(store, args, kwargs))
-        )
+        return self._get(store, owner, self._streamed)
+
+    def _streamed(self, store: Driver) -> Callable[..., object]:
+        def streamed(*args: object, **kwargs: object) -> object:
+            call = self._call(store, kwargs)
+            return called(call, lambda: store._stream(self._request(store, args, kwargs)), ends=False)._trace(call)
+
+        return streamed
 
     def _returns(self, result: object, asynchronous: bool) -> object:
         [item] = typing.get_args(result) or (Any,)
@@ -320,8 +384,10 @@ class live(_Declared[P, object], Generic[P, L, T]):
     def __get__(self, store: LoopDriver, owner: type) -> Callable[P, AsyncLive[T]]: ...
     def __get__(self, store: Driver | None, owner: type) -> Callable[..., object]:
         return self._get(
-            store, owner, lambda store: lambda *args, **kwargs: store._listen(self._request(store, args, kwargs))
-        )
+            store, owner, lambda store: lambda *args, **kwargs: called(
+                self._call(store, kwargs), lambda: store._listen(self._request(store, args, kwargs))
+            )
+        )  # fmt: skip
 
     def _returns(self, result: object, asynchronous: bool) -> object:
         live_object, item = typing.get_args(result) or (Any, Any)

@@ -43,6 +43,7 @@ from typing import Any, Literal, Protocol
 import grpc
 from google.api_core import exceptions as gexc
 
+from tsstore import telemetry
 from tsstore.errors import WriteFailure
 from tsstore.faults import FAULT_BUDGET_SECONDS, SPLIT_AFTER, Backoff, describe, kind_of, status_kind, too_large
 from tsstore.spec import DuplicatePolicy
@@ -334,7 +335,7 @@ class BulkSender:
         window = self._window.size(rate=self._pace.rate, batch_docs=len(self._held), batch_bytes=size)
         self._drain(2 * self._turns.allow(min(window, self._opened)) - 1)
         batch, self._held = self._held, []
-        self._in_flight[self._pool.submit(self._send, batch)] = frozenset(d.id for d in batch)
+        self._in_flight[self._pool.submit(telemetry.in_context(self._send), batch)] = frozenset(d.id for d in batch)
 
     def _drain(self, keep: int) -> None:
         """Collect finished batches until at most ``keep`` are in flight."""
@@ -408,7 +409,8 @@ class BulkSender:
             retry: list[_Item] = []
             conflicts: list[_Item] = []
             try:
-                statuses = self._send_fn([(i.id, i.doc.data, i.op == "create") for i in pending])
+                with telemetry.child("commit", {"tsstore.writes": len(pending)}):
+                    statuses = self._send_fn([(i.id, i.doc.data, i.op == "create") for i in pending])
             except gexc.GoogleAPICallError as exc:
                 kind = kind_of(exc)
                 if kind is None:
@@ -422,6 +424,7 @@ class BulkSender:
                         why = f"{exc.message} (gave up after {faults.elapsed:.0f} s of connection faults)"
                         outcome.failures += [_failure(i, _code(exc), why) for i in pending]
                         return outcome
+                    telemetry.retried("a batch write", exc, pause)
                     self._wait(f"retrying after connection faults ({describe(exc)})", pause, since=self._cuts.answers)
                     unanswered += 1
                     if unanswered >= SPLIT_AFTER and len(pending) > 1:

@@ -1,0 +1,316 @@
+"""The spans and metrics a store's verbs give OpenTelemetry, read back through the SDK's in-memory
+exporter and reader: one span per verb call whose figures are the call's ``ReadStats`` and what
+went over the wire (the chunk queries the backend was asked to send and the documents they
+returned), child spans for rounds, database asks, commits and retries, on both stores in both
+database modes and on the memory database."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+from google.api_core import exceptions as gexc
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tests.shared import MODES, mode_client
+from tsstore import AsyncTimeSeriesStore, TimeSeriesStore, telemetry
+from tsstore.asks import GetDoc
+from tsstore.demo import SPEC, demo_rows
+from tsstore.read.cost import ReadStats
+from tsstore.verbs import Verbs, declare
+from tsstore.verbs.reading import CLOCK_PROBE_ID
+from tsstore.verbs.request import Aggregate, Count, Documents
+from tsstore.write.options import EMULATOR_WRITE_OPTIONS
+
+TICKS = 700  # the demo's day's first ticks: two batches of writes
+
+
+@pytest.fixture
+def spans(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
+    """tsstore's spans, recorded by an SDK tracer of this test's own (the global provider is left alone)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(telemetry, "tracer", provider.get_tracer(telemetry.SCOPE))
+    return exporter
+
+
+class Wire:
+    """What a store's backend was asked to send: chunk queries (each fetch), counts, aggregations
+    and census reads, and reads of the server's time; and the documents they returned."""
+
+    def __init__(self) -> None:
+        self.queries = 0
+        self.documents = 0
+
+    def tap(self, backend: Any) -> None:
+        """Count every query ``backend`` (a sync backend, or Native mode's async one) sends."""
+        fetcher, answer = backend.fetcher, backend.answer
+        if inspect.iscoroutinefunction(answer):
+            backend.fetcher = lambda plan: self._afetch(fetcher(plan))
+            backend.answer = self._aanswer(answer)
+        else:
+            backend.fetcher = lambda plan: self._fetch(fetcher(plan))
+            backend.answer = self._answer(answer)
+
+    def _fetch(self, fetch: Callable[..., Iterator[Any]]) -> Callable[..., Iterator[Any]]:
+        def fetched(*args: Any) -> Iterator[Any]:
+            self.queries += 1
+            for tick in fetch(*args):
+                self.documents += 1
+                yield tick
+
+        return fetched
+
+    def _afetch(self, fetch: Callable[..., Any]) -> Callable[..., Any]:
+        async def fetched(*args: Any) -> AsyncIterator[Any]:
+            ticks = await fetch(*args)
+            self.queries += 1
+
+            async def counted() -> AsyncIterator[Any]:
+                async for tick in ticks:
+                    self.documents += 1
+                    yield tick
+
+            return counted()
+
+        return fetched
+
+    def _sent(self, ask: Any, answer: Any) -> None:
+        if isinstance(ask, (Count, Aggregate)) or (isinstance(ask, GetDoc) and ask.path.endswith(CLOCK_PROBE_ID)):
+            self.queries += 1
+        elif isinstance(ask, Documents):
+            self.queries += 1
+            self.documents += len(answer)
+
+    def _answer(self, answer: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        def answered(ask: Any) -> Any:
+            got = answer(ask)
+            self._sent(ask, got)
+            return got
+
+        return answered
+
+    def _aanswer(self, answer: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        async def answered(ask: Any) -> Any:
+            got = await answer(ask)
+            self._sent(ask, got)
+            return got
+
+        return answered
+
+
+def wire_of(store: Any) -> Wire:
+    wire = Wire()
+    backend = store._backend
+    wire.tap(getattr(backend, "_backend", backend))  # a sync backend in threads: the one it calls
+    return wire
+
+
+#: Each read verb as a test calls it: its name and options (and a new ``stats`` if it takes one);
+#: the async store's call is the same, awaited (or iterated with ``async for``).
+READS: list[tuple[str, dict[str, Any]]] = [
+    ("query", {"limit": 40, "where": {"symbol": "AAA"}}),
+    ("query", {"limit": 300}),
+    ("iter_ticks", {"where": {"symbol": ["AAA", "BBB"]}}),
+    ("stream_frames", {"rows": 100}),
+    ("query_frame", {"limit": 120}),
+    ("count", {"where": {"exchange": "EXCHG1"}}),
+    ("aggregate", {"sum": ["volume"], "where": {"symbol": "AAA"}}),
+    ("latest", {"by": "symbol", "values": ["AAA", "BBB"]}),
+    ("bars", {"interval": "1h", "price": "price.micros", "volume": "volume"}),
+]
+
+
+def _stats_of(result: Any, given: ReadStats | None) -> ReadStats | None:
+    """What the call returned it cost: the stats it was given, or its result's (a page's, a stream's)."""
+    if given is not None:
+        return given
+    return getattr(result, "stats", None)
+
+
+def _given(verb: Any, options: dict[str, Any]) -> tuple[dict[str, Any], ReadStats | None]:
+    """``options`` with a new ``stats`` when ``verb`` takes one (then given back too)."""
+    if "stats" not in inspect.signature(verb).parameters:
+        return options, None
+    given = ReadStats()
+    return {**options, "stats": given}, given
+
+
+def _call_sync(store: TimeSeriesStore, name: str, options: dict[str, Any]) -> tuple[Any, ReadStats | None]:
+    verb = getattr(store, name)
+    options, given = _given(verb, options)
+    result = verb(**options)
+    if isinstance(result, declare.TickStream):
+        list(result)
+    return result, _stats_of(result, given)
+
+
+async def _call_async(store: AsyncTimeSeriesStore, name: str, options: dict[str, Any]) -> tuple[Any, ReadStats | None]:
+    verb = getattr(store, name)
+    options, given = _given(verb, options)
+    result = verb(**options)
+    if isinstance(result, declare.AsyncTickStream):
+        [item async for item in result]
+    else:
+        result = await result
+    return result, _stats_of(result, given)
+
+
+def _root(spans: list[ReadableSpan]) -> ReadableSpan:
+    [root] = [span for span in spans if span.parent is None]
+    return root
+
+
+def _children(spans: list[ReadableSpan], parent: ReadableSpan) -> list[ReadableSpan]:
+    return [span for span in spans if span.parent is not None and span.parent.span_id == parent.context.span_id]
+
+
+def _check_read(name: str, spans: list[ReadableSpan], stats: ReadStats | None, wire: Wire, mode: str) -> None:
+    root = _root(spans)
+    attributes = dict(root.attributes or {})
+    assert root.name == f"{name} {SPEC.collection}"
+    assert attributes["db.operation.name"] == name and attributes["db.collection.name"] == SPEC.collection
+    assert attributes["db.system.name"] == telemetry.SYSTEM[mode] and attributes["tsstore.mode"] == mode
+    figures = {field: attributes[f"tsstore.{field}"] for field in telemetry.READ_ATTRIBUTES}
+    if stats is not None:  # the call returned what it cost: the span says the same
+        assert figures == {field: getattr(stats, field) for field in telemetry.READ_ATTRIBUTES}
+    assert (figures["queries"], figures["documents"]) == (wire.queries, wire.documents)
+    assert attributes["db.response.returned_rows"] == wire.documents
+    assert figures["billed_reads"] >= max(figures["queries"], figures["documents"])
+    rounds = [span for span in _children(spans, root) if span.name == "tsstore.round"]
+    if rounds:  # a page's rounds: every chunk query of the page, and what they returned
+        assert sum(r.attributes["tsstore.queries"] for r in rounds) == wire.queries - _asked(spans, root)
+        assert sum(r.attributes["tsstore.documents"] for r in rounds) <= wire.documents
+
+
+def _asked(spans: list[ReadableSpan], root: ReadableSpan) -> int:
+    """The counts, aggregations and census reads under ``root`` (each its own child span)."""
+    return sum(span.name in ("tsstore.count", "tsstore.aggregate", "tsstore.documents") for span in _children(spans, root))
+
+
+def _rows() -> list[dict[str, Any]]:
+    """The demo's first :data:`TICKS` ticks (every one distinct)."""
+    return list(demo_rows(TICKS))[:TICKS]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_each_read_verbs_span_of_the_sync_store_is_its_read_stats_and_the_wire(
+    mode: str, request: pytest.FixtureRequest, spans: InMemorySpanExporter, database_id: str
+) -> None:
+    store = TimeSeriesStore(mode_client(request, mode, database_id), SPEC, write_options=EMULATOR_WRITE_OPTIONS)
+    written = store.write(_rows())
+    [write_span] = [span for span in spans.get_finished_spans() if span.parent is None]
+    assert write_span.name == f"write {SPEC.collection}"
+    assert write_span.attributes["tsstore.ticks.created"] == written.created == TICKS
+    commits = [span for span in spans.get_finished_spans() if span.name == "tsstore.commit"]
+    assert commits and all(span.parent.span_id == write_span.context.span_id for span in commits)
+    assert sum(span.attributes["tsstore.writes"] for span in commits) >= TICKS  # every tick sent, a retry again
+    for name, options in READS:
+        spans.clear()
+        wire = wire_of(store)
+        _, stats = _call_sync(store, name, options)
+        _check_read(name, list(spans.get_finished_spans()), stats, wire, mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_each_read_verbs_span_of_the_async_store_is_its_read_stats_and_the_wire(
+    mode: str, request: pytest.FixtureRequest, spans: InMemorySpanExporter, database_id: str
+) -> None:
+    client = mode_client(request, mode, database_id)
+    TimeSeriesStore(client, SPEC, write_options=EMULATOR_WRITE_OPTIONS).write(_rows())
+    if mode == "native":
+        client = request.getfixturevalue("emulator").async_client(database=database_id)
+
+    async def story() -> None:
+        async with AsyncTimeSeriesStore(client, SPEC) as store:
+            for name, options in READS:
+                spans.clear()
+                wire = wire_of(store)
+                _, stats = await _call_async(store, name, options)
+                _check_read(name, list(spans.get_finished_spans()), stats, wire, mode)
+
+    asyncio.run(story())
+
+
+def test_a_stream_dropped_before_its_end_ends_its_span_with_what_it_read(spans: InMemorySpanExporter) -> None:
+    store = TimeSeriesStore.memory(SPEC)
+    store.write(_rows())
+    spans.clear()
+    stream = store.iter_ticks()
+    next(stream)
+    assert not [span for span in spans.get_finished_spans() if span.parent is None]  # still reading
+    stats = stream.stats
+    del stream
+    root = _root(list(spans.get_finished_spans()))
+    assert root.attributes["tsstore.documents"] == stats.documents > 0
+
+
+def test_a_failing_verb_ends_its_span_with_the_error(spans: InMemorySpanExporter) -> None:
+    store = TimeSeriesStore.memory(SPEC)
+    with pytest.raises(Exception) as raised:
+        store.query(where={"nosuchfield": 1})
+    root = _root(list(spans.get_finished_spans()))
+    assert root.attributes["error.type"] == type(raised.value).__qualname__
+    assert root.status.status_code.name == "ERROR"
+
+
+def test_a_retry_after_a_fault_is_a_span_under_the_verbs(spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = TimeSeriesStore.memory(SPEC)
+    store.write(_rows())
+    answer, failed = store._backend.answer, []
+
+    def flaky(ask: Any) -> Any:
+        if isinstance(ask, Count) and not failed:
+            failed.append(ask)
+            raise gexc.ServiceUnavailable("Socket closed")
+        return answer(ask)
+
+    monkeypatch.setattr(store._backend, "answer", flaky)
+    monkeypatch.setattr("tsstore.faults.time.sleep", lambda seconds: None)
+    spans.clear()
+    assert store.count() == TICKS
+    finished = list(spans.get_finished_spans())
+    root = _root(finished)
+    counts = {span.context.span_id for span in _children(finished, root) if span.name == "tsstore.count"}
+    [retry] = [span for span in finished if span.name == "tsstore.retry"]
+    assert retry.parent.span_id in counts and retry.attributes["error.type"] == "ServiceUnavailable"
+
+
+def test_every_public_verb_of_both_stores_is_declared_so_each_call_opens_a_span() -> None:
+    """A verb is a descriptor of :mod:`tsstore.verbs.declare`, which opens its call's span: a public
+    method of a store that is not one would go untraced."""
+    offline = {"plan", "explain", "firestore_queries"}  # what a query would send: no call to trace
+    public = {name for name in dir(TimeSeriesStore) if not name.startswith("_")} - {"close", "memory", *offline}
+    undeclared = sorted(name for name in public if not isinstance(inspect.getattr_static(Verbs, name, None), declare._Declared))
+    assert undeclared == []
+
+
+def test_a_verbs_call_is_measured_by_the_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter(telemetry.SCOPE)
+    for name, make in [("DURATION", meter.create_histogram), ("BILLED_READS", meter.create_counter),
+                       ("DOCUMENTS", meter.create_counter), ("ROUND_TRIPS", meter.create_counter),
+                       ("TICKS_WRITTEN", meter.create_counter)]:  # fmt: skip
+        monkeypatch.setattr(telemetry, name, make(getattr(telemetry, name)._name))
+    store = TimeSeriesStore.memory(SPEC)
+    store.write(_rows())
+    page = store.query(limit=25)
+    points = {
+        (metric.name, point.attributes["db.operation.name"]): point
+        for resource in reader.get_metrics_data().resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        for point in metric.data.data_points
+    }
+    assert points[("tsstore.ticks.written", "write")].value == TICKS
+    assert points[("tsstore.billed_reads", "query")].value == page.stats.billed_reads
+    assert points[("tsstore.documents", "query")].value == page.stats.documents
+    assert points[("db.client.operation.duration", "query")].count == 1

@@ -1,0 +1,237 @@
+"""What tsstore tells OpenTelemetry: a span per verb call with what it cost, child spans for its
+rounds of chunk queries, its commits and its retries, and metrics beside them.
+
+Only ``opentelemetry-api`` is used: with no SDK configured every span and instrument is the API's
+no-op, and a verb asks nothing more of it than to start and end one span (nothing is summed for a
+span that is not recorded). An application that configures an SDK (``TracerProvider``,
+``MeterProvider``) gets tsstore's spans under the instrumentation scope ``tsstore``.
+
+A verb's span carries the database conventions' attributes (:data:`SYSTEM`, ``db.collection.name``,
+``db.operation.name``) and tsstore's own (:data:`READ_ATTRIBUTES`: the figures of every
+:class:`~tsstore.read.cost.ReadStats` made or given during the call, so they equal what the call
+returns; :data:`WRITE_ATTRIBUTES` from a write's result). The reference lists them all
+(``docs/reference/telemetry.md``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any, Protocol, TypeVar
+
+from opentelemetry import metrics, trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+try:
+    _VERSION = metadata.version("tsstore")
+except metadata.PackageNotFoundError:  # pragma: no cover - a checkout used without installing it
+    _VERSION = "0+unknown"
+
+#: The instrumentation scope of every span and instrument.
+SCOPE = "tsstore"
+#: ``db.system.name`` of a store's spans, by its database (the conventions name no value for
+#: Firestore: ``gcp.firestore`` follows their ``gcp.spanner``; the memory database is tsstore's).
+SYSTEM = {"native": "gcp.firestore", "datastore": "gcp.firestore", "memory": "tsstore.memory"}
+
+#: The :class:`~tsstore.read.cost.ReadStats` figures a verb's span carries, each as
+#: ``tsstore.<name>`` (``documents`` also as the conventions' ``db.response.returned_rows``).
+READ_ATTRIBUTES = (
+    "chunks", "queries", "round_trips", "documents", "billed_reads", "index_reads", "refills", "snapshot_reads",
+    "objects", "object_bytes",
+)  # fmt: skip
+#: A write's result figures its verb's span carries, each as ``tsstore.ticks.<name>``.
+WRITE_ATTRIBUTES = ("count", "created", "present", "replaced", "unsettled")
+
+tracer = trace.get_tracer(SCOPE, _VERSION)
+meter = metrics.get_meter(SCOPE, _VERSION)
+
+DURATION = meter.create_histogram(
+    "db.client.operation.duration", unit="s", description="How long a verb of a tsstore store took"
+)
+BILLED_READS = meter.create_counter("tsstore.billed_reads", unit="{read}", description="Document reads billed")
+DOCUMENTS = meter.create_counter("tsstore.documents", unit="{document}", description="Documents returned")
+ROUND_TRIPS = meter.create_counter("tsstore.round_trips", unit="{round_trip}", description="Waves of requests waited for")
+TICKS_WRITTEN = meter.create_counter("tsstore.ticks.written", unit="{tick}", description="Ticks a write created or replaced")
+RETRIES = meter.create_counter("tsstore.retries", unit="{retry}", description="Calls tried again after a fault or overload")
+COMMITS = meter.create_counter("tsstore.commits", unit="{request}", description="Batch write requests sent")
+
+
+class Counted(Protocol):
+    """What a verb's span reads its figures from: a :class:`~tsstore.read.cost.ReadStats`."""
+
+    chunks: int
+    queries: int
+    round_trips: int
+    documents: int
+    billed_reads: int
+    index_reads: int
+    refills: int
+    snapshot_reads: int
+    objects: int
+    object_bytes: int
+
+
+@dataclass
+class _Call:
+    """What one verb call read: the read stats made during it, and those given to it with
+    their figures when it began (the call's share is the difference)."""
+
+    made: list[Counted] = field(default_factory=list)
+    given: list[tuple[Counted, tuple[int, ...]]] = field(default_factory=list)
+
+    def figures(self) -> dict[str, int]:
+        sums = dict.fromkeys(READ_ATTRIBUTES, 0)
+        for stats in self.made:
+            for name in READ_ATTRIBUTES:
+                sums[name] += getattr(stats, name)
+        for stats, before in self.given:
+            for name, was in zip(READ_ATTRIBUTES, before):
+                # the chunks a plan fans out over are set, not added: the call's are the figure after it
+                sums[name] += getattr(stats, name) - (0 if name == "chunks" else was)
+        return sums
+
+
+_CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("tsstore_call", default=None)
+
+
+def read_made(stats: Counted) -> None:
+    """Count ``stats`` (a new :class:`~tsstore.read.cost.ReadStats`) in the verb call that made it, if any."""
+    call = _CALL.get()
+    if call is not None:
+        call.made.append(stats)
+
+
+def _figures_of(stats: Counted) -> tuple[int, ...]:
+    return tuple(getattr(stats, name) for name in READ_ATTRIBUTES)
+
+
+R = TypeVar("R")
+
+
+class VerbCall:
+    """One call of a verb as OpenTelemetry sees it: its span (current while the call runs in
+    :meth:`running`), the read stats it makes or is given, and its end (:meth:`end`, once)."""
+
+    def __init__(self, operation: str, collection: str, mode: str, given: object = None) -> None:
+        self._attributes: dict[str, AttributeValue] = {
+            "db.system.name": SYSTEM.get(mode, mode), "db.collection.name": collection,
+            "db.operation.name": operation, "tsstore.mode": mode,
+        }  # fmt: skip
+        self._span: Span = tracer.start_span(f"{operation} {collection}", kind=SpanKind.CLIENT, attributes=self._attributes)
+        self._started = time.perf_counter()
+        self._call = _Call()
+        if all(isinstance(getattr(given, name, None), int) for name in READ_ATTRIBUTES):  # a ReadStats
+            counted: Counted = given  # type: ignore[assignment]  # it has every figure
+            self._call.given.append((counted, _figures_of(counted)))
+        self._ended = False
+
+    @property
+    def recording(self) -> bool:
+        """Whether its span is recorded (an SDK is configured and samples it)."""
+        return self._span.is_recording()
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """The span current and the call's read stats counted while the body runs."""
+        token = _CALL.set(self._call)
+        try:
+            with trace.use_span(self._span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+                yield
+        finally:
+            _CALL.reset(token)
+
+    @contextlib.contextmanager
+    def ending(self) -> Iterator[None]:
+        """The call ended when the body ends: with its error, or without one (finished, or a
+        stream closed before its end: what it read so far)."""
+        try:
+            yield
+        except GeneratorExit:
+            self.end()
+            raise
+        except BaseException as exc:
+            self.end(error=exc)
+            raise
+        self.end()
+
+    def end(self, *, result: object = None, error: BaseException | None = None) -> None:
+        """End the span with the call's figures (and ``result``'s, a write's), or ``error``."""
+        if self._ended:
+            return
+        self._ended = True
+        figures = self._call.figures()
+        attributes = dict(self._attributes)
+        if error is not None:
+            attributes["error.type"] = type(error).__qualname__
+        DURATION.record(time.perf_counter() - self._started, attributes)
+        BILLED_READS.add(figures["billed_reads"], self._attributes)
+        DOCUMENTS.add(figures["documents"], self._attributes)
+        ROUND_TRIPS.add(figures["round_trips"], self._attributes)
+        written = _write_figures(result)
+        if written:
+            TICKS_WRITTEN.add(written["created"] + written["replaced"], self._attributes)
+        span = self._span
+        if span.is_recording():
+            span.set_attributes({f"tsstore.{name}": value for name, value in figures.items()})
+            span.set_attribute("db.response.returned_rows", figures["documents"])
+            span.set_attributes({f"tsstore.ticks.{name}": value for name, value in written.items()})
+            if error is not None:
+                span.set_attribute("error.type", attributes["error.type"])
+                span.record_exception(error)
+                span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+        span.end()
+
+
+def _write_figures(result: object) -> dict[str, int]:
+    """A write's result's figures (``WRITE_ATTRIBUTES``), or none for any other result."""
+    if not all(isinstance(getattr(result, name, None), int) for name in WRITE_ATTRIBUTES):
+        return {}
+    return {name: getattr(result, name) for name in WRITE_ATTRIBUTES}
+
+
+def called(call: VerbCall, body: Callable[[], R], *, ends: bool = True) -> R:
+    """``body()`` as the call ``call``, which then ends with its result or its error (``ends``
+    false: only with an error; a stream's call ends with the stream)."""
+    try:
+        with call.running():
+            result = body()
+    except BaseException as exc:
+        call.end(error=exc)
+        raise
+    if ends:
+        call.end(result=result)
+    return result
+
+
+@contextlib.contextmanager
+def child(name: str, attributes: Mapping[str, AttributeValue] | None = None) -> Iterator[Span]:
+    """A child span of the current one (a round of chunk queries, a commit), ended when the body
+    ends; an error escaping it is recorded on it."""
+    with tracer.start_as_current_span(f"tsstore.{name}", attributes=attributes) as span:
+        yield span
+
+
+def retried(what: str, error: BaseException, pause: float) -> None:
+    """Tell of a call tried again after ``error`` (a fault or an overload), after ``pause`` seconds:
+    a ``tsstore.retry`` span under the current one, and the retries counter."""
+    attributes: dict[str, AttributeValue] = {"error.type": type(error).__qualname__, "tsstore.retry.what": what,
+                                             "tsstore.retry.pause_s": pause}  # fmt: skip
+    RETRIES.add(1, {"error.type": attributes["error.type"]})
+    span = tracer.start_span("tsstore.retry", attributes=attributes)
+    span.end()
+
+
+def in_context(fn: Callable[..., R]) -> Callable[..., R]:
+    """``fn`` run in a copy of this thread's context (the current span, the verb call) when
+    called in another thread (a pool's worker)."""
+    context = contextvars.copy_context()
+
+    def run(*args: Any) -> R:
+        return context.copy().run(fn, *args)
+
+    return run
