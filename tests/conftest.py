@@ -16,7 +16,7 @@ import random
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -204,6 +204,53 @@ def datastore_emulator(tsstore_datastore_emulator: EmulatorAt) -> EmulatorAt:
 def client(tsstore_client: firestore.Client) -> firestore.Client:
     """A client on this test's own database (the plugin's ``tsstore_client``)."""
     return tsstore_client
+
+
+@pytest.fixture
+def spans(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """tsstore's spans (an ``InMemorySpanExporter``), recorded by an SDK tracer of the test's own:
+    the global provider is left alone, so no other test records spans."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tsstore import telemetry
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(telemetry, "tracer", provider.get_tracer(telemetry.SCOPE))
+    return exporter
+
+
+@pytest.fixture
+def metric_points(monkeypatch: pytest.MonkeyPatch) -> Callable[[], dict[tuple[str, str], Any]]:
+    """tsstore's metrics read by an SDK reader of the test's own: a function giving each data
+    point by (instrument name, its ``db.operation.name`` or ``db.collection.name``)."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from tsstore import telemetry
+
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter(telemetry.SCOPE)
+    for name, instrument in vars(telemetry).items():  # each instrument again, on this meter
+        kind = type(instrument).__name__.removeprefix("_Proxy")
+        make = {"Counter": meter.create_counter, "Histogram": meter.create_histogram, "Gauge": meter.create_gauge}
+        if kind in make:
+            monkeypatch.setattr(telemetry, name, make[kind](instrument._name, unit=instrument._unit))
+
+    def points() -> dict[tuple[str, str], Any]:
+        data = reader.get_metrics_data()
+        return {
+            (metric.name, str(point.attributes.get("db.operation.name", point.attributes.get("db.collection.name")))): point
+            for resource in (data.resource_metrics if data is not None else [])
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            for point in metric.data.data_points
+        }
+
+    return points
 
 
 @pytest.fixture

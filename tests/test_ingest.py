@@ -54,6 +54,21 @@ def test_every_kind_of_malformed_row_is_rejected_with_its_line(client: firestore
     assert one["price"] == {"currency": "USD", "micros": 1001} and one["volume"] == 100 and "note" not in one
 
 
+def test_an_ingest_is_one_span_over_its_write_and_counts_its_rejected_rows(
+    tmp_path: Path, spans: Any, metric_points: Callable[[], dict[tuple[str, str], Any]]
+) -> None:
+    path = tmp_path / "ticks.csv"
+    write_malformed(path)
+    summary = ingest_file(TimeSeriesStore.memory(SPEC), path, strict=True)
+    finished = list(spans.get_finished_spans())
+    [root] = [span for span in finished if span.parent is None]
+    [write] = [span for span in finished if span.name == f"write {SPEC.collection}"]
+    assert root.name == f"ingest {SPEC.collection}" and write.parent.span_id == root.context.span_id
+    assert (root.attributes["tsstore.ticks.written"], root.attributes["tsstore.ticks.rejected"]) == (
+        summary.written, summary.rejected)  # fmt: skip
+    assert summary.rejected >= 10 and metric_points()[("tsstore.ticks.rejected", SPEC.collection)].value == summary.rejected
+
+
 def test_naive_policy_and_non_strict_mode(client: firestore.Client, tmp_path: Path) -> None:
     path = tmp_path / "ticks.csv"
     write_malformed(path)

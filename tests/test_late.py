@@ -153,6 +153,37 @@ def view(*horizons: Horizon) -> View:
     return View(0.0, T0, horizons)
 
 
+def test_a_late_write_shows_its_view_and_marks_as_spans_and_a_rollup_its_lag(
+    spans: Any, metric_points: Callable[[], dict[tuple[str, str], Any]]
+) -> None:
+    """On the memory database: the writer's read of the roll-ups' horizons (``tsstore.late_view``)
+    and the marks it writes before a late tick (``tsstore.marks``) are spans under the write's, the
+    marks counted; a roll-up's run sets how far its watermark is behind (``tsstore.rollup.lag``)."""
+    spec = series()
+    minutes, _ = hourly_and_minutes(spec)
+    store = TimeSeriesStore.memory(spec)
+    store.write(hundred())
+    ran = store.rollup(minutes)
+    lag = metric_points()[("tsstore.rollup.lag", "rollup")].value
+    assert ran.watermark is not None and lag >= (dt.datetime.now(UTC) - ran.watermark).total_seconds() - 60
+    spans.clear()
+    assert store.write([tick(500, 5.5, 999_999)]).created == 1  # into a bucket rolled up: marked first
+    finished = list(spans.get_finished_spans())
+    [write] = [span for span in finished if span.parent is None]
+    [marks] = [span for span in finished if span.name == "tsstore.marks"]
+    views = [span for span in finished if span.name == "tsstore.late_view"]
+    parents = {span.context.span_id: span.parent for span in finished}
+
+    def under_write(span: Any) -> bool:
+        parent = span.parent
+        while parent is not None and parent.span_id != write.context.span_id:
+            parent = parents.get(parent.span_id)
+        return parent is not None
+
+    assert views and all(map(under_write, [marks, *views]))  # the marks inside the commit that needed them
+    assert marks.attributes["tsstore.marks.written"] == metric_points()[("tsstore.marks.written", spec.collection)].value == 1
+
+
 def test_a_write_marks_the_buckets_of_stored_rollups_it_changes_and_refuses_past_the_window() -> None:
     spec = series(late=LatePolicy(window="2h"))
     minutes, hours = Horizon("m", dt.timedelta(minutes=1), at(60)), Horizon("h", dt.timedelta(hours=1), at(60))

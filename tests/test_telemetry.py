@@ -13,10 +13,7 @@ from typing import Any
 
 import pytest
 from google.api_core import exceptions as gexc
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.shared import MODES, mode_client
@@ -30,16 +27,6 @@ from tsstore.verbs.request import Aggregate, Count, Documents
 from tsstore.write.options import EMULATOR_WRITE_OPTIONS
 
 TICKS = 700  # the demo's day's first ticks: two batches of writes
-
-
-@pytest.fixture
-def spans(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
-    """tsstore's spans, recorded by an SDK tracer of this test's own (the global provider is left alone)."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(telemetry, "tracer", provider.get_tracer(telemetry.SCOPE))
-    return exporter
 
 
 class Wire:
@@ -293,23 +280,11 @@ def test_every_public_verb_of_both_stores_is_declared_so_each_call_opens_a_span(
     assert undeclared == []
 
 
-def test_a_verbs_call_is_measured_by_the_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
-    reader = InMemoryMetricReader()
-    meter = MeterProvider(metric_readers=[reader]).get_meter(telemetry.SCOPE)
-    for name, make in [("DURATION", meter.create_histogram), ("BILLED_READS", meter.create_counter),
-                       ("DOCUMENTS", meter.create_counter), ("ROUND_TRIPS", meter.create_counter),
-                       ("TICKS_WRITTEN", meter.create_counter)]:  # fmt: skip
-        monkeypatch.setattr(telemetry, name, make(getattr(telemetry, name)._name))
+def test_a_verbs_call_is_measured_by_the_metrics(metric_points: Callable[[], dict[tuple[str, str], Any]]) -> None:
     store = TimeSeriesStore.memory(SPEC)
     store.write(_rows())
     page = store.query(limit=25)
-    points = {
-        (metric.name, point.attributes["db.operation.name"]): point
-        for resource in reader.get_metrics_data().resource_metrics
-        for scope in resource.scope_metrics
-        for metric in scope.metrics
-        for point in metric.data.data_points
-    }
+    points = metric_points()
     assert points[("tsstore.ticks.written", "write")].value == TICKS
     assert points[("tsstore.billed_reads", "query")].value == page.stats.billed_reads
     assert points[("tsstore.documents", "query")].value == page.stats.documents

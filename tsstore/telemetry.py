@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import datetime as dt
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -59,6 +60,15 @@ ROUND_TRIPS = meter.create_counter("tsstore.round_trips", unit="{round_trip}", d
 TICKS_WRITTEN = meter.create_counter("tsstore.ticks.written", unit="{tick}", description="Ticks a write created or replaced")
 RETRIES = meter.create_counter("tsstore.retries", unit="{retry}", description="Calls tried again after a fault or overload")
 COMMITS = meter.create_counter("tsstore.commits", unit="{request}", description="Batch write requests sent")
+TICKS_REJECTED = meter.create_counter(
+    "tsstore.ticks.rejected", unit="{tick}", description="Rows of a tick file rejected (their line and reason in the rejects file)"
+)
+MARKS_WRITTEN = meter.create_counter(
+    "tsstore.marks.written", unit="{mark}", description="Late-tick marks written before late writes"
+)
+ROLLUP_LAG = meter.create_gauge(
+    "tsstore.rollup.lag", unit="s", description="How far a roll-up's watermark is behind the time it ran"
+)
 
 
 class Counted(Protocol):
@@ -175,6 +185,9 @@ class VerbCall:
         written = _write_figures(result)
         if written:
             TICKS_WRITTEN.add(written["created"] + written["replaced"], self._attributes)
+        watermark = getattr(result, "watermark", None)
+        if isinstance(watermark, dt.datetime) and watermark.tzinfo is not None:  # a roll-up's run
+            ROLLUP_LAG.set((dt.datetime.now(dt.timezone.utc) - watermark).total_seconds(), self._attributes)
         span = self._span
         if span.is_recording():
             span.set_attributes({f"tsstore.{name}": value for name, value in figures.items()})
@@ -206,6 +219,14 @@ def called(call: VerbCall, body: Callable[[], R], *, ends: bool = True) -> R:
     if ends:
         call.end(result=result)
     return result
+
+
+@contextlib.contextmanager
+def operation(name: str, attributes: Mapping[str, AttributeValue]) -> Iterator[Span]:
+    """A span of work around verb calls (a command, an ingest, a console request): ``name``,
+    current while the body runs, its verbs' spans under it; an error escaping it is recorded."""
+    with tracer.start_as_current_span(name, attributes=attributes) as span:
+        yield span
 
 
 @contextlib.contextmanager

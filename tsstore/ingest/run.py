@@ -3,14 +3,16 @@ keep the checkpoint and count what happened (:class:`IngestSummary`)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec
 
+from tsstore import telemetry
 from tsstore.databases import location_of
 from tsstore.errors import IngestError, Interrupted, RecordError, WriteError
 from tsstore.ingest.checkpoint import CHECKPOINT_VERSION, Checkpoint, Watermark, default_checkpoint, file_identity
@@ -75,6 +77,26 @@ class IngestSummary:
         self.unsettled = result.unsettled
 
 
+P = ParamSpec("P")
+
+
+def _traced(ingest: Callable[P, IngestSummary]) -> Callable[P, IngestSummary]:
+    """``ingest`` as one span, ``ingest {collection}``, its store's verbs under it, and what it did."""
+
+    @functools.wraps(ingest)
+    def traced(*args: P.args, **kwargs: P.kwargs) -> IngestSummary:
+        store: TimeSeriesStore = args[0] if args else kwargs["store"]  # type: ignore[assignment]
+        with telemetry.operation(f"ingest {store.spec.collection}", {"db.collection.name": store.spec.collection,
+                                                                     "db.operation.name": "ingest"}) as span:  # fmt: skip
+            summary = ingest(*args, **kwargs)
+            span.set_attributes({"tsstore.rows": summary.rows, "tsstore.ticks.written": summary.written,
+                                 "tsstore.ticks.rejected": summary.rejected})  # fmt: skip
+            return summary
+
+    return traced
+
+
+@_traced
 def ingest_file(
     store: TimeSeriesStore,
     path: str | os.PathLike[str],
@@ -149,6 +171,7 @@ def ingest_file(
 
     def reject(rejected: Rejected) -> None:
         summary.rejected += 1
+        telemetry.TICKS_REJECTED.add(1, {"db.collection.name": store.spec.collection})
         if on_reject is not None:
             on_reject(rejected)
 

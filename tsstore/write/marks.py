@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tsstore import telemetry
 from tsstore.errors import REFUSED_UNSENT
 from tsstore.late import BarProbe, Horizon
 from tsstore.spec import SeriesSpec
@@ -275,8 +276,10 @@ class LateGuard:
     def _renew(self, token: int, lease: dict[str, Any]) -> View:
         """Write ``lease``, read the horizons: the new view, send ``token`` in flight under it."""
         started = self._clock()
-        at = self._io.put_lease(lease)
-        view = View(started, at, tuple(h for h in self._io.horizons() if h.horizon is not None))
+        with telemetry.child("late_view", {"db.collection.name": self._spec.collection}) as span:
+            at = self._io.put_lease(lease)
+            view = View(started, at, tuple(h for h in self._io.horizons() if h.horizon is not None))
+            span.set_attribute("tsstore.horizons", len(view.horizons))
         with self._lock:
             self._view = view
             self._in_flight[token] = view.at
@@ -293,7 +296,10 @@ class LateGuard:
                 decision = decide(self._spec, view, ops, holds=self._holds)
                 todo = self._unmarked(view, decision.marks)
                 if todo:
-                    self._io.put_marks(todo)
+                    marks = sum(map(len, todo.values()))
+                    with telemetry.child("marks", {"tsstore.marks.written": marks}):
+                        self._io.put_marks(todo)
+                    telemetry.MARKS_WRITTEN.add(marks, {"db.collection.name": self._spec.collection})
                     self._remember(view, todo)
                 if self._clock() - view.started <= self._refresh:
                     break  # else the marks took so long that the view must be read again
