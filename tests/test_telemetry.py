@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +28,7 @@ from tsstore.verbs.reading import CLOCK_PROBE_ID
 from tsstore.verbs.request import Aggregate, Count, Documents
 from tsstore.write.options import EMULATOR_WRITE_OPTIONS
 
+ROOT = Path(__file__).resolve().parents[1]
 TICKS = 700  # the demo's day's first ticks: two batches of writes
 
 
@@ -289,3 +292,18 @@ def test_a_verbs_call_is_measured_by_the_metrics(metric_points: Callable[[], dic
     assert points[("tsstore.billed_reads", "query")].value == page.stats.billed_reads
     assert points[("tsstore.documents", "query")].value == page.stats.documents
     assert points[("db.client.operation.duration", "query")].count == 1
+
+
+def test_the_reference_names_every_span_attribute_and_instrument() -> None:
+    """docs/reference/telemetry.md lists each span, attribute and instrument the code makes (found
+    in the code: the instruments, the figures, and every name given to a span or an attribute)."""
+    reference = (ROOT / "docs" / "reference" / "telemetry.md").read_text()
+    instruments = {value._name for value in vars(telemetry).values() if hasattr(value, "_name") and hasattr(value, "_unit")}
+    names = {*instruments, *(f"tsstore.{name}" for name in telemetry.READ_ATTRIBUTES),
+             *(f"tsstore.ticks.{name}" for name in telemetry.WRITE_ATTRIBUTES)}  # fmt: skip
+    for path in (ROOT / "tsstore").rglob("*.py"):
+        code = path.read_text()
+        names |= {f"tsstore.{name}" for name in re.findall(r'telemetry\.child\("(\w+)"', code)}
+        names |= set(re.findall(r'"((?:tsstore|db|error)\.[a-z_]+(?:\.[a-z_]+)*)"[:,]', code)) if "telemetry" in code else set()
+    assert len(names) > 30
+    assert sorted(name for name in names if f"`{name}`" not in reference) == []
