@@ -207,9 +207,19 @@ def client(tsstore_client: firestore.Client) -> firestore.Client:
 
 
 @pytest.fixture
-def spans(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """tsstore's spans (an ``InMemorySpanExporter``), recorded by an SDK tracer of the test's own:
-    the global provider is left alone, so no other test records spans."""
+def otel_providers() -> Iterator[dict[str, Any]]:
+    """The SDK providers a test gives tsstore (``tsstore.telemetry.configure``), the global ones
+    left alone so that no other test records anything; tsstore is back on them afterwards."""
+    from tsstore import telemetry
+
+    providers: dict[str, Any] = {}
+    yield providers
+    telemetry.configure()
+
+
+@pytest.fixture
+def spans(otel_providers: dict[str, Any]) -> Any:
+    """tsstore's spans, recorded into an ``InMemorySpanExporter`` by an SDK tracer provider of the test's own."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -217,28 +227,24 @@ def spans(monkeypatch: pytest.MonkeyPatch) -> Any:
     from tsstore import telemetry
 
     exporter = InMemorySpanExporter()
-    provider = TracerProvider()
+    provider = otel_providers["tracer_provider"] = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(telemetry, "tracer", provider.get_tracer(telemetry.SCOPE))
+    telemetry.configure(**otel_providers)
     return exporter
 
 
 @pytest.fixture
-def metric_points(monkeypatch: pytest.MonkeyPatch) -> Callable[[], dict[tuple[str, str], Any]]:
-    """tsstore's metrics read by an SDK reader of the test's own: a function giving each data
-    point by (instrument name, its ``db.operation.name`` or ``db.collection.name``)."""
+def metric_points(otel_providers: dict[str, Any]) -> Callable[[], dict[tuple[str, str], Any]]:
+    """tsstore's metrics read by an SDK meter provider of the test's own: a function giving each
+    data point by (instrument name, its ``db.operation.name`` or ``db.collection.name``)."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
     from tsstore import telemetry
 
     reader = InMemoryMetricReader()
-    meter = MeterProvider(metric_readers=[reader]).get_meter(telemetry.SCOPE)
-    for name, instrument in vars(telemetry).items():  # each instrument again, on this meter
-        kind = type(instrument).__name__.removeprefix("_Proxy")
-        make = {"Counter": meter.create_counter, "Histogram": meter.create_histogram, "Gauge": meter.create_gauge}
-        if kind in make:
-            monkeypatch.setattr(telemetry, name, make[kind](instrument._name, unit=instrument._unit))
+    otel_providers["meter_provider"] = MeterProvider(metric_readers=[reader])
+    telemetry.configure(**otel_providers)
 
     def points() -> dict[tuple[str, str], Any]:
         data = reader.get_metrics_data()

@@ -298,7 +298,7 @@ def test_the_reference_names_every_span_attribute_and_instrument() -> None:
     """docs/reference/telemetry.md lists each span, attribute and instrument the code makes (found
     in the code: the instruments, the figures, and every name given to a span or an attribute)."""
     reference = (ROOT / "docs" / "reference" / "telemetry.md").read_text()
-    instruments = {value._name for value in vars(telemetry).values() if hasattr(value, "_name") and hasattr(value, "_unit")}
+    instruments = {value._name for value in vars(telemetry._now).values() if hasattr(value, "_unit")}
     names = {*instruments, *(f"tsstore.{name}" for name in telemetry.READ_ATTRIBUTES),
              *(f"tsstore.ticks.{name}" for name in telemetry.WRITE_ATTRIBUTES)}  # fmt: skip
     for path in (ROOT / "tsstore").rglob("*.py"):
@@ -307,3 +307,12 @@ def test_the_reference_names_every_span_attribute_and_instrument() -> None:
         names |= set(re.findall(r'"((?:tsstore|db|error)\.[a-z_]+(?:\.[a-z_]+)*)"[:,]', code)) if "telemetry" in code else set()
     assert len(names) > 30
     assert sorted(name for name in names if f"`{name}`" not in reference) == []
+
+
+def test_configure_without_providers_puts_tsstore_back_on_the_global_ones(spans: InMemorySpanExporter) -> None:
+    store = TimeSeriesStore.memory(SPEC)
+    store.count()
+    assert [span.name for span in spans.get_finished_spans() if span.parent is None] == [f"count {SPEC.collection}"]
+    telemetry.configure()  # the global providers: none configured in the tests, so nothing recorded
+    store.count()
+    assert [span.name for span in spans.get_finished_spans() if span.parent is None] == [f"count {SPEC.collection}"]

@@ -25,7 +25,8 @@ from importlib import metadata
 from typing import Any, Protocol, TypeVar
 
 from opentelemetry import metrics, trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
 try:
@@ -48,27 +49,40 @@ READ_ATTRIBUTES = (
 #: A write's result figures its verb's span carries, each as ``tsstore.ticks.<name>``.
 WRITE_ATTRIBUTES = ("count", "created", "present", "replaced", "unsettled")
 
-tracer = trace.get_tracer(SCOPE, _VERSION)
-meter = metrics.get_meter(SCOPE, _VERSION)
+class _Instruments:
+    """tsstore's tracer and metric instruments, from one tracer provider and one meter provider."""
 
-DURATION = meter.create_histogram(
-    "db.client.operation.duration", unit="s", description="How long a verb of a tsstore store took"
-)
-BILLED_READS = meter.create_counter("tsstore.billed_reads", unit="{read}", description="Document reads billed")
-DOCUMENTS = meter.create_counter("tsstore.documents", unit="{document}", description="Documents returned")
-ROUND_TRIPS = meter.create_counter("tsstore.round_trips", unit="{round_trip}", description="Waves of requests waited for")
-TICKS_WRITTEN = meter.create_counter("tsstore.ticks.written", unit="{tick}", description="Ticks a write created or replaced")
-RETRIES = meter.create_counter("tsstore.retries", unit="{retry}", description="Calls tried again after a fault or overload")
-COMMITS = meter.create_counter("tsstore.commits", unit="{request}", description="Batch write requests sent")
-TICKS_REJECTED = meter.create_counter(
-    "tsstore.ticks.rejected", unit="{tick}", description="Rows of a tick file rejected (their line and reason in the rejects file)"
-)
-MARKS_WRITTEN = meter.create_counter(
-    "tsstore.marks.written", unit="{mark}", description="Late-tick marks written before late writes"
-)
-ROLLUP_LAG = meter.create_gauge(
-    "tsstore.rollup.lag", unit="s", description="How far a roll-up's watermark is behind the time it ran"
-)
+    def __init__(self, tracer_provider: TracerProvider | None, meter_provider: MeterProvider | None) -> None:
+        self.tracer = trace.get_tracer(SCOPE, _VERSION, tracer_provider=tracer_provider)
+        meter = metrics.get_meter(SCOPE, _VERSION, meter_provider=meter_provider)
+        self.duration = meter.create_histogram(
+            "db.client.operation.duration", unit="s", description="How long a verb of a tsstore store took"
+        )
+        counter = meter.create_counter
+        self.billed_reads = counter("tsstore.billed_reads", unit="{read}", description="Document reads billed")
+        self.documents = counter("tsstore.documents", unit="{document}", description="Documents returned")
+        self.round_trips = counter("tsstore.round_trips", unit="{round_trip}", description="Waves of requests waited for")
+        self.ticks_written = counter("tsstore.ticks.written", unit="{tick}", description="Ticks a write created or replaced")
+        self.retries = counter("tsstore.retries", unit="{retry}", description="Calls tried again after a fault or overload")
+        self.commits = counter("tsstore.commits", unit="{request}", description="Batch write requests sent")
+        self.ticks_rejected = counter("tsstore.ticks.rejected", unit="{tick}", description="Rows of a tick file rejected")
+        self.marks_written = counter("tsstore.marks.written", unit="{mark}", description="Late-tick marks written")
+        self.rollup_lag = meter.create_gauge(
+            "tsstore.rollup.lag", unit="s", description="How far a roll-up's watermark is behind the time it ran"
+        )
+
+
+#: The global providers' (each call through the API's proxies: an SDK configured later is used).
+_now = _Instruments(None, None)
+
+
+def configure(*, tracer_provider: TracerProvider | None = None, meter_provider: MeterProvider | None = None) -> None:
+    """Record tsstore's spans with ``tracer_provider`` and its metrics with ``meter_provider``
+    instead of the global providers (``None``: the global one, as without this call); as an
+    instrumentation library's ``tracer_provider=`` option, for an application that keeps
+    providers of its own, or a test."""
+    global _now
+    _now = _Instruments(tracer_provider, meter_provider)
 
 
 class Counted(Protocol):
@@ -132,7 +146,7 @@ class VerbCall:
             "db.system.name": SYSTEM.get(mode, mode), "db.collection.name": collection,
             "db.operation.name": operation, "tsstore.mode": mode,
         }  # fmt: skip
-        self._span: Span = tracer.start_span(f"{operation} {collection}", kind=SpanKind.CLIENT, attributes=self._attributes)
+        self._span: Span = _now.tracer.start_span(f"{operation} {collection}", kind=SpanKind.CLIENT, attributes=self._attributes)
         self._started = time.perf_counter()
         self._call = _Call()
         if all(isinstance(getattr(given, name, None), int) for name in READ_ATTRIBUTES):  # a ReadStats
@@ -178,16 +192,17 @@ class VerbCall:
         attributes = dict(self._attributes)
         if error is not None:
             attributes["error.type"] = type(error).__qualname__
-        DURATION.record(time.perf_counter() - self._started, attributes)
-        BILLED_READS.add(figures["billed_reads"], self._attributes)
-        DOCUMENTS.add(figures["documents"], self._attributes)
-        ROUND_TRIPS.add(figures["round_trips"], self._attributes)
+        now = _now
+        now.duration.record(time.perf_counter() - self._started, attributes)
+        now.billed_reads.add(figures["billed_reads"], self._attributes)
+        now.documents.add(figures["documents"], self._attributes)
+        now.round_trips.add(figures["round_trips"], self._attributes)
         written = _write_figures(result)
         if written:
-            TICKS_WRITTEN.add(written["created"] + written["replaced"], self._attributes)
+            now.ticks_written.add(written["created"] + written["replaced"], self._attributes)
         watermark = getattr(result, "watermark", None)
         if isinstance(watermark, dt.datetime) and watermark.tzinfo is not None:  # a roll-up's run
-            ROLLUP_LAG.set((dt.datetime.now(dt.timezone.utc) - watermark).total_seconds(), self._attributes)
+            now.rollup_lag.set((dt.datetime.now(dt.timezone.utc) - watermark).total_seconds(), self._attributes)
         span = self._span
         if span.is_recording():
             span.set_attributes({f"tsstore.{name}": value for name, value in figures.items()})
@@ -225,7 +240,7 @@ def called(call: VerbCall, body: Callable[[], R], *, ends: bool = True) -> R:
 def operation(name: str, attributes: Mapping[str, AttributeValue]) -> Iterator[Span]:
     """A span of work around verb calls (a command, an ingest, a console request): ``name``,
     current while the body runs, its verbs' spans under it; an error escaping it is recorded."""
-    with tracer.start_as_current_span(name, attributes=attributes) as span:
+    with _now.tracer.start_as_current_span(name, attributes=attributes) as span:
         yield span
 
 
@@ -233,7 +248,7 @@ def operation(name: str, attributes: Mapping[str, AttributeValue]) -> Iterator[S
 def child(name: str, attributes: Mapping[str, AttributeValue] | None = None) -> Iterator[Span]:
     """A child span of the current one (a round of chunk queries, a commit), ended when the body
     ends; an error escaping it is recorded on it."""
-    with tracer.start_as_current_span(f"tsstore.{name}", attributes=attributes) as span:
+    with _now.tracer.start_as_current_span(f"tsstore.{name}", attributes=attributes) as span:
         yield span
 
 
@@ -242,9 +257,23 @@ def retried(what: str, error: BaseException, pause: float) -> None:
     a ``tsstore.retry`` span under the current one, and the retries counter."""
     attributes: dict[str, AttributeValue] = {"error.type": type(error).__qualname__, "tsstore.retry.what": what,
                                              "tsstore.retry.pause_s": pause}  # fmt: skip
-    RETRIES.add(1, {"error.type": attributes["error.type"]})
-    span = tracer.start_span("tsstore.retry", attributes=attributes)
-    span.end()
+    _now.retries.add(1, {"error.type": attributes["error.type"]})
+    _now.tracer.start_span("tsstore.retry", attributes=attributes).end()
+
+
+def committed() -> None:
+    """Count one batch write request sent."""
+    _now.commits.add(1)
+
+
+def rejected(collection: str) -> None:
+    """Count one row of a tick file rejected for ``collection``."""
+    _now.ticks_rejected.add(1, {"db.collection.name": collection})
+
+
+def marked(collection: str, marks: int) -> None:
+    """Count ``marks`` late-tick marks written for ``collection``."""
+    _now.marks_written.add(marks, {"db.collection.name": collection})
 
 
 def in_context(fn: Callable[..., R]) -> Callable[..., R]:

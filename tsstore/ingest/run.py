@@ -171,7 +171,7 @@ def ingest_file(
 
     def reject(rejected: Rejected) -> None:
         summary.rejected += 1
-        telemetry.TICKS_REJECTED.add(1, {"db.collection.name": store.spec.collection})
+        telemetry.rejected(store.spec.collection)
         if on_reject is not None:
             on_reject(rejected)
 

@@ -299,7 +299,7 @@ class LateGuard:
                     marks = sum(map(len, todo.values()))
                     with telemetry.child("marks", {"tsstore.marks.written": marks}):
                         self._io.put_marks(todo)
-                    telemetry.MARKS_WRITTEN.add(marks, {"db.collection.name": self._spec.collection})
+                    telemetry.marked(self._spec.collection, marks)
                     self._remember(view, todo)
                 if self._clock() - view.started <= self._refresh:
                     break  # else the marks took so long that the view must be read again

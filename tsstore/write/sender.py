@@ -409,7 +409,7 @@ class BulkSender:
             retry: list[_Item] = []
             conflicts: list[_Item] = []
             try:
-                telemetry.COMMITS.add(1)
+                telemetry.committed()
                 with telemetry.child("commit", {"tsstore.writes": len(pending)}):
                     statuses = self._send_fn([(i.id, i.doc.data, i.op == "create") for i in pending])
             except gexc.GoogleAPICallError as exc:
