@@ -10,7 +10,6 @@ and refuses a keyword the request does not take by name.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import inspect
@@ -98,25 +97,32 @@ class AsyncTickStream(AsyncIterator[T]):
 
 def _traced(items: Iterator[T], call: VerbCall) -> Iterator[T]:
     with call.ending():
+        if not call.recording:  # no span to make current: an item costs no context switch
+            yield from items
+            return
         while (item := _step(items, call)) is not _END:
             yield item
 
 
 def _step(items: Iterator[T], call: VerbCall) -> T:
-    """The next item, or :data:`_END` (with no span recorded, an item costs no context switch)."""
-    with call.running() if call.recording else contextlib.nullcontext():
+    """The next item, or :data:`_END`, read with the call's span current."""
+    with call.running():
         item: T = next(items, _END)
         return item
 
 
 async def _atraced(items: AsyncIterator[T], call: VerbCall) -> AsyncIterator[T]:
     with call.ending():
+        if not call.recording:
+            async for item in items:
+                yield item
+            return
         while (item := await _astep(items, call)) is not _END:
             yield item
 
 
 async def _astep(items: AsyncIterator[T], call: VerbCall) -> T:
-    with call.running() if call.recording else contextlib.nullcontext():
+    with call.running():
         item: T = await anext(items, _END)
         return item
 
