@@ -42,7 +42,7 @@ from .cold.manifest import SealedPartition, SealResult
 from .cold_tier import ColdTier
 from .frames import ticks_to_frame
 from .late import LatePolicy
-from .layout.capacity import Capacity, Prices, capacity_for
+from .layout.capacity import Capacity, capacity_for
 from .layout.census import ShardCensus, ShardCount
 from .live.aio import AsyncLive
 from .live.listen import LiveTail, LiveWatch
@@ -51,6 +51,7 @@ from .read.cost import ReadStats
 from .read.explain import Explanation
 from .read.plan import QueryPlan, plan_query
 from .read.query import Query, Where
+from .prices import Prices, ReadCost, prices_for
 from .results import PurgeResult, ReshardResult, WriteResult
 from .spec import Direction, DuplicatePolicy, QueryShape, RetiredShard, SeriesSpec, shards_for
 from .store import TimeSeriesStore
@@ -73,6 +74,8 @@ __all__ = [
     "AsyncTimeSeriesStore",
     "Capacity",
     "Prices",
+    "ReadCost",
+    "prices_for",
     "ReshardResult",
     "Rollup",
     "RollupResult",

@@ -22,6 +22,7 @@ from tsstore.cold_tier import ColdTier, cold_from
 from tsstore.errors import QueryError, SpecError, refuse_unknown_keys
 from tsstore.late import DEFAULT_LATE, LatePolicy, late_from
 from tsstore.limits import MAX_INEQUALITY_FIELDS, SEQUENTIAL_WRITES_PER_SECOND
+from tsstore.prices import check_location
 from tsstore.times import to_duration, to_utc
 
 #: What the writer does with a tick whose key fields and timestamp are already stored
@@ -292,6 +293,9 @@ class SeriesSpec:
     - ``access``: what web and mobile clients may do with the collection
       (:class:`~tsstore.access.ClientAccess`, its ``read`` value, or its fields as a
       mapping); default signed-in reads, no client writes
+    - ``location``: the database's location (``nam5``, ``us-central1``, ...), which prices
+      every read, bound and plan of the collection (:func:`~tsstore.prices.prices_for`); one
+      the price table does not hold is refused. ``None``: priced at ``nam5``, and said so
     """
 
     collection: str
@@ -311,6 +315,7 @@ class SeriesSpec:
     access: ClientAccess = DEFAULT_ACCESS
     late: LatePolicy = DEFAULT_LATE
     cold: ColdTier | None = None
+    location: str | None = None
     #: The roll-up whose bars the collection holds (a :class:`~tsstore.analytics.rollup.Rollup`,
     #: which sets it on its own spec), so that a store on its bars can read what they are made
     #: of; ``None`` for ticks. Not part of the declaration: equal specs may differ in it.
@@ -339,6 +344,7 @@ class SeriesSpec:
         access: "ClientAccess | str | Mapping[str, object]" = DEFAULT_ACCESS,
         late: "LatePolicy | Mapping[str, object] | None" = None,
         cold: "ColdTier | Mapping[str, object] | None" = None,
+        location: str | None = None,
     ) -> None:
         active = _checked_shards(shards)
         reserved = _checked_reserved(timestamp_field, shard_field)
@@ -361,6 +367,7 @@ class SeriesSpec:
             "access": access_from(access),
             "late": late_from(late),
             "cold": cold_from(cold),
+            "location": check_location(location),
         }
         for name, value in checked.items():
             object.__setattr__(self, name, value)
@@ -683,6 +690,7 @@ _SPEC_KEYS = (
     "access",
     "late",
     "cold",
+    "location",
 )
 
 

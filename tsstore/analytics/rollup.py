@@ -550,6 +550,7 @@ def _bars_spec(
         measures=("count", "volume") if volume is not None else ("count",),
         access=_checked_reads(access, source),
         late=source.late,
+        location=source.location,  # the same database: its bars are priced where the ticks are
     )
     if spec.collection == source.collection:
         raise SpecError(f"a roll-up cannot be stored in its source collection {source.collection!r}")

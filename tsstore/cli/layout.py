@@ -16,6 +16,7 @@ from tsstore.cli.output import echo_figures, figures_format
 from tsstore.cli.values import naive_option
 from tsstore.errors import Interrupted
 from tsstore.layout.capacity import PlanMode, capacity_for
+from tsstore.prices import prices_for
 from tsstore.spec import SeriesSpec
 from tsstore.times import to_duration
 from tsstore.typed import parse_time
@@ -117,14 +118,19 @@ def positive(text: str, *, name: str) -> dt.timedelta:
     help="Bars kept beside the ticks, e.g. 1min=3650days (repeat; no retention: for good). Needs --series.",
 )  # fmt: skip
 @click.option("--series", type=click.IntRange(min=1), default=None, help="How many series (symbols) are rolled up.")
+@click.option(
+    "--location", default=None,
+    help="The database's location the costs are priced at (nam5, us-central1, ...). Default: the spec's declared "
+    "location, else nam5.",
+)  # fmt: skip
 @click.option("--spec", "declaration", default=None, help="Compare with this declaration (module:NAME or a file).")
 @click.option("--collection", default=None, help="Which declared series, when the declaration holds several.")
 @mode_option
 @figures_format
 def capacity(
     *, rate: float, retention: str | None, headroom: float, pages_per_day: float, busiest_series: float | None,
-    tier_items: tuple[str, ...], series: int | None, declaration: str | None, collection: str | None, mode: PlanMode,
-    fmt: str,
+    tier_items: tuple[str, ...], series: int | None, location: str | None, declaration: str | None,
+    collection: str | None, mode: PlanMode, fmt: str,
 ) -> None:  # fmt: skip
     """Plan shards, chunks, reads per page, index entries, storage and monthly cost for a
     write rate; with --spec, say what to change in that declaration. Nothing is sent.
@@ -135,6 +141,7 @@ def capacity(
       tsstore capacity --writes-per-second 20000 --busiest-series 80 --spec spec.toml
       tsstore capacity --writes-per-second 5000 --retention '7 days' --series 4000 --tier 1min=3650days --tier 1D
       tsstore capacity --writes-per-second 20000 --mode datastore
+      tsstore capacity --writes-per-second 20000 --retention '7 days' --location us-central1
     """
     if collection is not None and declaration is None:
         raise usage(f"--collection {collection!r} picks a series of the declaration: give --spec too")
@@ -151,8 +158,9 @@ def capacity(
         raise usage("--tier needs --series, the number of series (symbols) rolled up")
     if kept is None and spec is not None:
         kept = spec.expire_after  # the declaration's TTL is its retention
+    declared = location if location is not None else spec.location if spec is not None else None
     plan = capacity_for(
         rate, retention=kept, spec=spec, headroom=headroom, pages_per_day=pages_per_day, busiest_series=busiest_series,
-        series=series, tiers=tiers, mode=mode,
+        series=series, tiers=tiers, mode=mode, prices=prices_for(declared, mode=mode),
     )  # fmt: skip
     echo_figures(fmt, plan.describe(spec), plan)

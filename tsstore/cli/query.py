@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,9 +28,11 @@ from tsstore.cli.exits import exit_interrupted, library_warnings, usage
 from tsstore.cli.output import echo_figures, echo_written, figures_format, format_of_output, output_options, write_frames
 from tsstore.cli.values import OutputFile, naive_option
 from tsstore.declaration import load_declaration
+from tsstore.dswire.kinds import variants
 from tsstore.errors import Interrupted
 from tsstore.frames import frames as frames_of
 from tsstore.frames import ticks_to_frame
+from tsstore.prices import prices_for
 from tsstore.read.cost import ReadStats
 from tsstore.read.explain import explain as explain_plan
 from tsstore.read.plan import plan_query
@@ -143,18 +146,31 @@ def count(*, spec: SeriesSpec, database: Database, query: Query, fmt: str, show_
 @library_warnings
 @series_options
 @query_options(page=True, limit_help="The page size to cost.")
+@click.option(
+    "--cost",
+    "show_cost",
+    is_flag=True,
+    help="Also print the most a page can cost, in USD at the declared location's prices, with their source and date.",
+)
 @figures_format
-def explain(*, spec: SeriesSpec, database: Database, query: Query, fmt: str) -> None:
+def explain(*, spec: SeriesSpec, database: Database, query: Query, show_cost: bool, fmt: str) -> None:
     """Show what a query would send and cost, without running it: its chunk queries, the
-    composite index that serves them, and the documents a page reads lean and eager.
+    composite index that serves them, and the documents a page reads lean and eager; with
+    --cost, the price of the most a page can read (the declaration's location, nam5 when it
+    declares none; --mode datastore prices Datastore mode's variants of value filters).
 
     \b
     Example:
       tsstore explain --spec myapp.schema:TICKS --where symbol=AAA --where symbol=BBB --limit 100
+      tsstore explain --spec myapp.schema:TICKS --where symbol=AAA --limit 100 --cost
     """
-    del database  # accepted like every data command's; explain touches no database
-    told = explain_plan(plan_query(spec, query))
-    figures = {
+    plan = plan_query(spec, query)  # explain touches no database: its mode only prices it
+    if database.mode == "datastore":  # each chunk query sent once per kind of value its value filters match
+        told = explain_plan(plan, prices=prices_for(spec.location, mode="datastore"),
+                            variants=len(variants(plan) or [None]))  # fmt: skip
+    else:
+        told = explain_plan(plan)
+    figures: dict[str, Any] = {
         "plan": "series" if told.plan.series else "sharded",
         "chunks": len(told.plan.chunks),
         "queries": told.queries,
@@ -166,7 +182,12 @@ def explain(*, spec: SeriesSpec, database: Database, query: Query, fmt: str) -> 
         "range_fields": list(told.range_fields),
         "index_reads": told.index_reads,
     }
-    echo_figures(fmt, told.describe(), figures)
+    priced = told.cost()
+    if show_cost:
+        figures["bound_reads"] = told.bound_reads
+        figures["bound_usd"] = None if priced is None else priced.usd
+        figures["prices"] = dataclasses.asdict(told.prices)
+    echo_figures(fmt, told.describe(cost=show_cost), figures)
 
 
 @click.command("purge")

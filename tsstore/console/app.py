@@ -45,6 +45,7 @@ from tsstore.errors import StateError, TsstoreError, UsageError
 from tsstore.indexes.datastore import plan_index_yaml
 from tsstore.indexes.file import plan_index_file
 from tsstore.layout.capacity import capacity_for
+from tsstore.prices import Prices, prices_for
 from tsstore.read.cost import ReadStats
 from tsstore.rules.file import plan_rules_file
 from tsstore.spec import NUMERIC_TYPES, SeriesSpec
@@ -320,8 +321,10 @@ class Handlers:
         chosen = self.console.pick(data.get("collection"))
         form = QueryForm.of(data)
         explained = chosen.store.explain(form.query(chosen.spec))
+        bound = explained.cost()
         return {
-            "text": explained.describe(),
+            "text": explained.describe(cost=True),
+            "price": None if bound is None else {"text": bound.describe(), "usd": bound.usd, "reads": bound.reads},
             "queries": list(explained.queries),
             "index": explained.index,
             "lean_reads": explained.lean_reads,
@@ -354,8 +357,9 @@ class Handlers:
         page = reading.result()
         frame = ticks_to_frame(chosen.spec, page, columns=query.columns)
         command = form.command(self.console.declaration, chosen.spec.collection, reach=self.console.reach)
-        return {**_grid(frame), "cursor": page.cursor, "stats": _stats(page.stats), "python": form.python(chosen.spec),
-                "command": command}  # fmt: skip
+        prices = prices_for(chosen.spec.location, mode="datastore" if self.console.mode == "datastore" else "native")
+        return {**_grid(frame), "cursor": page.cursor, "stats": _stats(page.stats, prices),
+                "python": form.python(chosen.spec), "command": command}  # fmt: skip
 
     @_answered
     async def cancel(self, request: Request) -> Any:
@@ -588,9 +592,12 @@ def _tick_row(tick: Tick) -> dict[str, Any]:
     return {"id": tick.id, "timestamp": tick.timestamp, "data": tick.data}
 
 
-def _stats(stats: ReadStats) -> dict[str, Any]:
+def _stats(stats: ReadStats, prices: Prices) -> dict[str, Any]:
+    """What a page cost: its reads, and their price at ``prices`` (after the read)."""
+    priced = stats.cost(prices)
     return {"text": stats.describe(), "queries": stats.queries, "documents": stats.documents,
-            "billed_reads": stats.billed_reads, "round_trips": stats.round_trips, "chunks": stats.chunks}  # fmt: skip
+            "billed_reads": stats.billed_reads, "round_trips": stats.round_trips, "chunks": stats.chunks,
+            "price": {"text": priced.describe(), "usd": priced.usd}}  # fmt: skip
 
 
 def _plain(value: Any) -> Any:

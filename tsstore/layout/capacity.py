@@ -4,8 +4,9 @@ reads per page, index entries, storage and monthly cost of one sharded collectio
 Every figure comes from the code the store runs: shard names from
 :func:`~tsstore.spec.shards_for`, chunks from the query planner, reads per page from the
 read engine's cost model (:func:`~tsstore.read.explain.explain`), index entries from the
-index generator. Sizes follow Firestore's published storage-size rules; prices come from one
-dated table (:data:`PRICES`) that a caller may replace.
+index generator. Sizes follow Firestore's published storage-size rules; prices come from the
+one dated table of :mod:`tsstore.prices`, at the declared location (``spec.location``), which
+a caller may replace.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from typing import Any, Literal
 from tsstore.errors import SpecError
 from tsstore.indexes.build import declared_indexes, field_overrides
 from tsstore.limits import SEQUENTIAL_WRITES_PER_SECOND
+from tsstore.prices import PRICES as PRICES  # the default row, importable here as before
+from tsstore.prices import Prices as Prices
+from tsstore.prices import prices_for
 from tsstore.read.explain import explain
 from tsstore.read.plan import plan_query
 from tsstore.spec import Direction, QueryShape, SeriesSpec, shards_for
@@ -47,7 +51,8 @@ PARAMETER_HELP = {
     "headroom": "the factor of spare capacity planned above the rate (1.25: 25 % spare); at least 1",
     "retention": "how long ticks are kept (a positive timedelta); ``None``: kept for good, storage priced "
     "after one month",
-    "prices": "the unit prices costs are computed from (default :data:`PRICES`)",
+    "prices": "the unit prices costs are computed from (default: the table's at the spec's declared location, "
+    ":func:`~tsstore.prices.prices_for`)",
     "pages_per_day": "pages read a day on the plain time range, newest first (0: reads not priced)",
     "page_limit": "the page size those reads use",
     "busiest_series": "the write rate of the busiest single series (a symbol), which a series shape "
@@ -56,28 +61,6 @@ PARAMETER_HELP = {
     "mode": "the database mode planned for: ``native`` or ``datastore`` (sizes by its rules; the same unit prices)",
 }
 
-
-@dataclass(frozen=True)
-class Prices:
-    """Firestore's unit prices in USD, Standard edition. The defaults are the multi-region
-    (nam5, eur3) prices on Google's pricing page; regional locations cost less. Pass your
-    own for your location or currency."""
-
-    #: When these prices were read (year and month), shown beside every cost.
-    as_of: str = "2026-11"
-    #: The location they are for, shown beside every cost.
-    location: str = "multi-region nam5/eur3"
-    #: USD per 100 000 document reads.
-    reads_per_100k: float = 0.06
-    #: USD per 100 000 document writes.
-    writes_per_100k: float = 0.18
-    #: USD per 100 000 document deletes.
-    deletes_per_100k: float = 0.02
-    #: USD per GiB stored for a month (documents and their index entries).
-    storage_gib_month: float = 0.18
-
-
-PRICES = Prices()
 
 #: What a tick looks like when the caller gives no sample: the seeds' instrument tick.
 SAMPLE_TICK: Mapping[str, Any] = {
@@ -298,7 +281,7 @@ class Capacity:
         lines.append(f"storage {held}: {self.stored_gib:,.1f} GiB")
         lines += [tier.describe() for tier in self.tiers]
         lines.append(
-            f"monthly cost ({self.prices.location} prices of {self.prices.as_of}, USD): "
+            f"monthly cost in USD at {self.prices.describe()}: "
             + ", ".join(f"{k} {v:,.2f}" for k, v in self.costs.items())
             + f"; total {self.monthly_cost:,.2f}"
         )
@@ -323,7 +306,7 @@ def capacity_for(
     pages_per_day: float = 0.0,
     page_limit: int = 100,
     tick: Mapping[str, Any] | None = None,
-    prices: Prices = PRICES,
+    prices: Prices | None = None,
     busiest_series: float | None = None,
     series: int | None = None,
     tiers: Sequence[tuple[object, dt.timedelta | None]] = (),
@@ -332,7 +315,8 @@ def capacity_for(
     """Plan a collection for a sustained ``writes_per_second``: ⌈rate·headroom/500⌉ shards,
     named as :func:`~tsstore.spec.shards_for` names them. With ``busiest_series``,
     :meth:`Capacity.advice` says which shapes must be sharded and which could be read with
-    one query.
+    one query. Costs are at ``prices``, by default the table's prices at ``spec``'s declared
+    location in ``mode`` (:func:`~tsstore.prices.prices_for`; none declared: ``nam5``'s).
 
     - ``spec``: supplies the collection, query shapes and fields (its shards are ignored;
       compare with :meth:`Capacity.advice`); default a collection ``ticks`` with the plain
@@ -355,6 +339,8 @@ def capacity_for(
             f"writes_per_second {writes_per_second!r} is not allowed; give a positive finite number"
         ) from None
     base = spec if spec is not None else SeriesSpec("ticks")
+    if prices is None:
+        prices = prices_for(spec.location if spec is not None else None, mode=mode)
     planned = dataclasses.replace(base, shards=needed, retired=())
     sample = dict(tick if tick is not None else SAMPLE_TICK)
     shapes = tuple(

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from tsstore.prices import Prices, ReadCost, prices_for
 from tsstore.telemetry import read_made
 
 #: A page's first round asks each chunk for its expected share of the page times
@@ -140,6 +141,15 @@ class ReadStats:
         - ``waves``: how many waves (concurrent requests count as one)"""
         with self._lock:
             self.round_trips += waves
+
+    def cost(self, prices: Prices | None = None) -> ReadCost:
+        """What the billed reads counted so far cost: :attr:`billed_reads` at ``prices``.
+
+        - ``prices``: the unit prices (:func:`~tsstore.prices.prices_for` of the declared
+          location, ``spec.location``); ``None``: ``nam5``'s, said as undeclared"""
+        with self._lock:
+            reads = self.billed_reads
+        return ReadCost.of(reads, prices if prices is not None else prices_for(None))
 
     def describe(self) -> str:
         return (

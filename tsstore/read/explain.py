@@ -1,13 +1,19 @@
 """Explain a planned query before running it: its chunk queries, the index that serves
-them and what a page is expected to cost. Pure: nothing here talks to Firestore."""
+them, what a page is expected to cost, and the most it can cost (:attr:`Explanation.bound_reads`,
+priced by :meth:`Explanation.cost`). Pure: nothing here talks to Firestore."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from tsstore.prices import Prices, ReadCost, prices_for
 from tsstore.read.cost import ENTRIES_PER_INDEX_READ, lean_asks
 from tsstore.read.plan import QueryPlan
+
+#: Refill rounds a page of several chunks may take after its first: its lean refills, then one
+#: of all that may still be missing (:data:`tsstore.read.engine.LEAN_REFILLS` + 1).
+REFILL_ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -45,8 +51,36 @@ class Explanation:
     #: manifest and its late-tick marks (0 without a tier); what falls in sealed partitions is
     #: then read from their Parquet objects, no billed read (``ReadStats.objects``).
     tier_reads: int = 0
+    #: The most billed reads a page can take as :class:`~tsstore.read.cost.ReadStats` counts them
+    #: (without faults, whose retried queries bill again): each chunk's documents and minimum
+    #: charges, at most ``limit + 1`` however the refills fall (the proof of
+    #: :func:`~tsstore.read.cost.refill_asks`), or per variant and round in Datastore mode; the
+    #: index entries' batches; the snapshot's read; the cold tier's. ``None`` without a limit: a
+    #: read without one is billed for every match, which no plan bounds.
+    bound_reads: int | None = None
+    #: The unit prices :meth:`cost` uses: the declared location's (``spec.location``).
+    prices: Prices = field(default_factory=lambda: prices_for(None))
 
-    def describe(self) -> str:
+    def cost(self) -> ReadCost | None:
+        """The price of :attr:`bound_reads` at :attr:`prices`, before the query runs (``None``
+        without a limit); the read's :meth:`ReadStats.cost <tsstore.read.cost.ReadStats.cost>` is
+        at most this."""
+        return None if self.bound_reads is None else ReadCost.of(self.bound_reads, self.prices, bound=True)
+
+    def describe(self, *, cost: bool = False) -> str:
+        """The explanation in words; ``cost``: and the price of its bound, with the prices' location,
+        date and source."""
+        lines = [self._plan_lines()]
+        if cost:
+            priced = self.cost()
+            lines.append(
+                f"price of a page: {priced.describe()}" if priced is not None else
+                f"price: no bound without a limit (every match is billed, one read each, at "
+                f"{self.prices.describe()})"
+            )  # fmt: skip
+        return "\n".join(lines)
+
+    def _plan_lines(self) -> str:
         plan = self.plan
         values = sum(len(c) for c in plan.chunks)
         if plan.series:
@@ -106,7 +140,28 @@ def _query_text(plan: QueryPlan, chunk: tuple[str, ...], ask: int | None) -> str
     return text + (f" limit {ask} (lean)" if ask is not None else "")
 
 
-def explain(plan: QueryPlan) -> Explanation:
+def bound_reads(plan: QueryPlan, *, variants: int = 1) -> int | None:
+    """The most billed reads a page of ``plan`` can take (:attr:`Explanation.bound_reads`), its
+    chunk queries each sent as ``variants`` queries (Datastore mode's value filters)."""
+    if plan.limit is None:
+        return None
+    rows, chunks = plan.limit + 1, len(plan.chunks)
+    rounds = 1 if chunks == 1 else 1 + REFILL_ROUNDS
+    # one query per chunk: its documents and minimum charges are at most rows; variants each
+    # return at most what their round asks (rows in all) and bill at least 1 each
+    documents = chunks * rows if variants == 1 else chunks * variants * (rows + rounds)
+    index = chunks * variants * (rounds + rows // ENTRIES_PER_INDEX_READ) if plan.index_billed else 0
+    snapshot = int(chunks > 1 or variants > 1)
+    tier = 2 if plan.spec.cold is not None else 0
+    return documents + index + snapshot + tier
+
+
+def explain(plan: QueryPlan, *, prices: Prices | None = None, variants: int = 1) -> Explanation:
+    """What ``plan`` sends and costs, without running it.
+
+    - ``prices``: the unit prices of its bound (default: the declared location's, ``spec.location``)
+    - ``variants``: the queries each chunk query is sent as (Datastore mode sends one per kind of
+      value a value filter may match; 1 in Native mode)"""
     spec = plan.spec
     rows = None if plan.limit is None else plan.limit + 1
     asks = lean_asks(rows, [len(c) for c in plan.chunks]) if rows is not None else [None] * len(plan.chunks)
@@ -126,4 +181,6 @@ def explain(plan: QueryPlan) -> Explanation:
         range_fields=plan.range_fields,
         index_reads=index_reads,
         tier_reads=2 if spec.cold is not None else 0,
+        bound_reads=bound_reads(plan, variants=variants),
+        prices=prices if prices is not None else prices_for(spec.location),
     )

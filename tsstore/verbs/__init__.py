@@ -11,10 +11,13 @@ two stores have the same verbs, options and answers by construction.
 
 from __future__ import annotations
 
-from typing import Unpack
+from typing import Any, Unpack
 
 from google.cloud.firestore_v1.base_query import BaseQuery
 
+from tsstore.dswire import is_datastore_client
+from tsstore.dswire.kinds import variants
+from tsstore.prices import prices_for
 from tsstore.read.chunks import chunk_query
 from tsstore.read.explain import Explanation, explain
 from tsstore.read.plan import QueryPlan
@@ -36,6 +39,8 @@ class Verbs:
     :class:`~tsstore.aio.AsyncTimeSeriesStore`."""
 
     seat: Seat
+    #: The store's client (its database's mode prices its reads).
+    client: Any
 
     # reading
     query = verb(reading.query)
@@ -90,8 +95,13 @@ class Verbs:
     def explain(self, query: Query | None = None, /, **options: Unpack[QueryOptions]) -> Explanation:
         """What a query would send and cost, without touching Firestore: its chunk queries,
         the composite index serving them, the reads a page takes lean and eager
-        (``print(store.explain(...).describe())``)."""
-        return explain(self.plan(query, **options))
+        (``print(store.explain(...).describe())``), and the most a page can cost, priced at the
+        declared location (``explain(...).cost()``, ``describe(cost=True)``)."""
+        plan = self.plan(query, **options)
+        if not is_datastore_client(self.client):
+            return explain(plan)
+        sent = variants(plan)  # each chunk query sent once per kind of value its value filters match
+        return explain(plan, prices=prices_for(plan.spec.location, mode="datastore"), variants=len(sent or [None]))
 
     def firestore_queries(self, plan: QueryPlan) -> list[BaseQuery]:
         """The Firestore query each chunk of ``plan`` starts with, as sent (no Firestore call):

@@ -226,7 +226,7 @@ async function runQuery(next) {
     state.cursor = answer.cursor;
     $("q-next").hidden = !answer.cursor;
     $("q-shown").textContent = `${state.shown} rows shown${answer.cursor ? "; more follow" : "; that is all"}`;
-    $("q-stats").textContent = `this page: ${answer.stats.text}`;
+    $("q-stats").textContent = `this page: ${answer.stats.text}; ${answer.stats.price.text}`;
     $("q-python").textContent = answer.python;
     $("q-command").textContent = answer.command;
   } catch (error) {
