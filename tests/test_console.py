@@ -41,6 +41,7 @@ from tsstore.declaration import load_declaration
 from tsstore.demo import BARS_1MIN, SPEC
 from tsstore.late import mark_id
 from tsstore.local.synthetic import SEED_INSTRUMENTS, trading_day
+from tsstore.read.cost import ReadStats
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Where the screenshots go: the docs' images with TSSTORE_SCREENSHOTS=1, else a scratch folder.
@@ -189,6 +190,23 @@ def test_the_query_grid_equals_query_frame_and_its_pages_reach_every_tick_once(
     assert grid(page, "q-grid") == frame_cells(everything)  # every tick once, in order, over the pages
     ids_shown = [row[head.index("timestamp")] for row in grid(page, "q-grid")[1]]
     assert len(ids_shown) == len(everything)
+
+
+def test_the_query_view_shows_the_price_before_and_after_beside_the_reads(browser: webdriver.Chrome,
+                                                                         served: dict[str, Any]) -> None:  # fmt: skip
+    store = served["store"]
+    page = asked(browser, served, "query", {"q-where": "exchange=EXCHG2", "q-limit": "30"}, "q-run")
+    wait(page, lambda b: "rows shown" in b.find_element(By.ID, "q-shown").text)
+    told = store.explain(where={"exchange": "EXCHG2"}, limit=30)
+    bound = told.cost()
+    assert bound is not None
+    explained, stats = page.find_element(By.ID, "q-explain-out").text, page.find_element(By.ID, "q-stats").text
+    assert f"price of a page: {bound.describe()}" in explained  # before: the plan's bound
+    billed = int(stats.split(" billed read")[0].rsplit(", ", 1)[1])
+    after = ReadStats(billed_reads=billed).cost(told.prices)
+    assert stats.endswith(f"; {after.describe()}") and after.reads <= bound.reads  # after: beside its reads
+    assert "nam5 (no location declared) prices, Native mode, of 2026-11 (https://cloud.google.com/firestore/pricing)" in (
+        stats)  # fmt: skip
 
 
 def test_a_bad_filter_shows_the_commands_message(browser: webdriver.Chrome, served: dict[str, Any]) -> None:

@@ -69,19 +69,27 @@ class Prices:
     declared: bool = True
 
     def reads(self, count: float) -> float:
-        """USD for ``count`` billed reads."""
+        """USD for ``count`` billed reads.
+
+        - ``count``: how many billed reads"""
         return count / _PER * self.reads_per_100k
 
     def writes(self, count: float) -> float:
-        """USD for ``count`` writes."""
+        """USD for ``count`` writes.
+
+        - ``count``: how many writes"""
         return count / _PER * self.writes_per_100k
 
     def deletes(self, count: float) -> float:
-        """USD for ``count`` deletes."""
+        """USD for ``count`` deletes.
+
+        - ``count``: how many deletes"""
         return count / _PER * self.deletes_per_100k
 
     def storage(self, gib_months: float) -> float:
-        """USD for ``gib_months`` GiB stored for a month (1 GiB for 30 days, or 30 GiB for one)."""
+        """USD for storage.
+
+        - ``gib_months``: GiB stored times months (1 GiB for a month, or 30 GiB for a day of 30)"""
         return gib_months * self.storage_gib_month
 
     def describe(self) -> str:
@@ -145,13 +153,13 @@ def prices_for(location: str | None, *, mode: PriceMode = "native") -> Prices:
 
 
 def usd(amount: float) -> str:
-    """``amount`` dollars as text: cents from a cent up (``1,234.50``), else the first two
-    significant digits (``0.0000036``), so a read's price never shows as ``0.00``."""
+    """``amount`` dollars as text: cents from a dollar up (``1,234.50``), else two significant
+    digits (``0.036``, ``0.0000036``), so a read's price never shows as ``0.00``."""
     if amount == 0:
         return "0.00"
-    if abs(amount) >= 0.01:
+    if abs(amount) >= 1:
         return f"{amount:,.2f}"
-    digits = 1 - math.floor(math.log10(abs(amount)))
+    digits = max(2, 1 - math.floor(math.log10(abs(amount))))
     return f"{amount:.{digits}f}"
 
 

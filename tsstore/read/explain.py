@@ -68,8 +68,9 @@ class Explanation:
         return None if self.bound_reads is None else ReadCost.of(self.bound_reads, self.prices, bound=True)
 
     def describe(self, *, cost: bool = False) -> str:
-        """The explanation in words; ``cost``: and the price of its bound, with the prices' location,
-        date and source."""
+        """The explanation in words.
+
+        - ``cost``: also the price of :attr:`bound_reads`, with the prices' location, date and source"""
         lines = [self._plan_lines()]
         if cost:
             priced = self.cost()
