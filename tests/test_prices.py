@@ -174,3 +174,40 @@ def test_tsstore_explain_cost_names_the_price_its_source_and_date(tmp_path: Path
     refused = tsstore("explain", "--spec", str(declaration), "--limit", "5", "--cost")
     assert refused.returncode == 2 and "'us-centrall1' has no price" in refused.stderr + refused.stdout
     assert "Traceback" not in refused.stderr + refused.stdout
+
+
+def test_capacity_prices_the_declared_location_or_the_one_given(tmp_path: Path) -> None:
+    spec = SeriesSpec("ticks", location="us-central1")
+    assert capacity_for(1000, spec=spec).costs["writes"] == pytest.approx(1000 * 86_400 * 30 / 100_000 * 0.09)
+    assert capacity_for(1000).costs["writes"] == pytest.approx(1000 * 86_400 * 30 / 100_000 * 0.18)  # nam5
+    declaration = tmp_path / "ticks.toml"
+    declaration.write_text('[[series]]\ncollection = "ticks"\nlocation = "us-central1"\n')
+    planned = tsstore("capacity", "--writes-per-second", "1000", "--spec", str(declaration))
+    assert planned.returncode == 0, planned.stderr
+    assert "monthly cost in USD at us-central1 prices, Native mode, of 2026-11 (https://cloud.google.com/firestore/" \
+           "pricing): writes 2,332.80" in planned.stdout  # 1 000 x 86 400 x 30 / 100 000 x 0.09
+    told = tsstore("capacity", "--writes-per-second", "1000", "--spec", str(declaration), "--location", "eur3")
+    assert "at eur3 prices" in told.stdout and "writes 4,665.60" in told.stdout  # x 0.18
+    refused = tsstore("capacity", "--writes-per-second", "1000", "--location", "us-central")
+    assert refused.returncode == 2 and "'us-central' has no price" in refused.stderr + refused.stdout
+
+
+def test_tsstore_query_and_count_cost_print_the_price_after(tsstore_emulator: Any, tmp_path: Path) -> None:
+    declaration = tmp_path / "seed.toml"
+    declaration.write_text('[[series]]\ncollection = "instruments"\nshards = ["x", "y", "z"]\n'
+                           'shapes = ["exchange"]\nkey_fields = ["symbol"]\nlocation = "europe-west1"\n')  # fmt: skip
+    rows = tmp_path / "rows.csv"
+    rows.write_text("timestamp,symbol,exchange\n" + "".join(
+        f"2024-01-02T09:00:{i:02d}+00:00,AAA,EXCHG1\n" for i in range(30)))  # fmt: skip
+    env = {"FIRESTORE_EMULATOR_HOST": tsstore_emulator.address, "GOOGLE_CLOUD_PROJECT": None}
+    where = ["--spec", str(declaration), "--database", "prices-cli"]
+    assert tsstore("ingest", str(rows), *where, env=env, cwd=tmp_path).returncode == 0
+    page = tsstore("query", *where, "--where", "exchange=EXCHG1", "--limit", "5", "--cost", env=env, cwd=tmp_path)
+    assert page.returncode == 0, page.stderr
+    # one chunk query asked for 6 documents: 6 reads at $0.03 per 100 000
+    assert ("price: USD 0.0000018 (6 billed reads) at europe-west1 prices, Native mode, of 2026-11 "
+            "(https://cloud.google.com/firestore/pricing)") in page.stderr  # fmt: skip
+    counted = tsstore("count", *where, "--cost", "--stats", env=env, cwd=tmp_path)
+    assert counted.stdout.strip() == "30" and "2 queries, 1 round trip, 1 chunk, 2 billed reads" in counted.stderr
+    # each of the count's two requests billed 1 read (30 index entries: under 1 000), at $0.03 per 100 000
+    assert f"price: USD {2 / 100_000 * 0.03:.8f} (2 billed reads) at europe-west1" in counted.stderr

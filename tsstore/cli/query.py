@@ -46,6 +46,19 @@ stats_option = click.option(
     is_flag=True,
     help="Print what it cost on stderr: documents read, queries, round trips, chunks, billed reads.",
 )
+price_option = click.option(
+    "--cost",
+    "show_price",
+    is_flag=True,
+    help="Print on stderr what its billed reads cost in USD, at the declared location's prices (their source and date).",
+)
+
+
+def echo_price(stats: ReadStats, spec: SeriesSpec, database: Database, show: bool) -> None:
+    """With ``--cost``, the price of what a read billed, at ``spec``'s declared location in the
+    database's mode, on stderr."""
+    if show:
+        click.echo(f"price: {stats.cost(prices_for(spec.location, mode=database.mode)).describe()}", err=True)
 
 
 @click.command("query")
@@ -64,6 +77,7 @@ stats_option = click.option(
 @click.option("--plot-y", default="price.micros", show_default=True, help="The field --plot draws.")
 @click.option("--plot-by", multiple=True, help="Fields naming a series for --plot (default: the spec's key fields).")
 @stats_option
+@price_option
 def query_ticks(
     *,
     spec: SeriesSpec,
@@ -75,6 +89,7 @@ def query_ticks(
     plot_y: str,
     plot_by: tuple[str, ...],
     show_stats: bool,
+    show_price: bool,
 ) -> None:
     """Query ticks and print them as a table, or write CSV, JSON Lines or Parquet.
 
@@ -83,7 +98,7 @@ def query_ticks(
 
     \b
     Example:
-      tsstore query --where exchange=EXCHG1 --limit 20 --stats
+      tsstore query --where exchange=EXCHG1 --limit 20 --stats --cost
       tsstore query --start 2019-01-02T09:00:00Z --end 2019-01-02T10:00:00Z --format parquet -o hour.parquet
       tsstore query --where symbol=AAA --where symbol=BBB --start 2018-12-31T12:00:00Z --plot prices.png
     """
@@ -118,6 +133,7 @@ def query_ticks(
     if next_cursor:
         click.echo(f"more rows follow: add --cursor {next_cursor}", err=True)
     echo_cost(stats, show_stats)
+    echo_price(stats, spec, database, show_price)
 
 
 @click.command("count")
@@ -126,7 +142,8 @@ def query_ticks(
 @query_options()
 @figures_format
 @stats_option
-def count(*, spec: SeriesSpec, database: Database, query: Query, fmt: str, show_stats: bool) -> None:
+@price_option
+def count(*, spec: SeriesSpec, database: Database, query: Query, fmt: str, show_stats: bool, show_price: bool) -> None:
     """Count the ticks that match, with count() aggregations over the shard chunks.
 
     \b
@@ -140,6 +157,7 @@ def count(*, spec: SeriesSpec, database: Database, query: Query, fmt: str, show_
             warn_if_no_collection(store, database)
     echo_figures(fmt, str(counted), {"count": counted})
     echo_cost(stats, show_stats)
+    echo_price(stats, spec, database, show_price)
 
 
 @click.command("explain")
