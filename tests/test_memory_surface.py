@@ -133,10 +133,11 @@ def test_demo_memory_runs_in_this_process_and_every_count_it_prints_is_the_store
 
 
 def test_console_demo_memory_serves_the_demos_day_from_this_process(
-    made: list[MemoryDatabase], monkeypatch: pytest.MonkeyPatch
+    made: list[MemoryDatabase], monkeypatch: pytest.MonkeyPatch, spans: Any
 ) -> None:
     """The command as it runs, with the page's requests sent where the browser would send them
-    (the server in a thread of the test instead of until Ctrl-C)."""
+    (the server in a thread of the test instead of until Ctrl-C); each request is a span, the
+    verbs it called under it."""
     import tsstore.cli.console as command
 
     monkeypatch.setattr(command, "DEMO_TICKS", 200)
@@ -164,6 +165,10 @@ def test_console_demo_memory_serves_the_demos_day_from_this_process(
         assert answers["api/series"]["series"][0]["count"] == store.count() == 203
         newest = store.query(where={"symbol": "AAA"}, limit=5).ticks
         assert len(answers["api/query"]["rows"]) == len(newest) > 0
+    finished = list(spans.get_finished_spans())
+    [handler] = [span for span in finished if span.name == "console query"]
+    assert handler.attributes["http.route"] == "/api/query"
+    assert "query instruments" in [span.name for span in finished if span.parent and span.parent.span_id == handler.context.span_id]
 
 
 NOT_HERE = "take it: tsstore demo --memory and tsstore console --demo --memory\n"

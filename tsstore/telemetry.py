@@ -240,10 +240,10 @@ def called(call: VerbCall, body: Callable[[], R], *, ends: bool = True) -> R:
 
 
 @contextlib.contextmanager
-def operation(name: str, attributes: Mapping[str, AttributeValue]) -> Iterator[Span]:
-    """A span of work around verb calls (a command, an ingest, a console request): ``name``,
+def operation(name: str, attributes: Mapping[str, AttributeValue], *, kind: SpanKind = SpanKind.INTERNAL) -> Iterator[Span]:
+    """A span of work around verb calls (an ingest, a console request: ``kind`` server): ``name``,
     current while the body runs, its verbs' spans under it; an error escaping it is recorded."""
-    with _now.tracer.start_as_current_span(name, attributes=attributes) as span:
+    with _now.tracer.start_as_current_span(name, kind=kind, attributes=attributes) as span:
         yield span
 
 

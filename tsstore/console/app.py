@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from opentelemetry.trace import SpanKind
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
 from starlette.middleware import Middleware
@@ -38,7 +39,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tsstore import ticks_to_frame
+from tsstore import telemetry, ticks_to_frame
 from tsstore.analytics.rollup import Rollup
 from tsstore.console.forms import QueryForm, Reach, cursor_field, text_field
 from tsstore.errors import StateError, TsstoreError, UsageError
@@ -229,7 +230,8 @@ def _answered(work: Callable[..., Any]) -> Callable[..., Any]:
 
     async def handler(self: Handlers, request: Request) -> Response:
         try:
-            return JSONResponse(_plain(await work(self, request)))
+            with telemetry.operation(f"console {work.__name__}", {"http.route": request.url.path}, kind=SpanKind.SERVER):
+                return JSONResponse(_plain(await work(self, request)))  # its verbs' spans under it
         except (TsstoreError, ValueError) as exc:
             return _refusal(exc)
         except Exception as exc:  # a bug: said as JSON to the page, with its traceback in the log
