@@ -217,7 +217,7 @@ def run_together(calls: Sequence[Callable[[], T]]) -> list[T | Exception]:
 
 
 def lost_races(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "tsstore.counters" and "lost a race" in r.getMessage()]
+    return [r.getMessage() for r in caplog.records if r.name == "tsstore.counting" and "lost a race" in r.getMessage()]
 
 
 #: The races of threads on one document: on the emulator only (in the memory database a read
@@ -234,7 +234,7 @@ def test_concurrent_rollups_during_increments_all_succeed(
 ) -> None:
     """8 schedulers x 3 roll-ups racing 16 incrementing threads: no roll-up fails, each stores or
     returns a total that was true at its as-of time, and the newest one is what stays stored."""
-    caplog.set_level(logging.DEBUG, logger="tsstore.counters")
+    caplog.set_level(logging.DEBUG, logger="tsstore.counting")
     path = "counters/rolled"
     counter = counter_on(client, path)
     counter.create(shards=8)
@@ -284,7 +284,7 @@ def test_concurrent_creates_agree_on_one_shard_count(
     """8 writers create one counter at once, each asking for a different shard count: exactly
     one create lands, and every writer returns (and uses) the shard count that won. Run on
     fresh counters until the creates really raced (at most 5 times; every run is checked)."""
-    caplog.set_level(logging.DEBUG, logger="tsstore.counters")
+    caplog.set_level(logging.DEBUG, logger="tsstore.counting")
     requested = list(range(3, 11))
     for attempt in range(5):
         path = f"apps/a1/counts/series-{attempt}"
@@ -316,7 +316,7 @@ def test_concurrent_grows_and_rollups_share_the_counter_document(
     succeed; grows to different targets end at the largest, each of the others either landing
     or, overtaken by a larger one, refused as the shrink it became. Every grow that returned
     had its new shard documents in place by then (winner or not), and no count is stranded."""
-    caplog.set_level(logging.DEBUG, logger="tsstore.counters")
+    caplog.set_level(logging.DEBUG, logger="tsstore.counting")
     path = "counters/grown"
     counter_on(client, path).create(shards=2)
     counter_on(client, path).increment_many([1] * 50)
@@ -359,7 +359,7 @@ def test_a_write_that_lost_a_race_decides_again_on_a_fresh_read(
 ) -> None:
     """Another writer changes the counter document between our read and our write: the
     conditional update is refused, and the next decision sees their change."""
-    caplog.set_level(logging.DEBUG, logger="tsstore.counters")
+    caplog.set_level(logging.DEBUG, logger="tsstore.counting")
     counter = counter_on(client, "counters/race")
     counter.create(shards=2)
     seen: list[Any] = []
@@ -383,7 +383,7 @@ def test_a_create_that_lost_a_race_adopts_the_winner(
 ) -> None:
     """The counter document appears between our read (missing) and our create: the create fails
     is refused and the next decision keeps the winner's document."""
-    caplog.set_level(logging.DEBUG, logger="tsstore.counters")
+    caplog.set_level(logging.DEBUG, logger="tsstore.counting")
     counter = counter_on(client, "counters/late")
     seen: list[bool] = []
 

@@ -8,9 +8,14 @@ client.
 
 from __future__ import annotations
 
+import logging as _logging
 from importlib import metadata as _metadata
 
 import lazy_loader as _lazy
+
+# Quiet until the application configures logging: without a handler of its own, Python would
+# print the package's warnings on stderr itself (``logging.lastResort``). See tsstore.logs.
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 __getattr__, __dir__, __all__ = _lazy.attach_stub(__name__, __file__)
 __all__ = ["__version__", *__all__]

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import re
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -31,6 +33,7 @@ from tsstore.clock import ServerClock
 from tsstore.databases import mode_of
 from tsstore.errors import ConfigError
 from tsstore.live.listen import Listen
+from tsstore.logs import DB_OPERATION
 from tsstore.memory import MemoryAnswers
 from tsstore.native_mode import AsyncNativeAnswers, NativeAnswers
 from tsstore.read.async_engine import AsyncFetch, fetched_in_threads
@@ -42,10 +45,17 @@ from tsstore.verbs.request import Aggregation, DatabaseAsk, narrowed
 from tsstore.write.ops import Transport
 from tsstore.write.writer import WriterSide
 
+log = logging.getLogger(__name__)
+
 
 class Database(Protocol):
     """What a store holds of its database besides the answers: what its requests hold as a
     collection, its clock, and what a bulk send asks of it."""
+
+    @property
+    def fields(self) -> Mapping[str, str]:
+        """The database and the store's collection, as log records name them
+        (:func:`tsstore.logs.backend_fields`)."""
 
     @property
     def side(self) -> WriterSide[SeriesCounters]:
@@ -100,7 +110,7 @@ class InThreads:
     leaves its thread to finish the call it is in."""
 
     def __init__(self, backend: Backend, *, workers: int) -> None:
-        self._backend, self.side, self.clock = backend, backend.side, backend.clock
+        self._backend, self.side, self.clock, self.fields = backend, backend.side, backend.clock, backend.fields
         self.collection, self.listener, self.transport = backend.collection, backend.listener, backend.transport
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tsstore-read")
 
@@ -118,6 +128,7 @@ def answered(backend: Backend, ask: DatabaseAsk) -> object:
     """``backend``'s answer to ``ask``, tried again after faults and overloads; a count or an
     aggregation that keeps failing is asked in parts of its shard values where they answer at
     one snapshot (:attr:`~tsstore.verbs.request.Aggregation.divisible`): one answer per part."""
+    _asking(backend, ask)
     with telemetry.child(_span_name(ask)):
         if isinstance(ask, Aggregation):
             return faults.call_split(lambda values: backend.answer(narrowed(ask, values)), ask.values, what=ask.what,
@@ -127,6 +138,7 @@ def answered(backend: Backend, ask: DatabaseAsk) -> object:
 
 async def aanswered(backend: AsyncBackend, ask: DatabaseAsk) -> object:
     """:func:`answered` on the event loop."""
+    _asking(backend, ask)
     with telemetry.child(_span_name(ask)):
         if isinstance(ask, Aggregation):
             return await faults.acall_split(lambda values: backend.answer(narrowed(ask, values)), ask.values,
@@ -137,6 +149,11 @@ async def aanswered(backend: AsyncBackend, ask: DatabaseAsk) -> object:
 def _span_name(ask: DatabaseAsk) -> str:
     """The name of the span of a database ask under its verb's: ``tsstore.count``, ``tsstore.get_doc``, ..."""
     return re.sub(r"(?<!^)(?=[A-Z])", "_", type(ask).__name__).lower()
+
+
+def _asking(backend: Database, ask: DatabaseAsk) -> None:
+    """A debug record of ``ask``, named by its kind (``Count``, ``GetDoc``)."""
+    log.debug("%s", ask.what, extra={**backend.fields, DB_OPERATION: type(ask).__name__})
 
 
 def backend_for(client: Any, spec: SeriesSpec, *, fast: bool = True) -> Backend:

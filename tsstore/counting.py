@@ -60,9 +60,9 @@ from tsstore.asks import (
 )
 from tsstore.errors import CounterError, FaultError, StateError
 from tsstore.limits import DOCUMENT_WRITES_PER_SECOND, MAX_INT64, MIN_INT64
+from tsstore.logs import DB_COLLECTION, DB_OPERATION
 
-#: The counters' log keeps the name it had before the counter's verbs moved here (their lost races).
-log = logging.getLogger("tsstore.counters")
+log = logging.getLogger(__name__)
 
 SHARDS_COLLECTION = "shards"
 #: Where :meth:`~tsstore.ShardedCounter.increment_many` keeps a commit's receipt until it has landed.
@@ -311,7 +311,8 @@ class Counter:
                 lost = "it was written or deleted meanwhile"
             if written:
                 return result
-            log.debug("counter %r: %s lost a race (%s)", self.path, verb, lost)
+            log.debug("counter %r: %s lost a race (%s)", self.path, verb, lost,
+                      extra={DB_COLLECTION: self.path.rpartition("/")[0], DB_OPERATION: verb})  # fmt: skip
         raise StateError(
             f"counter {self.path!r}: {verb} gave up after {attempts} attempts; each time another writer "
             f"(create, rollup or grow) changed the counter document {self.path!r} between our read and our "

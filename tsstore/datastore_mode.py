@@ -17,6 +17,7 @@ from tsstore.dswire import reads
 from tsstore.dswire.calls import DatastoreCalls, DatastoreHorizons, answer_document, transport
 from tsstore.errors import ModeError
 from tsstore.live.listen import Listen
+from tsstore.logs import backend_fields
 from tsstore.databases import DatastoreKind
 from tsstore.read.engine import Fetch
 from tsstore.read.plan import QueryPlan
@@ -60,6 +61,7 @@ class DatastoreAnswers:
 
     def __init__(self, client: Any, spec: SeriesSpec) -> None:
         self.calls, self._spec = DatastoreCalls(client), spec
+        self.fields = backend_fields("datastore", spec.collection)
         self.side = DatastoreSide(self.calls)
         self.clock: ServerClock = self.calls.clock
 

@@ -26,6 +26,7 @@ knows what is being read or written.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import re
 import time
@@ -36,6 +37,7 @@ from google.api_core import exceptions as gexc
 
 from tsstore import telemetry
 from tsstore.errors import EmulatorError, FaultError
+from tsstore.logs import ERROR_TYPE, FAULTS_RETRIED
 
 __all__ = [
     "FAULT_BUDGET_SECONDS",
@@ -50,11 +52,13 @@ __all__ = [
     "call",
     "call_split",
     "describe",
+    "error_type",
     "gave_up",
     "kind_of",
     "mode_name",
     "pause_or_raise",
     "refusing_mode",
+    "retrying",
     "status_kind",
 ]
 
@@ -73,6 +77,8 @@ FAULT_BUDGET_SECONDS = 60.0
 #: takes seconds before its first result and one value a twentieth of that). The answers are
 #: the same, at one more query's minimum read per split.
 SPLIT_AFTER = 2
+
+log = logging.getLogger(__name__)
 
 Kind = Literal["fault", "overload"]
 
@@ -155,10 +161,18 @@ def mode_name(mode: str) -> str:
     return "Datastore mode" if mode == "datastore" else "Native mode"
 
 
+def error_type(exc: BaseException) -> str:
+    """What went wrong, as a log record's ``error.type``: the gRPC status's name
+    (``UNAVAILABLE``), or the exception's class."""
+    if isinstance(exc, gexc.GoogleAPICallError) and exc.grpc_status_code is not None:
+        return str(exc.grpc_status_code.name)
+    return type(exc).__name__
+
+
 def describe(exc: BaseException) -> str:
     """A short name for what went wrong: ``UNAVAILABLE: Stream removed``."""
     if isinstance(exc, gexc.GoogleAPICallError):
-        code = exc.grpc_status_code.name if exc.grpc_status_code is not None else type(exc).__name__
+        code = error_type(exc)
         first = (exc.message or "").strip().splitlines()
         return f"{code}: {first[0]}" if first else code
     text = str(exc).strip().splitlines()
@@ -308,8 +322,15 @@ def pause_or_raise(exc: Exception, backoff: Backoff, what: str, *, done: str = "
     pause = backoff.pause()
     if pause is None:
         raise gave_up(exc, backoff, what, done=done) from exc
+    retrying(what, exc, pause, backoff)
     telemetry.retried(what, exc, pause)
     return pause
+
+
+def retrying(what: str, exc: BaseException, pause: float, backoff: Backoff) -> None:
+    """The warning that ``what`` met ``exc`` and is tried again after ``pause`` seconds."""
+    log.warning("%s: %s; trying again in %.1f s (failure %d in a row)", what, describe(exc), pause, backoff.failures,
+                extra={ERROR_TYPE: error_type(exc), FAULTS_RETRIED: 1})  # fmt: skip
 
 
 def other_mode(served: str) -> str:

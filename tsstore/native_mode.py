@@ -17,6 +17,7 @@ from google.cloud.firestore_v1.watch import ChangeType
 from tsstore.asks import DocAsk
 from tsstore.clock import ServerClock, local_us
 from tsstore.live.listen import ChunkQuery, Listen, OnSnapshot, Subscription
+from tsstore.logs import backend_fields
 from tsstore.native_queries import NativeQueries
 from tsstore.read.async_engine import AsyncFetch
 from tsstore.read.chunks import chunk_query
@@ -91,6 +92,7 @@ class NativeAnswers:
 
     def __init__(self, client: Any, spec: SeriesSpec, *, fast: bool) -> None:
         self.client, self._fast = client, fast
+        self.fields = backend_fields("native", spec.collection)
         self.queries = NativeQueries(client, spec)
         self.side = FirestoreSide(lambda: client)
         self.clock: ServerClock = server_clock(client)
@@ -126,6 +128,7 @@ class AsyncNativeAnswers:
 
     def __init__(self, client: Any, spec: SeriesSpec, *, concurrency: int) -> None:
         self.client, self._spec = client, spec
+        self.fields = backend_fields("native", spec.collection)
         self.queries = NativeQueries(client, spec)
         self.side = FirestoreSide(lambda: self._twin)
         self.clock: ServerClock = server_clock(client)

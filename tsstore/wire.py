@@ -56,6 +56,7 @@ from tsstore.asks import (
 )
 from tsstore.clock import ServerClock, local_us, project_clock
 from tsstore.late import WATERMARKS, WRITERS, BarProbe, Horizon, mark_id, marks_path
+from tsstore.logs import ERROR_TYPE
 from tsstore.spec import SeriesSpec
 from tsstore.ticks import Ordered, Tick, get_path
 from tsstore.times import EPOCH as _EPOCH
@@ -95,7 +96,8 @@ def stream_ticks(
         try:
             call, client, expected_prefix = _run_query(query, read_time)
         except (AttributeError, TypeError, ValueError) as exc:  # client internals changed
-            log.warning("tsstore fast query path unavailable (%s); using query.stream()", exc)
+            log.warning("the fast query path is unavailable (%s); using query.stream()", exc,
+                        extra={ERROR_TYPE: faults.error_type(exc)})  # fmt: skip
         else:
             sent = local_us()
             return _decode_responses(call(), _Decoder(client, expected_prefix, timestamp_field, sent=sent,
@@ -266,7 +268,8 @@ class _Reconciling(Watch):
                     read_time=read_time, retry=RECONCILE_RETRY, timeout=RECONCILE_ATTEMPT
                 )
             except gexc.GoogleAPIError as exc:  # RetryError after the minute, or a code not tried again
-                log.warning("a listener's reconciling query failed (%s): the listener ends", exc)
+                log.warning("a listener's reconciling query failed (%s): the listener ends", exc,
+                            extra={ERROR_TYPE: faults.error_type(exc)})  # fmt: skip
                 threading.Thread(target=self.close, name=_ERROR_THREAD, daemon=True).start()
                 return
             if self._closed:  # closed while the query ran: no one to report to
@@ -401,7 +404,8 @@ def quick_reconnects(client: Any, *, options: Sequence[tuple[str, Any]] = ()) ->
             return client
         build = client._firestore_api_helper
     except AttributeError as exc:  # client internals changed
-        log.warning("tsstore could not shorten the client's reconnect back-off (%s); using the client as it is", exc)
+        log.warning("the client's reconnect back-off could not be shortened (%s); using the client as it is", exc,
+                    extra={ERROR_TYPE: faults.error_type(exc)})  # fmt: skip
         return client
 
     def helper(transport: Any, client_class: Any, client_module: Any) -> Any:
@@ -637,7 +641,8 @@ def batch_write(
             send = client._firestore_api.batch_write
             metadata = client._rpc_metadata
         except (AttributeError, TypeError, ValueError) as exc:  # client internals changed
-            log.warning("tsstore fast write path unavailable (%s); using BulkWriteBatch", exc)
+            log.warning("the fast write path is unavailable (%s); using BulkWriteBatch", exc,
+                        extra={ERROR_TYPE: faults.error_type(exc)})  # fmt: skip
         else:
             sent = local_us()
             response = send(request=request, metadata=metadata, retry=None, timeout=timeout)
@@ -723,7 +728,8 @@ def get_documents(collection: BaseCollectionReference[Any], ids: list[str], *, f
             request = {"database": client._database_string, "documents": [prefix + doc_id for doc_id in ids]}
             call, metadata = client._firestore_api.batch_get_documents, client._rpc_metadata
         except (AttributeError, TypeError, ValueError) as exc:  # client internals changed
-            log.warning("tsstore fast look-up path unavailable (%s); using get_all", exc)
+            log.warning("the fast look-up path is unavailable (%s); using get_all", exc,
+                        extra={ERROR_TYPE: faults.error_type(exc)})  # fmt: skip
         else:
             found: dict[str, Stored] = {}
             for response in call(request=request, metadata=metadata):

@@ -19,6 +19,7 @@ import importlib
 import click
 
 from tsstore.cli.exits import Group, usage
+from tsstore.cli.logs import log_level_option
 
 #: Each command as ``module:attribute`` under :mod:`tsstore.cli`, in the order ``--help``
 #: lists them. A command's module is imported when the command is looked up, so ``tsstore
@@ -102,6 +103,7 @@ class _Commands(Group):
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="tsstore")
+@log_level_option
 def main() -> None:
     """tsstore: high-rate time series in Firestore with sharded timestamps.
 
@@ -110,9 +112,11 @@ def main() -> None:
     what is stored does not allow it now), 2 a usage error (fixing the command
     fixes it), 3 not running (emulator status), 4 done with rows rejected
     (ingest, backfill), 130 Ctrl-C.
-    Environment: TSSTORE_SPEC, TSSTORE_PROJECT and TSSTORE_DATABASE stand for
-    --spec, --project and --database. Commands that print figures or rows (but
-    watch, which redraws a screen) take --format json. Times are ISO-8601 with an offset (or add --naive utc|ZONE).
+    Environment: TSSTORE_SPEC, TSSTORE_PROJECT, TSSTORE_DATABASE and
+    TSSTORE_LOG_LEVEL stand for --spec, --project, --database and --log-level.
+    Log records go to stderr (WARNING and above unless --log-level says).
+    Commands that print figures or rows (but watch, which redraws a screen)
+    take --format json. Times are ISO-8601 with an offset (or add --naive utc|ZONE).
     """
 
 

@@ -32,7 +32,7 @@ from google.api_core import exceptions as gexc
 
 from tsstore.cold.objects import Damaged, ObjectInfo, ObjectStoreError, Placed, Taken
 from tsstore.errors import ConfigError, FaultError
-from tsstore.faults import Backoff, Kind, describe, kind_of
+from tsstore.faults import Backoff, Kind, describe, kind_of, retrying
 
 #: Objects larger than this are sent in a resumable upload, in chunks of :data:`CHUNK_BYTES`
 #: (a cut then costs the upload, not a retry of one huge request). The client's own threshold
@@ -243,4 +243,5 @@ def call(
                     f"({backoff.failures} attempts; last: {describe(exc)}). Check the network and the bucket, then "
                     "run it again"
                 ) from exc
+            retrying(what, exc, pause, backoff)
             sleep(pause)

@@ -26,6 +26,7 @@ import argparse
 import dataclasses
 import fcntl
 import json
+import logging
 import os
 import signal
 import socket
@@ -47,6 +48,12 @@ DATA_DIR = "emulator-data"
 LOG_FILE = "emulator.log"
 #: How the store's process ends on a rules file it cannot take (a usage error, as the CLI's 2).
 USAGE_EXIT = 2
+#: How the supervisor's records read in its log; an error's line starts with ``ERROR: ``, which
+#: :func:`_log_since` looks for.
+LOG_FORMAT = "%(levelname)s: %(message)s"
+_ERROR = "ERROR: "
+
+log = logging.getLogger(__name__)
 
 
 def home(mode: Mode = "native") -> Path:
@@ -255,7 +262,7 @@ def _log_since(path: Path, offset: int) -> str:
             said = log.read().decode("utf-8", "replace")
     except OSError:
         return ""
-    return said[said.rfind("Error: ") + len("Error: ") :].strip()[-2000:] if "Error: " in said else ""
+    return said[said.rfind(_ERROR) + len(_ERROR) :].strip()[-2000:] if _ERROR in said else ""
 
 
 def _write_state(folder: Path, state: dict[str, Any]) -> None:
@@ -276,7 +283,7 @@ def _serve(folder: Path, rules: Path | None = None, mode: Mode = "native") -> No
             data_dir=data_dir, max_heap=os.environ.get("TSSTORE_EMULATOR_HEAP", "4g"), rules=rules, mode=mode
         )
     except EmulatorError as exc:
-        print(f"Error: {exc}", flush=True)
+        log.error("%s", exc)
         raise SystemExit(USAGE_EXIT if isinstance(exc, RulesError) else 1) from None
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
@@ -293,11 +300,11 @@ def _serve(folder: Path, rules: Path | None = None, mode: Mode = "native") -> No
         "mode": mode,
     }
     _write_state(folder, state)
-    print(f"local store ready at {emulator.address}, data in {data_dir}", flush=True)
+    log.info("local store ready at %s, data in %s", emulator.address, data_dir)
     try:
         while not done.wait(1.0):
             if not emulator.alive():  # not "answers": a loaded machine may keep it silent for seconds
-                print(f"the emulator (pid {emulator.pid}) stopped unexpectedly", flush=True)
+                log.error("the emulator (pid %d) stopped unexpectedly", emulator.pid)
                 break
     finally:
         try:
@@ -316,7 +323,7 @@ def _serve(folder: Path, rules: Path | None = None, mode: Mode = "native") -> No
                     (folder / STATE_FILE).unlink()
             except (OSError, ValueError):
                 pass
-            print("local store stopped", flush=True)
+            log.info("local store stopped")
 
 
 def _alive(pid: int) -> bool:
@@ -350,6 +357,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rules", type=Path, default=None)
     parser.add_argument("--mode", choices=["native", "datastore"], default="native")
     args = parser.parse_args(argv)
+    # The supervisor is a program of its own: its records (and the library's, from WARNING on)
+    # go to its standard output, which is the local store's log.
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    logging.getLogger("tsstore").addHandler(handler)
+    logging.getLogger("tsstore").setLevel(logging.WARNING)
+    log.setLevel(logging.INFO)
     _serve(args.folder, args.rules, args.mode)
 
 

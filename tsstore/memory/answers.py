@@ -23,6 +23,7 @@ from tsstore.databases import DatastoreKind, register
 from tsstore.indexes.build import SHARD_ORDER, after_timestamp
 from tsstore.late import WATERMARKS, WRITERS, BarProbe, Horizon, mark_id, marks_path
 from tsstore.live.listen import ChunkQuery, Listen, OnSnapshot, Subscription
+from tsstore.logs import backend_fields
 from tsstore.memory.database import NAME, Found, MemoryDatabase, Query, Write
 from tsstore.memory.listen import MemoryListener
 from tsstore.read.chunks import Chunk, ChunkTicks
@@ -84,6 +85,7 @@ class MemoryAnswers:
 
     def __init__(self, database: MemoryDatabase, spec: SeriesSpec) -> None:
         self.database, self._spec = database, spec
+        self.fields = backend_fields("memory", spec.collection)
         self.side = MemorySide(database)
         self.clock: ServerClock = database.clock
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future
@@ -35,7 +36,8 @@ from google.api_core import exceptions as gexc
 
 from tsstore.errors import FaultError, SnapshotExpiredError
 from tsstore import telemetry
-from tsstore.faults import SPLIT_AFTER, Backoff, pause_or_raise
+from tsstore.faults import SPLIT_AFTER, Backoff, error_type, pause_or_raise
+from tsstore.logs import CHUNKS, ERROR_TYPE, REFILLS
 from tsstore.read.cost import ENTRIES_PER_INDEX_READ, ReadStats, lean_asks, lean_refills, refill_asks
 from tsstore.read.cursor import encode_cursor
 from tsstore.read.merge import Key, merge_streams, take
@@ -49,6 +51,8 @@ Fetch = Callable[[Chunk, Position | None, int | None, dt.datetime | None], Itera
 #: the round after them asks for all of it, so a page never takes more than
 #: LEAN_REFILLS + 2 rounds (and usually one or two).
 LEAN_REFILLS = 2
+
+log = logging.getLogger(__name__)
 
 
 def snapshot_expired(exc: BaseException) -> bool:
@@ -113,6 +117,10 @@ class PageRounds:
             needed = lean_refills(needed, self._sizes)
         self._needed, self._refill = needed, self._refill + 1
         self._stats.refills += len(self._todo)
+        if self._todo:
+            log.debug("a page's refill round %d asks %d of %d chunks for %d more tick(s)", self._refill,
+                      len(self._todo), len(self._chunks), sum(needed),
+                      extra={REFILLS: len(self._todo), CHUNKS: len(self._chunks)})  # fmt: skip
         return self._round([(self._chunks[i], self._plan.key(lists[i][-1]), needed[i]) for i in self._todo])
 
     def result(self) -> list[Tick]:
@@ -254,9 +262,11 @@ class ChunkCursor:
         cursor's halves raise: they had their own tries)."""
         if self._halved:
             raise exc
-        if self._renewable and snapshot_expired(exc):
-            return RENEW
         what = f"reading shard value(s) {', '.join(self.chunk)}" if self.chunk else "reading the series"
+        if self._renewable and snapshot_expired(exc):
+            log.info("%s: its snapshot expired after %d tick(s); it reads on at a newer one", what, self._read,
+                     extra={ERROR_TYPE: error_type(exc)})  # fmt: skip
+            return RENEW
         pause = pause_or_raise(exc, self._backoff, what, done=f" after {self._read} of its ticks")
         self._fruitless += 1
         return pause
@@ -268,6 +278,8 @@ class ChunkCursor:
             return []
         self._halved = True
         half = (len(self.chunk) + 1) // 2
+        log.debug("shard values %s keep failing before a tick: read as two halves", ", ".join(self.chunk),
+                  extra={CHUNKS: 2})  # fmt: skip
         self._stats.chunks += 1
         return [
             ChunkCursor(

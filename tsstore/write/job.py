@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from tsstore.errors import FaultError, Interrupted, WriteError
+from tsstore.faults import describe, error_type
+from tsstore.logs import DB_COLLECTION, DB_OPERATION, ERROR_TYPE, TICKS_REJECTED, TICKS_WRITTEN
 from tsstore.spec import DuplicatePolicy, SeriesSpec
 from tsstore.write.ops import Transport
 from tsstore.write.prepare import PreparedDoc
@@ -61,6 +63,7 @@ class Job(Generic[R]):
     what: str
     tolerate: frozenset[int] = frozenset()  # refusal codes that are an answer, not a failure
     done: Callable[[], None] | None = None  # called once the sender has stopped (the guard's lease goes)
+    collection: str = ""  # where it writes, for its log record
 
     def run(self) -> R:
         sender = self.sender
@@ -75,9 +78,15 @@ class Job(Generic[R]):
                 returned=exc.returned,
                 cursor=exc.cursor,
             ) from exc
-        if any(f.code not in self.tolerate for f in sender.failures):
+        refused = sum(f.code not in self.tolerate for f in sender.failures)
+        fields = {DB_COLLECTION: self.collection, DB_OPERATION: self.what, TICKS_WRITTEN: sender.written,
+                  TICKS_REJECTED: refused}  # fmt: skip
+        if refused:
+            log.warning("%s of %r: %d document(s) written, %d refused", self.what, self.collection, sender.written,
+                        refused, extra=fields)  # fmt: skip
             failures = sorted(sender.failures, key=lambda f: f.index)
             raise WriteError(failures, written=sender.written, result=self.result())
+        log.info("%s of %r: %d document(s) written", self.what, self.collection, sender.written, extra=fields)
         return self.result()
 
     def _send(self) -> None:
@@ -88,4 +97,5 @@ class Job(Generic[R]):
                 try:
                     self.done()
                 except Exception as exc:  # noqa: BLE001  (a lease left behind expires; the job's outcome comes first)
-                    log.warning("tsstore: %s finished but its writer lease was not dropped (%s)", self.what, exc)
+                    log.warning("%s finished but its writer lease was not dropped (%s)", self.what, describe(exc),
+                                extra={DB_COLLECTION: self.collection, ERROR_TYPE: error_type(exc)})  # fmt: skip

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -39,10 +40,14 @@ from typing import Any, Protocol
 
 from tsstore import telemetry
 from tsstore.errors import REFUSED_UNSENT
+from tsstore.faults import describe, error_type
 from tsstore.late import BarProbe, Horizon
+from tsstore.logs import DB_COLLECTION, ERROR_TYPE, MARKS_WRITTEN, TICKS_REJECTED
 from tsstore.spec import SeriesSpec
 from tsstore.times import utc_text
 from tsstore.write.ops import Erase, Patch, Transport, WriteOp, WriteStatus
+
+log = logging.getLogger(__name__)
 
 
 class Horizons(Protocol):
@@ -264,9 +269,12 @@ class LateGuard:
                     lease["busy_since"] = min(self._in_flight.values())
             try:
                 return self._renew(token, lease)
-            except Exception:
+            except Exception as exc:
                 if usable is None:
                     raise
+                log.warning("renewing the view of %r's roll-ups failed (%s); sends go on under the current one",
+                            self._spec.collection, describe(exc),
+                            extra={DB_COLLECTION: self._spec.collection, ERROR_TYPE: error_type(exc)})  # fmt: skip
                 return usable  # still good: this send goes on under it
             finally:
                 with self._lock:
@@ -301,8 +309,16 @@ class LateGuard:
                         self._io.put_marks(todo)
                     telemetry.marked(self._spec.collection, marks)
                     self._remember(view, todo)
+                    marked = sum(map(len, todo.values()))
+                    log.debug("marked %d bucket(s) of %s before a late write", marked, ", ".join(sorted(todo)),
+                              extra={DB_COLLECTION: self._spec.collection, MARKS_WRITTEN: marked})  # fmt: skip
                 if self._clock() - view.started <= self._refresh:
                     break  # else the marks took so long that the view must be read again
+            if decision.refused:
+                log.warning("refused %d late tick(s) unsent; the first: %s", len(decision.refused),
+                            next(iter(decision.refused.values())),
+                            extra={DB_COLLECTION: self._spec.collection,
+                                   TICKS_REJECTED: len(decision.refused)})  # fmt: skip
             kept = [op for i, op in enumerate(ops) if i not in decision.refused]
             answers = iter(inner(kept) if kept else [])
         finally:

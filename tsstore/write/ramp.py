@@ -33,6 +33,7 @@ Nothing here talks to Firestore.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import threading
 import time
@@ -43,6 +44,8 @@ from typing import TypeGuard
 from tsstore.errors import ConfigError
 from tsstore.limits import RAMP_START_OPS_PER_SECOND
 from tsstore.write.throttle import FLOOR_SHARE, Throttle
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "BUCKET_SECONDS",
@@ -252,7 +255,7 @@ class RampLimiter:
             if self._start is None:
                 return self._initial * self._share
             now = float(self._clock())
-            self._cap = self._throttle.cap(now)
+            self._recap(now)
             return self._rate_at(now)
 
     @property
@@ -262,7 +265,7 @@ class RampLimiter:
             if self._start is None:
                 return None
             now = float(self._clock())
-            self._cap = self._throttle.cap(now)
+            self._recap(now)
             ramp = self._main_rate(now)
             return None if self._cap is None or self._cap >= ramp else (self._cap, ramp)
 
@@ -323,7 +326,7 @@ class RampLimiter:
             now = self._now()
             self._refill(now)
             self._throttle.answered(now, sent=sent, refused=refused)
-            self._cap = self._throttle.cap(now)
+            self._recap(now)
             self._tokens = min(self._tokens, self._capacity(self._rate_at(now)))
 
     # ------------------------------------------------------------------ internals (lock held)
@@ -378,7 +381,18 @@ class RampLimiter:
             self._tokens = min(self._capacity(rate), self._tokens + rate * (end - t))
             t = end
         self._last = max(self._last, now)
-        self._cap = self._throttle.cap(now)
+        self._recap(now)
+
+    def _recap(self, now: float) -> None:
+        """The throttle's cap brought up to date for ``now``, and a record when it starts or
+        stops holding the rate."""
+        cap = self._throttle.cap(now)
+        if cap is not None and self._cap is None:
+            log.warning("Firestore refuses writes as overload (%d so far): at most %.0f ops/s while it does",
+                        self._throttle.refused_total, cap)  # fmt: skip
+        elif cap is None and self._cap is not None:
+            log.info("Firestore takes writes again: the rate follows the ramp, now %.0f ops/s", self._main_rate(now))
+        self._cap = cap
 
     def _delay(self, ticket: int, now: float) -> float:
         """How long the waiter ``ticket`` should sleep before looking again.

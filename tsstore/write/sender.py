@@ -32,6 +32,7 @@ counted as new, and a distinct tick never silently replaces another.
 from __future__ import annotations
 
 import collections
+import logging
 import random
 import threading
 import time
@@ -45,12 +46,24 @@ from google.api_core import exceptions as gexc
 
 from tsstore import telemetry
 from tsstore.errors import WriteFailure
-from tsstore.faults import FAULT_BUDGET_SECONDS, SPLIT_AFTER, Backoff, describe, kind_of, status_kind, too_large
+from tsstore.faults import (
+    FAULT_BUDGET_SECONDS,
+    SPLIT_AFTER,
+    Backoff,
+    describe,
+    error_type,
+    kind_of,
+    status_kind,
+    too_large,
+)
+from tsstore.logs import ERROR_TYPE, FAULTS_RETRIED
 from tsstore.spec import DuplicatePolicy
 from tsstore.write.identity import content_digest, fingerprint, id_from_digest
 from tsstore.write.ops import ALREADY_EXISTS, Erase, Patch, Stored, WriteOp, WriteStatus
 from tsstore.write.prepare import PreparedDoc
 from tsstore.write.window import Window
+
+log = logging.getLogger(__name__)
 
 #: Documents per BatchWrite request. The request is also capped at MAX_BATCH_BYTES.
 MAX_BATCH_DOCS = 500
@@ -426,7 +439,8 @@ class BulkSender:
                         outcome.failures += [_failure(i, _code(exc), why) for i in pending]
                         return outcome
                     telemetry.retried("a batch write", exc, pause)
-                    self._wait(f"retrying after connection faults ({describe(exc)})", pause, since=self._cuts.answers)
+                    self._wait(f"retrying after connection faults ({describe(exc)})", pause, since=self._cuts.answers,
+                               retried=len(pending), error=error_type(exc))  # fmt: skip
                     unanswered += 1
                     if unanswered >= SPLIT_AFTER and len(pending) > 1:
                         # Longer than the connection stays up: its halves may answer (see _Cuts).
@@ -463,7 +477,8 @@ class BulkSender:
         # Exponential back-off with jitter, capped: contention clears in seconds.
         delay = min(0.05 * 2**attempt, 10.0) * (0.5 + random.random())
         attempts = f"attempt {attempt + 1} of {self._max_attempts}"
-        self._wait(f"retrying writes refused with {code_name(code)} ({attempts})", delay)
+        self._wait(f"retrying writes refused with {code_name(code)} ({attempts})", delay, retried=len(retry),
+                   error=code_name(code))  # fmt: skip
         return retry
 
     def _refused(self, pending: list[_Item], exc: gexc.GoogleAPICallError, outcome: _Outcome) -> _Outcome:
@@ -480,8 +495,11 @@ class BulkSender:
         outcome.failures += [_failure(i, _code(exc), exc.message) for i in pending]
         return outcome
 
-    def _wait(self, why: str, seconds: float, *, since: int | None = None) -> None:
-        """Sleep in a worker thread (see :meth:`_Cuts.wait`), saying why in the status line."""
+    def _wait(self, why: str, seconds: float, *, retried: int, error: str, since: int | None = None) -> None:
+        """Sleep in a worker thread (see :meth:`_Cuts.wait`) before ``retried`` writes are sent
+        again, saying why in the status line and the log."""
+        log.warning("%s: %d write(s) sent again in %.1f s", why, retried, seconds,
+                    extra={ERROR_TYPE: error, FAULTS_RETRIED: retried})  # fmt: skip
         with self._waiting_lock:
             self._waiting[threading.get_ident()] = why
         self._cuts.wait(seconds, since=since)

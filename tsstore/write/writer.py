@@ -191,7 +191,8 @@ class Writer(Generic[C]):
             on_duplicate=options.on_duplicate, on_progress=options.on_progress, on_status=options.on_status,
             on_written=written, window=Window(round_trip=self._round_trip(spec)),
         )  # fmt: skip
-        return Job(sender, making.docs(ticks), lambda: making.result(sender), ask.what, ask.tolerate, guard.close)
+        return Job(sender, making.docs(ticks), lambda: making.result(sender), ask.what, ask.tolerate, guard.close,
+                   collection=spec.collection)  # fmt: skip
 
     def _limiter(self, spec: SeriesSpec) -> tuple[RampLimiter, int]:
         """The ramp of ``spec``'s collection (from 500 ops/s, or the ceiling unramped, up to
