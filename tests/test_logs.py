@@ -144,7 +144,7 @@ def test_a_line_holds_the_level_the_logger_the_message_and_the_fields_quoted_whe
         raise ValueError("bad\nvalue")
     except ValueError:
         failed = logging.LogRecord("tsstore.console.app", logging.ERROR, __file__, 1, "it failed", (), sys.exc_info())
-    assert FieldsFormatter().format(failed) == "ERROR tsstore.console.app: it failed (ValueError: bad\nvalue)"
+    assert FieldsFormatter().format(failed) == "ERROR tsstore.console.app: it failed (ValueError: bad value)"
 
 
 def test_the_level_shows_the_records_on_stderr_and_nothing_of_them_on_stdout(tmp_path: Path) -> None:

@@ -40,6 +40,7 @@ class FieldsFormatter(logging.Formatter):
         if record.exc_info and record.exc_info[1] is not None:
             exc = record.exc_info[1]
             line += f" ({type(exc).__name__}: {exc})"
+        line = " ".join(line.splitlines())  # one line, whatever the message holds
         fields = fields_of(record)
         if fields:
             line += " | " + " ".join(f"{name}={_value(value)}" for name, value in fields.items())

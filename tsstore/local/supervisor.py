@@ -50,7 +50,7 @@ LOG_FILE = "emulator.log"
 USAGE_EXIT = 2
 #: How the supervisor's records read in its log; an error's line starts with ``ERROR: ``, which
 #: :func:`_log_since` looks for.
-LOG_FORMAT = "%(levelname)s: %(message)s"
+LOG_FORMAT = "%(asctime)s %(levelname)s: %(message)s"
 _ERROR = "ERROR: "
 
 log = logging.getLogger(__name__)
@@ -368,4 +368,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # ``python -m`` runs a second copy of this module as __main__ (the package imported the first):
+    # run the first, whose records are tsstore.local.supervisor's, not __main__'s.
+    from tsstore.local.supervisor import main as serve
+
+    serve()
