@@ -22,7 +22,7 @@ from tsstore.logs import fields_of
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 #: Stands for ``--log-level`` (the option wins).
 LEVEL_ENV = "TSSTORE_LOG_LEVEL"
-#: Below the level a command shows, records are not even made.
+#: The level a command shows records from when neither the option nor the variable says.
 DEFAULT_LEVEL = "WARNING"
 
 

@@ -18,6 +18,7 @@ from) raises :class:`LiveError`.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import queue
 import threading
 import time
@@ -29,6 +30,7 @@ from typing import Any, Protocol, Self, overload
 from tsstore.asks import Asking
 from tsstore.errors import LiveError
 from tsstore.live.state import TailState, TailTick, WindowState, WindowUpdate
+from tsstore.logs import FAULTS_RETRIED
 from tsstore.read.chunks import Chunk
 from tsstore.read.plan import QueryPlan, plan_query
 from tsstore.ticks import Tick, get_path
@@ -45,6 +47,8 @@ STALL_TIMEOUT = 15.0
 #: A listener the client gave up on is listened to again, up to this many times a minute
 #: without a report in between; past that its error is final (:class:`LiveError`).
 RELISTENS_PER_MINUTE = 3
+
+log = logging.getLogger(__name__)
 
 #: What the parameters the live objects share mean (the API reference describes a parameter
 #: from here unless its docstring says more).
@@ -224,13 +228,15 @@ class Listeners:
             deaths.append(now)
             while deaths and deaths[0] < now - 60:
                 deaths.popleft()
+            chunk = key[0] if isinstance(key, tuple) else key
             if len(deaths) > RELISTENS_PER_MINUTE:
-                chunk = key[0] if isinstance(key, tuple) else key
                 raise LiveError(
                     f"the listener on chunk {chunk} stopped {len(deaths)} times within a minute on errors the client "
                     "does not recover from (the client logged why)"
                 )
             self.relistens += 1
+            log.warning("the client gave up the listener on chunk %s (it logged why): listening again, %d time(s) "
+                        "within a minute", chunk, len(deaths), extra={FAULTS_RETRIED: 1})  # fmt: skip
             self.listen(key, self._queries[key])
 
     def close(self) -> None:
@@ -433,6 +439,8 @@ class LiveTail(_Live, Iterator[TailTick]):
             return  # nothing to gain yet: the documents held are all within the lateness
         self._bounds[chunk] = bound
         self.restarts += 1
+        log.debug("chunk %d's listener holds more than %d documents: it listens again from %s", chunk, self._hold,
+                  bound.isoformat())  # fmt: skip
         self._listen_from(chunk, bound)
         self._state.forget_before(min(self._bounds))
 
