@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 import functools
 import json
+import logging
 import os
 import random
 import select
@@ -55,6 +56,7 @@ from tsstore import (
 from tsstore.live import listen as live_listen
 from tsstore.live.listen import decoder
 from tsstore.live.state import TailState, WindowState
+from tsstore.logs import FAULTS_RETRIED, fields_of
 from tsstore.local.emulator import emulator_client
 from tsstore.memory import MemoryDatabase
 from tsstore.memory import Query as MemoryQuery
@@ -234,10 +236,13 @@ class GivenUp:
         self.is_active = False
 
 
-def test_a_listener_given_up_often_but_reporting_between_is_listened_to_again() -> None:
+def test_a_listener_given_up_often_but_reporting_between_is_listened_to_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """The client gives a listener up at each cut connection: through cuts every second, a
     soak's tail raised LiveError at the fourth within a minute and stopped delivering. Only
-    deaths with no report between them count towards the error."""
+    deaths with no report between them count towards the error. Each time is a warning."""
+    caplog.set_level(logging.WARNING, logger="tsstore")
     made: list[GivenUp] = []
     listeners = live_listen.Listeners(lambda query, on_snapshot, *, ordered: made.append(GivenUp(on_snapshot))
                                       or made[-1], ordered=False)  # fmt: skip
@@ -247,6 +252,9 @@ def test_a_listener_given_up_often_but_reporting_between_is_listened_to_again() 
         made[-1].is_active = False
         listeners.check()
     assert listeners.relistens == len(made) - 1 == 3 * live_listen.RELISTENS_PER_MINUTE
+    warned = [r for r in caplog.records if r.name == "tsstore.live.listen" and r.levelname == "WARNING"]
+    assert len(warned) == listeners.relistens and all(fields_of(r) == {FAULTS_RETRIED: 1} for r in warned)
+    assert warned[0].getMessage().startswith("the client gave up the listener on chunk chunk (it logged why)")
     with pytest.raises(LiveError, match="stopped 4 times within a minute"):
         for _ in range(live_listen.RELISTENS_PER_MINUTE + 1):  # no report between: final
             made[-1].is_active = False
