@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import io
+import logging
 import os
 import pickle
 import random
@@ -49,6 +50,7 @@ from tsstore.analytics.rollup import Rollup
 from tsstore.declaration import load_declaration
 from tsstore.errors import REFUSED_UNSENT, SpecError
 from tsstore.late import WRITERS, BarProbe, Horizon, LatePolicy, Lease, Leases, late_from, mark_id
+from tsstore.logs import DB_COLLECTION, MARKS_WRITTEN, TICKS_REJECTED, fields_of
 from tsstore.read.cost import ReadStats
 from tsstore.times import EARLIEST, bucket_start
 from tsstore.wire import database_id
@@ -238,7 +240,10 @@ class Recorder:
         return self.bars
 
 
-def test_the_guard_leases_reads_the_view_marks_then_sends_and_says_what_is_in_flight() -> None:
+def test_the_guard_leases_reads_the_view_marks_then_sends_and_says_what_is_in_flight(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="tsstore.write.marks")
     io = Recorder([Horizon("m", dt.timedelta(minutes=1), at(60))])
     guard = LateGuard(series(late=QUICK), io, clock=lambda: io.clock)
     sent: list[Any] = []
@@ -256,6 +261,8 @@ def test_the_guard_leases_reads_the_view_marks_then_sends_and_says_what_is_in_fl
         ("marks", {"m": [at(30)]}),
         ("send",),
     ]
+    [marked] = caplog.records
+    assert (marked.levelname, fields_of(marked)) == ("DEBUG", {DB_COLLECTION: "ticks", MARKS_WRITTEN: 1})
     io.log.clear()
     send([("c", tick(3, 62, 1), True)])  # the view is fresh: no new lease, no mark
     assert io.log == [("send",)]
@@ -290,6 +297,9 @@ def test_the_guard_leases_reads_the_view_marks_then_sends_and_says_what_is_in_fl
     refusing = LateGuard(series(late=LatePolicy(window="1h")), io)
     answer = refusing.send(inner, [("g", tick(7, -30, 1), True), ("h", tick(8, 61, 1), True)])
     assert answer[0][0] == REFUSED_UNSENT and "window" in answer[0][1] and answer[1] == (0, "") and sent[-1] == ["h"]
+    refused = caplog.records[-1]
+    assert (refused.levelname, fields_of(refused)) == ("WARNING", {DB_COLLECTION: "ticks", TICKS_REJECTED: 1})
+    assert refused.getMessage().startswith("refused 1 late tick(s) unsent; the first: tsstore refused the tick at ")
     assert ("holds", "m", ("b0",), at(-30), at(-29)) in io.log  # it asked whether that bucket holds a bar
     refusing.send(inner, [("g2", tick(9, -29.5, 1), True)])  # the same bucket under the same view: not again
     assert len([entry for entry in io.log if entry[0] == "holds"]) == 1
