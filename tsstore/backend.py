@@ -152,8 +152,10 @@ def _span_name(ask: DatabaseAsk) -> str:
 
 
 def _asking(backend: Database, ask: DatabaseAsk) -> None:
-    """A debug record of ``ask``, named by its kind (``Count``, ``GetDoc``)."""
-    log.debug("%s", ask.what, extra={**backend.fields, DB_OPERATION: type(ask).__name__})
+    """A debug record of ``ask``, named by its kind (``Count``, ``GetDoc``); its fields are not
+    even gathered below DEBUG (a counter's increments ask several times a second)."""
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("%s", ask.what, extra={**backend.fields, DB_OPERATION: type(ask).__name__})
 
 
 def backend_for(client: Any, spec: SeriesSpec, *, fast: bool = True) -> Backend:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -16,12 +17,15 @@ from tsstore import telemetry
 from tsstore.databases import location_of
 from tsstore.errors import IngestError, Interrupted, RecordError, WriteError
 from tsstore.ingest.checkpoint import CHECKPOINT_VERSION, Checkpoint, Watermark, default_checkpoint, file_identity
+from tsstore.logs import DB_COLLECTION, DB_OPERATION, TICKS_REJECTED, TICKS_WRITTEN
 from tsstore.rows.parse import DEFAULT_MAX_FIELD_BYTES, RowParser
 from tsstore.rows.readers import detect_format, read_rows
 from tsstore.rows.rejects import Rejected, clip_raw
 from tsstore.spec import DuplicatePolicy
 from tsstore.store import TimeSeriesStore
 from tsstore.times import naive_zone
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -225,6 +229,10 @@ def ingest_file(
             summary.checkpoint_removed = True
         else:
             marker.save(identity, tracker.line, tracker.records)
+        fields = {DB_COLLECTION: store.spec.collection, DB_OPERATION: "ingest", TICKS_WRITTEN: summary.written,
+                  TICKS_REJECTED: summary.rejected}  # fmt: skip
+        log.log(logging.WARNING if summary.rejected else logging.INFO, "ingest of %s", summary.describe(),
+                extra=fields)  # fmt: skip
 
     try:
         result = store.write(
