@@ -5,6 +5,7 @@ command's ``--log-level`` / ``TSSTORE_LOG_LEVEL`` showing them on stderr only.""
 from __future__ import annotations
 
 import ast
+import datetime as dt
 import json
 import logging
 import subprocess
@@ -18,7 +19,9 @@ from google.api_core import exceptions as gexc
 
 from tests.cli import tsstore
 from tsstore.cli.logs import LEVELS, FieldsFormatter
-from tsstore.logs import ERROR_TYPE, FAULTS_RETRIED, TICKS_WRITTEN, fields_of
+from tsstore import SeriesSpec, TimeSeriesStore
+from tsstore.logs import DB_COLLECTION, DB_OPERATION, ERROR_TYPE, FAULTS_RETRIED, TICKS_WRITTEN, fields_of
+from tsstore.read.cost import ReadStats
 from tsstore.write.prepare import PreparedDoc
 from tsstore.write.ramp import RampLimiter
 from tsstore.write.sender import BulkSender
@@ -26,6 +29,9 @@ from tsstore.write.sender import BulkSender
 PACKAGE = Path(__file__).resolve().parent.parent / "tsstore"
 #: The command's own output is the CLI's to write: everything else is the library.
 CLI = PACKAGE / "cli"
+#: What a read costs, as ReadStats counts it and the spans name it (``tsstore.<name>``).
+COSTS = ("chunks", "queries", "round_trips", "documents", "billed_reads", "index_reads", "refills", "snapshot_reads")
+T0 = dt.datetime(2024, 5, 1, 9, 30, tzinfo=dt.timezone.utc)
 
 
 def modules() -> list[tuple[Path, ast.Module]]:
@@ -134,6 +140,19 @@ def test_writes_sent_again_and_the_throttle_are_warnings_with_the_spans_fields(
     assert ("tsstore.write.sender", "WARNING", {ERROR_TYPE: "RESOURCE_EXHAUSTED", FAULTS_RETRIED: 7}) in said
     throttled = [r.getMessage() for r in caplog.records if r.name == "tsstore.write.ramp" and r.levelname == "WARNING"]
     assert len(throttled) == 1 and throttled[0].startswith("Firestore refuses writes as overload (7 so far)")
+
+
+def test_a_read_verb_says_what_it_found_and_what_it_cost_in_the_spans_words(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="tsstore")
+    store = TimeSeriesStore.memory(SeriesSpec("quotes", shards=["a", "b"], key_fields=["symbol"]))
+    store.write([{"symbol": "AAA", "timestamp": T0 + dt.timedelta(seconds=i), "bid": i} for i in range(5)])
+    page, cost = store.query(limit=2), ReadStats()
+    assert store.count(stats=cost) == 5
+    told = {r.getMessage().split(";")[0]: fields_of(r) for r in caplog.records if r.name == "tsstore.verbs.reading"}
+    for verb, stats in (("query of 'quotes': 2 tick(s)", page.stats), ("count of 'quotes': 5 tick(s)", cost)):
+        fields = told[verb]
+        assert fields.pop(DB_COLLECTION) == "quotes" and fields.pop(DB_OPERATION) == verb.split()[0]
+        assert fields == {f"tsstore.{name}": getattr(stats, name) for name in COSTS} and fields["tsstore.queries"]
 
 
 def test_a_line_holds_the_level_the_logger_the_message_and_the_fields_quoted_where_needed() -> None:

@@ -7,6 +7,7 @@ docstring is the verb's.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import warnings
 from typing import TYPE_CHECKING, Unpack
 
@@ -17,6 +18,18 @@ from tsstore.asks import GetDoc, KnownTime, ask, asked_together
 from tsstore.census_asks import CountAll
 from tsstore.errors import TsstoreError, UndeclaredShardsWarning
 from tsstore.frames import FrameBuilder, check_frame_rows, polars_frame
+from tsstore.logs import (
+    BILLED_READS,
+    CHUNKS,
+    DB_COLLECTION,
+    DB_OPERATION,
+    DOCUMENTS,
+    INDEX_READS,
+    QUERIES,
+    REFILLS,
+    ROUND_TRIPS,
+    SNAPSHOT_READS,
+)
 from tsstore.read.chunks import ChunkTicks
 from tsstore.read.cold import TieredRead
 from tsstore.read.cost import ReadStats
@@ -32,6 +45,8 @@ from tsstore.verbs.seam import seam_of, tiered_count, tiered_page, tiered_read
 
 if TYPE_CHECKING:
     import polars as pl
+
+log = logging.getLogger(__name__)
 
 #: A document id that is never written; reading it returns the server's current time.
 CLOCK_PROBE_ID = "tsstore-read-time-probe"
@@ -90,7 +105,12 @@ def query(seat: Seat, query: Query | None = None, /, **options: Unpack[QueryOpti
     a walk read the collection as its first page saw it (a new snapshot once it is 50
     minutes old)."""
     plan = planned(seat, query, options)
-    stats = ReadStats()
+    page = yield from _page(seat, plan, ReadStats())
+    read_told("query", plan, page.stats, f"{len(page)} tick(s)")
+    return page
+
+
+def _page(seat: Seat, plan: QueryPlan, stats: ReadStats) -> Request[Page]:
     if plan.limit is None:
         ticks = yield from ask(Collect((yield from read_tiers(seat, plan, stats))))
         return Page(tuple(ticks), None, stats)
@@ -184,7 +204,21 @@ def count(
     everything checks again, until none are left)."""
     plan = plan_query(seat.spec, query, **options)
     plan.query.only(COUNT_OPTIONS, "count")
-    return (yield from count_of(seat, plan, stats if stats is not None else ReadStats()))
+    cost = stats if stats is not None else ReadStats()
+    counted = yield from count_of(seat, plan, cost)
+    read_told("count", plan, cost, f"{counted} tick(s)")
+    return counted
+
+
+def read_told(verb: str, plan: QueryPlan, stats: ReadStats, outcome: str) -> None:
+    """The record of a read verb's outcome, with what it cost in the spans' words."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    cost = {CHUNKS: stats.chunks, QUERIES: stats.queries, ROUND_TRIPS: stats.round_trips, DOCUMENTS: stats.documents,
+            BILLED_READS: stats.billed_reads, INDEX_READS: stats.index_reads, REFILLS: stats.refills,
+            SNAPSHOT_READS: stats.snapshot_reads}  # fmt: skip
+    log.info("%s of %r: %s; %s", verb, plan.spec.collection, outcome, stats.describe(),
+             extra={DB_COLLECTION: plan.spec.collection, DB_OPERATION: verb, **cost})  # fmt: skip
 
 
 def count_of(seat: Seat, plan: QueryPlan, cost: ReadStats, *, tiers: bool = True) -> Request[int]:
