@@ -18,8 +18,8 @@ import pytest
 from google.api_core import exceptions as gexc
 
 from tests.cli import tsstore
-from tsstore.cli.logs import LEVELS, FieldsFormatter
 from tsstore import SeriesSpec, TimeSeriesStore
+from tsstore.cli.logs import LEVELS, FieldsFormatter
 from tsstore.logs import DB_COLLECTION, DB_OPERATION, ERROR_TYPE, FAULTS_RETRIED, TICKS_WRITTEN, fields_of
 from tsstore.read.cost import ReadStats
 from tsstore.write.prepare import PreparedDoc

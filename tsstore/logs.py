@@ -6,7 +6,7 @@ Every module that logs takes ``logging.getLogger(__name__)``, so every logger si
 nothing else: the application (the ``tsstore`` command among them, ``--log-level``) decides
 where records go and from which level. What a record is about travels in ``extra=`` under
 the names the spans give their attributes, so a log line and a span of the same work say it
-in the same words (``log.warning(..., extra={COLLECTION: "ticks", ERROR_TYPE: "UNAVAILABLE"})``).
+in the same words (``log.warning(..., extra={DB_COLLECTION: "ticks", ERROR_TYPE: "UNAVAILABLE"})``).
 Each of these names holds a dot and no attribute of a plain ``LogRecord`` does, which is how
 a handler tells them from the rest (:func:`fields_of`).
 
