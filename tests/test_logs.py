@@ -168,7 +168,10 @@ def test_a_line_holds_the_level_the_logger_the_message_and_the_fields_quoted_whe
 
 
 def test_the_level_shows_the_records_on_stderr_and_nothing_of_them_on_stdout(tmp_path: Path) -> None:
+    package = logging.getLogger("tsstore")
+    before = (package.level, list(package.handlers))
     shown = tsstore("--log-level", "debug", "demo", "--memory", "--ticks", "20", "--no-chart", cwd=tmp_path)
+    assert (package.level, package.handlers) == before  # the command's logging ends with it
     assert shown.returncode == 0, shown.stderr
     lines = shown.stderr.replace("\r", "\n").splitlines()
     asked = [line for line in lines if line.startswith("DEBUG tsstore.backend: ")]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -71,22 +72,31 @@ class StderrLines(logging.Handler):
             self.handleError(record)
 
 
-#: The one handler the commands add to the ``tsstore`` logger (once per process).
+#: The one handler the commands add to the ``tsstore`` logger while they run.
 _HANDLER = StderrLines()
 _HANDLER.setFormatter(FieldsFormatter())
 
 
-def show_records(level: str) -> None:
-    """Show the package's records from ``level`` on (a name of :data:`LEVELS`) on stderr."""
+def show_records(level: str) -> Callable[[], None]:
+    """Show the package's records from ``level`` on (a name of :data:`LEVELS`) on stderr; what
+    undoes it (the logger as it was)."""
     logger = logging.getLogger("tsstore")
+    before = logger.level
     if _HANDLER not in logger.handlers:
         logger.addHandler(_HANDLER)
     logger.setLevel(level.upper())
     _HANDLER.setLevel(level.upper())
 
+    def undo() -> None:
+        logger.removeHandler(_HANDLER)
+        logger.setLevel(before)
+
+    return undo
+
 
 def _level_given(ctx: click.Context, param: click.Parameter, value: str) -> None:
-    show_records(value)
+    # For as long as the command runs: a process running several (a test's) keeps its own logging.
+    ctx.call_on_close(show_records(value))
 
 
 #: The ``tsstore`` group's ``--log-level``.
