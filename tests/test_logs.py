@@ -20,7 +20,16 @@ from google.api_core import exceptions as gexc
 from tests.cli import tsstore
 from tsstore import SeriesSpec, TimeSeriesStore
 from tsstore.cli.logs import LEVELS, FieldsFormatter
-from tsstore.logs import DB_COLLECTION, DB_OPERATION, ERROR_TYPE, FAULTS_RETRIED, TICKS_WRITTEN, fields_of
+from tsstore.ingest import ingest_file
+from tsstore.logs import (
+    DB_COLLECTION,
+    DB_OPERATION,
+    ERROR_TYPE,
+    FAULTS_RETRIED,
+    TICKS_REJECTED,
+    TICKS_WRITTEN,
+    fields_of,
+)
 from tsstore.read.cost import ReadStats
 from tsstore.write.prepare import PreparedDoc
 from tsstore.write.ramp import RampLimiter
@@ -153,6 +162,19 @@ def test_a_read_verb_says_what_it_found_and_what_it_cost_in_the_spans_words(capl
         fields = told[verb]
         assert fields.pop(DB_COLLECTION) == "quotes" and fields.pop(DB_OPERATION) == verb.split()[0]
         assert fields == {f"tsstore.{name}": getattr(stats, name) for name in COSTS} and fields["tsstore.queries"]
+
+
+def test_an_ingest_with_rows_rejected_is_a_warning_saying_what_it_stored_and_rejected(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="tsstore")
+    ticks = tmp_path / "ticks.csv"
+    ticks.write_text("timestamp,symbol,bid\n2024-05-01T09:30:00Z,AAA,1\nsoon,AAA,2\n2024-05-01T09:30:01Z,AAA,3\n")
+    store = TimeSeriesStore.memory(SeriesSpec("quotes", shards=["a", "b"], key_fields=["symbol"]))
+    assert ingest_file(store, ticks).rejected == 1
+    [told] = [r for r in caplog.records if r.name == "tsstore.ingest.run"]
+    assert told.levelname == "WARNING" and told.getMessage().startswith(f"ingest of {ticks}: 3 rows read: 2 stored new")
+    assert fields_of(told) == {DB_COLLECTION: "quotes", DB_OPERATION: "ingest", TICKS_WRITTEN: 2, TICKS_REJECTED: 1}
 
 
 def test_a_line_holds_the_level_the_logger_the_message_and_the_fields_quoted_where_needed() -> None:
