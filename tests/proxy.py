@@ -205,6 +205,9 @@ class ProxyProcess:
         if self._process.poll() is None:
             self._said("close")
             self._process.wait(timeout=30)
+        for pipe in (self._process.stdin, self._process.stdout):
+            if pipe is not None:
+                pipe.close()
 
 
 def main() -> None:
