@@ -159,7 +159,9 @@ class Reader:
             program = [sys.executable] + (["-m", "pytest", "-p", "no:cacheprovider"] if words[0] == "pytest" else [])
             environ = {**os.environ, **self.env}
             words = [re.sub(r"\$(\w+)", lambda found: environ[found.group(1)], word) for word in words]  # as a shell
-            environ["PYTHONPATH"] = str(self.folder)
+            # the page's folder first, then the run's own path (a checkout run with PYTHONPATH=$PWD
+            # beside an installed tsstore: the page's commands import the checkout's, as its blocks do)
+            environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.folder), environ.get("PYTHONPATH")]))
             done = subprocess.run(program + words[1:], cwd=self.folder, env=environ, capture_output=True, text=True,
                                   timeout=300)  # fmt: skip
             return done.stdout + (done.stderr if done.returncode else ""), done.returncode

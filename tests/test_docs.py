@@ -29,6 +29,7 @@ from tests.docs_reader import (
     page_env,
     project_of,
 )
+from tests.otlp import OtlpReceiver
 from tsstore.cli import main
 
 
@@ -40,6 +41,9 @@ def test_every_block_of_the_page_runs(
         monkeypatch.delenv(name, raising=False)
     datastore = request.getfixturevalue("datastore_emulator") if "datastore" in page.name else None
     reader = Reader(tmp_path, page_env(tsstore_emulator, page, tmp_path, datastore))
+    collector = OtlpReceiver() if page.name == "traces.md" else None  # where the page's spans go
+    if collector is not None:
+        reader.env["OTEL_EXPORTER_OTLP_ENDPOINT"] = collector.base
     modules = set(sys.modules)
     try:
         for block in blocks(page):
@@ -61,6 +65,11 @@ def test_every_block_of_the_page_runs(
                 raise AssertionError(f"{block.where}: a ```{block.language} block that neither runs nor is checked")
     finally:  # a module the page wrote is the page's own
         forget_modules(tmp_path, since=modules)
+        if collector is not None:
+            collector.close()
+    if collector is not None:  # the page's example exported its trace, under the service it named
+        assert {span.resource.get("service.name") for span in collector.spans} == {reader.env["OTEL_SERVICE_NAME"]}
+        assert {span.name for span in collector.spans} >= {"read the demo day", "tsstore.round", "tsstore.count"}
 
 
 def test_few_blocks_are_not_run_and_each_says_why() -> None:
