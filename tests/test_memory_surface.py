@@ -112,11 +112,15 @@ def made(monkeypatch: pytest.MonkeyPatch) -> list[MemoryDatabase]:
 
 
 def test_demo_memory_runs_in_this_process_and_every_count_it_prints_is_the_stores(
-    made: list[MemoryDatabase], tmp_path: Path
+    made: list[MemoryDatabase], tmp_path: Path, spans: Any
 ) -> None:
     chart = tmp_path / "day.png"
     ran = tsstore("demo", "--memory", "--ticks", "300", "--chart", str(chart))
     assert ran.returncode == 0, ran.stderr
+    finished = list(spans.get_finished_spans())  # the command is one span, every verb it called under it
+    [command] = [span for span in finished if span.parent is None]
+    verbs = [span for span in finished if span.parent and span.parent.span_id == command.context.span_id]
+    assert command.name == "tsstore demo" and {"write instruments", "aggregate instruments"} <= {v.name for v in verbs}
     assert ran.stderr.startswith("tsstore: using a memory database in this process"), ran.stderr
     assert "the emulator runs" not in ran.stdout  # its note on the emulator's speed is not said here
     (database,) = made

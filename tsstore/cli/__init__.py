@@ -80,6 +80,10 @@ class _Commands(Group):
                 "it, so only the commands that write their data and read it in one run take it: tsstore demo --memory "
                 "and tsstore console --demo --memory"
             )
+        if command is not None:  # the command's one span, its verbs' under it, until its context closes
+            from tsstore import telemetry
+
+            ctx.with_resource(telemetry.operation(f"tsstore {name}", {"process.command": f"tsstore {name}"}))
         return name, command, rest
 
     def list_commands(self, ctx: click.Context) -> list[str]:
