@@ -37,7 +37,7 @@ from google.api_core import exceptions as gexc
 
 from tsstore import telemetry
 from tsstore.errors import EmulatorError, FaultError
-from tsstore.logs import ERROR_TYPE, FAULTS_RETRIED
+from tsstore.logs import ERROR_TYPE, FAULTS_RETRIED, error_type
 
 __all__ = [
     "FAULT_BUDGET_SECONDS",
@@ -159,14 +159,6 @@ def refusing_mode(text: str) -> Literal["native", "datastore"] | None:
 def mode_name(mode: str) -> str:
     """``Native mode`` or ``Datastore mode``."""
     return "Datastore mode" if mode == "datastore" else "Native mode"
-
-
-def error_type(exc: BaseException) -> str:
-    """What went wrong, as a log record's ``error.type``: the gRPC status's name
-    (``UNAVAILABLE``), or the exception's class."""
-    if isinstance(exc, gexc.GoogleAPICallError) and exc.grpc_status_code is not None:
-        return str(exc.grpc_status_code.name)
-    return type(exc).__name__
 
 
 def describe(exc: BaseException) -> str:

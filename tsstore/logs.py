@@ -19,6 +19,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from google.api_core import exceptions as gexc
+
 __all__ = [
     "BILLED_READS",
     "CHUNKS",
@@ -39,6 +41,7 @@ __all__ = [
     "TICKS_REJECTED",
     "TICKS_WRITTEN",
     "backend_fields",
+    "error_type",
     "fields_of",
 ]
 
@@ -80,3 +83,11 @@ def fields_of(record: logging.LogRecord) -> dict[str, Any]:
     order they were given."""
     return {name: value for name, value in vars(record).items() if "." in name}
 
+
+
+def error_type(exc: BaseException) -> str:
+    """What went wrong, as a record's or a span's ``error.type``: the gRPC status's name
+    (``UNAVAILABLE``), or the exception's class."""
+    if isinstance(exc, gexc.GoogleAPICallError) and exc.grpc_status_code is not None:
+        return str(exc.grpc_status_code.name)
+    return type(exc).__name__

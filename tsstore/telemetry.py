@@ -29,6 +29,8 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
+from tsstore.logs import DB_COLLECTION, DB_OPERATION, DB_SYSTEM, ERROR_TYPE, MODE, SYSTEMS, error_type
+
 try:
     _VERSION = metadata.version("tsstore")
 except metadata.PackageNotFoundError:  # pragma: no cover - a checkout used without installing it
@@ -38,7 +40,7 @@ except metadata.PackageNotFoundError:  # pragma: no cover - a checkout used with
 SCOPE = "tsstore"
 #: ``db.system.name`` of a store's spans, by its database (the conventions name no value for
 #: Firestore: ``gcp.firestore`` follows their ``gcp.spanner``; the memory database is tsstore's).
-SYSTEM = {"native": "gcp.firestore", "datastore": "gcp.firestore", "memory": "tsstore.memory"}
+SYSTEM = SYSTEMS
 
 #: The :class:`~tsstore.read.cost.ReadStats` figures a verb's span carries, each as
 #: ``tsstore.<name>`` (``documents`` also as the conventions' ``db.response.returned_rows``).
@@ -143,8 +145,7 @@ class VerbCall:
 
     def __init__(self, operation: str, collection: str, mode: str, given: object = None) -> None:
         self._attributes: dict[str, AttributeValue] = {
-            "db.system.name": SYSTEM.get(mode, mode), "db.collection.name": collection,
-            "db.operation.name": operation, "tsstore.mode": mode,
+            DB_SYSTEM: SYSTEM.get(mode, mode), DB_COLLECTION: collection, DB_OPERATION: operation, MODE: mode,
         }  # fmt: skip
         self._span: Span = _now.tracer.start_span(f"{operation} {collection}", kind=SpanKind.CLIENT, attributes=self._attributes)
         self._started = time.perf_counter()
@@ -194,7 +195,7 @@ class VerbCall:
         figures = self._call.figures()
         attributes = dict(self._attributes)
         if error is not None:
-            attributes["error.type"] = type(error).__qualname__
+            attributes[ERROR_TYPE] = error_type(error)
         now = _now
         now.duration.record(time.perf_counter() - self._started, attributes)
         now.billed_reads.add(figures["billed_reads"], self._attributes)
@@ -212,7 +213,7 @@ class VerbCall:
             span.set_attribute("db.response.returned_rows", figures["documents"])
             span.set_attributes({f"tsstore.ticks.{name}": value for name, value in written.items()})
             if error is not None:
-                span.set_attribute("error.type", attributes["error.type"])
+                span.set_attribute(ERROR_TYPE, attributes[ERROR_TYPE])
                 span.record_exception(error)
                 span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
         span.end()
@@ -258,9 +259,9 @@ def child(name: str, attributes: Mapping[str, AttributeValue] | None = None) -> 
 def retried(what: str, error: BaseException, pause: float) -> None:
     """Tell of a call tried again after ``error`` (a fault or an overload), after ``pause`` seconds:
     a ``tsstore.retry`` span under the current one, and the retries counter."""
-    attributes: dict[str, AttributeValue] = {"error.type": type(error).__qualname__, "tsstore.retry.what": what,
+    attributes: dict[str, AttributeValue] = {ERROR_TYPE: error_type(error), "tsstore.retry.what": what,
                                              "tsstore.retry.pause_s": pause}  # fmt: skip
-    _now.retries.add(1, {"error.type": attributes["error.type"]})
+    _now.retries.add(1, {ERROR_TYPE: attributes[ERROR_TYPE]})
     _now.tracer.start_span("tsstore.retry", attributes=attributes).end()
 
 
@@ -271,12 +272,12 @@ def committed() -> None:
 
 def rejected(collection: str) -> None:
     """Count one row of a tick file rejected for ``collection``."""
-    _now.ticks_rejected.add(1, {"db.collection.name": collection})
+    _now.ticks_rejected.add(1, {DB_COLLECTION: collection})
 
 
 def marked(collection: str, marks: int) -> None:
     """Count ``marks`` late-tick marks written for ``collection``."""
-    _now.marks_written.add(marks, {"db.collection.name": collection})
+    _now.marks_written.add(marks, {DB_COLLECTION: collection})
 
 
 def in_context(fn: Callable[..., R]) -> Callable[..., R]:
