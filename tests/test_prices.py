@@ -75,7 +75,9 @@ def test_usd_shows_a_reads_price_by_its_significant_digits() -> None:
 
 
 @pytest.mark.parametrize("mode", EMULATOR_MODES)
-def test_the_bound_before_is_at_least_the_price_after_in_both_modes(mode: str, request: pytest.FixtureRequest) -> None:
+def test_the_bound_before_is_at_least_the_price_after_in_both_modes(
+    mode: str, request: pytest.FixtureRequest, uses_emulator: None
+) -> None:
     """The seed's three queries, and pages of a 40-shard collection (two chunks: refills, a
     snapshot) with a value range (Datastore mode: variants), cost at most explain's bound."""
     client = mode_client(request, mode, f"prices-{mode}")

@@ -19,8 +19,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from google.api_core import exceptions as gexc
-
 __all__ = [
     "BILLED_READS",
     "CHUNKS",
@@ -88,6 +86,5 @@ def fields_of(record: logging.LogRecord) -> dict[str, Any]:
 def error_type(exc: BaseException) -> str:
     """What went wrong, as a record's or a span's ``error.type``: the gRPC status's name
     (``UNAVAILABLE``), or the exception's class."""
-    if isinstance(exc, gexc.GoogleAPICallError) and exc.grpc_status_code is not None:
-        return str(exc.grpc_status_code.name)
-    return type(exc).__name__
+    code = getattr(exc, "grpc_status_code", None)  # google.api_core's (not imported: commands start without gRPC)
+    return str(code.name) if code is not None else type(exc).__name__

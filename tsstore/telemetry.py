@@ -63,11 +63,11 @@ class _Instruments:
         counter = meter.create_counter
         self.billed_reads = counter("tsstore.billed_reads", unit="{read}", description="Document reads billed")
         self.documents = counter("tsstore.documents", unit="{document}", description="Documents returned")
-        self.round_trips = counter("tsstore.round_trips", unit="{round_trip}", description="Waves of requests waited for")
-        self.ticks_written = counter("tsstore.ticks.written", unit="{tick}", description="Ticks a write created or replaced")
-        self.retries = counter("tsstore.retries", unit="{retry}", description="Calls tried again after a fault or overload")
+        self.round_trips = counter("tsstore.round_trips", unit="{round_trip}", description="Waves of requests waited")
+        self.ticks_written = counter("tsstore.ticks.written", unit="{tick}", description="Ticks created or replaced")
+        self.retries = counter("tsstore.retries", unit="{retry}", description="Calls tried again after a fault")
         self.commits = counter("tsstore.commits", unit="{request}", description="Batch write requests sent")
-        self.ticks_rejected = counter("tsstore.ticks.rejected", unit="{tick}", description="Rows of a tick file rejected")
+        self.ticks_rejected = counter("tsstore.ticks.rejected", unit="{tick}", description="Rows of a file rejected")
         self.marks_written = counter("tsstore.marks.written", unit="{mark}", description="Late-tick marks written")
         self.rollup_lag = meter.create_gauge(
             "tsstore.rollup.lag", unit="s", description="How far a roll-up's watermark is behind the time it ran"
@@ -147,7 +147,8 @@ class VerbCall:
         self._attributes: dict[str, AttributeValue] = {
             DB_SYSTEM: SYSTEM.get(mode, mode), DB_COLLECTION: collection, DB_OPERATION: operation, MODE: mode,
         }  # fmt: skip
-        self._span: Span = _now.tracer.start_span(f"{operation} {collection}", kind=SpanKind.CLIENT, attributes=self._attributes)
+        name = f"{operation} {collection}"
+        self._span: Span = _now.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=self._attributes)
         self._started = time.perf_counter()
         self._call = _Call()
         if all(isinstance(getattr(given, name, None), int) for name in READ_ATTRIBUTES):  # a ReadStats
@@ -241,7 +242,9 @@ def called(call: VerbCall, body: Callable[[], R], *, ends: bool = True) -> R:
 
 
 @contextlib.contextmanager
-def operation(name: str, attributes: Mapping[str, AttributeValue], *, kind: SpanKind = SpanKind.INTERNAL) -> Iterator[Span]:
+def operation(
+    name: str, attributes: Mapping[str, AttributeValue], *, kind: SpanKind = SpanKind.INTERNAL
+) -> Iterator[Span]:
     """A span of work around verb calls (an ingest, a console request: ``kind`` server): ``name``,
     current while the body runs, its verbs' spans under it; an error escaping it is recorded."""
     with _now.tracer.start_as_current_span(name, kind=kind, attributes=attributes) as span:
