@@ -269,17 +269,24 @@ def counts_of(stats: ReadStats | None) -> dict[str, int] | None:
     return None if stats is None else {name: getattr(stats, name) for name in COUNTS}
 
 
+def archived(revision: str) -> str:
+    """A new folder holding the ``tsstore`` package of ``revision`` (``git archive``): put first on
+    ``sys.path`` of a process of its own, that process runs the code of ``revision``."""
+    folder = tempfile.mkdtemp(prefix="tsstore-before-")
+    tar = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "tsstore"], check=True,
+                         capture_output=True).stdout  # fmt: skip
+    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+        archive.extractall(folder, filter="data")
+    return folder
+
+
 class Before:
     """The read verbs as the code of another revision runs them: ``git archive`` of its
     ``tsstore`` package, imported by this script in a process of its own (``--worker``),
     asked case by case over a pipe."""
 
     def __init__(self, revision: str) -> None:
-        self.folder = tempfile.mkdtemp(prefix="tsstore-before-")
-        tar = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "tsstore"], check=True,
-                             capture_output=True).stdout  # fmt: skip
-        with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
-            archive.extractall(self.folder, filter="data")
+        self.folder = archived(revision)
         self.process = subprocess.Popen([sys.executable, __file__, "--worker", self.folder], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True)  # fmt: skip
 
@@ -448,14 +455,8 @@ def writes(emu: Emulator, args: argparse.Namespace, problems: list[str]) -> None
                     rates.setdefault(place.name, []).append(len(rows) / (time.perf_counter() - began))
                 store.close()
                 client.close()
-                check = emu.client(database=database)
-                ids = {snap.id for snap in check.collection(spec.collection).select([]).stream()}
-                counted = TimeSeriesStore(check, spec).count()
-                check.close()
-                emu.reset(project=DEFAULT_PROJECT, database=database)
-                if ids != expected or counted != len(expected):
-                    problems.append(f"write at {place.name}: {len(expected - ids)} missing, "
-                                    f"{len(ids - expected)} extra, count() {counted}")  # fmt: skip
+                if (wrong := unlike_written(emu, spec, database, expected)) is not None:
+                    problems.append(f"write at {place.name}: {wrong}")
             for place in where:
                 ratios.setdefault(place.name, []).append(rates[place.name][-1] / rates["direct"][-1])
     print(f"\nwrites: {args.write_ticks} ticks, {args.write_shards} shards, ramp off, after {args.write_warmups} "
@@ -463,6 +464,21 @@ def writes(emu: Emulator, args: argparse.Namespace, problems: list[str]) -> None
     for name, got in rates.items():
         print(f"  {name:>12}: {statistics.median(got):>9.0f} ticks/s  {statistics.median(ratios[name]):.2f}x direct  "
               f"(each: {', '.join(f'{r:.2f}' for r in ratios[name])})")  # fmt: skip
+
+
+def unlike_written(emu: Emulator, spec: SeriesSpec, database: str, expected: set[str], *,
+                   counted: bool = True) -> str | None:  # fmt: skip
+    """How what a write stored in ``database`` differs from the ticks ``expected`` (their ids and,
+    if ``counted``, ``count()``: the emulator scans the collection once per shard value for it), or
+    None; the database is emptied after (the emulator's heap holds every document)."""
+    check = emu.client(database=database)
+    ids = {snap.id for snap in check.collection(spec.collection).select([]).stream()}
+    count = TimeSeriesStore(check, spec).count() if counted else len(ids)
+    check.close()
+    emu.reset(project=DEFAULT_PROJECT, database=database)
+    if ids == expected and count == len(expected):
+        return None
+    return f"{len(expected - ids)} missing, {len(ids - expected)} extra, count() {count}"
 
 
 def main() -> None:
@@ -503,7 +519,13 @@ def main() -> None:
         if before is not None:
             before.close()
         emu.stop()
-    print("\nevery answer equal to the direct one, every write exact" if not problems else "\nPROBLEMS:")
+    ended(problems, began, fine="every answer equal to the direct one, every write exact")
+
+
+def ended(problems: list[str], began: float, *, fine: str) -> None:
+    """Say ``fine``, or the problems of a run that began at ``began`` (``perf_counter``), and exit
+    with 0 or 1."""
+    print(f"\n{fine}" if not problems else "\nPROBLEMS:")
     for line in problems:
         print(f"   {line}")
     print(f"# total {time.perf_counter() - began:.0f} s", file=sys.stderr)
