@@ -158,8 +158,8 @@ def serve() -> None:
             continue
         if ask["do"] == "durations":  # the SDK's metrics: how many verb calls its histogram measured
             data = METRICS.get_metrics_data()
-            points = [point.count for rm in data.resource_metrics for sm in rm.scope_metrics for metric in sm.metrics
-                      if metric.name == "db.client.operation.duration" for point in metric.data.data_points]  # fmt: skip
+            measured = [metric for rm in data.resource_metrics for sm in rm.scope_metrics for metric in sm.metrics]
+            points = [p.count for m in measured if m.name == "db.client.operation.duration" for p in m.data.data_points]
             print(json.dumps({"calls": sum(points)}), flush=True)
             continue
         spec = spec_of(ask["shards"], ask["collection"])
@@ -197,6 +197,7 @@ class Configuration:
 
     def __init__(self, name: str, folder: str) -> None:
         self.name = name
+        self.verb_spans = 0  # the verbs' spans it exported (with the SDK)
         self.process = subprocess.Popen([sys.executable, __file__, "--serve", name, folder], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True)  # fmt: skip
 
@@ -208,6 +209,8 @@ class Configuration:
         if not told:
             raise RuntimeError(f"the process of {self.name} ended (exit {self.process.wait()})")
         answer: dict[str, Any] = json.loads(told)
+        if answer.get("exported") is not None:
+            self.verb_spans += answer["exported"]["verbs"]
         return answer
 
     def close(self) -> None:
@@ -259,7 +262,12 @@ def timed_places(where: list[Place]) -> tuple[list[Place], list[Place]]:
     return [p for p in where if not p.name.endswith("cut")], [p for p in where if p.name.endswith("cut")]
 
 
-def reads(emu: Emulator, args: argparse.Namespace, run: dict[str, Configuration], problems: list[str]) -> None:
+#: What a part of the run found: each timed place's verdict (:meth:`Timed.within`), and the largest
+#: share of before's CPU time no SDK's parts cost.
+Found = tuple[list[str], float]
+
+
+def reads(emu: Emulator, args: argparse.Namespace, run: dict[str, Configuration], problems: list[str]) -> Found:
     spec = spec_of(args.shards)
     database = "read"
     writer = TimeSeriesStore(emu.client(database=database), spec, write_options=WriteOptions(ramp=False))
@@ -301,11 +309,10 @@ def reads(emu: Emulator, args: argparse.Namespace, run: dict[str, Configuration]
                     for config in CONFIGS:
                         results.setdefault((name, place.name), Timed()).add(config, one(name, place, config))
     print(f"\nreads: {args.ticks} ticks, {args.shards} shards; page {PAGE}, walk {args.walk_pages} pages")
-    table(results, args.repeats, cut=bool(cut))
-    accounted(results, run["no SDK"].ask(do="parts"))
+    return table(results, args.repeats, cut=bool(cut)), accounted(results, run["no SDK"].ask(do="parts"))
 
 
-def writes(emu: Emulator, args: argparse.Namespace, run: dict[str, Configuration], problems: list[str]) -> None:
+def writes(emu: Emulator, args: argparse.Namespace, run: dict[str, Configuration], problems: list[str]) -> Found:
     spec = spec_of(args.write_shards, "writes")
     expected = {doc.id for doc in prepare_records(spec, trading_day(args.write_ticks, seed=9))}
     results: dict[tuple[str, str], Timed] = {}
@@ -333,38 +340,42 @@ def writes(emu: Emulator, args: argparse.Namespace, run: dict[str, Configuration
                     told = one(place, config, f"cut-{config.replace(' ', '-')}")
                     results.setdefault(("write", place.name), Timed()).add(config, told)
     print(f"\nwrites: {args.write_ticks} ticks, {args.write_shards} shards, ramp off, a database of its own each run")
-    table(results, args.write_repeats, cut=bool(cut))
-    accounted(results, run["no SDK"].ask(do="parts"))
+    return table(results, args.write_repeats, cut=bool(cut)), accounted(results, run["no SDK"].ask(do="parts"))
 
 
-def table(results: dict[tuple[str, str], Timed], repeats: int, *, cut: bool) -> None:
-    """Each path's medians, ratios to before and spans, and whether no SDK is within 5 % of before."""
+def table(results: dict[tuple[str, str], Timed], repeats: int, *, cut: bool) -> list[str]:
+    """Each path's medians, ratios to before and spans, and whether no SDK is within 5 % of before
+    (returned, for each path at each place timed)."""
     print(f"  medians of {repeats} (ms; cpu: the configuration's process, every thread); x before: the median of "
           "each repeat's ratio" + ("; through cuts: one run each" if cut else ""))  # fmt: skip
     print(f"  {'path':<17}{'place':>10}" + "".join(f"{c + ' wall':>13}{'cpu':>8}" for c in CONFIGS)
           + f"{'no SDK x before':>20}{'SDK x before':>17}  no SDK within 5 % (cpu; repeats' range)")  # fmt: skip
+    verdicts: list[str] = []
     for (name, place), timed in results.items():
-        cells = "".join(f"{statistics.median(timed.wall[c]) * 1000:>13.1f}{statistics.median(timed.cpu[c]) * 1000:>8.1f}"
-                        for c in CONFIGS)  # fmt: skip
+        medians = [(statistics.median(timed.wall[c]) * 1000, statistics.median(timed.cpu[c]) * 1000) for c in CONFIGS]
+        cells = "".join(f"{wall:>13.1f}{cpu:>8.1f}" for wall, cpu in medians)
         if place.endswith("cut"):
             print(f"  {name:<17}{place:>10}{cells}")
             continue
         ratios = {c: (timed.ratio("wall", c), timed.ratio("cpu", c)) for c in ("no SDK", "SDK")}
         shown = "".join(f"{f'{w:.3f} / {c:.3f}':>{width}}" for (w, c), width in zip(ratios.values(), (20, 17)))
         spread = timed.ratios("cpu", "no SDK")
-        print(f"  {name:<17}{place:>10}{cells}{shown}  {timed.within()} ({min(spread):.2f}-{max(spread):.2f})")
+        verdicts.append(timed.within())
+        print(f"  {name:<17}{place:>10}{cells}{shown}  {verdicts[-1]} ({min(spread):.2f}-{max(spread):.2f})")
     print("  spans exported per call with the SDK (verb spans; children by name):")
     for (name, place), timed in results.items():
         if timed.exported is not None:
             told = timed.exported
             children = ", ".join(f"{n} {k}" for n, k in sorted(told["names"].items()) if n.startswith("tsstore."))
             print(f"  {name:<17}{place:>10}  {told['spans']:>5} spans: {told['verbs']} verb; {children}")
+    return verdicts
 
 
-def accounted(results: dict[tuple[str, str], Timed], parts: dict[str, float]) -> None:
+def accounted(results: dict[tuple[str, str], Timed], parts: dict[str, float]) -> float:
     """No SDK's cost by its parts, steadier than the timings on a loaded machine: each part timed
     alone in the no-SDK process, times how often the path calls it (its spans with the SDK, and the
-    items it streams), over before's CPU time."""
+    items it streams), over before's CPU time (the largest share returned)."""
+    largest = 0.0
     print(f"  no SDK by its parts, each timed alone: a verb's span {parts['verb'] * 1e6:.1f} us, a child span "
           f"{parts['child'] * 1e6:.1f} us, a streamed item {parts['item'] * 1e9:.0f} ns")  # fmt: skip
     for (name, place), timed in results.items():
@@ -373,7 +384,9 @@ def accounted(results: dict[tuple[str, str], Timed], parts: dict[str, float]) ->
         verbs = timed.exported["verbs"]
         cost = verbs * parts["verb"] + (timed.exported["spans"] - verbs) * parts["child"] + timed.items * parts["item"]
         share = cost / statistics.median(timed.cpu["before"])
+        largest = max(largest, share)
         print(f"  {name:<17} {cost * 1000:>7.3f} ms a call, {share:.3%} of before's CPU time")
+    return largest
 
 
 def main() -> None:
@@ -401,11 +414,18 @@ def main() -> None:
     emu = emulator(max_heap=args.heap)
     run = {c: Configuration(c, folder if c == "before" else str(ROOT)) for c in CONFIGS}
     try:
-        if "reads" not in args.skip:
-            reads(emu, args, run, problems)
-        if "writes" not in args.skip:
-            writes(emu, args, run, problems)
-        print(f"\nthe SDK's duration histogram measured {run['SDK'].ask(do='durations')['calls']} verb calls")
+        found = [reads(emu, args, run, problems)] if "reads" not in args.skip else []
+        found += [writes(emu, args, run, problems)] if "writes" not in args.skip else []
+        verdicts = [v for part, _ in found for v in part]
+        largest = max((share for _, share in found), default=0.0)
+        print(f"\nno SDK within 5 % of before: by the timings' medians at {verdicts.count('yes')} of {len(verdicts)} "
+              f"paths and places ({verdicts.count('unclear')} unclear, {verdicts.count('NO')} NO); by its parts "
+              f"{'at every path' if largest <= WITHIN else 'NOT at every path'} (at most {largest:.2%} of before's CPU "
+              "time)")  # fmt: skip
+        calls, spans = run["SDK"].ask(do="durations")["calls"], run["SDK"].verb_spans
+        print(f"the SDK's duration histogram measured {calls} verb calls; it exported {spans} verb spans")
+        if calls != spans:
+            problems.append(f"the SDK measured {calls} verb calls and exported {spans} verb spans")
     finally:
         for configuration in run.values():
             configuration.close()
