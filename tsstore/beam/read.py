@@ -163,8 +163,7 @@ class _PlanUnits(beam.DoFn):
     def _units(self, store: Any, stats: ReadStats) -> Iterator[Unit]:
         read_time = self._read_time
         if read_time is None:
-            read_time = store.server_time()
-            stats.snapshot_read()  # reading a document that does not exist: one read
+            read_time = store.server_time(stats=stats)  # reading a document that does not exist: one read
         bounds = {k: v for k, v in self._query.items() if k in ("where", "start", "end")}
         start, end = bounds["start"], bounds["end"]
         if start is None:

@@ -79,11 +79,14 @@ def clock_probe(spec: SeriesSpec) -> GetDoc:
     return GetDoc(f"{spec.collection}/{CLOCK_PROBE_ID}", "reading the server's time", fields=(spec.timestamp_field,))
 
 
-def server_time(seat: Seat) -> Request[dt.datetime]:
+def server_time(seat: Seat, *, stats: ReadStats | None = None) -> Request[dt.datetime]:
     """The database's current time, for a ``read_time`` that sees every committed write.
 
     Reading a document that does not exist costs one read and returns the server's time;
-    the client's clock may lag the server's and miss a write just committed."""
+    the client's clock may lag the server's and miss a write just committed.
+
+    - ``stats``: a :class:`~tsstore.read.cost.ReadStats` to add the read to (a snapshot read)"""
+    (stats if stats is not None else ReadStats()).snapshot_read()  # a new one: the verb call's span counts it
     read_time = (yield from ask(clock_probe(seat.spec))).read_time
     if read_time is None:  # pragma: no cover - the API always sets it
         raise TsstoreError("Firestore returned no read time")
@@ -343,8 +346,7 @@ def snapshot_now(seat: Seat, stats: ReadStats) -> Request[dt.datetime]:
         known = yield from ask(KnownTime())
         if known is not None:
             return known
-    stats.snapshot_read()
-    return (yield from server_time(seat))
+    return (yield from server_time(seat, stats=stats))
 
 
 def page_rounds(
