@@ -134,7 +134,7 @@ READS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
 ]
 #: Verbs whose ReadStats also count documents of tsstore's own (a tier's manifest, late marks),
 #: which :class:`Wire` leaves out: their spans are held to their ReadStats alone.
-OWN_DOCUMENTS = {"explain_aggregate"}
+OWN_DOCUMENTS = {"explain_aggregate", "explain_bars"}
 
 
 def _stats_of(result: Any, given: ReadStats | None) -> ReadStats | None:
@@ -185,11 +185,14 @@ def _children(spans: list[ReadableSpan], parent: ReadableSpan) -> list[ReadableS
     return [span for span in spans if span.parent is not None and span.parent.span_id == parent.context.span_id]
 
 
-def _check_read(name: str, spans: list[ReadableSpan], stats: ReadStats | None, wire: Wire | None, mode: str) -> None:
+def _check_read(
+    name: str, spans: list[ReadableSpan], stats: ReadStats | None, wire: Wire | None, mode: str,
+    collection: str = SPEC.collection,
+) -> None:
     root = _root(spans)
     attributes = dict(root.attributes or {})
-    assert root.name == f"{name} {SPEC.collection}"
-    assert attributes["db.operation.name"] == name and attributes["db.collection.name"] == SPEC.collection
+    assert root.name == f"{name} {collection}"
+    assert attributes["db.operation.name"] == name and attributes["db.collection.name"] == collection
     assert attributes["db.system.name"] == telemetry.SYSTEM[mode] and attributes["tsstore.mode"] == mode
     figures = {field: attributes[f"tsstore.{field}"] for field in telemetry.READ_ATTRIBUTES}
     if stats is not None:  # the call returned what it cost: the span says the same
@@ -233,6 +236,10 @@ def test_each_read_verbs_span_of_the_sync_store_is_its_read_stats_and_the_wire(
         wire = wire_of(store)
         _, stats = _call_sync(store, name, args, options)
         _check_read(name, list(spans.get_finished_spans()), stats, None if name in OWN_DOCUMENTS else wire, mode)
+    bars = TimeSeriesStore(store.client, BARS_1MIN.spec)  # rolled up above: where its bars come from
+    spans.clear()
+    _, stats = _call_sync(bars, "explain_bars", (), {"interval": "1h"})
+    _check_read("explain_bars", list(spans.get_finished_spans()), stats, None, mode, BARS_1MIN.spec.collection)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -395,3 +402,46 @@ def test_a_live_verbs_span_is_its_start_its_reads_the_wires(
         wire = wire_of(store)
         with getattr(store, name)(**options):
             _check_read(name, list(spans.get_finished_spans()), None, wire, mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_seal_in_parts_and_one_chunks_stream_are_spans_of_their_read_stats_and_the_wire(
+    mode: str, request: pytest.FixtureRequest, spans: InMemorySpanExporter, database_id: str, tmp_path: Path
+) -> None:
+    """The verbs a Beam pipeline runs in parts: a seal's partitions and its switch, a chunk's stream."""
+    spec = SeriesSpec("instruments", key_fields=["symbol"], shapes=SPEC.shapes, columns=SPEC.columns,
+                      measures=SPEC.measures, cold=ColdTier(tmp_path / "lake"))  # fmt: skip
+    store = TimeSeriesStore(mode_client(request, mode, database_id), spec, write_options=EMULATOR_WRITE_OPTIONS)
+    store.write(_rows())
+    sealing, _ = _call_sync(store, "seal_plan", (), {"until": "2019-01-01T00:00:00Z"})
+    plan = store.plan(limit=40)
+    written = []
+    for name, args, options in [*(("seal_partition", (unit,), {"sealing": sealing}) for unit in sealing.units),
+                                ("stream_chunk", (plan, plan.chunks[0]), {"read_time": None})]:  # fmt: skip
+        spans.clear()
+        wire = wire_of(store)
+        result, stats = _call_sync(store, name, args, options)
+        _check_read(name, list(spans.get_finished_spans()), stats, wire, mode)
+        if name == "seal_partition":
+            written.append((args[0], result))
+    spans.clear()
+    wire = wire_of(store)
+    sealed, _ = _call_sync(store, "seal_switch", (sealing, written), {})
+    _check_read("seal_switch", list(spans.get_finished_spans()), None, wire, mode)
+    assert written and sealed.sealed
+
+
+def test_the_bigquery_recipe_of_a_bucket_is_a_span_that_reads_no_document(
+    spans: InMemorySpanExporter, gcs_bucket: str
+) -> None:
+    """``cold_bigquery`` (a tier in a bucket, fake-gcs-server here) reads the manifest's object
+    and no document: its span says so, as the wire does."""
+    spec = SeriesSpec("instruments", key_fields=["symbol"], shapes=SPEC.shapes, columns=SPEC.columns,
+                      measures=SPEC.measures, cold=ColdTier(f"gs://{gcs_bucket}/lake"))  # fmt: skip
+    store = TimeSeriesStore.memory(spec)
+    store.write(_rows())
+    store.seal(until="2019-01-01T00:00:00Z")
+    spans.clear()
+    wire = wire_of(store)
+    _call_sync(store, "cold_bigquery", ("project.dataset.ticks",), {})
+    _check_read("cold_bigquery", list(spans.get_finished_spans()), None, wire, "memory")
