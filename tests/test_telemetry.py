@@ -247,12 +247,15 @@ def test_each_read_verbs_span_of_the_async_store_is_its_read_stats_and_the_wire(
     mode: str, request: pytest.FixtureRequest, spans: InMemorySpanExporter, database_id: str
 ) -> None:
     client = mode_client(request, mode, database_id)
-    TimeSeriesStore(client, SPEC, write_options=EMULATOR_WRITE_OPTIONS).write(_rows())
     if mode == "native":
         client = request.getfixturevalue("emulator").async_client(database=database_id)
 
     async def story() -> None:
-        async with AsyncTimeSeriesStore(client, SPEC) as store:
+        async with AsyncTimeSeriesStore(client, SPEC, write_options=EMULATOR_WRITE_OPTIONS) as store:
+            written = await store.write(_rows())
+            [write] = [span for span in spans.get_finished_spans() if span.parent is None]
+            assert write.attributes["tsstore.ticks.created"] == written.created == TICKS
+            assert any(span.name == "tsstore.commit" for span in spans.get_finished_spans())
             for name, args, options in READS:
                 spans.clear()
                 wire = wire_of(store)
@@ -370,22 +373,39 @@ SEALED: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
 ]
 
 
+@pytest.mark.parametrize("driver", ["sync", "async"])
 @pytest.mark.parametrize("mode", MODES)
 def test_the_cold_tier_counter_and_reshard_verbs_spans_are_their_read_stats_and_the_wire(
-    mode: str, request: pytest.FixtureRequest, spans: InMemorySpanExporter, database_id: str, tmp_path: Path
+    mode: str, driver: str, request: pytest.FixtureRequest, spans: InMemorySpanExporter, database_id: str,
+    tmp_path: Path,
 ) -> None:
     spec = SeriesSpec("instruments", key_fields=["symbol"], shapes=SPEC.shapes, columns=SPEC.columns,
                       measures=SPEC.measures, cold=ColdTier(tmp_path / "lake"), count_by=["symbol"])  # fmt: skip
-    store = TimeSeriesStore(mode_client(request, mode, database_id), spec, write_options=EMULATOR_WRITE_OPTIONS)
-    store.write(_rows())
+    client = mode_client(request, mode, database_id)
+    TimeSeriesStore(client, spec, write_options=EMULATOR_WRITE_OPTIONS).write(_rows())
+    if driver == "async" and mode == "native":
+        client = request.getfixturevalue("emulator").async_client(database=database_id)
     read_objects = 0
-    for name, args, options in SEALED:
-        spans.clear()
-        wire = wire_of(store)
-        result, stats = _call_sync(store, name, args, options)
-        sent = None if name == "query" else wire  # a read across the seam counts the tiers' own documents
-        _check_read(name, list(spans.get_finished_spans()), stats, sent, mode)
-        read_objects += _root(list(spans.get_finished_spans())).attributes["tsstore.objects"]
+
+    async def call(store: Any, name: str, args: tuple[Any, ...], options: dict[str, Any]) -> ReadStats | None:
+        if driver == "sync":
+            return _call_sync(store, name, args, options)[1]
+        return (await _call_async(store, name, args, options))[1]
+
+    async def story() -> None:
+        nonlocal read_objects
+        made = TimeSeriesStore if driver == "sync" else AsyncTimeSeriesStore
+        store = made(client, spec, write_options=EMULATOR_WRITE_OPTIONS)
+        for name, args, options in SEALED:
+            spans.clear()
+            wire = wire_of(store)
+            stats = await call(store, name, args, options)
+            sent = None if name == "query" else wire  # a read across the seam counts the tiers' own documents
+            _check_read(name, list(spans.get_finished_spans()), stats, sent, mode)
+            read_objects += _root(list(spans.get_finished_spans())).attributes["tsstore.objects"]
+        store.close()
+
+    asyncio.run(story())
     assert read_objects > 0  # the read across the seam read sealed partitions: the span says so
 
 
@@ -394,14 +414,31 @@ def test_a_live_verbs_span_is_its_start_its_reads_the_wires(
     mode: str, request: pytest.FixtureRequest, spans: InMemorySpanExporter, database_id: str
 ) -> None:
     """A live verb's span lasts while its listeners start (what it reads then: a tail's read of
-    the server's time, when not told where to begin); the updates come after, outside it."""
-    store = TimeSeriesStore(mode_client(request, mode, database_id), SPEC, write_options=EMULATOR_WRITE_OPTIONS)
+    the server's time, when not told where to begin), on the async store when they start (at
+    ``async with``); the updates come after, outside it."""
+    client = mode_client(request, mode, database_id)
+    store = TimeSeriesStore(client, SPEC, write_options=EMULATOR_WRITE_OPTIONS)
     store.write(_rows())
     for name, options in (("watch", {"limit": 5}), ("tail", {})):
         spans.clear()
         wire = wire_of(store)
         with getattr(store, name)(**options):
             _check_read(name, list(spans.get_finished_spans()), None, wire, mode)
+    if mode == "native":
+        client = request.getfixturevalue("emulator").async_client(database=database_id)
+
+    async def story() -> None:
+        async with AsyncTimeSeriesStore(client, SPEC) as live_store:
+            for name, options in (("watch", {"limit": 5}), ("tail", {})):
+                spans.clear()
+                wire = wire_of(live_store)
+                opened = getattr(live_store, name)(**options)
+                assert not spans.get_finished_spans()  # nothing started yet
+                async with opened:
+                    _check_read(name, list(spans.get_finished_spans()), None, wire, mode)
+                    assert name == "watch" or wire.queries == 1  # a tail read the server's time in its span
+
+    asyncio.run(story())
 
 
 @pytest.mark.parametrize("mode", MODES)

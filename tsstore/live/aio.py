@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from tsstore.live.listen import LIVENESS_CHECK
+from tsstore.telemetry import VerbCall
 
 T = TypeVar("T")
 
@@ -59,6 +60,24 @@ class AsyncLive(AsyncIterator[T]):
         self._closed = True
         if self._live is not None:
             self._live.close()
+
+    def _trace(self, call: VerbCall) -> AsyncLive[T]:
+        """This live read as the verb call ``call``: its span current while the listeners start,
+        ended once they have (or have failed to)."""
+        start = self._start
+
+        async def started() -> Any:
+            try:
+                with call.running():
+                    live = await start()
+            except BaseException as exc:
+                call.end(error=exc)
+                raise
+            call.end()
+            return live
+
+        self._start = started
+        return self
 
     async def __aenter__(self) -> AsyncLive[T]:
         return await self.started()

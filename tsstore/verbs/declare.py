@@ -389,11 +389,17 @@ class live(_Declared[P, object], Generic[P, L, T]):
     @overload
     def __get__(self, store: LoopDriver, owner: type) -> Callable[P, AsyncLive[T]]: ...
     def __get__(self, store: Driver | None, owner: type) -> Callable[..., object]:
-        return self._get(
-            store, owner, lambda store: lambda *args, **kwargs: called(
-                self._call(store, kwargs), lambda: store._listen(self._request(store, args, kwargs))
-            )
-        )  # fmt: skip
+        return self._get(store, owner, self._listening)
+
+    def _listening(self, store: Driver) -> Callable[..., object]:
+        def listening(*args: object, **kwargs: object) -> object:
+            call = self._call(store, kwargs)
+            if isinstance(store, ThreadDriver):  # started now: the call ends with the start
+                return called(call, lambda: store._listen(self._request(store, args, kwargs)))
+            live = called(call, lambda: store._listen(self._request(store, args, kwargs)), ends=False)
+            return live._trace(call)  # started when first used: the call ends then
+
+        return listening
 
     def _returns(self, result: object, asynchronous: bool) -> object:
         live_object, item = typing.get_args(result) or (Any, Any)
