@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from google.api_core import exceptions as gexc
+from google.cloud import firestore
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -176,6 +177,25 @@ async def _call_async(
     return result, _stats_of(result, given)
 
 
+async def _call(store: Any, name: str, args: tuple[Any, ...], options: dict[str, Any]) -> tuple[Any, ReadStats | None]:
+    """:func:`_call_sync` or :func:`_call_async`, by the store."""
+    if isinstance(store, AsyncTimeSeriesStore):
+        return await _call_async(store, name, args, options)
+    return _call_sync(store, name, args, options)
+
+
+STORES = pytest.mark.parametrize("driver", ["sync", "async"])
+
+
+def _store(driver: str, request: pytest.FixtureRequest, client: Any, spec: SeriesSpec, database_id: str) -> Any:
+    """The store of ``driver`` on ``client``'s database (Native mode's async store on an AsyncClient)."""
+    if driver == "sync":
+        return TimeSeriesStore(client, spec, write_options=EMULATOR_WRITE_OPTIONS)
+    if isinstance(client, firestore.Client):
+        client = request.getfixturevalue("emulator").async_client(database=database_id)
+    return AsyncTimeSeriesStore(client, spec, write_options=EMULATOR_WRITE_OPTIONS)
+
+
 def _root(spans: list[ReadableSpan]) -> ReadableSpan:
     [root] = [span for span in spans if span.parent is None]
     return root
@@ -262,6 +282,10 @@ def test_each_read_verbs_span_of_the_async_store_is_its_read_stats_and_the_wire(
                 _, stats = await _call_async(store, name, args, options)
                 sent = None if name in OWN_DOCUMENTS else wire
                 _check_read(name, list(spans.get_finished_spans()), stats, sent, mode)
+        async with AsyncTimeSeriesStore(client, BARS_1MIN.spec) as bars:  # rolled up above
+            spans.clear()
+            _, stats = await _call_async(bars, "explain_bars", (), {"interval": "1h"})
+            _check_read("explain_bars", list(spans.get_finished_spans()), stats, None, mode, BARS_1MIN.spec.collection)
 
     asyncio.run(story())
 
@@ -373,33 +397,24 @@ SEALED: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
 ]
 
 
-@pytest.mark.parametrize("driver", ["sync", "async"])
+@STORES
 @pytest.mark.parametrize("mode", MODES)
 def test_the_cold_tier_counter_and_reshard_verbs_spans_are_their_read_stats_and_the_wire(
     mode: str, driver: str, request: pytest.FixtureRequest, spans: InMemorySpanExporter, database_id: str,
     tmp_path: Path,
 ) -> None:
-    spec = SeriesSpec("instruments", key_fields=["symbol"], shapes=SPEC.shapes, columns=SPEC.columns,
-                      measures=SPEC.measures, cold=ColdTier(tmp_path / "lake"), count_by=["symbol"])  # fmt: skip
+    spec = _tiered(tmp_path / "lake", count_by=["symbol"])
     client = mode_client(request, mode, database_id)
     TimeSeriesStore(client, spec, write_options=EMULATOR_WRITE_OPTIONS).write(_rows())
-    if driver == "async" and mode == "native":
-        client = request.getfixturevalue("emulator").async_client(database=database_id)
     read_objects = 0
-
-    async def call(store: Any, name: str, args: tuple[Any, ...], options: dict[str, Any]) -> ReadStats | None:
-        if driver == "sync":
-            return _call_sync(store, name, args, options)[1]
-        return (await _call_async(store, name, args, options))[1]
 
     async def story() -> None:
         nonlocal read_objects
-        made = TimeSeriesStore if driver == "sync" else AsyncTimeSeriesStore
-        store = made(client, spec, write_options=EMULATOR_WRITE_OPTIONS)
+        store = _store(driver, request, client, spec, database_id)
         for name, args, options in SEALED:
             spans.clear()
             wire = wire_of(store)
-            stats = await call(store, name, args, options)
+            _, stats = await _call(store, name, args, options)
             sent = None if name == "query" else wire  # a read across the seam counts the tiers' own documents
             _check_read(name, list(spans.get_finished_spans()), stats, sent, mode)
             read_objects += _root(list(spans.get_finished_spans())).attributes["tsstore.objects"]
@@ -407,6 +422,12 @@ def test_the_cold_tier_counter_and_reshard_verbs_spans_are_their_read_stats_and_
 
     asyncio.run(story())
     assert read_objects > 0  # the read across the seam read sealed partitions: the span says so
+
+
+def _tiered(path: Any, **options: Any) -> SeriesSpec:
+    """The demo's series with a cold tier at ``path``."""
+    return SeriesSpec("instruments", key_fields=["symbol"], shapes=SPEC.shapes, columns=SPEC.columns,
+                      measures=SPEC.measures, cold=ColdTier(path), **options)  # fmt: skip
 
 
 @pytest.mark.parametrize("mode", [NATIVE, MEMORY])  # Datastore mode has no listeners: refused by name
@@ -441,44 +462,53 @@ def test_a_live_verbs_span_is_its_start_its_reads_the_wires(
     asyncio.run(story())
 
 
+@STORES
 @pytest.mark.parametrize("mode", MODES)
 def test_a_seal_in_parts_and_one_chunks_stream_are_spans_of_their_read_stats_and_the_wire(
-    mode: str, request: pytest.FixtureRequest, spans: InMemorySpanExporter, database_id: str, tmp_path: Path
+    mode: str, driver: str, request: pytest.FixtureRequest, spans: InMemorySpanExporter, database_id: str,
+    tmp_path: Path,
 ) -> None:
     """The verbs a Beam pipeline runs in parts: a seal's partitions and its switch, a chunk's stream."""
-    spec = SeriesSpec("instruments", key_fields=["symbol"], shapes=SPEC.shapes, columns=SPEC.columns,
-                      measures=SPEC.measures, cold=ColdTier(tmp_path / "lake"))  # fmt: skip
-    store = TimeSeriesStore(mode_client(request, mode, database_id), spec, write_options=EMULATOR_WRITE_OPTIONS)
-    store.write(_rows())
-    sealing, _ = _call_sync(store, "seal_plan", (), {"until": "2019-01-01T00:00:00Z"})
-    plan = store.plan(limit=40)
-    written = []
-    for name, args, options in [*(("seal_partition", (unit,), {"sealing": sealing}) for unit in sealing.units),
-                                ("stream_chunk", (plan, plan.chunks[0]), {"read_time": None})]:  # fmt: skip
-        spans.clear()
-        wire = wire_of(store)
-        result, stats = _call_sync(store, name, args, options)
-        _check_read(name, list(spans.get_finished_spans()), stats, wire, mode)
-        if name == "seal_partition":
-            written.append((args[0], result))
-    spans.clear()
-    wire = wire_of(store)
-    sealed, _ = _call_sync(store, "seal_switch", (sealing, written), {})
-    _check_read("seal_switch", list(spans.get_finished_spans()), None, wire, mode)
-    assert written and sealed.sealed
+    spec = _tiered(tmp_path / "lake")
+    client = mode_client(request, mode, database_id)
+    TimeSeriesStore(client, spec, write_options=EMULATOR_WRITE_OPTIONS).write(_rows())
+
+    async def story() -> None:
+        store = _store(driver, request, client, spec, database_id)
+        sealing, _ = await _call(store, "seal_plan", (), {"until": "2019-01-01T00:00:00Z"})
+        plan = store.plan(limit=40)
+        written = []
+        for name, args, options in [*(("seal_partition", (unit,), {"sealing": sealing}) for unit in sealing.units),
+                                    ("stream_chunk", (plan, plan.chunks[0]), {"read_time": None}),
+                                    ("seal_switch", (sealing, written), {})]:  # fmt: skip
+            spans.clear()
+            wire = wire_of(store)
+            result, stats = await _call(store, name, args, options)
+            _check_read(name, list(spans.get_finished_spans()), stats, wire, mode)
+            if name == "seal_partition":
+                written.append((args[0], result))
+        assert written and result.sealed  # the switch's
+        store.close()
+
+    asyncio.run(story())
 
 
+@STORES
 def test_the_bigquery_recipe_of_a_bucket_is_a_span_that_reads_no_document(
-    spans: InMemorySpanExporter, gcs_bucket: str
+    driver: str, request: pytest.FixtureRequest, spans: InMemorySpanExporter, gcs_bucket: str
 ) -> None:
     """``cold_bigquery`` (a tier in a bucket, fake-gcs-server here) reads the manifest's object
     and no document: its span says so, as the wire does."""
-    spec = SeriesSpec("instruments", key_fields=["symbol"], shapes=SPEC.shapes, columns=SPEC.columns,
-                      measures=SPEC.measures, cold=ColdTier(f"gs://{gcs_bucket}/lake"))  # fmt: skip
-    store = TimeSeriesStore.memory(spec)
-    store.write(_rows())
-    store.seal(until="2019-01-01T00:00:00Z")
-    spans.clear()
-    wire = wire_of(store)
-    _call_sync(store, "cold_bigquery", ("project.dataset.ticks",), {})
-    _check_read("cold_bigquery", list(spans.get_finished_spans()), None, wire, "memory")
+    spec = _tiered(f"gs://{gcs_bucket}/lake")
+    sealer = TimeSeriesStore.memory(spec)
+    sealer.write(_rows())
+    sealer.seal(until="2019-01-01T00:00:00Z")
+
+    async def story() -> None:
+        store = _store(driver, request, sealer.client, spec, "")
+        spans.clear()
+        wire = wire_of(store)
+        await _call(store, "cold_bigquery", ("project.dataset.ticks",), {})
+        _check_read("cold_bigquery", list(spans.get_finished_spans()), None, wire, "memory")
+
+    asyncio.run(story())
