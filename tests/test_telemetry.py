@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.shared import MEMORY, MODES, NATIVE, mode_client
-from tsstore import AsyncTimeSeriesStore, SeriesSpec, TimeSeriesStore, telemetry
+from tsstore import AsyncTimeSeriesStore, SeriesSpec, TimeSeriesStore, logs, telemetry
 from tsstore.asks import GetDoc
 from tsstore.cold_tier import ColdTier
 from tsstore.demo import BARS_1MIN, SPEC, demo_rows
@@ -213,7 +213,8 @@ def _check_read(
     attributes = dict(root.attributes or {})
     assert root.name == f"{name} {collection}"
     assert attributes["db.operation.name"] == name and attributes["db.collection.name"] == collection
-    assert attributes["db.system.name"] == telemetry.SYSTEM[mode] and attributes["tsstore.mode"] == mode
+    system = {"native": "gcp.firestore", "datastore": "gcp.firestore", "memory": "tsstore.memory"}[mode]
+    assert attributes["db.system.name"] == system and attributes["tsstore.mode"] == mode
     figures = {field: attributes[f"tsstore.{field}"] for field in telemetry.READ_ATTRIBUTES}
     if stats is not None:  # the call returned what it cost: the span says the same
         assert figures == {field: getattr(stats, field) for field in telemetry.READ_ATTRIBUTES}
@@ -362,8 +363,9 @@ def test_the_reference_names_every_span_attribute_and_instrument() -> None:
     in the code: the instruments, the figures, and every name given to a span or an attribute)."""
     reference = (ROOT / "docs" / "reference" / "telemetry.md").read_text()
     instruments = {value._name for value in vars(telemetry._now).values() if hasattr(value, "_unit")}
+    fields = {value for name, value in vars(logs).items() if name.isupper() and isinstance(value, str)}
     names = {*instruments, *(f"tsstore.{name}" for name in telemetry.READ_ATTRIBUTES),
-             *(f"tsstore.ticks.{name}" for name in telemetry.WRITE_ATTRIBUTES)}  # fmt: skip
+             *(f"tsstore.ticks.{name}" for name in telemetry.WRITE_ATTRIBUTES), *fields}  # fmt: skip
     for path in (ROOT / "tsstore").rglob("*.py"):
         code = path.read_text()
         names |= {f"tsstore.{name}" for name in re.findall(r'telemetry\.child\("(\w+)"', code)}

@@ -66,7 +66,8 @@ MARKS_WRITTEN = "tsstore.marks.written"
 #: What went wrong: a gRPC status name (``UNAVAILABLE``) or an exception's class.
 ERROR_TYPE = "error.type"
 
-#: The systems of :data:`DB_SYSTEM`, by mode.
+#: The systems of :data:`DB_SYSTEM`, by mode (the conventions name no value for Firestore:
+#: ``gcp.firestore`` follows their ``gcp.spanner``; the memory database is tsstore's).
 SYSTEMS = {"native": "gcp.firestore", "datastore": "gcp.firestore", "memory": "tsstore.memory"}
 
 

@@ -7,10 +7,11 @@ no-op; a verb asks of it to start and end one span and to add its figures to the
 (``TracerProvider``, ``MeterProvider``, or :func:`configure`) gets tsstore's spans and metrics
 under the instrumentation scope ``tsstore``.
 
-A verb's span carries the database conventions' attributes (:data:`SYSTEM`, ``db.collection.name``,
-``db.operation.name``) and tsstore's own (:data:`READ_ATTRIBUTES`: the figures of every
-:class:`~tsstore.read.cost.ReadStats` made or given during the call, so they equal what the call
-returns; :data:`WRITE_ATTRIBUTES` from a write's result). The reference lists them all
+A verb's span carries the database conventions' attributes (``db.system.name``, by
+:data:`tsstore.logs.SYSTEMS`, ``db.collection.name``, ``db.operation.name``) and tsstore's own
+(:data:`READ_ATTRIBUTES`: the figures of every :class:`~tsstore.read.cost.ReadStats` made or given
+during the call, so they equal what the call returns; :data:`WRITE_ATTRIBUTES` from a write's
+result). The reference lists them all
 (``docs/reference/telemetry.md``).
 """
 
@@ -30,7 +31,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
-from tsstore.logs import DB_COLLECTION, DB_OPERATION, DB_SYSTEM, ERROR_TYPE, MODE, SYSTEMS, error_type
+from tsstore.logs import DB_COLLECTION, DB_OPERATION, ERROR_TYPE, backend_fields, error_type
 
 try:
     _VERSION = metadata.version("tsstore")
@@ -39,10 +40,6 @@ except metadata.PackageNotFoundError:  # pragma: no cover - a checkout used with
 
 #: The instrumentation scope of every span and instrument.
 SCOPE = "tsstore"
-#: ``db.system.name`` of a store's spans, by its database (the conventions name no value for
-#: Firestore: ``gcp.firestore`` follows their ``gcp.spanner``; the memory database is tsstore's).
-SYSTEM = SYSTEMS
-
 #: The :class:`~tsstore.read.cost.ReadStats` figures a verb's span carries, each as
 #: ``tsstore.<name>`` (``documents`` also as the conventions' ``db.response.returned_rows``).
 READ_ATTRIBUTES = (
@@ -145,9 +142,7 @@ class VerbCall:
     :meth:`running`), the read stats it makes or is given, and its end (:meth:`end`, once)."""
 
     def __init__(self, operation: str, collection: str, mode: str, given: object = None) -> None:
-        self._attributes: dict[str, AttributeValue] = {
-            DB_SYSTEM: SYSTEM.get(mode, mode), DB_COLLECTION: collection, DB_OPERATION: operation, MODE: mode,
-        }  # fmt: skip
+        self._attributes: dict[str, AttributeValue] = {**backend_fields(mode, collection), DB_OPERATION: operation}
         name = f"{operation} {collection}"
         self._span: Span = _now.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=self._attributes)
         self._started = time.perf_counter()
@@ -155,6 +150,7 @@ class VerbCall:
         if all(isinstance(getattr(given, name, None), int) for name in READ_ATTRIBUTES):  # a ReadStats
             counted: Counted = given  # type: ignore[assignment]  # it has every figure
             self._call.given.append((counted, _figures_of(counted)))
+        self._result: object = None
         self._ended = False
 
     @property
@@ -176,9 +172,10 @@ class VerbCall:
             _CALL.reset(token)
 
     @contextlib.contextmanager
-    def ending(self) -> Iterator[None]:
+    def ending(self, *, at_end: bool = True) -> Iterator[None]:
         """The call ended when the body ends: with its error, or without one (finished, or a
-        stream closed before its end: what it read so far)."""
+        stream closed before its end: what it read so far); ``at_end`` false: by an error only
+        (a stream's call, started by the body, ends with the stream)."""
         try:
             yield
         except GeneratorExit:
@@ -187,10 +184,16 @@ class VerbCall:
         except BaseException as exc:
             self.end(error=exc)
             raise
-        self.end()
+        if at_end:
+            self.end()
 
-    def end(self, *, result: object = None, error: BaseException | None = None) -> None:
-        """End the span with the call's figures (and ``result``'s, a write's), or ``error``."""
+    def returned(self, result: R) -> R:
+        """``result``, which the call's end reads its figures from (a write's, a roll-up's)."""
+        self._result = result
+        return result
+
+    def end(self, *, error: BaseException | None = None) -> None:
+        """End the span with the call's figures (and its result's: :meth:`returned`), or ``error``."""
         if self._ended:
             return
         self._ended = True
@@ -203,6 +206,7 @@ class VerbCall:
         now.billed_reads.add(figures["billed_reads"], self._attributes)
         now.documents.add(figures["documents"], self._attributes)
         now.round_trips.add(figures["round_trips"], self._attributes)
+        result = self._result
         written = _write_figures(result)
         if written:
             now.ticks_written.add(written["created"] + written["replaced"], self._attributes)
@@ -231,15 +235,9 @@ def _write_figures(result: object) -> dict[str, int]:
 def called(call: VerbCall, body: Callable[[], R], *, ends: bool = True) -> R:
     """``body()`` as the call ``call``, which then ends with its result or its error (``ends``
     false: only with an error; a stream's call ends with the stream)."""
-    try:
-        with call.running():
-            result = body()
-    except BaseException as exc:
-        call.end(error=exc)
-        raise
-    if ends:
-        call.end(result=result)
-    return result
+    with call.ending(at_end=ends), call.running():
+        result = body()  # a stream's is not kept: the stream holds the call, and is dropped when its reader drops it
+        return call.returned(result) if ends else result
 
 
 @contextlib.contextmanager

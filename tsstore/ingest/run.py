@@ -90,11 +90,11 @@ def _traced(ingest: Callable[P, IngestSummary]) -> Callable[P, IngestSummary]:
     @functools.wraps(ingest)
     def traced(*args: P.args, **kwargs: P.kwargs) -> IngestSummary:
         store: TimeSeriesStore = args[0] if args else kwargs["store"]  # type: ignore[assignment]
-        with telemetry.operation(f"ingest {store.spec.collection}", {"db.collection.name": store.spec.collection,
-                                                                     "db.operation.name": "ingest"}) as span:  # fmt: skip
+        with telemetry.operation(f"ingest {store.spec.collection}",
+                                 {DB_COLLECTION: store.spec.collection, DB_OPERATION: "ingest"}) as span:
             summary = ingest(*args, **kwargs)
-            span.set_attributes({"tsstore.rows": summary.rows, "tsstore.ticks.written": summary.written,
-                                 "tsstore.ticks.rejected": summary.rejected})  # fmt: skip
+            span.set_attributes({"tsstore.rows": summary.rows, TICKS_WRITTEN: summary.written,
+                                 TICKS_REJECTED: summary.rejected})  # fmt: skip
             return summary
 
     return traced

@@ -67,14 +67,8 @@ class AsyncLive(AsyncIterator[T]):
         start = self._start
 
         async def started() -> Any:
-            try:
-                with call.running():
-                    live = await start()
-            except BaseException as exc:
-                call.end(error=exc)
-                raise
-            call.end()
-            return live
+            with call.ending(), call.running():
+                return await start()
 
         self._start = started
         return self

@@ -23,6 +23,7 @@ from google.api_core import exceptions as gexc
 
 from tsstore import telemetry
 from tsstore.errors import FaultError
+from tsstore.logs import DOCUMENTS, QUERIES
 from tsstore.read.engine import RENEW, Chunk, ChunkCursor, Fetch, PageRounds, TickRead, reraise_stopped
 from tsstore.read.merge import Key
 from tsstore.read.plan import QueryPlan
@@ -119,9 +120,9 @@ async def aread_page(rounds: PageRounds, *, fetch: AsyncFetch) -> list[Tick]:
     with rounds.stops():
         cursors = rounds.first()
         while cursors:
-            with telemetry.child("round", {"tsstore.queries": len(cursors)}) as span:
+            with telemetry.child("round", {QUERIES: len(cursors)}) as span:
                 results = await asyncio.gather(*(_collect(chunk_ticks(fetch, c)) for c in cursors))
-                span.set_attribute("tsstore.documents", sum(map(len, results)))
+                span.set_attribute(DOCUMENTS, sum(map(len, results)))
             cursors = rounds.feed(results)
     return rounds.result()
 

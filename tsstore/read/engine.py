@@ -37,7 +37,7 @@ from google.api_core import exceptions as gexc
 from tsstore.errors import FaultError, SnapshotExpiredError
 from tsstore import telemetry
 from tsstore.faults import SPLIT_AFTER, Backoff, error_type, pause_or_raise
-from tsstore.logs import CHUNKS, ERROR_TYPE, REFILLS
+from tsstore.logs import CHUNKS, DOCUMENTS, ERROR_TYPE, QUERIES, REFILLS
 from tsstore.read.cost import ENTRIES_PER_INDEX_READ, ReadStats, lean_asks, lean_refills, refill_asks
 from tsstore.read.cursor import encode_cursor
 from tsstore.read.merge import Key, merge_streams, take
@@ -153,10 +153,10 @@ def read_page(rounds: PageRounds, *, fetch: Fetch, pool: Executor) -> list[Tick]
     with rounds.stops():
         cursors = rounds.first()
         while cursors:
-            with telemetry.child("round", {"tsstore.queries": len(cursors)}) as span:
+            with telemetry.child("round", {QUERIES: len(cursors)}) as span:
                 collect: Callable[[ChunkStream], list[Tick]] = telemetry.in_context(list)  # retries told under it
                 results = [future.result() for future in [pool.submit(collect, ChunkStream(fetch, c)) for c in cursors]]
-                span.set_attribute("tsstore.documents", sum(map(len, results)))
+                span.set_attribute(DOCUMENTS, sum(map(len, results)))
             cursors = rounds.feed(results)
     return rounds.result()
 

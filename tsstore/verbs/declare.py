@@ -316,14 +316,8 @@ class verb(_Declared[P, R]):
     def _awaited(self, store: LoopDriver) -> Callable[..., Awaitable[object]]:
         async def awaited(*args: object, **kwargs: object) -> object:
             call = self._call(store, kwargs)
-            try:
-                with call.running():
-                    result = await store._run(self._request(store, args, kwargs))
-            except BaseException as exc:
-                call.end(error=exc)
-                raise
-            call.end(result=result)
-            return result
+            with call.ending(), call.running():
+                return call.returned(await store._run(self._request(store, args, kwargs)))
 
         return awaited
 

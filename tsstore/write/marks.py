@@ -284,7 +284,7 @@ class LateGuard:
     def _renew(self, token: int, lease: dict[str, Any]) -> View:
         """Write ``lease``, read the horizons: the new view, send ``token`` in flight under it."""
         started = self._clock()
-        with telemetry.child("late_view", {"db.collection.name": self._spec.collection}) as span:
+        with telemetry.child("late_view", {DB_COLLECTION: self._spec.collection}) as span:
             at = self._io.put_lease(lease)
             view = View(started, at, tuple(h for h in self._io.horizons() if h.horizon is not None))
             span.set_attribute("tsstore.horizons", len(view.horizons))
@@ -304,12 +304,11 @@ class LateGuard:
                 decision = decide(self._spec, view, ops, holds=self._holds)
                 todo = self._unmarked(view, decision.marks)
                 if todo:
-                    marks = sum(map(len, todo.values()))
-                    with telemetry.child("marks", {"tsstore.marks.written": marks}):
-                        self._io.put_marks(todo)
-                    telemetry.marked(self._spec.collection, marks)
-                    self._remember(view, todo)
                     marked = sum(map(len, todo.values()))
+                    with telemetry.child("marks", {MARKS_WRITTEN: marked}):
+                        self._io.put_marks(todo)
+                    telemetry.marked(self._spec.collection, marked)
+                    self._remember(view, todo)
                     log.debug("marked %d bucket(s) of %s before a late write", marked, ", ".join(sorted(todo)),
                               extra={DB_COLLECTION: self._spec.collection, MARKS_WRITTEN: marked})  # fmt: skip
                 if self._clock() - view.started <= self._refresh:
